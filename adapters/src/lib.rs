@@ -1,0 +1,171 @@
+//! Pure vendor mappings: each supported agent's native hook payloads (and, for some,
+//! OTel LogRecords) become AEP event drafts, following AEP-0002 Annex A.
+//!
+//! No I/O, no clock, no randomness. Per-session state that a mapping needs (synthesized
+//! runs, pending tool calls) lives in a [`SessionState`] the caller owns and passes in.
+//! Drafts lack `id`, `seq`, `epoch`, `source` and `time`: the bridge's sequencer stamps them.
+
+use aep_schemas::{Capture, Severity};
+use serde_json::{Map, Value};
+
+pub mod draft;
+pub mod vendors;
+
+pub use draft::EventDraft;
+
+/// Error from a mapping.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdapterError {
+    /// The payload is not a JSON object.
+    #[error("hook payload must be a JSON object")]
+    NotAnObject,
+    /// A field the mapping needs is missing or has the wrong JSON type.
+    #[error("hook payload field `{field}` is missing or not a {expected}")]
+    MissingField {
+        /// The payload field.
+        field: &'static str,
+        /// The JSON type expected.
+        expected: &'static str,
+    },
+    /// No hook name in the URL nor in the payload.
+    #[error("cannot tell which hook this is: no event in the URL and no `{field}` in the payload")]
+    NoHookName {
+        /// The payload field that names the hook for this vendor.
+        field: &'static str,
+    },
+}
+
+/// Capture posture and redaction settings a mapping applies at the source (AEP-0003 §9).
+#[derive(Debug, Clone)]
+pub struct MapContext {
+    /// Ceiling for every event except `attention.*` (default `metadata`, AEP-0003 §9 rule 1).
+    pub capture: Capture,
+    /// Ceiling for `attention.*` (RECOMMENDED default `redacted`, AEP-0003 §9 rule 1).
+    pub attention_capture: Capture,
+    /// The §9.4 redaction pipeline settings.
+    pub redact: aep_schemas::redact::RedactConfig,
+}
+
+impl Default for MapContext {
+    fn default() -> Self {
+        Self {
+            capture: Capture::Metadata,
+            attention_capture: Capture::Redacted,
+            redact: aep_schemas::redact::RedactConfig::default(),
+        }
+    }
+}
+
+impl MapContext {
+    /// The ceiling that applies to events of `ty`.
+    pub fn ceiling_for(&self, ty: &str) -> Capture {
+        if aep_schemas::event::category_of(ty) == "attention" { self.attention_capture } else { self.capture }
+    }
+}
+
+/// Per-`(vendor, session)` mapping state the caller keeps between hook calls.
+#[derive(Debug, Clone, Default)]
+pub struct SessionState {
+    /// The run currently open, if any (synthesized or vendor-provided).
+    pub current_run: Option<String>,
+    /// How many runs this session has synthesized (names `r1`, `r2`, ...).
+    pub runs_synthesized: u64,
+    /// Vendor-specific scratch (pending tool calls, open attention requests, ...).
+    pub extra: Map<String, Value>,
+}
+
+/// One hook invocation as received.
+#[derive(Debug, Clone, Copy)]
+pub struct HookCall<'a> {
+    /// The hook or moment name from the URL (`/hooks/{vendor}/{event}`), when given.
+    pub event: Option<&'a str>,
+    /// The payload the agent sent.
+    pub payload: &'a Value,
+}
+
+/// The reply a vendor expects on its hook channel when the bridge has nothing to say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NeutralReply {
+    /// Write nothing; exit 0.
+    Empty,
+    /// Write this exact body (e.g. Antigravity's `{"decision": ""}`).
+    Body(&'static str),
+}
+
+impl NeutralReply {
+    /// The bytes to write.
+    pub fn as_bytes(&self) -> &'static [u8] {
+        match self {
+            NeutralReply::Empty => b"",
+            NeutralReply::Body(b) => b.as_bytes(),
+        }
+    }
+}
+
+/// A vendor's hook mapping (AEP-0002 Annex A).
+pub trait HookAdapter: Send + Sync {
+    /// The stable agent identity, e.g. `claude-code`; also the `x.{vendor}.*` token.
+    fn vendor(&self) -> &'static str;
+
+    /// The hook name of a call: from the URL, else from the payload's own name field.
+    fn hook_name<'a>(&self, call: &HookCall<'a>) -> Result<String, AdapterError>;
+
+    /// The AEP session id this payload belongs to (the vendor's session/thread id).
+    fn session_id(&self, call: &HookCall<'_>) -> Option<String>;
+
+    /// Maps one hook call to zero or more drafts. Unknown hook names map through the
+    /// `x.{vendor}.session.{snake_case(hook)}` fallback rather than being dropped.
+    fn map(&self, call: &HookCall<'_>, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError>;
+
+    /// The reply to give the agent when nothing is decided (fail-open).
+    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
+        NeutralReply::Empty
+    }
+}
+
+/// `PreToolUse` -> `pre_tool_use`; `session-start` -> `session_start` (the fallback's name rule).
+pub fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            if prev_lower {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+            prev_lower = false;
+        } else if c.is_ascii_alphanumeric() {
+            out.push(c);
+            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        } else {
+            if !out.ends_with('_') && !out.is_empty() {
+                out.push('_');
+            }
+            prev_lower = false;
+        }
+    }
+    out.trim_end_matches('_').to_owned()
+}
+
+/// Default severity for a core type when a mapping does not set one.
+pub fn default_severity(ty: &str) -> Option<Severity> {
+    match ty {
+        "attention.requested" => Some(Severity::Notice),
+        "tool.failed" | "run.failed" | "error.raised" => Some(Severity::Error),
+        "tool.denied" => Some(Severity::Warning),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snake_cases_hook_names() {
+        assert_eq!(snake_case("PreToolUse"), "pre_tool_use");
+        assert_eq!(snake_case("session-start"), "session_start");
+        assert_eq!(snake_case("CwdChanged"), "cwd_changed");
+        assert_eq!(snake_case("tool.execute.before"), "tool_execute_before");
+    }
+}

@@ -1,0 +1,344 @@
+//! The AEP Event: sixteen context attributes, extension attributes, and `data` (AEP-0001 §5).
+//!
+//! Absent optional attributes stay absent (never `null`), so an Event read from the wire
+//! serializes back to the same members. The defaults of `epoch`, `severity` and `capture`
+//! (AEP-0001 §5.1) are applied by the accessors [`Event::epoch`], [`Event::severity`] and
+//! [`Event::capture`], which every consumer in this workspace reads through.
+
+use serde::de::Error as _;
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value};
+
+use crate::level::{Capture, Severity};
+
+/// The envelope version this implementation speaks (AEP-0001 §5.1 #1).
+pub const AEP_VERSION: &str = "0.1";
+
+/// The sixteen core context attribute names plus `data`, in wire order (AEP-0001 §5.1).
+pub const CORE_ATTRIBUTES: [&str; 17] = [
+    "aep", "id", "type", "subject", "time", "source", "agent", "session", "run", "step", "seq", "epoch", "cause",
+    "traceparent", "severity", "capture", "data",
+];
+
+/// A rejected envelope: which attribute, which rule, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{rule}: {message}")]
+pub struct EnvelopeError {
+    /// The violated rule, e.g. `AEP-0001 §5.1 #11`.
+    pub rule: &'static str,
+    /// A readable explanation naming the attribute.
+    pub message: String,
+}
+
+impl EnvelopeError {
+    pub(crate) fn new(rule: &'static str, message: impl Into<String>) -> Self {
+        Self { rule, message: message.into() }
+    }
+}
+
+/// One AEP Event (AEP-0001 §5).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Event {
+    /// #1 envelope version.
+    pub aep: String,
+    /// #2 id, unique per `source`.
+    pub id: String,
+    /// #3 bare type `{category}.{rest}` or `x.{vendor}.{category}.{rest}`.
+    pub r#type: String,
+    /// #4 the acted-upon entity.
+    pub subject: Option<String>,
+    /// #5 RFC 3339 time (display only; never ordering authority).
+    pub time: String,
+    /// #6 emitter URI.
+    pub source: String,
+    /// #7 logical agent identity.
+    pub agent: String,
+    /// #8 session key (session-scoped Events).
+    pub session: Option<String>,
+    /// #9 run within the session.
+    pub run: Option<String>,
+    /// #10 step within the run.
+    pub step: Option<String>,
+    /// #11 per-session monotonic counter.
+    pub seq: Option<u64>,
+    /// #12 restart generation as carried on the wire; read it with [`Event::epoch`].
+    pub epoch: Option<u64>,
+    /// #13 id of the causing Event.
+    pub cause: Option<String>,
+    /// #14 W3C traceparent.
+    pub traceparent: Option<String>,
+    /// #15 severity as carried; read it with [`Event::severity`].
+    pub severity: Option<Severity>,
+    /// #16 capture level as carried; read it with [`Event::capture`].
+    pub capture: Option<Capture>,
+    /// Extension attributes in arrival order (AEP-0001 §5.4).
+    pub extensions: Map<String, Value>,
+    /// #17 the type-specific payload.
+    pub data: Option<Value>,
+}
+
+impl Event {
+    /// The restart generation, `0` when absent.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.unwrap_or(0)
+    }
+
+    /// The severity, `info` when absent.
+    pub fn severity(&self) -> Severity {
+        self.severity.unwrap_or_default()
+    }
+
+    /// The capture level, `metadata` when absent.
+    pub fn capture(&self) -> Capture {
+        self.capture.unwrap_or_default()
+    }
+
+    /// The category: the first dot token of a core type, the third of an `x.{vendor}.*` type.
+    pub fn category(&self) -> &str {
+        category_of(&self.r#type)
+    }
+
+    /// `true` for `agent.*` Events, which carry no session (AEP-0001 §5.2).
+    pub fn is_agent_scoped(&self) -> bool {
+        self.category() == "agent"
+    }
+
+    /// The `(epoch, seq)` position, when the Event is sequenced.
+    pub fn position(&self) -> Option<(u64, u64)> {
+        self.seq.map(|s| (self.epoch(), s))
+    }
+
+    /// Parses an Event from a JSON value, checking the JSON type of every core attribute.
+    ///
+    /// Semantic rules (scoping, type grammar, payload schemas) are checked by
+    /// [`crate::validate`]; this only refuses what cannot be represented.
+    pub fn from_value(value: Value) -> Result<Event, EnvelopeError> {
+        let Value::Object(map) = value else {
+            return Err(EnvelopeError::new("AEP-0001 §5", "an Event is a JSON object"));
+        };
+        Event::from_map(map)
+    }
+
+    /// Parses an Event from one JSON text (one JSONL line).
+    pub fn from_json(text: &str) -> Result<Event, EnvelopeError> {
+        let value: Value = serde_json::from_str(text)
+            .map_err(|e| EnvelopeError::new("AEP-0001 §5", format!("not JSON: {e}")))?;
+        Event::from_value(value)
+    }
+
+    /// Parses an Event from a JSON object.
+    pub fn from_map(map: Map<String, Value>) -> Result<Event, EnvelopeError> {
+        let mut ev = Event::default();
+        let mut have = [false; 4]; // aep, id, type, time; source/agent checked below
+        for (key, value) in map {
+            match key.as_str() {
+                "aep" => {
+                    ev.aep = req_string(&key, value)?;
+                    have[0] = true;
+                }
+                "id" => {
+                    ev.id = req_string(&key, value)?;
+                    have[1] = true;
+                }
+                "type" => {
+                    ev.r#type = req_string(&key, value)?;
+                    have[2] = true;
+                }
+                "time" => {
+                    ev.time = req_string(&key, value)?;
+                    have[3] = true;
+                }
+                "source" => ev.source = req_string(&key, value)?,
+                "agent" => ev.agent = req_string(&key, value)?,
+                "subject" => ev.subject = Some(req_string(&key, value)?),
+                "session" => ev.session = Some(req_string(&key, value)?),
+                "run" => ev.run = Some(req_string(&key, value)?),
+                "step" => ev.step = Some(req_string(&key, value)?),
+                "cause" => ev.cause = Some(req_string(&key, value)?),
+                "traceparent" => ev.traceparent = Some(req_string(&key, value)?),
+                "seq" => ev.seq = Some(req_uint("AEP-0001 §5.1 #11", &key, value)?),
+                "epoch" => ev.epoch = Some(req_uint("AEP-0001 §5.1 #12", &key, value)?),
+                "severity" => {
+                    let s = req_string(&key, value)?;
+                    ev.severity = Some(s.parse().map_err(|e: crate::level::UnknownLevel| {
+                        EnvelopeError::new("AEP-0001 §8.1", e.to_string())
+                    })?);
+                }
+                "capture" => {
+                    let s = req_string(&key, value)?;
+                    ev.capture = Some(s.parse().map_err(|e: crate::level::UnknownLevel| {
+                        EnvelopeError::new("AEP-0001 §8.2", e.to_string())
+                    })?);
+                }
+                "data" => match value {
+                    Value::Object(_) => ev.data = Some(value),
+                    Value::Null => return Err(null_attr(&key)),
+                    _ => return Err(EnvelopeError::new("AEP-0001 §5.1 #17", "`data` must be a JSON object")),
+                },
+                _ => {
+                    ev.extensions.insert(key, value);
+                }
+            }
+        }
+        for (present, name) in have.iter().zip(["aep", "id", "type", "time"]) {
+            if !present {
+                return Err(EnvelopeError::new("AEP-0001 §5.1", format!("required attribute `{name}` is missing")));
+            }
+        }
+        if ev.source.is_empty() {
+            return Err(EnvelopeError::new("AEP-0001 §5.1 #6", "required attribute `source` is missing or empty"));
+        }
+        if ev.agent.is_empty() {
+            return Err(EnvelopeError::new("AEP-0001 §5.1 #7", "required attribute `agent` is missing or empty"));
+        }
+        Ok(ev)
+    }
+
+    /// The Event as a JSON value, members in wire order.
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.to_map())
+    }
+
+    /// The Event as a JSON object, members in wire order, absent optionals omitted.
+    pub fn to_map(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        let s = |v: &str| Value::String(v.to_owned());
+        m.insert("aep".into(), s(&self.aep));
+        m.insert("id".into(), s(&self.id));
+        m.insert("type".into(), s(&self.r#type));
+        if let Some(v) = &self.subject {
+            m.insert("subject".into(), s(v));
+        }
+        m.insert("time".into(), s(&self.time));
+        m.insert("source".into(), s(&self.source));
+        m.insert("agent".into(), s(&self.agent));
+        for (k, v) in [("session", &self.session), ("run", &self.run), ("step", &self.step)] {
+            if let Some(v) = v {
+                m.insert(k.into(), s(v));
+            }
+        }
+        if let Some(v) = self.seq {
+            m.insert("seq".into(), v.into());
+        }
+        if let Some(v) = self.epoch {
+            m.insert("epoch".into(), v.into());
+        }
+        for (k, v) in [("cause", &self.cause), ("traceparent", &self.traceparent)] {
+            if let Some(v) = v {
+                m.insert(k.into(), s(v));
+            }
+        }
+        if let Some(v) = self.severity {
+            m.insert("severity".into(), s(v.as_str()));
+        }
+        if let Some(v) = self.capture {
+            m.insert("capture".into(), s(v.as_str()));
+        }
+        for (k, v) in &self.extensions {
+            m.insert(k.clone(), v.clone());
+        }
+        if let Some(d) = &self.data {
+            m.insert("data".into(), d.clone());
+        }
+        m
+    }
+
+    /// One compact JSON line (no trailing newline).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The category of a type string (see [`Event::category`]).
+pub fn category_of(ty: &str) -> &str {
+    let mut parts = ty.split('.');
+    match parts.next() {
+        Some("x") => parts.nth(1).unwrap_or(""),
+        Some(first) => first,
+        None => "",
+    }
+}
+
+fn null_attr(key: &str) -> EnvelopeError {
+    EnvelopeError::new("AEP-0001 §5.1", format!("`{key}` is null: absent optional attributes are omitted, never null"))
+}
+
+fn req_string(key: &str, value: Value) -> Result<String, EnvelopeError> {
+    match value {
+        Value::String(s) => Ok(s),
+        Value::Null => Err(null_attr(key)),
+        other => Err(EnvelopeError::new("AEP-0001 §5.1", format!("`{key}` must be a string, got {other}"))),
+    }
+}
+
+fn req_uint(rule: &'static str, key: &str, value: Value) -> Result<u64, EnvelopeError> {
+    match &value {
+        Value::Number(n) => n
+            .as_u64()
+            .ok_or_else(|| EnvelopeError::new(rule, format!("`{key}` must be an integer >= 0, got {n}"))),
+        Value::Null => Err(null_attr(key)),
+        other => Err(EnvelopeError::new(rule, format!("`{key}` must be an integer >= 0, got {other}"))),
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let map = self.to_map();
+        let mut out = serializer.serialize_map(Some(map.len()))?;
+        for (k, v) in &map {
+            out.serialize_entry(k, v)?;
+        }
+        out.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Event::from_value(value).map_err(D::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn round_trips_and_keeps_extensions_in_order() {
+        let raw = json!({"aep":"0.1","id":"a","type":"tool.completed","subject":"Bash","time":"2026-07-03T10:15:04.221Z",
+            "source":"aep://h/agent/x/session/s","agent":"x","session":"s","seq":3,"acmezone":"eu","acmeflag":true,
+            "data":{"tool":{"name":"Bash"}}});
+        let ev = Event::from_value(raw.clone()).unwrap();
+        assert_eq!(ev.to_value(), raw);
+        assert_eq!(ev.extensions.keys().collect::<Vec<_>>(), ["acmezone", "acmeflag"]);
+        assert_eq!(ev.epoch(), 0);
+        assert_eq!(ev.severity(), Severity::Info);
+        assert_eq!(ev.capture(), Capture::Metadata);
+        assert!(!ev.to_json().contains("null"));
+    }
+
+    #[test]
+    fn names_the_rule_on_bad_attributes() {
+        let base = json!({"aep":"0.1","id":"a","type":"run.started","time":"t","source":"s","agent":"a","session":"s"});
+        let mut v = base.clone();
+        v["seq"] = json!(-1);
+        assert_eq!(Event::from_value(v).unwrap_err().rule, "AEP-0001 §5.1 #11");
+        let mut v = base.clone();
+        v["severity"] = json!("loud");
+        assert_eq!(Event::from_value(v).unwrap_err().rule, "AEP-0001 §8.1");
+        let mut v = base.clone();
+        v["run"] = Value::Null;
+        assert!(Event::from_value(v).unwrap_err().message.contains("null"));
+        let mut v = base;
+        v.as_object_mut().unwrap().remove("id");
+        assert!(Event::from_value(v).unwrap_err().message.contains("`id`"));
+    }
+
+    #[test]
+    fn category_of_vendor_types() {
+        assert_eq!(category_of("x.claude-code.session.config_change"), "session");
+        assert_eq!(category_of("run.step.started"), "run");
+    }
+}

@@ -1,0 +1,20 @@
+//! The AEP 0.1 model, pure: the Event envelope, the type registry with capture levels,
+//! validation that names the violated rule, capture down-level, the redaction pipeline,
+//! digests, form-values gating, attr-match filters, ids and sequencing.
+//!
+//! No I/O, no clock, no randomness: time and id seeds come in from the caller.
+
+pub mod digest;
+pub mod downlevel;
+pub mod event;
+pub mod filter;
+pub mod gating;
+pub mod ids;
+pub mod level;
+pub mod redact;
+pub mod registry;
+pub mod sequence;
+pub mod validate;
+
+pub use event::{AEP_VERSION, Event, EnvelopeError};
+pub use level::{Capture, Severity};
