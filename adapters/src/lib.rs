@@ -115,7 +115,12 @@ pub trait HookAdapter: Send + Sync {
 
     /// Maps one hook call to zero or more drafts. Unknown hook names map through the
     /// `x.{vendor}.session.{snake_case(hook)}` fallback rather than being dropped.
-    fn map(&self, call: &HookCall<'_>, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError>;
+    fn map(
+        &self,
+        call: &HookCall<'_>,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Result<Vec<EventDraft>, AdapterError>;
 
     /// The reply to give the agent when nothing is decided (fail-open).
     fn neutral_reply(&self, _hook: &str) -> NeutralReply {

@@ -69,8 +69,12 @@ impl Report {
     /// Builds a report from checks; the caller supplies the timestamps (this crate reads no clock).
     pub fn new(tool: &'static str, checks: Vec<Check>, started_at: String, finished_at: String) -> Self {
         let count = |s| checks.iter().filter(|c| c.status == s).count();
-        let summary =
-            Summary { pass: count(Status::Pass), fail: count(Status::Fail), skip: count(Status::Skip), total: checks.len() };
+        let summary = Summary {
+            pass: count(Status::Pass),
+            fail: count(Status::Fail),
+            skip: count(Status::Skip),
+            total: checks.len(),
+        };
         Report {
             format: "aep-conformance-report",
             format_version: 1,

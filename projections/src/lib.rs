@@ -3,3 +3,8 @@
 //!
 //! Outputs are `serde_json::Value`s in each target's JSON encoding (OTLP in OTLP/JSON);
 //! the exporters in the bridge turn OTLP/JSON into protobuf where a peer wants that.
+
+pub mod ce;
+pub mod ocsf;
+pub mod otlp_logs;
+pub mod spans;

@@ -56,10 +56,10 @@ mod tests {
     fn digest_is_over_sorted_compact_json() {
         // Pinned by the Codex Annex A fixture (PreToolUse / PostToolUse).
         assert_eq!(digest(&json!({"command": "ls -la"})), "1df8bccaec747dc615b50678f35bf5b5");
+        assert_eq!(digest(&json!({"output": "total 0", "exit_code": 0})), "23b8f930346a70ec5e43f5c98cc78c5e");
         assert_eq!(
-            digest(&json!({"output": "total 0", "exit_code": 0})),
-            "23b8f930346a70ec5e43f5c98cc78c5e"
+            canonical_json(&json!({"b": [1, {"d": 1, "c": 2}], "a": "é"})),
+            r#"{"a":"é","b":[1,{"c":2,"d":1}]}"#
         );
-        assert_eq!(canonical_json(&json!({"b": [1, {"d": 1, "c": 2}], "a": "é"})), r#"{"a":"é","b":[1,{"c":2,"d":1}]}"#);
     }
 }

@@ -17,8 +17,23 @@ pub const AEP_VERSION: &str = "0.1";
 
 /// The sixteen core context attribute names plus `data`, in wire order (AEP-0001 §5.1).
 pub const CORE_ATTRIBUTES: [&str; 17] = [
-    "aep", "id", "type", "subject", "time", "source", "agent", "session", "run", "step", "seq", "epoch", "cause",
-    "traceparent", "severity", "capture", "data",
+    "aep",
+    "id",
+    "type",
+    "subject",
+    "time",
+    "source",
+    "agent",
+    "session",
+    "run",
+    "step",
+    "seq",
+    "epoch",
+    "cause",
+    "traceparent",
+    "severity",
+    "capture",
+    "data",
 ];
 
 /// A rejected envelope: which attribute, which rule, and why.
@@ -122,8 +137,8 @@ impl Event {
 
     /// Parses an Event from one JSON text (one JSONL line).
     pub fn from_json(text: &str) -> Result<Event, EnvelopeError> {
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| EnvelopeError::new("AEP-0001 §5", format!("not JSON: {e}")))?;
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| EnvelopeError::new("AEP-0001 §5", format!("not JSON: {e}")))?;
         Event::from_value(value)
     }
 
@@ -161,15 +176,17 @@ impl Event {
                 "epoch" => ev.epoch = Some(req_uint("AEP-0001 §5.1 #12", &key, value)?),
                 "severity" => {
                     let s = req_string(&key, value)?;
-                    ev.severity = Some(s.parse().map_err(|e: crate::level::UnknownLevel| {
-                        EnvelopeError::new("AEP-0001 §8.1", e.to_string())
-                    })?);
+                    ev.severity =
+                        Some(s.parse().map_err(|e: crate::level::UnknownLevel| {
+                            EnvelopeError::new("AEP-0001 §8.1", e.to_string())
+                        })?);
                 }
                 "capture" => {
                     let s = req_string(&key, value)?;
-                    ev.capture = Some(s.parse().map_err(|e: crate::level::UnknownLevel| {
-                        EnvelopeError::new("AEP-0001 §8.2", e.to_string())
-                    })?);
+                    ev.capture =
+                        Some(s.parse().map_err(|e: crate::level::UnknownLevel| {
+                            EnvelopeError::new("AEP-0001 §8.2", e.to_string())
+                        })?);
                 }
                 "data" => match value {
                     Value::Object(_) => ev.data = Some(value),
@@ -274,9 +291,9 @@ fn req_string(key: &str, value: Value) -> Result<String, EnvelopeError> {
 
 fn req_uint(rule: &'static str, key: &str, value: Value) -> Result<u64, EnvelopeError> {
     match &value {
-        Value::Number(n) => n
-            .as_u64()
-            .ok_or_else(|| EnvelopeError::new(rule, format!("`{key}` must be an integer >= 0, got {n}"))),
+        Value::Number(n) => {
+            n.as_u64().ok_or_else(|| EnvelopeError::new(rule, format!("`{key}` must be an integer >= 0, got {n}")))
+        }
         Value::Null => Err(null_attr(key)),
         other => Err(EnvelopeError::new(rule, format!("`{key}` must be an integer >= 0, got {other}"))),
     }

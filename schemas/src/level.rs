@@ -38,14 +38,8 @@ pub enum Severity {
 
 impl Severity {
     /// All levels in ascending order.
-    pub const ALL: [Severity; 6] = [
-        Severity::Debug,
-        Severity::Info,
-        Severity::Notice,
-        Severity::Warning,
-        Severity::Error,
-        Severity::Critical,
-    ];
+    pub const ALL: [Severity; 6] =
+        [Severity::Debug, Severity::Info, Severity::Notice, Severity::Warning, Severity::Error, Severity::Critical];
 
     /// The wire spelling.
     pub fn as_str(self) -> &'static str {
@@ -63,14 +57,11 @@ impl Severity {
 impl FromStr for Severity {
     type Err = UnknownLevel;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Severity::ALL
-            .into_iter()
-            .find(|l| l.as_str() == s)
-            .ok_or_else(|| UnknownLevel {
-                kind: "severity",
-                value: s.to_owned(),
-                expected: "debug, info, notice, warning, error, critical",
-            })
+        Severity::ALL.into_iter().find(|l| l.as_str() == s).ok_or_else(|| UnknownLevel {
+            kind: "severity",
+            value: s.to_owned(),
+            expected: "debug, info, notice, warning, error, critical",
+        })
     }
 }
 
@@ -113,14 +104,11 @@ impl Capture {
 impl FromStr for Capture {
     type Err = UnknownLevel;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Capture::ALL
-            .into_iter()
-            .find(|l| l.as_str() == s)
-            .ok_or_else(|| UnknownLevel {
-                kind: "capture",
-                value: s.to_owned(),
-                expected: "none, metadata, redacted, full",
-            })
+        Capture::ALL.into_iter().find(|l| l.as_str() == s).ok_or_else(|| UnknownLevel {
+            kind: "capture",
+            value: s.to_owned(),
+            expected: "none, metadata, redacted, full",
+        })
     }
 }
 

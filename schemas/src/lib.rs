@@ -16,5 +16,5 @@ pub mod registry;
 pub mod sequence;
 pub mod validate;
 
-pub use event::{AEP_VERSION, Event, EnvelopeError};
+pub use event::{AEP_VERSION, EnvelopeError, Event};
 pub use level::{Capture, Severity};
