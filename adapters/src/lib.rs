@@ -9,6 +9,7 @@ use aep_schemas::{Capture, Severity};
 use serde_json::{Map, Value};
 
 pub mod draft;
+pub mod generic;
 pub mod vendors;
 
 pub use draft::EventDraft;

@@ -1,10 +1,36 @@
-//! One module per vendor (in progress).
+//! One module per vendor: its README (mapping table, deviations, honest gaps) is the module doc.
 
 use crate::HookAdapter;
 
+pub mod antigravity;
+pub mod claude_code;
+pub mod cline;
+pub mod codex;
+pub mod gemini_cli;
+pub mod hermes;
+pub mod kilocode;
+pub mod kimi_code;
+pub mod opencode;
+pub mod pi;
+pub mod qwen_code;
+pub mod vscode;
+
 /// Every built-in hook adapter.
 pub fn all() -> Vec<Box<dyn HookAdapter>> {
-    Vec::new()
+    vec![
+        antigravity::adapter(),
+        claude_code::adapter(),
+        cline::adapter(),
+        codex::adapter(),
+        gemini_cli::adapter(),
+        hermes::adapter(),
+        kilocode::adapter(),
+        kimi_code::adapter(),
+        opencode::adapter(),
+        pi::adapter(),
+        qwen_code::adapter(),
+        vscode::adapter(),
+    ]
 }
 
 /// The built-in adapter for `vendor`, if any.
