@@ -8,8 +8,10 @@
 use aep_schemas::{Capture, Severity};
 use serde_json::{Map, Value};
 
+pub mod common;
 pub mod draft;
 pub mod generic;
+pub mod otel;
 pub mod vendors;
 
 pub use draft::EventDraft;
