@@ -19,8 +19,9 @@ pub fn tool_key(call_id: &str) -> String {
 }
 
 /// Correlation key of a run: `run.started` sets it, the run's terminal points at it.
-pub fn run_key(run: &str) -> String {
-    format!("run:{run}")
+/// Synthesized run ids (`r1`) repeat across sessions, so the key names the session too.
+pub fn run_key(session: Option<&str>, run: &str) -> String {
+    format!("run:{}:{run}", session.unwrap_or(""))
 }
 
 /// Correlation key of an attention request (keyed by the vendor's call / request id).
@@ -298,8 +299,71 @@ pub fn drain_run(stale: &str, session: Option<&str>, cx: &MapContext) -> EventDr
     let mut d = Builder::new("run.cancelled", cx).meta("by", "user").build();
     d.session = session.map(str::to_owned);
     d.run = Some(stale.to_owned());
-    d.cause_key = Some(run_key(stale));
+    d.cause_key = Some(run_key(session, stale));
     d
+}
+
+/// `tool.requested` for a call: `tool`, `args_digest` (+ `args_redacted` / `args` by
+/// ceiling), subject the tool name, correlation key [`tool_key`] when the call id is known.
+pub fn tool_requested(name: &str, call_id: Option<&str>, args: Option<&Value>, cx: &MapContext) -> EventDraft {
+    let mut d = Builder::new("tool.requested", cx).tool(name, call_id).content("args", args).build();
+    d.correlation_key = call_id.map(tool_key);
+    d
+}
+
+/// `tool.completed` for a call: `tool`, `result_digest` (+ gated result), `duration_ms`
+/// when known, caused by the call's `tool.requested`.
+pub fn tool_completed(
+    name: &str,
+    call_id: Option<&str>,
+    result: Option<&Value>,
+    duration_ms: Option<u64>,
+    cx: &MapContext,
+) -> EventDraft {
+    let mut d = Builder::new("tool.completed", cx)
+        .tool(name, call_id)
+        .meta_opt("duration_ms", duration_ms)
+        .content("result", result)
+        .build();
+    d.cause_key = call_id.map(tool_key);
+    d
+}
+
+/// `tool.failed` for a call: `tool`, `error: {type, message?}` (message `redacted`-gated),
+/// caused by the call's `tool.requested`.
+pub fn tool_failed(
+    name: &str,
+    call_id: Option<&str>,
+    error_type: &str,
+    message: Option<&str>,
+    duration_ms: Option<u64>,
+    cx: &MapContext,
+) -> EventDraft {
+    let mut d = Builder::new("tool.failed", cx)
+        .tool(name, call_id)
+        .error(error_type, message)
+        .meta_opt("duration_ms", duration_ms)
+        .build();
+    d.cause_key = call_id.map(tool_key);
+    d
+}
+
+/// `session.started` with `client.name` = the vendor, `trigger` from the vendor's `source`
+/// and `gen_ai.request.model` when given (all metadata).
+pub fn session_started<'a>(vendor: &str, source: Option<&str>, model: Option<&str>, cx: &'a MapContext) -> Builder<'a> {
+    Builder::new("session.started", cx)
+        .meta("client", json!({ "name": vendor }))
+        .meta_opt("trigger", source)
+        .meta_opt("gen_ai.request.model", model)
+}
+
+/// Sets the vendor timestamp (`timestamp`, RFC 3339) on every draft that has none.
+pub fn stamp_time(drafts: &mut [EventDraft], payload: &Value) {
+    if let Some(t) = ne(payload, "timestamp") {
+        for d in drafts.iter_mut().filter(|d| d.time.is_none()) {
+            d.time = Some(t.to_owned());
+        }
+    }
 }
 
 /// Stamps identity on drafts that lack it: `session` on every draft, `run` where unset.

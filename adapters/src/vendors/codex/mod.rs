@@ -1,9 +1,170 @@
 #![doc = include_str!("README.md")]
 
-use crate::HookAdapter;
-use crate::generic::GenericAdapter;
+use serde_json::Value;
 
-/// The codex adapter (in progress: fallback mapping only).
+use crate::common::{
+    self, Builder, close_run, drain_run, fallback, hook_name, ne, open_vendor_run, s, run_key, session_end_reason,
+};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
+
+/// The vendor token.
+pub const VENDOR: &str = "codex";
+
+/// The Codex hook adapter.
 pub fn adapter() -> Box<dyn HookAdapter> {
-    Box::new(GenericAdapter::new("codex"))
+    Box::new(CodexAdapter)
+}
+
+/// Codex hooks (AEP-0002 Annex A.2): thread = session, `turn_id` = run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CodexAdapter;
+
+/// The stateless per-hook mapping (what `conformance/fixtures/mappings/codex.json` pins):
+/// type, data and subject of each hook at the ceilings of `cx`. Identity and the
+/// interrupt drain are added by [`CodexAdapter`].
+pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
+    let tool = || ne(p, "tool_name").unwrap_or("unknown");
+    match hook {
+        // A `compact` SessionStart re-fires after compaction inside a live session: the
+        // compaction is carried by session.compacted, so this is no new session (deviation).
+        "SessionStart" if s(p, "source") == Some("compact") => vec![fallback(VENDOR, hook, None, cx)],
+        "SessionStart" => {
+            vec![common::session_started(VENDOR, s(p, "source"), s(p, "model"), cx).text("cwd", s(p, "cwd")).build()]
+        }
+        // Newer than the Annex A table: the obvious core type.
+        "SessionEnd" => vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()],
+        "UserPromptSubmit" => {
+            vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", s(p, "prompt")).build()]
+        }
+        "Stop" => vec![Builder::new("run.finished", cx).build()],
+        "PreToolUse" => vec![common::tool_requested(tool(), s(p, "tool_use_id"), p.get("tool_input"), cx)],
+        // Codex has no tool-failure hook: a failed call still lands on tool.completed
+        // (tool.failed stays reserved for runtime-reported failures; Annex A.2 deviation).
+        "PostToolUse" => vec![common::tool_completed(tool(), s(p, "tool_use_id"), p.get("tool_response"), None, cx)],
+        "PermissionRequest" => vec![common::permission_request(VENDOR, tool(), p.get("tool_input"), cx)],
+        "SubagentStart" => vec![
+            Builder::new("delegation.subagent.started", cx)
+                .meta_opt("agent_type", ne(p, "agent_type"))
+                .subject(s(p, "agent_id"))
+                .build(),
+        ],
+        "SubagentStop" => vec![
+            Builder::new("delegation.subagent.stopped", cx)
+                .meta_opt("agent_type", ne(p, "agent_type"))
+                .subject(s(p, "agent_id"))
+                .build(),
+        ],
+        // Paired concept; emitted once at PostCompact (documented deviation).
+        "PreCompact" => Vec::new(),
+        "PostCompact" => vec![Builder::new("session.compacted", cx).meta_opt("trigger", s(p, "trigger")).build()],
+        _ => vec![fallback(VENDOR, hook, None, cx)],
+    }
+}
+
+impl HookAdapter for CodexAdapter {
+    fn vendor(&self) -> &'static str {
+        VENDOR
+    }
+
+    fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
+        match hook_name(call, "hook_event_name") {
+            Ok(h) => Ok(h),
+            // `notify` passes its JSON (no hook name, a `type`) as the last argv element.
+            Err(_) if s(call.payload, "type").is_some() => Ok("notify".to_owned()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
+        ne(call.payload, "session_id").or_else(|| ne(call.payload, "thread-id")).map(str::to_owned)
+    }
+
+    fn map(&self, call: &HookCall<'_>, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError> {
+        let p = call.payload;
+        common::object(p)?;
+        let hook = self.hook_name(call)?;
+        let session = self.session_id(call);
+        let sess = session.as_deref();
+        let turn = ne(p, "turn_id").or_else(|| ne(p, "turn-id"));
+        let mut out = Vec::new();
+        let mut drafts = map_pinned(&hook, p, cx);
+        match hook.as_str() {
+            "UserPromptSubmit" => {
+                // Codex turn = AEP run (Annex A.2). A turn left open (interrupted) drains
+                // as run.cancelled at the next prompt.
+                if let Some(t) = turn {
+                    if let Some(stale) = open_vendor_run(state, t) {
+                        out.push(drain_run(&stale, sess, cx));
+                    }
+                    for d in &mut drafts {
+                        d.correlation_key = Some(run_key(sess, t));
+                    }
+                }
+            }
+            "Stop" => {
+                let closed = close_run(state);
+                if let Some(t) = turn.map(str::to_owned).or(closed) {
+                    for d in &mut drafts {
+                        d.run = Some(t.clone());
+                        d.cause_key = Some(run_key(sess, &t));
+                    }
+                }
+            }
+            "SessionEnd" => {
+                if let Some(stale) = close_run(state) {
+                    out.push(drain_run(&stale, sess, cx));
+                }
+            }
+            _ => {}
+        }
+        let run = turn.map(str::to_owned).or_else(|| state.current_run.clone());
+        for d in &mut drafts {
+            if d.run.is_none() && !d.r#type.starts_with("session.") && !d.r#type.starts_with("x.") {
+                d.run = run.clone();
+            }
+        }
+        out.extend(drafts);
+        common::stamp(&mut out, sess, None);
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run(state: &mut SessionState, p: Value) -> Vec<EventDraft> {
+        CodexAdapter.map(&HookCall { event: None, payload: &p }, state, &MapContext::default()).unwrap()
+    }
+
+    #[test]
+    fn turn_is_the_run_and_tools_pair_by_call_id() {
+        let mut st = SessionState::default();
+        let a = run(&mut st, json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "turn_id": "t1"}));
+        assert_eq!(a[0].run.as_deref(), Some("t1"));
+        let req = run(
+            &mut st,
+            json!({"hook_event_name": "PreToolUse", "session_id": "s", "turn_id": "t1", "tool_name": "Bash", "tool_use_id": "c1", "tool_input": {"command": "ls"}}),
+        );
+        let done = run(
+            &mut st,
+            json!({"hook_event_name": "PostToolUse", "session_id": "s", "turn_id": "t1", "tool_name": "Bash", "tool_use_id": "c1", "tool_response": "x"}),
+        );
+        assert_eq!(req[0].correlation_key, done[0].cause_key);
+        assert!(req[0].correlation_key.is_some());
+        assert_eq!(done[0].r#type, "tool.completed");
+        // An interrupted turn drains at the next prompt.
+        let b = run(&mut st, json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "turn_id": "t2"}));
+        assert_eq!(b.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(), ["run.cancelled", "run.started"]);
+        assert_eq!(b[0].run.as_deref(), Some("t1"));
+    }
+
+    #[test]
+    fn notify_argv_payload_lands_in_the_vendor_namespace() {
+        let mut st = SessionState::default();
+        let out = run(&mut st, json!({"type": "agent-turn-complete", "thread-id": "th", "turn-id": "t"}));
+        assert_eq!(out[0].r#type, "x.codex.session.notify");
+        assert_eq!(out[0].session.as_deref(), Some("th"));
+    }
 }
