@@ -12,6 +12,7 @@ pub mod kilocode;
 pub mod kimi_code;
 pub mod opencode;
 pub mod pi;
+pub(crate) mod plugin_common;
 pub mod qwen_code;
 pub mod vscode;
 

@@ -1,9 +1,436 @@
 #![doc = include_str!("README.md")]
 
-use crate::HookAdapter;
-use crate::generic::GenericAdapter;
+pub mod todos;
 
-/// The opencode adapter (in progress: fallback mapping only).
-pub fn adapter() -> Box<dyn HookAdapter> {
-    Box::new(GenericAdapter::new("opencode"))
+use aep_schemas::Severity;
+use serde_json::{Value, json};
+
+use crate::common::{attention_key, tool_key};
+use crate::generic::fallback_draft;
+use crate::vendors::plugin_common::{
+    choices, close_run, content_ok, draft, gate_text, open_run, ptr_str, put_args, put_result, put_text, scratch,
+    stamp, synth_prompt, tool_ref, x_type,
+};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
+
+pub use todos::diff_todos;
+
+/// The moment names of the plugin shim (`/hooks/{vendor}/{moment}`; also the payload's `kind`).
+pub mod moment {
+    /// A bus event from the plugin's `event` hook: `{kind:"bus", event:{type, properties}}`.
+    pub const BUS: &str = "bus";
+    /// `tool.execute.before`: `{kind, input:{tool, sessionID, callID}, output:{args}}`.
+    pub const TOOL_BEFORE: &str = "tool.before";
+    /// `tool.execute.after`: `{kind, input:{tool, sessionID, callID, args}, output:{title, output, metadata}}`.
+    pub const TOOL_AFTER: &str = "tool.after";
+    /// The hold-open `permission.ask`: `{kind, permission:{id, type, title, sessionID, callID, ...}}`.
+    pub const PERMISSION_ASK: &str = "permission.ask";
+
+    /// The canonical moment for a name: the vendor's own hook names are accepted as aliases.
+    pub fn canonical(name: &str) -> &str {
+        match name {
+            "event" => BUS,
+            "tool.execute.before" => TOOL_BEFORE,
+            "tool.execute.after" => TOOL_AFTER,
+            other => other,
+        }
+    }
 }
+
+/// Which fork of the OpenCode plugin surface an adapter speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// The agent identity and `x.{vendor}.*` token.
+    pub vendor: &'static str,
+    /// Kilo Code `>=7.4.6`: bus `permission.asked` and `question.asked`/`question.replied`.
+    pub bus_asks: bool,
+}
+
+/// OpenCode's profile.
+pub const OPENCODE: Profile = Profile { vendor: "opencode", bus_asks: false };
+
+/// The OpenCode-shaped plugin adapter (OpenCode, and Kilo Code on its own profile).
+#[derive(Debug, Clone, Copy)]
+pub struct PluginAdapter {
+    profile: Profile,
+}
+
+impl PluginAdapter {
+    /// An adapter for `profile`.
+    pub const fn new(profile: Profile) -> Self {
+        Self { profile }
+    }
+}
+
+/// The OpenCode adapter.
+pub fn adapter() -> Box<dyn HookAdapter> {
+    Box::new(PluginAdapter::new(OPENCODE))
+}
+
+/// `state.extra` key of the vendor ids whose attention the bridge's own control loop
+/// already resolved (the `permission.replied` / `question.replied` dedupe).
+pub const RESOLVED_KEY: &str = "resolved_attention";
+
+/// Records that the control loop resolved the vendor request `id`, so the vendor's own
+/// settle broadcast for it maps to nothing (one terminal per request, AEP-0002 §7.2).
+pub fn mark_resolved(state: &mut SessionState, id: &str) {
+    scratch(state, RESOLVED_KEY).insert(id.to_owned(), Value::Bool(true));
+}
+
+fn take_resolved(state: &mut SessionState, id: &str) -> bool {
+    scratch(state, RESOLVED_KEY).remove(id).is_some()
+}
+
+/// The session a moment belongs to (the fixture's `identity.session_from`).
+fn session_of(payload: &Value) -> Option<String> {
+    let ev = payload.get("event");
+    let from_bus = ev.and_then(|e| {
+        ptr_str(e, "/properties/sessionID")
+            .or_else(|| ptr_str(e, "/properties/info/sessionID"))
+            .or_else(|| {
+                // session.* carry the Session object itself: its id IS the session.
+                let ty = e.get("type").and_then(Value::as_str).unwrap_or("");
+                if ty.starts_with("session.") { ptr_str(e, "/properties/info/id") } else { None }
+            })
+    });
+    from_bus
+        .or_else(|| ptr_str(payload, "/permission/sessionID"))
+        .or_else(|| ptr_str(payload, "/input/sessionID"))
+        .map(str::to_owned)
+}
+
+impl HookAdapter for PluginAdapter {
+    fn vendor(&self) -> &'static str {
+        self.profile.vendor
+    }
+
+    fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
+        crate::common::hook_name(call, "kind").map(|n| moment::canonical(&n).to_owned())
+    }
+
+    fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
+        session_of(call.payload)
+    }
+
+    fn map(
+        &self,
+        call: &HookCall<'_>,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Result<Vec<EventDraft>, AdapterError> {
+        if !call.payload.is_object() {
+            return Err(AdapterError::NotAnObject);
+        }
+        let hook = self.hook_name(call)?;
+        let session = session_of(call.payload);
+        let mut out = match hook.as_str() {
+            moment::BUS => {
+                let ev = call
+                    .payload
+                    .get("event")
+                    .filter(|e| e.is_object())
+                    .ok_or(AdapterError::MissingField { field: "event", expected: "object" })?;
+                self.map_bus(ev, state, cx)?
+            }
+            moment::TOOL_BEFORE => vec![self.tool_before(call.payload, cx)?],
+            moment::TOOL_AFTER => vec![self.tool_after(call.payload, cx)?],
+            moment::PERMISSION_ASK => {
+                let p = call
+                    .payload
+                    .get("permission")
+                    .filter(|p| p.is_object())
+                    .ok_or(AdapterError::MissingField { field: "permission", expected: "object" })?;
+                vec![self.permission_card(p, cx, PermissionSurface::HoldOpen)]
+            }
+            other => vec![fallback_draft(self.profile.vendor, other, cx)],
+        };
+        // server.connected is agent-scope machinery: no session on the event.
+        let agent_scoped = self.x("server.connected");
+        stamp(&mut out, session.as_deref(), state, |ty| ty == agent_scoped);
+        Ok(out)
+    }
+
+    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
+        // The shim treats an empty body as "no decision": permission.ask output stays untouched.
+        NeutralReply::Empty
+    }
+}
+
+/// Which permission surface raised the card (the option set is what that surface can deliver).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PermissionSurface {
+    /// The held `permission.ask` hook: `output.status` carries allow/deny only.
+    HoldOpen,
+    /// Kilo Code `>=7.4.6` bus `permission.asked`: the REST reply enum once/always/reject.
+    ReplyRoute,
+}
+
+impl PluginAdapter {
+    fn x(&self, rest: &str) -> String {
+        x_type(self.profile.vendor, rest)
+    }
+
+    fn map_bus(&self, ev: &Value, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError> {
+        let ty = ev
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or(AdapterError::MissingField { field: "event.type", expected: "string" })?;
+        let empty = json!({});
+        let props = ev.get("properties").unwrap_or(&empty);
+        let info = props.get("info").unwrap_or(&empty);
+        let vendor = self.profile.vendor;
+        let out = match ty {
+            "session.created" => {
+                let mut d = draft("session.started", cx);
+                let mut client = serde_json::Map::new();
+                client.insert("name".into(), json!(vendor));
+                if let Some(v) = info.get("version").and_then(Value::as_str) {
+                    client.insert("version".into(), json!(v));
+                }
+                d.data.insert("client".into(), Value::Object(client));
+                if let Some(p) = info.get("parentID").and_then(Value::as_str) {
+                    d.data.insert("parent".into(), json!({"session": p}));
+                }
+                // title and directory are user content: redacted-gated (AEP-0003 §9 rule 1)
+                put_text(&mut d, cx, "label", info.get("title").and_then(Value::as_str));
+                put_text(&mut d, cx, "cwd", info.get("directory").and_then(Value::as_str));
+                vec![d]
+            }
+            "session.deleted" => {
+                let mut d = draft("session.ended", cx);
+                d.data.insert("reason".into(), json!("normal"));
+                vec![d]
+            }
+            "session.idle" => match close_run(state) {
+                Some(run) => {
+                    let mut d = draft("run.finished", cx);
+                    d.run = Some(run.clone());
+                    vec![d]
+                }
+                None => Vec::new(), // no run open: nothing to close (runtime state decides)
+            },
+            "session.compacted" => vec![draft("session.compacted", cx)],
+            "session.status" => {
+                let mut d = draft("progress.status", cx);
+                d.subject = ptr_str(props, "/status/type").map(str::to_owned);
+                put_text(&mut d, cx, "message", ptr_str(props, "/status/message"));
+                vec![d]
+            }
+            "session.error" => {
+                let mut d = draft(self.x("session.error"), cx);
+                d.severity = Some(Severity::Error);
+                if let Some(name) = ptr_str(props, "/error/name") {
+                    d.data.insert("type".into(), json!(name));
+                }
+                put_text(&mut d, cx, "message", ptr_str(props, "/error/data/message"));
+                vec![d]
+            }
+            "message.updated" => self.message_updated(info, state, cx),
+            // The held permission.ask hook is the first-class carrier (Annex A.7).
+            "permission.updated" => Vec::new(),
+            "permission.asked" if self.profile.bus_asks => {
+                vec![self.permission_card(props, cx, PermissionSurface::ReplyRoute)]
+            }
+            "permission.replied" => {
+                let id = props
+                    .get("permissionID")
+                    .or_else(|| props.get("requestID"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                self.settled(id, state, cx)
+            }
+            "question.asked" if self.profile.bus_asks => vec![self.question_card(props, cx)],
+            "question.replied" if self.profile.bus_asks => {
+                let id = props.get("requestID").and_then(Value::as_str).unwrap_or("");
+                self.settled(id, state, cx)
+            }
+            "todo.updated" => {
+                let next = props.get("todos").cloned().unwrap_or(Value::Array(Vec::new()));
+                let slot = scratch(state, "todos");
+                let prev = slot.insert("snapshot".into(), next.clone()).unwrap_or(Value::Array(Vec::new()));
+                diff_todos(&prev, &next, cx)
+            }
+            "file.edited" => {
+                let mut d = draft(self.x("file.edited"), cx);
+                d.severity = Some(Severity::Debug);
+                put_text(&mut d, cx, "file", props.get("file").and_then(Value::as_str));
+                vec![d]
+            }
+            "command.executed" => {
+                let mut d = draft(self.x("command.executed"), cx);
+                d.severity = Some(Severity::Debug);
+                if let Some(n) = props.get("name").and_then(Value::as_str) {
+                    d.data.insert("name".into(), json!(n));
+                }
+                put_text(&mut d, cx, "arguments", props.get("arguments").and_then(Value::as_str));
+                vec![d]
+            }
+            other => {
+                // Machinery and future members: x.{vendor}.<bus type>, empty data (the
+                // payload's sensitivity is unknown, so nothing rides at any ceiling).
+                let mut d = draft(self.x(&bus_type_segment(other)), cx);
+                d.severity = Some(Severity::Debug);
+                vec![d]
+            }
+        };
+        Ok(out)
+    }
+
+    fn message_updated(&self, info: &Value, state: &mut SessionState, cx: &MapContext) -> Vec<EventDraft> {
+        let role = info.get("role").and_then(Value::as_str).unwrap_or("");
+        if role == "user" {
+            // A user message opens a run unless one is open (steering never double-opens).
+            return match open_run(state) {
+                Some(run) => {
+                    let mut d = draft("run.started", cx);
+                    d.data.insert("trigger".into(), json!("user"));
+                    d.run = Some(run.clone());
+                    vec![d]
+                }
+                None => Vec::new(),
+            };
+        }
+        // The model plane stays vendor-namespaced at debug; token counts are metadata.
+        let mut d = draft(self.x("message.updated"), cx);
+        d.severity = Some(Severity::Debug);
+        if !role.is_empty() {
+            d.data.insert("role".into(), json!(role));
+        }
+        if let Some(n) = info.pointer("/tokens/input").and_then(Value::as_u64) {
+            d.data.insert("gen_ai.usage.input_tokens".into(), json!(n));
+        }
+        if let Some(n) = info.pointer("/tokens/output").and_then(Value::as_u64) {
+            d.data.insert("gen_ai.usage.output_tokens".into(), json!(n));
+        }
+        vec![d]
+    }
+
+    fn settled(&self, id: &str, state: &mut SessionState, cx: &MapContext) -> Vec<EventDraft> {
+        if id.is_empty() || take_resolved(state, id) {
+            return Vec::new(); // the bridge's own loop already resolved it
+        }
+        let mut d = draft("attention.resolved", cx);
+        d.data.insert("resolution".into(), json!("answered"));
+        d.subject = Some(id.to_owned());
+        d.cause_key = Some(attention_key(id));
+        vec![d]
+    }
+
+    fn tool_before(&self, p: &Value, cx: &MapContext) -> Result<EventDraft, AdapterError> {
+        let name = ptr_str(p, "/input/tool").ok_or(AdapterError::MissingField { field: "input.tool", expected: "string" })?;
+        let call_id = ptr_str(p, "/input/callID");
+        let mut d = draft("tool.requested", cx);
+        d.subject = Some(name.to_owned());
+        d.data.insert("tool".into(), tool_ref(name, call_id));
+        let args = p.pointer("/output/args").cloned().unwrap_or(Value::Object(Default::default()));
+        put_args(&mut d, cx, &args);
+        d.correlation_key = call_id.map(tool_key);
+        Ok(d)
+    }
+
+    fn tool_after(&self, p: &Value, cx: &MapContext) -> Result<EventDraft, AdapterError> {
+        let name = ptr_str(p, "/input/tool").ok_or(AdapterError::MissingField { field: "input.tool", expected: "string" })?;
+        let call_id = ptr_str(p, "/input/callID");
+        // The typed hook has no error surface: always tool.completed (Annex A.7; failures
+        // ride x.{vendor}.session.error).
+        let mut d = draft("tool.completed", cx);
+        d.subject = Some(name.to_owned());
+        d.data.insert("tool".into(), tool_ref(name, call_id));
+        if let Some(result) = p.pointer("/output/output") {
+            put_result(&mut d, cx, result);
+        }
+        d.cause_key = call_id.map(tool_key);
+        Ok(d)
+    }
+
+    fn permission_card(&self, perm: &Value, cx: &MapContext, surface: PermissionSurface) -> EventDraft {
+        let kind = perm.get("type").and_then(Value::as_str).unwrap_or("permission");
+        let mut d = draft("attention.requested", cx);
+        d.subject = Some(kind.to_owned());
+        d.data.insert("kind".into(), json!("permission"));
+        // AEP-0003 §9 rule 2: the vendor title rides only at redacted+; metadata synthesizes.
+        let prompt = match perm.get("title").and_then(Value::as_str).and_then(|t| gate_text(&d, cx, t)) {
+            Some(title) => format!("Permission requested: {kind} \u{2014} {title}"),
+            None => synth_prompt(self.profile.vendor, "permission", kind),
+        };
+        d.data.insert("prompt".into(), json!(prompt));
+        let options = match surface {
+            PermissionSurface::HoldOpen => json!([{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}]),
+            PermissionSurface::ReplyRoute => json!([
+                {"id": "once", "label": "Allow once"},
+                {"id": "always", "label": "Always allow"},
+                {"id": "reject", "label": "Reject"}
+            ]),
+        };
+        d.data.insert("options".into(), options);
+        d.data.insert("respond_via".into(), json!(["control"]));
+        d.correlation_key = perm.get("id").and_then(Value::as_str).map(attention_key);
+        d
+    }
+
+    fn question_card(&self, props: &Value, cx: &MapContext) -> EventDraft {
+        let mut d = draft("attention.requested", cx);
+        let id = props.get("id").and_then(Value::as_str);
+        d.subject = id.map(str::to_owned);
+        d.correlation_key = id.map(attention_key);
+        let questions = props.get("questions").and_then(Value::as_array).cloned().unwrap_or_default();
+        let n = questions.len();
+        d.data.insert("kind".into(), json!("form"));
+        let plural = if n == 1 { "question" } else { "questions" };
+        d.data.insert("prompt".into(), json!(format!("{} asks {n} {plural}", self.profile.vendor)));
+        let mut fields = Vec::with_capacity(n);
+        for (i, q) in questions.iter().enumerate() {
+            let text = q.get("question").and_then(Value::as_str).unwrap_or("");
+            let label = match q.get("header").and_then(Value::as_str).filter(|h| !h.is_empty()) {
+                Some(h) => format!("{h}: {text}"),
+                None => text.to_owned(),
+            };
+            let mut f = serde_json::Map::new();
+            f.insert("id".into(), json!((i + 1).to_string()));
+            let labels: Vec<String> = q
+                .get("options")
+                .and_then(Value::as_array)
+                .map(|os| os.iter().filter_map(|o| o.get("label").and_then(Value::as_str)).map(str::to_owned).collect())
+                .unwrap_or_default();
+            let custom = q.get("custom").and_then(Value::as_bool).unwrap_or(true);
+            f.insert("type".into(), json!(if labels.is_empty() { "string" } else { "select" }));
+            // [metadata*] (AEP-0006): the 1-based index at metadata, the real label at redacted+.
+            let shown = if content_ok(&d) { gate_text(&d, cx, &label) } else { None };
+            f.insert("label".into(), json!(shown.unwrap_or_else(|| (i + 1).to_string())));
+            f.insert("required".into(), json!(true));
+            if !labels.is_empty() {
+                if custom {
+                    f.insert("other".into(), json!(true));
+                }
+                if q.get("multiple").and_then(Value::as_bool) == Some(true) {
+                    f.insert("multi".into(), json!(true));
+                }
+                f.insert("choices".into(), choices(&d, cx, &labels));
+            }
+            fields.push(Value::Object(f));
+        }
+        d.data.insert("fields".into(), Value::Array(fields));
+        d.data.insert("respond_via".into(), json!(["control"]));
+        d
+    }
+}
+
+/// A bus type as type segments: lowercase `[a-z0-9_.]`, other characters `_`; a one-word
+/// type gains a `bus.` family so the fallback stays two segments deep.
+fn bus_type_segment(ty: &str) -> String {
+    let mut s: String = ty
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c.to_ascii_lowercase() } else { '_' })
+        .collect();
+    s = s.split('.').filter(|p| !p.is_empty()).collect::<Vec<_>>().join(".");
+    if s.is_empty() {
+        return "bus.unknown".into();
+    }
+    if !s.contains('.') {
+        s = format!("bus.{s}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;
