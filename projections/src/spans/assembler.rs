@@ -1,0 +1,819 @@
+//! The stateful span assembler: Events in, finished spans out.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use aep_schemas::event::Event;
+
+use super::build;
+use super::config::SpanConfig;
+use super::ids::{SpanContext, session_trace_id, span_id};
+use super::model::Span;
+use super::state::{Call, CallKind, Rec, Run, RunState, Session, before};
+
+type SessKey = (String, String);
+
+/// Which open span a global order number refers to.
+#[derive(Debug, Clone)]
+enum SpanRef {
+    Root,
+    Run(String),
+    Call(u64),
+}
+
+/// The global book of open spans, oldest first, for the span cap.
+#[derive(Debug, Default)]
+struct Book {
+    next: u64,
+    open: BTreeMap<u64, (SessKey, SpanRef)>,
+}
+
+impl Book {
+    fn register(&mut self, key: &SessKey, r: SpanRef) -> u64 {
+        self.next += 1;
+        self.open.insert(self.next, (key.clone(), r));
+        self.next
+    }
+}
+
+/// A closed session remembered so late Events continue its trace.
+#[derive(Debug, Clone)]
+struct Closed {
+    generation: u64,
+    ctx: SpanContext,
+}
+
+/// Why a session is being closed.
+#[derive(Debug, Clone, Copy)]
+enum Closing {
+    /// `session.ended` arrived: open children end at its time.
+    Ended,
+    /// Idle, capped or shut down: every open span ends at its own last Event.
+    Flush,
+}
+
+/// Assembles OTLP spans from AEP Events (AEP-0005 §3.1, the deferred span-synthesis mode).
+///
+/// Pure and deterministic: no clock (time comes from Event `time` and from the `now`
+/// given to [`SpanAssembler::flush_idle`]); trace and span ids derive from
+/// `(source, session, run, call)`, so any arrival order of the same Events yields the same
+/// spans.
+#[derive(Debug)]
+pub struct SpanAssembler {
+    cfg: SpanConfig,
+    sessions: HashMap<SessKey, Session>,
+    by_name: HashMap<String, Vec<SessKey>>,
+    session_order: BTreeMap<u64, SessKey>,
+    book: Book,
+    seen: HashSet<(String, String)>,
+    seen_fifo: VecDeque<(String, String)>,
+    closed: HashMap<SessKey, Closed>,
+    closed_fifo: VecDeque<SessKey>,
+}
+
+/// The root span context of a session's first generation, as derived (no `traceparent`).
+pub fn session_root_context(source: &str, session: &str) -> SpanContext {
+    SpanContext { trace_id: session_trace_id(source, session), span_id: span_id("session", &[source, session, "0"]) }
+}
+
+/// The source of a sibling session of the same emitter: the RECOMMENDED source form
+/// `aep://{host}/agent/{agent}/session/{session}` (AEP-0001 §5.1 #6) with the agent and
+/// session swapped; a source of another form is shared by its sessions and kept as is.
+pub fn sibling_source(source: &str, agent: &str, session: &str) -> String {
+    if let Some(at) = source.rfind("/session/") {
+        let head = &source[..at];
+        if let Some(a) = head.rfind("/agent/") {
+            return format!("{}/agent/{agent}/session/{session}", &head[..a]);
+        }
+        return format!("{head}/session/{session}");
+    }
+    source.to_owned()
+}
+
+impl SpanAssembler {
+    /// A new assembler.
+    pub fn new(cfg: SpanConfig) -> Self {
+        Self {
+            cfg,
+            sessions: HashMap::new(),
+            by_name: HashMap::new(),
+            session_order: BTreeMap::new(),
+            book: Book::default(),
+            seen: HashSet::new(),
+            seen_fifo: VecDeque::new(),
+            closed: HashMap::new(),
+            closed_fifo: VecDeque::new(),
+        }
+    }
+
+    /// Number of sessions held open.
+    pub fn open_sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Number of spans held open (session roots included).
+    pub fn open_spans(&self) -> usize {
+        self.book.open.len()
+    }
+
+    /// Feeds one Event; returns the spans it finished. Agent-scoped Events (no session)
+    /// open no span; a replayed `(source, id)` changes nothing (AEP-0001 §7 #4).
+    pub fn push(&mut self, ev: &Event) -> Vec<Span> {
+        let mut out = Vec::new();
+        let Some(name) = ev.session.as_deref() else {
+            return out; // AEP-0001 §5.2: agent-scoped Events belong to no session trace.
+        };
+        let dedupe = (ev.source.clone(), ev.id.clone());
+        if self.seen.contains(&dedupe) {
+            return out;
+        }
+        self.remember(dedupe);
+        let key = self.resolve_session(ev, name, &mut out);
+        let fallback = self.sessions.get(&key).map_or(0, |s| s.last);
+        let rec = Rec::new(ev, fallback);
+        self.apply(&key, rec);
+        self.settle(&key, &mut out);
+        self.enforce_span_cap(&mut out);
+        out
+    }
+
+    /// Closes, as incomplete, every span with no Event for the configured idle time before
+    /// `now_unix_nanos`; a session idle that long is closed whole.
+    pub fn flush_idle(&mut self, now_unix_nanos: u64) -> Vec<Span> {
+        let mut out = Vec::new();
+        let limit = now_unix_nanos.saturating_sub(self.cfg.idle_timeout_nanos);
+        let idle_sessions: Vec<SessKey> = self
+            .session_order
+            .values()
+            .filter(|k| self.sessions.get(*k).is_some_and(|s| s.last <= limit))
+            .cloned()
+            .collect();
+        for key in idle_sessions {
+            self.close_session(&key, Closing::Flush, &mut out);
+        }
+        let mut stale: Vec<(u64, SessKey, SpanRef)> = Vec::new();
+        for (order, (key, r)) in &self.book.open {
+            let Some(sess) = self.sessions.get(key) else { continue };
+            let last = match r {
+                SpanRef::Root => continue,
+                SpanRef::Run(run) => sess.runs.get(run).and_then(|r| r.open.as_ref()).map(|s| s.last),
+                SpanRef::Call(o) => sess.calls.get(o).map(|c| c.last),
+            };
+            if last.is_some_and(|l| l <= limit) {
+                stale.push((*order, key.clone(), r.clone()));
+            }
+        }
+        for (_, key, r) in stale {
+            self.close_one(&key, &r, &mut out);
+        }
+        out
+    }
+
+    /// Closes everything (shutdown): unfinished spans are marked `aep.incomplete=true`.
+    pub fn flush_all(&mut self) -> Vec<Span> {
+        let mut out = Vec::new();
+        let keys: Vec<SessKey> = self.session_order.values().cloned().collect();
+        for key in keys {
+            self.close_session(&key, Closing::Flush, &mut out);
+        }
+        out
+    }
+
+    fn remember(&mut self, dedupe: (String, String)) {
+        if self.cfg.max_seen_ids == 0 {
+            return;
+        }
+        while self.seen_fifo.len() >= self.cfg.max_seen_ids {
+            if let Some(old) = self.seen_fifo.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        self.seen.insert(dedupe.clone());
+        self.seen_fifo.push_back(dedupe);
+    }
+
+    /// Finds the session an Event belongs to, creating it when new.
+    fn resolve_session(&mut self, ev: &Event, name: &str, out: &mut Vec<Span>) -> SessKey {
+        let own = (ev.source.clone(), name.to_owned());
+        if self.sessions.contains_key(&own) {
+            return own;
+        }
+        // AEP-0001 §5.2: a foreign-emitter Event (no seq) addresses the session by bare name.
+        if ev.seq.is_none()
+            && let Some(k) = self.by_name.get(name).and_then(|v| v.first())
+        {
+            return k.clone();
+        }
+        while self.sessions.len() >= self.cfg.max_open_sessions.max(1) {
+            let Some((_, oldest)) = self.session_order.iter().next().map(|(o, k)| (*o, k.clone())) else { break };
+            self.close_session(&oldest, Closing::Flush, out);
+        }
+        let (generation, ctx, parent) = match self.closed.get(&own) {
+            // A late Event after the session closed continues its trace under the old root.
+            Some(c) => {
+                let generation = c.generation + 1;
+                let sid = span_id("session", &[&own.0, &own.1, &generation.to_string()]);
+                (generation, SpanContext { trace_id: c.ctx.trace_id, span_id: sid }, Some(c.ctx.span_id))
+            }
+            None => (0, session_root_context(&own.0, &own.1), None),
+        };
+        let order = self.book.register(&own, SpanRef::Root);
+        let sess = Session {
+            source: own.0.clone(),
+            session: own.1.clone(),
+            agent: ev.agent.clone(),
+            generation,
+            ctx,
+            parent,
+            links: Vec::new(),
+            frozen: false,
+            started: None,
+            ended: None,
+            events: Vec::new(),
+            first: u64::MAX,
+            last: 0,
+            order,
+            runs: HashMap::new(),
+            calls: BTreeMap::new(),
+            emitted: HashSet::new(),
+            tracks: HashMap::new(),
+        };
+        self.sessions.insert(own.clone(), sess);
+        self.session_order.insert(order, own.clone());
+        self.by_name.entry(own.1.clone()).or_default().push(own.clone());
+        own
+    }
+
+    /// Records one Event on the span it opens, closes or annotates.
+    fn apply(&mut self, key: &SessKey, rec: Rec) {
+        let Some(sess) = self.sessions.get_mut(key) else { return };
+        let book = &mut self.book;
+        if rec.source == sess.source {
+            sess.see(&rec);
+        } else {
+            sess.first = sess.first.min(rec.time);
+            sess.last = sess.last.max(rec.time);
+        }
+        match rec.ty.as_str() {
+            "session.started" if sess.started.is_none() => {
+                if let (Some((epoch, seq)), true) = (rec.pos, rec.source == sess.source) {
+                    sess.tracks.entry(epoch).or_default().anchor(seq);
+                    sess.tracks.entry(epoch).or_default().see(seq);
+                }
+                if let Some(tp) = rec.traceparent {
+                    adopt_session_traceparent(sess, tp);
+                }
+                if let Some(parent_session) = rec.str_at("/parent/session") {
+                    let agent = rec.str_at("/parent/agent").unwrap_or(&sess.agent).to_owned();
+                    let psource = sibling_source(&sess.source, &agent, parent_session);
+                    let proot = session_root_context(&psource, parent_session);
+                    let target = match rec.str_at("/parent/run") {
+                        Some(run) => SpanContext {
+                            trace_id: proot.trace_id,
+                            span_id: span_id("run", &[&psource, parent_session, "0", run]),
+                        },
+                        None => proot,
+                    };
+                    sess.links.push(build::link(target, "parent"));
+                }
+                sess.started = Some(rec);
+            }
+            "session.ended" if sess.ended.is_none() => sess.ended = Some(rec),
+            "run.started" | "run.finished" | "run.failed" | "run.cancelled" if rec.run.is_some() => {
+                let run_name = rec.run.clone().unwrap_or_default();
+                ensure_run(sess, book, key, &run_name);
+                let started = rec.ty == "run.started";
+                let Some(run) = sess.runs.get_mut(&run_name) else { return };
+                let free = match &run.open {
+                    Some(st) => {
+                        if started {
+                            st.started.is_none()
+                        } else {
+                            st.terminal.is_none()
+                        }
+                    }
+                    None => false,
+                };
+                if !free {
+                    add_event(sess, book, key, rec, true);
+                    return;
+                }
+                if started
+                    && let Some(tp) = rec.traceparent
+                    && !run.frozen
+                {
+                    run.ctx.trace_id = tp.trace_id;
+                    run.parent = Some(tp.span_id);
+                    run.foreign_trace = true;
+                }
+                if let Some(st) = run.open.as_mut() {
+                    st.first = st.first.min(rec.time);
+                    st.last = st.last.max(rec.time);
+                    if started {
+                        st.started = Some(rec);
+                    } else {
+                        st.terminal = Some(rec);
+                    }
+                }
+            }
+            "tool.requested" => {
+                let name = tool_name(&rec);
+                let k = rec.str_at("/tool/call_id").map(str::to_owned);
+                opener(sess, book, key, CallKind::Tool, k, name, rec);
+            }
+            "tool.completed" | "tool.failed" | "tool.denied" => {
+                let name = tool_name(&rec);
+                let k = rec.str_at("/tool/call_id").map(str::to_owned);
+                terminal(sess, book, key, CallKind::Tool, k, name, rec);
+            }
+            "attention.requested" => {
+                let name = rec.str_at("/kind").unwrap_or("other").to_owned();
+                let k = Some(rec.id.clone());
+                opener(sess, book, key, CallKind::Attention, k, name, rec);
+            }
+            "attention.resolved" | "attention.timeout" => {
+                // AEP-0002 §7 #1: the lifecycle correlates on `subject` = the request id.
+                let k = rec.subject.clone();
+                terminal(sess, book, key, CallKind::Attention, k, String::new(), rec);
+            }
+            "delegation.subagent.started" => {
+                let name = delegation_name(&rec);
+                let k = rec.str_at("/child/session").map(str::to_owned);
+                opener(sess, book, key, CallKind::Delegation, k, name, rec);
+            }
+            "delegation.subagent.stopped" => {
+                let name = delegation_name(&rec);
+                let k = rec.str_at("/child/session").map(str::to_owned);
+                terminal(sess, book, key, CallKind::Delegation, k, name, rec);
+            }
+            ty if ty.starts_with("attention.") || ty.starts_with("control.") => {
+                // attention.answered / attention.routed / control.* about a request (AEP-0002 §7).
+                let target = rec.subject.as_deref().and_then(|s| {
+                    sess.calls
+                        .iter()
+                        .find(|(_, c)| c.kind == CallKind::Attention && c.key.as_deref() == Some(s))
+                        .map(|(o, _)| *o)
+                });
+                match target {
+                    Some(o) => {
+                        if let Some(c) = sess.calls.get_mut(&o) {
+                            c.last = c.last.max(rec.time);
+                            c.middle.push(rec);
+                        }
+                    }
+                    None if ty == "attention.answered" && rec.subject.is_some() => {
+                        let subject = rec.subject.clone().unwrap_or_default();
+                        let sid = call_span_id(sess, CallKind::Attention, "key", &subject);
+                        if sess.emitted.contains(&sid) {
+                            add_event(sess, book, key, rec, true);
+                        } else {
+                            let o = new_call(sess, book, key, CallKind::Attention, Some(subject), String::new(), &rec);
+                            if let Some(c) = sess.calls.get_mut(&o) {
+                                c.middle.push(rec);
+                            }
+                        }
+                    }
+                    None => add_event(sess, book, key, rec, false),
+                }
+            }
+            _ => add_event(sess, book, key, rec, false),
+        }
+    }
+
+    /// Emits every span of the session whose Events are all in, and the session itself once
+    /// `session.ended` is in and nothing earlier can still arrive.
+    fn settle(&mut self, key: &SessKey, out: &mut Vec<Span>) {
+        let Some(sess) = self.sessions.get_mut(key) else { return };
+        let ready: Vec<u64> = sess
+            .calls
+            .iter()
+            .filter(|(_, c)| {
+                c.terminal
+                    .as_ref()
+                    .is_some_and(|t| c.opener.is_some() || (t.source == sess.source && sess.settled(t.pos)))
+            })
+            .map(|(o, _)| *o)
+            .collect();
+        for o in ready {
+            if let Some(call) = sess.calls.remove(&o) {
+                self.book.open.remove(&call.order);
+                out.push(emit_call(sess, call, None));
+            }
+        }
+        let runs: Vec<String> = sess
+            .runs
+            .iter()
+            .filter(|(_, r)| {
+                r.open
+                    .as_ref()
+                    .is_some_and(|st| st.terminal.as_ref().is_some_and(|t| st.started.is_some() || sess.settled(t.pos)))
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in runs {
+            if let Some(span) = emit_run(sess, &mut self.book, &name, None) {
+                out.push(span);
+            }
+        }
+        let end = match &sess.ended {
+            Some(e) => e.pos.is_none() || sess.settled(e.pos) || nothing_pending(sess),
+            None => false,
+        };
+        if end {
+            self.close_session(key, Closing::Ended, out);
+        }
+    }
+
+    /// Closes one open span (idle or capped), as incomplete when its terminal is missing.
+    fn close_one(&mut self, key: &SessKey, r: &SpanRef, out: &mut Vec<Span>) {
+        match r {
+            SpanRef::Root => self.close_session(key, Closing::Flush, out),
+            SpanRef::Run(name) => {
+                if let Some(sess) = self.sessions.get_mut(key)
+                    && let Some(span) = emit_run(sess, &mut self.book, name, Some(0))
+                {
+                    out.push(span);
+                }
+            }
+            SpanRef::Call(o) => {
+                if let Some(sess) = self.sessions.get_mut(key)
+                    && let Some(call) = sess.calls.remove(o)
+                {
+                    self.book.open.remove(&call.order);
+                    out.push(emit_call(sess, call, Some(0)));
+                }
+            }
+        }
+    }
+
+    /// Closes a whole session: children first, the root last; remembers it for late Events.
+    fn close_session(&mut self, key: &SessKey, how: Closing, out: &mut Vec<Span>) {
+        let Some(mut sess) = self.sessions.remove(key) else { return };
+        self.session_order.remove(&sess.order);
+        self.book.open.remove(&sess.order);
+        if let Some(list) = self.by_name.get_mut(&sess.session) {
+            list.retain(|k| k != key);
+            if list.is_empty() {
+                self.by_name.remove(&sess.session);
+            }
+        }
+        let end_at = match how {
+            Closing::Ended => sess.ended.as_ref().map_or(0, |e| e.time),
+            Closing::Flush => 0,
+        };
+        let calls: Vec<Call> = std::mem::take(&mut sess.calls).into_values().collect();
+        for call in calls {
+            self.book.open.remove(&call.order);
+            out.push(emit_call(&mut sess, call, Some(end_at)));
+        }
+        let mut runs: Vec<(u64, String)> =
+            sess.runs.iter().filter_map(|(n, r)| r.open.as_ref().map(|st| (st.order, n.clone()))).collect();
+        runs.sort();
+        for (_, name) in runs {
+            if let Some(span) = emit_run(&mut sess, &mut self.book, &name, Some(end_at)) {
+                out.push(span);
+            }
+        }
+        out.push(build::root_span(&sess));
+        if self.cfg.max_closed_sessions > 0 {
+            while self.closed_fifo.len() >= self.cfg.max_closed_sessions {
+                if let Some(old) = self.closed_fifo.pop_front() {
+                    self.closed.remove(&old);
+                }
+            }
+            let root = SpanContext { trace_id: sess.ctx.trace_id, span_id: sess.parent_root() };
+            if self.closed.insert(key.clone(), Closed { generation: sess.generation, ctx: root }).is_none() {
+                self.closed_fifo.push_back(key.clone());
+            }
+        }
+    }
+
+    fn enforce_span_cap(&mut self, out: &mut Vec<Span>) {
+        let cap = self.cfg.max_open_spans.max(1);
+        while self.book.open.len() > cap {
+            // Children before roots: the oldest non-root span, else the oldest session.
+            let victim = self
+                .book
+                .open
+                .iter()
+                .find(|(_, (_, r))| !matches!(r, SpanRef::Root))
+                .or_else(|| self.book.open.iter().next())
+                .map(|(o, (k, r))| (*o, k.clone(), r.clone()));
+            let Some((order, key, r)) = victim else { break };
+            let before_len = self.book.open.len();
+            self.close_one(&key, &r, out);
+            if self.book.open.len() == before_len {
+                self.book.open.remove(&order); // stale entry: never loop forever
+            }
+        }
+    }
+}
+
+impl Session {
+    /// The first generation's root span id (what a continuation's parent is).
+    fn parent_root(&self) -> [u8; 8] {
+        if self.generation > 0 { self.parent.unwrap_or(self.ctx.span_id) } else { self.ctx.span_id }
+    }
+}
+
+fn adopt_session_traceparent(sess: &mut Session, tp: SpanContext) {
+    if sess.generation > 0 || sess.frozen {
+        sess.links.push(build::link(tp, "traceparent"));
+        return;
+    }
+    // AEP-0005 §3.2: Events land on existing traces; the session joins the incoming trace.
+    let old = sess.ctx.trace_id;
+    sess.ctx.trace_id = tp.trace_id;
+    sess.parent = Some(tp.span_id);
+    for run in sess.runs.values_mut() {
+        if !run.foreign_trace && run.ctx.trace_id == old {
+            run.ctx.trace_id = tp.trace_id;
+        }
+    }
+}
+
+fn tool_name(rec: &Rec) -> String {
+    rec.str_at("/tool/name").or(rec.subject.as_deref()).unwrap_or("unknown").to_owned()
+}
+
+fn delegation_name(rec: &Rec) -> String {
+    rec.str_at("/agent_type").or(rec.str_at("/child/agent")).unwrap_or("subagent").to_owned()
+}
+
+fn ensure_run(sess: &mut Session, book: &mut Book, key: &SessKey, run: &str) {
+    if sess.runs.contains_key(run) {
+        return;
+    }
+    let gen_s = sess.generation.to_string();
+    let sid = span_id("run", &[&sess.source, &sess.session, &gen_s, run]);
+    let order = book.register(key, SpanRef::Run(run.to_owned()));
+    sess.runs.insert(
+        run.to_owned(),
+        Run {
+            ctx: SpanContext { trace_id: sess.ctx.trace_id, span_id: sid },
+            parent: None,
+            foreign_trace: false,
+            frozen: false,
+            open: Some(RunState { started: None, terminal: None, events: Vec::new(), first: u64::MAX, last: 0, order }),
+        },
+    );
+}
+
+fn call_span_id(sess: &Session, kind: CallKind, how: &str, id: &str) -> [u8; 8] {
+    span_id(kind.as_str(), &[&sess.source, &sess.session, &sess.generation.to_string(), how, id])
+}
+
+fn new_call(
+    sess: &mut Session,
+    book: &mut Book,
+    key: &SessKey,
+    kind: CallKind,
+    k: Option<String>,
+    name: String,
+    rec: &Rec,
+) -> u64 {
+    if let Some(run) = &rec.run {
+        ensure_run(sess, book, key, run);
+    }
+    book.next += 1;
+    let order = book.next;
+    book.open.insert(order, (key.clone(), SpanRef::Call(order)));
+    sess.calls.insert(
+        order,
+        Call {
+            kind,
+            key: k,
+            name,
+            run: rec.run.clone(),
+            opener: None,
+            terminal: None,
+            middle: Vec::new(),
+            events: Vec::new(),
+            last: rec.time,
+            order,
+        },
+    );
+    order
+}
+
+fn keys_compatible(a: &Option<String>, b: &Option<String>) -> bool {
+    match (a, b) {
+        (Some(x), Some(y)) => x == y,
+        _ => true,
+    }
+}
+
+/// An opening Event (`tool.requested`, `attention.requested`, `delegation.subagent.started`):
+/// paired with an already-arrived terminal by explicit key, then `cause`, then name order.
+fn opener(
+    sess: &mut Session,
+    book: &mut Book,
+    key: &SessKey,
+    kind: CallKind,
+    k: Option<String>,
+    name: String,
+    rec: Rec,
+) {
+    let by_key = k
+        .as_ref()
+        .and_then(|k| sess.calls.iter().find(|(_, c)| c.kind == kind && c.key.as_ref() == Some(k)).map(|(o, _)| *o));
+    let by_cause = || {
+        sess.calls
+            .iter()
+            .find(|(_, c)| {
+                c.kind == kind
+                    && c.opener.is_none()
+                    && keys_compatible(&c.key, &k)
+                    && c.terminal.as_ref().and_then(|t| t.cause.as_deref()) == Some(rec.id.as_str())
+            })
+            .map(|(o, _)| *o)
+    };
+    let by_order = || {
+        sess.calls
+            .iter()
+            .filter(|(_, c)| {
+                c.kind == kind
+                    && kind != CallKind::Attention
+                    && c.opener.is_none()
+                    && c.key.is_none()
+                    && k.is_none()
+                    && c.run == rec.run
+                    && c.name == name
+                    && c.terminal.as_ref().is_some_and(|t| t.cause.is_none() && before(&rec, t))
+            })
+            .min_by(|a, b| {
+                let (ta, tb) = (a.1.terminal.as_ref(), b.1.terminal.as_ref());
+                ta.map(|t| (t.pos, t.time)).cmp(&tb.map(|t| (t.pos, t.time)))
+            })
+            .map(|(o, _)| *o)
+    };
+    let found = by_key.or_else(by_cause).or_else(by_order);
+    if let Some(o) = found {
+        if let Some(c) = sess.calls.get_mut(&o)
+            && c.opener.is_none()
+        {
+            c.last = c.last.max(rec.time);
+            if c.key.is_none() {
+                c.key = k;
+            }
+            if c.run.is_none() {
+                c.run = rec.run.clone();
+            }
+            if c.name.is_empty() {
+                c.name = name;
+            }
+            c.opener = Some(rec);
+            return;
+        }
+        add_event(sess, book, key, rec, true);
+        return;
+    }
+    let sid = match &k {
+        Some(k) => call_span_id(sess, kind, "key", k),
+        None => call_span_id(sess, kind, "ev", &rec.id),
+    };
+    if sess.emitted.contains(&sid) {
+        add_event(sess, book, key, rec, true);
+        return;
+    }
+    let o = new_call(sess, book, key, kind, k, name, &rec);
+    if let Some(c) = sess.calls.get_mut(&o) {
+        c.opener = Some(rec);
+    }
+}
+
+/// A terminal Event: paired with its opener by explicit key, then `cause`, then the oldest
+/// open call of the same name in the same run (AEP-0001 §7 #3 order).
+fn terminal(
+    sess: &mut Session,
+    book: &mut Book,
+    key: &SessKey,
+    kind: CallKind,
+    k: Option<String>,
+    name: String,
+    rec: Rec,
+) {
+    let by_key = k
+        .as_ref()
+        .and_then(|k| sess.calls.iter().find(|(_, c)| c.kind == kind && c.key.as_ref() == Some(k)).map(|(o, _)| *o));
+    let by_cause = || {
+        let cause = rec.cause.as_deref()?;
+        sess.calls
+            .iter()
+            .find(|(_, c)| {
+                c.kind == kind
+                    && c.terminal.is_none()
+                    && keys_compatible(&c.key, &k)
+                    && c.opener.as_ref().is_some_and(|o| o.id == cause)
+            })
+            .map(|(o, _)| *o)
+    };
+    let by_order = || {
+        sess.calls
+            .iter()
+            .filter(|(_, c)| {
+                c.kind == kind
+                    && kind != CallKind::Attention
+                    && c.terminal.is_none()
+                    && c.key.is_none()
+                    && k.is_none()
+                    && c.run == rec.run
+                    && c.name == name
+                    && c.opener.as_ref().is_some_and(|o| before(o, &rec))
+            })
+            .min_by(|a, b| {
+                let (oa, ob) = (a.1.opener.as_ref(), b.1.opener.as_ref());
+                oa.map(|t| (t.pos, t.time)).cmp(&ob.map(|t| (t.pos, t.time)))
+            })
+            .map(|(o, _)| *o)
+    };
+    let found = by_key.or_else(by_cause).or_else(by_order);
+    if let Some(o) = found
+        && let Some(c) = sess.calls.get_mut(&o)
+    {
+        c.last = c.last.max(rec.time);
+        if c.terminal.is_none() {
+            if c.run.is_none() {
+                c.run = rec.run.clone();
+            }
+            c.terminal = Some(rec);
+        } else {
+            c.middle.push(rec); // a second terminal (e.g. resolved after timeout) annotates
+        }
+        return;
+    }
+    let late = match (&k, &rec.cause) {
+        (Some(k), _) => sess.emitted.contains(&call_span_id(sess, kind, "key", k)),
+        (None, Some(c)) => sess.emitted.contains(&call_span_id(sess, kind, "ev", c)),
+        (None, None) => false,
+    };
+    if late {
+        add_event(sess, book, key, rec, true);
+        return;
+    }
+    let o = new_call(sess, book, key, kind, k, name, &rec);
+    if let Some(c) = sess.calls.get_mut(&o) {
+        c.terminal = Some(rec);
+    }
+}
+
+/// Records an Event as a span event on the innermost open span of its run (else the
+/// session). `late` marks an Event whose own span was already exported.
+fn add_event(sess: &mut Session, book: &mut Book, key: &SessKey, mut rec: Rec, late: bool) {
+    if late {
+        rec.ty = format!("{} (late)", rec.ty);
+    }
+    if let Some(run) = rec.run.clone() {
+        ensure_run(sess, book, key, &run);
+    }
+    let inner = sess
+        .calls
+        .iter_mut()
+        .rev()
+        .find(|(_, c)| c.run == rec.run && c.opener.is_some() && c.terminal.is_none())
+        .map(|(_, c)| c);
+    if let Some(c) = inner {
+        c.last = c.last.max(rec.time);
+        c.events.push(rec);
+        return;
+    }
+    if let Some(st) = rec.run.as_ref().and_then(|r| sess.runs.get_mut(r)).and_then(|r| r.open.as_mut()) {
+        st.first = st.first.min(rec.time);
+        st.last = st.last.max(rec.time);
+        st.events.push(rec);
+        return;
+    }
+    sess.events.push(rec);
+}
+
+/// Every open span already has its Events: closing now loses nothing.
+fn nothing_pending(sess: &Session) -> bool {
+    sess.calls.is_empty() && sess.runs.values().all(|r| r.open.is_none())
+}
+
+fn emit_call(sess: &mut Session, call: Call, forced_end: Option<u64>) -> Span {
+    let (how, id) = call.identity();
+    let sid = call_span_id(sess, call.kind, how, &id);
+    let parent = match call.run.as_ref().and_then(|r| sess.runs.get_mut(r)) {
+        Some(run) => {
+            run.frozen = true;
+            run.ctx
+        }
+        None => sess.ctx,
+    };
+    sess.frozen = true;
+    sess.emitted.insert(sid);
+    build::call_span(sess, &call, SpanContext { trace_id: parent.trace_id, span_id: sid }, parent.span_id, forced_end)
+}
+
+fn emit_run(sess: &mut Session, book: &mut Book, name: &str, forced_end: Option<u64>) -> Option<Span> {
+    let run = sess.runs.get_mut(name)?;
+    let st = run.open.take()?;
+    run.frozen = true;
+    book.open.remove(&st.order);
+    let (ctx, parent) = (run.ctx, run.parent);
+    let foreign = run.foreign_trace;
+    sess.frozen = true;
+    sess.emitted.insert(ctx.span_id);
+    let parent = if foreign { parent } else { Some(sess.ctx.span_id) };
+    Some(build::run_span(sess, name, &st, ctx, parent, forced_end))
+}

@@ -1,0 +1,424 @@
+//! Span construction from the recorded Events: names, attributes, status, span events.
+//!
+//! Only metadata-level facts become attributes (AEP-0005 §3.3): structural tokens, ids,
+//! counts and `gen_ai.*` numbers; prompts, arguments, results and free text never do.
+
+use serde_json::{Map, Value};
+
+use super::assembler::sibling_source;
+use super::ids::{SpanContext, SpanId, span_id};
+use super::model::{Span, SpanEvent, SpanLink, StatusCode};
+use super::state::{Call, CallKind, Rec, RunState, Session, sort_recs};
+
+const NANOS_PER_MS: u64 = 1_000_000;
+
+/// `data` string members copied onto span events: metadata-level structural tokens only.
+const EVENT_STRING_KEYS: [&str; 12] =
+    ["status", "phase", "kind", "resolution", "via", "to", "trigger", "code", "agent_type", "role", "strategy", "key"];
+
+/// `gen_ai.*` string members that are identifiers, not content.
+const GEN_AI_STRING_KEYS: [&str; 4] =
+    ["gen_ai.request.model", "gen_ai.response.model", "gen_ai.provider.name", "gen_ai.evaluation.name"];
+
+/// A span link with its `aep.link.kind`.
+pub(crate) fn link(ctx: SpanContext, kind: &str) -> SpanLink {
+    let mut attributes = Map::new();
+    attributes.insert("aep.link.kind".into(), kind.into());
+    SpanLink { context: ctx, attributes }
+}
+
+fn put(m: &mut Map<String, Value>, k: &str, v: impl Into<Value>) {
+    m.insert(k.to_owned(), v.into());
+}
+
+fn put_opt(m: &mut Map<String, Value>, k: &str, v: Option<&str>) {
+    if let Some(v) = v {
+        m.insert(k.to_owned(), v.into());
+    }
+}
+
+/// Attributes every span of the session carries.
+fn base(sess: &Session) -> Map<String, Value> {
+    let mut m = Map::new();
+    put(&mut m, "gen_ai.agent.name", sess.agent.as_str());
+    put(&mut m, "gen_ai.conversation.id", sess.session.as_str());
+    put(&mut m, "aep.source", sess.source.as_str());
+    put(&mut m, "aep.session", sess.session.as_str());
+    if sess.generation > 0 {
+        put(&mut m, "aep.continuation", sess.generation);
+    }
+    m
+}
+
+/// `gen_ai.*` numbers (usage) and identifier strings from `data`, verbatim (AEP-0005 §3.2).
+fn gen_ai_attrs(m: &mut Map<String, Value>, rec: &Rec) {
+    let Some(data) = rec.data.as_object() else { return };
+    for (k, v) in data {
+        if !k.starts_with("gen_ai.") {
+            continue;
+        }
+        let keep = v.is_number() || (v.is_string() && GEN_AI_STRING_KEYS.contains(&k.as_str()));
+        if keep {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(cost) = rec.data.get("cost").and_then(Value::as_object) {
+        for (k, v) in cost {
+            if v.is_number() || (k == "currency" && v.is_string()) {
+                m.insert(format!("aep.cost.{k}"), v.clone());
+            }
+        }
+    }
+}
+
+fn link_traceparents(links: &mut Vec<SpanLink>, own: SpanContext, recs: &[&Rec]) {
+    for r in recs {
+        if let Some(tp) = r.traceparent
+            && tp != own
+            && !links.iter().any(|l| l.context == tp)
+        {
+            links.push(link(tp, "traceparent"));
+        }
+    }
+}
+
+/// One recorded Event as a span event.
+fn span_event(sess: &Session, rec: &Rec) -> SpanEvent {
+    let mut a = Map::new();
+    put(&mut a, "aep.event.id", rec.id.as_str());
+    if let Some((epoch, seq)) = rec.pos {
+        put(&mut a, "aep.sequence", seq);
+        if epoch > 0 {
+            put(&mut a, "aep.epoch", epoch);
+        }
+    }
+    put(&mut a, "aep.severity", rec.severity);
+    put_opt(&mut a, "aep.subject", rec.subject.as_deref());
+    put_opt(&mut a, "aep.run", rec.run.as_deref());
+    put_opt(&mut a, "aep.step", rec.step.as_deref());
+    put_opt(&mut a, "aep.causation_id", rec.cause.as_deref());
+    if rec.source != sess.source {
+        put(&mut a, "aep.source", rec.source.as_str());
+    }
+    if rec.agent != sess.agent {
+        put(&mut a, "aep.agent_id", rec.agent.as_str());
+    }
+    if let Some(data) = rec.data.as_object() {
+        for (k, v) in data {
+            let keep = match v {
+                Value::Number(_) | Value::Bool(_) => true,
+                Value::String(_) => EVENT_STRING_KEYS.contains(&k.as_str()) || GEN_AI_STRING_KEYS.contains(&k.as_str()),
+                _ => false,
+            };
+            if keep {
+                let name = if k.starts_with("gen_ai.") { k.clone() } else { format!("aep.data.{k}") };
+                a.insert(name, v.clone());
+            }
+        }
+        if let Some(t) = rec.str_at("/error/type") {
+            put(&mut a, "exception.type", t);
+        }
+    }
+    let name = rec.ty.strip_suffix(" (late)").unwrap_or(&rec.ty);
+    if name.len() != rec.ty.len() {
+        put(&mut a, "aep.late", true);
+    }
+    SpanEvent { time_unix_nanos: rec.time, name: name.to_owned(), attributes: a }
+}
+
+fn span_events(sess: &Session, recs: &[Rec]) -> Vec<SpanEvent> {
+    let mut recs = recs.to_vec();
+    sort_recs(&mut recs);
+    recs.iter().map(|r| span_event(sess, r)).collect()
+}
+
+/// The start a lone terminal implies: its time minus its `duration_ms`.
+fn inferred_start(rec: &Rec) -> u64 {
+    rec.time.saturating_sub(rec.u64_at("/duration_ms").unwrap_or(0).saturating_mul(NANOS_PER_MS))
+}
+
+/// An end for a span closed without its terminal: the forced time, else its last Event.
+fn forced(forced_end: Option<u64>, last: u64, start: u64) -> u64 {
+    match forced_end {
+        Some(t) if t > 0 => t.max(start),
+        _ => last.max(start),
+    }
+}
+
+/// The session root span (`aep.session`): no GenAI operation, the conversation itself.
+pub(crate) fn root_span(sess: &Session) -> Span {
+    let mut a = base(sess);
+    let first = if sess.first == u64::MAX { sess.last } else { sess.first };
+    let start = sess.started.as_ref().map_or(first, |r| r.time);
+    if let Some(s) = &sess.started {
+        put(&mut a, "aep.event.id", s.id.as_str());
+        gen_ai_attrs(&mut a, s);
+        put_opt(&mut a, "aep.client.name", s.str_at("/client/name"));
+        put_opt(&mut a, "aep.client.version", s.str_at("/client/version"));
+        put_opt(&mut a, "aep.parent.session", s.str_at("/parent/session"));
+        put_opt(&mut a, "aep.parent.run", s.str_at("/parent/run"));
+    }
+    let end = match &sess.ended {
+        Some(e) => {
+            put(&mut a, "aep.end.event.id", e.id.as_str());
+            put_opt(&mut a, "aep.session.end_reason", e.str_at("/reason"));
+            if let Some(runs) = e.u64_at("/runs") {
+                put(&mut a, "aep.session.runs", runs);
+            }
+            e.time.max(start)
+        }
+        None => {
+            put(&mut a, "aep.incomplete", true);
+            sess.last.max(start)
+        }
+    };
+    Span {
+        service_name: sess.agent.clone(),
+        trace_id: sess.ctx.trace_id,
+        span_id: sess.ctx.span_id,
+        parent_span_id: sess.parent,
+        name: "aep.session".into(),
+        start_unix_nanos: start,
+        end_unix_nanos: end,
+        attributes: a,
+        events: span_events(sess, &sess.events),
+        links: sess.links.clone(),
+        status: StatusCode::Unset,
+        status_message: String::new(),
+    }
+}
+
+/// A run span (`invoke_agent {agent}`).
+pub(crate) fn run_span(
+    sess: &Session,
+    name: &str,
+    st: &RunState,
+    ctx: SpanContext,
+    parent: Option<SpanId>,
+    forced_end: Option<u64>,
+) -> Span {
+    let mut a = base(sess);
+    put(&mut a, "gen_ai.operation.name", "invoke_agent");
+    put(&mut a, "aep.run", name);
+    if let Some(model) = sess.started.as_ref().and_then(|s| s.str_at("/gen_ai.request.model")) {
+        put(&mut a, "gen_ai.request.model", model);
+    }
+    let mut links = Vec::new();
+    if parent != Some(sess.ctx.span_id) {
+        links.push(link(sess.ctx, "session"));
+    }
+    let first = if st.first == u64::MAX { st.last } else { st.first };
+    let start = match (&st.started, &st.terminal) {
+        (Some(s), _) => s.time,
+        (None, Some(t)) => inferred_start(t).min(first),
+        (None, None) => first,
+    };
+    if let Some(s) = &st.started {
+        put(&mut a, "aep.event.id", s.id.as_str());
+        put_opt(&mut a, "aep.run.trigger", s.str_at("/trigger"));
+        gen_ai_attrs(&mut a, s);
+    }
+    let (mut status, mut message) = (StatusCode::Unset, String::new());
+    let end = match &st.terminal {
+        Some(t) => {
+            put(&mut a, "aep.end.event.id", t.id.as_str());
+            if st.started.is_none() {
+                put(&mut a, "aep.event.id", t.id.as_str());
+            }
+            let outcome = t.ty.strip_prefix("run.").unwrap_or(&t.ty);
+            put(&mut a, "aep.run.outcome", outcome);
+            gen_ai_attrs(&mut a, t);
+            if t.ty == "run.failed" {
+                // AEP-0002 §5.3 run.failed: `reason` is a machine token, `error.type` low-cardinality.
+                let et = t.str_at("/error/type").or(t.str_at("/reason")).unwrap_or("_OTHER");
+                put(&mut a, "error.type", et);
+                put_opt(&mut a, "aep.run.failure_reason", t.str_at("/reason"));
+                status = StatusCode::Error;
+                message = t.str_at("/reason").unwrap_or("run failed").to_owned();
+            }
+            if t.ty == "run.cancelled" {
+                put_opt(&mut a, "aep.run.cancelled_by", t.str_at("/by"));
+            }
+            t.time.max(start)
+        }
+        None => {
+            put(&mut a, "aep.incomplete", true);
+            forced(forced_end, st.last, start)
+        }
+    };
+    let recs: Vec<&Rec> = st.started.iter().chain(st.terminal.iter()).collect();
+    link_traceparents(&mut links, ctx, &recs);
+    if let Some(p) = parent {
+        links.retain(|l| l.context.span_id != p);
+    }
+    Span {
+        service_name: sess.agent.clone(),
+        trace_id: ctx.trace_id,
+        span_id: ctx.span_id,
+        parent_span_id: parent,
+        name: format!("invoke_agent {}", sess.agent),
+        start_unix_nanos: start,
+        end_unix_nanos: end,
+        attributes: a,
+        events: span_events(sess, &st.events),
+        links,
+        status,
+        status_message: message,
+    }
+}
+
+/// A tool, attention or delegation span.
+pub(crate) fn call_span(
+    sess: &Session,
+    call: &Call,
+    ctx: SpanContext,
+    parent: SpanId,
+    forced_end: Option<u64>,
+) -> Span {
+    let mut a = base(sess);
+    let mut links = Vec::new();
+    let (mut status, mut message) = (StatusCode::Unset, String::new());
+    let first_rec = call.opener.as_ref().or(call.terminal.as_ref());
+    put_opt(&mut a, "aep.run", call.run.as_deref());
+    put_opt(&mut a, "aep.step", first_rec.and_then(|r| r.step.as_deref()));
+    if let Some(o) = &call.opener {
+        put(&mut a, "aep.event.id", o.id.as_str());
+        gen_ai_attrs(&mut a, o);
+    }
+    if let Some(t) = &call.terminal {
+        put(&mut a, "aep.end.event.id", t.id.as_str());
+        if call.opener.is_none() {
+            put(&mut a, "aep.event.id", t.id.as_str());
+        }
+        gen_ai_attrs(&mut a, t);
+    }
+    let name = match call.kind {
+        CallKind::Tool => {
+            put(&mut a, "gen_ai.operation.name", "execute_tool");
+            put(&mut a, "gen_ai.tool.name", call.name.as_str());
+            put_opt(&mut a, "gen_ai.tool.call.id", call.key.as_deref());
+            put_opt(&mut a, "aep.tool.args_digest", call.opener.as_ref().and_then(|o| o.str_at("/args_digest")));
+            if let Some(t) = &call.terminal {
+                put_opt(&mut a, "aep.tool.result_digest", t.str_at("/result_digest"));
+                match t.ty.as_str() {
+                    "tool.completed" => put(&mut a, "aep.tool.outcome", t.str_at("/status").unwrap_or("success")),
+                    "tool.failed" => {
+                        put(&mut a, "aep.tool.outcome", "failed");
+                        put(&mut a, "error.type", t.str_at("/error/type").unwrap_or("_OTHER"));
+                        status = StatusCode::Error;
+                        message = "tool failed".into();
+                    }
+                    _ => {
+                        // AEP-0002 §5.3 tool.denied: blocked pre-execution by policy or runtime.
+                        put(&mut a, "aep.tool.outcome", "denied");
+                        put(&mut a, "aep.tool.denied", true);
+                        put_opt(&mut a, "aep.tool.denied.by", t.str_at("/by"));
+                        put_opt(&mut a, "aep.tool.denied.rule", t.str_at("/rule"));
+                        put(&mut a, "error.type", "tool_denied");
+                        status = StatusCode::Error;
+                        message = format!("denied by {}", t.str_at("/by").unwrap_or("policy"));
+                    }
+                }
+            }
+            format!("execute_tool {}", call.name)
+        }
+        CallKind::Attention => {
+            // AEP-0002 §7: requested -> [routed]* -> answered -> resolved | timeout.
+            let kind = if call.name.is_empty() { "other" } else { call.name.as_str() };
+            put(&mut a, "aep.attention.kind", kind);
+            put_opt(&mut a, "aep.attention.id", call.key.as_deref());
+            let answered = call.middle.iter().filter(|r| r.ty == "attention.answered").min_by_key(|r| (r.pos, r.time));
+            if let Some(ans) = answered {
+                put_opt(&mut a, "aep.attention.answer.option", ans.str_at("/answer/option"));
+                put_opt(&mut a, "aep.attention.answered_by", ans.str_at("/by"));
+                put_opt(&mut a, "aep.attention.via", ans.str_at("/via"));
+                if let Some(o) = &call.opener {
+                    put(&mut a, "aep.attention.wait_ms", ans.time.saturating_sub(o.time) / NANOS_PER_MS);
+                }
+            }
+            let routed: Vec<Value> = call
+                .middle
+                .iter()
+                .filter(|r| r.ty == "attention.routed")
+                .filter_map(|r| r.str_at("/to").map(|s| Value::from(s.to_owned())))
+                .collect();
+            if !routed.is_empty() {
+                put(&mut a, "aep.attention.routed_to", Value::Array(routed));
+            }
+            if let Some(t) = &call.terminal {
+                let outcome =
+                    if t.ty == "attention.timeout" { "timeout" } else { t.str_at("/resolution").unwrap_or("answered") };
+                put(&mut a, "aep.attention.outcome", outcome);
+                if let Some(ms) = t.u64_at("/latency_ms").or(t.u64_at("/after_ms")) {
+                    put(&mut a, "aep.attention.latency_ms", ms);
+                }
+            } else {
+                put(&mut a, "aep.attention.outcome", if answered.is_some() { "answered" } else { "pending" });
+            }
+            format!("attention {kind}")
+        }
+        CallKind::Delegation => {
+            put(&mut a, "gen_ai.operation.name", "invoke_agent");
+            let recs: Vec<&Rec> = call.opener.iter().chain(call.terminal.iter()).collect();
+            let pick = |p: &str| recs.iter().find_map(|r| r.str_at(p));
+            let child_agent = pick("/child/agent");
+            put(&mut a, "gen_ai.agent.name", child_agent.unwrap_or(call.name.as_str()));
+            put_opt(&mut a, "aep.delegation.agent_type", pick("/agent_type"));
+            put_opt(&mut a, "aep.delegation.role", pick("/role"));
+            put_opt(&mut a, "aep.delegation.child.session", pick("/child/session"));
+            put_opt(&mut a, "aep.delegation.child.run", pick("/child/run"));
+            put_opt(&mut a, "aep.delegation.child.agent", child_agent);
+            put_opt(&mut a, "aep.delegation.status", call.terminal.as_ref().and_then(|t| t.str_at("/status")));
+            if let Some(child) = pick("/child/session") {
+                // The child session's own trace, derived as the child's assembler derives it.
+                let agent = child_agent.unwrap_or(sess.agent.as_str());
+                let csource = sibling_source(&sess.source, agent, child);
+                let root = super::assembler::session_root_context(&csource, child);
+                let target = match pick("/child/run") {
+                    Some(run) => {
+                        SpanContext { trace_id: root.trace_id, span_id: span_id("run", &[&csource, child, "0", run]) }
+                    }
+                    None => root,
+                };
+                links.push(link(target, "subagent"));
+            }
+            format!("invoke_agent {}", call.name)
+        }
+    };
+    let start = match (&call.opener, &call.terminal) {
+        (Some(o), _) => o.time,
+        (None, Some(t)) => {
+            put(&mut a, "aep.start_inferred", true);
+            inferred_start(t)
+        }
+        (None, None) => {
+            put(&mut a, "aep.start_inferred", true);
+            call.middle.iter().chain(call.events.iter()).map(|r| r.time).min().unwrap_or(call.last)
+        }
+    };
+    let end = match &call.terminal {
+        Some(t) => t.time.max(start),
+        None => {
+            put(&mut a, "aep.incomplete", true);
+            forced(forced_end, call.last, start)
+        }
+    };
+    let recs: Vec<&Rec> = call.opener.iter().chain(call.terminal.iter()).chain(call.middle.iter()).collect();
+    link_traceparents(&mut links, ctx, &recs);
+    let mut events = call.middle.clone();
+    events.extend(call.events.iter().cloned());
+    Span {
+        service_name: sess.agent.clone(),
+        trace_id: ctx.trace_id,
+        span_id: ctx.span_id,
+        parent_span_id: Some(parent),
+        name,
+        start_unix_nanos: start,
+        end_unix_nanos: end,
+        attributes: a,
+        events: span_events(sess, &events),
+        links,
+        status,
+        status_message: message,
+    }
+}

@@ -1,0 +1,30 @@
+//! Assembler settings: idle timeout and memory caps.
+
+/// Settings of a [`super::SpanAssembler`]. Every cap flushes the oldest state first, closed
+/// and marked `aep.incomplete=true`; nothing is dropped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpanConfig {
+    /// A span (or a whole session) with no Event for this long, measured against the `now`
+    /// given to [`super::SpanAssembler::flush_idle`], is closed as incomplete.
+    pub idle_timeout_nanos: u64,
+    /// Most sessions held open at once.
+    pub max_open_sessions: usize,
+    /// Most open spans (session roots, runs, tools, attention requests, delegations).
+    pub max_open_spans: usize,
+    /// How many `(source, id)` pairs are remembered to drop replayed duplicates (AEP-0001 §7 #4).
+    pub max_seen_ids: usize,
+    /// How many closed sessions are remembered so late Events continue their trace.
+    pub max_closed_sessions: usize,
+}
+
+impl Default for SpanConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout_nanos: 30 * 60 * 1_000_000_000,
+            max_open_sessions: 10_000,
+            max_open_spans: 100_000,
+            max_seen_ids: 1 << 18,
+            max_closed_sessions: 10_000,
+        }
+    }
+}

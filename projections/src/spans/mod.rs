@@ -1,0 +1,45 @@
+//! Synthesized OTLP spans from AEP Events: the span mode AEP-0005 §3.1 defers, built
+//! additively beside the LogRecord export.
+//!
+//! A [`SpanAssembler`] is fed Events in any order and returns finished spans:
+//! - a root `aep.session` span per session keyed by `(source, session)` (AEP-0001 §5.2);
+//! - an `invoke_agent {agent}` child per run;
+//! - an `execute_tool {tool}` child per tool call, paired by `data.tool.call_id`, else by
+//!   `cause`, else by `(epoch, seq)` order among same-named calls;
+//! - an `attention {kind}` span per attention request, from `attention.requested` to
+//!   `attention.resolved`/`attention.timeout` (AEP-0002 §7), with the human's wait time;
+//! - an `invoke_agent {agent_type}` span per subagent delegation, linked to the child
+//!   session's trace.
+//!
+//! Other Events become span events on the innermost open span. Ids are SHA-256 derived,
+//! so late and replayed Events land on the same spans; a `traceparent` on `session.started`
+//! or `run.started` is honored (the span joins that trace). Spans left open at
+//! `session.ended`, idle past [`SpanConfig::idle_timeout_nanos`], pushed out by a memory
+//! cap, or open at [`SpanAssembler::flush_all`] are closed with `aep.incomplete=true`,
+//! never dropped.
+
+mod assembler;
+mod build;
+mod config;
+mod ids;
+mod model;
+mod state;
+
+pub use assembler::{SpanAssembler, session_root_context, sibling_source};
+pub use config::SpanConfig;
+pub use ids::{SpanContext, SpanId, TraceId, parse_rfc3339_nanos, parse_traceparent, session_trace_id, span_id};
+pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, StatusCode, any_value, attributes_json, traces_request};
+
+use aep_schemas::event::Event;
+
+/// Assembles a whole Event list offline (`aep-bridge project otlp-spans`): every Event is
+/// pushed, then everything still open is flushed as incomplete.
+pub fn assemble(events: &[Event], cfg: SpanConfig) -> Vec<Span> {
+    let mut asm = SpanAssembler::new(cfg);
+    let mut out = Vec::new();
+    for ev in events {
+        out.extend(asm.push(ev));
+    }
+    out.extend(asm.flush_all());
+    out
+}

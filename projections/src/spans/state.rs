@@ -1,0 +1,226 @@
+//! Per-session assembly state: the open spans and the Events recorded on them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use aep_schemas::event::Event;
+use serde_json::Value;
+
+use super::ids::{SpanContext, SpanId, parse_rfc3339_nanos, parse_traceparent};
+use super::model::SpanLink;
+
+/// What the assembler keeps of one Event.
+#[derive(Debug, Clone)]
+pub(crate) struct Rec {
+    pub id: String,
+    pub ty: String,
+    pub source: String,
+    pub agent: String,
+    pub time: u64,
+    pub pos: Option<(u64, u64)>,
+    pub subject: Option<String>,
+    pub run: Option<String>,
+    pub step: Option<String>,
+    pub cause: Option<String>,
+    pub traceparent: Option<SpanContext>,
+    pub severity: &'static str,
+    pub data: Value,
+}
+
+impl Rec {
+    /// `fallback_time` stands in for an unparseable `time` (the session's last known time).
+    pub fn new(ev: &Event, fallback_time: u64) -> Rec {
+        Rec {
+            id: ev.id.clone(),
+            ty: ev.r#type.clone(),
+            source: ev.source.clone(),
+            agent: ev.agent.clone(),
+            time: parse_rfc3339_nanos(&ev.time).unwrap_or(fallback_time),
+            pos: ev.position(),
+            subject: ev.subject.clone(),
+            run: ev.run.clone(),
+            step: ev.step.clone(),
+            cause: ev.cause.clone(),
+            traceparent: ev.traceparent.as_deref().and_then(parse_traceparent),
+            severity: ev.severity().as_str(),
+            data: ev.data.clone().unwrap_or(Value::Null),
+        }
+    }
+
+    /// A string member of `data` by JSON pointer.
+    pub fn str_at(&self, pointer: &str) -> Option<&str> {
+        self.data.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty())
+    }
+
+    /// An unsigned integer member of `data` by JSON pointer.
+    pub fn u64_at(&self, pointer: &str) -> Option<u64> {
+        self.data.pointer(pointer).and_then(Value::as_u64)
+    }
+}
+
+/// Orders Events the AEP way: sequenced Events by `(epoch, seq)` (AEP-0001 §7 #3), with
+/// unsequenced (foreign-emitter) Events merged in by `time` (AEP-0001 §5.2).
+pub(crate) fn sort_recs(recs: &mut Vec<Rec>) {
+    let (mut seqd, mut unseq): (Vec<Rec>, Vec<Rec>) = recs.drain(..).partition(|r| r.pos.is_some());
+    seqd.sort_by(|a, b| (a.pos, a.time, &a.id).cmp(&(b.pos, b.time, &b.id)));
+    unseq.sort_by(|a, b| (a.time, &a.id).cmp(&(b.time, &b.id)));
+    let mut unseq = unseq.into_iter().peekable();
+    for r in seqd {
+        while let Some(u) = unseq.next_if(|u| u.time < r.time) {
+            recs.push(u);
+        }
+        recs.push(r);
+    }
+    recs.extend(unseq);
+}
+
+/// `a` comes before `b` in session order: by position when both are sequenced, else by time.
+pub(crate) fn before(a: &Rec, b: &Rec) -> bool {
+    match (a.pos, b.pos) {
+        (Some(x), Some(y)) => x < y,
+        _ => (a.time, &a.id) < (b.time, &b.id),
+    }
+}
+
+/// Which kind of paired span a call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallKind {
+    Tool,
+    Attention,
+    Delegation,
+}
+
+impl CallKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallKind::Tool => "tool",
+            CallKind::Attention => "attention",
+            CallKind::Delegation => "delegation",
+        }
+    }
+}
+
+/// A paired span in flight: a tool call, an attention request, a subagent delegation.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    pub kind: CallKind,
+    /// The explicit pairing key: `data.tool.call_id`, the request id, the child session.
+    pub key: Option<String>,
+    pub name: String,
+    pub run: Option<String>,
+    pub opener: Option<Rec>,
+    pub terminal: Option<Rec>,
+    /// Intermediate lifecycle Events (`attention.answered`, `attention.routed`...).
+    pub middle: Vec<Rec>,
+    /// Other Events recorded as span events.
+    pub events: Vec<Rec>,
+    pub last: u64,
+    pub order: u64,
+}
+
+impl Call {
+    /// The identity the span id is derived from, stable across arrival orders.
+    pub fn identity(&self) -> (&'static str, String) {
+        match (&self.key, &self.opener, &self.terminal) {
+            (Some(k), _, _) => ("key", k.clone()),
+            (None, Some(o), _) => ("ev", o.id.clone()),
+            (None, None, Some(t)) => ("end", t.id.clone()),
+            (None, None, None) => ("none", String::new()),
+        }
+    }
+}
+
+/// A run in flight.
+#[derive(Debug, Clone)]
+pub(crate) struct RunState {
+    pub started: Option<Rec>,
+    pub terminal: Option<Rec>,
+    pub events: Vec<Rec>,
+    pub first: u64,
+    pub last: u64,
+    pub order: u64,
+}
+
+/// A run's identity, kept for the session's life so late children find their parent.
+#[derive(Debug, Clone)]
+pub(crate) struct Run {
+    pub ctx: SpanContext,
+    pub parent: Option<SpanId>,
+    /// The run joined a foreign trace through its first Event's `traceparent`.
+    pub foreign_trace: bool,
+    /// A child span was already emitted under this context; it can no longer change.
+    pub frozen: bool,
+    pub open: Option<RunState>,
+}
+
+/// Contiguity of one epoch's `seq` values, to know when nothing earlier can still arrive.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Track {
+    pub next: u64,
+    pub ahead: BTreeSet<u64>,
+}
+
+impl Track {
+    /// The stream starts at `seq` (the session's `session.started`): nothing lies below it.
+    pub fn anchor(&mut self, seq: u64) {
+        if seq > self.next {
+            self.next = seq;
+            self.ahead = self.ahead.split_off(&seq);
+            while self.ahead.remove(&self.next) {
+                self.next += 1;
+            }
+        }
+    }
+
+    pub fn see(&mut self, seq: u64) {
+        if seq == self.next {
+            self.next += 1;
+            while self.ahead.remove(&self.next) {
+                self.next += 1;
+            }
+        } else if seq > self.next {
+            self.ahead.insert(seq);
+        }
+    }
+}
+
+/// One session being assembled, keyed by `(source, session)` (AEP-0001 §5.2).
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    pub source: String,
+    pub session: String,
+    pub agent: String,
+    /// 0, or the count of earlier closures of this session (late Events after a flush).
+    pub generation: u64,
+    pub ctx: SpanContext,
+    pub parent: Option<SpanId>,
+    pub links: Vec<SpanLink>,
+    pub frozen: bool,
+    pub started: Option<Rec>,
+    pub ended: Option<Rec>,
+    pub events: Vec<Rec>,
+    pub first: u64,
+    pub last: u64,
+    pub order: u64,
+    pub runs: HashMap<String, Run>,
+    pub calls: BTreeMap<u64, Call>,
+    pub emitted: HashSet<SpanId>,
+    pub tracks: HashMap<u64, Track>,
+}
+
+impl Session {
+    /// Nothing at or before `pos` can still arrive (all earlier positions were seen).
+    pub fn settled(&self, pos: Option<(u64, u64)>) -> bool {
+        match pos {
+            None => false,
+            Some((epoch, seq)) => self.tracks.get(&epoch).is_some_and(|t| t.next > seq),
+        }
+    }
+
+    pub fn see(&mut self, rec: &Rec) {
+        if let Some((epoch, seq)) = rec.pos {
+            self.tracks.entry(epoch).or_default().see(seq);
+        }
+        self.first = self.first.min(rec.time);
+        self.last = self.last.max(rec.time);
+    }
+}
