@@ -378,6 +378,66 @@ pub fn stamp(drafts: &mut [EventDraft], session: Option<&str>, run: Option<&str>
     }
 }
 
+/// Whether drafts of `ty` belong to a run: everything but `session.*`, `agent.*` and the
+/// session-category vendor fallback `x.{vendor}.session.*`.
+pub fn run_scoped(ty: &str) -> bool {
+    let mut parts = ty.split('.');
+    match parts.next() {
+        Some("session") | Some("agent") => false,
+        Some("x") => parts.nth(1) != Some("session"),
+        _ => true,
+    }
+}
+
+/// Stamps identity the way the hook vendors need it: `session` on every draft except
+/// `agent.*` (agent-scoped, AEP-0001), `run` on run-scoped drafts that have none.
+pub fn stamp_identity(drafts: &mut [EventDraft], session: Option<&str>, run: Option<&str>) {
+    for d in drafts {
+        if d.r#type.starts_with("agent.") {
+            d.session = None;
+            continue;
+        }
+        if d.session.is_none() {
+            d.session = session.map(str::to_owned);
+        }
+        if d.run.is_none() && run_scoped(&d.r#type) {
+            d.run = run.map(str::to_owned);
+        }
+    }
+}
+
+/// Opens a synthesized run at a prompt boundary: drains a run left open as
+/// `run.cancelled` (pushed to `out`), then marks `started` drafts (the `run.started`) with
+/// the new run and its correlation key. Returns the new run id.
+pub fn begin_synth_run(
+    state: &mut SessionState,
+    session: Option<&str>,
+    started: &mut [EventDraft],
+    out: &mut Vec<EventDraft>,
+    cx: &MapContext,
+) -> String {
+    let (id, stale) = open_synth_run(state);
+    if let Some(stale) = stale {
+        out.push(drain_run(&stale, session, cx));
+    }
+    for d in started.iter_mut().filter(|d| d.r#type == "run.started") {
+        d.run = Some(id.clone());
+        d.correlation_key = Some(run_key(session, &id));
+    }
+    id
+}
+
+/// Closes the current run at a terminal hook: `run.*` drafts get the closed run and a cause
+/// pointing at its `run.started`. Returns the closed run, if one was open.
+pub fn end_run(state: &mut SessionState, session: Option<&str>, terminals: &mut [EventDraft]) -> Option<String> {
+    let closed = close_run(state)?;
+    for d in terminals.iter_mut().filter(|d| d.r#type.starts_with("run.")) {
+        d.run = Some(closed.clone());
+        d.cause_key = Some(run_key(session, &closed));
+    }
+    Some(closed)
+}
+
 /// Remembers a value in the vendor scratch of `state` under `bucket.key`.
 pub fn remember(state: &mut SessionState, bucket: &str, key: &str, value: Value) {
     let slot = state.extra.entry(bucket.to_owned()).or_insert_with(|| Value::Object(Map::new()));
@@ -491,6 +551,15 @@ mod tests {
         assert_eq!(recall(&st, "b", "x"), Some(&json!("v")));
         assert_eq!(take(&mut st, "b", "x"), Some(json!("v")));
         assert_eq!(take(&mut st, "b", "x"), None);
+    }
+
+    #[test]
+    fn run_scope_excludes_session_and_agent() {
+        assert!(run_scoped("tool.requested"));
+        assert!(run_scoped("x.qwen-code.run.model_turn"));
+        assert!(!run_scoped("x.codex.session.notify"));
+        assert!(!run_scoped("session.compacted"));
+        assert!(!run_scoped("agent.idle"));
     }
 
     #[test]

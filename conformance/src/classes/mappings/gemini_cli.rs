@@ -1,8 +1,26 @@
-//! `mappings/gemini-cli.json` through this project's adapter (in progress).
+//! `mappings/gemini-cli.json` through this project's Gemini CLI hook adapter: one check per hook
+//! entry plus the fallback, at the default posture the file pins.
+
+use aep_adapters::vendors::gemini_cli;
 
 use crate::{Checks, Fixtures};
 
 /// Appends this file's checks.
-pub fn run(_fx: &Fixtures, out: &mut Checks) {
-    super::not_implemented(out, "gemini-cli");
+pub fn run(fx: &Fixtures, out: &mut Checks) {
+    let adapter = gemini_cli::adapter();
+    super::codex::run_hook_table(fx, out, "gemini-cli", &|input| super::codex::through(adapter.as_ref(), input));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[ignore = "needs the spec checkout at /work/shared/aep-spec"]
+    fn against_the_spec_fixtures() {
+        let mut out = Checks::default();
+        run(&Fixtures::new("/work/shared/aep-spec"), &mut out);
+        let failed: Vec<_> = out.into_vec().into_iter().filter(|c| c.detail.is_some()).collect();
+        assert!(failed.is_empty(), "{failed:#?}");
+    }
 }
