@@ -303,7 +303,7 @@ pub fn parse(text: &str) -> Result<Registry, ParseError> {
     let err = |line: usize, message: String| ParseError { line, message };
 
     // First pass: collect defs (name -> body lines, re-based to indent 0).
-    let mut defs: Vec<(String, Vec<(usize, usize, String)>)> = Vec::new();
+    let mut defs: Vec<(String, Vec<BodyLine>)> = Vec::new();
     let mut i = 0;
     while i < lines.len() {
         let l = &lines[i];
