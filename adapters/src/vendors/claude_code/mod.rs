@@ -1,9 +1,234 @@
 #![doc = include_str!("README.md")]
 
-use crate::HookAdapter;
-use crate::generic::GenericAdapter;
+pub mod forms;
 
-/// The claude-code adapter (in progress: fallback mapping only).
+use aep_schemas::Severity;
+use serde_json::{Value, json};
+
+use crate::common::{self, Builder, end_run, fallback, hook_name, ne, open_vendor_run, run_key, s, session_end_reason, u};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
+
+/// The vendor token.
+pub const VENDOR: &str = "claude-code";
+
+/// Scratch bucket of pending MCP elicitations, keyed by server name.
+const PENDING_ELICITATIONS: &str = "cc_pending_elicitations";
+
+/// The Claude Code hook adapter.
 pub fn adapter() -> Box<dyn HookAdapter> {
-    Box::new(GenericAdapter::new("claude-code"))
+    Box::new(ClaudeCodeAdapter)
+}
+
+/// Claude Code hooks (AEP-0002 Annex A.1): `session_id` = session, a prompt (turn) = run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClaudeCodeAdapter;
+
+/// The error text of a failure payload (a string, or an object's `message`).
+fn error_text(p: &Value) -> Option<&str> {
+    match p.get("error") {
+        Some(Value::String(t)) => Some(t.as_str()),
+        Some(Value::Object(o)) => o.get("message").and_then(Value::as_str),
+        _ => None,
+    }
+}
+
+/// The elicitation's requested schema (`requested_schema` on the hook, `requestedSchema` in MCP).
+fn requested_schema(p: &Value) -> Option<&Value> {
+    p.get("requested_schema").or_else(|| p.get("requestedSchema"))
+}
+
+/// The stateless per-hook mapping: type, data and subject of each hook at the ceilings of
+/// `cx`. Run identity, cause links and the elicitation settle are added by [`ClaudeCodeAdapter`].
+pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
+    let tool = || ne(p, "tool_name").unwrap_or("unknown");
+    let call = || s(p, "tool_use_id");
+    match hook {
+        // A `compact` SessionStart re-fires inside the live session after compaction: the
+        // compaction is carried by session.compacted, so this is no new session.
+        "SessionStart" if s(p, "source") == Some("compact") => vec![fallback(VENDOR, hook, None, cx)],
+        "SessionStart" => {
+            vec![common::session_started(VENDOR, s(p, "source"), s(p, "model"), cx).text("cwd", s(p, "cwd")).build()]
+        }
+        "SessionEnd" => vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()],
+        "UserPromptSubmit" => {
+            vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", ne(p, "prompt")).build()]
+        }
+        "Stop" => vec![Builder::new("run.finished", cx).build()],
+        "StopFailure" => {
+            let reason = ne(p, "error").unwrap_or("unknown");
+            let mut b = Builder::new("run.failed", cx).meta("reason", reason);
+            if let Some(details) = ne(p, "error_details").filter(|_| b.ceiling() >= aep_schemas::Capture::Redacted) {
+                b = b.error(reason, Some(details));
+            }
+            vec![b.build()]
+        }
+        "PreToolUse" => vec![common::tool_requested(tool(), call(), p.get("tool_input"), cx)],
+        "PostToolUse" => vec![common::tool_completed(tool(), call(), p.get("tool_response"), u(p, "duration_ms"), cx)],
+        "PostToolUseFailure" => {
+            let ty = if p.get("is_interrupt").and_then(Value::as_bool) == Some(true) { "interrupt" } else { "tool_error" };
+            vec![common::tool_failed(tool(), call(), ty, error_text(p), u(p, "duration_ms"), cx)]
+        }
+        // The agent asking the human is a form, not a permission gate (AEP-0006 deviation).
+        "PermissionRequest" if tool() == "AskUserQuestion" => vec![forms::ask_user_question(p.get("tool_input"), cx)],
+        "PermissionRequest" => vec![common::permission_request(VENDOR, tool(), p.get("tool_input"), cx)],
+        // The auto-mode classifier or a permission rule blocked the call.
+        "PermissionDenied" => {
+            let mut d = Builder::new("tool.denied", cx).tool(tool(), call()).meta("by", "policy").build();
+            d.cause_key = call().map(common::tool_key);
+            vec![d]
+        }
+        // Deduped against the first-class PermissionRequest / Elicitation hooks.
+        "Notification" if matches!(s(p, "notification_type"), Some("permission_prompt" | "elicitation_dialog")) => {
+            Vec::new()
+        }
+        "Notification" => vec![
+            Builder::new("progress.status", cx)
+                .text("message", ne(p, "message"))
+                .subject(ne(p, "notification_type"))
+                .build(),
+        ],
+        "SubagentStart" => vec![
+            Builder::new("delegation.subagent.started", cx)
+                .meta_opt("agent_type", ne(p, "agent_type"))
+                .subject(s(p, "agent_id"))
+                .build(),
+        ],
+        "SubagentStop" => vec![
+            Builder::new("delegation.subagent.stopped", cx)
+                .meta_opt("agent_type", ne(p, "agent_type"))
+                .subject(s(p, "agent_id"))
+                .build(),
+        ],
+        // Paired concept; emitted once at PostCompact (documented deviation).
+        "PreCompact" => Vec::new(),
+        "PostCompact" => vec![Builder::new("session.compacted", cx).meta_opt("trigger", s(p, "trigger")).build()],
+        "TaskCreated" | "TaskCompleted" => {
+            let ty = if hook == "TaskCreated" { "progress.task.planned" } else { "progress.task.completed" };
+            let mut b = Builder::new(ty, cx).subject(ne(p, "task_id"));
+            if let Some(title) = ne(p, "task_subject").and_then(|t| common::gate_text(t, b.ceiling(), cx)) {
+                b = b.meta("task", json!({ "title": title }));
+            }
+            vec![b.build()]
+        }
+        // Agent-scoped: no session on agent.*.
+        "TeammateIdle" => vec![Builder::new("agent.idle", cx).subject(ne(p, "teammate_name")).build()],
+        "Elicitation" => {
+            vec![forms::elicitation(ne(p, "message"), requested_schema(p), ne(p, "mcp_server_name"), cx)]
+        }
+        // Settled against the pending request by the adapter; nothing on its own.
+        "ElicitationResult" => Vec::new(),
+        // Mid-turn streaming fails the fleet-observer test: vendor namespace, debug.
+        "MessageDisplay" => {
+            let mut d = fallback(VENDOR, hook, None, cx);
+            d.severity = Some(Severity::Debug);
+            vec![d]
+        }
+        // InstructionsLoaded, PostToolBatch, CwdChanged, FileChanged, WorktreeCreate,
+        // WorktreeRemove, ConfigChange, Setup and any future hook: no core equivalent.
+        _ => vec![fallback(VENDOR, hook, None, cx)],
+    }
+}
+
+/// The settle of a pending elicitation by its `ElicitationResult` (the parallel-surface
+/// case: the answer came from Claude Code's own dialog, so `via: oob`).
+fn settle_elicitation(p: &Value, pending: &Value, cx: &MapContext) -> Vec<EventDraft> {
+    let key = pending.get("key").and_then(Value::as_str).map(str::to_owned);
+    let resolved = |resolution: &str| {
+        let mut d = Builder::new("attention.resolved", cx).meta("resolution", resolution).build();
+        d.cause_key = key.clone();
+        d
+    };
+    match s(p, "action") {
+        Some("accept") => {
+            let b = Builder::new("attention.answered", cx);
+            let structural: Vec<String> = pending
+                .get("structural")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default();
+            let empty = serde_json::Map::new();
+            let content = p.get("content").and_then(Value::as_object).unwrap_or(&empty);
+            let values = forms::gate_values(content, &structural, b.ceiling(), cx);
+            let mut answered = b.meta("answer", json!({ "values": values })).meta("via", "oob").build();
+            answered.cause_key = key.clone();
+            vec![answered, resolved("answered")]
+        }
+        Some("decline") => {
+            let mut answered =
+                Builder::new("attention.answered", cx).meta("answer", json!({ "option": "decline" })).meta("via", "oob").build();
+            answered.cause_key = key.clone();
+            vec![answered, resolved("answered")]
+        }
+        _ => vec![resolved("dismissed")],
+    }
+}
+
+impl HookAdapter for ClaudeCodeAdapter {
+    fn vendor(&self) -> &'static str {
+        VENDOR
+    }
+
+    fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
+        hook_name(call, "hook_event_name")
+    }
+
+    fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
+        ne(call.payload, "session_id").map(str::to_owned)
+    }
+
+    fn map(&self, call: &HookCall<'_>, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError> {
+        let p = call.payload;
+        common::object(p)?;
+        let hook = self.hook_name(call)?;
+        let session = self.session_id(call);
+        let sess = session.as_deref();
+        let mut out = Vec::new();
+        let mut drafts = map_pinned(&hook, p, cx);
+        match hook.as_str() {
+            "UserPromptSubmit" => {
+                // CC turn = AEP run: the vendor's prompt_id names it; synthesized without one.
+                let run = match ne(p, "prompt_id") {
+                    Some(id) => {
+                        if let Some(stale) = open_vendor_run(state, id) {
+                            out.push(common::drain_run(&stale, sess, cx));
+                        }
+                        id.to_owned()
+                    }
+                    None => common::begin_synth_run(state, sess, &mut [], &mut out, cx),
+                };
+                for d in &mut drafts {
+                    d.run = Some(run.clone());
+                    d.correlation_key = Some(run_key(sess, &run));
+                }
+            }
+            "Stop" | "StopFailure" => {
+                end_run(state, sess, &mut drafts);
+            }
+            "SessionEnd" => {
+                if let Some(stale) = common::close_run(state) {
+                    out.push(common::drain_run(&stale, sess, cx));
+                }
+            }
+            "Elicitation" => {
+                let server = ne(p, "mcp_server_name").unwrap_or("");
+                let key = common::attention_key(&format!("elicitation:{server}"));
+                for d in &mut drafts {
+                    d.correlation_key = Some(key.clone());
+                }
+                let structural = forms::structural_fields(requested_schema(p));
+                common::remember(state, PENDING_ELICITATIONS, server, json!({ "key": key, "structural": structural }));
+            }
+            "ElicitationResult" => {
+                // An orphan result (no pending request) emits nothing: one terminal per request.
+                let server = ne(p, "mcp_server_name").unwrap_or("");
+                if let Some(pending) = common::take(state, PENDING_ELICITATIONS, server) {
+                    drafts = settle_elicitation(p, &pending, cx);
+                }
+            }
+            _ => {}
+        }
+        out.extend(drafts);
+        common::stamp_identity(&mut out, sess, state.current_run.as_deref());
+        Ok(out)
+    }
 }
