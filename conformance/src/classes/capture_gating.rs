@@ -1,8 +1,37 @@
-//! Fixture class `capture_gating` (in progress: fails honestly until its implementation lands).
+//! Fixture class `capture-gating`: AEP-0006 type-dependent gating of
+//! `attention.answered.answer.values` (`capture-gating/cases.json`), through
+//! [`gate_form_values`].
 
-use crate::{Checks, Fixtures};
+use aep_schemas::Capture;
+use aep_schemas::gating::gate_form_values;
+use serde_json::Value;
 
-/// Appends this class's checks.
-pub fn run(_fx: &Fixtures, out: &mut Checks) {
-    out.fail("capture-gating: not implemented", "this class has no implementation yet");
+use crate::{Checks, Fixtures, diff};
+
+/// Appends one check per case.
+pub fn run(fx: &Fixtures, out: &mut Checks) {
+    let doc = match fx.json("capture-gating/cases.json") {
+        Ok(d) => d,
+        Err(e) => return out.fail("capture-gating: fixture", e),
+    };
+    let Some(cases) = doc.get("cases").and_then(Value::as_array) else {
+        return out.fail("capture-gating: fixture", "no `cases` array");
+    };
+    for (i, case) in cases.iter().enumerate() {
+        let name = case.get("name").and_then(Value::as_str).map_or_else(|| format!("case {i}"), str::to_owned);
+        out.record(format!("capture-gating: {name}"), check_case(case));
+    }
+}
+
+fn check_case(case: &Value) -> Result<(), String> {
+    let fields = case.get("fields").ok_or("case has no `fields`")?;
+    let values = case.get("values").and_then(Value::as_object).ok_or("case has no `values` object")?;
+    let ceiling: Capture = case
+        .get("ceiling")
+        .and_then(Value::as_str)
+        .ok_or("case has no `ceiling`")?
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let expect = case.get("expect").ok_or("case has no `expect`")?;
+    diff(expect, &Value::Object(gate_form_values(fields, values, ceiling)))
 }

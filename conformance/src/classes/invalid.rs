@@ -1,8 +1,41 @@
-//! Fixture class `invalid` (in progress: fails honestly until its implementation lands).
+//! Fixture class `invalid`: every case of `invalid/cases.json` MUST be rejected, and
+//! rejected FOR ITS RULE: some violation's rule must be the section the case names, or
+//! a subsection of it ([`rule_matches`]). A case with `events` is validated as one stream.
+
+use aep_schemas::validate::{Violation, rule_matches, validate_stream};
+use serde_json::Value;
 
 use crate::{Checks, Fixtures};
 
-/// Appends this class's checks.
-pub fn run(_fx: &Fixtures, out: &mut Checks) {
-    out.fail("invalid: not implemented", "this class has no implementation yet");
+/// Appends one check per case.
+pub fn run(fx: &Fixtures, out: &mut Checks) {
+    let doc = match fx.json("invalid/cases.json") {
+        Ok(d) => d,
+        Err(e) => return out.fail("invalid: fixture", e),
+    };
+    let Some(cases) = doc.get("cases").and_then(Value::as_array) else {
+        return out.fail("invalid: fixture", "no `cases` array");
+    };
+    for (i, case) in cases.iter().enumerate() {
+        let name = case.get("name").and_then(Value::as_str).map_or_else(|| format!("case {i}"), str::to_owned);
+        out.record(format!("invalid: {name}"), check_case(case));
+    }
+}
+
+fn check_case(case: &Value) -> Result<(), String> {
+    let rule = case.get("rule").and_then(Value::as_str).ok_or("case names no `rule`")?;
+    let events: Vec<&Value> = match (case.get("event"), case.get("events").and_then(Value::as_array)) {
+        (Some(e), _) => vec![e],
+        (None, Some(es)) => es.iter().collect(),
+        (None, None) => return Err("case has neither `event` nor `events`".into()),
+    };
+    let violations: Vec<Violation> = validate_stream(events);
+    if violations.is_empty() {
+        return Err(format!("accepted, but MUST fail under {rule}"));
+    }
+    if violations.iter().any(|v| rule_matches(rule, v.rule)) {
+        return Ok(());
+    }
+    let got: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    Err(format!("rejected, but not for {rule}: {}", got.join("; ")))
 }
