@@ -4,7 +4,9 @@ use aep_schemas::Severity;
 use serde_json::{Value, json};
 
 use crate::common::tool_key;
-use crate::vendors::plugin_common::{draft, error_info, open_run, put_args, put_text, scratch, stamp, tool_ref, x_type};
+use crate::vendors::plugin_common::{
+    draft, error_info, open_run, put_args, put_text, scratch, stamp, tool_ref, x_type,
+};
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
 const VENDOR: &str = "antigravity";
@@ -73,10 +75,10 @@ impl HookAdapter for AntigravityAdapter {
         let join_key = |idx: u64| format!("{}:{idx}", session.as_deref().unwrap_or(""));
         match hook.as_str() {
             "PreToolUse" => {
-                let name = p.pointer("/toolCall/name").and_then(Value::as_str).ok_or(AdapterError::MissingField {
-                    field: "toolCall.name",
-                    expected: "string",
-                })?;
+                let name = p
+                    .pointer("/toolCall/name")
+                    .and_then(Value::as_str)
+                    .ok_or(AdapterError::MissingField { field: "toolCall.name", expected: "string" })?;
                 let idx = step_idx(p);
                 let mut d = draft("tool.requested", cx);
                 d.subject = Some(name.to_owned());

@@ -30,7 +30,12 @@ fn first_sight_session_then_run_and_steps() {
     assert_eq!(a[2].run.as_deref(), Some("r1"));
     let b = run("PreInvocation", &p(json!({"invocationNum": 1})), &mut st, &cx);
     assert_eq!(types(&b), ["run.step.started"]);
-    let s = run("Stop", &p(json!({"executionNum": 4, "terminationReason": "max_steps_exceeded", "error": "", "fullyIdle": true})), &mut st, &cx);
+    let s = run(
+        "Stop",
+        &p(json!({"executionNum": 4, "terminationReason": "max_steps_exceeded", "error": "", "fullyIdle": true})),
+        &mut st,
+        &cx,
+    );
     assert_eq!(types(&s), ["run.finished"]);
     assert_eq!(s[0].data["termination_reason"], json!("max_steps_exceeded"));
     assert_eq!(s[0].cause_key, Some(crate::common::run_key(Some("c-1"), "r1")));
@@ -41,7 +46,12 @@ fn first_sight_session_then_run_and_steps() {
 fn step_idx_join_names_the_thin_post() {
     let cx = MapContext::default();
     let mut st = SessionState::default();
-    let pre = run("PreToolUse", &p(json!({"toolCall": {"name": "view_file", "args": {"Path": "/x"}}, "stepIdx": 7})), &mut st, &cx);
+    let pre = run(
+        "PreToolUse",
+        &p(json!({"toolCall": {"name": "view_file", "args": {"Path": "/x"}}, "stepIdx": 7})),
+        &mut st,
+        &cx,
+    );
     assert_eq!(types(&pre), ["session.started", "tool.requested"]);
     let post = run("PostToolUse", &p(json!({"stepIdx": 7, "error": "boom"})), &mut st, &cx);
     assert_eq!(types(&post), ["tool.failed"]);
@@ -66,7 +76,10 @@ fn neutral_replies_are_byte_exact_and_fallback_is_two_segments() {
     let d = run("Brand-New_Hook", &p(json!({})), &mut st, &MapContext::default());
     assert_eq!(d[1].r#type, "x.antigravity.hook.brandnewhook");
     let q = p(json!({}));
-    assert!(matches!(a.hook_name(&HookCall { event: None, payload: &q }), Err(AdapterError::NoHookName { field: "hook" })));
+    assert!(matches!(
+        a.hook_name(&HookCall { event: None, payload: &q }),
+        Err(AdapterError::NoHookName { field: "hook" })
+    ));
     let cli = json!({"conversationId": "c-2", "transcriptPath": "~/.gemini/antigravity-cli/brain/c-2/x"});
     let d = run("Stop", &cli, &mut SessionState::default(), &MapContext::default());
     assert_eq!(d[0].data["client"], json!({"name": "antigravity-cli"}));

@@ -103,11 +103,12 @@ impl HookAdapter for ClineAdapter {
                 }
             }
             "tool_call" => {
-                let tc = p.get("tool_call").ok_or(AdapterError::MissingField { field: "tool_call", expected: "object" })?;
-                let name = tc.get("name").and_then(Value::as_str).ok_or(AdapterError::MissingField {
-                    field: "tool_call.name",
-                    expected: "string",
-                })?;
+                let tc =
+                    p.get("tool_call").ok_or(AdapterError::MissingField { field: "tool_call", expected: "object" })?;
+                let name = tc
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or(AdapterError::MissingField { field: "tool_call.name", expected: "string" })?;
                 let id = tc.get("id").and_then(Value::as_str);
                 let mut d = draft("tool.requested", cx);
                 d.subject = Some(name.to_owned());
@@ -119,12 +120,13 @@ impl HookAdapter for ClineAdapter {
                 out.push(d);
             }
             "tool_result" => {
-                let tr =
-                    p.get("tool_result").ok_or(AdapterError::MissingField { field: "tool_result", expected: "object" })?;
-                let name = tr.get("name").and_then(Value::as_str).ok_or(AdapterError::MissingField {
-                    field: "tool_result.name",
-                    expected: "string",
-                })?;
+                let tr = p
+                    .get("tool_result")
+                    .ok_or(AdapterError::MissingField { field: "tool_result", expected: "object" })?;
+                let name = tr
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or(AdapterError::MissingField { field: "tool_result.name", expected: "string" })?;
                 let id = tr.get("id").and_then(Value::as_str);
                 // The typed ToolCallRecord.error splits the outcome honestly (Annex A.9).
                 let error = tr.get("error").filter(|e| !e.is_null() && e.as_str() != Some(""));
@@ -212,7 +214,7 @@ fn close_agent_run(state: &mut SessionState, agent: &str) -> Option<String> {
     let run = scratch(state, RUNS).remove(agent).and_then(|v| v.as_str().map(str::to_owned));
     if run.is_some() && state.current_run == run {
         // the parent's run (if any) becomes current again
-        state.current_run = scratch(state, RUNS).values().last().and_then(Value::as_str).map(str::to_owned);
+        state.current_run = scratch(state, RUNS).values().next_back().and_then(Value::as_str).map(str::to_owned);
     }
     run
 }

@@ -25,7 +25,10 @@ fn real_run_boundaries_per_agent() {
     let mut end = base("agent_end", "kid", Some("main"));
     end["iteration"] = json!(4);
     let e = run(&end, &mut st, &cx);
-    assert_eq!((e[0].r#type.as_str(), e[0].run.as_deref(), e[0].step.as_deref()), ("run.finished", Some("r2"), Some("4")));
+    assert_eq!(
+        (e[0].r#type.as_str(), e[0].run.as_deref(), e[0].step.as_deref()),
+        ("run.finished", Some("r2"), Some("4"))
+    );
     assert_eq!(e[1].r#type, "delegation.subagent.stopped");
     assert_eq!(e[1].step, None);
     assert_eq!(st.current_run.as_deref(), Some("r1"));

@@ -11,8 +11,7 @@ use crate::{EventDraft, MapContext};
 const MAX_CHOICES: usize = 4;
 
 /// Return-contract sentinels (static vendor strings at the pinned tag).
-const CLI_TIMEOUT: &str =
-    "The user did not provide a response within the time limit. Use your best judgement to make the choice and proceed.";
+const CLI_TIMEOUT: &str = "The user did not provide a response within the time limit. Use your best judgement to make the choice and proceed.";
 const CLI_CANCEL: &str = "The user cancelled. Use your best judgement to proceed.";
 const UNDELIVERABLE: &str = "[clarify prompt could not be delivered]";
 
@@ -27,9 +26,7 @@ pub fn normalize_choices(raw: &Value) -> Vec<String> {
                 .find_map(|k| m.get(*k).and_then(Value::as_str))
                 .map(|s| s.trim().to_owned())
                 .unwrap_or_default(),
-            Value::Array(items) => {
-                items.iter().map(flat).filter(|s| !s.is_empty()).collect::<Vec<_>>().join(", ")
-            }
+            Value::Array(items) => items.iter().map(flat).filter(|s| !s.is_empty()).collect::<Vec<_>>().join(", "),
             Value::Number(n) => n.to_string(),
             Value::Bool(b) => b.to_string(),
             Value::Null => String::new(),

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use crate::common::{attention_key, tool_key};
 use crate::vendors::plugin_common::{
-    dotted_fallback, draft, error_info, gate_text, put_args, put_result, put_text, scratch, stamp,
-    synth_prompt, tool_ref, x_type,
+    dotted_fallback, draft, error_info, gate_text, put_args, put_result, put_text, scratch, stamp, synth_prompt,
+    tool_ref, x_type,
 };
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
@@ -164,10 +164,12 @@ impl HookAdapter for HermesAdapter {
                 out.push(d);
                 let no_card = call_id.is_some_and(|id| scratch(state, "clarify_no_card").remove(id).is_some());
                 if name == "clarify" && !no_card {
-                    out.extend(clarify::outcome(status, extra(p).get("result"), call_id, cx).into_iter().map(|mut o| {
-                        o.run = turn.clone();
-                        o
-                    }));
+                    out.extend(clarify::outcome(status, extra(p).get("result"), call_id, cx).into_iter().map(
+                        |mut o| {
+                            o.run = turn.clone();
+                            o
+                        },
+                    ));
                 }
             }
             "pre_approval_request" => {
@@ -231,7 +233,8 @@ impl HookAdapter for HermesAdapter {
             "subagent_start" | "subagent_stop" => {
                 let child = xs(p, "child_session_id");
                 let start = hook == "subagent_start";
-                let mut d = draft(if start { "delegation.subagent.started" } else { "delegation.subagent.stopped" }, cx);
+                let mut d =
+                    draft(if start { "delegation.subagent.started" } else { "delegation.subagent.stopped" }, cx);
                 d.subject = child.map(str::to_owned);
                 if let Some(c) = child {
                     d.data.insert("child".into(), json!({"session": c}));

@@ -17,7 +17,10 @@ fn carries_the_opencode_table_on_its_own_identity() {
     assert_eq!(d.data["client"], json!({"name": "kilocode", "version": "9.9.9"}));
     assert_eq!(d.session.as_deref(), Some("k1"));
     let e = json!({"kind": "bus", "event": {"type": "vcs.branch.updated", "properties": {"branch": "main"}}});
-    assert_eq!(run(&e, &mut SessionState::default(), &MapContext::default())[0].r#type, "x.kilocode.vcs.branch.updated");
+    assert_eq!(
+        run(&e, &mut SessionState::default(), &MapContext::default())[0].r#type,
+        "x.kilocode.vcs.branch.updated"
+    );
 }
 
 #[test]

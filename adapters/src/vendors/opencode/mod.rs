@@ -85,13 +85,11 @@ fn take_resolved(state: &mut SessionState, id: &str) -> bool {
 fn session_of(payload: &Value) -> Option<String> {
     let ev = payload.get("event");
     let from_bus = ev.and_then(|e| {
-        ptr_str(e, "/properties/sessionID")
-            .or_else(|| ptr_str(e, "/properties/info/sessionID"))
-            .or_else(|| {
-                // session.* carry the Session object itself: its id IS the session.
-                let ty = e.get("type").and_then(Value::as_str).unwrap_or("");
-                if ty.starts_with("session.") { ptr_str(e, "/properties/info/id") } else { None }
-            })
+        ptr_str(e, "/properties/sessionID").or_else(|| ptr_str(e, "/properties/info/sessionID")).or_else(|| {
+            // session.* carry the Session object itself: its id IS the session.
+            let ty = e.get("type").and_then(Value::as_str).unwrap_or("");
+            if ty.starts_with("session.") { ptr_str(e, "/properties/info/id") } else { None }
+        })
     });
     from_bus
         .or_else(|| ptr_str(payload, "/permission/sessionID"))
@@ -232,11 +230,8 @@ impl PluginAdapter {
                 vec![self.permission_card(props, cx, PermissionSurface::ReplyRoute)]
             }
             "permission.replied" => {
-                let id = props
-                    .get("permissionID")
-                    .or_else(|| props.get("requestID"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
+                let id =
+                    props.get("permissionID").or_else(|| props.get("requestID")).and_then(Value::as_str).unwrap_or("");
                 self.settled(id, state, cx)
             }
             "question.asked" if self.profile.bus_asks => vec![self.question_card(props, cx)],
@@ -317,7 +312,8 @@ impl PluginAdapter {
     }
 
     fn tool_before(&self, p: &Value, cx: &MapContext) -> Result<EventDraft, AdapterError> {
-        let name = ptr_str(p, "/input/tool").ok_or(AdapterError::MissingField { field: "input.tool", expected: "string" })?;
+        let name =
+            ptr_str(p, "/input/tool").ok_or(AdapterError::MissingField { field: "input.tool", expected: "string" })?;
         let call_id = ptr_str(p, "/input/callID");
         let mut d = draft("tool.requested", cx);
         d.subject = Some(name.to_owned());
@@ -329,7 +325,8 @@ impl PluginAdapter {
     }
 
     fn tool_after(&self, p: &Value, cx: &MapContext) -> Result<EventDraft, AdapterError> {
-        let name = ptr_str(p, "/input/tool").ok_or(AdapterError::MissingField { field: "input.tool", expected: "string" })?;
+        let name =
+            ptr_str(p, "/input/tool").ok_or(AdapterError::MissingField { field: "input.tool", expected: "string" })?;
         let call_id = ptr_str(p, "/input/callID");
         // The typed hook has no error surface: always tool.completed (Annex A.7; failures
         // ride x.{vendor}.session.error).

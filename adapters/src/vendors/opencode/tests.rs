@@ -54,7 +54,10 @@ fn tool_pair_links_by_call_id_and_digests_at_metadata() {
     let r = run(a.as_ref(), None, &before, &mut st, &cx);
     assert_eq!(r[0].r#type, "tool.requested");
     assert_eq!(r[0].correlation_key.as_deref(), Some("tool:k1"));
-    assert_eq!(r[0].data["args_digest"], json!(aep_schemas::digest::digest(&json!({"file": "/home/me/a.rs", "token": "sk-live-xyz"}))));
+    assert_eq!(
+        r[0].data["args_digest"],
+        json!(aep_schemas::digest::digest(&json!({"file": "/home/me/a.rs", "token": "sk-live-xyz"})))
+    );
     assert!(!r[0].data.contains_key("args_redacted"));
     let after = json!({"kind": "tool.after", "input": {"tool": "edit", "sessionID": "ses_b", "callID": "k1"}, "output": {"title": "t", "output": "done", "metadata": {}}});
     let c = run(a.as_ref(), None, &after, &mut st, &cx);
@@ -110,7 +113,8 @@ fn todo_snapshots_become_transitions() {
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].r#type, "progress.task.planned");
     assert!(first[0].data.is_empty());
-    let same = run(a.as_ref(), None, &snap(json!([{"id": "a", "content": "x", "status": "in_progress"}])), &mut st, &cx);
+    let same =
+        run(a.as_ref(), None, &snap(json!([{"id": "a", "content": "x", "status": "in_progress"}])), &mut st, &cx);
     assert!(same.is_empty());
     let done = run(a.as_ref(), None, &snap(json!([{"id": "a", "content": "x", "status": "completed"}])), &mut st, &cx);
     assert_eq!(done.len(), 1);
@@ -134,7 +138,13 @@ fn machinery_and_unknown_bus_types_ride_the_vendor_namespace() {
     assert_eq!(d.r#type, "x.opencode.bus.weird_type");
     let d = &run(a.as_ref(), None, &bus("server.connected", json!({})), &mut st, &cx)[0];
     assert_eq!(d.session, None);
-    let d = &run(a.as_ref(), None, &bus("session.error", json!({"sessionID": "s", "error": {"name": "Boom"}})), &mut st, &cx)[0];
+    let d = &run(
+        a.as_ref(),
+        None,
+        &bus("session.error", json!({"sessionID": "s", "error": {"name": "Boom"}})),
+        &mut st,
+        &cx,
+    )[0];
     assert_eq!((d.r#type.as_str(), d.severity), ("x.opencode.session.error", Some(Severity::Error)));
     // an unknown moment kind takes the generic session fallback
     let d = &run(a.as_ref(), Some("shell.env"), &json!({}), &mut st, &cx)[0];

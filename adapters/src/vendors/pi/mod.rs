@@ -204,7 +204,8 @@ impl HookAdapter for PiAdapter {
                 }
             }
             "tool_execution_start" | "tool_execution_update" | "tool_execution_end" => {
-                let name = s("toolName").ok_or(AdapterError::MissingField { field: "event.toolName", expected: "string" })?;
+                let name =
+                    s("toolName").ok_or(AdapterError::MissingField { field: "event.toolName", expected: "string" })?;
                 let id = s("toolCallId");
                 let mut d = match hook.as_str() {
                     "tool_execution_start" => {

@@ -46,6 +46,9 @@ fn prelude(case: &Value) -> Vec<(Option<String>, Value)> {
     }
 }
 
+/// The moments (URL event name, payload) a case's pin presumes already happened.
+pub(crate) type Prelude = fn(&Value) -> Vec<(Option<String>, Value)>;
+
 /// Runs `case.input` (named by `case.hook` when the pin carries one) after the moments
 /// `prelude(case)` returns (URL event name, payload)
 /// and compares with `case.expected`.
@@ -53,7 +56,7 @@ pub(crate) fn check(
     a: &dyn HookAdapter,
     case: &Value,
     cx: &MapContext,
-    prelude: fn(&Value) -> Vec<(Option<String>, Value)>,
+    prelude: Prelude,
 ) -> Result<(), String> {
     let input = case.get("input").ok_or("case has no input")?;
     let hook = case.get("hook").and_then(Value::as_str);
@@ -76,7 +79,9 @@ pub(crate) fn check_with_steps(expected: &Value, drafts: &[EventDraft]) -> Resul
         v
     };
     let (stripped, steps): (Value, Vec<Option<Value>>) = match expected {
-        Value::Array(items) => (Value::Array(items.iter().map(strip).collect()), items.iter().map(|i| i.get("step").cloned()).collect()),
+        Value::Array(items) => {
+            (Value::Array(items.iter().map(strip).collect()), items.iter().map(|i| i.get("step").cloned()).collect())
+        }
         Value::Null => (Value::Null, Vec::new()),
         one => (strip(one), vec![one.get("step").cloned()]),
     };

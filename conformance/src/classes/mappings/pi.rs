@@ -28,7 +28,10 @@ pub fn run(fx: &Fixtures, out: &mut Checks) {
                 if let Some(exp) = case.get("deltas_expected") {
                     let mut c = case.clone();
                     c["expected"] = exp.clone();
-                    out.record(format!("mappings/pi: moments.{name} (deltas)"), check(deltas.as_ref(), &c, &cx, prelude));
+                    out.record(
+                        format!("mappings/pi: moments.{name} (deltas)"),
+                        check(deltas.as_ref(), &c, &cx, prelude),
+                    );
                 }
             }
         }
