@@ -52,12 +52,7 @@ pub(crate) type Prelude = fn(&Value) -> Vec<(Option<String>, Value)>;
 /// Runs `case.input` (named by `case.hook` when the pin carries one) after the moments
 /// `prelude(case)` returns (URL event name, payload)
 /// and compares with `case.expected`.
-pub(crate) fn check(
-    a: &dyn HookAdapter,
-    case: &Value,
-    cx: &MapContext,
-    prelude: Prelude,
-) -> Result<(), String> {
+pub(crate) fn check(a: &dyn HookAdapter, case: &Value, cx: &MapContext, prelude: Prelude) -> Result<(), String> {
     let input = case.get("input").ok_or("case has no input")?;
     let hook = case.get("hook").and_then(Value::as_str);
     let mut state = SessionState::default();
