@@ -1,0 +1,274 @@
+//! Claude Code: golden cases for the hooks the Annex A fixture does not pin (expected
+//! outputs written from the seed table and the spec), and every captured real payload.
+
+#[path = "claude_code/replay.rs"]
+mod replay;
+
+use aep_adapters::vendors::claude_code;
+use aep_adapters::{EventDraft, HookCall, MapContext, SessionState};
+use aep_schemas::Capture;
+use serde_json::{Value, json};
+
+use replay::{all_at, check, load, replay, types};
+
+const CORE: &[&str] = &[
+    "session.started",
+    "session.ended",
+    "session.compacted",
+    "run.started",
+    "run.finished",
+    "run.failed",
+    "run.cancelled",
+    "tool.requested",
+    "tool.completed",
+    "tool.failed",
+    "tool.denied",
+    "attention.requested",
+    "attention.answered",
+    "attention.resolved",
+    "delegation.subagent.started",
+    "delegation.subagent.stopped",
+    "progress.status",
+    "progress.task.planned",
+    "progress.task.completed",
+    "agent.idle",
+];
+
+const CAPTURES: &[&str] = &[
+    include_str!("data/claude-code/i01_interactive_permission.jsonl"),
+    include_str!("data/claude-code/o_http_protobuf.jsonl"),
+    include_str!("data/claude-code/p_auto.jsonl"),
+    include_str!("data/claude-code/p_default.jsonl"),
+    include_str!("data/claude-code/s01_tools_bypass_json.jsonl"),
+    include_str!("data/claude-code/s02_parallel_batch.jsonl"),
+    include_str!("data/claude-code/s04_tasks.jsonl"),
+    include_str!("data/claude-code/s06_api_error_400.jsonl"),
+    include_str!("data/claude-code/s09_compact_resume.jsonl"),
+    include_str!("data/claude-code/s14_mcp_elicitation.jsonl"),
+];
+
+fn one(p: Value, cx: &MapContext) -> Vec<EventDraft> {
+    claude_code::adapter().map(&HookCall { event: None, payload: &p }, &mut SessionState::default(), cx).unwrap()
+}
+
+/// `{type, data, subject?}` of a single draft.
+fn pin(d: &EventDraft) -> Value {
+    let mut v = json!({ "type": d.r#type, "data": Value::Object(d.data.clone()) });
+    if let Some(s) = &d.subject {
+        v["subject"] = json!(s);
+    }
+    v
+}
+
+fn golden(p: Value, expected: Value) {
+    let out = one(p.clone(), &MapContext::default());
+    let got: Vec<Value> = out.iter().map(pin).collect();
+    let want = match expected {
+        Value::Null => vec![],
+        Value::Array(a) => a,
+        one => vec![one],
+    };
+    assert_eq!(got, want, "for {p}");
+}
+
+#[test]
+fn golden_session_and_run_hooks() {
+    golden(
+        json!({"hook_event_name": "SessionStart", "session_id": "s", "source": "startup", "model": "claude-opus-4-7", "cwd": "/home/u/p"}),
+        json!({"type": "session.started", "data": {"client": {"name": "claude-code"}, "trigger": "startup", "gen_ai.request.model": "claude-opus-4-7"}}),
+    );
+    golden(
+        json!({"hook_event_name": "SessionStart", "session_id": "s", "source": "compact"}),
+        json!({"type": "x.claude-code.session.session_start", "data": {}}),
+    );
+    golden(
+        json!({"hook_event_name": "SessionEnd", "session_id": "s", "reason": "prompt_input_exit"}),
+        json!({"type": "session.ended", "data": {"reason": "normal"}}),
+    );
+    golden(
+        json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt_id": "p1", "prompt": "fix it"}),
+        json!({"type": "run.started", "data": {"trigger": "user"}}),
+    );
+    golden(json!({"hook_event_name": "Stop", "session_id": "s", "last_assistant_message": "done"}), json!({"type": "run.finished", "data": {}}));
+    golden(
+        json!({"hook_event_name": "StopFailure", "session_id": "s", "error": "rate_limit", "error_details": "retry later"}),
+        json!({"type": "run.failed", "data": {"reason": "rate_limit"}}),
+    );
+    golden(json!({"hook_event_name": "PreCompact", "session_id": "s", "trigger": "manual"}), Value::Null);
+    golden(
+        json!({"hook_event_name": "PostCompact", "session_id": "s", "trigger": "manual", "compact_summary": "squeezed"}),
+        json!({"type": "session.compacted", "data": {"trigger": "manual"}}),
+    );
+}
+
+#[test]
+fn golden_tool_hooks() {
+    golden(
+        json!({"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", "tool_use_id": "t1", "tool_input": {"command": "ls -la"}}),
+        json!({"type": "tool.requested", "subject": "Bash", "data": {"tool": {"name": "Bash", "call_id": "t1"}, "args_digest": "1df8bccaec747dc615b50678f35bf5b5"}}),
+    );
+    golden(
+        json!({"hook_event_name": "PostToolUse", "session_id": "s", "tool_name": "Bash", "tool_use_id": "t1", "tool_response": {"output": "total 0", "exit_code": 0}, "duration_ms": 12}),
+        json!({"type": "tool.completed", "subject": "Bash", "data": {"tool": {"name": "Bash", "call_id": "t1"}, "duration_ms": 12, "result_digest": "23b8f930346a70ec5e43f5c98cc78c5e"}}),
+    );
+    golden(
+        json!({"hook_event_name": "PostToolUseFailure", "session_id": "s", "tool_name": "Bash", "tool_use_id": "t2", "error": "Exit code 2", "is_interrupt": false}),
+        json!({"type": "tool.failed", "subject": "Bash", "data": {"tool": {"name": "Bash", "call_id": "t2"}, "error": {"type": "tool_error"}}}),
+    );
+    golden(
+        json!({"hook_event_name": "PermissionDenied", "session_id": "s", "tool_name": "Bash", "tool_use_id": "t3", "reason": "blocked"}),
+        json!({"type": "tool.denied", "subject": "Bash", "data": {"tool": {"name": "Bash", "call_id": "t3"}, "by": "policy"}}),
+    );
+    golden(
+        json!({"hook_event_name": "PermissionRequest", "session_id": "s", "tool_name": "Bash", "tool_input": {"command": "rm -rf build", "description": "clean"}}),
+        json!({"type": "attention.requested", "subject": "Bash", "data": {
+            "kind": "permission", "prompt": "Permission requested: Bash — rm -rf build (clean)",
+            "options": [{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}], "respond_via": ["control"]}}),
+    );
+}
+
+#[test]
+fn golden_notification_delegation_task_and_fallbacks() {
+    golden(json!({"hook_event_name": "Notification", "session_id": "s", "notification_type": "permission_prompt", "message": "x"}), Value::Null);
+    golden(
+        json!({"hook_event_name": "Notification", "session_id": "s", "notification_type": "idle_prompt", "message": "waiting"}),
+        json!({"type": "progress.status", "subject": "idle_prompt", "data": {}}),
+    );
+    golden(
+        json!({"hook_event_name": "SubagentStart", "session_id": "s", "agent_id": "a1", "agent_type": "Explore"}),
+        json!({"type": "delegation.subagent.started", "subject": "a1", "data": {"agent_type": "Explore"}}),
+    );
+    golden(
+        json!({"hook_event_name": "SubagentStop", "session_id": "s", "agent_id": "a1", "agent_type": ""}),
+        json!({"type": "delegation.subagent.stopped", "subject": "a1", "data": {}}),
+    );
+    golden(
+        json!({"hook_event_name": "TaskCreated", "session_id": "s", "task_id": "1", "task_subject": "Write test"}),
+        json!({"type": "progress.task.planned", "subject": "1", "data": {}}),
+    );
+    golden(
+        json!({"hook_event_name": "TaskCompleted", "session_id": "s", "task_id": "1", "task_subject": "Write test"}),
+        json!({"type": "progress.task.completed", "subject": "1", "data": {}}),
+    );
+    golden(json!({"hook_event_name": "TeammateIdle", "session_id": "s", "teammate_name": "ana"}), json!({"type": "agent.idle", "subject": "ana", "data": {}}));
+    for (hook, tail) in [
+        ("InstructionsLoaded", "instructions_loaded"),
+        ("PostToolBatch", "post_tool_batch"),
+        ("MessageDisplay", "message_display"),
+        ("CwdChanged", "cwd_changed"),
+        ("FileChanged", "file_changed"),
+        ("WorktreeCreate", "worktree_create"),
+        ("Setup", "setup"),
+        ("SomeFutureHook", "some_future_hook"),
+    ] {
+        golden(
+            json!({"hook_event_name": hook, "session_id": "s", "file_path": "/secret/path"}),
+            json!({"type": format!("x.claude-code.session.{tail}"), "data": {}}),
+        );
+    }
+    let agent = one(json!({"hook_event_name": "TeammateIdle", "session_id": "s"}), &MapContext::default());
+    assert_eq!(agent[0].session, None);
+}
+
+#[test]
+fn postures_gate_content() {
+    let p = json!({"hook_event_name": "PreToolUse", "session_id": "s", "tool_name": "Bash", "tool_use_id": "t", "tool_input": {"command": "echo sk=AKIAABCDEFGHIJKLMNOP"}});
+    let full = one(p.clone(), &all_at(Capture::Full));
+    assert_eq!(full[0].data["args"], p["tool_input"]);
+    assert_eq!(full[0].capture, Capture::Full);
+    let red = one(p.clone(), &all_at(Capture::Redacted));
+    let shown = red[0].data["args_redacted"].to_string();
+    assert!(!shown.contains("AKIAABCDEFGHIJKLMNOP"), "{shown}");
+    // The digest is over the original, so it is the same at every ceiling.
+    assert_eq!(full[0].data["args_digest"], red[0].data["args_digest"]);
+    let perm = json!({"hook_event_name": "PermissionRequest", "session_id": "s", "tool_name": "Bash", "tool_input": {"command": "rm -rf /"}});
+    let meta = one(perm, &all_at(Capture::Metadata));
+    assert_eq!(meta[0].data["prompt"], "claude-code requests permission: Bash");
+    let prompt = json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "mail me at a@b.example"});
+    assert!(one(prompt.clone(), &MapContext::default())[0].data.get("prompt").is_none());
+    assert_eq!(one(prompt.clone(), &all_at(Capture::Full))[0].data["prompt"], "mail me at a@b.example");
+    let red = one(prompt, &all_at(Capture::Redacted));
+    assert!(!red[0].data["prompt"].as_str().unwrap().contains("a@b.example"));
+}
+
+#[test]
+fn ask_user_question_single_question_prompt() {
+    let p = json!({"hook_event_name": "PermissionRequest", "session_id": "s", "tool_name": "AskUserQuestion",
+        "tool_input": {"questions": [{"question": "Pick", "header": "H", "multiSelect": false, "options": [{"label": "a"}]}]}});
+    let out = one(p, &MapContext::default());
+    assert_eq!(out[0].data["kind"], "form");
+    assert_eq!(out[0].data["prompt"], "claude-code asks 1 question");
+    assert_eq!(out[0].data["fields"][0]["label"], "H: Pick");
+    assert!(out[0].data["fields"][0].get("multi").is_none());
+}
+
+#[test]
+fn elicitation_settles_once() {
+    let a = claude_code::adapter();
+    let cx = MapContext::default();
+    let mut st = SessionState::default();
+    let mut go = |p: Value| a.map(&HookCall { event: None, payload: &p }, &mut st, &cx).unwrap();
+    let req = go(json!({"hook_event_name": "Elicitation", "session_id": "s", "mcp_server_name": "m", "message": "colour?",
+        "requested_schema": {"type": "object", "properties": {"colour": {"type": "string"}, "n": {"type": "integer"}}, "required": ["colour"]}}));
+    assert_eq!(types(&req), ["attention.requested"]);
+    assert_eq!(req[0].data["fields"][1]["type"], "number");
+    let res = go(json!({"hook_event_name": "ElicitationResult", "session_id": "s", "mcp_server_name": "m", "action": "accept", "content": {"colour": "red", "n": 3}}));
+    assert_eq!(types(&res), ["attention.answered", "attention.resolved"]);
+    assert_eq!(res[0].data["via"], "oob");
+    // Attention ceiling is redacted by default: the string answer rides (redacted), the number too.
+    assert_eq!(res[0].data["answer"]["values"], json!({"colour": "red", "n": 3}));
+    assert_eq!(res[0].cause_key, req[0].correlation_key);
+    // An orphan result emits nothing.
+    assert!(go(json!({"hook_event_name": "ElicitationResult", "session_id": "s", "mcp_server_name": "m", "action": "cancel"})).is_empty());
+    // At a metadata attention ceiling, string answers stay out.
+    let meta = MapContext { attention_capture: Capture::Metadata, ..MapContext::default() };
+    let mut st = SessionState::default();
+    let mut go = |p: Value| a.map(&HookCall { event: None, payload: &p }, &mut st, &meta).unwrap();
+    go(json!({"hook_event_name": "Elicitation", "session_id": "s", "mcp_server_name": "m",
+        "requested_schema": {"properties": {"colour": {"type": "string"}, "n": {"type": "integer"}}}}));
+    let res = go(json!({"hook_event_name": "ElicitationResult", "session_id": "s", "mcp_server_name": "m", "action": "accept", "content": {"colour": "red", "n": 3}}));
+    assert_eq!(res[0].data["answer"]["values"], json!({"n": 3}));
+}
+
+#[test]
+fn every_captured_payload_maps() {
+    for cx in [MapContext::default(), all_at(Capture::Metadata), all_at(Capture::Full)] {
+        for capture in CAPTURES {
+            let drafts = replay(claude_code::adapter().as_ref(), &load(capture), &cx);
+            check("claude-code", &drafts, &cx, CORE);
+        }
+    }
+}
+
+#[test]
+fn captured_auto_mode_session_reads_as_expected() {
+    let drafts = replay(claude_code::adapter().as_ref(), &load(CAPTURES[2]), &MapContext::default());
+    assert_eq!(
+        types(&drafts),
+        [
+            "session.started",
+            "x.claude-code.session.instructions_loaded",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "x.claude-code.session.post_tool_batch",
+            "tool.requested",
+            "tool.completed",
+            "x.claude-code.session.post_tool_batch",
+            "tool.requested",
+            "tool.denied",
+            "x.claude-code.session.post_tool_batch",
+            "x.claude-code.session.message_display",
+            "run.finished",
+            "session.ended",
+        ]
+    );
+    let run = drafts[2].run.clone();
+    assert!(run.is_some());
+    assert!(drafts[3..14].iter().filter(|d| !d.r#type.starts_with("x.")).all(|d| d.run == run));
+    assert_eq!(drafts[14].run, None);
+    // The interactive permission capture: the permission_prompt notifications are deduped.
+    let i01 = replay(claude_code::adapter().as_ref(), &load(CAPTURES[0]), &MapContext::default());
+    assert_eq!(i01.iter().filter(|d| d.r#type == "attention.requested").count(), 2);
+    assert_eq!(i01.iter().filter(|d| d.r#type == "progress.status").count(), 1);
+}
