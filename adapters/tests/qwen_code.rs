@@ -1,0 +1,50 @@
+//! Qwen Code: every captured real payload maps without error onto the Annex A.4 types or the
+//! vendor namespace; the per-model-turn UserPromptSubmit re-fires stay inside one run.
+
+#[path = "claude_code/replay.rs"]
+mod replay;
+
+use aep_adapters::MapContext;
+use aep_adapters::vendors::qwen_code;
+use aep_schemas::Capture;
+
+use replay::{all_at, check, load, replay, types};
+
+const CORE: &[&str] = &[
+    "session.started",
+    "session.ended",
+    "session.compacted",
+    "run.started",
+    "run.finished",
+    "run.failed",
+    "run.cancelled",
+    "tool.requested",
+    "tool.completed",
+    "tool.failed",
+    "attention.requested",
+    "delegation.subagent.started",
+    "delegation.subagent.stopped",
+    "progress.status",
+    "progress.task.planned",
+    "progress.task.completed",
+];
+
+const CAPTURE: &str = include_str!("data/qwen-code/q01_tools_yolo_http.jsonl");
+
+#[test]
+fn every_captured_payload_maps() {
+    for cx in [MapContext::default(), all_at(Capture::Metadata), all_at(Capture::Full)] {
+        let drafts = replay(qwen_code::adapter().as_ref(), &load(CAPTURE), &cx);
+        check("qwen-code", &drafts, &cx, CORE);
+    }
+}
+
+#[test]
+fn model_turn_refires_stay_in_the_run() {
+    let drafts = replay(qwen_code::adapter().as_ref(), &load(CAPTURE), &MapContext::default());
+    assert_eq!(drafts.iter().filter(|d| d.r#type == "run.started").count(), 1);
+    assert_eq!(drafts.iter().filter(|d| d.r#type == "x.qwen-code.run.model_turn").count(), 4);
+    assert!(!types(&drafts).contains(&"run.cancelled"));
+    assert!(drafts.iter().skip(1).all(|d| d.run.as_deref() == Some("r1")));
+    assert_eq!(drafts.last().map(|d| d.r#type.as_str()), Some("run.finished"));
+}
