@@ -1,0 +1,127 @@
+// aep-bridge: Kilo Code plugin shim (AEP-0002 Annex A.8; Kilo Code is an OpenCode fork).
+//
+// Register it in the Kilo config's plugin array. The module exports `{ server }` (the
+// fork's plugin module shape). Runs inside Kilo's Bun runtime: ESM, global fetch, no Node built-ins. Every moment is POSTed as
+// JSON to `${AEP_BRIDGE_URL}/hooks/kilocode/{moment}`:
+//
+//   bus            {kind:"bus", event}                         (the `event` hook)
+//   tool.before    {kind:"tool.before", input, output}         (tool.execute.before)
+//   tool.after     {kind:"tool.after", input, output}          (tool.execute.after)
+//   permission.ask {kind:"permission.ask", permission}         (held open, bounded; <=7.4.5)
+//
+// Every body also carries `serverUrl` (PluginInput.serverUrl) when Kilo provides it: on
+// >=7.4.6 the asks ride the bus (permission.asked, question.asked) and the bridge answers
+// through the server's reply routes, so it needs the address.
+//
+// Fail-open by construction: any error, timeout or non-2xx reply does nothing. Outputs
+// are never mutated, except permission.ask's `output.status`, and only when the bridge's
+// reply carries {"status":"allow"} or {"status":"deny"}; anything else leaves Kilo's own
+// prompt in charge.
+//
+// Environment: AEP_BRIDGE_URL (default http://127.0.0.1:8787), AEP_TOKEN (bearer, when
+// set), AEP_HOOK_TIMEOUT_MS (default 1500), AEP_PERMISSION_WAIT_MS (default 60000, the
+// held wait, above the bridge's own attention window; capped at 300000).
+
+const VENDOR = "kilocode";
+
+const env = (name) => {
+  try {
+    if (typeof process !== "undefined" && process.env && process.env[name]) return process.env[name];
+    if (typeof Bun !== "undefined" && Bun.env && Bun.env[name]) return Bun.env[name];
+  } catch {}
+  return undefined;
+};
+
+const bounded = (raw, fallback, max) => {
+  const n = Number(raw);
+  return Number.isFinite(n) && n > 0 ? Math.min(n, max) : fallback;
+};
+
+const BASE = (env("AEP_BRIDGE_URL") || "http://127.0.0.1:8787").replace(/\/+$/, "");
+const TOKEN = env("AEP_TOKEN");
+const HOOK_TIMEOUT_MS = bounded(env("AEP_HOOK_TIMEOUT_MS"), 1500, 10000);
+const PERMISSION_WAIT_MS = bounded(env("AEP_PERMISSION_WAIT_MS"), 60000, 300000);
+const MAX_QUEUE = 1000;
+
+// One POST with its own deadline; resolves to the parsed JSON reply or undefined.
+async function post(moment, body, timeoutMs) {
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), timeoutMs);
+  try {
+    const headers = { "content-type": "application/json" };
+    if (TOKEN) headers.authorization = `Bearer ${TOKEN}`;
+    const res = await fetch(`${BASE}/hooks/${VENDOR}/${encodeURIComponent(moment)}`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify(body),
+      signal: ctl.signal,
+    });
+    const text = await res.text();
+    if (!res.ok || !text) return undefined;
+    try {
+      return JSON.parse(text);
+    } catch {
+      return undefined;
+    }
+  } catch {
+    return undefined; // fail-open: a dead bridge never breaks the agent
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// Observation moments go out in order without holding the agent: a serial chain,
+// bounded (when the bridge is slow or down, excess moments are dropped, never queued forever).
+let chain = Promise.resolve();
+let pending = 0;
+function forward(moment, body) {
+  if (pending >= MAX_QUEUE) return chain;
+  pending += 1;
+  chain = chain
+    .then(() => post(moment, body, HOOK_TIMEOUT_MS))
+    .catch(() => undefined)
+    .finally(() => {
+      pending -= 1;
+    });
+  return chain;
+}
+
+export const server = async (input) => {
+  let serverUrl;
+  try {
+    if (input && input.serverUrl) serverUrl = String(input.serverUrl);
+  } catch {}
+  const withServer = (body) => (serverUrl ? { ...body, serverUrl } : body);
+  return hooks(withServer);
+};
+
+const hooks = (withServer) => ({
+  event: async ({ event }) => {
+    try {
+      forward("bus", withServer({ kind: "bus", event }));
+    } catch {}
+  },
+  "tool.execute.before": async (input, output) => {
+    try {
+      forward("tool.before", withServer({ kind: "tool.before", input, output: { args: output && output.args } }));
+    } catch {}
+  },
+  "tool.execute.after": async (input, output) => {
+    try {
+      forward("tool.after", withServer({ kind: "tool.after", input, output }));
+    } catch {}
+  },
+  "permission.ask": async (permission, output) => {
+    try {
+      // after the moments already queued (the card follows its tool.before; waiting for
+      // them is itself bounded), then held
+      await Promise.race([chain, new Promise((r) => setTimeout(r, HOOK_TIMEOUT_MS))]);
+      const body = withServer({ kind: "permission.ask", permission });
+      const reply = await post("permission.ask", body, PERMISSION_WAIT_MS);
+      const status = reply && reply.status;
+      if (status === "allow" || status === "deny") output.status = status;
+    } catch {}
+  },
+});
+
+export default { server };

@@ -1,0 +1,113 @@
+// aep-bridge: OpenCode plugin shim (AEP-0002 Annex A.7).
+//
+// Drop into .opencode/plugins/ (or list it in the config's plugin array). Runs inside
+// OpenCode's Bun runtime: ESM, global fetch, no Node built-ins. Every moment is POSTed as
+// JSON to `${AEP_BRIDGE_URL}/hooks/opencode/{moment}`:
+//
+//   bus            {kind:"bus", event}                         (the `event` hook)
+//   tool.before    {kind:"tool.before", input, output}         (tool.execute.before)
+//   tool.after     {kind:"tool.after", input, output}          (tool.execute.after)
+//   permission.ask {kind:"permission.ask", permission}         (held open, bounded)
+//
+// Fail-open by construction: any error, timeout or non-2xx reply does nothing. Outputs
+// are never mutated, except permission.ask's `output.status`, and only when the bridge's
+// reply carries {"status":"allow"} or {"status":"deny"}; anything else leaves OpenCode's
+// own prompt in charge.
+//
+// Environment: AEP_BRIDGE_URL (default http://127.0.0.1:8787), AEP_TOKEN (bearer, when
+// set), AEP_HOOK_TIMEOUT_MS (default 1500), AEP_PERMISSION_WAIT_MS (default 60000, the
+// held wait, above the bridge's own attention window; capped at 300000).
+
+const VENDOR = "opencode";
+
+const env = (name) => {
+  try {
+    if (typeof process !== "undefined" && process.env && process.env[name]) return process.env[name];
+    if (typeof Bun !== "undefined" && Bun.env && Bun.env[name]) return Bun.env[name];
+  } catch {}
+  return undefined;
+};
+
+const bounded = (raw, fallback, max) => {
+  const n = Number(raw);
+  return Number.isFinite(n) && n > 0 ? Math.min(n, max) : fallback;
+};
+
+const BASE = (env("AEP_BRIDGE_URL") || "http://127.0.0.1:8787").replace(/\/+$/, "");
+const TOKEN = env("AEP_TOKEN");
+const HOOK_TIMEOUT_MS = bounded(env("AEP_HOOK_TIMEOUT_MS"), 1500, 10000);
+const PERMISSION_WAIT_MS = bounded(env("AEP_PERMISSION_WAIT_MS"), 60000, 300000);
+const MAX_QUEUE = 1000;
+
+// One POST with its own deadline; resolves to the parsed JSON reply or undefined.
+async function post(moment, body, timeoutMs) {
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(), timeoutMs);
+  try {
+    const headers = { "content-type": "application/json" };
+    if (TOKEN) headers.authorization = `Bearer ${TOKEN}`;
+    const res = await fetch(`${BASE}/hooks/${VENDOR}/${encodeURIComponent(moment)}`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify(body),
+      signal: ctl.signal,
+    });
+    const text = await res.text();
+    if (!res.ok || !text) return undefined;
+    try {
+      return JSON.parse(text);
+    } catch {
+      return undefined;
+    }
+  } catch {
+    return undefined; // fail-open: a dead bridge never breaks the agent
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// Observation moments go out in order without holding the agent: a serial chain,
+// bounded (when the bridge is slow or down, excess moments are dropped, never queued forever).
+let chain = Promise.resolve();
+let pending = 0;
+function forward(moment, body) {
+  if (pending >= MAX_QUEUE) return chain;
+  pending += 1;
+  chain = chain
+    .then(() => post(moment, body, HOOK_TIMEOUT_MS))
+    .catch(() => undefined)
+    .finally(() => {
+      pending -= 1;
+    });
+  return chain;
+}
+
+export const AepBridge = async () => ({
+  event: async ({ event }) => {
+    try {
+      forward("bus", { kind: "bus", event });
+    } catch {}
+  },
+  "tool.execute.before": async (input, output) => {
+    try {
+      forward("tool.before", { kind: "tool.before", input, output: { args: output && output.args } });
+    } catch {}
+  },
+  "tool.execute.after": async (input, output) => {
+    try {
+      forward("tool.after", { kind: "tool.after", input, output });
+    } catch {}
+  },
+  "permission.ask": async (permission, output) => {
+    try {
+      // after the moments already queued (the card follows its tool.before; waiting for
+      // them is itself bounded), then held
+      await Promise.race([chain, new Promise((r) => setTimeout(r, HOOK_TIMEOUT_MS))]);
+      const reply = await post("permission.ask", { kind: "permission.ask", permission }, PERMISSION_WAIT_MS);
+      const status = reply && reply.status;
+      if (status === "allow" || status === "deny") output.status = status;
+    } catch {}
+  },
+});
+
+export default AepBridge;
