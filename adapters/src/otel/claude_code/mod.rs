@@ -1,0 +1,269 @@
+#![doc = include_str!("README.md")]
+
+use serde_json::Value;
+
+use super::{
+    Field, Mode, OtelProfile, OtelRecord, as_bool, as_u64, companion, full, gated_text, meta, non_empty, redacted,
+    stamp, tool_object, unknown,
+};
+use crate::{EventDraft, MapContext, SessionState};
+
+/// The agent identity and namespace token.
+pub const VENDOR: &str = "claude-code";
+
+/// The Claude Code OTel profile.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClaudeCodeOtel;
+
+/// Attributes every event may carry beyond its own list.
+const COMMON: &[Field] = &[
+    meta("prompt.id"),
+    meta("event.sequence"),
+    full("user.email"),
+    full("user.id"),
+    full("user.account_uuid"),
+    full("organization.id"),
+];
+
+/// Known events (bare names) and the attributes each forwards.
+const KNOWN: &[(&str, &[Field])] = &[
+    ("user_prompt", &[meta("prompt_length"), meta("command_name"), meta("command_source"), redacted("prompt")]),
+    (
+        "tool_result",
+        &[
+            meta("tool_name"),
+            meta("tool_use_id"),
+            meta("success"),
+            meta("duration_ms"),
+            meta("decision_source"),
+            meta("decision_type"),
+            meta("error_type"),
+            meta("tool_input_size_bytes"),
+            meta("tool_result_size_bytes"),
+            meta("mcp_server_scope"),
+            redacted("error"),
+            full("tool_parameters"),
+            full("tool_input"),
+        ],
+    ),
+    (
+        "tool_decision",
+        &[meta("tool_name"), meta("tool_use_id"), meta("decision"), meta("source"), full("tool_parameters")],
+    ),
+    (
+        "api_request",
+        &[
+            meta("model"),
+            meta("input_tokens"),
+            meta("output_tokens"),
+            meta("cache_read_tokens"),
+            meta("cache_creation_tokens"),
+            meta("cost_usd"),
+            meta("duration_ms"),
+            meta("request_id"),
+            meta("speed"),
+            meta("query_source"),
+            meta("effort"),
+            meta("attempt"),
+        ],
+    ),
+    (
+        "api_error",
+        &[
+            meta("model"),
+            meta("status_code"),
+            meta("duration_ms"),
+            meta("attempt"),
+            meta("request_id"),
+            meta("speed"),
+            meta("query_source"),
+            meta("effort"),
+            redacted("error"),
+        ],
+    ),
+    (
+        "assistant_response",
+        &[meta("response_length"), meta("request_id"), meta("model"), meta("query_source"), redacted("response")],
+    ),
+    (
+        "compaction",
+        &[
+            meta("trigger"),
+            meta("success"),
+            meta("duration_ms"),
+            meta("pre_tokens"),
+            meta("post_tokens"),
+            meta("precompute_reuse"),
+        ],
+    ),
+    (
+        "hook_execution_start",
+        &[meta("hook_event"), meta("hook_name"), meta("num_hooks"), meta("hook_source"), meta("managed_only")],
+    ),
+    (
+        "hook_execution_complete",
+        &[
+            meta("hook_event"),
+            meta("hook_name"),
+            meta("num_hooks"),
+            meta("num_success"),
+            meta("num_blocking"),
+            meta("num_non_blocking_error"),
+            meta("num_cancelled"),
+            meta("total_duration_ms"),
+            meta("hook_source"),
+            meta("managed_only"),
+        ],
+    ),
+    ("hook_registered", &[meta("hook_event"), meta("hook_type"), meta("hook_source"), meta("hook_matcher")]),
+    (
+        "mcp_server_connection",
+        &[
+            meta("status"),
+            meta("transport_type"),
+            meta("server_scope"),
+            meta("duration_ms"),
+            meta("is_plugin"),
+            meta("server_name"),
+        ],
+    ),
+];
+
+fn known(name: &str) -> Option<(&'static str, &'static [Field])> {
+    KNOWN.iter().find(|(n, _)| *n == name).copied()
+}
+
+impl OtelProfile for ClaudeCodeOtel {
+    fn vendor(&self) -> &'static str {
+        VENDOR
+    }
+
+    fn event_name(&self, rec: &OtelRecord) -> Option<String> {
+        let n = super::record_event_name(rec)?;
+        Some(n.strip_prefix("claude_code.").map(str::to_owned).unwrap_or(n))
+    }
+
+    fn session_id(&self, rec: &OtelRecord) -> Option<String> {
+        rec.attr_str("session.id")
+            .or_else(|| rec.resource_str("session.id"))
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    }
+
+    fn map_record(&self, rec: &OtelRecord, _state: &mut SessionState, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
+        let name = self.event_name(rec);
+        let session = self.session_id(rec);
+        let out = match name.as_deref().and_then(known) {
+            None => Some(unknown(VENDOR, name.as_deref(), cx)),
+            Some((n, fields)) => match (mode, n) {
+                (Mode::Primary, "tool_decision") => tool_denied(rec, cx),
+                (Mode::Primary, "tool_result") => {
+                    Some(tool_outcome(rec, cx).unwrap_or_else(|| companion(VENDOR, n, rec, fields, COMMON, cx)))
+                }
+                _ => Some(companion(VENDOR, n, rec, fields, COMMON, cx)),
+            },
+        };
+        out.into_iter()
+            .map(|mut d| {
+                stamp(&mut d, rec, session.as_deref());
+                d
+            })
+            .collect()
+    }
+}
+
+/// `tool_decision` with `reject` from config or a hook -> `tool.denied by=policy`; a user
+/// reject is a human decision (not a policy block) and maps to nothing, as does an accept.
+fn tool_denied(rec: &OtelRecord, cx: &MapContext) -> Option<EventDraft> {
+    if !matches!(rec.attr_str("decision")?.to_ascii_lowercase().as_str(), "reject" | "deny" | "denied") {
+        return None;
+    }
+    if !matches!(rec.attr_str("source")?.to_ascii_lowercase().as_str(), "config" | "hook") {
+        return None;
+    }
+    let tool = non_empty(rec.attributes.get("tool_name"))?;
+    let ty = "tool.denied";
+    let mut d = EventDraft::new(ty, cx.ceiling_for(ty));
+    d.data.insert("tool".into(), tool_object(tool, non_empty(rec.attributes.get("tool_use_id"))));
+    d.data.insert("by".into(), Value::String("policy".into()));
+    d.subject = Some(tool.to_owned());
+    Some(d)
+}
+
+/// `tool_result` -> `tool.completed` / `tool.failed`.
+fn tool_outcome(rec: &OtelRecord, cx: &MapContext) -> Option<EventDraft> {
+    let tool = non_empty(rec.attributes.get("tool_name"))?;
+    let ok = as_bool(rec.attributes.get("success"))?;
+    let ty = if ok { "tool.completed" } else { "tool.failed" };
+    let ceiling = cx.ceiling_for(ty);
+    let mut d = EventDraft::new(ty, ceiling);
+    d.data.insert("tool".into(), tool_object(tool, non_empty(rec.attributes.get("tool_use_id"))));
+    d.subject = Some(tool.to_owned());
+    if !ok {
+        let mut err = serde_json::Map::new();
+        let class = non_empty(rec.attributes.get("error_type")).unwrap_or("tool_error");
+        err.insert("type".into(), Value::String(class.to_owned()));
+        if let Some(msg) = gated_text(rec.attributes.get("error"), ceiling, cx) {
+            err.insert("message".into(), Value::String(msg));
+        }
+        d.data.insert("error".into(), Value::Object(err));
+    }
+    if let Some(ms) = as_u64(rec.attributes.get("duration_ms")) {
+        d.data.insert("duration_ms".into(), ms.into());
+    }
+    Some(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aep_schemas::Capture;
+    use serde_json::{Map, json};
+    use std::sync::Arc;
+
+    /// Shaped like the real Claude Code 2.1.197 export (see the captures).
+    fn rec(attrs: Value) -> OtelRecord {
+        OtelRecord {
+            resource: Arc::new(Map::from_iter([("service.name".to_owned(), json!("claude-code"))])),
+            scope_name: "com.anthropic.claude_code.events".into(),
+            attributes: attrs.as_object().cloned().unwrap_or_default(),
+            body: Some(json!("claude_code.tool_result")),
+            time_unix_nano: 1_796_011_510_093_000_000,
+            ..Default::default()
+        }
+    }
+
+    fn map(r: &OtelRecord, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
+        ClaudeCodeOtel.map_record(r, &mut SessionState::default(), cx, mode)
+    }
+
+    #[test]
+    fn tool_result_both_modes() {
+        let r = rec(json!({
+            "event.name": "tool_result", "session.id": "s-1", "prompt.id": "p-1", "tool_name": "Read",
+            "tool_use_id": "toolu_1", "success": "false", "duration_ms": "204", "error_type": "TelemetrySafeError",
+            "error": "File does not exist at /home/dev/x", "user.id": "abc", "tool_input": "{}"
+        }));
+        let c = map(&r, &MapContext::default(), Mode::Companion);
+        assert_eq!(c[0].r#type, "x.claude-code.otel.tool_result");
+        assert_eq!(c[0].session.as_deref(), Some("s-1"));
+        assert_eq!(c[0].data["prompt.id"], json!("p-1"));
+        assert!(!c[0].data.contains_key("user.id") && !c[0].data.contains_key("error"));
+        let p = map(&r, &MapContext::default(), Mode::Primary);
+        assert_eq!(p[0].r#type, "tool.failed");
+        assert_eq!(p[0].data["error"], json!({"type": "TelemetrySafeError"}));
+        assert_eq!(p[0].data["tool"], json!({"name": "Read", "call_id": "toolu_1"}));
+        let red = MapContext { capture: Capture::Redacted, ..Default::default() };
+        let p = map(&r, &red, Mode::Primary);
+        assert!(p[0].data["error"]["message"].is_string());
+    }
+
+    #[test]
+    fn prefixed_names_and_decisions() {
+        let r = rec(json!({"event.name": "claude_code.tool_decision", "tool_name": "Bash", "decision": "reject", "source": "config"}));
+        assert_eq!(map(&r, &MapContext::default(), Mode::Primary)[0].r#type, "tool.denied");
+        assert_eq!(map(&r, &MapContext::default(), Mode::Companion)[0].r#type, "x.claude-code.otel.tool_decision");
+        let u = rec(json!({"event.name": "tool_decision", "tool_name": "Bash", "decision": "reject", "source": "user_reject"}));
+        assert!(map(&u, &MapContext::default(), Mode::Primary).is_empty());
+    }
+}

@@ -1,0 +1,465 @@
+//! Pure OTel-inbound profiles: vendor LogRecords (already decoded by the receiver into the
+//! neutral [`OtelRecord`]) become AEP event drafts, following AEP-0002 Annex A (A.2 and A.5,
+//! the OTel channels) and the pins `mappings/codex-otel.json` and `mappings/vscode-otel.json`.
+//!
+//! This module knows nothing about protobuf, tonic or HTTP: the receiver converts each
+//! `LogRecord` (with its resource and scope) into an [`OtelRecord`] whose attributes are
+//! flattened to JSON (the pins' own form), and calls [`OtelProfile::map_record`].
+//!
+//! Two modes ([`Mode`]): **companion** (the default) puts everything in the channel-visible
+//! `x.<vendor>.otel.*` family and never emits core types, so a co-observing hook adapter stays
+//! the sole core-type authority; **primary** (hook-less deployments) emits the core subset
+//! each profile documents. Names a profile does not know fall to `x.<vendor>.otel.unknown`
+//! carrying only the event name (foreign records are never guessed at).
+//!
+//! Capture: every profile forwards only the attributes it lists, each with its capture level
+//! (AEP-0003 §9 rule 1); unlisted attributes (content of unknown sensitivity) never ride along,
+//! at any ceiling. `redacted` fields pass the AEP-0003 §9.4 pipeline; vendor redaction
+//! markers (`[REDACTED]`, `<REDACTED>`) mean the vendor did not log the content, so nothing
+//! is forwarded (the double gate).
+
+use std::sync::Arc;
+
+use aep_schemas::Capture;
+use serde_json::{Map, Value};
+
+use crate::{EventDraft, MapContext, SessionState};
+
+pub mod claude_code;
+pub mod codex;
+pub mod vscode;
+
+/// One OTel LogRecord with its resource and scope, in a transport-neutral form.
+///
+/// Attribute values are flattened to JSON: strings, booleans, integers (`intValue`),
+/// doubles, arrays and maps as JSON arrays and objects; `bytesValue` as lowercase hex.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OtelRecord {
+    /// Resource attributes (`service.name`, `host.name`, `session.id`, ...), shared by every
+    /// record of one `ResourceLogs`.
+    pub resource: Arc<Map<String, Value>>,
+    /// Instrumentation scope name (e.g. `com.anthropic.claude_code.events`); empty when unset.
+    pub scope_name: String,
+    /// Instrumentation scope version; empty when unset.
+    pub scope_version: String,
+    /// The `LogRecord.event_name` field as sent (Codex puts a source location here).
+    pub event_name: Option<String>,
+    /// The record's attributes.
+    pub attributes: Map<String, Value>,
+    /// The record body, flattened like an attribute value.
+    pub body: Option<Value>,
+    /// `time_unix_nano` (0 when unset, as Codex sends it).
+    pub time_unix_nano: u64,
+    /// `observed_time_unix_nano` (0 when unset).
+    pub observed_time_unix_nano: u64,
+    /// `severity_number` (0 when unset).
+    pub severity_number: i32,
+    /// `severity_text`; empty when unset.
+    pub severity_text: String,
+    /// Trace id as 32 lowercase hex digits; `None` when absent or all zero.
+    pub trace_id: Option<String>,
+    /// Span id as 16 lowercase hex digits; `None` when absent or all zero.
+    pub span_id: Option<String>,
+    /// `LogRecord.flags` (the low byte carries the W3C trace flags).
+    pub flags: u32,
+}
+
+impl OtelRecord {
+    /// A resource attribute as a string.
+    pub fn resource_str(&self, key: &str) -> Option<&str> {
+        self.resource.get(key).and_then(Value::as_str)
+    }
+
+    /// An attribute as a string.
+    pub fn attr_str(&self, key: &str) -> Option<&str> {
+        self.attributes.get(key).and_then(Value::as_str)
+    }
+
+    /// The resource `service.name`, when set.
+    pub fn service_name(&self) -> Option<&str> {
+        self.resource_str("service.name")
+    }
+}
+
+/// Which events a profile emits (design record "Modes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Mode {
+    /// Everything in `x.<vendor>.otel.*`; core types never emitted (the default).
+    #[default]
+    Companion,
+    /// The profile's documented core subset, for deployments without a hook adapter.
+    Primary,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "companion" => Ok(Mode::Companion),
+            "primary" => Ok(Mode::Primary),
+            other => Err(format!("unknown OTel profile mode `{other}` (expected companion or primary)")),
+        }
+    }
+}
+
+/// A vendor's OTel LogRecord mapping (AEP-0002 Annex A, OTel channels).
+pub trait OtelProfile: Send + Sync {
+    /// The agent identity (`codex`, `vscode`, `claude-code`); also the `x.<vendor>.otel.*` token.
+    fn vendor(&self) -> &'static str;
+
+    /// The vendor event name of a record, normalised (e.g. Claude Code's bare names as is),
+    /// or `None` when the record names no event.
+    fn event_name(&self, rec: &OtelRecord) -> Option<String> {
+        record_event_name(rec)
+    }
+
+    /// The AEP session id this record belongs to.
+    fn session_id(&self, rec: &OtelRecord) -> Option<String>;
+
+    /// Maps one record to zero or more drafts (with `session`, `time` and `traceparent` set).
+    fn map_record(&self, rec: &OtelRecord, state: &mut SessionState, cx: &MapContext, mode: Mode) -> Vec<EventDraft>;
+}
+
+/// The built-in profiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Vendor {
+    /// Codex (`codex.*` events; session = `conversation.id`).
+    Codex,
+    /// The VS Code agent (`copilot_chat.*`; session = resource `session.id`).
+    Vscode,
+    /// Claude Code (scope `com.anthropic.claude_code.events`; session = `session.id`).
+    ClaudeCode,
+}
+
+impl Vendor {
+    /// Every built-in profile.
+    pub const ALL: [Vendor; 3] = [Vendor::Codex, Vendor::Vscode, Vendor::ClaudeCode];
+
+    /// The agent identity token.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Vendor::Codex => "codex",
+            Vendor::Vscode => "vscode",
+            Vendor::ClaudeCode => "claude-code",
+        }
+    }
+
+    /// The profile implementing this vendor.
+    pub fn profile(self) -> &'static dyn OtelProfile {
+        match self {
+            Vendor::Codex => &codex::CodexOtel,
+            Vendor::Vscode => &vscode::VscodeOtel,
+            Vendor::ClaudeCode => &claude_code::ClaudeCodeOtel,
+        }
+    }
+
+    /// Picks a profile from a record's resource `service.name` and scope name:
+    /// `codex_exec`, `codex-app-server`, `codex*` -> Codex; `copilot-chat`, `copilot*`,
+    /// `vscode*` -> VS Code; `claude-code` or scope `com.anthropic.claude_code*` -> Claude Code.
+    pub fn detect(rec: &OtelRecord) -> Option<Vendor> {
+        let service = rec.service_name().unwrap_or("").to_ascii_lowercase();
+        if service.starts_with("codex") {
+            Some(Vendor::Codex)
+        } else if service.starts_with("copilot") || service.starts_with("vscode") {
+            Some(Vendor::Vscode)
+        } else if service == "claude-code"
+            || service == "claude_code"
+            || rec.scope_name.starts_with("com.anthropic.claude_code")
+        {
+            Some(Vendor::ClaudeCode)
+        } else {
+            None
+        }
+    }
+}
+
+impl std::str::FromStr for Vendor {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Vendor::ALL
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| format!("unknown OTel profile `{s}` (expected codex, vscode or claude-code)"))
+    }
+}
+
+/// Chooses the profile for each record: a forced vendor (one vendor per process, the design
+/// record's deployment shape) or detection by `service.name` / scope.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProfileSelector {
+    /// When set, every record maps through this vendor's profile.
+    pub forced: Option<Vendor>,
+}
+
+impl ProfileSelector {
+    /// The profile for `rec`, or `None` when no profile is forced and none is recognised.
+    pub fn select(&self, rec: &OtelRecord) -> Option<&'static dyn OtelProfile> {
+        self.forced.or_else(|| Vendor::detect(rec)).map(Vendor::profile)
+    }
+}
+
+/// The event name of a record: the `LogRecord.event_name` field when it is a plausible name,
+/// else the `event.name` attribute. Codex writes a source location such as
+/// `event otel/src/events/session_telemetry.rs:737` into the field, which is not a name.
+pub fn record_event_name(rec: &OtelRecord) -> Option<String> {
+    if let Some(n) = rec.event_name.as_deref()
+        && is_plausible_name(n)
+    {
+        return Some(n.to_owned());
+    }
+    rec.attr_str("event.name").filter(|n| !n.is_empty()).map(str::to_owned)
+}
+
+fn is_plausible_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 256
+        && n.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// How a listed attribute is treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Forwarded verbatim when the ceiling allows its level.
+    Plain,
+    /// Free text: passes the §9.4 pipeline at `redacted`; verbatim at `full`; vendor
+    /// redaction markers are never forwarded.
+    Text,
+}
+
+/// One forwarded attribute: key, capture level, kind.
+pub(crate) type Field = (&'static str, Capture, Kind);
+
+/// A metadata-grade field.
+pub(crate) const fn meta(key: &'static str) -> Field {
+    (key, Capture::Metadata, Kind::Plain)
+}
+
+/// Free text gated at `redacted`.
+pub(crate) const fn redacted(key: &'static str) -> Field {
+    (key, Capture::Redacted, Kind::Text)
+}
+
+/// Content gated at `full` (verbatim).
+pub(crate) const fn full(key: &'static str) -> Field {
+    (key, Capture::Full, Kind::Plain)
+}
+
+/// Vendor markers meaning "content not logged".
+fn is_vendor_redaction_marker(s: &str) -> bool {
+    matches!(s.trim(), "[REDACTED]" | "<REDACTED>" | "REDACTED" | "[redacted]" | "<redacted>")
+}
+
+/// Copies the listed attributes of `rec` that `ceiling` admits into `data` (AEP-0003 §9 rule 1).
+pub(crate) fn copy_fields(
+    rec: &OtelRecord,
+    fields: &[Field],
+    ceiling: Capture,
+    cx: &MapContext,
+    data: &mut Map<String, Value>,
+) {
+    for &(key, level, kind) in fields {
+        if level > ceiling {
+            continue;
+        }
+        let Some(v) = rec.attributes.get(key) else { continue };
+        if let Some(v) = gated_value(v, level, kind, ceiling, cx) {
+            data.insert(key.to_owned(), v);
+        }
+    }
+}
+
+/// A value as forwarded at `ceiling`, or `None` when it must not be forwarded.
+pub(crate) fn gated_value(v: &Value, level: Capture, kind: Kind, ceiling: Capture, cx: &MapContext) -> Option<Value> {
+    if level > ceiling || v.is_null() {
+        return None;
+    }
+    if let Value::String(s) = v
+        && kind == Kind::Text
+        && is_vendor_redaction_marker(s)
+    {
+        return None;
+    }
+    // AEP-0003 §9.4: redacted-level text passes the pipeline when the ceiling is `redacted`;
+    // at `full` it is verbatim.
+    if level == Capture::Redacted && ceiling == Capture::Redacted {
+        return Some(aep_schemas::redact::redact_value(v, &cx.redact));
+    }
+    Some(v.clone())
+}
+
+/// Text gated at `redacted` as a string, or `None` when the ceiling or vendor forbids it.
+pub(crate) fn gated_text(v: Option<&Value>, ceiling: Capture, cx: &MapContext) -> Option<String> {
+    let v = v?;
+    let s = match v {
+        Value::String(s) => s.clone(),
+        Value::Null => return None,
+        other => other.to_string(),
+    };
+    match gated_value(&Value::String(s), Capture::Redacted, Kind::Text, ceiling, cx)? {
+        Value::String(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// Envelope bits every draft of a record carries: session, vendor time, traceparent.
+pub(crate) fn stamp(d: &mut EventDraft, rec: &OtelRecord, session: Option<&str>) {
+    d.session = session.map(str::to_owned);
+    let nanos = if rec.time_unix_nano != 0 { rec.time_unix_nano } else { rec.observed_time_unix_nano };
+    d.time = (nanos != 0).then(|| rfc3339_from_unix_nanos(nanos));
+    if let (Some(t), Some(s)) = (&rec.trace_id, &rec.span_id) {
+        d.traceparent = Some(format!("00-{t}-{s}-{:02x}", rec.flags & 0xff));
+    }
+}
+
+/// The companion-family draft `x.<vendor>.otel.<suffix>` with the listed fields.
+pub(crate) fn companion(
+    vendor: &str,
+    suffix: &str,
+    rec: &OtelRecord,
+    fields: &[Field],
+    common: &[Field],
+    cx: &MapContext,
+) -> EventDraft {
+    let ty = format!("x.{vendor}.otel.{suffix}");
+    let ceiling = cx.ceiling_for(&ty);
+    let mut d = EventDraft::new(ty, ceiling);
+    copy_fields(rec, fields, ceiling, cx, &mut d.data);
+    copy_fields(rec, common, ceiling, cx, &mut d.data);
+    d
+}
+
+/// The `x.<vendor>.otel.unknown` draft: only the event name rides along (design record, non-goals).
+pub(crate) fn unknown(vendor: &str, name: Option<&str>, cx: &MapContext) -> EventDraft {
+    let ty = format!("x.{vendor}.otel.unknown");
+    let mut d = EventDraft::new(ty.clone(), cx.ceiling_for(&ty));
+    if let Some(n) = name {
+        let n: String = n.chars().take(256).collect();
+        d.data.insert("event.name".into(), Value::String(n));
+    }
+    d
+}
+
+/// A boolean attribute that vendors send as `true`, `"true"`, `"True"` or `1`.
+pub(crate) fn as_bool(v: Option<&Value>) -> Option<bool> {
+    match v? {
+        Value::Bool(b) => Some(*b),
+        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" => Some(true),
+            "false" | "0" | "no" => Some(false),
+            _ => None,
+        },
+        Value::Number(n) => n.as_i64().map(|i| i != 0),
+        _ => None,
+    }
+}
+
+/// A non-negative integer attribute sent as a number or a decimal string (`"412"`).
+pub(crate) fn as_u64(v: Option<&Value>) -> Option<u64> {
+    match v? {
+        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0 && f.is_finite()).map(|f| f as u64)),
+        Value::String(s) => s.trim().parse::<u64>().ok(),
+        _ => None,
+    }
+}
+
+/// A non-empty string attribute.
+pub(crate) fn non_empty(v: Option<&Value>) -> Option<&str> {
+    v.and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+/// `{"name": tool, "call_id"?: id}`, the core `tool` object (metadata-grade).
+pub(crate) fn tool_object(name: &str, call_id: Option<&str>) -> Value {
+    let mut t = Map::new();
+    t.insert("name".into(), Value::String(name.to_owned()));
+    if let Some(id) = call_id {
+        t.insert("call_id".into(), Value::String(id.to_owned()));
+    }
+    Value::Object(t)
+}
+
+/// Formats Unix nanoseconds as RFC 3339 UTC with millisecond precision.
+pub fn rfc3339_from_unix_nanos(nanos: u64) -> String {
+    let secs = nanos / 1_000_000_000;
+    let millis = (nanos % 1_000_000_000) / 1_000_000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    // Civil-from-days (H. Hinnant), for days since 1970-01-01.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if mo <= 2 { y + 1 } else { y };
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{millis:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn formats_unix_nanos() {
+        assert_eq!(rfc3339_from_unix_nanos(0), "1970-01-01T00:00:00.000Z");
+        // 2026-11-30T04:04:11.385Z (a Codex observed time from the captures)
+        assert_eq!(rfc3339_from_unix_nanos(1_796_011_451_385_634_826), "2026-11-30T04:04:11.385Z");
+        assert_eq!(rfc3339_from_unix_nanos(951_782_400_000_000_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn event_name_skips_source_locations() {
+        let mut rec = OtelRecord {
+            event_name: Some("event otel/src/events/session_telemetry.rs:737".into()),
+            ..Default::default()
+        };
+        rec.attributes.insert("event.name".into(), json!("codex.tool_result"));
+        assert_eq!(record_event_name(&rec).as_deref(), Some("codex.tool_result"));
+        rec.event_name = Some("codex.user_prompt".into());
+        assert_eq!(record_event_name(&rec).as_deref(), Some("codex.user_prompt"));
+        rec.event_name = None;
+        rec.attributes.clear();
+        assert_eq!(record_event_name(&rec), None);
+    }
+
+    #[test]
+    fn detects_profiles() {
+        let with = |svc: &str, scope: &str| OtelRecord {
+            resource: Arc::new(Map::from_iter([("service.name".to_owned(), json!(svc))])),
+            scope_name: scope.into(),
+            ..Default::default()
+        };
+        assert_eq!(Vendor::detect(&with("codex_exec", "")), Some(Vendor::Codex));
+        assert_eq!(Vendor::detect(&with("codex-app-server", "")), Some(Vendor::Codex));
+        assert_eq!(Vendor::detect(&with("copilot-chat", "")), Some(Vendor::Vscode));
+        assert_eq!(Vendor::detect(&with("claude-code", "")), Some(Vendor::ClaudeCode));
+        assert_eq!(Vendor::detect(&with("x", "com.anthropic.claude_code.events")), Some(Vendor::ClaudeCode));
+        assert_eq!(Vendor::detect(&with("gemini-cli", "")), None);
+        let forced = ProfileSelector { forced: Some(Vendor::Vscode) };
+        assert_eq!(forced.select(&with("codex_exec", "")).map(|p| p.vendor()), Some("vscode"));
+    }
+
+    #[test]
+    fn gates_text_by_ceiling_and_vendor_marker() {
+        let cx = MapContext::default();
+        assert_eq!(gated_text(Some(&json!("hello")), Capture::Metadata, &cx), None);
+        assert_eq!(gated_text(Some(&json!("[REDACTED]")), Capture::Full, &cx), None);
+        assert_eq!(gated_text(Some(&json!("hello")), Capture::Full, &cx).as_deref(), Some("hello"));
+        let red = gated_text(Some(&json!("mail me at a@b.example")), Capture::Redacted, &cx).unwrap();
+        assert!(!red.contains("a@b.example"), "{red}");
+    }
+
+    #[test]
+    fn parses_lenient_scalars() {
+        assert_eq!(as_bool(Some(&json!("True"))), Some(true));
+        assert_eq!(as_bool(Some(&json!(false))), Some(false));
+        assert_eq!(as_bool(Some(&json!("maybe"))), None);
+        assert_eq!(as_u64(Some(&json!("412"))), Some(412));
+        assert_eq!(as_u64(Some(&json!(63))), Some(63));
+        assert_eq!(as_u64(Some(&json!("-1"))), None);
+    }
+}

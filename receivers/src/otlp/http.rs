@@ -1,0 +1,269 @@
+//! OTLP/HTTP: `POST /v1/logs`, `/v1/traces`, `/v1/metrics` with protobuf or JSON bodies
+//! (OTLP specification, "OTLP/HTTP"). The response uses the request's content type.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use bytes::Bytes;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsPartialSuccess, ExportLogsServiceResponse};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsPartialSuccess, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{ExportTracePartialSuccess, ExportTraceServiceResponse};
+use prost::Message;
+use serde_json::json;
+
+use super::decode::{self, DecodeError, Encoding, Format};
+use super::status::{self, RpcStatus};
+use super::{Accepted, DEFAULT_MAX_REQUEST_BYTES, OtlpHandler, Refused, Signal};
+
+/// OTLP/HTTP limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpConfig {
+    /// Largest body accepted on the wire (default 20 MiB, the collector's); larger is 413.
+    pub max_request_bytes: usize,
+    /// Largest body once decompressed (default 20 MiB); larger is 413. Decompression stops
+    /// at this cap, so a compression bomb costs at most this much memory.
+    pub max_decoded_bytes: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self { max_request_bytes: DEFAULT_MAX_REQUEST_BYTES, max_decoded_bytes: DEFAULT_MAX_REQUEST_BYTES }
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    handler: Arc<dyn OtlpHandler>,
+    cfg: Arc<HttpConfig>,
+}
+
+/// The OTLP/HTTP routes with the default limits (see [`router_with`]).
+pub fn router(handler: Arc<dyn OtlpHandler>) -> Router {
+    router_with(handler, HttpConfig::default())
+}
+
+/// The OTLP/HTTP routes: `POST /v1/logs`, `/v1/traces`, `/v1/metrics`. Mount it at the root
+/// of the OTLP/HTTP listener (conventionally port 4318).
+pub fn router_with(handler: Arc<dyn OtlpHandler>, cfg: HttpConfig) -> Router {
+    let state = AppState { handler, cfg: Arc::new(cfg) };
+    Router::new()
+        .route("/v1/logs", post(logs))
+        .route("/v1/traces", post(traces))
+        .route("/v1/metrics", post(metrics))
+        // The limit is enforced in `read_body`, with an OTLP-shaped 413.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let (format, raw) = match read_request(&st.cfg, &headers, body).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let req = match decode::logs(&raw, format) {
+        Ok(r) => r,
+        Err(e) => return decode_error(format, e),
+    };
+    drop(raw);
+    match st.handler.logs(req) {
+        Ok(a) => {
+            let partial_success = partial(&a).then(|| ExportLogsPartialSuccess {
+                rejected_log_records: a.rejected,
+                error_message: a.message.clone(),
+            });
+            let pb = ExportLogsServiceResponse { partial_success };
+            success(format, &pb, Signal::Logs, &a)
+        }
+        Err(r) => refused(format, r),
+    }
+}
+
+async fn traces(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let (format, raw) = match read_request(&st.cfg, &headers, body).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let req = match decode::traces(&raw, format) {
+        Ok(r) => r,
+        Err(e) => return decode_error(format, e),
+    };
+    drop(raw);
+    match st.handler.traces(req) {
+        Ok(a) => {
+            let partial_success = partial(&a)
+                .then(|| ExportTracePartialSuccess { rejected_spans: a.rejected, error_message: a.message.clone() });
+            success(format, &ExportTraceServiceResponse { partial_success }, Signal::Traces, &a)
+        }
+        Err(r) => refused(format, r),
+    }
+}
+
+async fn metrics(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let (format, raw) = match read_request(&st.cfg, &headers, body).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let req = match decode::metrics(&raw, format) {
+        Ok(r) => r,
+        Err(e) => return decode_error(format, e),
+    };
+    drop(raw);
+    match st.handler.metrics(req) {
+        Ok(a) => {
+            let partial_success = partial(&a).then(|| ExportMetricsPartialSuccess {
+                rejected_data_points: a.rejected,
+                error_message: a.message.clone(),
+            });
+            success(format, &ExportMetricsServiceResponse { partial_success }, Signal::Metrics, &a)
+        }
+        Err(r) => refused(format, r),
+    }
+}
+
+/// `partial_success` is set only when something was rejected or the handler has a message
+/// (OTLP: leave it unset on full success).
+fn partial(a: &Accepted) -> bool {
+    a.rejected > 0 || !a.message.is_empty()
+}
+
+/// Media type, content coding, size limits: the decoded body or the error response.
+async fn read_request(cfg: &HttpConfig, headers: &HeaderMap, body: Body) -> Result<(Format, Vec<u8>), Response> {
+    let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let Some(format) = Format::from_content_type(ct) else {
+        return Err(error_response(
+            Format::Json,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            status::CODE_INVALID_ARGUMENT,
+            format!("unsupported Content-Type `{ct}`: use application/x-protobuf or application/json"),
+        ));
+    };
+    let ce = headers.get(header::CONTENT_ENCODING).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    let Some(encoding) = Encoding::from_header(ce) else {
+        return Err(error_response(
+            format,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            status::CODE_INVALID_ARGUMENT,
+            format!("unsupported Content-Encoding `{}`: use gzip, zstd, deflate or none", ce.unwrap_or("")),
+        ));
+    };
+    let too_large = |limit: usize| {
+        error_response(
+            format,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            status::CODE_RESOURCE_EXHAUSTED,
+            format!("request body exceeds the {limit}-byte limit"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > cfg.max_request_bytes as u64) {
+        return Err(too_large(cfg.max_request_bytes));
+    }
+    let wire: Bytes = match Limited::new(body, cfg.max_request_bytes).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) if e.is::<LengthLimitError>() => return Err(too_large(cfg.max_request_bytes)),
+        Err(e) => {
+            return Err(error_response(
+                format,
+                StatusCode::BAD_REQUEST,
+                status::CODE_INVALID_ARGUMENT,
+                format!("cannot read the request body: {e}"),
+            ));
+        }
+    };
+    match encoding {
+        Encoding::Identity => Ok((format, wire.into())),
+        _ => decode::decompress(&wire, encoding, cfg.max_decoded_bytes)
+            .map(|b| (format, b))
+            .map_err(|e| decode_error(format, e)),
+    }
+}
+
+fn decode_error(format: Format, e: DecodeError) -> Response {
+    let code = match e {
+        DecodeError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        DecodeError::Decompress { .. } | DecodeError::Invalid(_) => StatusCode::BAD_REQUEST,
+    };
+    let grpc = if code == StatusCode::PAYLOAD_TOO_LARGE {
+        status::CODE_RESOURCE_EXHAUSTED
+    } else {
+        status::CODE_INVALID_ARGUMENT
+    };
+    error_response(format, code, grpc, e.to_string())
+}
+
+fn refused(format: Format, r: Refused) -> Response {
+    match r {
+        Refused::Full { retry_after } => {
+            let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+            let st = status::with_retry(status::CODE_UNAVAILABLE, "pipeline full, retry later".into(), retry_after);
+            let mut resp = status_body(format, StatusCode::SERVICE_UNAVAILABLE, &st);
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
+            resp
+        }
+        Refused::Invalid(msg) => error_response(format, StatusCode::BAD_REQUEST, status::CODE_INVALID_ARGUMENT, msg),
+    }
+}
+
+fn error_response(format: Format, code: StatusCode, grpc_code: i32, message: String) -> Response {
+    status_body(format, code, &RpcStatus { code: grpc_code, message, details: Vec::new() })
+}
+
+/// An OTLP/HTTP error: a `google.rpc.Status` in the request's format.
+fn status_body(format: Format, code: StatusCode, st: &RpcStatus) -> Response {
+    let body = match format {
+        Format::Protobuf => st.encode_to_vec(),
+        Format::Json => {
+            let mut v = json!({ "code": st.code, "message": st.message });
+            if !st.details.is_empty() {
+                // RetryInfo in proto3 JSON form (`Any` with `@type`; Duration as "1.5s").
+                let details: Vec<_> = st
+                    .details
+                    .iter()
+                    .filter_map(|d| {
+                        let info = status::RetryInfo::decode(d.value.as_slice()).ok()?;
+                        let delay = info.retry_delay?;
+                        let nanos = if delay.nanos > 0 { format!(".{:09}", delay.nanos) } else { String::new() };
+                        Some(json!({ "@type": d.type_url, "retryDelay": format!("{}{}s", delay.seconds, nanos) }))
+                    })
+                    .collect();
+                v["details"] = details.into();
+            }
+            v.to_string().into_bytes()
+        }
+    };
+    (code, [(header::CONTENT_TYPE, format.content_type())], body).into_response()
+}
+
+/// A 200 response carrying the export response message in the request's format.
+fn success<M: Message>(format: Format, pb: &M, signal: Signal, a: &Accepted) -> Response {
+    let body = match format {
+        Format::Protobuf => pb.encode_to_vec(),
+        Format::Json => json_response(signal, a).into_bytes(),
+    };
+    (StatusCode::OK, [(header::CONTENT_TYPE, format.content_type())], body).into_response()
+}
+
+/// The export response in OTLP/JSON: `{}` on full success, else `partialSuccess` with the
+/// int64 count as a string (proto3 JSON), as the collector writes it.
+fn json_response(signal: Signal, a: &Accepted) -> String {
+    if !partial(a) {
+        return "{}".into();
+    }
+    let key = match signal {
+        Signal::Logs => "rejectedLogRecords",
+        Signal::Traces => "rejectedSpans",
+        Signal::Metrics => "rejectedDataPoints",
+    };
+    json!({ "partialSuccess": { key: a.rejected.to_string(), "errorMessage": a.message } }).to_string()
+}

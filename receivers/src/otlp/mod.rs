@@ -1,0 +1,124 @@
+//! OTLP receivers: OTLP/HTTP (`/v1/logs`, `/v1/traces`, `/v1/metrics`; protobuf and JSON;
+//! gzip, zstd and deflate) as an [`axum::Router`], and OTLP/gRPC (the tonic `LogsService`,
+//! `TraceService` and `MetricsService`) as tonic [`Routes`](tonic::service::Routes).
+//!
+//! Both transports decode, validate (trace and span id lengths) and hand each export request
+//! to an [`OtlpHandler`], the seam where the bridge plugs in its pipeline (and a tee). The
+//! handler's answer decides the reply:
+//!
+//! | handler | OTLP/HTTP | OTLP/gRPC |
+//! |---|---|---|
+//! | `Ok(Accepted { rejected: 0, .. })` | 200, empty response message | OK |
+//! | `Ok(Accepted { rejected: n, message })` | 200 with `partial_success` | OK with `partial_success` |
+//! | `Err(Refused::Full { retry_after })` | 503 + `Retry-After` | `UNAVAILABLE` + `RetryInfo` |
+//! | `Err(Refused::Invalid(msg))` | 400 | `INVALID_ARGUMENT` |
+//!
+//! Before the handler: undecodable bodies and bad ids are 400 / `INVALID_ARGUMENT`; bodies over
+//! the limit (on the wire or once decompressed) are 413 / `RESOURCE_EXHAUSTED` (tonic's limit);
+//! an unknown `Content-Type` or `Content-Encoding` is 415.
+//!
+//! OTLP/JSON decisions (see [`decode`]): lowerCamelCase keys only, as the OTLP specification
+//! requires; a body using the proto field names (`resource_logs`, ...) is rejected with 400
+//! instead of being read as an empty request. Hex ids are checked for length (16/8 bytes or
+//! empty), int64 accepted as string or number, unknown fields ignored.
+//!
+//! [`to_otel_records`] turns a logs request into the adapters' neutral
+//! [`OtelRecord`](aep_adapters::otel::OtelRecord)s for the vendor profiles.
+
+use std::time::Duration;
+
+pub use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+pub use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+
+pub mod convert;
+pub mod decode;
+pub mod grpc;
+pub mod http;
+mod status;
+
+pub use convert::to_otel_records;
+pub use grpc::{GrpcConfig, grpc_routes, serve_grpc};
+pub use http::{HttpConfig, router, router_with};
+
+/// What a handler did with an export request it took.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Accepted {
+    /// Records (log records, spans or data points) the handler rejected; 0 on full success.
+    pub rejected: i64,
+    /// Why they were rejected (the `partial_success.error_message`); may also carry a warning
+    /// when `rejected` is 0.
+    pub message: String,
+}
+
+impl Accepted {
+    /// Everything accepted.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// `n` records rejected, with a reason.
+    pub fn partial(n: i64, message: impl Into<String>) -> Self {
+        Self { rejected: n, message: message.into() }
+    }
+}
+
+/// Why a handler refused a whole request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// The pipeline is full: the client should retry after the delay (HTTP 503 + `Retry-After`,
+    /// gRPC `UNAVAILABLE` + `RetryInfo`).
+    #[error("pipeline full, retry after {retry_after:?}")]
+    Full {
+        /// The suggested delay before retrying.
+        retry_after: Duration,
+    },
+    /// The data is unusable and must not be retried (HTTP 400, gRPC `INVALID_ARGUMENT`).
+    #[error("invalid data: {0}")]
+    Invalid(String),
+}
+
+/// The seam between the receivers and the bridge pipeline.
+///
+/// Called on the receiving task: implementations must not block (hand work to a bounded
+/// channel with `try_send` and answer [`Refused::Full`] when it is full). Traces and metrics
+/// are accepted and dropped by default, so exporters that send every signal do not fail.
+pub trait OtlpHandler: Send + Sync + 'static {
+    /// A logs export (`/v1/logs`, `LogsService/Export`).
+    fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused>;
+
+    /// A traces export (`/v1/traces`, `TraceService/Export`).
+    fn traces(&self, _req: ExportTraceServiceRequest) -> Result<Accepted, Refused> {
+        Ok(Accepted::all())
+    }
+
+    /// A metrics export (`/v1/metrics`, `MetricsService/Export`).
+    fn metrics(&self, _req: ExportMetricsServiceRequest) -> Result<Accepted, Refused> {
+        Ok(Accepted::all())
+    }
+}
+
+/// The OTLP signal an endpoint carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Signal {
+    /// Logs.
+    Logs,
+    /// Traces.
+    Traces,
+    /// Metrics.
+    Metrics,
+}
+
+impl Signal {
+    /// `logs`, `traces`, `metrics`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Signal::Logs => "logs",
+            Signal::Traces => "traces",
+            Signal::Metrics => "metrics",
+        }
+    }
+}
+
+/// Default limit of a request body, on the wire and once decompressed (the collector's 20 MiB).
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 20 * 1024 * 1024;
