@@ -1,1 +1,5 @@
-fn main() {}
+//! The `aep-bridge` binary.
+
+fn main() {
+    std::process::exit(aep_bridge::cli::main());
+}

@@ -7,6 +7,7 @@
 //! starts with its class, so a report names exactly the case that fails.
 
 pub mod classes;
+pub mod cli;
 pub mod report;
 
 use std::path::{Path, PathBuf};

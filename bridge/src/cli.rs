@@ -1,0 +1,248 @@
+//! The command line: `serve` (the main job) and the offline tools.
+
+use std::io::{BufReader, Read};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::Config;
+
+/// Exit code for an invalid configuration or usage (EX_USAGE).
+pub const EXIT_CONFIG: i32 = 64;
+
+/// aep-bridge: an OpenTelemetry-native bridge from AI coding agents to AEP.
+#[derive(Debug, Parser)]
+#[command(name = "aep-bridge", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the bridge: hook receiver, OTLP receivers, embedded collector, JSONL log.
+    Serve(ServeArgs),
+    /// Validate an AEP JSONL stream (a file or `-` for stdin); exits 1 on any failure.
+    Validate {
+        /// The JSONL file, or `-`.
+        file: String,
+    },
+    /// Run the conformance corpus of an AEP spec checkout.
+    Conformance {
+        /// The spec checkout (holding conformance/fixtures/).
+        #[arg(long, default_value = "../shared/aep-spec")]
+        spec: PathBuf,
+        /// Write the aep-conformance-report JSON here (`-` = stdout).
+        #[arg(long)]
+        json: Option<String>,
+        /// Ratchet file: every check listed must pass.
+        #[arg(long)]
+        required: Option<PathBuf>,
+        /// Only checks whose name starts with this prefix (repeatable).
+        #[arg(long)]
+        only: Vec<String>,
+    },
+    /// Configuration tools.
+    Config {
+        /// What to do with the configuration.
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+}
+
+/// `aep-bridge config ...`
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// Check a configuration file and report every problem at once (exit 64 when invalid).
+    Validate {
+        /// The file (default: the built-in defaults, which are always valid).
+        file: Option<PathBuf>,
+    },
+}
+
+/// How the daemon process runs. Each flag has an `AEP_BRIDGE_*` env twin; flags override the file.
+#[derive(Debug, Clone, Args, Default)]
+pub struct ServeArgs {
+    /// Configuration file (aep-bridge.toml).
+    #[arg(long, env = "AEP_BRIDGE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Data directory for JSONL logs and state (default ~/.aep).
+    #[arg(long, env = "AEP_BRIDGE_DATA_DIR")]
+    pub data_dir: Option<String>,
+    /// The one HTTP port (hooks, collector, OTLP/HTTP, /healthz, /metrics). Default 127.0.0.1:8787.
+    #[arg(long, env = "AEP_BRIDGE_LISTEN")]
+    pub listen: Option<String>,
+    /// OTLP/gRPC listener ("" disables). Default 127.0.0.1:4317.
+    #[arg(long, env = "AEP_BRIDGE_OTLP_GRPC")]
+    pub otlp_grpc: Option<String>,
+    /// Extra OTLP/HTTP listener ("" disables). Default 127.0.0.1:4318.
+    #[arg(long, env = "AEP_BRIDGE_OTLP_HTTP")]
+    pub otlp_http: Option<String>,
+    /// Bearer token; enables control. Without it the collector is watch-only.
+    #[arg(long, env = "AEP_BRIDGE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Upstream AEP relay base URL.
+    #[arg(long, env = "AEP_BRIDGE_RELAY")]
+    pub relay: Option<String>,
+    /// Capture ceiling: none, metadata, redacted, full. Default metadata.
+    #[arg(long, env = "AEP_BRIDGE_MAX_CAPTURE")]
+    pub max_capture: Option<String>,
+    /// Replay buffer depth per session.
+    #[arg(long, env = "AEP_BRIDGE_REPLAY_BUFFER")]
+    pub replay_buffer: Option<usize>,
+}
+
+impl ServeArgs {
+    /// Loads the file (if any) and applies the flags; every problem is reported at once.
+    pub fn load(&self) -> Result<Config, crate::config::ConfigErrors> {
+        use crate::config::{ConfigErrors, ConfigProblem};
+        let mut cfg = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    ConfigErrors(vec![ConfigProblem { key: path.display().to_string(), message: e.to_string() }])
+                })?;
+                Config::from_toml(&text)?
+            }
+            None => Config::default(),
+        };
+        let mut problems = Vec::new();
+        if let Some(v) = &self.data_dir {
+            cfg.server.data_dir = v.clone();
+        }
+        if let Some(v) = &self.listen {
+            cfg.server.listen = v.clone();
+        }
+        if let Some(v) = &self.otlp_grpc {
+            cfg.server.otlp_grpc = v.clone();
+        }
+        if let Some(v) = &self.otlp_http {
+            cfg.server.otlp_http = v.clone();
+        }
+        if let Some(v) = &self.token {
+            cfg.server.token = v.clone();
+        }
+        if let Some(v) = &self.relay {
+            cfg.relay.url = v.clone();
+        }
+        if let Some(v) = &self.max_capture {
+            match v.parse() {
+                Ok(c) => {
+                    cfg.capture.max = c;
+                    // The attention ceiling never exceeds an explicit lower global ceiling.
+                    cfg.capture.attention = cfg.capture.attention.min(c.max(aep_schemas::Capture::Metadata));
+                }
+                Err(e) => problems.push(ConfigProblem { key: "--max-capture".into(), message: format!("{e}") }),
+            }
+        }
+        if let Some(v) = self.replay_buffer {
+            cfg.collector.replay_buffer = v;
+        }
+        problems.extend(cfg.check());
+        if problems.is_empty() { Ok(cfg) } else { Err(ConfigErrors(problems)) }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AEP_BRIDGE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Parses the command line and runs it; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Validate { file } => validate(&file),
+        Command::Conformance { spec, json, required, only } => {
+            aep_conformance::cli::run(&aep_conformance::cli::RunOptions { spec, json, required, only })
+        }
+        Command::Config { action: ConfigAction::Validate { file } } => config_validate(file),
+    }
+}
+
+fn serve(args: ServeArgs) -> i32 {
+    init_tracing();
+    let cfg = match args.load() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("aep-bridge: {e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("aep-bridge: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let data_dir = cfg.data_dir();
+    let result = rt.block_on(crate::server::serve(cfg, tokio_util::sync::CancellationToken::new(), |bound, epoch| {
+        println!("{}", bound.line(&data_dir, epoch));
+    }));
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("aep-bridge: {e}");
+            1
+        }
+    }
+}
+
+fn validate(file: &str) -> i32 {
+    let reader: Box<dyn Read> = if file == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        match std::fs::File::open(file) {
+            Ok(f) => Box::new(f),
+            Err(e) => {
+                eprintln!("aep-bridge validate: cannot open {file}: {e}");
+                return 2;
+            }
+        }
+    };
+    match crate::validate::validate_stream(BufReader::new(reader)) {
+        Ok((n, failures)) if failures.is_empty() => {
+            println!("{file}: {n} events, valid");
+            0
+        }
+        Ok((n, failures)) => {
+            for f in &failures {
+                println!("{f}");
+            }
+            println!("{file}: {n} events, {} failure(s)", failures.len());
+            1
+        }
+        Err(e) => {
+            eprintln!("aep-bridge validate: {e}");
+            2
+        }
+    }
+}
+
+fn config_validate(file: Option<PathBuf>) -> i32 {
+    let Some(path) = file else {
+        println!("built-in defaults: valid");
+        return 0;
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("aep-bridge: cannot read {}: {e}", path.display());
+            return EXIT_CONFIG;
+        }
+    };
+    match Config::from_toml(&text) {
+        Ok(_) => {
+            println!("{}: valid", path.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("{}: {e}", path.display());
+            EXIT_CONFIG
+        }
+    }
+}

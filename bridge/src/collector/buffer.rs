@@ -1,0 +1,162 @@
+//! Bounded per-session replay buffers (AEP-0003 §5): admission dedupes on `(source, id)`,
+//! events are kept ordered by `(epoch, seq)`, the oldest are evicted past the depth, and
+//! the least recently written session is evicted past the session cap.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use crate::pipeline::Stamped;
+
+/// A resume position within a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Position {
+    /// Restart generation.
+    pub epoch: u64,
+    /// Sequence within the epoch.
+    pub seq: u64,
+}
+
+struct SessionBuffer {
+    events: VecDeque<Arc<Stamped>>,
+    ids: HashSet<(String, String)>,
+    /// The latest position evicted: a resume before it has lost events.
+    last_evicted: Option<Position>,
+    last_write: u64,
+}
+
+fn pos(s: &Stamped) -> Position {
+    Position { epoch: s.event.epoch(), seq: s.event.seq.unwrap_or(0) }
+}
+
+/// Every session's buffer.
+pub struct ReplayBuffers {
+    depth: usize,
+    max_sessions: usize,
+    sessions: HashMap<String, SessionBuffer>,
+    clock: u64,
+}
+
+impl ReplayBuffers {
+    /// Buffers holding `depth` events per session, for at most `max_sessions` sessions.
+    pub fn new(depth: usize, max_sessions: usize) -> Self {
+        Self { depth: depth.max(1), max_sessions: max_sessions.max(1), sessions: HashMap::new(), clock: 0 }
+    }
+
+    /// Admits a sequenced session event; `false` for a `(source, id)` already held.
+    pub fn admit(&mut self, ev: &Arc<Stamped>) -> bool {
+        let Some(session) = ev.event.session.as_deref() else { return false };
+        self.clock += 1;
+        let clock = self.clock;
+        if !self.sessions.contains_key(session) && self.sessions.len() >= self.max_sessions {
+            if let Some(oldest) = self.sessions.iter().min_by_key(|(_, b)| b.last_write).map(|(k, _)| k.clone()) {
+                self.sessions.remove(&oldest);
+            }
+        }
+        let buf = self.sessions.entry(session.to_owned()).or_insert_with(|| SessionBuffer {
+            events: VecDeque::new(),
+            ids: HashSet::new(),
+            last_evicted: None,
+            last_write: clock,
+        });
+        let key = (ev.event.source.clone(), ev.event.id.clone());
+        if buf.ids.contains(&key) {
+            return false;
+        }
+        buf.last_write = clock;
+        let p = pos(ev);
+        // Insert sorted by (epoch, seq); almost always an append.
+        let at = buf.events.iter().rposition(|e| pos(e) <= p).map(|i| i + 1).unwrap_or(0);
+        if buf.last_evicted.is_some_and(|e| p <= e) {
+            // Backfill older than what was already evicted: it would be evicted at once.
+            return false;
+        }
+        buf.events.insert(at, ev.clone());
+        buf.ids.insert(key);
+        while buf.events.len() > self.depth {
+            if let Some(old) = buf.events.pop_front() {
+                buf.ids.remove(&(old.event.source.clone(), old.event.id.clone()));
+                buf.last_evicted = Some(pos(&old));
+            }
+        }
+        true
+    }
+
+    /// Events of `session` strictly after `after`, and the earliest held position when the
+    /// buffer no longer covers the gap (replay-exhausted, AEP-0003 §5).
+    pub fn after(&self, session: &str, after: Position) -> (Option<Position>, Vec<Arc<Stamped>>) {
+        let Some(buf) = self.sessions.get(session) else { return (None, Vec::new()) };
+        let earliest = buf.events.front().map(|e| pos(e));
+        // Exhausted exactly when an event after the requested position was evicted.
+        let exhausted = match (buf.last_evicted, earliest) {
+            (Some(gone), Some(e)) if gone > after => Some(e),
+            _ => None,
+        };
+        (exhausted, buf.events.iter().filter(|e| pos(e) > after).cloned().collect())
+    }
+
+    /// Every held event, session by session, each from its earliest held position.
+    pub fn all(&self) -> Vec<Arc<Stamped>> {
+        let mut sessions: Vec<&SessionBuffer> = self.sessions.values().collect();
+        sessions.sort_by_key(|b| b.last_write);
+        sessions.into_iter().flat_map(|b| b.events.iter().cloned()).collect()
+    }
+
+    /// Number of sessions held.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aep_schemas::Event;
+
+    fn ev(id: &str, session: &str, epoch: u64, seq: u64) -> Arc<Stamped> {
+        Arc::new(Stamped::new(Event {
+            aep: "0.1".into(),
+            id: id.into(),
+            r#type: "run.started".into(),
+            time: "2026-01-01T00:00:00Z".into(),
+            source: "aep://h/agent/a".into(),
+            agent: "a".into(),
+            session: Some(session.into()),
+            seq: Some(seq),
+            epoch: Some(epoch),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn dedupes_orders_evicts_and_reports_exhaustion() {
+        let mut b = ReplayBuffers::new(3, 10);
+        assert!(b.admit(&ev("a", "s", 0, 0)));
+        assert!(!b.admit(&ev("a", "s", 0, 0)));
+        assert!(b.admit(&ev("c", "s", 0, 2)));
+        assert!(b.admit(&ev("b", "s", 0, 1)));
+        let (ex, got) = b.after("s", Position { epoch: 0, seq: 0 });
+        assert_eq!(ex, None);
+        assert_eq!(got.iter().map(|e| e.event.id.as_str()).collect::<Vec<_>>(), ["b", "c"]);
+        assert!(b.admit(&ev("d", "s", 1, 0)));
+        assert!(b.admit(&ev("e", "s", 1, 1)));
+        let (ex, got) = b.after("s", Position { epoch: 0, seq: 0 });
+        assert_eq!(ex, Some(Position { epoch: 0, seq: 2 }));
+        assert_eq!(got.len(), 3);
+        let (ex, _) = b.after("s", Position { epoch: 0, seq: 2 });
+        assert_eq!(ex, None, "nothing between (0,2) and the earliest held (0,2)");
+    }
+
+    #[test]
+    fn session_cap_evicts_least_recently_written() {
+        let mut b = ReplayBuffers::new(5, 2);
+        b.admit(&ev("1", "old", 0, 0));
+        b.admit(&ev("2", "new", 0, 0));
+        b.admit(&ev("3", "old", 0, 1));
+        b.admit(&ev("4", "third", 0, 0));
+        assert_eq!(b.sessions(), 2);
+        assert!(
+            b.after("new", Position { epoch: 0, seq: 0 }).1.is_empty()
+                && b.after("old", Position { epoch: 0, seq: 0 }).1.len() == 1
+        );
+    }
+}

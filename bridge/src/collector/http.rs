@@ -1,0 +1,317 @@
+//! The collector's HTTP bindings: `POST /events` (emit), `GET /events` and
+//! `/.well-known/aep` (discovery), `GET /stream` (SSE), and the `/socket` upgrade.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use aep_schemas::filter::Filter;
+use aep_schemas::{AEP_VERSION, Capture};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, State, WebSocketUpgrade};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures_util::stream::{self, StreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::{Collector, Delivery, From, Position, parse_sse_id, sse_id};
+use crate::pipeline::Pipeline;
+
+#[derive(Clone)]
+pub(super) struct Ctx {
+    pub(super) collector: Arc<Collector>,
+    pub(super) pipeline: Pipeline,
+}
+
+/// The collector routes.
+pub fn router(collector: Arc<Collector>, pipeline: Pipeline) -> Router {
+    let max_body = collector.cfg.max_body;
+    Router::new()
+        .route("/events", get(discovery).post(post_events))
+        .route("/.well-known/aep", get(discovery))
+        .route("/stream", get(stream))
+        .route("/socket", get(socket))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(Ctx { collector, pipeline })
+}
+
+fn error(status: StatusCode, code: &str, detail: impl Into<String>) -> Response {
+    (status, axum::Json(json!({ "error": code, "detail": detail.into() }))).into_response()
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    aep_receivers::hooks::bearer(headers)
+}
+
+/// 401 without credentials, 403 with wrong ones (AEP-0003 §3.2, §8.1).
+fn check_auth(c: &Collector, presented: Option<&str>) -> Result<(), Response> {
+    if c.authorized(presented) {
+        return Ok(());
+    }
+    Err(match presented {
+        None => error(StatusCode::UNAUTHORIZED, "unauthorized", "a bearer token is required"),
+        Some(_) => error(StatusCode::FORBIDDEN, "forbidden", "the bearer token is not valid here"),
+    })
+}
+
+async fn discovery(State(ctx): State<Ctx>) -> Response {
+    axum::Json(ctx.collector.discovery()).into_response()
+}
+
+/// `true` when an `AEP-Version` value names a major version we speak.
+fn version_ok(v: &str) -> bool {
+    let major = |s: &str| s.trim().split('.').next().map(str::to_owned);
+    // 0.x versions are each their own major (pre-1.0 semantics): compare major.minor.
+    let mm = |s: &str| s.trim().split('.').take(2).collect::<Vec<_>>().join(".");
+    if major(v).as_deref() == Some("0") { mm(v) == AEP_VERSION } else { false }
+}
+
+async fn post_events(State(ctx): State<Ctx>, headers: HeaderMap, body: Bytes) -> Response {
+    let c = &ctx.collector;
+    if let Err(r) = check_auth(c, bearer(&headers)) {
+        c.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "unauthorized")]);
+        return r;
+    }
+    // AEP-0003 §3.2 rule 2: AEP-Version is required; unsupported -> 426 with our versions.
+    let version = headers.get("aep-version").and_then(|v| v.to_str().ok());
+    if !version.is_some_and(version_ok) {
+        c.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "version")]);
+        let detail = match version {
+            None => "the AEP-Version header is required".to_owned(),
+            Some(v) => format!("AEP-Version {v} is not supported"),
+        };
+        return (StatusCode::UPGRADE_REQUIRED, axum::Json(json!({ "versions": [AEP_VERSION], "detail": detail })))
+            .into_response();
+    }
+    let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let values: Vec<Value> = match essence.as_str() {
+        "application/json" => match serde_json::from_slice::<Value>(&body) {
+            Ok(v) => vec![v],
+            Err(e) => return bad(c, format!("body is not JSON: {e}"), None),
+        },
+        "application/x-ndjson" | "application/jsonl" => {
+            let mut out = Vec::new();
+            for (i, line) in body.split(|b| *b == b'\n').enumerate() {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                match serde_json::from_slice::<Value>(line) {
+                    Ok(v) => out.push(v),
+                    Err(e) => return bad(c, format!("line {i} is not JSON: {e}"), Some(i)),
+                }
+            }
+            out
+        }
+        _ => {
+            c.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "content_type")]);
+            return error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported-media-type",
+                format!("Content-Type {ct:?}: use application/json (one event) or application/x-ndjson (a batch)"),
+            );
+        }
+    };
+    // Validate the whole batch first: it is rejected whole, naming the first failing line.
+    let mut events = Vec::with_capacity(values.len());
+    for (i, v) in values.iter().enumerate() {
+        match aep_schemas::validate::validate_value(v) {
+            Ok(ev) => events.push(ev),
+            Err(viol) => return bad(c, format!("{}: {}", viol.rule, viol.message), Some(i)),
+        }
+    }
+    let n = events.len();
+    for ev in events {
+        if ev.r#type.starts_with("control.") && !is_ack(&ev.r#type) {
+            // Commands never flow on HTTP emit (AEP-0004 §4.1: authenticated duplex only).
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid-event",
+                "control commands flow only over the authenticated WebSocket binding (/socket)",
+            );
+        }
+        if ctx.pipeline.submit_event("collector", ev).await.is_err() {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the bridge is shutting down");
+        }
+    }
+    (StatusCode::ACCEPTED, axum::Json(json!({ "accepted": n }))).into_response()
+}
+
+fn is_ack(ty: &str) -> bool {
+    matches!(ty, "control.accepted" | "control.rejected")
+}
+
+fn bad(c: &Collector, detail: String, line: Option<usize>) -> Response {
+    c.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "invalid_event")]);
+    let mut body = json!({ "error": "invalid-event", "detail": detail });
+    if let Some(l) = line {
+        body["line"] = json!(l);
+    }
+    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct StreamQuery {
+    filter: Option<String>,
+    capture: Option<String>,
+    from: Option<String>,
+    access_token: Option<String>,
+}
+
+/// Parses `from`: `all` or a JSON array of `{session, epoch, seq}`.
+pub(super) fn parse_from(v: &Value, max: usize) -> Result<From, (&'static str, String)> {
+    if v.as_str() == Some("all") {
+        return Ok(From::All);
+    }
+    let Some(items) = v.as_array() else {
+        return Err(("invalid-filter", "`from` must be \"all\" or an array of {session, epoch, seq}".into()));
+    };
+    if items.len() > max {
+        return Err((
+            "limit-exceeded",
+            format!("`from` has {} positions; this endpoint replays at most {max}", items.len()),
+        ));
+    }
+    let mut out = Vec::new();
+    for it in items {
+        let session = it.get("session").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let epoch = it.get("epoch").map_or(Some(0), Value::as_u64);
+        let seq = it.get("seq").and_then(Value::as_u64);
+        match (session, epoch, seq) {
+            (Some(s), Some(epoch), Some(seq)) => out.push((s.to_owned(), Position { epoch, seq })),
+            _ => return Err(("invalid-filter", format!("malformed `from` position {it}"))),
+        }
+    }
+    Ok(From::Positions(out))
+}
+
+async fn stream(State(ctx): State<Ctx>, Query(q): Query<StreamQuery>, headers: HeaderMap) -> Response {
+    let c = ctx.collector.clone();
+    // The token may ride the query for EventSource clients (AEP-0003 §8.1); never logged.
+    let presented = bearer(&headers).or(q.access_token.as_deref());
+    if let Err(r) = check_auth(&c, presented) {
+        return r;
+    }
+    let filter = match q.filter.as_deref() {
+        None | Some("") => Filter::all(),
+        Some(f) => match serde_json::from_str::<Value>(f)
+            .map_err(|e| e.to_string())
+            .and_then(|v| Filter::parse(&v).map_err(|e| e.to_string()))
+        {
+            Ok(f) => f,
+            Err(e) => return error(StatusCode::BAD_REQUEST, "invalid-filter", e),
+        },
+    };
+    let ceiling = match q.capture.as_deref() {
+        None | Some("") => None,
+        Some(s) => match s.parse::<Capture>() {
+            Ok(c) => Some(c),
+            Err(e) => return error(StatusCode::BAD_REQUEST, "invalid-filter", e.to_string()),
+        },
+    };
+    // `from` takes precedence over Last-Event-ID (AEP-0003 §3.3 rule 3).
+    let from = match q.from.as_deref() {
+        Some(f) => {
+            let v = if f == "all" {
+                Value::String("all".into())
+            } else {
+                match serde_json::from_str(f) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return error(StatusCode::BAD_REQUEST, "invalid-filter", format!("`from` is not JSON: {e}"));
+                    }
+                }
+            };
+            match parse_from(&v, c.cfg.replay_buffer.max(4096)) {
+                Ok(f) => Some(f),
+                Err((code, d)) => return error(StatusCode::BAD_REQUEST, code, d),
+            }
+        }
+        None => headers
+            .get("last-event-id")
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_sse_id)
+            .map(|(s, p)| From::Positions(vec![(s, p)])),
+    };
+    let (tx, rx) = mpsc::channel(c.cfg.subscriber_queue);
+    let (id, replay, overflowed) = c.subscribe(Arc::from(""), filter, ceiling, from, tx);
+    let guard = Unsubscribe { c: c.clone(), id };
+    let closing = c.closing.clone();
+    let live = stream::unfold((rx, guard, overflowed, closing), |(mut rx, guard, overflowed, closing)| async move {
+        tokio::select! {
+            d = rx.recv() => {
+                if d.is_none() && overflowed.load(Ordering::Acquire) {
+                    // AEP-0003 §8.4: terminate the stream so the consumer resumes exactly.
+                    return None;
+                }
+                d.map(|d| (d, (rx, guard, overflowed, closing)))
+            }
+            _ = closing.cancelled() => None,
+        }
+    });
+    let events = stream::iter(replay).chain(live).map(|d| Ok::<_, Infallible>(to_sse(d)));
+    let heartbeat = Duration::from_secs(c.cfg.heartbeat_secs.max(1));
+    Sse::new(events).keep_alive(KeepAlive::new().interval(heartbeat).text("ping")).into_response()
+}
+
+struct Unsubscribe {
+    c: Arc<Collector>,
+    id: u64,
+}
+
+impl Drop for Unsubscribe {
+    fn drop(&mut self) {
+        self.c.unsubscribe(self.id);
+    }
+}
+
+fn to_sse(d: Delivery) -> SseEvent {
+    match d {
+        Delivery::Event { event, .. } => {
+            let line = std::str::from_utf8(&event.line).unwrap_or("").trim_end_matches('\n');
+            let mut e = SseEvent::default().event(event.event.r#type.clone()).data(line);
+            if let Some(id) = sse_id(&event.event) {
+                e = e.id(id);
+            }
+            e
+        }
+        Delivery::ReplayExhausted { session, earliest, .. } => {
+            SseEvent::default().comment(format!("replay-exhausted {session} {}:{}", earliest.epoch, earliest.seq))
+        }
+        Delivery::Overflow => SseEvent::default().comment("overflow"),
+    }
+}
+
+async fn socket(
+    State(ctx): State<Ctx>,
+    Query(q): Query<StreamQuery>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Response {
+    let presented = bearer(&headers).or(q.access_token.as_deref());
+    let authenticated = ctx.collector.control_enabled() && ctx.collector.authorized(presented);
+    if !ctx.collector.authorized(presented) {
+        return check_auth(&ctx.collector, presented).err().unwrap_or_else(|| StatusCode::UNAUTHORIZED.into_response());
+    }
+    ws.on_upgrade(move |socket| super::ws::run(socket, ctx, authenticated))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_gate() {
+        assert!(version_ok("0.1"));
+        assert!(version_ok("0.1.3"));
+        assert!(!version_ok("0.2"));
+        assert!(!version_ok("1.0"));
+        assert!(!version_ok("junk"));
+    }
+}

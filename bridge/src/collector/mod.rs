@@ -1,0 +1,398 @@
+//! The embedded AEP collector (AEP-0003): ingest over HTTP and WebSocket, attr-match
+//! fan-out to SSE and WebSocket subscribers, bounded per-session replay, token auth,
+//! and command routing to exactly one live claimant (AEP-0004 §4).
+//!
+//! Within the relay feature ceiling (`docs/components/relay.md`): nothing here stores
+//! history (the JSONL sink does) or interprets payloads beyond the capture ceiling.
+
+mod buffer;
+mod http;
+mod ws;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use aep_schemas::filter::Filter;
+use aep_schemas::{Capture, Severity};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+pub use buffer::{Position, ReplayBuffers};
+pub use http::router;
+
+use crate::config::CollectorConfig;
+use crate::metrics::Metrics;
+use crate::pipeline::{Stamped, Tap};
+
+/// One delivery toward a subscriber.
+#[derive(Debug, Clone)]
+pub enum Delivery {
+    /// An event, already down-leveled to the subscription's ceiling.
+    Event {
+        /// Subscription id (WS) or empty (SSE).
+        sub: Arc<str>,
+        /// The event as delivered.
+        event: Arc<Stamped>,
+    },
+    /// The buffer no longer covers a requested position (AEP-0003 §5).
+    ReplayExhausted {
+        /// Subscription id.
+        sub: Arc<str>,
+        /// The session.
+        session: String,
+        /// Earliest held position.
+        earliest: Position,
+    },
+    /// The subscriber fell too far behind on `notice`+ events: deliver or disconnect (AEP-0003 §8.4).
+    Overflow,
+}
+
+/// A live subscription.
+struct Subscriber {
+    id: u64,
+    sub: Arc<str>,
+    filter: Filter,
+    ceiling: Option<Capture>,
+    tx: mpsc::Sender<Delivery>,
+    overflowed: Arc<AtomicBool>,
+}
+
+/// A live emitter claim on a session: a WebSocket emitter that sent events of that session.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    /// The connection.
+    pub conn: u64,
+    /// The claimed session.
+    pub session: String,
+    /// `hello.identity.agent`.
+    pub agent: Option<String>,
+    /// `hello.identity.instance`.
+    pub instance: Option<String>,
+    /// `hello.capabilities.control`, verbatim.
+    pub control: Option<Value>,
+    /// `hello.capabilities.emits`, verbatim.
+    pub emits: Option<Value>,
+    /// Where to send commands for this claim.
+    pub tx: mpsc::Sender<Arc<Stamped>>,
+}
+
+/// A control target inside this process (the bridge's own control loop for the sessions
+/// its hook adapters own).
+pub trait LocalControl: Send + Sync {
+    /// `true` when this process owns `(agent?, session)` and can take commands for it.
+    fn owns(&self, session: &str) -> bool;
+    /// The command types it honours (`control.accepts`).
+    fn accepts(&self) -> Vec<String>;
+    /// Delivers a command; acks and outcomes come back as ordinary events.
+    fn deliver(&self, cmd: aep_schemas::Event);
+}
+
+/// Where a command goes (AEP-0004 §4).
+#[derive(Debug)]
+pub enum Route {
+    /// Exactly one remote claimant.
+    Remote(mpsc::Sender<Arc<Stamped>>),
+    /// This process's own control loop.
+    Local,
+    /// Refused with an `error` frame code (`no-route`, `ambiguous`, `unsupported`).
+    Refused(&'static str, String),
+}
+
+struct State {
+    buffers: ReplayBuffers,
+    subscribers: Vec<Subscriber>,
+    claims: Vec<Claim>,
+}
+
+/// The collector, shared by the HTTP handlers and the pipeline tap.
+pub struct Collector {
+    cfg: CollectorConfig,
+    token: Option<String>,
+    metrics: Arc<Metrics>,
+    state: Mutex<State>,
+    next_id: AtomicU64,
+    local: Mutex<Option<Arc<dyn LocalControl>>>,
+    closing: tokio_util::sync::CancellationToken,
+}
+
+impl Collector {
+    /// A collector with these settings. With `token` set, every binding requires it and
+    /// control is enabled; without, the endpoint is watch-only (control refused in-band).
+    pub fn new(cfg: CollectorConfig, token: Option<String>, metrics: Arc<Metrics>) -> Arc<Self> {
+        Arc::new(Self {
+            state: Mutex::new(State {
+                buffers: ReplayBuffers::new(cfg.replay_buffer, 4096),
+                subscribers: Vec::new(),
+                claims: Vec::new(),
+            }),
+            cfg,
+            token,
+            metrics,
+            next_id: AtomicU64::new(1),
+            local: Mutex::new(None),
+            closing: tokio_util::sync::CancellationToken::new(),
+        })
+    }
+
+    /// Registers the bridge's own control loop as a claimant for the sessions it owns.
+    pub fn set_local_control(&self, local: Arc<dyn LocalControl>) {
+        if let Ok(mut l) = self.local.lock() {
+            *l = Some(local);
+        }
+    }
+
+    /// Tells every subscriber the endpoint is going away.
+    pub fn close(&self) {
+        self.closing.cancel();
+    }
+
+    fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether a token is configured (control enabled).
+    pub fn control_enabled(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// Checks a bearer token; `true` when no token is configured.
+    pub fn authorized(&self, presented: Option<&str>) -> bool {
+        match &self.token {
+            None => true,
+            Some(t) => presented.is_some_and(|p| crate::hooks::constant_time_eq(p.as_bytes(), t.as_bytes())),
+        }
+    }
+
+    /// The discovery document (AEP-0003 §3.4), capabilities stated truthfully.
+    pub fn discovery(&self) -> Value {
+        let accepts = if self.control_enabled() { self.local_accepts() } else { Vec::new() };
+        json!({
+            "aep": [aep_schemas::AEP_VERSION],
+            "role": "collector",
+            "endpoints": { "events": "/events", "stream": "/stream", "socket": "/socket" },
+            "capabilities": self.capabilities(accepts),
+        })
+    }
+
+    fn local_accepts(&self) -> Vec<String> {
+        self.local.lock().ok().and_then(|l| l.as_ref().map(|l| l.accepts())).unwrap_or_default()
+    }
+
+    fn capabilities(&self, accepts: Vec<String>) -> Value {
+        json!({
+            "filters": ["attr-match"],
+            "replay": { "buffer": self.cfg.replay_buffer, "all": true },
+            "capture": ["none", "metadata", "redacted", "full"],
+            "control": { "accepts": accepts },
+            "roster": {},
+            "experimental": {}
+        })
+    }
+
+    /// Subscribes: registers a live subscriber and, under the same lock, snapshots the
+    /// replay it is owed, so replay and live delivery neither overlap nor leave a gap.
+    pub fn subscribe(
+        &self,
+        sub: Arc<str>,
+        filter: Filter,
+        ceiling: Option<Capture>,
+        from: Option<From>,
+        tx: mpsc::Sender<Delivery>,
+    ) -> (u64, Vec<Delivery>, Arc<AtomicBool>) {
+        let id = self.next_id();
+        let overflowed = Arc::new(AtomicBool::new(false));
+        let mut replay = Vec::new();
+        let Ok(mut st) = self.state.lock() else { return (id, replay, overflowed) };
+        match from {
+            None => {}
+            Some(From::All) => {
+                for ev in st.buffers.all() {
+                    if filter.matches(&ev.event) {
+                        replay.push(Delivery::Event { sub: sub.clone(), event: down(&ev, ceiling) });
+                    }
+                }
+            }
+            Some(From::Positions(ps)) => {
+                for (session, pos) in ps {
+                    let (exhausted, evs) = st.buffers.after(&session, pos);
+                    if let Some(earliest) = exhausted {
+                        replay.push(Delivery::ReplayExhausted { sub: sub.clone(), session: session.clone(), earliest });
+                    }
+                    for ev in evs {
+                        if filter.matches(&ev.event) {
+                            replay.push(Delivery::Event { sub: sub.clone(), event: down(&ev, ceiling) });
+                        }
+                    }
+                }
+            }
+        }
+        st.subscribers.push(Subscriber { id, sub, filter, ceiling, tx, overflowed: overflowed.clone() });
+        self.metrics.subscribers.fetch_add(1, Ordering::Relaxed);
+        (id, replay, overflowed)
+    }
+
+    /// Removes a subscriber.
+    pub fn unsubscribe(&self, id: u64) {
+        if let Ok(mut st) = self.state.lock() {
+            let before = st.subscribers.len();
+            st.subscribers.retain(|s| s.id != id);
+            let removed = before - st.subscribers.len();
+            self.metrics.subscribers.fetch_sub(removed as i64, Ordering::Relaxed);
+        }
+    }
+
+    /// Records a session claim by a WebSocket emitter connection.
+    pub fn claim(&self, c: Claim) {
+        if let Ok(mut st) = self.state.lock()
+            && !st.claims.iter().any(|x| x.conn == c.conn && x.session == c.session)
+        {
+            st.claims.push(c);
+        }
+    }
+
+    /// Drops every claim of a connection.
+    pub fn drop_claims(&self, conn: u64) {
+        if let Ok(mut st) = self.state.lock() {
+            st.claims.retain(|c| c.conn != conn);
+        }
+    }
+
+    /// The roster snapshot (AEP-0003 §4.1): one entry per live claim, declarations verbatim.
+    pub fn roster(&self) -> Vec<Value> {
+        let mut entries = Vec::new();
+        if let Ok(st) = self.state.lock() {
+            for c in &st.claims {
+                let mut e = json!({ "session": c.session });
+                for (k, v) in
+                    [("agent", c.agent.clone().map(Value::String)), ("instance", c.instance.clone().map(Value::String))]
+                {
+                    if let Some(v) = v {
+                        e[k] = v;
+                    }
+                }
+                if let Some(ctl) = &c.control {
+                    e["control"] = ctl.clone();
+                }
+                if let Some(em) = &c.emits {
+                    e["emits"] = em.clone();
+                }
+                entries.push(e);
+            }
+        }
+        entries
+    }
+
+    /// Routes a command to exactly one live claimant (AEP-0004 §4.2, §4.5).
+    pub fn route(&self, cmd: &aep_schemas::Event) -> Route {
+        let Some(session) = cmd.session.as_deref() else {
+            return Route::Refused("no-route", "the command names no session".into());
+        };
+        let remote: Vec<Claim> = self
+            .state
+            .lock()
+            .map(|st| st.claims.iter().filter(|c| c.session == session).cloned().collect())
+            .unwrap_or_default();
+        let local = self.local.lock().ok().and_then(|l| l.clone()).filter(|l| l.owns(session));
+        let n = remote.len() + usize::from(local.is_some());
+        if n == 0 {
+            return Route::Refused("no-route", format!("no connected emitter owns session {session:?}"));
+        }
+        if n > 1 {
+            return Route::Refused("ambiguous", format!("{n} live claimants for session {session:?}"));
+        }
+        if let Some(l) = local {
+            if !l.accepts().iter().any(|t| *t == cmd.r#type) {
+                return Route::Refused("unsupported", format!("the target does not accept {}", cmd.r#type));
+            }
+            l.deliver(cmd.clone());
+            return Route::Local;
+        }
+        let c = &remote[0];
+        if let Some(accepts) = c.control.as_ref().and_then(|c| c.get("accepts")).and_then(Value::as_array)
+            && !accepts.iter().any(|t| t.as_str() == Some(cmd.r#type.as_str()))
+        {
+            return Route::Refused("unsupported", format!("the target does not accept {}", cmd.r#type));
+        }
+        Route::Remote(c.tx.clone())
+    }
+}
+
+/// Where a subscription starts.
+#[derive(Debug, Clone)]
+pub enum From {
+    /// Replay every held session from its earliest position (AEP-0003 §5 replay-all).
+    All,
+    /// Replay strictly after each position.
+    Positions(Vec<(String, Position)>),
+}
+
+/// The event as a subscriber with `ceiling` sees it: the shared line when no down-level
+/// is needed (byte-identical), else a down-leveled copy (AEP-0003 §6.4, AEP-0001 §8.2(e)).
+fn down(ev: &Arc<Stamped>, ceiling: Option<Capture>) -> Arc<Stamped> {
+    match ceiling {
+        Some(c) if ev.event.capture() > c => Arc::new(Stamped::new(aep_schemas::downlevel::downlevel(&ev.event, c))),
+        _ => ev.clone(),
+    }
+}
+
+impl Tap for Collector {
+    fn admit(&self, ev: &Arc<Stamped>) {
+        let Ok(mut st) = self.state.lock() else { return };
+        // AEP-0003 §5: buffer sequenced session events (admission dedupes on (source, id));
+        // agent-scoped and seq-less foreign-emitter events are live-only.
+        if ev.event.seq.is_some() && ev.event.session.is_some() && st.buffers.admit(ev) {
+            self.metrics.collector_admitted.fetch_add(1, Ordering::Relaxed);
+        }
+        let sev = ev.event.severity();
+        let mut dead = Vec::new();
+        for s in &st.subscribers {
+            if !s.filter.matches(&ev.event) {
+                continue;
+            }
+            let d = Delivery::Event { sub: s.sub.clone(), event: down(ev, s.ceiling) };
+            match s.tx.try_send(d) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) if sev < Severity::Notice => {
+                    self.metrics.dropped.inc(&[("sink", "subscriber"), ("severity", sev.as_str())]);
+                }
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    // AEP-0003 §8.4: deliver or disconnect, never drop notice+ silently.
+                    s.overflowed.store(true, Ordering::Release);
+                    dead.push(s.id);
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => dead.push(s.id),
+            }
+        }
+        if !dead.is_empty() {
+            let before = st.subscribers.len();
+            st.subscribers.retain(|s| !dead.contains(&s.id));
+            self.metrics.subscribers.fetch_sub((before - st.subscribers.len()) as i64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Renders `session:epoch:seq` (the SSE `id:` field, AEP-0003 §3.3).
+pub fn sse_id(ev: &aep_schemas::Event) -> Option<String> {
+    Some(format!("{}:{}:{}", ev.session.as_deref()?, ev.epoch(), ev.seq?))
+}
+
+/// Parses a `Last-Event-ID` value `session:epoch:seq` (the session may itself contain `:`).
+pub fn parse_sse_id(s: &str) -> Option<(String, Position)> {
+    let mut it = s.rsplitn(3, ':');
+    let seq = it.next()?.parse().ok()?;
+    let epoch = it.next()?.parse().ok()?;
+    let session = it.next()?;
+    (!session.is_empty()).then(|| (session.to_owned(), Position { epoch, seq }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_ids_round_trip_with_colons_in_the_session() {
+        assert_eq!(parse_sse_id("a:b:3:17"), Some(("a:b".into(), Position { epoch: 3, seq: 17 })));
+        assert_eq!(parse_sse_id("s:x:1"), None);
+        assert_eq!(parse_sse_id(":1:2"), None);
+    }
+}

@@ -1,0 +1,327 @@
+//! The collector's WebSocket binding (AEP-0003 §3.5, §4, §6.5): hello-first with version
+//! selection, multiplexed subscriptions with in-band refusals from the closed code set,
+//! `roster`, ping/pong, `closing`, events in both directions, and command routing.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aep_schemas::filter::Filter;
+use aep_schemas::{AEP_VERSION, Capture};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::http::{Ctx, parse_from};
+use super::{Claim, Delivery, Route};
+use crate::pipeline::Stamped;
+
+/// Most concurrent subscriptions per connection (`limit-exceeded` beyond, AEP-0003 §6.5).
+const MAX_SUBS: usize = 64;
+
+fn text(v: &Value) -> Message {
+    Message::Text(Utf8Bytes::from(v.to_string()))
+}
+
+struct Conn {
+    id: u64,
+    role: String,
+    agent: Option<String>,
+    instance: Option<String>,
+    control: Option<Value>,
+    emits: Option<Value>,
+    authenticated: bool,
+    subs: HashMap<String, u64>,
+    /// Last delivered position per (sub, session), for the `closing` frame.
+    delivered: HashMap<(Arc<str>, String), (u64, u64)>,
+}
+
+/// Runs one connection until it closes.
+pub(super) async fn run(socket: WebSocket, ctx: Ctx, authenticated: bool) {
+    let (mut sink, mut stream) = socket.split();
+    let c = ctx.collector.clone();
+
+    // AEP-0003 §3.5 rule 1: the first frame in each direction is `hello`.
+    let hello = loop {
+        match stream.next().await {
+            Some(Ok(Message::Text(t))) => break serde_json::from_str::<Value>(&t).ok(),
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            Some(Ok(Message::Binary(_))) => {
+                let _ = sink.send(text(&json!({"type": "error", "code": "binary-unsupported", "detail": "binary frames are reserved in AEP 0.1"}))).await;
+                let _ = sink
+                    .send(Message::Close(Some(CloseFrame { code: 1003, reason: "binary frames are reserved".into() })))
+                    .await;
+                return;
+            }
+            _ => return,
+        }
+    };
+    let Some(hello) = hello.filter(|h| h.get("type").and_then(Value::as_str) == Some("hello")) else {
+        let _ = sink
+            .send(text(&json!({"type": "error", "code": "hello-required", "detail": "the first frame must be hello"})))
+            .await;
+        let _ = sink.send(Message::Close(Some(CloseFrame { code: 1008, reason: "hello-required".into() }))).await;
+        return;
+    };
+    let offered: Vec<&str> = hello
+        .get("versions")
+        .and_then(Value::as_array)
+        .map(|v| v.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !offered.contains(&AEP_VERSION) {
+        let _ = sink
+            .send(text(&json!({"type": "error", "code": "version-unsupported", "versions": [AEP_VERSION],
+                "detail": format!("offered {offered:?}; this endpoint speaks {AEP_VERSION}")})))
+            .await;
+        let _ = sink.send(Message::Close(Some(CloseFrame { code: 1002, reason: "version-unsupported".into() }))).await;
+        return;
+    }
+    let ident = hello.get("identity");
+    let caps = hello.get("capabilities");
+    let mut conn = Conn {
+        id: c.next_id(),
+        role: hello.get("role").and_then(Value::as_str).unwrap_or("consumer").to_owned(),
+        agent: ident.and_then(|i| i.get("agent")).and_then(Value::as_str).map(str::to_owned),
+        instance: ident.and_then(|i| i.get("instance")).and_then(Value::as_str).map(str::to_owned),
+        control: caps.and_then(|c| c.get("control")).cloned(),
+        emits: caps.and_then(|c| c.get("emits")).cloned(),
+        authenticated,
+        subs: HashMap::new(),
+        delivered: HashMap::new(),
+    };
+    let accepts = if authenticated { c.local_accepts() } else { Vec::new() };
+    let reply = json!({
+        "type": "hello",
+        "versions": [AEP_VERSION],
+        "role": "both",
+        "identity": { "agent": "aep-bridge", "instance": format!("aep-bridge/{}", std::process::id()) },
+        "capabilities": c.capabilities(accepts),
+    });
+    if sink.send(text(&reply)).await.is_err() {
+        return;
+    }
+
+    let (dtx, mut drx) = mpsc::channel::<Delivery>(c.cfg.subscriber_queue);
+    let (ctx_tx, mut cmd_rx) = mpsc::channel::<Arc<Stamped>>(256);
+    let closing = c.closing.clone();
+    loop {
+        tokio::select! {
+            msg = stream.next() => {
+                let Some(Ok(msg)) = msg else { break };
+                match msg {
+                    Message::Text(t) => {
+                        let out = handle_frame(&t, &mut conn, &ctx, &dtx, &ctx_tx).await;
+                        for f in out {
+                            if sink.send(text(&f)).await.is_err() { break; }
+                        }
+                    }
+                    Message::Binary(_) => {
+                        // AEP-0003 §3.5 rule 2: binary frames are rejected.
+                        let _ = sink.send(text(&json!({"type": "error", "code": "binary-unsupported", "detail": "binary frames are reserved in AEP 0.1"}))).await;
+                        let _ = sink.send(Message::Close(Some(CloseFrame { code: 1003, reason: "binary frames are reserved".into() }))).await;
+                        break;
+                    }
+                    Message::Close(_) => break,
+                    Message::Ping(_) | Message::Pong(_) => {}
+                }
+            }
+            d = drx.recv() => {
+                let Some(d) = d else { break };
+                let frame = match d {
+                    Delivery::Event { sub, event } => {
+                        if let (Some(s), Some(seq)) = (event.event.session.clone(), event.event.seq) {
+                            conn.delivered.insert((sub, s), (event.event.epoch(), seq));
+                        }
+                        Message::Text(Utf8Bytes::from(std::str::from_utf8(&event.line).unwrap_or("").trim_end().to_owned()))
+                    }
+                    Delivery::ReplayExhausted { sub, session, earliest } => text(&json!({
+                        "type": "replay-exhausted", "sub": &*sub, "session": session,
+                        "earliest": { "epoch": earliest.epoch, "seq": earliest.seq }
+                    })),
+                    Delivery::Overflow => break,
+                };
+                if sink.send(frame).await.is_err() { break; }
+            }
+            cmd = cmd_rx.recv() => {
+                // A command routed to this connection as the session's claimant: byte-identical (AEP-0004 §4.4).
+                let Some(cmd) = cmd else { break };
+                let line = std::str::from_utf8(&cmd.line).unwrap_or("").trim_end().to_owned();
+                if sink.send(Message::Text(Utf8Bytes::from(line))).await.is_err() { break; }
+            }
+            _ = closing.cancelled() => {
+                let delivered: Vec<Value> = conn.delivered.iter().map(|((sub, s), (e, q))| json!({"sub": &**sub, "session": s, "epoch": e, "seq": q})).collect();
+                let _ = sink.send(text(&json!({"type": "closing", "reason": "shutdown", "delivered": delivered}))).await;
+                let _ = sink.send(Message::Close(Some(CloseFrame { code: 1001, reason: "going away".into() }))).await;
+                break;
+            }
+        }
+    }
+    for id in conn.subs.values() {
+        c.unsubscribe(*id);
+    }
+    c.drop_claims(conn.id);
+}
+
+fn err_frame(id: Option<&Value>, code: &str, detail: impl Into<String>) -> Value {
+    let mut f = json!({"type": "error", "code": code, "detail": detail.into()});
+    if let Some(id) = id {
+        f["id"] = id.clone();
+    }
+    f
+}
+
+async fn handle_frame(
+    t: &str,
+    conn: &mut Conn,
+    ctx: &Ctx,
+    dtx: &mpsc::Sender<Delivery>,
+    cmd_tx: &mpsc::Sender<Arc<Stamped>>,
+) -> Vec<Value> {
+    let c = &ctx.collector;
+    let Ok(v) = serde_json::from_str::<Value>(t) else {
+        return vec![err_frame(None, "invalid-frame", "frame is not JSON")];
+    };
+    let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
+    if ty.contains('.') {
+        return handle_event(v, conn, ctx, cmd_tx).await;
+    }
+    let id = v.get("id");
+    let watch_ok = conn.role != "emitter";
+    match ty {
+        "subscribe" => {
+            if !watch_ok {
+                return vec![err_frame(id, "unauthorized", "emitter connections cannot subscribe")];
+            }
+            let Some(sid) = id.and_then(Value::as_str) else {
+                return vec![err_frame(id, "invalid-filter", "subscribe needs a string id")];
+            };
+            if conn.subs.len() >= MAX_SUBS && !conn.subs.contains_key(sid) {
+                return vec![err_frame(
+                    id,
+                    "limit-exceeded",
+                    format!("at most {MAX_SUBS} subscriptions per connection"),
+                )];
+            }
+            let filter = match v.get("filter") {
+                None | Some(Value::Null) => Filter::all(),
+                Some(f) => match Filter::parse(f) {
+                    Ok(f) => f,
+                    Err(e) => return vec![err_frame(id, "invalid-filter", e.to_string())],
+                },
+            };
+            let ceiling = match v.get("capture") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => match s.parse::<Capture>() {
+                    Ok(c) => Some(c),
+                    Err(e) => return vec![err_frame(id, "invalid-filter", e.to_string())],
+                },
+                Some(other) => {
+                    return vec![err_frame(id, "invalid-filter", format!("capture must be a level, got {other}"))];
+                }
+            };
+            let from = match v.get("from") {
+                None | Some(Value::Null) => None,
+                Some(f) => match parse_from(f, c.cfg.replay_buffer.max(4096)) {
+                    Ok(f) => Some(f),
+                    Err((code, d)) => return vec![err_frame(id, code, d)],
+                },
+            };
+            if let Some(old) = conn.subs.remove(sid) {
+                c.unsubscribe(old);
+            }
+            let (subid, replay, _) = c.subscribe(Arc::from(sid), filter, ceiling, from, dtx.clone());
+            conn.subs.insert(sid.to_owned(), subid);
+            // `subscribed` precedes the replay; the replay precedes live delivery.
+            let out = vec![json!({"type": "subscribed", "id": sid})];
+            let dtx = dtx.clone();
+            tokio::spawn(async move {
+                for d in replay {
+                    if dtx.send(d).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            out
+        }
+        "unsubscribe" => {
+            let sid = id.and_then(Value::as_str).unwrap_or("");
+            if let Some(s) = conn.subs.remove(sid) {
+                c.unsubscribe(s);
+            }
+            vec![json!({"type": "unsubscribed", "id": id.cloned().unwrap_or(Value::Null)})]
+        }
+        "roster" => {
+            if !watch_ok {
+                return vec![err_frame(id, "unauthorized", "emitter connections cannot request the roster")];
+            }
+            if id.is_none() {
+                return vec![err_frame(None, "invalid-frame", "roster needs an id")];
+            }
+            vec![json!({"type": "roster", "id": id.cloned().unwrap_or(Value::Null), "entries": c.roster()})]
+        }
+        "ping" => {
+            let mut p = json!({"type": "pong"});
+            if let Some(t) = v.get("t") {
+                p["t"] = t.clone();
+            }
+            vec![p]
+        }
+        // Unknown frame types (and pong, hello repeats, closing) are ignored (AEP-0003 §2).
+        _ => Vec::new(),
+    }
+}
+
+async fn handle_event(v: Value, conn: &mut Conn, ctx: &Ctx, cmd_tx: &mpsc::Sender<Arc<Stamped>>) -> Vec<Value> {
+    let c = &ctx.collector;
+    let ev = match aep_schemas::validate::validate_value(&v) {
+        Ok(ev) => ev,
+        Err(viol) => {
+            let mut f = err_frame(None, "invalid-event", format!("{}: {}", viol.rule, viol.message));
+            if let Some(id) = v.get("id") {
+                f["cause"] = id.clone();
+            }
+            return vec![f];
+        }
+    };
+    let is_command =
+        ev.r#type.starts_with("control.") && !matches!(ev.r#type.as_str(), "control.accepted" | "control.rejected");
+    if is_command {
+        // AEP-0004 §4.1: control flows only on authenticated bindings, unconditionally.
+        if !conn.authenticated {
+            return vec![json!({"type": "error", "cause": ev.id, "code": "unauthorized",
+                "detail": "control requires an authenticated binding (start the bridge with --token)"})];
+        }
+        let route = c.route(&ev);
+        let cause = ev.id.clone();
+        // The command enters the session's history as received (AEP-0004 §4.4).
+        let stamped = match ctx.pipeline.submit_event("collector", ev).await {
+            Ok(s) => s,
+            Err(_) => return vec![err_frame(None, "unavailable", "shutting down")],
+        };
+        return match route {
+            Route::Remote(tx) => {
+                let _ = tx.send(stamped).await;
+                Vec::new()
+            }
+            Route::Local => Vec::new(),
+            Route::Refused(code, detail) => {
+                vec![json!({"type": "error", "cause": cause, "code": code, "detail": detail})]
+            }
+        };
+    }
+    if let (Some(session), true) = (ev.session.clone(), ev.seq.is_some()) {
+        c.claim(Claim {
+            conn: conn.id,
+            session,
+            agent: conn.agent.clone().or_else(|| Some(ev.agent.clone())),
+            instance: conn.instance.clone(),
+            control: conn.control.clone(),
+            emits: conn.emits.clone(),
+            tx: cmd_tx.clone(),
+        });
+    }
+    match ctx.pipeline.submit_event("collector", ev).await {
+        Ok(_) => Vec::new(),
+        Err(_) => vec![err_frame(None, "unavailable", "shutting down")],
+    }
+}

@@ -1,0 +1,390 @@
+//! `aep-bridge.toml`: what the pipeline does. Every key is documented in
+//! `bridge/aep-bridge.example.toml`; CLI flags (with `AEP_BRIDGE_*` env twins) override
+//! the file for how the process runs.
+//!
+//! [`Config::from_toml`] reports every problem at once (each section is checked on its
+//! own, then the values are checked against each other), which is what
+//! `aep-bridge config validate` prints.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use aep_schemas::Capture;
+use serde::Deserialize;
+
+/// One problem found in a configuration file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigProblem {
+    /// Dotted key path, e.g. `jsonl.fsync`.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.key, self.message)
+    }
+}
+
+/// Every problem of a configuration, reported together.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("invalid configuration ({} problem(s)):\n{}", .0.len(), .0.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigErrors(pub Vec<ConfigProblem>);
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// `[server]`
+    pub server: ServerConfig,
+    /// `[capture]`
+    pub capture: CaptureConfig,
+    /// `[jsonl]`
+    pub jsonl: JsonlConfig,
+    /// `[collector]`
+    pub collector: CollectorConfig,
+    /// `[relay]`
+    pub relay: RelayConfig,
+    /// `[pipeline]`
+    pub pipeline: PipelineConfig,
+    /// `[otlp_in]`
+    pub otlp_in: OtlpInConfig,
+    /// `[control]`
+    pub control: ControlConfig,
+}
+
+/// `[server]`: listeners and identity.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// The one HTTP port: hooks, collector, OTLP/HTTP paths, `/healthz`, `/metrics`.
+    pub listen: String,
+    /// OTLP/gRPC listener; empty disables it.
+    pub otlp_grpc: String,
+    /// Extra OTLP/HTTP listener; empty disables it.
+    pub otlp_http: String,
+    /// Bearer token for control and emit bindings; empty means watch-only without auth.
+    pub token: String,
+    /// Host name used in `source` URIs; empty means the machine's host name.
+    pub host: String,
+    /// Data directory (JSONL logs, epoch state); empty means `~/.aep`.
+    pub data_dir: String,
+    /// Grace period for shutdown, in milliseconds.
+    pub shutdown_grace_ms: u64,
+    /// Largest hook payload accepted, in bytes.
+    pub max_hook_body: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8787".into(),
+            otlp_grpc: "127.0.0.1:4317".into(),
+            otlp_http: "127.0.0.1:4318".into(),
+            token: String::new(),
+            host: String::new(),
+            data_dir: String::new(),
+            shutdown_grace_ms: 5000,
+            max_hook_body: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// `[capture]`: the source-side capture posture (AEP-0003 §9).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CaptureConfig {
+    /// Ceiling for every event (default `metadata`).
+    pub max: Capture,
+    /// Ceiling for `attention.*` events (default `redacted`, never above `max` unless `max` allows).
+    pub attention: Capture,
+    /// Names of environment variables whose values are redacted as secrets (§9.4 b).
+    pub secret_names: Vec<String>,
+    /// Home directory prefix replaced with `~` (§9.4 c); empty means `$HOME`.
+    pub home: String,
+    /// Redact emails and phone numbers (§9.4 d).
+    pub pii: bool,
+}
+
+impl Default for CaptureConfig {
+    fn default() -> Self {
+        Self {
+            max: Capture::Metadata,
+            attention: Capture::Redacted,
+            secret_names: Vec::new(),
+            home: String::new(),
+            pii: true,
+        }
+    }
+}
+
+/// How often the JSONL sink fsyncs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum FsyncPolicy {
+    /// After every batch of writes.
+    Always,
+    /// At most every `fsync_interval_ms` (default).
+    #[default]
+    Interval,
+    /// Leave it to the OS (still fsynced at shutdown).
+    Never,
+}
+
+/// `[jsonl]`: the per-session log.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JsonlConfig {
+    /// Write the log (default true).
+    pub enabled: bool,
+    /// Fsync policy.
+    pub fsync: FsyncPolicy,
+    /// Interval for `fsync = "interval"`.
+    pub fsync_interval_ms: u64,
+    /// Most files kept open at once.
+    pub max_open_files: usize,
+    /// Rotate a session file when it grows past this many bytes (0 disables).
+    pub rotate_bytes: u64,
+    /// Rotated files kept per session.
+    pub rotate_keep: u32,
+}
+
+impl Default for JsonlConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            fsync: FsyncPolicy::Interval,
+            fsync_interval_ms: 1000,
+            max_open_files: 64,
+            rotate_bytes: 64 * 1024 * 1024,
+            rotate_keep: 5,
+        }
+    }
+}
+
+/// `[collector]`: the embedded AEP collector endpoint.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CollectorConfig {
+    /// Serve `/events`, `/stream`, `/socket`, `/.well-known/aep` (default true).
+    pub enabled: bool,
+    /// Replay buffer depth per session.
+    pub replay_buffer: usize,
+    /// SSE `: ping` heartbeat interval, seconds.
+    pub heartbeat_secs: u64,
+    /// Largest `POST /events` body, bytes.
+    pub max_body: usize,
+    /// Per-subscriber queue depth before debug/info events are dropped (AEP-0003 §8.4).
+    pub subscriber_queue: usize,
+}
+
+impl Default for CollectorConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            replay_buffer: 1024,
+            heartbeat_secs: 15,
+            max_body: 4 * 1024 * 1024,
+            subscriber_queue: 4096,
+        }
+    }
+}
+
+/// `[relay]`: the upstream AEP relay binding.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RelayConfig {
+    /// Upstream relay base URL (`ws://` / `wss://` / `http(s)://`); empty disables the binding.
+    pub url: String,
+    /// Bearer token for the relay; empty falls back to `server.token`.
+    pub token: String,
+    /// Whether `/healthz` reports `ok: false` while the relay is down.
+    pub required: bool,
+}
+
+/// `[pipeline]`: queues between the pipeline and its sinks.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    /// Capacity of each sink queue.
+    pub queue_capacity: usize,
+    /// How long a `notice`+ event may wait for room in a full queue before it is
+    /// counted as dropped and logged (it is never dropped silently, AEP-0003 §8.4).
+    pub notice_wait_ms: u64,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self { queue_capacity: 16_384, notice_wait_ms: 200 }
+    }
+}
+
+/// `[otlp_in]`: the OTLP receivers' vendor profiles.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct OtlpInConfig {
+    /// `primary` or `companion` (default).
+    pub mode: String,
+    /// Overrides of profile selection: resource `service.name` -> profile vendor.
+    pub profiles: BTreeMap<String, String>,
+    /// Forward every received OTLP request unchanged to this OTLP/HTTP base URL (the tee).
+    pub tee: String,
+}
+
+/// `[control]`: the human-approval loop.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlConfig {
+    /// How long a held permission moment waits for an answer, seconds.
+    pub attention_timeout_secs: u64,
+    /// Opt-in gates for vendors whose permission moment is not held by default:
+    /// vendor -> tool names (empty list = every tool).
+    pub gates: BTreeMap<String, Vec<String>>,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        Self { attention_timeout_secs: 55, gates: BTreeMap::new() }
+    }
+}
+
+const SECTIONS: &[&str] = &["server", "capture", "jsonl", "collector", "relay", "pipeline", "otlp_in", "control"];
+
+fn section<T: for<'de> Deserialize<'de> + Default>(
+    table: &toml::Table,
+    name: &str,
+    problems: &mut Vec<ConfigProblem>,
+) -> T {
+    match table.get(name) {
+        None => T::default(),
+        Some(v) => match T::deserialize(v.clone()) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push(ConfigProblem { key: name.into(), message: e.message().trim().to_owned() });
+                T::default()
+            }
+        },
+    }
+}
+
+impl Config {
+    /// Parses and checks a TOML document, collecting every problem.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigErrors> {
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            ConfigErrors(vec![ConfigProblem { key: "(file)".into(), message: e.message().trim().to_owned() }])
+        })?;
+        let mut problems = Vec::new();
+        for key in table.keys() {
+            if !SECTIONS.contains(&key.as_str()) {
+                problems.push(ConfigProblem {
+                    key: key.clone(),
+                    message: format!("unknown section (expected one of: {})", SECTIONS.join(", ")),
+                });
+            }
+        }
+        let cfg = Config {
+            server: section(&table, "server", &mut problems),
+            capture: section(&table, "capture", &mut problems),
+            jsonl: section(&table, "jsonl", &mut problems),
+            collector: section(&table, "collector", &mut problems),
+            relay: section(&table, "relay", &mut problems),
+            pipeline: section(&table, "pipeline", &mut problems),
+            otlp_in: section(&table, "otlp_in", &mut problems),
+            control: section(&table, "control", &mut problems),
+        };
+        problems.extend(cfg.check());
+        if problems.is_empty() { Ok(cfg) } else { Err(ConfigErrors(problems)) }
+    }
+
+    /// Semantic checks across values (addresses, URLs, bounds).
+    pub fn check(&self) -> Vec<ConfigProblem> {
+        let mut p = Vec::new();
+        let mut bad = |key: &str, message: String| p.push(ConfigProblem { key: key.into(), message });
+        if self.server.listen.parse::<SocketAddr>().is_err() {
+            bad("server.listen", format!("{:?} is not an address like 127.0.0.1:8787", self.server.listen));
+        }
+        for (key, v) in [("server.otlp_grpc", &self.server.otlp_grpc), ("server.otlp_http", &self.server.otlp_http)] {
+            if !v.is_empty() && v.parse::<SocketAddr>().is_err() {
+                bad(key, format!("{v:?} is not an address (use \"\" to disable)"));
+            }
+        }
+        if !self.relay.url.is_empty()
+            && !["ws://", "wss://", "http://", "https://"].iter().any(|s| self.relay.url.starts_with(s))
+        {
+            bad("relay.url", format!("{:?} must start with ws://, wss://, http:// or https://", self.relay.url));
+        }
+        if self.relay.required && self.relay.url.is_empty() {
+            bad("relay.required", "is true but relay.url is empty".into());
+        }
+        if self.capture.attention > self.capture.max.max(Capture::Redacted) {
+            bad("capture.attention", format!("{} is above capture.max ({})", self.capture.attention, self.capture.max));
+        }
+        if self.collector.replay_buffer == 0 {
+            bad("collector.replay_buffer", "must be at least 1".into());
+        }
+        if self.pipeline.queue_capacity == 0 {
+            bad("pipeline.queue_capacity", "must be at least 1".into());
+        }
+        if self.jsonl.max_open_files == 0 {
+            bad("jsonl.max_open_files", "must be at least 1".into());
+        }
+        if !matches!(self.otlp_in.mode.as_str(), "" | "primary" | "companion") {
+            bad("otlp_in.mode", format!("{:?} is not primary or companion", self.otlp_in.mode));
+        }
+        if self.control.attention_timeout_secs == 0 || self.control.attention_timeout_secs > 3600 {
+            bad("control.attention_timeout_secs", "must be between 1 and 3600".into());
+        }
+        p
+    }
+
+    /// The data directory: the configured one, else `~/.aep`.
+    pub fn data_dir(&self) -> PathBuf {
+        if !self.server.data_dir.is_empty() {
+            return PathBuf::from(&self.server.data_dir);
+        }
+        std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".aep")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_the_safe_default() {
+        let c = Config::from_toml("").unwrap();
+        assert_eq!(c.server.listen, "127.0.0.1:8787");
+        assert_eq!(c.capture.max, Capture::Metadata);
+        assert!(c.collector.enabled && c.jsonl.enabled);
+    }
+
+    #[test]
+    fn reports_every_problem_at_once() {
+        let err = Config::from_toml(
+            r#"
+            [server]
+            listen = "nowhere"
+            [jsonl]
+            fsync = "sometimes"
+            [capture]
+            max = "everything"
+            [relay]
+            url = "ftp://x"
+            [bogus]
+            "#,
+        )
+        .unwrap_err();
+        let keys: Vec<&str> = err.0.iter().map(|p| p.key.as_str()).collect();
+        for k in ["bogus", "jsonl", "capture", "server.listen", "relay.url"] {
+            assert!(keys.contains(&k), "{k} missing from {keys:?}");
+        }
+        assert!(err.to_string().contains("sometimes"), "{err}");
+    }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let text = include_str!("../aep-bridge.example.toml");
+        Config::from_toml(text).unwrap();
+    }
+}

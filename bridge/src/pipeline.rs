@@ -1,0 +1,355 @@
+//! The pipeline: stamps drafts from the bridge's own adapters, admits complete events
+//! from external emitters, and fans every event out to the sinks through bounded queues.
+//!
+//! Drafts get `id` (ULID), `(epoch, seq)` per `(agent, session)`, `source` and `time`
+//! (AEP-0001 §5.1, §7); complete events are never re-stamped (AEP-0001 §4.2: a relay
+//! must not alter core attributes). Stamping and enqueueing happen under one lock so
+//! every sink sees a session's events in `(epoch, seq)` order.
+//!
+//! Backpressure (AEP-0003 §8.4): when a sink queue is full, `debug`/`info` events are
+//! dropped for that sink and counted; `notice`+ events wait up to `notice_wait` for room
+//! and are only then dropped, counted and logged as an error: never silently.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+use aep_adapters::EventDraft;
+use aep_schemas::sequence::Sequencer;
+use aep_schemas::{AEP_VERSION, Event, Severity};
+use bytes::Bytes;
+use tokio::sync::{Mutex, mpsc};
+
+use crate::metrics::Metrics;
+use crate::time;
+
+/// An event with its serialized JSONL line (compact JSON and `\n`), built once and shared by every sink.
+#[derive(Debug)]
+pub struct Stamped {
+    /// The event.
+    pub event: Event,
+    /// `event` as one JSON line ending in `\n`.
+    pub line: Bytes,
+}
+
+impl Stamped {
+    /// Serializes `event` once.
+    pub fn new(event: Event) -> Self {
+        let mut line = serde_json::to_vec(&event).unwrap_or_default();
+        line.push(b'\n');
+        Stamped { event, line: Bytes::from(line) }
+    }
+}
+
+/// A synchronous consumer called inline for every event, in order (the embedded collector).
+pub trait Tap: Send + Sync {
+    /// Sees one event. Must not block.
+    fn admit(&self, ev: &Arc<Stamped>);
+}
+
+/// A sink's queue as the pipeline sees it.
+#[derive(Debug, Clone)]
+pub struct SinkTx {
+    /// Sink name for metrics and logs.
+    pub name: &'static str,
+    /// The bounded queue.
+    pub tx: mpsc::Sender<Arc<Stamped>>,
+}
+
+/// Why an event was not accepted.
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    /// The pipeline is shutting down.
+    #[error("the bridge is shutting down")]
+    Closed,
+}
+
+const CAUSE_MEMORY: usize = 4096;
+
+struct Stamper {
+    seq: Sequencer,
+    ids: ulid::Generator,
+    host: String,
+    /// Correlation key -> minted id, per `(agent, session)`, for `cause_key` lookups.
+    causes: HashMap<(String, String), HashMap<String, String>>,
+}
+
+struct Inner {
+    stamper: Mutex<Stamper>,
+    sinks: std::sync::RwLock<Vec<SinkTx>>,
+    taps: Vec<Arc<dyn Tap>>,
+    metrics: Arc<Metrics>,
+    notice_wait: Duration,
+    closed: AtomicBool,
+}
+
+/// Cheap to clone; every receiver holds one.
+#[derive(Clone)]
+pub struct Pipeline {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline").finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Pipeline`].
+pub struct PipelineBuilder {
+    epoch: u64,
+    host: String,
+    sinks: Vec<SinkTx>,
+    taps: Vec<Arc<dyn Tap>>,
+    metrics: Arc<Metrics>,
+    notice_wait: Duration,
+}
+
+impl PipelineBuilder {
+    /// A pipeline for this process lifetime's `epoch`, naming `host` in `source` URIs.
+    pub fn new(epoch: u64, host: impl Into<String>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            epoch,
+            host: host.into(),
+            sinks: Vec::new(),
+            taps: Vec::new(),
+            metrics,
+            notice_wait: Duration::from_millis(200),
+        }
+    }
+
+    /// Adds a sink queue.
+    pub fn sink(mut self, s: SinkTx) -> Self {
+        self.sinks.push(s);
+        self
+    }
+
+    /// Adds an inline tap.
+    pub fn tap(mut self, t: Arc<dyn Tap>) -> Self {
+        self.taps.push(t);
+        self
+    }
+
+    /// Sets how long a `notice`+ event waits for room in a full queue.
+    pub fn notice_wait(mut self, d: Duration) -> Self {
+        self.notice_wait = d;
+        self
+    }
+
+    /// Finishes the pipeline.
+    pub fn build(self) -> Pipeline {
+        Pipeline {
+            inner: Arc::new(Inner {
+                stamper: Mutex::new(Stamper {
+                    seq: Sequencer::new(self.epoch),
+                    ids: ulid::Generator::new(),
+                    host: self.host,
+                    causes: HashMap::new(),
+                }),
+                sinks: std::sync::RwLock::new(self.sinks),
+                taps: self.taps,
+                metrics: self.metrics,
+                notice_wait: self.notice_wait,
+                closed: AtomicBool::new(false),
+            }),
+        }
+    }
+}
+
+/// `aep://{host}/agent/{agent}/session/{session}` (AEP-0001 §5.1 #6), or `.../agent/{agent}` for agent-scoped events.
+pub fn source_uri(host: &str, agent: &str, session: Option<&str>) -> String {
+    match session {
+        Some(s) => format!("aep://{host}/agent/{}/session/{}", uri_segment(agent), uri_segment(s)),
+        None => format!("aep://{host}/agent/{}", uri_segment(agent)),
+    }
+}
+
+/// Percent-encodes a URI path segment (session ids are untrusted input, AEP-0003 §9.6).
+fn uri_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl Pipeline {
+    /// The shared metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.inner.metrics
+    }
+
+    /// Stamps drafts of `agent` and fans them out, in order. Returns the stamped events.
+    pub async fn submit_drafts(
+        &self,
+        input: &'static str,
+        agent: &str,
+        drafts: Vec<EventDraft>,
+    ) -> Result<Vec<Arc<Stamped>>, SubmitError> {
+        let mut out = Vec::with_capacity(drafts.len());
+        let mut st = self.inner.stamper.lock().await;
+        for d in drafts {
+            let now = SystemTime::now();
+            let ev = stamp(&mut st, agent, d, now);
+            let s = Arc::new(Stamped::new(ev));
+            self.inner.metrics.events_in.inc(&[("input", input), ("agent", agent)]);
+            self.fan_out(&s).await?;
+            out.push(s);
+        }
+        Ok(out)
+    }
+
+    /// Admits a complete event from an external emitter (already validated): never re-stamped.
+    pub async fn submit_event(&self, input: &'static str, ev: Event) -> Result<Arc<Stamped>, SubmitError> {
+        let s = Arc::new(Stamped::new(ev));
+        let _guard = self.inner.stamper.lock().await;
+        self.inner.metrics.events_in.inc(&[("input", input), ("agent", &s.event.agent)]);
+        self.fan_out(&s).await?;
+        Ok(s)
+    }
+
+    async fn fan_out(&self, s: &Arc<Stamped>) -> Result<(), SubmitError> {
+        for t in &self.inner.taps {
+            t.admit(s);
+        }
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(SubmitError::Closed);
+        }
+        let sinks = self.inner.sinks.read().map(|v| v.clone()).unwrap_or_default();
+        let sev = s.event.severity();
+        for sink in &sinks {
+            match sink.tx.try_send(s.clone()) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    self.inner.metrics.dropped.inc(&[("sink", sink.name), ("severity", sev.as_str())]);
+                }
+                Err(mpsc::error::TrySendError::Full(item)) => {
+                    if sev < Severity::Notice {
+                        self.inner.metrics.dropped.inc(&[("sink", sink.name), ("severity", sev.as_str())]);
+                        continue;
+                    }
+                    // AEP-0003 §8.4: notice+ is never dropped silently; wait, then count and log.
+                    if sink.tx.send_timeout(item, self.inner.notice_wait).await.is_err() {
+                        self.inner.metrics.dropped.inc(&[("sink", sink.name), ("severity", sev.as_str())]);
+                        tracing::error!(sink = sink.name, id = %s.event.id, severity = %sev, "Sink queue full: dropped a notice-or-higher event.");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes every sink queue: sinks drain what they hold, flush, and end.
+    pub fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        if let Ok(mut v) = self.inner.sinks.write() {
+            v.clear();
+        }
+    }
+}
+
+fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event {
+    let ms = time::unix_ms(now);
+    let id = st
+        .ids
+        .generate_from_datetime(now)
+        .map(|u| u.to_string())
+        .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)));
+    let agent_scoped = aep_schemas::event::category_of(&d.r#type) == "agent";
+    let session = if agent_scoped { None } else { d.session };
+    let (seq, epoch) = match &session {
+        Some(s) => {
+            let (epoch, seq) = st.seq.next(agent, s);
+            (Some(seq), Some(epoch))
+        }
+        None => (None, None),
+    };
+    let mut cause = None;
+    if let Some(s) = &session {
+        let key = (agent.to_owned(), s.clone());
+        let map = st.causes.entry(key).or_default();
+        if let Some(k) = &d.cause_key {
+            cause = map.get(k).cloned();
+        }
+        if let Some(k) = d.correlation_key {
+            if map.len() >= CAUSE_MEMORY {
+                map.clear();
+            }
+            map.insert(k, id.clone());
+        }
+    }
+    Event {
+        aep: AEP_VERSION.to_owned(),
+        id,
+        r#type: d.r#type,
+        subject: d.subject,
+        time: d.time.unwrap_or_else(|| time::rfc3339_ms(ms)),
+        source: source_uri(&st.host, agent, session.as_deref()),
+        agent: agent.to_owned(),
+        run: if agent_scoped { None } else { d.run },
+        step: if agent_scoped { None } else { d.step },
+        session,
+        seq,
+        epoch,
+        cause,
+        traceparent: d.traceparent,
+        severity: d.severity,
+        capture: Some(d.capture),
+        extensions: Default::default(),
+        data: Some(serde_json::Value::Object(d.data)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aep_schemas::Capture;
+
+    fn draft(ty: &str, session: &str) -> EventDraft {
+        let mut d = EventDraft::new(ty, Capture::Metadata);
+        d.session = Some(session.into());
+        d
+    }
+
+    #[tokio::test]
+    async fn stamps_in_order_and_links_causes() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let p = PipelineBuilder::new(7, "h", Arc::new(Metrics::default())).sink(SinkTx { name: "t", tx }).build();
+        let mut req = draft("tool.requested", "s/1");
+        req.correlation_key = Some("tool:c1".into());
+        let mut done = draft("tool.completed", "s/1");
+        done.cause_key = Some("tool:c1".into());
+        let out = p.submit_drafts("hook", "codex", vec![draft("session.started", "s/1"), req, done]).await.unwrap();
+        assert_eq!(out.iter().map(|s| s.event.seq).collect::<Vec<_>>(), [Some(0), Some(1), Some(2)]);
+        assert_eq!(out[2].event.cause.as_deref(), Some(out[1].event.id.as_str()));
+        assert_eq!(out[0].event.epoch, Some(7));
+        assert_eq!(out[0].event.source, "aep://h/agent/codex/session/s%2F1");
+        for want in &out {
+            let got = rx.recv().await.unwrap();
+            assert_eq!(got.event.id, want.event.id);
+            assert!(got.line.ends_with(b"\n"));
+        }
+        let agent = p.submit_drafts("hook", "codex", vec![draft("agent.heartbeat", "s/1")]).await.unwrap();
+        assert_eq!((agent[0].event.session.as_deref(), agent[0].event.seq), (None, None));
+    }
+
+    #[tokio::test]
+    async fn full_queue_drops_info_but_counts_it() {
+        let (tx, _rx) = mpsc::channel(1);
+        let m = Arc::new(Metrics::default());
+        let p = PipelineBuilder::new(0, "h", m.clone())
+            .sink(SinkTx { name: "slow", tx })
+            .notice_wait(Duration::from_millis(5))
+            .build();
+        let mut warn = draft("error.raised", "s");
+        warn.severity = Some(Severity::Error);
+        p.submit_drafts("hook", "a", vec![draft("run.started", "s"), draft("run.started", "s"), warn]).await.unwrap();
+        assert_eq!(m.dropped.get(&[("sink", "slow"), ("severity", "info")]), 1);
+        assert_eq!(m.dropped.get(&[("sink", "slow"), ("severity", "error")]), 1);
+    }
+}

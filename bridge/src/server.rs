@@ -1,0 +1,270 @@
+//! `aep-bridge serve`: wires config, pipeline, sinks and receivers together, binds the
+//! listeners, and shuts down in stages within a grace period.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use aep_adapters::MapContext;
+use axum::Router;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::hooks::BridgeHooks;
+use crate::metrics::Metrics;
+use crate::pipeline::{Pipeline, PipelineBuilder, SinkTx};
+use crate::relay::RelayStatus;
+use crate::{collector, relay, sinks, state};
+
+/// Errors that stop `serve` from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// A listener could not bind.
+    #[error("cannot listen on {addr} ({flag}): {source}; pass a different {flag} (0 picks a free port)")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The flag to change.
+        flag: &'static str,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The data directory or its state file is unusable.
+    #[error("data directory {path}: {message}")]
+    DataDir {
+        /// The directory.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Shared state of the HTTP app.
+#[derive(Clone)]
+pub struct AppState {
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Upstream relay liveness.
+    pub relay: Arc<RelayStatus>,
+    /// Whether the relay is required for `ok`.
+    pub relay_required: bool,
+}
+
+async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
+    let relay = s.relay.all_live();
+    let ok = !s.relay_required || relay;
+    let status = if ok { axum::http::StatusCode::OK } else { axum::http::StatusCode::SERVICE_UNAVAILABLE };
+    (status, axum::Json(serde_json::json!({ "ok": ok, "relay": relay })))
+}
+
+async fn metrics_page(State(s): State<AppState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render())
+}
+
+/// The running bridge's bound addresses.
+#[derive(Debug, Clone)]
+pub struct Bound {
+    /// The main HTTP listener.
+    pub http: SocketAddr,
+    /// The OTLP/gRPC listener, when enabled.
+    pub otlp_grpc: Option<SocketAddr>,
+    /// The extra OTLP/HTTP listener, when enabled.
+    pub otlp_http: Option<SocketAddr>,
+}
+
+impl Bound {
+    /// The one start-up line naming every address.
+    pub fn line(&self, data_dir: &std::path::Path, epoch: u64) -> String {
+        let opt = |a: Option<SocketAddr>| a.map(|a| a.to_string()).unwrap_or_else(|| "off".into());
+        format!(
+            "aep-bridge listening: http={} otlp-grpc={} otlp-http={} data={} epoch={epoch}",
+            self.http,
+            opt(self.otlp_grpc),
+            opt(self.otlp_http),
+            data_dir.display()
+        )
+    }
+}
+
+async fn bind(addr: &str, flag: &'static str) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr: addr.to_owned(), flag, source })
+}
+
+fn host_name(cfg: &Config) -> String {
+    if !cfg.server.host.is_empty() {
+        return cfg.server.host.clone();
+    }
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The capture posture adapters apply at the source, from `[capture]`.
+pub fn map_context(cfg: &Config) -> MapContext {
+    let mut cx =
+        MapContext { capture: cfg.capture.max, attention_capture: cfg.capture.attention, ..MapContext::default() };
+    cx.redact.pii = cfg.capture.pii;
+    cx.redact.home =
+        if cfg.capture.home.is_empty() { std::env::var("HOME").ok() } else { Some(cfg.capture.home.clone()) };
+    cx.redact.secret_names = cfg.capture.secret_names.clone();
+    cx.redact.secret_values =
+        cfg.capture.secret_names.iter().filter_map(|n| std::env::var(n).ok()).filter(|v| v.len() >= 4).collect();
+    cx
+}
+
+/// Runs the bridge until SIGINT/SIGTERM or `shutdown` is cancelled. `on_bound` sees the
+/// bound addresses once every listener is up.
+pub async fn serve(
+    cfg: Config,
+    shutdown: CancellationToken,
+    on_bound: impl FnOnce(&Bound, u64),
+) -> Result<(), ServeError> {
+    let data_dir: PathBuf = cfg.data_dir();
+    let dd_err = |message: String| ServeError::DataDir { path: data_dir.display().to_string(), message };
+    std::fs::create_dir_all(&data_dir).map_err(|e| dd_err(e.to_string()))?;
+    let now_secs = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let epoch = state::bump_epoch(&data_dir, now_secs).map_err(|e| dd_err(e.to_string()))?;
+
+    // Bind first, so a port clash fails before anything else starts.
+    let http_listener = bind(&cfg.server.listen, "--listen").await?;
+    let grpc_listener = match cfg.server.otlp_grpc.as_str() {
+        "" => None,
+        a => Some(bind(a, "--otlp-grpc").await?),
+    };
+    let otlp_http_listener = match cfg.server.otlp_http.as_str() {
+        "" => None,
+        a => Some(bind(a, "--otlp-http").await?),
+    };
+
+    let metrics = Arc::new(Metrics::default());
+    let relay_status = Arc::new(RelayStatus::default());
+    let token = (!cfg.server.token.is_empty()).then(|| cfg.server.token.clone());
+    let mut builder = PipelineBuilder::new(epoch, host_name(&cfg), metrics.clone())
+        .notice_wait(Duration::from_millis(cfg.pipeline.notice_wait_ms));
+
+    let mut jsonl_thread = None;
+    if cfg.jsonl.enabled {
+        let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
+        jsonl_thread = Some(sinks::jsonl::spawn(rx, data_dir.clone(), cfg.jsonl.clone(), metrics.clone()));
+        builder = builder.sink(SinkTx { name: "jsonl", tx });
+    }
+    let collector = collector::Collector::new(cfg.collector.clone(), token.clone(), metrics.clone());
+    if cfg.collector.enabled {
+        builder = builder.tap(collector.clone());
+    }
+    let mut relay_tasks = Vec::new();
+    if !cfg.relay.url.is_empty() {
+        let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
+        let relay_token = if cfg.relay.token.is_empty() { token.clone() } else { Some(cfg.relay.token.clone()) };
+        relay_tasks.push(tokio::spawn(relay::run(
+            rx,
+            relay::RelayOptions::new(&cfg.relay.url, relay_token),
+            relay_status.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        )));
+        builder = builder.sink(SinkTx { name: "relay", tx });
+    }
+    let pipeline: Pipeline = builder.build();
+
+    let hooks =
+        Arc::new(BridgeHooks::new(pipeline.clone(), aep_adapters::vendors::all(), map_context(&cfg), token.clone()));
+    let app_state =
+        AppState { metrics: metrics.clone(), relay: relay_status.clone(), relay_required: cfg.relay.required };
+    let mut app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_page))
+        .with_state(app_state)
+        .merge(aep_receivers::hooks::router(hooks, cfg.server.max_hook_body));
+    if cfg.collector.enabled {
+        app = app.merge(collector::router(collector.clone(), pipeline.clone()));
+    }
+
+    let bound = Bound {
+        http: http_listener.local_addr().map_err(|e| dd_err(e.to_string()))?,
+        otlp_grpc: grpc_listener.as_ref().and_then(|l| l.local_addr().ok()),
+        otlp_http: otlp_http_listener.as_ref().and_then(|l| l.local_addr().ok()),
+    };
+    on_bound(&bound, epoch);
+    tracing::info!(http = %bound.http, epoch, "Bridge started.");
+
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        stop.cancel();
+    });
+    let mut servers = Vec::new();
+    let s = shutdown.clone();
+    let main_app = app.clone();
+    servers.push(tokio::spawn(async move {
+        let _ = axum::serve(http_listener, main_app).with_graceful_shutdown(s.cancelled_owned()).await;
+    }));
+    if let Some(l) = otlp_http_listener {
+        // The extra OTLP/HTTP port serves the same app (the OTLP paths live on both).
+        let s = shutdown.clone();
+        let a = app.clone();
+        servers.push(tokio::spawn(async move {
+            let _ = axum::serve(l, a).with_graceful_shutdown(s.cancelled_owned()).await;
+        }));
+    }
+    if let Some(l) = grpc_listener {
+        drop(l); // The gRPC receiver is wired in by the OTLP-inbound work.
+    }
+
+    shutdown.cancelled().await;
+    let grace = Duration::from_millis(cfg.server.shutdown_grace_ms);
+    let deadline = Instant::now() + grace;
+    tracing::info!(grace_ms = cfg.server.shutdown_grace_ms, "Shutting down: stopping receivers.");
+    collector.close();
+    for s in servers {
+        let _ = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), s).await;
+    }
+    pipeline.close();
+    drop(pipeline);
+    let mut unfinished = Vec::new();
+    for t in relay_tasks {
+        if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), t).await.is_err() {
+            unfinished.push("relay (closing frame)");
+        }
+    }
+    if let Some(t) = jsonl_thread {
+        let joined = tokio::task::spawn_blocking(move || t.join());
+        if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), joined).await.is_err() {
+            unfinished.push("jsonl (flush and fsync)");
+        }
+    }
+    if !unfinished.is_empty() {
+        tracing::warn!(unfinished = ?unfinished, "Shutdown grace period ran out before everything finished.");
+        eprintln!("aep-bridge: warning: shutdown grace period ran out; unfinished: {}", unfinished.join(", "));
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

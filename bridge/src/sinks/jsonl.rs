@@ -1,0 +1,223 @@
+//! The per-session JSONL log: `{root}/logs/{agent}/{session}.jsonl` (AEP-0003 §3.1).
+//!
+//! The durable record: it runs on its own OS thread so a slow disk never stalls the async
+//! runtime, writes each batch of lines for a file with one `write` call of whole lines
+//! (a tailer never sees a torn event), keeps a bounded number of files open, rotates by
+//! size, and fsyncs per policy and always at shutdown. Path components are sanitized:
+//! session ids are untrusted input (AEP-0003 §9.6).
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use crate::config::{FsyncPolicy, JsonlConfig};
+use crate::metrics::Metrics;
+use crate::pipeline::Stamped;
+
+/// Maps an untrusted id to one safe path component: `[A-Za-z0-9._-]` kept, every other
+/// byte percent-encoded, a leading `.` encoded (no `..`, no hidden files), empty -> `_`,
+/// and over-long names shortened with a digest suffix so distinct ids stay distinct.
+pub fn sanitize_component(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for (i, b) in id.bytes().enumerate() {
+        let keep = b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (b == b'.' && i > 0);
+        if keep {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if out.is_empty() {
+        return "_".into();
+    }
+    if out.len() > 150 {
+        let digest = aep_schemas::digest::digest(&serde_json::Value::String(id.to_owned()));
+        out.truncate(100);
+        out.push('~');
+        out.push_str(&digest);
+    }
+    out
+}
+
+/// The log file of an event: `{root}/logs/{agent}/{session}.jsonl`; agent-scoped events
+/// go to `{root}/logs/{agent}/@agent.jsonl`, a name no session id can produce (`@` is encoded).
+pub fn log_path(root: &Path, agent: &str, session: Option<&str>) -> PathBuf {
+    let dir = root.join("logs").join(sanitize_component(agent));
+    match session {
+        Some(s) => dir.join(format!("{}.jsonl", sanitize_component(s))),
+        None => dir.join("@agent.jsonl"),
+    }
+}
+
+struct OpenFile {
+    file: File,
+    size: u64,
+    last_used: u64,
+    dirty: bool,
+}
+
+/// The JSONL writer state (owned by the sink thread; usable directly in tests and benches).
+pub struct JsonlWriter {
+    root: PathBuf,
+    cfg: JsonlConfig,
+    open: HashMap<PathBuf, OpenFile>,
+    tick: u64,
+    last_sync: Instant,
+    metrics: Arc<Metrics>,
+}
+
+impl JsonlWriter {
+    /// A writer below `root`.
+    pub fn new(root: PathBuf, cfg: JsonlConfig, metrics: Arc<Metrics>) -> Self {
+        Self { root, cfg, open: HashMap::new(), tick: 0, last_sync: Instant::now(), metrics }
+    }
+
+    /// Writes a batch: lines are grouped per file and each group goes out in one `write`.
+    pub fn write_batch(&mut self, batch: &[Arc<Stamped>]) {
+        let mut groups: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+        for s in batch {
+            let path = log_path(&self.root, &s.event.agent, s.event.session.as_deref());
+            match groups.iter_mut().find(|(p, _)| *p == path) {
+                Some((_, buf)) => buf.extend_from_slice(&s.line),
+                None => groups.push((path, s.line.to_vec())),
+            }
+        }
+        for (path, buf) in groups {
+            if let Err(e) = self.write_file(&path, &buf) {
+                self.metrics.sink_errors.inc(&[("sink", "jsonl")]);
+                tracing::error!(path = %path.display(), error = %e, "JSONL write failed.");
+            } else {
+                self.metrics.events_out.add(&[("sink", "jsonl")], buf.iter().filter(|b| **b == b'\n').count() as u64);
+            }
+        }
+        if self.cfg.fsync == FsyncPolicy::Always
+            || (self.cfg.fsync == FsyncPolicy::Interval
+                && self.last_sync.elapsed() >= Duration::from_millis(self.cfg.fsync_interval_ms))
+        {
+            self.sync_all();
+        }
+    }
+
+    fn write_file(&mut self, path: &Path, buf: &[u8]) -> std::io::Result<()> {
+        self.tick += 1;
+        if !self.open.contains_key(path) {
+            if self.open.len() >= self.cfg.max_open_files {
+                self.evict_one();
+            }
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            let file = OpenOptions::new().create(true).append(true).open(path)?;
+            let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+            self.open.insert(path.to_owned(), OpenFile { file, size, last_used: 0, dirty: false });
+        }
+        if self.cfg.rotate_bytes > 0
+            && self.open.get(path).is_some_and(|f| f.size > 0 && f.size + buf.len() as u64 > self.cfg.rotate_bytes)
+        {
+            self.rotate(path)?;
+        }
+        let tick = self.tick;
+        let of = self.open.get_mut(path).ok_or_else(|| std::io::Error::other("file vanished"))?;
+        // One write of whole lines: O_APPEND keeps concurrent appenders from interleaving.
+        of.file.write_all(buf)?;
+        of.size += buf.len() as u64;
+        of.last_used = tick;
+        of.dirty = true;
+        Ok(())
+    }
+
+    fn rotate(&mut self, path: &Path) -> std::io::Result<()> {
+        if let Some(mut of) = self.open.remove(path) {
+            let _ = of.file.flush();
+            let _ = of.file.sync_all();
+        }
+        let name = |n: u32| PathBuf::from(format!("{}.{n}", path.display()));
+        let keep = self.cfg.rotate_keep.max(1);
+        let _ = fs::remove_file(name(keep));
+        for n in (1..keep).rev() {
+            let _ = fs::rename(name(n), name(n + 1));
+        }
+        fs::rename(path, name(1))?;
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        self.open.insert(path.to_owned(), OpenFile { file, size: 0, last_used: self.tick, dirty: false });
+        Ok(())
+    }
+
+    fn evict_one(&mut self) {
+        if let Some(p) = self.open.iter().min_by_key(|(_, f)| f.last_used).map(|(p, _)| p.clone())
+            && let Some(of) = self.open.remove(&p)
+            && of.dirty
+        {
+            let _ = of.file.sync_data();
+        }
+    }
+
+    /// Fsyncs every file written since the last sync.
+    pub fn sync_all(&mut self) {
+        for of in self.open.values_mut().filter(|f| f.dirty) {
+            if of.file.sync_data().is_err() {
+                self.metrics.sink_errors.inc(&[("sink", "jsonl")]);
+            }
+            of.dirty = false;
+        }
+        self.last_sync = Instant::now();
+    }
+
+    /// Number of files currently open.
+    pub fn open_files(&self) -> usize {
+        self.open.len()
+    }
+}
+
+/// Runs the sink on a dedicated thread until the queue closes, then fsyncs everything.
+pub fn spawn(
+    mut rx: mpsc::Receiver<Arc<Stamped>>,
+    root: PathBuf,
+    cfg: JsonlConfig,
+    metrics: Arc<Metrics>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("aep-jsonl".into())
+        .spawn(move || {
+            let mut w = JsonlWriter::new(root, cfg, metrics.clone());
+            let mut batch = Vec::with_capacity(1024);
+            while let Some(first) = rx.blocking_recv() {
+                batch.push(first);
+                while batch.len() < 4096 {
+                    match rx.try_recv() {
+                        Ok(s) => batch.push(s),
+                        Err(_) => break,
+                    }
+                }
+                w.write_batch(&batch);
+                batch.clear();
+                metrics.queue_depth.set("jsonl", rx.len() as i64);
+            }
+            w.sync_all();
+        })
+        .unwrap_or_else(|e| panic!("cannot start the JSONL thread: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_ids_stay_inside_the_root() {
+        let root = Path::new("/data");
+        for id in ["../../etc/x", "..", ".", "", "a/b", "a\\b", "\0", ".hidden"] {
+            let p = log_path(root, "claude-code", Some(id));
+            assert_eq!(p.parent(), Some(Path::new("/data/logs/claude-code")), "{id:?} -> {}", p.display());
+            let name = p.file_name().unwrap().to_str().unwrap();
+            assert!(!name.starts_with('.') && !name.contains('/'), "{id:?} -> {name}");
+        }
+        assert_eq!(sanitize_component("s_8f2c-1.2"), "s_8f2c-1.2");
+        assert_ne!(sanitize_component(&"x".repeat(300)), sanitize_component(&format!("{}y", "x".repeat(299))));
+        assert!(sanitize_component(&"x".repeat(300)).len() < 200);
+    }
+}

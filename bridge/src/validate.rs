@@ -1,0 +1,78 @@
+//! `aep-bridge validate`: checks a JSONL stream (envelope, payload schema, ordering,
+//! lifecycle, capture honesty) and reports each failure with the event index and rule.
+
+use std::io::BufRead;
+
+use aep_schemas::validate::{StreamValidator, Violation};
+
+/// One failure: the 0-based event index (line order, blank lines skipped), the rule, the message.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// Index of the offending event, when known.
+    pub index: Option<usize>,
+    /// The 1-based line number, when known.
+    pub line: Option<usize>,
+    /// The violated rule.
+    pub rule: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.index, self.line) {
+            (Some(i), Some(l)) => write!(f, "event {i} (line {l}): {}: {}", self.rule, self.message),
+            (Some(i), None) => write!(f, "event {i}: {}: {}", self.rule, self.message),
+            _ => write!(f, "stream: {}: {}", self.rule, self.message),
+        }
+    }
+}
+
+/// Validates a JSONL stream; returns the number of events read and every failure.
+pub fn validate_stream(reader: impl BufRead) -> std::io::Result<(usize, Vec<Failure>)> {
+    let mut stream = StreamValidator::new();
+    let mut failures = Vec::new();
+    let mut lines_of = Vec::new();
+    let mut index = 0usize;
+    let push = |failures: &mut Vec<Failure>, lines_of: &[usize], v: Violation| {
+        let line = v.index.and_then(|i| lines_of.get(i).copied());
+        failures.push(Failure { index: v.index, line, rule: v.rule.to_string(), message: v.message });
+    };
+    for (n, line) in reader.lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        lines_of.push(n + 1);
+        let value: serde_json::Value = match serde_json::from_str(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                failures.push(Failure {
+                    index: Some(index),
+                    line: Some(n + 1),
+                    rule: "AEP-0003 §3.1".into(),
+                    message: format!("not JSON: {e}"),
+                });
+                index += 1;
+                continue;
+            }
+        };
+        match aep_schemas::validate::validate_value(&value) {
+            Ok(ev) => {
+                for mut v in stream.push(&ev) {
+                    v.index = v.index.or(Some(index));
+                    push(&mut failures, &lines_of, v);
+                }
+            }
+            Err(mut v) => {
+                v.index = Some(index);
+                push(&mut failures, &lines_of, v);
+            }
+        }
+        index += 1;
+    }
+    for v in stream.finish() {
+        push(&mut failures, &lines_of, v);
+    }
+    Ok((index, failures))
+}
