@@ -256,12 +256,7 @@ pub fn allow_deny_options() -> Value {
 
 /// An `attention.requested` of kind `permission` answerable over control (the held-hook
 /// card of Claude Code, Codex and Qwen Code): prompt per [`permission_prompt`].
-pub fn permission_request(
-    vendor: &str,
-    tool: &str,
-    tool_input: Option<&Value>,
-    cx: &MapContext,
-) -> EventDraft {
+pub fn permission_request(vendor: &str, tool: &str, tool_input: Option<&Value>, cx: &MapContext) -> EventDraft {
     let b = Builder::new("attention.requested", cx);
     let prompt = permission_prompt(vendor, tool, tool_input, b.ceiling(), cx);
     b.meta("kind", "permission")

@@ -89,7 +89,10 @@ fn golden_session_and_run_hooks() {
         json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt_id": "p1", "prompt": "fix it"}),
         json!({"type": "run.started", "data": {"trigger": "user"}}),
     );
-    golden(json!({"hook_event_name": "Stop", "session_id": "s", "last_assistant_message": "done"}), json!({"type": "run.finished", "data": {}}));
+    golden(
+        json!({"hook_event_name": "Stop", "session_id": "s", "last_assistant_message": "done"}),
+        json!({"type": "run.finished", "data": {}}),
+    );
     golden(
         json!({"hook_event_name": "StopFailure", "session_id": "s", "error": "rate_limit", "error_details": "retry later"}),
         json!({"type": "run.failed", "data": {"reason": "rate_limit"}}),
@@ -129,7 +132,10 @@ fn golden_tool_hooks() {
 
 #[test]
 fn golden_notification_delegation_task_and_fallbacks() {
-    golden(json!({"hook_event_name": "Notification", "session_id": "s", "notification_type": "permission_prompt", "message": "x"}), Value::Null);
+    golden(
+        json!({"hook_event_name": "Notification", "session_id": "s", "notification_type": "permission_prompt", "message": "x"}),
+        Value::Null,
+    );
     golden(
         json!({"hook_event_name": "Notification", "session_id": "s", "notification_type": "idle_prompt", "message": "waiting"}),
         json!({"type": "progress.status", "subject": "idle_prompt", "data": {}}),
@@ -150,7 +156,10 @@ fn golden_notification_delegation_task_and_fallbacks() {
         json!({"hook_event_name": "TaskCompleted", "session_id": "s", "task_id": "1", "task_subject": "Write test"}),
         json!({"type": "progress.task.completed", "subject": "1", "data": {}}),
     );
-    golden(json!({"hook_event_name": "TeammateIdle", "session_id": "s", "teammate_name": "ana"}), json!({"type": "agent.idle", "subject": "ana", "data": {}}));
+    golden(
+        json!({"hook_event_name": "TeammateIdle", "session_id": "s", "teammate_name": "ana"}),
+        json!({"type": "agent.idle", "subject": "ana", "data": {}}),
+    );
     for (hook, tail) in [
         ("InstructionsLoaded", "instructions_loaded"),
         ("PostToolBatch", "post_tool_batch"),
@@ -208,11 +217,15 @@ fn elicitation_settles_once() {
     let cx = MapContext::default();
     let mut st = SessionState::default();
     let mut go = |p: Value| a.map(&HookCall { event: None, payload: &p }, &mut st, &cx).unwrap();
-    let req = go(json!({"hook_event_name": "Elicitation", "session_id": "s", "mcp_server_name": "m", "message": "colour?",
-        "requested_schema": {"type": "object", "properties": {"colour": {"type": "string"}, "n": {"type": "integer"}}, "required": ["colour"]}}));
+    let req = go(
+        json!({"hook_event_name": "Elicitation", "session_id": "s", "mcp_server_name": "m", "message": "colour?",
+        "requested_schema": {"type": "object", "properties": {"colour": {"type": "string"}, "n": {"type": "integer"}}, "required": ["colour"]}}),
+    );
     assert_eq!(types(&req), ["attention.requested"]);
     assert_eq!(req[0].data["fields"][1]["type"], "number");
-    let res = go(json!({"hook_event_name": "ElicitationResult", "session_id": "s", "mcp_server_name": "m", "action": "accept", "content": {"colour": "red", "n": 3}}));
+    let res = go(
+        json!({"hook_event_name": "ElicitationResult", "session_id": "s", "mcp_server_name": "m", "action": "accept", "content": {"colour": "red", "n": 3}}),
+    );
     assert_eq!(types(&res), ["attention.answered", "attention.resolved"]);
     assert_eq!(res[0].data["via"], "oob");
     // Attention ceiling is redacted by default: the string answer rides (redacted), the number too.
@@ -226,7 +239,9 @@ fn elicitation_settles_once() {
     let mut go = |p: Value| a.map(&HookCall { event: None, payload: &p }, &mut st, &meta).unwrap();
     go(json!({"hook_event_name": "Elicitation", "session_id": "s", "mcp_server_name": "m",
         "requested_schema": {"properties": {"colour": {"type": "string"}, "n": {"type": "integer"}}}}));
-    let res = go(json!({"hook_event_name": "ElicitationResult", "session_id": "s", "mcp_server_name": "m", "action": "accept", "content": {"colour": "red", "n": 3}}));
+    let res = go(
+        json!({"hook_event_name": "ElicitationResult", "session_id": "s", "mcp_server_name": "m", "action": "accept", "content": {"colour": "red", "n": 3}}),
+    );
     assert_eq!(res[0].data["answer"]["values"], json!({"n": 3}));
 }
 

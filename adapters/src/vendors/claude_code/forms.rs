@@ -7,9 +7,9 @@
 use aep_schemas::Capture;
 use serde_json::{Map, Value, json};
 
+use crate::EventDraft;
 use crate::MapContext;
 use crate::common::{Builder, gate_text};
-use crate::EventDraft;
 
 use super::VENDOR;
 
@@ -72,10 +72,7 @@ pub fn ask_user_question(tool_input: Option<&Value>, cx: &MapContext) -> EventDr
 /// The field ids of an elicitation whose answers are structural (numbers, booleans, closed
 /// enum values) and so stay at `metadata`; string answers follow `answer.text`'s rule.
 pub fn structural_fields(schema: Option<&Value>) -> Vec<String> {
-    properties(schema)
-        .filter(|(_, prop)| field_type(prop) != "string")
-        .map(|(k, _)| k.to_owned())
-        .collect()
+    properties(schema).filter(|(_, prop)| field_type(prop) != "string").map(|(k, _)| k.to_owned()).collect()
 }
 
 fn properties(schema: Option<&Value>) -> impl Iterator<Item = (&String, &Value)> {
@@ -107,10 +104,8 @@ pub fn elicitation(message: Option<&str>, schema: Option<&Value>, server: Option
     let mut fields = Vec::new();
     for (key, prop) in properties(schema) {
         let ty = field_type(prop);
-        let title = prop
-            .get("title")
-            .and_then(Value::as_str)
-            .or_else(|| prop.get("description").and_then(Value::as_str));
+        let title =
+            prop.get("title").and_then(Value::as_str).or_else(|| prop.get("description").and_then(Value::as_str));
         let mut field = Map::new();
         field.insert("id".into(), json!(key));
         field.insert("type".into(), json!(ty));

@@ -5,7 +5,9 @@ pub mod forms;
 use aep_schemas::Severity;
 use serde_json::{Value, json};
 
-use crate::common::{self, Builder, end_run, fallback, hook_name, ne, open_vendor_run, run_key, s, session_end_reason, u};
+use crate::common::{
+    self, Builder, end_run, fallback, hook_name, ne, open_vendor_run, run_key, s, session_end_reason, u,
+};
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
 
 /// The vendor token.
@@ -49,7 +51,9 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
         "SessionStart" => {
             vec![common::session_started(VENDOR, s(p, "source"), s(p, "model"), cx).text("cwd", s(p, "cwd")).build()]
         }
-        "SessionEnd" => vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()],
+        "SessionEnd" => {
+            vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()]
+        }
         "UserPromptSubmit" => {
             vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", ne(p, "prompt")).build()]
         }
@@ -65,7 +69,8 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
         "PreToolUse" => vec![common::tool_requested(tool(), call(), p.get("tool_input"), cx)],
         "PostToolUse" => vec![common::tool_completed(tool(), call(), p.get("tool_response"), u(p, "duration_ms"), cx)],
         "PostToolUseFailure" => {
-            let ty = if p.get("is_interrupt").and_then(Value::as_bool) == Some(true) { "interrupt" } else { "tool_error" };
+            let ty =
+                if p.get("is_interrupt").and_then(Value::as_bool) == Some(true) { "interrupt" } else { "tool_error" };
             vec![common::tool_failed(tool(), call(), ty, error_text(p), u(p, "duration_ms"), cx)]
         }
         // The agent asking the human is a form, not a permission gate (AEP-0006 deviation).
@@ -154,8 +159,10 @@ fn settle_elicitation(p: &Value, pending: &Value, cx: &MapContext) -> Vec<EventD
             vec![answered, resolved("answered")]
         }
         Some("decline") => {
-            let mut answered =
-                Builder::new("attention.answered", cx).meta("answer", json!({ "option": "decline" })).meta("via", "oob").build();
+            let mut answered = Builder::new("attention.answered", cx)
+                .meta("answer", json!({ "option": "decline" }))
+                .meta("via", "oob")
+                .build();
             answered.cause_key = key.clone();
             vec![answered, resolved("answered")]
         }
@@ -176,7 +183,12 @@ impl HookAdapter for ClaudeCodeAdapter {
         ne(call.payload, "session_id").map(str::to_owned)
     }
 
-    fn map(&self, call: &HookCall<'_>, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError> {
+    fn map(
+        &self,
+        call: &HookCall<'_>,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Result<Vec<EventDraft>, AdapterError> {
         let p = call.payload;
         common::object(p)?;
         let hook = self.hook_name(call)?;

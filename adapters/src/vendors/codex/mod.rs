@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::common::{
-    self, Builder, close_run, drain_run, fallback, hook_name, ne, open_vendor_run, s, run_key, session_end_reason,
+    self, Builder, close_run, drain_run, fallback, hook_name, ne, open_vendor_run, run_key, s, session_end_reason,
 };
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
 
@@ -32,7 +32,9 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
             vec![common::session_started(VENDOR, s(p, "source"), s(p, "model"), cx).text("cwd", s(p, "cwd")).build()]
         }
         // Newer than the Annex A table: the obvious core type.
-        "SessionEnd" => vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()],
+        "SessionEnd" => {
+            vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()]
+        }
         "UserPromptSubmit" => {
             vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", s(p, "prompt")).build()]
         }
@@ -79,7 +81,12 @@ impl HookAdapter for CodexAdapter {
         ne(call.payload, "session_id").or_else(|| ne(call.payload, "thread-id")).map(str::to_owned)
     }
 
-    fn map(&self, call: &HookCall<'_>, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError> {
+    fn map(
+        &self,
+        call: &HookCall<'_>,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Result<Vec<EventDraft>, AdapterError> {
         let p = call.payload;
         common::object(p)?;
         let hook = self.hook_name(call)?;

@@ -35,7 +35,9 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
             vec![common::session_started(VENDOR, s(p, "source"), None, cx).text("cwd", s(p, "cwd")).build()]
         }
         // exit|clear|logout|prompt_input_exit|other collapse to `normal`.
-        "SessionEnd" => vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()],
+        "SessionEnd" => {
+            vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()]
+        }
         "BeforeAgent" => {
             vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", ne(p, "prompt")).build()]
         }
@@ -91,7 +93,12 @@ impl HookAdapter for GeminiCliAdapter {
         ne(call.payload, "session_id").map(str::to_owned)
     }
 
-    fn map(&self, call: &HookCall<'_>, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError> {
+    fn map(
+        &self,
+        call: &HookCall<'_>,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Result<Vec<EventDraft>, AdapterError> {
         let p = call.payload;
         common::object(p)?;
         let hook = self.hook_name(call)?;
@@ -151,15 +158,25 @@ mod tests {
         let mut st = SessionState::default();
         let a = run(&mut st, json!({"hook_event_name": "BeforeAgent", "session_id": "s", "prompt": "x"}));
         assert_eq!(a[0].run.as_deref(), Some("r1"));
-        let r1 = run(&mut st, json!({"hook_event_name": "BeforeTool", "session_id": "s", "tool_name": "read_file", "tool_input": {}}));
-        let r2 = run(&mut st, json!({"hook_event_name": "BeforeTool", "session_id": "s", "tool_name": "read_file", "tool_input": {"a": 1}}));
+        let r1 = run(
+            &mut st,
+            json!({"hook_event_name": "BeforeTool", "session_id": "s", "tool_name": "read_file", "tool_input": {}}),
+        );
+        let r2 = run(
+            &mut st,
+            json!({"hook_event_name": "BeforeTool", "session_id": "s", "tool_name": "read_file", "tool_input": {"a": 1}}),
+        );
         assert_ne!(r1[0].correlation_key, r2[0].correlation_key);
-        let c1 = run(&mut st, json!({"hook_event_name": "AfterTool", "session_id": "s", "tool_name": "read_file", "tool_response": {}}));
+        let c1 = run(
+            &mut st,
+            json!({"hook_event_name": "AfterTool", "session_id": "s", "tool_name": "read_file", "tool_response": {}}),
+        );
         assert_eq!(c1[0].cause_key, r1[0].correlation_key);
         assert_eq!(c1[0].run.as_deref(), Some("r1"));
         let f = run(&mut st, json!({"hook_event_name": "AfterAgent", "session_id": "s"}));
         assert_eq!(f[0].cause_key, a[0].correlation_key);
-        let m = run(&mut st, json!({"hook_event_name": "AfterModel", "session_id": "s", "llm_request": {"model": "g"}}));
+        let m =
+            run(&mut st, json!({"hook_event_name": "AfterModel", "session_id": "s", "llm_request": {"model": "g"}}));
         assert_eq!(m[0].severity, Some(Severity::Debug));
         assert_eq!(m[0].run, None);
     }

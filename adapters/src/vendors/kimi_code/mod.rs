@@ -55,7 +55,12 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
             vec![common::vendor_draft(VENDOR, "run.steer_submitted", cx).build()]
         }
         "UserPromptSubmit" => {
-            vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", prompt_text(p).as_deref()).build()]
+            vec![
+                Builder::new("run.started", cx)
+                    .meta("trigger", "user")
+                    .text("prompt", prompt_text(p).as_deref())
+                    .build(),
+            ]
         }
         // stop_hook_active is the vendor's continuation-loop plumbing: never forwarded.
         "Stop" => vec![Builder::new("run.finished", cx).build()],
@@ -138,7 +143,10 @@ fn permission_result(p: &Value, cx: &MapContext) -> Vec<EventDraft> {
             if let Some(t) = ne(p, "feedback").and_then(|f| gate_text(f, b.ceiling(), cx)) {
                 answer.insert("text".into(), json!(t));
             }
-            b.meta("answer", Value::Object(answer)).meta("via", "oob").meta_opt("label", ne(p, "selected_label")).build()
+            b.meta("answer", Value::Object(answer))
+                .meta("via", "oob")
+                .meta_opt("label", ne(p, "selected_label"))
+                .build()
         }
     };
     d.cause_key = call.map(common::attention_key);
@@ -158,7 +166,12 @@ impl HookAdapter for KimiCodeAdapter {
         Some(ne(call.payload, "session_id").unwrap_or(UNKNOWN_SESSION).to_owned())
     }
 
-    fn map(&self, call: &HookCall<'_>, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError> {
+    fn map(
+        &self,
+        call: &HookCall<'_>,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Result<Vec<EventDraft>, AdapterError> {
         let p = call.payload;
         common::object(p)?;
         let hook = self.hook_name(call)?;
@@ -225,12 +238,21 @@ mod tests {
     #[test]
     fn steer_never_opens_a_run_and_interrupt_closes_it() {
         let mut st = SessionState::default();
-        let a = run(&mut st, json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": [{"type": "text", "text": "go"}]}));
+        let a = run(
+            &mut st,
+            json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": [{"type": "text", "text": "go"}]}),
+        );
         assert_eq!(a[0].run.as_deref(), Some("r1"));
-        let b = run(&mut st, json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "more", "is_steer": true}));
+        let b = run(
+            &mut st,
+            json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "more", "is_steer": true}),
+        );
         assert_eq!(types(&b), ["x.kimi-code.run.steer_submitted"]);
         assert_eq!(b[0].run.as_deref(), Some("r1"));
-        let c = run(&mut st, json!({"hook_event_name": "Interrupt", "session_id": "s", "turn_id": "turn_9", "reason": "cancelled"}));
+        let c = run(
+            &mut st,
+            json!({"hook_event_name": "Interrupt", "session_id": "s", "turn_id": "turn_9", "reason": "cancelled"}),
+        );
         assert_eq!(c[0].run.as_deref(), Some("r1"));
         assert_eq!(st.current_run, None);
     }

@@ -30,7 +30,9 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
                 .text("cwd", s(p, "cwd"))
                 .build(),
         ],
-        "SessionEnd" => vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()],
+        "SessionEnd" => {
+            vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()]
+        }
         "UserPromptSubmit" => {
             vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", ne(p, "prompt")).build()]
         }
@@ -51,7 +53,8 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
         "PreToolUse" => vec![common::tool_requested(tool(), call(), p.get("tool_input"), cx)],
         "PostToolUse" => vec![common::tool_completed(tool(), call(), p.get("tool_response"), u(p, "duration_ms"), cx)],
         "PostToolUseFailure" => {
-            let ty = if p.get("is_interrupt").and_then(Value::as_bool) == Some(true) { "interrupt" } else { "tool_error" };
+            let ty =
+                if p.get("is_interrupt").and_then(Value::as_bool) == Some(true) { "interrupt" } else { "tool_error" };
             vec![common::tool_failed(tool(), call(), ty, error_text(p).as_deref(), u(p, "duration_ms"), cx)]
         }
         "PermissionRequest" => vec![common::permission_request(VENDOR, tool(), p.get("tool_input"), cx)],
@@ -115,7 +118,12 @@ impl HookAdapter for QwenCodeAdapter {
         ne(call.payload, "session_id").map(str::to_owned)
     }
 
-    fn map(&self, call: &HookCall<'_>, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError> {
+    fn map(
+        &self,
+        call: &HookCall<'_>,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Result<Vec<EventDraft>, AdapterError> {
         let p = call.payload;
         common::object(p)?;
         let hook = self.hook_name(call)?;
@@ -167,7 +175,10 @@ mod tests {
         assert_eq!(b.len(), 1);
         assert_eq!(b[0].r#type, "x.qwen-code.run.model_turn");
         assert_eq!(b[0].run.as_deref(), Some("r1"));
-        let c = run(&mut st, json!({"hook_event_name": "Stop", "session_id": "s", "timestamp": "2026-11-30T04:04:20.447Z"}));
+        let c = run(
+            &mut st,
+            json!({"hook_event_name": "Stop", "session_id": "s", "timestamp": "2026-11-30T04:04:20.447Z"}),
+        );
         assert_eq!(c[0].r#type, "run.finished");
         assert_eq!(c[0].run.as_deref(), Some("r1"));
         assert_eq!(c[0].cause_key, a[0].correlation_key);

@@ -71,7 +71,12 @@ impl HookAdapter for VscodeAdapter {
         Some(ne(call.payload, "session_id").unwrap_or(UNKNOWN_SESSION).to_owned())
     }
 
-    fn map(&self, call: &HookCall<'_>, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError> {
+    fn map(
+        &self,
+        call: &HookCall<'_>,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Result<Vec<EventDraft>, AdapterError> {
         let p = call.payload;
         common::object(p)?;
         let hook = self.hook_name(call)?;

@@ -4,10 +4,10 @@
 //! fixture leaves to smokes. The `ws_modes` block (the Kimi web channel) is not built yet
 //! and reported as one failing check.
 
+use aep_adapters::HookCall;
 use aep_adapters::MapContext;
 use aep_adapters::common::hook_name;
 use aep_adapters::vendors::kimi_code;
-use aep_adapters::HookCall;
 
 use crate::{Checks, Fixtures};
 
@@ -15,7 +15,8 @@ use crate::{Checks, Fixtures};
 pub fn run(fx: &Fixtures, out: &mut Checks) {
     let cx = MapContext::default();
     super::codex::run_hook_table(fx, out, "kimi-code", &|input| {
-        let hook = hook_name(&HookCall { event: None, payload: input }, "hook_event_name").map_err(|e| e.to_string())?;
+        let hook =
+            hook_name(&HookCall { event: None, payload: input }, "hook_event_name").map_err(|e| e.to_string())?;
         Ok(kimi_code::map_pinned(&hook, input, &cx))
     });
     if fx.json("mappings/kimi-code.json").is_ok_and(|d| d.get("ws_modes").is_some()) {
