@@ -183,8 +183,10 @@ impl<'a> Builder<'a> {
         &mut self.draft.data
     }
 
-    /// Finishes the draft.
-    pub fn build(self) -> EventDraft {
+    /// Finishes the draft. As a backstop the payload is pruned against the registry's
+    /// capture annotations at the draft's ceiling (AEP-0003 §9 rule 1, AEP-0002 §5.1).
+    pub fn build(mut self) -> EventDraft {
+        aep_schemas::downlevel::prune_payload(&self.draft.r#type, &mut self.draft.data, self.draft.capture);
         self.draft
     }
 }
@@ -546,6 +548,15 @@ mod tests {
         assert_eq!(recall(&st, "b", "x"), Some(&json!("v")));
         assert_eq!(take(&mut st, "b", "x"), Some(json!("v")));
         assert_eq!(take(&mut st, "b", "x"), None);
+    }
+
+    #[test]
+    fn build_prunes_fields_above_the_ceiling() {
+        // A mistaken metadata-graded `cwd` (annotated redacted) never rides at metadata.
+        let d = Builder::new("session.started", &cx(Capture::Metadata)).meta("cwd", "/home/u").build();
+        assert!(d.data.is_empty());
+        let d = Builder::new("session.started", &cx(Capture::Redacted)).meta("cwd", "/home/u").build();
+        assert_eq!(d.data.get("cwd"), Some(&json!("/home/u")));
     }
 
     #[test]
