@@ -74,3 +74,8 @@ fn compaction_once_and_the_compact_restart_is_no_new_session() {
     assert_eq!(drafts.iter().filter(|d| d.r#type == "session.started").count(), 1);
     assert!(drafts.iter().any(|d| d.r#type == "x.codex.session.session_start"));
 }
+
+#[test]
+fn neutral_reply_is_empty() {
+    assert_eq!(codex::adapter().neutral_reply("PermissionRequest"), aep_adapters::NeutralReply::Empty);
+}

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use crate::common::{
     self, Builder, end_run, fallback, hook_name, ne, open_vendor_run, run_key, s, session_end_reason, u,
 };
-use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
 /// The vendor token.
 pub const VENDOR: &str = "claude-code";
@@ -173,6 +173,11 @@ fn settle_elicitation(p: &Value, pending: &Value, cx: &MapContext) -> Vec<EventD
 impl HookAdapter for ClaudeCodeAdapter {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    /// Empty: Claude Code then applies its own permission / question dialog (fail-open).
+    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
+        NeutralReply::Empty
     }
 
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {

@@ -5,7 +5,7 @@ use serde_json::Value;
 use crate::common::{
     self, Builder, close_run, drain_run, fallback, hook_name, ne, open_vendor_run, run_key, s, session_end_reason,
 };
-use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
 /// The vendor token.
 pub const VENDOR: &str = "codex";
@@ -66,6 +66,11 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
 impl HookAdapter for CodexAdapter {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    /// Empty stdout, exit 0: Codex then proceeds on its own (fail-open).
+    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
+        NeutralReply::Empty
     }
 
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {

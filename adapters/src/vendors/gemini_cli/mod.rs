@@ -4,7 +4,7 @@ use aep_schemas::Severity;
 use serde_json::{Value, json};
 
 use crate::common::{self, Builder, begin_synth_run, end_run, fallback, hook_name, ne, s, session_end_reason};
-use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
 /// The vendor token.
 pub const VENDOR: &str = "gemini-cli";
@@ -83,6 +83,11 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
 impl HookAdapter for GeminiCliAdapter {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    /// Empty: observe-only, no hook output is ever needed.
+    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
+        NeutralReply::Empty
     }
 
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {

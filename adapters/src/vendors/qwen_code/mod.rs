@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::common::{self, Builder, begin_synth_run, end_run, fallback, hook_name, ne, s, session_end_reason, u};
-use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
 /// The vendor token.
 pub const VENDOR: &str = "qwen-code";
@@ -108,6 +108,11 @@ fn error_text(p: &Value) -> Option<String> {
 impl HookAdapter for QwenCodeAdapter {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    /// Empty: Qwen Code proceeds with its own flow (fail-open).
+    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
+        NeutralReply::Empty
     }
 
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {

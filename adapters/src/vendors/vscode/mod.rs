@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use crate::common::{self, Builder, begin_synth_run, end_run, fallback, hook_name, ne, s};
-use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
 /// The vendor token.
 pub const VENDOR: &str = "vscode";
@@ -61,6 +61,11 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
 impl HookAdapter for VscodeAdapter {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    /// Empty: the VS Code agent proceeds with its own approval flow (fail-open).
+    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
+        NeutralReply::Empty
     }
 
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
