@@ -1,0 +1,114 @@
+//! Helpers for the bridge's integration tests: a real `serve` on 127.0.0.1:0.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use aep_bridge::config::Config;
+use aep_bridge::server::{Bound, serve};
+use tokio_util::sync::CancellationToken;
+
+/// A running bridge.
+pub struct Running {
+    pub bound: Bound,
+    pub epoch: u64,
+    pub stop: CancellationToken,
+    pub task: tokio::task::JoinHandle<()>,
+    pub data: PathBuf,
+}
+
+impl Running {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.bound.http)
+    }
+
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+    }
+}
+
+/// A config on loopback with ephemeral ports and the given data dir.
+pub fn config(data: &Path) -> Config {
+    let mut cfg = Config::default();
+    cfg.server.listen = "127.0.0.1:0".into();
+    cfg.server.otlp_grpc = String::new();
+    cfg.server.otlp_http = String::new();
+    cfg.server.data_dir = data.display().to_string();
+    cfg.server.host = "test-host".into();
+    cfg.server.shutdown_grace_ms = 3000;
+    cfg
+}
+
+pub async fn start(cfg: Config) -> Running {
+    let data = cfg.data_dir();
+    let stop = CancellationToken::new();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let s = stop.clone();
+    let task = tokio::spawn(async move {
+        let mut tx = Some(tx);
+        serve(cfg, s, move |b, e| {
+            if let Some(tx) = tx.take() {
+                let _ = tx.send((b.clone(), e));
+            }
+        })
+        .await
+        .expect("serve failed");
+    });
+    let (bound, epoch) =
+        tokio::time::timeout(Duration::from_secs(10), rx).await.expect("bridge did not start").unwrap();
+    Running { bound, epoch, stop, task, data }
+}
+
+/// POSTs JSON (blocking client on a worker thread); returns status and body.
+pub async fn post(url: String, body: String, headers: Vec<(String, String)>) -> (u16, String) {
+    tokio::task::spawn_blocking(move || {
+        let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+        let mut req = agent.post(&url).header("content-type", "application/json");
+        for (k, v) in &headers {
+            req = req.header(k, v);
+        }
+        let mut resp = req.send(body.as_bytes()).expect("request failed");
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().unwrap_or_default();
+        (status, text)
+    })
+    .await
+    .unwrap()
+}
+
+pub async fn get(url: String) -> (u16, String) {
+    tokio::task::spawn_blocking(move || {
+        let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+        let mut resp = agent.get(&url).call().expect("request failed");
+        (resp.status().as_u16(), resp.body_mut().read_to_string().unwrap_or_default())
+    })
+    .await
+    .unwrap()
+}
+
+/// Reads the lines of a JSONL file once it has at least `n` lines, or panics after a deadline.
+pub async fn wait_lines(path: &Path, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        if lines.len() >= n {
+            return lines;
+        }
+        assert!(Instant::now() < deadline, "{} has {} lines, wanted {n}", path.display(), lines.len());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn codex_session(session: &str) -> Vec<serde_json::Value> {
+    use serde_json::json;
+    vec![
+        json!({"hook_event_name": "SessionStart", "session_id": session, "source": "startup", "model": "gpt-5"}),
+        json!({"hook_event_name": "UserPromptSubmit", "session_id": session, "turn_id": "t1", "prompt": "fix it"}),
+        json!({"hook_event_name": "PreToolUse", "session_id": session, "turn_id": "t1", "tool_name": "Bash", "tool_use_id": "c1", "tool_input": {"command": "ls"}}),
+        json!({"hook_event_name": "PostToolUse", "session_id": session, "turn_id": "t1", "tool_name": "Bash", "tool_use_id": "c1", "tool_response": "ok"}),
+        json!({"hook_event_name": "Stop", "session_id": session, "turn_id": "t1"}),
+    ]
+}
