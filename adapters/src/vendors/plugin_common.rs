@@ -139,6 +139,10 @@ pub(crate) fn stamp(
     agent_scoped: impl Fn(&str) -> bool,
 ) {
     for d in drafts {
+        if d.capture == Capture::None {
+            // AEP-0001 §8.2: capture `none` is envelope only, no payload content
+            d.data.clear();
+        }
         if agent_scoped(&d.r#type) {
             continue;
         }
@@ -224,6 +228,21 @@ mod tests {
         assert_eq!(dotted_fallback("cline", "some_future_hook"), "x.cline.some.future.hook");
         assert_eq!(dotted_fallback("hermes", "PreVerify"), "x.hermes.pre.verify");
         assert_eq!(dotted_fallback("hermes", "--"), "x.hermes.session.unknown");
+    }
+
+    #[test]
+    fn stamp_fills_identity_and_empties_payloads_at_none() {
+        let cx = MapContext { capture: Capture::None, ..MapContext::default() };
+        let mut st = SessionState::default();
+        open_run(&mut st);
+        let mut ds = vec![draft("run.finished", &cx), draft("session.started", &MapContext::default())];
+        ds[0].data.insert("summary".into(), json!("x"));
+        ds[1].data.insert("client".into(), json!({"name": "v"}));
+        stamp(&mut ds, Some("s"), &st, |_| false);
+        assert!(ds[0].data.is_empty());
+        assert_eq!((ds[0].run.as_deref(), ds[0].session.as_deref()), (Some("r1"), Some("s")));
+        assert_eq!(ds[0].cause_key, Some(crate::common::run_key(Some("s"), "r1")));
+        assert_eq!((ds[1].run.as_deref(), ds[1].data.len()), (None, 1));
     }
 
     #[test]
