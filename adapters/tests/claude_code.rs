@@ -287,3 +287,95 @@ fn captured_auto_mode_session_reads_as_expected() {
     assert_eq!(i01.iter().filter(|d| d.r#type == "attention.requested").count(), 2);
     assert_eq!(i01.iter().filter(|d| d.r#type == "progress.status").count(), 1);
 }
+
+/// Wrong-typed fields on every known hook of the six hook vendors: errors or drafts, never a panic.
+#[test]
+fn malformed_payloads_never_panic() {
+    use aep_adapters::vendors::{codex, gemini_cli, kimi_code, qwen_code, vscode};
+    let hooks = [
+        "SessionStart",
+        "SessionEnd",
+        "UserPromptSubmit",
+        "Stop",
+        "StopFailure",
+        "Interrupt",
+        "PreToolUse",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PermissionRequest",
+        "PermissionResult",
+        "PermissionDenied",
+        "Notification",
+        "SubagentStart",
+        "SubagentStop",
+        "PreCompact",
+        "PostCompact",
+        "PreCompress",
+        "TaskCreated",
+        "TaskCompleted",
+        "TodoCreated",
+        "TodoCompleted",
+        "TeammateIdle",
+        "Elicitation",
+        "ElicitationResult",
+        "BeforeAgent",
+        "AfterAgent",
+        "BeforeTool",
+        "AfterTool",
+        "BeforeModel",
+        "AfterModel",
+        "MessageDisplay",
+    ];
+    let weird = [json!(1), json!("s"), json!([1]), json!({"a": {"b": [null]}}), json!(null), json!(true), json!({})];
+    for adapter in [
+        claude_code::adapter(),
+        codex::adapter(),
+        gemini_cli::adapter(),
+        qwen_code::adapter(),
+        vscode::adapter(),
+        kimi_code::adapter(),
+    ] {
+        let mut st = SessionState::default();
+        for hook in hooks {
+            for w in &weird {
+                let mut p = serde_json::Map::new();
+                for k in [
+                    "session_id",
+                    "prompt",
+                    "prompt_id",
+                    "tool_name",
+                    "tool_use_id",
+                    "tool_call_id",
+                    "tool_input",
+                    "tool_response",
+                    "tool_output",
+                    "error",
+                    "decision",
+                    "questions",
+                    "requested_schema",
+                    "requestedSchema",
+                    "content",
+                    "action",
+                    "mcp_server_name",
+                    "notification_type",
+                    "turn_id",
+                    "is_interrupt",
+                    "is_steer",
+                    "source",
+                    "reason",
+                    "phase",
+                    "llm_request",
+                    "timestamp",
+                ] {
+                    p.insert(k.into(), w.clone());
+                }
+                p.insert("hook_event_name".into(), json!(hook));
+                let p = Value::Object(p);
+                for cx in [MapContext::default(), all_at(Capture::Full), all_at(Capture::None)] {
+                    let _ = adapter.map(&HookCall { event: None, payload: &p }, &mut st, &cx);
+                }
+                let _ = adapter.map(&HookCall { event: Some(hook), payload: w }, &mut st, &MapContext::default());
+            }
+        }
+    }
+}
