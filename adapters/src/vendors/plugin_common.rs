@@ -128,7 +128,8 @@ pub(crate) fn open_run(state: &mut SessionState) -> Option<String> {
     Some(id)
 }
 
-/// Stamps identity and run cause links on a mapping's drafts: `session` where unset
+/// Stamps identity and run cause links on a mapping's drafts, after pruning each payload
+/// to its ceiling: `session` where unset
 /// (unless `agent_scoped` says the type has none), `run` = the open run where unset
 /// (session-scoped lifecycle types excepted), and the `run:` correlation keys the
 /// sequencer resolves (`run.started` sets one, run terminals point at it).
@@ -139,10 +140,10 @@ pub(crate) fn stamp(
     agent_scoped: impl Fn(&str) -> bool,
 ) {
     for d in drafts {
-        if d.capture == Capture::None {
-            // AEP-0001 §8.2: capture `none` is envelope only, no payload content
-            d.data.clear();
-        }
+        // Safety net over the mapping's own gates: drop any registry-annotated member
+        // above the draft's ceiling (AEP-0003 §9 rule 1); at `none` the payload empties
+        // (AEP-0001 §8.2).
+        aep_schemas::downlevel::prune_payload(&d.r#type, &mut d.data, d.capture);
         if agent_scoped(&d.r#type) {
             continue;
         }
