@@ -86,7 +86,7 @@ function forward(moment, body) {
   return chain;
 }
 
-export const server = async (input) => {
+const server = async (input) => {
   let serverUrl;
   try {
     if (input && input.serverUrl) serverUrl = String(input.serverUrl);
@@ -124,4 +124,6 @@ const hooks = (withServer) => ({
   },
 });
 
+// The fork's plugin module shape: a default export `{ server }` and nothing else, so the
+// loader cannot initialize the same hooks twice.
 export default { server };

@@ -82,6 +82,8 @@ function forward(moment, body) {
   return chain;
 }
 
+// One named export only: OpenCode initializes every exported function as a plugin, so a
+// second (default) export of the same function would register every hook twice.
 export const AepBridge = async () => ({
   event: async ({ event }) => {
     try {
@@ -109,5 +111,3 @@ export const AepBridge = async () => ({
     } catch {}
   },
 });
-
-export default AepBridge;
