@@ -11,6 +11,8 @@ use super::model::Span;
 use super::state::{Call, CallKind, Rec, Run, RunState, Session, before};
 
 type SessKey = (String, String);
+/// An optional `(epoch, seq)` position.
+type Position = Option<(u64, u64)>;
 
 /// Which open span a global order number refers to.
 #[derive(Debug, Clone)]
@@ -131,7 +133,7 @@ impl SpanAssembler {
         let fallback = self.sessions.get(&key).map_or(0, |s| s.last);
         let rec = Rec::new(ev, fallback);
         self.apply(&key, rec);
-        self.settle(&key, &mut out);
+        self.settle(&key, 0, &mut out);
         self.enforce_span_cap(&mut out);
         out
     }
@@ -140,6 +142,11 @@ impl SpanAssembler {
     /// `now_unix_nanos`; a session idle that long is closed whole.
     pub fn flush_idle(&mut self, now_unix_nanos: u64) -> Vec<Span> {
         let mut out = Vec::new();
+        // Terminals older than the reorder window are settled by the clock, too.
+        let keys: Vec<SessKey> = self.session_order.values().cloned().collect();
+        for key in &keys {
+            self.settle(key, now_unix_nanos, &mut out);
+        }
         let limit = now_unix_nanos.saturating_sub(self.cfg.idle_timeout_nanos);
         let idle_sessions: Vec<SessKey> = self
             .session_order
@@ -381,15 +388,17 @@ impl SpanAssembler {
 
     /// Emits every span of the session whose Events are all in, and the session itself once
     /// `session.ended` is in and nothing earlier can still arrive.
-    fn settle(&mut self, key: &SessKey, out: &mut Vec<Span>) {
+    fn settle(&mut self, key: &SessKey, now: u64, out: &mut Vec<Span>) {
+        let window = self.cfg.reorder_window_nanos;
         let Some(sess) = self.sessions.get_mut(key) else { return };
+        pair_in_order(sess, &mut self.book, window, now);
         let ready: Vec<u64> = sess
             .calls
             .iter()
             .filter(|(_, c)| {
                 c.terminal
                     .as_ref()
-                    .is_some_and(|t| c.opener.is_some() || (t.source == sess.source && sess.settled(t.pos)))
+                    .is_some_and(|t| sess.settled_rec(t, window, now) || (t.pos.is_none() && c.opener.is_some()))
             })
             .map(|(o, _)| *o)
             .collect();
@@ -403,9 +412,11 @@ impl SpanAssembler {
             .runs
             .iter()
             .filter(|(_, r)| {
-                r.open
-                    .as_ref()
-                    .is_some_and(|st| st.terminal.as_ref().is_some_and(|t| st.started.is_some() || sess.settled(t.pos)))
+                r.open.as_ref().is_some_and(|st| {
+                    st.terminal
+                        .as_ref()
+                        .is_some_and(|t| sess.settled_rec(t, window, now) || (t.pos.is_none() && st.started.is_some()))
+                })
             })
             .map(|(n, _)| n.clone())
             .collect();
@@ -415,7 +426,7 @@ impl SpanAssembler {
             }
         }
         let end = match &sess.ended {
-            Some(e) => e.pos.is_none() || sess.settled(e.pos) || nothing_pending(sess),
+            Some(e) => e.pos.is_none() || sess.settled_rec(e, window, now) || nothing_pending(sess),
             None => false,
         };
         if end {
@@ -627,26 +638,7 @@ fn opener(
             })
             .map(|(o, _)| *o)
     };
-    let by_order = || {
-        sess.calls
-            .iter()
-            .filter(|(_, c)| {
-                c.kind == kind
-                    && kind != CallKind::Attention
-                    && c.opener.is_none()
-                    && c.key.is_none()
-                    && k.is_none()
-                    && c.run == rec.run
-                    && c.name == name
-                    && c.terminal.as_ref().is_some_and(|t| t.cause.is_none() && before(&rec, t))
-            })
-            .min_by(|a, b| {
-                let (ta, tb) = (a.1.terminal.as_ref(), b.1.terminal.as_ref());
-                ta.map(|t| (t.pos, t.time)).cmp(&tb.map(|t| (t.pos, t.time)))
-            })
-            .map(|(o, _)| *o)
-    };
-    let found = by_key.or_else(by_cause).or_else(by_order);
+    let found = by_key.or_else(by_cause);
     if let Some(o) = found {
         if let Some(c) = sess.calls.get_mut(&o)
             && c.opener.is_none()
@@ -707,26 +699,7 @@ fn terminal(
             })
             .map(|(o, _)| *o)
     };
-    let by_order = || {
-        sess.calls
-            .iter()
-            .filter(|(_, c)| {
-                c.kind == kind
-                    && kind != CallKind::Attention
-                    && c.terminal.is_none()
-                    && c.key.is_none()
-                    && k.is_none()
-                    && c.run == rec.run
-                    && c.name == name
-                    && c.opener.as_ref().is_some_and(|o| before(o, &rec))
-            })
-            .min_by(|a, b| {
-                let (oa, ob) = (a.1.opener.as_ref(), b.1.opener.as_ref());
-                oa.map(|t| (t.pos, t.time)).cmp(&ob.map(|t| (t.pos, t.time)))
-            })
-            .map(|(o, _)| *o)
-    };
-    let found = by_key.or_else(by_cause).or_else(by_order);
+    let found = by_key.or_else(by_cause);
     if let Some(o) = found
         && let Some(c) = sess.calls.get_mut(&o)
     {
@@ -756,6 +729,56 @@ fn terminal(
     }
 }
 
+/// Pairs calls that carry neither a call id nor a `cause` link: once a terminal is settled
+/// (nothing earlier can still arrive), it closes the oldest open same-named call of its run
+/// that opened before it (AEP-0001 §7 #3 order). Waiting for settlement makes the pairing
+/// independent of arrival order.
+fn pair_in_order(sess: &mut Session, book: &mut Book, window: u64, now: u64) {
+    let mut lone: Vec<(Position, u64, u64)> = sess
+        .calls
+        .iter()
+        .filter(|(_, c)| c.kind != CallKind::Attention && c.opener.is_none() && c.key.is_none())
+        .filter_map(|(o, c)| {
+            c.terminal.as_ref().filter(|t| sess.settled_rec(t, window, now)).map(|t| (t.pos, t.time, *o))
+        })
+        .collect();
+    lone.sort();
+    for (_, _, lone_order) in lone {
+        let Some(t) = sess.calls.get(&lone_order).and_then(|c| c.terminal.as_ref()) else { continue };
+        let (kind, name, run) = match sess.calls.get(&lone_order) {
+            Some(c) => (c.kind, c.name.clone(), c.run.clone()),
+            None => continue,
+        };
+        let target = sess
+            .calls
+            .iter()
+            .filter(|(_, c)| {
+                c.kind == kind
+                    && c.terminal.is_none()
+                    && c.key.is_none()
+                    && c.run == run
+                    && c.name == name
+                    && c.opener
+                        .as_ref()
+                        .is_some_and(|o| before(o, t) && t.cause.as_deref().is_none_or(|cause| cause == o.id))
+            })
+            .min_by(|a, b| {
+                let (oa, ob) = (a.1.opener.as_ref(), b.1.opener.as_ref());
+                oa.map(|o| (o.pos, o.time)).cmp(&ob.map(|o| (o.pos, o.time)))
+            })
+            .map(|(o, _)| *o);
+        let Some(target) = target else { continue };
+        let Some(lone) = sess.calls.remove(&lone_order) else { continue };
+        book.open.remove(&lone.order);
+        if let Some(c) = sess.calls.get_mut(&target) {
+            c.last = c.last.max(lone.last);
+            c.terminal = lone.terminal;
+            c.middle.extend(lone.middle);
+            c.events.extend(lone.events);
+        }
+    }
+}
+
 /// Records an Event as a span event on the innermost open span of its run (else the
 /// session). `late` marks an Event whose own span was already exported.
 fn add_event(sess: &mut Session, book: &mut Book, key: &SessKey, mut rec: Rec, late: bool) {
@@ -765,12 +788,12 @@ fn add_event(sess: &mut Session, book: &mut Book, key: &SessKey, mut rec: Rec, l
     if let Some(run) = rec.run.clone() {
         ensure_run(sess, book, key, &run);
     }
+    // Innermost by session order: the latest-opened call whose open..close range holds it.
     let inner = sess
         .calls
-        .iter_mut()
-        .rev()
-        .find(|(_, c)| c.run == rec.run && c.opener.is_some() && c.terminal.is_none())
-        .map(|(_, c)| c);
+        .values_mut()
+        .filter(|c| c.run == rec.run && c.contains(&rec))
+        .max_by(|a, b| a.opener.as_ref().map(|o| (o.pos, o.time)).cmp(&b.opener.as_ref().map(|o| (o.pos, o.time))));
     if let Some(c) = inner {
         c.last = c.last.max(rec.time);
         c.events.push(rec);
@@ -785,12 +808,24 @@ fn add_event(sess: &mut Session, book: &mut Book, key: &SessKey, mut rec: Rec, l
     sess.events.push(rec);
 }
 
-/// Every open span already has its Events: closing now loses nothing.
+/// Every open span already has both ends: closing now loses nothing but late annotations.
 fn nothing_pending(sess: &Session) -> bool {
-    sess.calls.is_empty() && sess.runs.values().all(|r| r.open.is_none())
+    sess.calls.values().all(|c| c.opener.is_some() && c.terminal.is_some())
+        && sess.runs.values().all(|r| r.open.as_ref().is_none_or(|st| st.started.is_some() && st.terminal.is_some()))
 }
 
-fn emit_call(sess: &mut Session, call: Call, forced_end: Option<u64>) -> Span {
+fn emit_call(sess: &mut Session, mut call: Call, forced_end: Option<u64>) -> Span {
+    // Events that arrived before the call's opener but lie inside it move onto it.
+    let pool = match call.run.as_ref().and_then(|r| sess.runs.get_mut(r)).and_then(|r| r.open.as_mut()) {
+        Some(st) => Some(&mut st.events),
+        None if call.run.is_none() => Some(&mut sess.events),
+        None => None,
+    };
+    if let Some(pool) = pool {
+        let (inside, rest): (Vec<Rec>, Vec<Rec>) = pool.drain(..).partition(|r| r.run == call.run && call.contains(r));
+        *pool = rest;
+        call.events.extend(inside);
+    }
     let (how, id) = call.identity();
     let sid = call_span_id(sess, call.kind, how, &id);
     let parent = match call.run.as_ref().and_then(|r| sess.runs.get_mut(r)) {

@@ -7,6 +7,11 @@ pub struct SpanConfig {
     /// A span (or a whole session) with no Event for this long, measured against the `now`
     /// given to [`super::SpanAssembler::flush_idle`], is closed as incomplete.
     pub idle_timeout_nanos: u64,
+    /// How late an Event may arrive and still land inside a finished pair: a terminal is
+    /// held until every earlier `(epoch, seq)` was seen or the session's newest Event
+    /// (or `now`) is this far past it (AEP-0001 §7 #2: gaps are legal, so contiguity alone
+    /// cannot be waited on).
+    pub reorder_window_nanos: u64,
     /// Most sessions held open at once.
     pub max_open_sessions: usize,
     /// Most open spans (session roots, runs, tools, attention requests, delegations).
@@ -21,6 +26,7 @@ impl Default for SpanConfig {
     fn default() -> Self {
         Self {
             idle_timeout_nanos: 30 * 60 * 1_000_000_000,
+            reorder_window_nanos: 10 * 1_000_000_000,
             max_open_sessions: 10_000,
             max_open_spans: 100_000,
             max_seen_ids: 1 << 18,

@@ -118,6 +118,13 @@ pub(crate) struct Call {
 }
 
 impl Call {
+    /// `rec` lies between this call's opener and its terminal (or after an open opener):
+    /// by `(epoch, seq)` when both are sequenced, else by time.
+    pub fn contains(&self, rec: &Rec) -> bool {
+        let Some(o) = &self.opener else { return false };
+        before(o, rec) && self.terminal.as_ref().is_none_or(|t| before(rec, t))
+    }
+
     /// The identity the span id is derived from, stable across arrival orders.
     pub fn identity(&self) -> (&'static str, String) {
         match (&self.key, &self.opener, &self.terminal) {
@@ -214,6 +221,12 @@ impl Session {
             None => false,
             Some((epoch, seq)) => self.tracks.get(&epoch).is_some_and(|t| t.next > seq),
         }
+    }
+
+    /// Nothing before `rec` can still arrive: every earlier position of the owner's stream
+    /// was seen, or the stream (or `now`) is already `window` past it.
+    pub fn settled_rec(&self, rec: &Rec, window: u64, now: u64) -> bool {
+        (rec.source == self.source && self.settled(rec.pos)) || self.last.max(now) >= rec.time.saturating_add(window)
     }
 
     pub fn see(&mut self, rec: &Rec) {

@@ -1,0 +1,448 @@
+//! Golden tests of the span assembler over `tests/data/spans/*.jsonl`.
+//!
+//! Each input line is an AEP Event or a directive: `{"#config": {...}}` (first line:
+//! `idle_timeout_ms`, `max_open_sessions`, `max_open_spans`) or `{"#flush_idle": "<RFC 3339>"}`.
+//! The harness pushes every Event, runs the directives, then `flush_all()`, and compares
+//! `{tree, batches}` with `<case>.expected.json`: `tree` is a readable span tree, `batches`
+//! the OTLP/JSON spans each step returned. `UPDATE_GOLDEN=1` rewrites the expected files.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use aep_projections::spans::{
+    Span, SpanAssembler, SpanConfig, assemble, parse_rfc3339_nanos, session_root_context, traces_request,
+};
+use aep_schemas::event::Event;
+use serde_json::{Value, json};
+
+fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/spans")
+}
+
+enum Step {
+    Event(Box<Event>),
+    FlushIdle(u64, String),
+}
+
+fn load(name: &str) -> (SpanConfig, Vec<Step>) {
+    let text = std::fs::read_to_string(data_dir().join(format!("{name}.jsonl"))).unwrap();
+    let mut cfg = SpanConfig::default();
+    let mut steps = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{name}:{}: {e}", n + 1));
+        if let Some(c) = v.get("#config") {
+            if let Some(ms) = c.get("idle_timeout_ms").and_then(Value::as_u64) {
+                cfg.idle_timeout_nanos = ms * 1_000_000;
+            }
+            if let Some(x) = c.get("max_open_sessions").and_then(Value::as_u64) {
+                cfg.max_open_sessions = x as usize;
+            }
+            if let Some(x) = c.get("max_open_spans").and_then(Value::as_u64) {
+                cfg.max_open_spans = x as usize;
+            }
+        } else if let Some(t) = v.get("#flush_idle").and_then(Value::as_str) {
+            steps.push(Step::FlushIdle(parse_rfc3339_nanos(t).unwrap(), t.to_owned()));
+        } else {
+            let ev = Event::from_value(v).unwrap_or_else(|e| panic!("{name}:{}: {e}", n + 1));
+            steps.push(Step::Event(Box::new(ev)));
+        }
+    }
+    (cfg, steps)
+}
+
+fn events_of(steps: &[Step]) -> Vec<Event> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Event(e) => Some((**e).clone()),
+            Step::FlushIdle(..) => None,
+        })
+        .collect()
+}
+
+/// Runs a case: the spans each step returned, labelled by the step.
+fn run(cfg: SpanConfig, steps: &[Step]) -> Vec<(String, Vec<Span>)> {
+    let mut asm = SpanAssembler::new(cfg);
+    let mut batches = Vec::new();
+    for step in steps {
+        let (label, spans) = match step {
+            Step::Event(ev) => (format!("{} {}", ev.id, ev.r#type), asm.push(ev)),
+            Step::FlushIdle(now, t) => (format!("#flush_idle {t}"), asm.flush_idle(*now)),
+        };
+        if !spans.is_empty() {
+            batches.push((label, spans));
+        }
+    }
+    let rest = asm.flush_all();
+    if !rest.is_empty() {
+        batches.push(("#flush_all".to_owned(), rest));
+    }
+    assert_eq!(asm.open_spans(), 0, "flush_all leaves nothing open");
+    assert_eq!(asm.open_sessions(), 0);
+    batches
+}
+
+/// A readable tree: `name [status] (flags)` lines, children indented under their parent.
+fn tree(spans: &[Span]) -> Vec<String> {
+    let ids: HashMap<[u8; 8], usize> = spans.iter().enumerate().map(|(i, s)| (s.span_id, i)).collect();
+    let mut children: HashMap<Option<usize>, Vec<usize>> = HashMap::new();
+    for (i, s) in spans.iter().enumerate() {
+        let parent = s.parent_span_id.and_then(|p| ids.get(&p).copied());
+        children.entry(parent).or_default().push(i);
+    }
+    for list in children.values_mut() {
+        list.sort_by_key(|i| (spans[*i].start_unix_nanos, spans[*i].name.clone(), spans[*i].span_id));
+    }
+    fn walk(
+        i: usize,
+        depth: usize,
+        spans: &[Span],
+        children: &HashMap<Option<usize>, Vec<usize>>,
+        out: &mut Vec<String>,
+    ) {
+        let s = &spans[i];
+        let mut line = format!("{}{}", "  ".repeat(depth), s.name);
+        let ms = (s.end_unix_nanos - s.start_unix_nanos) / 1_000_000;
+        line.push_str(&format!(" {ms}ms"));
+        if s.status == aep_projections::spans::StatusCode::Error {
+            line.push_str(" ERROR");
+        }
+        if s.is_incomplete() {
+            line.push_str(" incomplete");
+        }
+        if !s.events.is_empty() {
+            let names: Vec<&str> = s.events.iter().map(|e| e.name.as_str()).collect();
+            line.push_str(&format!(" events=[{}]", names.join(",")));
+        }
+        if !s.links.is_empty() {
+            let kinds: Vec<&str> =
+                s.links.iter().filter_map(|l| l.attributes.get("aep.link.kind").and_then(Value::as_str)).collect();
+            line.push_str(&format!(" links=[{}]", kinds.join(",")));
+        }
+        out.push(line);
+        for c in children.get(&Some(i)).into_iter().flatten() {
+            walk(*c, depth + 1, spans, children, out);
+        }
+    }
+    let mut out = Vec::new();
+    for r in children.get(&None).into_iter().flatten() {
+        walk(*r, 0, spans, &children, &mut out);
+    }
+    out
+}
+
+fn render(batches: &[(String, Vec<Span>)]) -> Value {
+    let all: Vec<Span> = batches.iter().flat_map(|(_, s)| s.iter().cloned()).collect();
+    let batches: Vec<Value> = batches
+        .iter()
+        .map(
+            |(label, spans)| json!({"after": label, "spans": spans.iter().map(Span::to_otlp_json).collect::<Vec<_>>()}),
+        )
+        .collect();
+    json!({"tree": tree(&all), "batches": batches})
+}
+
+/// A readable diff: the first differing line of the pretty-printed values, with context.
+fn diff(expected: &Value, actual: &Value) -> String {
+    let e = serde_json::to_string_pretty(expected).unwrap();
+    let a = serde_json::to_string_pretty(actual).unwrap();
+    let (el, al): (Vec<&str>, Vec<&str>) = (e.lines().collect(), a.lines().collect());
+    let first = el.iter().zip(al.iter()).position(|(x, y)| x != y).unwrap_or(el.len().min(al.len()));
+    let from = first.saturating_sub(6);
+    let mut out = format!("first difference at line {}\n--- expected\n", first + 1);
+    for l in el.iter().skip(from).take(14) {
+        out.push_str(&format!("  {l}\n"));
+    }
+    out.push_str("+++ actual\n");
+    for l in al.iter().skip(from).take(14) {
+        out.push_str(&format!("  {l}\n"));
+    }
+    out
+}
+
+fn golden(name: &str) -> Vec<(String, Vec<Span>)> {
+    let (cfg, steps) = load(name);
+    let batches = run(cfg, &steps);
+    let actual = render(&batches);
+    let path = data_dir().join(format!("{name}.expected.json"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, serde_json::to_string_pretty(&actual).unwrap() + "\n").unwrap();
+    } else {
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|_| panic!("{} missing: run with UPDATE_GOLDEN=1", path.display()));
+        let expected: Value = serde_json::from_str(&text).unwrap();
+        assert!(expected == actual, "{name}: spans differ from {}\n{}", path.display(), diff(&expected, &actual));
+    }
+    batches
+}
+
+fn all_spans(batches: &[(String, Vec<Span>)]) -> Vec<Span> {
+    batches.iter().flat_map(|(_, s)| s.iter().cloned()).collect()
+}
+
+fn find<'a>(spans: &'a [Span], name: &str) -> &'a Span {
+    spans.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no span {name}"))
+}
+
+fn attr<'a>(s: &'a Span, k: &str) -> &'a Value {
+    s.attributes.get(k).unwrap_or(&Value::Null)
+}
+
+/// Spans keyed by span id as OTLP/JSON, for order-independent comparison.
+fn by_id(spans: &[Span]) -> Vec<(String, Value)> {
+    let mut v: Vec<(String, Value)> = spans.iter().map(|s| (hex::encode(s.span_id), s.to_otlp_json())).collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+#[test]
+fn normal_session() {
+    let spans = all_spans(&golden("normal"));
+    assert_eq!(spans.len(), 1 + 2 + 4, "root, two runs, four tools");
+    assert!(spans.iter().all(|s| !s.is_incomplete()));
+    let root = find(&spans, "aep.session");
+    assert_eq!(root.parent_span_id, None);
+    assert!(spans.iter().all(|s| s.trace_id == root.trace_id), "one trace per session");
+    let bash = find(&spans, "execute_tool Bash");
+    assert_eq!(attr(bash, "gen_ai.tool.call.id"), "toolu_01");
+    assert_eq!(attr(bash, "gen_ai.usage.input_tokens"), 120);
+    assert_eq!(bash.events.len(), 1, "progress.status lands on the open tool span");
+    assert!(attr(bash, "aep.tool.args").is_null() && !bash.to_otlp_json().to_string().contains("cargo build"));
+    let run1 = spans.iter().find(|s| attr(s, "aep.run") == "r1" && s.name.starts_with("invoke_agent")).unwrap();
+    assert_eq!(bash.parent_span_id, Some(run1.span_id));
+    assert_eq!(run1.parent_span_id, Some(root.span_id));
+    assert_eq!(attr(run1, "gen_ai.usage.output_tokens"), 210);
+    assert_eq!(attr(run1, "aep.cost.currency"), "USD");
+    // Two Grep calls without call ids or causes pair in order.
+    let greps: Vec<&Span> = spans.iter().filter(|s| s.name == "execute_tool Grep").collect();
+    assert_eq!(greps.len(), 2);
+    let mut durations: Vec<u64> = greps.iter().map(|s| (s.end_unix_nanos - s.start_unix_nanos) / 1_000_000).collect();
+    durations.sort();
+    assert_eq!(durations, [800, 800]);
+    // No content-level data leaks into attributes (AEP-0005 §3.3).
+    let text = traces_request(&spans).to_string();
+    for secret in ["secret-project", "fix the build", "compiling 12 crates", "Finished"] {
+        assert!(!text.contains(secret), "{secret} leaked");
+    }
+}
+
+#[test]
+fn traces_request_groups_by_agent() {
+    let spans = all_spans(&golden("subagent"));
+    let req = traces_request(&spans);
+    let rs = req["resourceSpans"].as_array().unwrap();
+    assert_eq!(rs.len(), 1);
+    assert_eq!(rs[0]["resource"]["attributes"][0]["value"]["stringValue"], "claude-code");
+    assert_eq!(rs[0]["scopeSpans"][0]["spans"].as_array().unwrap().len(), spans.len());
+}
+
+#[test]
+fn out_of_order_matches_in_order() {
+    let shuffled = all_spans(&golden("out_of_order"));
+    let (_, steps) = load("out_of_order");
+    let mut events = events_of(&steps);
+    events.sort_by_key(|e| e.seq);
+    let ordered = assemble(&events, SpanConfig::default());
+    assert_eq!(by_id(&shuffled), by_id(&ordered));
+    assert!(shuffled.iter().all(|s| !s.is_incomplete()));
+    let failed = find(&shuffled, "execute_tool apply_patch");
+    assert_eq!(failed.status, aep_projections::spans::StatusCode::Error);
+    assert_eq!(attr(failed, "error.type"), "patch_rejected");
+}
+
+/// Every permutation of the middle of a session (first and last Event fixed) gives the
+/// same spans: a deterministic shuffle over many seeds.
+#[test]
+fn arrival_order_does_not_change_spans() {
+    let (_, steps) = load("normal");
+    let events = events_of(&steps);
+    let expected = by_id(&assemble(&events, SpanConfig::default()));
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..50 {
+        let mut middle = events[1..events.len() - 1].to_vec();
+        for i in (1..middle.len()).rev() {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let j = (seed >> 33) as usize % (i + 1);
+            middle.swap(i, j);
+        }
+        let mut shuffled = vec![events[0].clone()];
+        shuffled.extend(middle);
+        shuffled.push(events[events.len() - 1].clone());
+        let got = by_id(&assemble(&shuffled, SpanConfig::default()));
+        let order: Vec<&str> = shuffled.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(got.len(), expected.len(), "order {order:?}");
+        for (g, e) in got.iter().zip(expected.iter()) {
+            assert!(g == e, "order {order:?}\n{}", diff(&e.1, &g.1));
+        }
+    }
+}
+
+#[test]
+fn missing_terminal_closes_incomplete() {
+    let batches = golden("missing_terminal");
+    let spans = all_spans(&batches);
+    assert_eq!(batches.len(), 1, "everything closes at session.ended");
+    let tool = find(&spans, "execute_tool Bash");
+    assert!(tool.is_incomplete());
+    let ended = parse_rfc3339_nanos("2026-07-03T10:00:30Z").unwrap();
+    assert_eq!(tool.end_unix_nanos, ended, "open children end at session.ended");
+    let run = find(&spans, "invoke_agent claude-code");
+    assert!(run.is_incomplete());
+    assert!(!find(&spans, "aep.session").is_incomplete());
+}
+
+#[test]
+fn replayed_duplicates_change_nothing() {
+    let with_dups = all_spans(&golden("replayed_duplicate"));
+    let (_, steps) = load("replayed_duplicate");
+    let mut seen = std::collections::HashSet::new();
+    let unique: Vec<Event> = events_of(&steps).into_iter().filter(|e| seen.insert(e.id.clone())).collect();
+    assert!(unique.len() < events_of(&steps).len());
+    assert_eq!(by_id(&with_dups), by_id(&assemble(&unique, SpanConfig::default())));
+    assert_eq!(with_dups.len(), 3);
+    // Replaying the whole stream into the same assembler after it closed adds nothing.
+    let mut asm = SpanAssembler::new(SpanConfig::default());
+    let first: Vec<Span> = unique.iter().flat_map(|e| asm.push(e)).collect();
+    assert_eq!(first.len(), 3);
+    let again: Vec<Span> = unique.iter().flat_map(|e| asm.push(e)).collect();
+    assert!(again.is_empty());
+    assert!(asm.flush_all().is_empty());
+}
+
+#[test]
+fn subagent_links_both_ways() {
+    let spans = all_spans(&golden("subagent"));
+    let deleg = find(&spans, "invoke_agent Explore");
+    assert_eq!(attr(deleg, "aep.delegation.child.session"), "s_child");
+    let child_root = spans.iter().find(|s| s.name == "aep.session" && attr(s, "aep.session") == "s_child").unwrap();
+    let parent_run = spans
+        .iter()
+        .find(|s| {
+            attr(s, "aep.session") == "s_parent"
+                && attr(s, "aep.run") == "r1"
+                && attr(s, "gen_ai.agent.name") == "claude-code"
+                && s.name == "invoke_agent claude-code"
+        })
+        .unwrap();
+    assert_eq!(deleg.parent_span_id, Some(parent_run.span_id));
+    assert_eq!(deleg.links.len(), 1);
+    assert_eq!(deleg.links[0].context.trace_id, child_root.trace_id);
+    assert_eq!(deleg.links[0].context.span_id, child_root.span_id, "the link resolves to the child's real root");
+    assert_eq!(child_root.links.len(), 1);
+    assert_eq!(child_root.links[0].context.span_id, parent_run.span_id, "the child links back to the parent run");
+    assert_eq!(child_root.links[0].context.trace_id, parent_run.trace_id);
+    assert_ne!(child_root.trace_id, parent_run.trace_id);
+    assert_eq!(
+        session_root_context("aep://host-a/agent/claude-code/session/s_child", "s_child").span_id,
+        child_root.span_id
+    );
+}
+
+#[test]
+fn denied_tool_is_error_with_clear_attribute() {
+    let spans = all_spans(&golden("denied_tool"));
+    let bash = find(&spans, "execute_tool Bash");
+    assert_eq!(bash.status, aep_projections::spans::StatusCode::Error);
+    assert_eq!(attr(bash, "aep.tool.denied"), true);
+    assert_eq!(attr(bash, "aep.tool.denied.by"), "policy");
+    assert_eq!(attr(bash, "aep.tool.outcome"), "denied");
+    assert_eq!(bash.start_unix_nanos, bash.end_unix_nanos, "blocked before execution: zero length");
+    assert!(!bash.is_incomplete());
+    let fetch = find(&spans, "execute_tool WebFetch");
+    assert_eq!(attr(fetch, "aep.tool.denied.by"), "user_setting");
+    assert_eq!((fetch.end_unix_nanos - fetch.start_unix_nanos) / 1_000_000, 100);
+}
+
+#[test]
+fn failed_tool_and_run_are_errors() {
+    let spans = all_spans(&golden("failed_tool"));
+    let write = find(&spans, "execute_tool Write");
+    assert_eq!(write.status, aep_projections::spans::StatusCode::Error);
+    assert_eq!(attr(write, "error.type"), "io_error");
+    assert!(!write.to_otlp_json().to_string().contains("EACCES"), "error messages are content");
+    let run = find(&spans, "invoke_agent claude-code");
+    assert_eq!(run.status, aep_projections::spans::StatusCode::Error);
+    assert_eq!(run.status_message, "tool_error");
+    assert_eq!(run.to_otlp_json()["status"]["code"], 2);
+    assert!(run.events.iter().any(|e| e.name == "error.raised"));
+}
+
+#[test]
+fn attention_answered_and_timeout() {
+    let spans = all_spans(&golden("attention"));
+    let perm = find(&spans, "attention permission");
+    assert_eq!(attr(perm, "aep.attention.outcome"), "answered");
+    assert_eq!(attr(perm, "aep.attention.answer.option"), "allow");
+    assert_eq!(attr(perm, "aep.attention.wait_ms"), 7200);
+    assert_eq!(attr(perm, "aep.attention.routed_to"), &json!(["telegram"]));
+    let names: Vec<&str> = perm.events.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["attention.routed", "control.attention.respond", "attention.answered"]);
+    assert!(!perm.to_otlp_json().to_string().contains("rm -rf"), "the prompt is content");
+    let input = find(&spans, "attention input");
+    assert_eq!(attr(input, "aep.attention.outcome"), "timeout");
+    assert_eq!((input.end_unix_nanos - input.start_unix_nanos) / 1_000_000, 30_000);
+    // The router's Events joined the owner's session: no stray session for its source.
+    assert_eq!(spans.iter().filter(|s| s.name == "aep.session").count(), 1);
+}
+
+#[test]
+fn idle_flush_closes_incomplete_and_continues() {
+    let batches = golden("idle_flush");
+    assert!(!batches.iter().any(|(l, _)| l == "#flush_idle 2026-07-03T10:00:30Z"), "not idle yet");
+    let (_, flushed) = batches.iter().find(|(l, _)| l == "#flush_idle 2026-07-03T10:01:05Z").unwrap();
+    assert_eq!(flushed.len(), 3);
+    assert!(flushed.iter().all(Span::is_incomplete));
+    let root = find(flushed, "aep.session");
+    let later = all_spans(&batches[1..]);
+    let cont = find(&later, "aep.session");
+    assert_eq!(cont.trace_id, root.trace_id, "a late Event continues the trace");
+    assert_eq!(cont.parent_span_id, Some(root.span_id));
+    assert_eq!(attr(cont, "aep.continuation"), 1);
+    let ids: std::collections::HashSet<[u8; 8]> = all_spans(&batches).iter().map(|s| s.span_id).collect();
+    assert_eq!(ids.len(), all_spans(&batches).len(), "no span id is exported twice");
+}
+
+#[test]
+fn caps_flush_oldest_first() {
+    let batches = golden("caps");
+    let spans = all_spans(&batches);
+    // Opening s_cap_c exceeds two open sessions: s_cap_a (the oldest) is flushed whole.
+    let (label, evicted) = &batches[0];
+    assert!(label.contains("s_cap_b-e04") || label.contains("s_cap_c"), "{label}");
+    assert!(evicted.iter().all(Span::is_incomplete));
+    let sessions: Vec<&str> =
+        spans.iter().filter(|s| s.name == "aep.session").map(|s| attr(s, "aep.session").as_str().unwrap()).collect();
+    assert_eq!(sessions.len(), 3, "nothing dropped: {sessions:?}");
+    assert_eq!(sessions[0], "s_cap_a");
+    let mut asm = SpanAssembler::new(SpanConfig { max_open_spans: 5, max_open_sessions: 2, ..SpanConfig::default() });
+    let (_, steps) = load("caps");
+    for ev in events_of(&steps) {
+        asm.push(&ev);
+        assert!(asm.open_spans() <= 5 && asm.open_sessions() <= 2);
+    }
+}
+
+#[test]
+fn traceparent_is_honored() {
+    let spans = all_spans(&golden("traceparent"));
+    let root = find(&spans, "aep.session");
+    assert_eq!(hex::encode(root.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(root.parent_span_id.map(hex::encode).as_deref(), Some("00f067aa0ba902b7"));
+    let r1 = spans.iter().find(|s| attr(s, "aep.run") == "r1" && s.name.starts_with("invoke_agent")).unwrap();
+    assert_eq!(r1.trace_id, root.trace_id);
+    let r2 = spans.iter().find(|s| attr(s, "aep.run") == "r2" && s.name.starts_with("invoke_agent")).unwrap();
+    assert_eq!(hex::encode(r2.trace_id), "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(r2.parent_span_id.map(hex::encode).as_deref(), Some("b7ad6b7169203331"));
+    assert_eq!(r2.links.len(), 1, "the foreign-trace run links to its session");
+    let tool = find(&spans, "execute_tool Bash");
+    assert_eq!(tool.trace_id, r2.trace_id);
+    assert_eq!(tool.parent_span_id, Some(r2.span_id));
+    assert_eq!(tool.links.len(), 1, "a later traceparent becomes a link");
+}
+
+#[test]
+fn ids_are_deterministic_across_assemblers() {
+    let (_, steps) = load("normal");
+    let events = events_of(&steps);
+    assert_eq!(by_id(&assemble(&events, SpanConfig::default())), by_id(&assemble(&events, SpanConfig::default())));
+}
