@@ -12,6 +12,7 @@
 //! schema), the registry follows the schema, the machine source of truth `aep validate`
 //! uses, so that nothing valid under the schema is rejected here.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::LazyLock;
 
@@ -233,6 +234,8 @@ pub struct Registry {
     pub categories: Vec<(String, Scope)>,
     /// Every registered type, in file order.
     pub types: Vec<TypeSpec>,
+    /// Type name to position in `types`.
+    index: HashMap<String, usize>,
 }
 
 static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
@@ -248,7 +251,7 @@ pub fn registry() -> &'static Registry {
 
 /// The registered type named `ty`, if any (vendor `x.*` types are never registered).
 pub fn lookup(ty: &str) -> Option<&'static TypeSpec> {
-    REGISTRY.types.iter().find(|t| t.name == ty)
+    REGISTRY.index.get(ty).and_then(|&i| REGISTRY.types.get(i))
 }
 
 /// Every registered type.
@@ -380,6 +383,9 @@ pub fn parse(text: &str) -> Result<Registry, ParseError> {
                     }
                     None
                 };
+                if reg.index.insert(name.to_owned(), reg.types.len()).is_some() {
+                    return Err(err(l.no, format!("type {name} registered twice")));
+                }
                 reg.types.push(TypeSpec { name: name.to_owned(), status, scope, payload });
             }
             _ => return Err(err(l.no, format!("unknown directive {:?}", l.text))),

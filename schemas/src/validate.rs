@@ -242,7 +242,7 @@ fn payload_rule(ty: &str, status: Status) -> &'static str {
 }
 
 fn check_payload(ev: &Event) -> Result<(), Violation> {
-    let Some(Value::Object(data)) = &ev.data else { return Ok(()) };
+    let Some(whole @ Value::Object(data)) = &ev.data else { return Ok(()) };
     let capture = ev.capture();
     // AEP-0001 §8.2(a): `none` carries no payload content.
     if capture == Capture::None && !data.is_empty() {
@@ -254,14 +254,32 @@ fn check_payload(ev: &Event) -> Result<(), Violation> {
     let Some(spec) = registry::lookup(&ev.r#type) else { return Ok(()) };
     let Some(payload) = &spec.payload else { return Ok(()) };
     let rule = payload_rule(&spec.name, spec.status);
-    check_node(payload, &Value::Object(data.clone()), "data", rule)?;
-    honesty(payload, data, capture, "data")?;
+    check_node(payload, whole, Path::Root, rule)?;
+    honesty(payload, data, capture, Path::Root)?;
     check_form_prose(&ev.r#type, data, rule)?;
     Ok(())
 }
 
 /// Schema check of one node; inside a common object the rule becomes AEP-0002 §5.2.
-fn check_node(spec: &FieldSpec, v: &Value, path: &str, rule: &'static str) -> Result<(), Violation> {
+/// A payload path built on the stack and rendered only when a violation is reported.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root => f.write_str("data"),
+            Path::Key(p, k) => write!(f, "{p}.{k}"),
+            Path::Index(p, i) => write!(f, "{p}[{i}]"),
+        }
+    }
+}
+
+fn check_node(spec: &FieldSpec, v: &Value, path: Path<'_>, rule: &'static str) -> Result<(), Violation> {
     let rule = if spec.common.is_some() { "AEP-0002 §5.2" } else { rule };
     let bad = |m: String| Err(Violation::new(rule, format!("payload schema: {path} {m}")));
     if !spec.types.is_empty() && !spec.types.iter().any(|t| t.matches(v)) {
@@ -300,20 +318,20 @@ fn check_node(spec: &FieldSpec, v: &Value, path: &str, rule: &'static str) -> Re
         }
         for (k, child) in map {
             if let Some(s) = spec.property(k) {
-                check_node(s, child, &format!("{path}.{k}"), rule)?;
+                check_node(s, child, Path::Key(&path, k), rule)?;
             }
         }
     }
     if let (Value::Array(items), Some(item_spec)) = (v, spec.items.as_deref()) {
         for (i, item) in items.iter().enumerate() {
-            check_node(item_spec, item, &format!("{path}[{i}]"), rule)?;
+            check_node(item_spec, item, Path::Index(&path, i), rule)?;
         }
     }
     Ok(())
 }
 
 /// AEP-0001 §8.2(a) / AEP-0002 §5.1 rule 1: no member above the Event's declared capture.
-fn honesty(spec: &FieldSpec, map: &Map<String, Value>, capture: Capture, path: &str) -> Result<(), Violation> {
+fn honesty(spec: &FieldSpec, map: &Map<String, Value>, capture: Capture, path: Path<'_>) -> Result<(), Violation> {
     for (k, v) in map {
         let Some(s) = spec.property(k) else { continue };
         if s.level() > capture {
@@ -322,17 +340,17 @@ fn honesty(spec: &FieldSpec, map: &Map<String, Value>, capture: Capture, path: &
                 format!("{path}.{k} is gated at `{}` but the Event declares capture `{capture}`", s.level()),
             ));
         }
-        honesty_node(s, v, capture, &format!("{path}.{k}"))?;
+        honesty_node(s, v, capture, Path::Key(&path, k))?;
     }
     Ok(())
 }
 
-fn honesty_node(spec: &FieldSpec, v: &Value, capture: Capture, path: &str) -> Result<(), Violation> {
+fn honesty_node(spec: &FieldSpec, v: &Value, capture: Capture, path: Path<'_>) -> Result<(), Violation> {
     match v {
         Value::Object(m) => honesty(spec, m, capture, path),
         Value::Array(items) => match spec.items.as_deref() {
             Some(item) => {
-                items.iter().enumerate().try_for_each(|(i, x)| honesty_node(item, x, capture, &format!("{path}[{i}]")))
+                items.iter().enumerate().try_for_each(|(i, x)| honesty_node(item, x, capture, Path::Index(&path, i)))
             }
             None => Ok(()),
         },
