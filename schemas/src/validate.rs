@@ -480,7 +480,6 @@ struct SessionState {
 /// §5.2) and identical redelivery of an `(source, id)` is deduplicated, never a violation.
 #[derive(Debug, Default)]
 pub struct StreamValidator {
-    index: usize,
     seen: HashMap<(String, String), String>,
     sessions: HashMap<(String, String), SessionState>,
     /// Ack decision per (acking source, command id).
@@ -498,12 +497,20 @@ impl StreamValidator {
         self.seen.len()
     }
 
-    /// Feeds the next Event; returns the stream violations it causes.
+    /// Feeds the next Event; returns the stream violations it causes, with `index` unset
+    /// (the caller knows its own numbering; see [`push_at`](Self::push_at)).
     pub fn push(&mut self, ev: &Event) -> Vec<Violation> {
-        let index = self.index;
-        self.index += 1;
+        self.check(ev, None)
+    }
+
+    /// Feeds the Event at position `index` of the caller's stream; violations carry `index`.
+    pub fn push_at(&mut self, index: usize, ev: &Event) -> Vec<Violation> {
+        self.check(ev, Some(index))
+    }
+
+    fn check(&mut self, ev: &Event, index: Option<usize>) -> Vec<Violation> {
         let mut out = Vec::new();
-        let mut flag = |rule: &'static str, message: String| out.push(Violation { rule, message, index: Some(index) });
+        let mut flag = |rule: &'static str, message: String| out.push(Violation { rule, message, index });
 
         // AEP-0001 §7.4: dedupe on (source, id); same key with different content is a collision.
         let key = (ev.source.clone(), ev.id.clone());
@@ -656,10 +663,7 @@ pub fn validate_stream<'a>(values: impl IntoIterator<Item = &'a Value>) -> Vec<V
     let mut out = Vec::new();
     for (i, v) in values.into_iter().enumerate() {
         match validate_value(v) {
-            Ok(ev) => {
-                sv.index = i;
-                out.extend(sv.push(&ev));
-            }
+            Ok(ev) => out.extend(sv.push_at(i, &ev)),
             Err(mut e) => {
                 e.index = Some(i);
                 out.push(e);

@@ -20,10 +20,7 @@ pub fn run(fx: &Fixtures, out: &mut Checks) {
         match validate_value(line) {
             Ok(ev) => {
                 out.record(format!("golden[{i}] {ty}"), Ok(()));
-                for mut v in stream.push(&ev) {
-                    v.index = Some(i);
-                    problems.push(v.to_string());
-                }
+                problems.extend(stream.push_at(i, &ev).iter().map(ToString::to_string));
             }
             Err(v) => {
                 out.fail(format!("golden[{i}] {ty}"), v.to_string());
