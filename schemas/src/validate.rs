@@ -57,8 +57,35 @@ pub fn validate_value(v: &Value) -> Result<Event, Violation> {
 pub fn validate_event(ev: &Event) -> Result<(), Violation> {
     check_envelope(ev)?;
     check_scoping(ev)?;
+    check_correlation(ev)?;
     check_payload(ev)?;
     Ok(())
+}
+
+/// Correlation attributes some types MUST carry.
+fn check_correlation(ev: &Event) -> Result<(), Violation> {
+    let ty = ev.r#type.as_str();
+    match ty {
+        // AEP-0002 §7.1: lifecycle Events after the request carry its id as `subject`;
+        // AEP-0004 §6: so does the command answering it.
+        "attention.routed"
+        | "attention.answered"
+        | "attention.resolved"
+        | "attention.timeout"
+        | "control.attention.respond"
+            if ev.subject.is_none() =>
+        {
+            Err(Violation::new(
+                "AEP-0002 §7.1",
+                format!("{ty} MUST set `subject` to the id of its attention.requested"),
+            ))
+        }
+        // AEP-0004 §3: an ack's `cause` is the command's id.
+        "control.accepted" | "control.rejected" if ev.cause.is_none() => {
+            Err(Violation::new("AEP-0004 §3", format!("{ty} MUST set `cause` to the id of the command it answers")))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn check_envelope(ev: &Event) -> Result<(), Violation> {
@@ -413,7 +440,7 @@ pub fn is_rfc3339(s: &str) -> bool {
     if b.len() < 20 || !digits(&b[0..4]) || b[4] != b'-' || !digits(&b[5..7]) || b[7] != b'-' || !digits(&b[8..10]) {
         return false;
     }
-    if !matches!(b[10], b'T' | b't' | b' ') || !digits(&b[11..13]) || b[13] != b':' || !digits(&b[14..16]) {
+    if !matches!(b[10], b'T' | b't') || !digits(&b[11..13]) || b[13] != b':' || !digits(&b[14..16]) {
         return false;
     }
     if b[16] != b':' || !digits(&b[17..19]) {
@@ -796,6 +823,21 @@ mod tests {
         let mut v = base("run.started");
         v.as_object_mut().unwrap().remove("seq");
         assert_eq!(rule_of(v), "AEP-0001 §5.2");
+    }
+
+    #[test]
+    fn correlation_rules() {
+        let mut v = base("attention.timeout");
+        assert_eq!(rule_of(v.clone()), "AEP-0002 §7.1");
+        v["subject"] = json!("req1");
+        assert!(validate_value(&v).is_ok());
+        let mut v = base("control.accepted");
+        assert_eq!(rule_of(v.clone()), "AEP-0004 §3");
+        v["cause"] = json!("cmd1");
+        assert!(validate_value(&v).is_ok());
+        let mut v = base("run.started");
+        v["time"] = json!("2026-01-02 03:04:05Z");
+        assert_eq!(rule_of(v), "AEP-0001 §5.1 #5");
     }
 
     #[test]
