@@ -211,9 +211,7 @@ pub fn record_event_name(rec: &OtelRecord) -> Option<String> {
 }
 
 fn is_plausible_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 256
-        && n.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    !n.is_empty() && n.len() <= 256 && n.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// How a listed attribute is treated.

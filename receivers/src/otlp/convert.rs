@@ -42,9 +42,7 @@ pub fn to_otel_records(req: &ExportLogsServiceRequest) -> Vec<OtelRecord> {
 
 /// Key-value list -> JSON object (a later duplicate key wins, as in most SDKs' maps).
 pub fn attributes(kvs: &[KeyValue]) -> Map<String, Value> {
-    kvs.iter()
-        .map(|kv| (kv.key.clone(), kv.value.as_ref().map(any_value).unwrap_or(Value::Null)))
-        .collect()
+    kvs.iter().map(|kv| (kv.key.clone(), kv.value.as_ref().map(any_value).unwrap_or(Value::Null))).collect()
 }
 
 /// `AnyValue` -> JSON: ints as numbers, bytes as lowercase hex, non-finite doubles as null.

@@ -272,7 +272,10 @@ mod tests {
         let bomb = enc.finish().unwrap();
         assert!(bomb.len() < 200_000, "64 MiB of zeros compresses small: {}", bomb.len());
         assert_eq!(decompress(&bomb, Encoding::Gzip, 1 << 20), Err(DecodeError::TooLarge { limit: 1 << 20 }));
-        assert_eq!(decompress(b"not gzip", Encoding::Gzip, 1 << 20).map_err(|e| matches!(e, DecodeError::Decompress { .. })), Err(true));
+        assert_eq!(
+            decompress(b"not gzip", Encoding::Gzip, 1 << 20).map_err(|e| matches!(e, DecodeError::Decompress { .. })),
+            Err(true)
+        );
     }
 
     #[test]
@@ -290,7 +293,8 @@ mod tests {
         let r = &req.resource_logs[0].scope_logs[0].log_records[0];
         assert_eq!(r.time_unix_nano, 5);
         assert_eq!(r.trace_id.len(), 16);
-        let short = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"traceId":"5b8efff798038103d269b633813fc6"}]}]}]}"#;
+        let short =
+            br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"traceId":"5b8efff798038103d269b633813fc6"}]}]}]}"#;
         assert!(matches!(logs(short, Format::Json), Err(DecodeError::Invalid(m)) if m.contains("traceId")));
         let snake = br#"{"resource_logs" : [{"scope_logs":[{"log_records":[{}]}]}]}"#;
         assert!(matches!(logs(snake, Format::Json), Err(DecodeError::Invalid(m)) if m.contains("lowerCamelCase")));

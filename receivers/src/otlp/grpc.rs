@@ -30,8 +30,9 @@ use super::{Accepted, DEFAULT_MAX_REQUEST_BYTES, OtlpHandler, Refused, decode};
 /// OTLP/gRPC limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrpcConfig {
-    /// Largest decoded request message (default 20 MiB; tonic's own default is 4 MiB). Larger
-    /// requests fail with `RESOURCE_EXHAUSTED` (not retried without `RetryInfo`).
+    /// Largest request message, as framed and once decompressed (default 20 MiB; tonic's own
+    /// default is 4 MiB). tonic refuses a larger frame with `OUT_OF_RANGE` and stops a
+    /// decompression at this cap with `RESOURCE_EXHAUSTED` (neither is retried).
     pub max_decoding_message_size: usize,
 }
 
@@ -110,7 +111,7 @@ impl LogsService for Otlp {
         decode::check_ids_logs(&req).map_err(Status::invalid_argument)?;
         let a = self.handler.logs(req).map_err(refused)?;
         let partial_success = partial(&a)
-            .then(|| ExportLogsPartialSuccess { rejected_log_records: a.rejected, error_message: a.message });
+            .then_some(ExportLogsPartialSuccess { rejected_log_records: a.rejected, error_message: a.message });
         Ok(Response::new(ExportLogsServiceResponse { partial_success }))
     }
 }
@@ -124,8 +125,8 @@ impl TraceService for Otlp {
         let req = request.into_inner();
         decode::check_ids_traces(&req).map_err(Status::invalid_argument)?;
         let a = self.handler.traces(req).map_err(refused)?;
-        let partial_success = partial(&a)
-            .then(|| ExportTracePartialSuccess { rejected_spans: a.rejected, error_message: a.message });
+        let partial_success =
+            partial(&a).then_some(ExportTracePartialSuccess { rejected_spans: a.rejected, error_message: a.message });
         Ok(Response::new(ExportTraceServiceResponse { partial_success }))
     }
 }
@@ -140,7 +141,7 @@ impl MetricsService for Otlp {
         decode::check_ids_metrics(&req).map_err(Status::invalid_argument)?;
         let a = self.handler.metrics(req).map_err(refused)?;
         let partial_success = partial(&a)
-            .then(|| ExportMetricsPartialSuccess { rejected_data_points: a.rejected, error_message: a.message });
+            .then_some(ExportMetricsPartialSuccess { rejected_data_points: a.rejected, error_message: a.message });
         Ok(Response::new(ExportMetricsServiceResponse { partial_success }))
     }
 }

@@ -12,9 +12,7 @@ use axum::routing::post;
 use bytes::Bytes;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsPartialSuccess, ExportLogsServiceResponse};
-use opentelemetry_proto::tonic::collector::metrics::v1::{
-    ExportMetricsPartialSuccess, ExportMetricsServiceResponse,
-};
+use opentelemetry_proto::tonic::collector::metrics::v1::{ExportMetricsPartialSuccess, ExportMetricsServiceResponse};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTracePartialSuccess, ExportTraceServiceResponse};
 use prost::Message;
 use serde_json::json;
@@ -162,10 +160,8 @@ async fn read_request(cfg: &HttpConfig, headers: &HeaderMap, body: Body) -> Resu
             format!("request body exceeds the {limit}-byte limit"),
         )
     };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > cfg.max_request_bytes as u64) {
         return Err(too_large(cfg.max_request_bytes));
     }

@@ -14,8 +14,9 @@
 //! | `Err(Refused::Invalid(msg))` | 400 | `INVALID_ARGUMENT` |
 //!
 //! Before the handler: undecodable bodies and bad ids are 400 / `INVALID_ARGUMENT`; bodies over
-//! the limit (on the wire or once decompressed) are 413 / `RESOURCE_EXHAUSTED` (tonic's limit);
-//! an unknown `Content-Type` or `Content-Encoding` is 415.
+//! the limit (on the wire or once decompressed) are 413 over HTTP; over gRPC tonic answers
+//! `OUT_OF_RANGE` for an oversized frame and `RESOURCE_EXHAUSTED` when decompression passes the
+//! limit (its decompressor is capped too). An unknown `Content-Type` or `Content-Encoding` is 415.
 //!
 //! OTLP/JSON decisions (see [`decode`]): lowerCamelCase keys only, as the OTLP specification
 //! requires; a body using the proto field names (`resource_logs`, ...) is rejected with 400

@@ -260,10 +260,14 @@ mod tests {
 
     #[test]
     fn prefixed_names_and_decisions() {
-        let r = rec(json!({"event.name": "claude_code.tool_decision", "tool_name": "Bash", "decision": "reject", "source": "config"}));
+        let r = rec(
+            json!({"event.name": "claude_code.tool_decision", "tool_name": "Bash", "decision": "reject", "source": "config"}),
+        );
         assert_eq!(map(&r, &MapContext::default(), Mode::Primary)[0].r#type, "tool.denied");
         assert_eq!(map(&r, &MapContext::default(), Mode::Companion)[0].r#type, "x.claude-code.otel.tool_decision");
-        let u = rec(json!({"event.name": "tool_decision", "tool_name": "Bash", "decision": "reject", "source": "user_reject"}));
+        let u = rec(
+            json!({"event.name": "tool_decision", "tool_name": "Bash", "decision": "reject", "source": "user_reject"}),
+        );
         assert!(map(&u, &MapContext::default(), Mode::Primary).is_empty());
     }
 }

@@ -36,10 +36,7 @@ const KNOWN: &[(&str, &[Field])] = &[
         ],
     ),
     ("user_prompt", &[meta("prompt_length"), redacted("prompt")]),
-    (
-        "tool_decision",
-        &[meta("tool_name"), meta("tool_namespace"), meta("call_id"), meta("decision"), meta("source")],
-    ),
+    ("tool_decision", &[meta("tool_name"), meta("tool_namespace"), meta("call_id"), meta("decision"), meta("source")]),
     (
         "tool_result",
         &[
@@ -294,7 +291,9 @@ mod tests {
     fn decisions_in_primary_mode() {
         let d = |decision: &str, source: &str| {
             map(
-                &rec(json!({"event.name": "codex.tool_decision", "tool_name": "shell", "decision": decision, "source": source})),
+                &rec(
+                    json!({"event.name": "codex.tool_decision", "tool_name": "shell", "decision": decision, "source": source}),
+                ),
                 &MapContext::default(),
                 Mode::Primary,
             )

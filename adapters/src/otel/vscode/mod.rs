@@ -179,7 +179,11 @@ mod tests {
 
     #[test]
     fn session_comes_from_the_resource() {
-        let out = map(&rec(json!({"event.name": "copilot_chat.agent.turn", "turn.index": 1})), &MapContext::default(), Mode::Companion);
+        let out = map(
+            &rec(json!({"event.name": "copilot_chat.agent.turn", "turn.index": 1})),
+            &MapContext::default(),
+            Mode::Companion,
+        );
         assert_eq!(out[0].session.as_deref(), Some("vsc-1"));
         assert_eq!(out[0].r#type, "x.vscode.otel.agent.turn");
         assert_eq!(out[0].time, None);
