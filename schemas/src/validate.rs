@@ -292,6 +292,7 @@ fn check_payload(ev: &Event) -> Result<(), Violation> {
     check_node(payload, whole, Path::Root, rule)?;
     honesty(payload, data, capture, Path::Root)?;
     check_form_prose(&ev.r#type, data, rule)?;
+    common_prose(payload, whole, Path::Root)?;
     Ok(())
 }
 
@@ -391,6 +392,60 @@ fn honesty_node(spec: &FieldSpec, v: &Value, capture: Capture, path: Path<'_>) -
         },
         _ => Ok(()),
     }
+}
+
+/// AEP-0002 §5.2 prose rules of the common objects that the published schemas leave
+/// open: `cost.currency` is an ISO 4217 alpha-3 code, a `citation` names its `source`
+/// and populates at most one `offset` variant, a guardrail category has a `name`.
+fn common_prose(spec: &FieldSpec, v: &Value, path: Path<'_>) -> Result<(), Violation> {
+    let bad = |m: String| Err(Violation::new("AEP-0002 §5.2", format!("{path} {m}")));
+    match v {
+        Value::Object(map) => {
+            match spec.common.as_deref() {
+                Some("cost") => {
+                    if let Some(c) = map.get("currency").and_then(Value::as_str)
+                        && (c.len() != 3 || !c.bytes().all(|b| b.is_ascii_uppercase()))
+                    {
+                        return bad(format!("currency {c:?} is not an ISO 4217 alpha-3 code"));
+                    }
+                }
+                Some("citation") => {
+                    if !map.contains_key("source") {
+                        return bad("is a citation without its REQUIRED `source`".into());
+                    }
+                    if let Some(Value::Object(offset)) = map.get("offset")
+                        && ["char", "page", "block"].iter().filter(|k| offset.contains_key(**k)).count() > 1
+                    {
+                        return bad("populates more than one offset variant (char/page/block)".into());
+                    }
+                }
+                _ => {}
+            }
+            for (k, child) in map {
+                if let Some(s) = spec.property(k) {
+                    common_prose(s, child, Path::Key(&path, k))?;
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = spec.items.as_deref() {
+                // guardrail.categories[]: `name` is the one non-optional member.
+                let categories = is_guardrail_categories(&path);
+                for (i, x) in items.iter().enumerate() {
+                    if categories && x.is_object() && x.get("name").is_none() {
+                        return bad(format!("[{i}] is a guardrail category without its `name`"));
+                    }
+                    common_prose(item, x, Path::Index(&path, i))?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn is_guardrail_categories(path: &Path<'_>) -> bool {
+    matches!(path, Path::Key(parent, "categories") if matches!(parent, Path::Key(_, "guardrail")))
 }
 
 /// The AEP-0006 prose rules that a single Event can show: `fields` only on `kind: "form"`,
@@ -866,6 +921,23 @@ mod tests {
         assert_eq!(rule_of(v.clone()), "AEP-0002 §5.2");
         v["data"] = json!({"kind":"input","prompt":"p","fields":[{"id":"f","type":"string","label":"1"}]});
         assert_eq!(rule_of(v), "AEP-0002 §5.3");
+        let mut v = base("run.finished");
+        v["data"] = json!({"cost":{"currency":"usd","total":1}});
+        assert_eq!(rule_of(v.clone()), "AEP-0002 §5.2");
+        v["data"] = json!({"cost":{"currency":"EUR","total":1}});
+        assert!(validate_value(&v).is_ok());
+        let mut v = base("resource.citation.recorded");
+        v["data"] = json!({"citations":[{"source":{"id":"d"},"offset":{"char":{"start":0}}}]});
+        assert!(validate_value(&v).is_ok());
+        v["data"] = json!({"citations":[{"source":{"id":"d"},"offset":{"char":{"start":0},"page":{"page":2}}}]});
+        assert_eq!(rule_of(v.clone()), "AEP-0002 §5.2");
+        v["data"] = json!({"citations":[{"document_index":0}]});
+        assert_eq!(rule_of(v), "AEP-0002 §5.2");
+        let mut v = base("assessment.guardrail.recorded");
+        v["data"] = json!({"guardrail":{"verdict":"flagged","categories":[{"name":"pii"}]}});
+        assert!(validate_value(&v).is_ok());
+        v["data"] = json!({"guardrail":{"verdict":"flagged","categories":[{"score":0.5}]}});
+        assert_eq!(rule_of(v), "AEP-0002 §5.2");
     }
 
     fn ev(id: &str, ty: &str, seq: Option<u64>, extra: Value) -> Event {
