@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use crate::event::Event;
 use crate::gating::degrade_values_without_context;
 use crate::level::Capture;
+use crate::redact::{RedactConfig, redact_value_in_place};
 use crate::registry::{self, FieldSpec};
 
 /// The level a hop lands on for an Event at `current` under `ceiling` (AEP-0001 §8.2(b), (e)).
@@ -65,6 +66,53 @@ pub fn downlevel(ev: &Event, ceiling: Capture) -> Event {
         },
     };
     out
+}
+
+/// A **redacting re-emitter** hop (AEP-0001 §8.2(e)): like [`downlevel`], except that a
+/// `full` Event held against a `redacted` ceiling lands on `redacted` because this hop
+/// applies the AEP-0003 §9.4 pipeline itself to every `redacted`-gated member it keeps
+/// (and to the `[metadata*]` exception fields, which carry text at `redacted`+).
+/// `full`-gated members are dropped. Every other case is exactly [`downlevel`].
+///
+/// Unregistered types still lose `data` wholesale: without annotations the hop cannot
+/// tell which members are content.
+pub fn downlevel_redacting(ev: &Event, ceiling: Capture, cfg: &RedactConfig) -> Event {
+    if !(ev.capture() == Capture::Full && ceiling == Capture::Redacted) {
+        return downlevel(ev, ceiling);
+    }
+    let mut out = ev.clone();
+    out.capture = Some(Capture::Redacted);
+    out.data = match (&ev.data, registry::lookup(&ev.r#type).and_then(|t| t.payload.as_ref())) {
+        (Some(data), Some(spec)) => {
+            let mut data = data.clone();
+            prune_node(spec, &mut data, Capture::Redacted, None);
+            redact_gated(spec, &mut data, cfg);
+            Some(data)
+        }
+        _ => None,
+    };
+    out
+}
+
+/// Runs the §9.4 pipeline over every member gated at `redacted` or marked `[metadata*]`.
+fn redact_gated(spec: &FieldSpec, value: &mut Value, cfg: &RedactConfig) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                match spec.property(k) {
+                    Some(s) if s.level() >= Capture::Redacted || s.exception => redact_value_in_place(v, cfg),
+                    Some(s) => redact_gated(s, v, cfg),
+                    None => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = spec.items.as_deref() {
+                items.iter_mut().for_each(|i| redact_gated(item, i, cfg));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Drops the members of a `ty` payload whose capture level exceeds `level`, at every
@@ -198,6 +246,29 @@ mod tests {
         );
         let e = ev("attention.answered", "redacted", json!({"answer":{"text":"t","values":{"a":"x","b":2,"c":[1]}}}));
         assert_eq!(downlevel(&e, Capture::Metadata).data, Some(json!({"answer":{"values":{"b":2}}})));
+    }
+
+    #[test]
+    fn redacting_hop_mints_redacted_by_running_the_pipeline() {
+        let cfg = RedactConfig::default();
+        let e = ev(
+            "tool.failed",
+            "full",
+            json!({"tool":{"name":"Bash","call_id":"ops@example.org"},"error":{"type":"X","message":"mail ops@example.org"}}),
+        );
+        let d = downlevel_redacting(&e, Capture::Redacted, &cfg);
+        assert_eq!(d.capture, Some(Capture::Redacted));
+        let data = d.data.unwrap();
+        // The redacted-gated message went through the pipeline; metadata ids are untouched.
+        assert!(!data["error"]["message"].as_str().unwrap().contains("ops@example.org"));
+        assert_eq!(data["tool"]["call_id"], "ops@example.org");
+        let e = ev("tool.completed", "full", json!({"tool":{"name":"Bash"},"result":"verbatim","result_redacted":"r"}));
+        assert_eq!(
+            downlevel_redacting(&e, Capture::Redacted, &cfg).data,
+            Some(json!({"tool":{"name":"Bash"},"result_redacted":"r"}))
+        );
+        // Any other pair is the mechanical hop.
+        assert_eq!(downlevel_redacting(&e, Capture::Metadata, &cfg), downlevel(&e, Capture::Metadata));
     }
 
     #[test]

@@ -9,8 +9,8 @@
 //!
 //! One deliberate choice: where the prose and the published schema differ on a
 //! requiredness (`citation.source` is REQ in AEP-0002 §5.2 prose, optional in the
-//! schema), the registry follows the schema, the machine source of truth `aep validate`
-//! uses, so that nothing valid under the schema is rejected here.
+//! schema), the registry mirrors the schema so the two stay in exact parity, and
+//! [`crate::validate`] enforces the prose rule separately (rule `AEP-0002 §5.2`).
 
 use std::collections::HashMap;
 use std::fmt;
