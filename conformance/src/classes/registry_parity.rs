@@ -1,8 +1,9 @@
 //! Fixture class `registry`: proves the project's own type registry
 //! ([`aep_schemas::registry`]) agrees with the spec's published machine files at run
 //! time: `schemas/registry/categories.json`, `schemas/registry/types.json`, and every
-//! `schemas/types/*.schema.json` (types, `x-aep-capture` annotations, required lists,
-//! enums, bounds, nested properties and items, the `if/then` conditional).
+//! `schemas/types/*.schema.json` (types, `x-aep-capture` annotations, the `[metadata*]`
+//! exceptions the schemas mark in `$comment`s, required lists, enums, bounds, nested
+//! properties and items, the `if/then` conditional).
 //!
 //! One check per registered type (`registry: tool.completed`), plus `registry: categories`
 //! and `registry: no unpublished types`.
@@ -130,6 +131,15 @@ fn compare(schema: &Value, ours: &FieldSpec, path: &str) -> Result<(), String> {
     let capture = s.get("x-aep-capture").and_then(Value::as_str);
     if capture != ours.capture.map(|c| c.as_str()) {
         return Err(format!("{path}: x-aep-capture {capture:?} vs registry {:?}", ours.capture.map(|c| c.as_str())));
+    }
+    // The [metadata*] exceptions are marked in prose `$comment`s ("gated by exception",
+    // "type-dependent gating"); the registry carries them as a flag (AEP-0002 §5.3, §8).
+    let exception = s
+        .get("$comment")
+        .and_then(Value::as_str)
+        .is_some_and(|c| c.contains("by exception") || c.contains("type-dependent"));
+    if exception != ours.exception {
+        return Err(format!("{path}: [metadata*] exception: schema {exception}, registry {}", ours.exception));
     }
     let enums = strings(s.get("enum"));
     if enums != ours.enum_values.iter().cloned().collect::<BTreeSet<_>>() {
