@@ -7,7 +7,7 @@
 //! attributes only, with no `body` and no hoisted `gen_ai.*` attributes.
 
 use aep_schemas::{Capture, Event, Severity};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::ce::TYPE_ROOT;
 
@@ -189,34 +189,42 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 /// `intValue` strings, `null` the empty AnyValue).
 pub fn any_value(v: &Value) -> Value {
     match v {
-        Value::Null => json!({}),
-        Value::Bool(b) => json!({ "boolValue": b }),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                json!({ "intValue": i.to_string() })
-            } else {
-                // u64 above i64::MAX or a float: the nearest double.
-                json!({ "doubleValue": n.as_f64().unwrap_or(0.0) })
-            }
-        }
-        Value::String(s) => json!({ "stringValue": s }),
-        Value::Array(a) => json!({ "arrayValue": { "values": a.iter().map(any_value).collect::<Vec<_>>() } }),
-        Value::Object(o) => {
-            json!({ "kvlistValue": { "values": o.iter().map(|(k, v)| key_value(k, any_value(v))).collect::<Vec<_>>() } })
-        }
+        Value::Null => Value::Object(Map::new()),
+        Value::Bool(b) => obj1("boolValue", Value::Bool(*b)),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => obj1("intValue", Value::String(i.to_string())),
+            // u64 above i64::MAX or a float: the nearest double.
+            None => obj1("doubleValue", n.as_f64().map_or(Value::Null, Value::from)),
+        },
+        Value::String(s) => str_value(s),
+        Value::Array(a) => obj1("arrayValue", obj1("values", Value::Array(a.iter().map(any_value).collect()))),
+        Value::Object(o) => obj1(
+            "kvlistValue",
+            obj1("values", Value::Array(o.iter().map(|(k, v)| key_value(k, any_value(v))).collect())),
+        ),
     }
 }
 
+/// A one-member JSON object, built without the serializer round trip of `json!`.
+fn obj1(key: &str, value: Value) -> Value {
+    let mut m = Map::with_capacity(1);
+    m.insert(key.to_owned(), value);
+    Value::Object(m)
+}
+
 fn key_value(key: &str, value: Value) -> Value {
-    json!({ "key": key, "value": value })
+    let mut m = Map::with_capacity(2);
+    m.insert("key".into(), Value::String(key.to_owned()));
+    m.insert("value".into(), value);
+    Value::Object(m)
 }
 
 fn str_value(s: &str) -> Value {
-    json!({ "stringValue": s })
+    obj1("stringValue", Value::String(s.to_owned()))
 }
 
 fn uint_value(n: u64) -> Value {
-    json!({ "intValue": n.to_string() })
+    obj1("intValue", Value::String(n.to_string()))
 }
 
 /// The payload that survives the ceiling (AEP-0005 §3.3): none for `capture: none` Events
@@ -249,19 +257,16 @@ pub fn log_record(ev: &Event, opts: &OtlpOptions) -> Value {
 
     let data = surviving_data(ev, opts.max_capture);
     // `gen_ai.*` members hoist to attributes verbatim; the rest is the body.
-    let mut body = Map::new();
+    let mut body = Vec::new();
     let mut gen_ai = Vec::new();
     if let Some(d) = data {
         for (k, v) in d {
-            if k.starts_with("gen_ai.") {
-                gen_ai.push(key_value(k, any_value(v)));
-            } else {
-                body.insert(k.clone(), v.clone());
-            }
+            let kv = key_value(k, any_value(v));
+            if k.starts_with("gen_ai.") { gen_ai.push(kv) } else { body.push(kv) }
         }
     }
     if !body.is_empty() {
-        rec.insert("body".into(), any_value(&Value::Object(body)));
+        rec.insert("body".into(), obj1("kvlistValue", obj1("values", Value::Array(body))));
     }
 
     let mut attrs = vec![key_value("aep.agent_id", str_value(&ev.agent)), key_value("aep.event_id", str_value(&ev.id))];
@@ -306,7 +311,7 @@ pub fn log_record(ev: &Event, opts: &OtlpOptions) -> Value {
 
 /// The OTLP/JSON `Resource` of a `service.name`.
 pub fn resource(service_name: &str) -> Value {
-    json!({ "attributes": [key_value("service.name", str_value(service_name))] })
+    obj1("attributes", Value::Array(vec![key_value("service.name", str_value(service_name))]))
 }
 
 fn scope(opts: &OtlpOptions) -> Value {
@@ -330,21 +335,25 @@ pub fn logs_request(events: &[Event], opts: &OtlpOptions) -> Value {
             None => groups.push((name, vec![rec])),
         }
     }
-    let resource_logs: Vec<Value> = groups
+    let resource_logs = groups
         .into_iter()
         .map(|(name, recs)| {
-            json!({
-                "resource": resource(name),
-                "scopeLogs": [{ "scope": scope(opts), "logRecords": recs }],
-            })
+            let mut scope_logs = Map::with_capacity(2);
+            scope_logs.insert("scope".into(), scope(opts));
+            scope_logs.insert("logRecords".into(), Value::Array(recs));
+            let mut rl = Map::with_capacity(2);
+            rl.insert("resource".into(), resource(name));
+            rl.insert("scopeLogs".into(), Value::Array(vec![Value::Object(scope_logs)]));
+            Value::Object(rl)
         })
         .collect();
-    json!({ "resourceLogs": resource_logs })
+    obj1("resourceLogs", Value::Array(resource_logs))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn event(v: Value) -> Event {
         Event::from_value(v).unwrap()
