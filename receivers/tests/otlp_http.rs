@@ -309,3 +309,21 @@ async fn only_post_is_routed() {
     .unwrap();
     assert_eq!(status, 405);
 }
+
+/// A body past the blocking-decode threshold (64 KiB) takes the blocking-pool path and still
+/// arrives whole, compressed or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_bodies_decode_whole() {
+    let rec = Recorder::new();
+    let url = start(rec.clone(), HttpConfig::default()).await;
+    let one = json!({"observedTimeUnixNano": "1", "attributes": [{"key": "event.name", "value": {"stringValue": "codex.turn_ttft"}}]});
+    let records: Vec<Value> = (0..3000).map(|_| one.clone()).collect();
+    let body = json!({"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}).to_string().into_bytes();
+    assert!(body.len() > 64 * 1024);
+    let r = post(format!("{url}/v1/logs"), vec![JSON], body.clone()).await;
+    assert_eq!(r.status, 200);
+    let r = post(format!("{url}/v1/logs"), vec![JSON, ("content-encoding", "gzip")], gzip(&body)).await;
+    assert_eq!(r.status, 200);
+    let got = rec.logs.lock().unwrap().clone();
+    assert_eq!(got.iter().map(|r| otlp::to_otel_records(r).len()).collect::<Vec<_>>(), [3000, 3000]);
+}

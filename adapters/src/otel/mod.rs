@@ -198,6 +198,54 @@ impl ProfileSelector {
     }
 }
 
+/// A draft with the vendor (agent identity) whose profile produced it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MappedDraft {
+    /// The agent identity (`codex`, `vscode`, `claude-code`).
+    pub vendor: &'static str,
+    /// The draft.
+    pub draft: EventDraft,
+}
+
+/// What [`map_batch`] made of a batch of records.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BatchOutcome {
+    /// Drafts in record order.
+    pub drafts: Vec<MappedDraft>,
+    /// Records no profile claimed (no forced vendor and an unrecognised `service.name`):
+    /// the receiver reports them as rejected in `partial_success`.
+    pub unmatched: u64,
+    /// The `service.name` of the first unmatched record, for the rejection message.
+    pub first_unmatched_service: Option<String>,
+}
+
+/// Maps a batch of records: selects each record's profile, keeps per-`(vendor, session)` state
+/// in `states` (owned by the caller across batches), and collects the drafts.
+pub fn map_batch(
+    records: &[OtelRecord],
+    selector: &ProfileSelector,
+    cx: &MapContext,
+    mode: Mode,
+    states: &mut std::collections::HashMap<(&'static str, String), SessionState>,
+) -> BatchOutcome {
+    let mut out = BatchOutcome::default();
+    for rec in records {
+        let Some(profile) = selector.select(rec) else {
+            out.unmatched += 1;
+            if out.first_unmatched_service.is_none() {
+                out.first_unmatched_service = Some(rec.service_name().unwrap_or("").to_owned());
+            }
+            continue;
+        };
+        let vendor = profile.vendor();
+        let key = (vendor, profile.session_id(rec).unwrap_or_default());
+        let state = states.entry(key).or_default();
+        out.drafts
+            .extend(profile.map_record(rec, state, cx, mode).into_iter().map(|draft| MappedDraft { vendor, draft }));
+    }
+    out
+}
+
 /// The event name of a record: the `LogRecord.event_name` field when it is a plausible name,
 /// else the `event.name` attribute. Codex writes a source location such as
 /// `event otel/src/events/session_telemetry.rs:737` into the field, which is not a name.
@@ -439,6 +487,31 @@ mod tests {
         assert_eq!(Vendor::detect(&with("gemini-cli", "")), None);
         let forced = ProfileSelector { forced: Some(Vendor::Vscode) };
         assert_eq!(forced.select(&with("codex_exec", "")).map(|p| p.vendor()), Some("vscode"));
+    }
+
+    #[test]
+    fn maps_a_mixed_batch() {
+        let rec = |svc: &str, name: &str, sess: &str| OtelRecord {
+            resource: Arc::new(Map::from_iter([("service.name".to_owned(), json!(svc))])),
+            attributes: Map::from_iter([
+                ("event.name".to_owned(), json!(name)),
+                ("conversation.id".to_owned(), json!(sess)),
+                ("session.id".to_owned(), json!(sess)),
+            ]),
+            ..Default::default()
+        };
+        let batch = [
+            rec("codex_exec", "codex.turn_ttft", "c1"),
+            rec("gemini-cli", "gemini_cli.api_request", "g1"),
+            rec("claude-code", "compaction", "s1"),
+        ];
+        let mut states = std::collections::HashMap::new();
+        let out = map_batch(&batch, &ProfileSelector::default(), &MapContext::default(), Mode::Companion, &mut states);
+        let got: Vec<_> = out.drafts.iter().map(|m| (m.vendor, m.draft.r#type.as_str())).collect();
+        assert_eq!(got, [("codex", "x.codex.otel.turn_ttft"), ("claude-code", "x.claude-code.otel.compaction")]);
+        assert_eq!(out.unmatched, 1);
+        assert_eq!(out.first_unmatched_service.as_deref(), Some("gemini-cli"));
+        assert_eq!(states.len(), 2);
     }
 
     #[test]

@@ -62,15 +62,14 @@ pub fn router_with(handler: Arc<dyn OtlpHandler>, cfg: HttpConfig) -> Router {
 }
 
 async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let (format, raw) = match read_request(&st.cfg, &headers, body).await {
+    let (format, encoding, wire) = match read_request(&st.cfg, &headers, body).await {
         Ok(x) => x,
         Err(r) => return r,
     };
-    let req = match decode::logs(&raw, format) {
+    let req = match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, decode::logs).await {
         Ok(r) => r,
         Err(e) => return decode_error(format, e),
     };
-    drop(raw);
     match st.handler.logs(req) {
         Ok(a) => {
             let partial_success = partial(&a).then(|| ExportLogsPartialSuccess {
@@ -85,15 +84,14 @@ async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Res
 }
 
 async fn traces(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let (format, raw) = match read_request(&st.cfg, &headers, body).await {
+    let (format, encoding, wire) = match read_request(&st.cfg, &headers, body).await {
         Ok(x) => x,
         Err(r) => return r,
     };
-    let req = match decode::traces(&raw, format) {
+    let req = match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, decode::traces).await {
         Ok(r) => r,
         Err(e) => return decode_error(format, e),
     };
-    drop(raw);
     match st.handler.traces(req) {
         Ok(a) => {
             let partial_success = partial(&a)
@@ -105,15 +103,14 @@ async fn traces(State(st): State<AppState>, headers: HeaderMap, body: Body) -> R
 }
 
 async fn metrics(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let (format, raw) = match read_request(&st.cfg, &headers, body).await {
+    let (format, encoding, wire) = match read_request(&st.cfg, &headers, body).await {
         Ok(x) => x,
         Err(r) => return r,
     };
-    let req = match decode::metrics(&raw, format) {
+    let req = match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, decode::metrics).await {
         Ok(r) => r,
         Err(e) => return decode_error(format, e),
     };
-    drop(raw);
     match st.handler.metrics(req) {
         Ok(a) => {
             let partial_success = partial(&a).then(|| ExportMetricsPartialSuccess {
@@ -132,8 +129,39 @@ fn partial(a: &Accepted) -> bool {
     a.rejected > 0 || !a.message.is_empty()
 }
 
-/// Media type, content coding, size limits: the decoded body or the error response.
-async fn read_request(cfg: &HttpConfig, headers: &HeaderMap, body: Body) -> Result<(Format, Vec<u8>), Response> {
+/// Bodies at least this large are decompressed and decoded on the blocking pool, so a 20 MiB
+/// JSON export does not stall the async workers.
+const BLOCKING_DECODE_BYTES: usize = 64 * 1024;
+
+/// Undoes the content coding (capped) and decodes the message.
+async fn decode_body<T: Send + 'static>(
+    wire: Bytes,
+    encoding: Encoding,
+    format: Format,
+    max_decoded: usize,
+    decode: fn(&[u8], Format) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    let len = wire.len();
+    let work = move || match encoding {
+        Encoding::Identity => decode(&wire, format),
+        _ => decode(&decode::decompress(&wire, encoding, max_decoded)?, format),
+    };
+    // A compressed body may expand a hundredfold or more: judge it by a smaller wire size.
+    let threshold = if encoding == Encoding::Identity { BLOCKING_DECODE_BYTES } else { BLOCKING_DECODE_BYTES / 64 };
+    if len < threshold {
+        return work();
+    }
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| Err(DecodeError::Invalid(format!("decoder task failed: {e}"))))
+}
+
+/// Media type, content coding and wire size limit: the raw body or the error response.
+async fn read_request(
+    cfg: &HttpConfig,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Format, Encoding, Bytes), Response> {
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let Some(format) = Format::from_content_type(ct) else {
         return Err(error_response(
@@ -177,12 +205,10 @@ async fn read_request(cfg: &HttpConfig, headers: &HeaderMap, body: Body) -> Resu
             ));
         }
     };
-    match encoding {
-        Encoding::Identity => Ok((format, wire.into())),
-        _ => decode::decompress(&wire, encoding, cfg.max_decoded_bytes)
-            .map(|b| (format, b))
-            .map_err(|e| decode_error(format, e)),
+    if encoding == Encoding::Identity && wire.len() > cfg.max_decoded_bytes {
+        return Err(too_large(cfg.max_decoded_bytes));
     }
+    Ok((format, encoding, wire))
 }
 
 fn decode_error(format: Format, e: DecodeError) -> Response {
