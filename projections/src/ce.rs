@@ -352,7 +352,7 @@ pub fn validate_cloudevent(ce: &Value) -> Result<(), CeError> {
                 }
             }
             "time" => match value.as_str() {
-                Some(t) if crate::otlp_logs::rfc3339_to_unix_nanos(t).is_some() => {}
+                Some(t) if crate::otlp_logs::is_rfc3339(t) => {}
                 _ => return bad(format!("`time` must be an RFC 3339 timestamp, got {value}")),
             },
             "subject" | "datacontenttype" | "dataschema" => {

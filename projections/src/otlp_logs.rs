@@ -111,6 +111,16 @@ pub fn parse_traceparent(tp: &str) -> Option<TraceContext> {
 /// Converts an RFC 3339 timestamp to nanoseconds since the Unix epoch; `None` when it is
 /// malformed or before 1970.
 pub fn rfc3339_to_unix_nanos(t: &str) -> Option<u64> {
+    u64::try_from(rfc3339_to_nanos(t)?).ok()
+}
+
+/// `true` when `t` is a well-formed RFC 3339 `date-time` (any year).
+pub fn is_rfc3339(t: &str) -> bool {
+    rfc3339_to_nanos(t).is_some()
+}
+
+/// Signed nanoseconds since the Unix epoch of an RFC 3339 `date-time`.
+fn rfc3339_to_nanos(t: &str) -> Option<i128> {
     let b = t.as_bytes();
     if b.len() < 20 {
         return None;
@@ -161,8 +171,7 @@ pub fn rfc3339_to_unix_nanos(t: &str) -> Option<u64> {
     };
     let days = days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
-    let total = i128::from(secs) * 1_000_000_000 + i128::from(nanos);
-    u64::try_from(total).ok()
+    Some(i128::from(secs) * 1_000_000_000 + i128::from(nanos))
 }
 
 fn days_in_month(y: i64, m: i64) -> i64 {
@@ -399,6 +408,8 @@ mod tests {
         assert_eq!(rfc3339_to_unix_nanos("2000-03-01T00:00:00Z"), Some(11_017 * 86_400 * 1_000_000_000));
         assert_eq!(rfc3339_to_unix_nanos("1970-01-01T01:00:00+01:00"), Some(0));
         assert_eq!(rfc3339_to_unix_nanos("1970-01-01T00:00:00.123456789123-00:30"), Some(1_800_123_456_789));
+        assert!(is_rfc3339("1969-12-31T23:59:59Z"));
+        assert!(!is_rfc3339("1969-12-31"));
         for bad in [
             "",
             "2026-13-01T00:00:00Z",
