@@ -75,14 +75,21 @@ impl OtelRecord {
         self.attributes.get(key).and_then(Value::as_str)
     }
 
+    /// The resource `host.name`, when set: the host part of the envelope `source`
+    /// (`aep://{host.name}/agent/{vendor}/session/{session}`, design record "Identity").
+    pub fn host_name(&self) -> Option<&str> {
+        self.resource_str("host.name")
+    }
+
     /// The resource `service.name`, when set.
     pub fn service_name(&self) -> Option<&str> {
         self.resource_str("service.name")
     }
 }
 
-/// Which events a profile emits (design record "Modes").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+/// Which events a profile emits (design record "Modes"); `companion` / `primary` in config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Everything in `x.<vendor>.otel.*`; core types never emitted (the default).
     #[default]
@@ -120,8 +127,9 @@ pub trait OtelProfile: Send + Sync {
     fn map_record(&self, rec: &OtelRecord, state: &mut SessionState, cx: &MapContext, mode: Mode) -> Vec<EventDraft>;
 }
 
-/// The built-in profiles.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The built-in profiles; `codex` / `vscode` / `claude-code` in config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Vendor {
     /// Codex (`codex.*` events; session = `conversation.id`).
     Codex,
@@ -485,6 +493,11 @@ mod tests {
         assert_eq!(Vendor::detect(&with("claude-code", "")), Some(Vendor::ClaudeCode));
         assert_eq!(Vendor::detect(&with("x", "com.anthropic.claude_code.events")), Some(Vendor::ClaudeCode));
         assert_eq!(Vendor::detect(&with("gemini-cli", "")), None);
+        for v in Vendor::ALL {
+            assert_eq!(serde_json::to_value(v).unwrap(), json!(v.as_str()));
+            assert_eq!(v.as_str().parse::<Vendor>(), Ok(v));
+        }
+        assert_eq!(serde_json::from_value::<Mode>(json!("primary")).unwrap(), Mode::Primary);
         let forced = ProfileSelector { forced: Some(Vendor::Vscode) };
         assert_eq!(forced.select(&with("codex_exec", "")).map(|p| p.vendor()), Some("vscode"));
     }

@@ -139,7 +139,10 @@ impl OtelProfile for ClaudeCodeOtel {
     }
 
     fn event_name(&self, rec: &OtelRecord) -> Option<String> {
-        let n = super::record_event_name(rec)?;
+        // Older builds carry the name only in the body (`claude_code.tool_result`).
+        let n = super::record_event_name(rec).or_else(|| {
+            rec.body.as_ref().and_then(Value::as_str).filter(|b| b.starts_with("claude_code.")).map(str::to_owned)
+        })?;
         Some(n.strip_prefix("claude_code.").map(str::to_owned).unwrap_or(n))
     }
 
