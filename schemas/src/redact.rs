@@ -51,10 +51,10 @@ impl Default for RedactConfig {
 // which rule hit; `kv` keeps the key and separator and replaces only the value.
 static SECRETS: LazyLock<Regex> = LazyLock::new(|| {
     let pem = r"(?P<pem>-----BEGIN [A-Z0-9 ]{0,64}-----(?s:.*?)(?:-----END [A-Z0-9 ]{0,64}-----|\z))";
-    let aws = r"(?P<aws>\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)";
-    let jwt = r"(?P<jwt>\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)";
+    let aws = r"(?P<aws>(?-u:\b)(?:AKIA|ASIA)[0-9A-Z]{16}(?-u:\b))";
+    let jwt = r"(?P<jwt>(?-u:\b)eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)";
     let vendor = concat!(
-        r"(?P<vendor>\b(?:",
+        r"(?P<vendor>(?-u:\b)(?:",
         r"gh[pousr]_[A-Za-z0-9]{20,}",
         r"|github_pat_[A-Za-z0-9_]{20,}",
         r"|glpat-[A-Za-z0-9_-]{20,}",
@@ -65,9 +65,9 @@ static SECRETS: LazyLock<Regex> = LazyLock::new(|| {
         r"))"
     );
     // `Authorization: <scheme> <credentials>`: the whole header value.
-    let auth = r#"(?P<auth>(?i:\b(?:proxy-)?authorization)\\?["']?\s*[=:]\s*\\?["']?)(?P<authval>(?i:(?:basic|bearer|digest|token|negotiate)\s+)?[^\s"'\\]+)"#;
+    let auth = r#"(?P<auth>(?i:(?-u:\b)(?:proxy-)?authorization)\\?["']?\s*[=:]\s*\\?["']?)(?P<authval>(?i:(?:basic|bearer|digest|token|negotiate)\s+)?[^\s"'\\]+)"#;
     // RFC 6750 schemes are case-insensitive; the token must look like one (see below).
-    let bearer = r"(?P<bearer>(?i:\bbearer)\s+)(?P<bearerval>[A-Za-z0-9\-._~+/]+=*)";
+    let bearer = r"(?P<bearer>(?i:(?-u:\b)bearer)\s+)(?P<bearerval>[A-Za-z0-9\-._~+/]+=*)";
     // `(password|passwd|secret|api[_-]?key|token)\s*[=:]\s*\S+`, widened to a quote
     // between key and separator (JSON) and to quoted values with spaces.
     let kv =
@@ -91,11 +91,11 @@ static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
 static PHONE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
         // international: +CC then groups
-        r"\+\d{1,3}[ .-]?(?:\(\d{1,4}\)|\d{1,4})(?:[ .-]?\d{2,4}){2,4}",
+        r"\+[0-9]{1,3}[ .-]?(?:\([0-9]{1,4}\)|[0-9]{1,4})(?:[ .-]?[0-9]{2,4}){2,4}",
         // (555) 123-4567
-        r"|\(\d{3}\)[ ]?\d{3}[ .-]\d{4}",
+        r"|\([0-9]{3}\)[ ]?[0-9]{3}[ .-][0-9]{4}",
         // 555-123-4567 / 555.123.4567
-        r"|\d{3}[.-]\d{3}[.-]\d{4}",
+        r"|[0-9]{3}[.-][0-9]{3}[.-][0-9]{4}",
     ))
     .expect("static phone regex")
 });
