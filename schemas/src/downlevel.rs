@@ -117,14 +117,21 @@ fn redact_gated(spec: &FieldSpec, value: &mut Value, cfg: &RedactConfig) {
 
 /// Drops the members of a `ty` payload whose capture level exceeds `level`, at every
 /// depth (AEP-0002 §5.1 rules 1 and 4). At `none` every member goes. Unknown members
-/// and members of unregistered types default to `metadata`.
+/// and members of unregistered (vendor) types default to `metadata`; the reserved
+/// `message.*` types, content-bearing with no schema yet (AEP-0002 §4.3), keep nothing
+/// below `redacted`.
 pub fn prune_payload(ty: &str, data: &mut Map<String, Value>, level: Capture) {
     if level == Capture::None {
         data.clear();
         return;
     }
-    if let Some(spec) = registry::lookup(ty).and_then(|t| t.payload.as_ref()) {
-        prune_object(spec, data, level, None);
+    let Some(t) = registry::lookup(ty) else { return };
+    match &t.payload {
+        Some(spec) => prune_object(spec, data, level, None),
+        // AEP-0002 §4.3: the reserved `message.*` names are content-bearing,
+        // capture-gated `redacted`+, with their schema deferred: nothing survives below.
+        None if level < Capture::Redacted => data.clear(),
+        None => {}
     }
 }
 
@@ -299,5 +306,10 @@ mod tests {
         let mut m = json!({"k":"v"}).as_object().unwrap().clone();
         prune_payload("x.acme.tool.thing", &mut m, Capture::Metadata);
         assert_eq!(m.len(), 1);
+        let mut m = json!({"text":"hello"}).as_object().unwrap().clone();
+        prune_payload("message.user.submitted", &mut m, Capture::Redacted);
+        assert_eq!(m.len(), 1);
+        prune_payload("message.user.submitted", &mut m, Capture::Metadata);
+        assert!(m.is_empty());
     }
 }
