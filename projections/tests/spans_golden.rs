@@ -446,3 +446,139 @@ fn ids_are_deterministic_across_assemblers() {
     let events = events_of(&steps);
     assert_eq!(by_id(&assemble(&events, SpanConfig::default())), by_id(&assemble(&events, SpanConfig::default())));
 }
+
+/// A small deterministic generator (no RNG dependency): an LCG.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n.max(1)
+    }
+}
+
+/// Random streams over the whole vocabulary (out of order, duplicates, missing ends,
+/// foreign Events, bad times, traceparents, tiny caps, idle flushes) keep the invariants:
+/// no panic, no span id exported twice, no span ending before it starts, every parent
+/// either exported or an incoming traceparent, caps honored, nothing left after flush_all.
+#[test]
+fn random_streams_keep_invariants() {
+    const TYPES: [&str; 20] = [
+        "session.started",
+        "session.ended",
+        "run.started",
+        "run.finished",
+        "run.failed",
+        "run.cancelled",
+        "tool.requested",
+        "tool.completed",
+        "tool.failed",
+        "tool.denied",
+        "attention.requested",
+        "attention.answered",
+        "attention.resolved",
+        "attention.timeout",
+        "attention.routed",
+        "delegation.subagent.started",
+        "delegation.subagent.stopped",
+        "progress.status",
+        "error.raised",
+        "control.attention.respond",
+    ];
+    let mut rng = Lcg(7);
+    for round in 0..60 {
+        let cfg = SpanConfig {
+            max_open_sessions: 1 + rng.next(4) as usize,
+            max_open_spans: 2 + rng.next(12) as usize,
+            idle_timeout_nanos: 5_000_000_000,
+            reorder_window_nanos: rng.next(3) * 1_000_000_000,
+            ..SpanConfig::default()
+        };
+        let (max_sessions, max_spans) = (cfg.max_open_sessions, cfg.max_open_spans);
+        let mut asm = SpanAssembler::new(cfg);
+        let mut out: Vec<Span> = Vec::new();
+        let mut ids: Vec<String> = Vec::new();
+        let mut sent: Vec<Event> = Vec::new();
+        let mut parents_in: std::collections::HashSet<[u8; 8]> = Default::default();
+        let mut seqs = [0u64; 3];
+        for i in 0..120 {
+            let ev = if !sent.is_empty() && rng.next(10) == 0 {
+                sent[rng.next(sent.len() as u64) as usize].clone() // replayed duplicate
+            } else {
+                let s = rng.next(3) as usize;
+                let ty = TYPES[rng.next(TYPES.len() as u64) as usize];
+                let foreign = rng.next(8) == 0;
+                let source =
+                    if foreign { "aep://h/agent/router".to_owned() } else { format!("aep://h/agent/a/session/s{s}") };
+                let mut v = json!({"aep":"0.1","id":format!("e{round}-{i}"),"type":ty,
+                    "time": if rng.next(20) == 0 { "not a time".to_owned() } else { format!("2026-07-03T10:00:{:02}.{:03}Z", rng.next(60), rng.next(1000)) },
+                    "source": source, "agent": if foreign { "router" } else { "a" }, "session": format!("s{s}")});
+                if !foreign && rng.next(6) != 0 {
+                    seqs[s] += 1 + rng.next(2);
+                    v["seq"] = json!(seqs[s] - rng.next(3).min(seqs[s]));
+                }
+                if rng.next(2) == 0 {
+                    v["run"] = json!(format!("r{}", rng.next(3)));
+                }
+                if rng.next(3) == 0 && !ids.is_empty() {
+                    v["cause"] = json!(ids[rng.next(ids.len() as u64) as usize]);
+                }
+                if rng.next(3) == 0 && !ids.is_empty() {
+                    v["subject"] = json!(ids[rng.next(ids.len() as u64) as usize]);
+                }
+                if rng.next(12) == 0 {
+                    let span = format!("{:016x}", 1 + rng.next(1 << 40));
+                    v["traceparent"] = json!(format!("00-4bf92f3577b34da6a3ce929d0e0e4736-{span}-01"));
+                    let bytes: [u8; 8] = hex::decode(&span).unwrap().try_into().unwrap();
+                    parents_in.insert(bytes);
+                }
+                let tool_name = ["Bash", "Read"][rng.next(2) as usize];
+                let mut data = json!({"tool":{"name": tool_name}});
+                if rng.next(2) == 0 {
+                    data["tool"]["call_id"] = json!(format!("c{}", rng.next(4)));
+                }
+                if rng.next(3) == 0 {
+                    data["child"] = json!({"session": format!("s{}", rng.next(3))});
+                }
+                if rng.next(3) == 0 {
+                    data["duration_ms"] = json!(rng.next(5000));
+                }
+                if rng.next(4) == 0 {
+                    data["parent"] = json!({"session": "s0", "run": "r1"});
+                }
+                v["data"] = data;
+                let ev = Event::from_value(v).unwrap();
+                ids.push(ev.id.clone());
+                sent.push(ev.clone());
+                ev
+            };
+            out.extend(asm.push(&ev));
+            if rng.next(15) == 0 {
+                out.extend(
+                    asm.flush_idle(parse_rfc3339_nanos("2026-07-03T10:00:00Z").unwrap() + rng.next(90) * 1_000_000_000),
+                );
+            }
+            assert!(asm.open_sessions() <= max_sessions, "round {round}: session cap");
+            assert!(asm.open_spans() <= max_spans, "round {round}: span cap");
+        }
+        out.extend(asm.flush_all());
+        assert_eq!(asm.open_spans(), 0);
+        let mut seen = std::collections::HashSet::new();
+        for s in &out {
+            assert!(seen.insert((s.trace_id, s.span_id)), "round {round}: {} exported twice", s.name);
+            assert!(s.end_unix_nanos >= s.start_unix_nanos, "round {round}: {} ends before it starts", s.name);
+        }
+        let exported: std::collections::HashSet<[u8; 8]> = out.iter().map(|s| s.span_id).collect();
+        for s in &out {
+            if let Some(p) = s.parent_span_id {
+                assert!(
+                    exported.contains(&p) || parents_in.contains(&p),
+                    "round {round}: {} has an unknown parent",
+                    s.name
+                );
+            }
+        }
+        let req = traces_request(&out);
+        assert!(req["resourceSpans"].as_array().is_some_and(|r| !r.is_empty()) || out.is_empty());
+    }
+}
