@@ -69,10 +69,19 @@ static SECRETS: LazyLock<Regex> = LazyLock::new(|| {
     // RFC 6750 schemes are case-insensitive; the token must look like one (see below).
     let bearer = r"(?P<bearer>(?i:(?-u:\b)bearer)\s+)(?P<bearerval>[A-Za-z0-9\-._~+/]+=*)";
     // `(password|passwd|secret|api[_-]?key|token)\s*[=:]\s*\S+`, widened to a quote
-    // between key and separator (JSON) and to quoted values with spaces.
-    let kv =
-        r#"(?P<kv>(?i:password|passwd|secret|api[_-]?key|token)\\?["']?\s*[=:]\s*)(?P<kvval>\\?"[^"]*"?|'[^']*'?|\S+)"#;
-    let all = [pem, aws, jwt, vendor, auth, bearer, kv].join("|");
+    // between key and separator (JSON), to quoted values with spaces, and to
+    // `*_access_key` / `*_secret_key` / `*_private_key` / `credentials` keys.
+    let kv = concat!(
+        r#"(?P<kv>(?i:password|passwd|passphrase|secret|api[_-]?key|token|(?:access|secret|private)[_-]?key|credentials?)"#,
+        r#"\\?["']?\s*[=:]\s*)(?P<kvval>\\?"[^"]*"?|'[^']*'?|\S+)"#
+    );
+    // Hardening: `--password VALUE`-style command-line flags.
+    let flag = r#"(?P<flag>(?:^|[\s"'=])(?i:--?(?:[a-z0-9]+[-_])*(?:password|passwd|secret|api[_-]?key|token))[ \t]+)(?P<flagval>[^\s-]\S*)"#;
+    // Hardening: the password of `scheme://user:password@host`.
+    let url = r"(?P<url>(?-u:\b)[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]+:)(?P<urlval>[^/\s@]+)@";
+    // Hardening: `Cookie:` / `Set-Cookie:` header values, to the end of the line.
+    let cookie = r#"(?P<cookie>(?i:(?-u:\b)(?:set-)?cookie)\\?["']?\s*:\s*)(?P<cookieval>\\?"[^"]*"?|[^\r\n]+)"#;
+    let all = [pem, aws, jwt, vendor, auth, bearer, url, cookie, flag, kv].join("|");
     Regex::new(&all).expect("static secret regex")
 });
 
@@ -196,6 +205,14 @@ fn secrets(text: &str) -> Cow<'_, str> {
     SECRETS.replace_all(text, |c: &Captures<'_>| {
         if let (Some(pre), Some(_)) = (c.name("kv"), c.name("kvval")) {
             return keep_key(pre.as_str(), c.name("kvval").map_or("", |m| m.as_str()));
+        }
+        if let (Some(pre), Some(_)) = (c.name("url"), c.name("urlval")) {
+            return format!("{}{SECRET}@", pre.as_str());
+        }
+        for (key, val) in [("auth", "authval"), ("cookie", "cookieval"), ("flag", "flagval")] {
+            if let (Some(pre), Some(val)) = (c.name(key), c.name(val)) {
+                return keep_key(pre.as_str(), val.as_str());
+            }
         }
         if let (Some(pre), Some(val)) = (c.name("auth"), c.name("authval")) {
             return keep_key(pre.as_str(), val.as_str());
@@ -372,6 +389,13 @@ mod tests {
         assert_eq!(red("t eyJhbGciOi.eyJzdWIiOi.sig_x y"), format!("t {SECRET} y"));
         assert_eq!(red("ghp_0123456789abcdefghijABCDEFGHIJ"), SECRET);
         assert_eq!(red("Authorization: Basic dXNlcjpwYXNz"), format!("Authorization: {SECRET}"));
+        assert_eq!(red("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG"), format!("AWS_SECRET_ACCESS_KEY={SECRET}"));
+        assert_eq!(red("max_tokens: 4096, input_tokens=12"), "max_tokens: 4096, input_tokens=12");
+        assert_eq!(red("gh auth --with-token abc123 -x"), format!("gh auth --with-token {SECRET} -x"));
+        assert_eq!(red("--token-file /p --max-tokens 5"), "--token-file /p --max-tokens 5");
+        assert_eq!(red("postgres://app:pw0rd@db:5432/x"), format!("postgres://app:{SECRET}@db:5432/x"));
+        assert_eq!(red("see https://example.com:8080/a@b"), "see https://example.com:8080/a@b");
+        assert_eq!(red("Cookie: sid=abc; x=y\nnext"), format!("Cookie: {SECRET}\nnext"));
     }
 
     #[test]
