@@ -444,6 +444,28 @@ mod tests {
     }
 
     #[test]
+    fn round_trips_every_envelope_shape() {
+        let shapes = [
+            json!({"aep":"0.1","id":"p","type":"agent.presence","time":"2026-01-02T03:04:05Z",
+                "source":"aep://h/agent/a","agent":"a","severity":"debug","capture":"metadata","data":{"state":"online"}}),
+            json!({"aep":"0.1","id":"v","type":"x.claude-code.session.config_change","time":"2026-01-02T03:04:05Z",
+                "source":"aep://h/agent/a/session/s","agent":"a","session":"s","seq":9,"epoch":0}),
+            json!({"aep":"0.1","id":"c","type":"control.cancel","subject":"r1","time":"2026-01-02T03:04:05.1-07:00",
+                "source":"aep://other/agent/ui","agent":"ui","session":"s","data":{"reason":"user"}}),
+            json!({"aep":"0.2","id":"n","type":"run.started","time":"2026-01-02T03:04:05Z","source":"urn:x",
+                "agent":"a","session":"s","run":"r","seq":18446744073709551615u64,"capture":"none","data":{}}),
+        ];
+        for raw in shapes {
+            let ev = event(raw.clone());
+            let ce = to_cloudevent(&ev);
+            let (back, diags) = from_cloudevent(&ce).unwrap();
+            assert!(diags.is_empty());
+            assert_eq!(back, ev);
+            assert_eq!(back.to_value(), raw);
+        }
+    }
+
+    #[test]
     fn inbound_preserves_legal_and_drops_illegal_with_diagnostics() {
         let mut ce = to_cloudevent(&sample());
         let o = ce.as_object_mut().unwrap();
