@@ -274,8 +274,15 @@ fn redact_assignments(text: &str, name: &str) -> Option<String> {
         let after = &text[at + name.len()..];
         let trimmed = after.trim_start_matches(['"', '\'']).trim_start();
         let Some(rest) = trimmed.strip_prefix(['=', ':']) else { continue };
-        let value = rest.trim_start();
-        let vlen = value.find(char::is_whitespace).unwrap_or(value.len());
+        let mut value = rest.trim_start();
+        // A quoted value is the quoted content, spaces included; quotes stay.
+        let vlen = match value.chars().next() {
+            Some(q @ ('"' | '\'')) => {
+                value = &value[1..];
+                value.find(q).unwrap_or(value.len())
+            }
+            _ => value.find(char::is_whitespace).unwrap_or(value.len()),
+        };
         if vlen == 0 || value.starts_with(SECRET) {
             continue;
         }
@@ -408,6 +415,10 @@ mod tests {
         };
         assert_eq!(redact_text("x v@lue-9 y ab", &cfg), format!("x {SECRET} y ab"));
         assert_eq!(redact_text("DEPLOY_KEY=qq1 next", &cfg), format!("DEPLOY_KEY={SECRET} next"));
+        assert_eq!(
+            redact_text(r#"{"DEPLOY_KEY": "a b", "x": 1}"#, &cfg),
+            format!(r#"{{"DEPLOY_KEY": "{SECRET}", "x": 1}}"#)
+        );
         assert_eq!(redact_text("cd /home/op/src && ls /home/opx", &cfg), "cd ~/src && ls ~");
         assert_eq!(redact_text("/Users/amy/a and C:\\Users\\bo\\b", &cfg), "~/a and ~\\b");
         assert_eq!(redact_text("/mnt/home/zed/q", &cfg), "/mnt/home/zed/q");
