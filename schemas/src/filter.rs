@@ -171,6 +171,14 @@ impl std::str::FromStr for Filter {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Filter {
+    /// Deserializes a filter object (e.g. from configuration), failing closed like [`Filter::parse`].
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(deserializer)?;
+        Filter::parse(&v).map_err(serde::de::Error::custom)
+    }
+}
+
 /// `true` for a syntactically legal extension attribute name: `[a-z0-9]{1,20}` and not a
 /// core attribute name (AEP-0001 §5.4).
 pub fn is_extension_name(name: &str) -> bool {
@@ -388,5 +396,8 @@ mod tests {
         }
         assert!("{\"type\": \"tool.*\"}".parse::<Filter>().is_ok());
         assert!("{".parse::<Filter>().is_err());
+        let f: Filter = serde_json::from_str(r#"{"agent": "codex"}"#).unwrap();
+        assert!(f.matches(&ev(json!({}))));
+        assert!(serde_json::from_str::<Filter>(r#"{"seq": 1}"#).is_err());
     }
 }
