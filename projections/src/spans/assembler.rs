@@ -260,6 +260,14 @@ impl SpanAssembler {
             sess.first = sess.first.min(rec.time);
             sess.last = sess.last.max(rec.time);
         }
+        if let Some(run) = rec.run.as_deref() {
+            // Every Event of a run keeps the run alive (idle flush) and inside its bounds.
+            ensure_run(sess, book, key, run);
+            if let Some(st) = sess.runs.get_mut(run).and_then(|r| r.open.as_mut()) {
+                st.first = st.first.min(rec.time);
+                st.last = st.last.max(rec.time);
+            }
+        }
         match rec.ty.as_str() {
             "session.started" if sess.started.is_none() => {
                 if let (Some((epoch, seq)), true) = (rec.pos, rec.source == sess.source) {

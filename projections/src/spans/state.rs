@@ -42,7 +42,7 @@ impl Rec {
             cause: ev.cause.clone(),
             traceparent: ev.traceparent.as_deref().and_then(parse_traceparent),
             severity: ev.severity().as_str(),
-            data: ev.data.clone().unwrap_or(Value::Null),
+            data: ev.data.as_ref().map_or(Value::Null, slim),
         }
     }
 
@@ -55,6 +55,70 @@ impl Rec {
     pub fn u64_at(&self, pointer: &str) -> Option<u64> {
         self.data.pointer(pointer).and_then(Value::as_u64)
     }
+}
+
+/// `data` members the span builder reads; content-bearing members (arguments, results,
+/// prompts, free text) are never kept, which bounds memory and keeps them out of spans.
+const KEPT_STRINGS: [&str; 19] = [
+    "kind",
+    "status",
+    "phase",
+    "resolution",
+    "via",
+    "to",
+    "trigger",
+    "code",
+    "agent_type",
+    "role",
+    "strategy",
+    "key",
+    "by",
+    "rule",
+    "reason",
+    "args_digest",
+    "result_digest",
+    "query_digest",
+    "corpus",
+];
+
+/// Objects kept, with the members kept of each.
+const KEPT_OBJECTS: [(&str, &[&str]); 7] = [
+    ("tool", &["name", "call_id"]),
+    ("child", &["session", "run", "agent"]),
+    ("parent", &["session", "run", "agent"]),
+    ("client", &["name", "version"]),
+    ("error", &["type"]),
+    ("answer", &["option"]),
+    ("cost", &["currency", "total", "prompt", "completion", "cache", "reasoning"]),
+];
+
+/// The part of `data` worth keeping: scalars that are numbers or booleans, structural
+/// string tokens, `gen_ai.*` members, and the identity members of the common objects.
+fn slim(data: &Value) -> Value {
+    let Some(map) = data.as_object() else { return Value::Null };
+    let mut out = serde_json::Map::new();
+    for (k, v) in map {
+        let keep = match v {
+            Value::Number(_) | Value::Bool(_) => true,
+            Value::String(_) => KEPT_STRINGS.contains(&k.as_str()) || k.starts_with("gen_ai."),
+            Value::Object(inner) => {
+                if let Some((_, members)) = KEPT_OBJECTS.iter().find(|(name, _)| name == k) {
+                    let kept: serde_json::Map<String, Value> = inner
+                        .iter()
+                        .filter(|(ik, iv)| members.contains(&ik.as_str()) && (iv.is_string() || iv.is_number()))
+                        .map(|(ik, iv)| (ik.clone(), iv.clone()))
+                        .collect();
+                    out.insert(k.clone(), Value::Object(kept));
+                }
+                false
+            }
+            _ => false,
+        };
+        if keep {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(out)
 }
 
 /// Orders Events the AEP way: sequenced Events by `(epoch, seq)` (AEP-0001 §7 #3), with
