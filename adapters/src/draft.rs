@@ -26,6 +26,8 @@ pub struct EventDraft {
     pub traceparent: Option<String>,
     /// A vendor timestamp (RFC 3339), when the vendor supplied one; else the bridge's clock.
     pub time: Option<String>,
+    /// An explicit `cause` (an event id), when the caller knows it; wins over `cause_key`.
+    pub cause: Option<String>,
     /// A correlation key this draft's `cause` should resolve to (for example the
     /// `tool.requested` of the same call id): the sequencer keeps the ids it minted per key.
     pub cause_key: Option<String>,

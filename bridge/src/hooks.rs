@@ -8,6 +8,7 @@ use aep_adapters::{HookAdapter, HookCall, MapContext, SessionState};
 use aep_receivers::hooks::{HookError, HookHandler, HookReply};
 use serde_json::Value;
 
+use crate::attention::AttentionBook;
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 
@@ -23,12 +24,57 @@ pub struct BridgeHooks {
     cx: MapContext,
     token: Option<String>,
     metrics: Arc<Metrics>,
+    attention: Arc<AttentionBook>,
 }
 
 #[derive(Default)]
 struct SessionStates {
     map: HashMap<(String, String), (SessionState, u64)>,
+    /// Per vendor session: the AEP session generation and whether it has ended.
+    lifetimes: HashMap<(String, String), Lifetime>,
     tick: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Lifetime {
+    generation: u32,
+    ended: bool,
+}
+
+/// The AEP session name of generation `g` of a vendor session: the vendor id itself, then
+/// `{id}.{g}` for continuations.
+fn generation_name(id: &str, g: u32) -> String {
+    if g <= 1 { id.to_owned() } else { format!("{id}.{g}") }
+}
+
+/// Applies session lifetimes to a batch. A vendor that resumes a session after it ended
+/// (Claude Code `--resume` reuses the session id) would otherwise emit a second
+/// `session.ended` for one AEP session (AEP-0002 §2 convention 5); the continuation
+/// becomes a new AEP session `{id}.{n}` whose `session.started` names the previous one as
+/// `parent` (lineage), so an observer still sees one conversation.
+fn apply_lifetime(life: &mut Lifetime, drafts: &mut [aep_adapters::EventDraft]) {
+    if life.generation == 0 {
+        life.generation = 1;
+    }
+    if life.ended && !drafts.is_empty() {
+        life.generation += 1;
+        life.ended = false;
+    }
+    if life.generation > 1 {
+        for d in drafts.iter_mut() {
+            if let Some(s) = &d.session {
+                let prev = generation_name(s, life.generation - 1);
+                let name = generation_name(s, life.generation);
+                if d.r#type == "session.started" && !d.data.contains_key("parent") {
+                    d.data.insert("parent".into(), serde_json::json!({ "session": prev }));
+                }
+                d.session = Some(name);
+            }
+        }
+    }
+    if drafts.iter().any(|d| d.r#type == "session.ended") {
+        life.ended = true;
+    }
 }
 
 impl BridgeHooks {
@@ -42,7 +88,13 @@ impl BridgeHooks {
             cx,
             token,
             metrics,
+            attention: Arc::new(AttentionBook::default()),
         }
+    }
+
+    /// The open attention requests of the sessions this handler maps.
+    pub fn attention(&self) -> &Arc<AttentionBook> {
+        &self.attention
     }
 
     /// The vendors this handler serves.
@@ -63,9 +115,15 @@ impl BridgeHooks {
                 states.map.remove(&oldest);
             }
         }
-        let (state, last) = states.map.entry(key).or_default();
+        if !states.lifetimes.contains_key(&key) && states.lifetimes.len() >= MAX_SESSIONS * 4 {
+            states.lifetimes.clear();
+        }
+        let (state, last) = states.map.entry(key.clone()).or_default();
         *last = tick;
-        adapter.map(call, state, &self.cx).map_err(|e| HookError::Unmappable(e.to_string()))
+        let mut drafts = adapter.map(call, state, &self.cx).map_err(|e| HookError::Unmappable(e.to_string()))?;
+        let life = states.lifetimes.entry(key).or_default();
+        apply_lifetime(life, &mut drafts);
+        Ok(drafts)
     }
 }
 
@@ -81,11 +139,15 @@ impl HookHandler for BridgeHooks {
         let adapter = self.adapters.get(vendor.as_str()).ok_or_else(|| HookError::UnknownVendor(vendor.clone()))?;
         let call = HookCall { event: event.as_deref(), payload: &payload };
         let hook = adapter.hook_name(&call).map_err(|e| HookError::Unmappable(e.to_string()))?;
-        let drafts = self.map(adapter.as_ref(), &call)?;
-        self.pipeline
+        let mut drafts = self.map(adapter.as_ref(), &call)?;
+        let now = crate::time::unix_ms(std::time::SystemTime::now());
+        self.attention.settle(adapter.vendor(), &mut drafts, now);
+        let stamped = self
+            .pipeline
             .submit_drafts("hook", adapter.vendor(), drafts)
             .await
             .map_err(|e| HookError::Unavailable(e.to_string()))?;
+        self.attention.observe(&stamped, now);
         Ok(HookReply::new(adapter.neutral_reply(&hook).as_bytes()))
     }
 
@@ -93,6 +155,34 @@ impl HookHandler for BridgeHooks {
         let vendor = if self.adapters.contains_key(vendor) { vendor } else { "(unknown)" };
         self.metrics.rejected.inc(&[("receiver", "hooks"), ("reason", err.reason()), ("vendor", vendor)]);
         tracing::warn!(vendor, reason = err.reason(), "Hook call refused.");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aep_adapters::EventDraft;
+    use aep_schemas::Capture;
+
+    fn d(ty: &str) -> EventDraft {
+        let mut d = EventDraft::new(ty, Capture::Metadata);
+        d.session = Some("s".into());
+        d
+    }
+
+    #[test]
+    fn a_resumed_session_becomes_a_linked_continuation() {
+        let mut life = Lifetime::default();
+        let mut a = vec![d("session.started"), d("session.ended")];
+        apply_lifetime(&mut life, &mut a);
+        assert_eq!(a[1].session.as_deref(), Some("s"));
+        let mut b = vec![d("session.started")];
+        apply_lifetime(&mut life, &mut b);
+        assert_eq!(b[0].session.as_deref(), Some("s.2"));
+        assert_eq!(b[0].data["parent"]["session"], "s");
+        let mut c = vec![d("run.started")];
+        apply_lifetime(&mut life, &mut c);
+        assert_eq!(c[0].session.as_deref(), Some("s.2"));
     }
 }
 

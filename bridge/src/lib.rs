@@ -4,6 +4,7 @@
 //!
 //! `main.rs` is tiny; the CLI lives in [`cli`], the daemon in [`server`].
 
+pub mod attention;
 pub mod cli;
 pub mod collector;
 pub mod config;

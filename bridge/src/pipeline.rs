@@ -269,11 +269,11 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
         }
         None => (None, None),
     };
-    let mut cause = None;
+    let mut cause = d.cause;
     if let Some(s) = &session {
         let key = (agent.to_owned(), s.clone());
         let map = st.causes.entry(key).or_default();
-        if let Some(k) = &d.cause_key {
+        if let (None, Some(k)) = (&cause, &d.cause_key) {
             cause = map.get(k).cloned();
         }
         if let Some(k) = d.correlation_key {
@@ -283,11 +283,19 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
             map.insert(k, id.clone());
         }
     }
+    // AEP-0002 §7.1: the lifecycle events after a request name it as their subject; a
+    // mapping that linked them by correlation key gets the subject from the resolved cause.
+    let subject = match d.subject {
+        None if matches!(d.r#type.as_str(), "attention.answered" | "attention.resolved" | "attention.timeout") => {
+            cause.clone()
+        }
+        s => s,
+    };
     Event {
         aep: AEP_VERSION.to_owned(),
         id,
         r#type: d.r#type,
-        subject: d.subject,
+        subject,
         time: d.time.unwrap_or_else(|| time::rfc3339_ms(ms)),
         source: source_uri(&st.host, agent, session.as_deref()),
         agent: agent.to_owned(),

@@ -1,0 +1,209 @@
+//! The attention book: open `attention.requested` events per session, so the bridge can
+//! settle them when the agent's own surface answered (a tool result for the same tool
+//! while the request is pending -> `attention.resolved` dismissed) and close every one
+//! still open before `session.ended` (AEP-0002 §7.2: pending requests are closed before
+//! the session ends).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use aep_adapters::EventDraft;
+use aep_schemas::Capture;
+use serde_json::{Value, json};
+
+use crate::pipeline::Stamped;
+
+/// One open attention request.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    /// The request's event id (the lifecycle's `subject`, AEP-0002 §7.1).
+    pub id: String,
+    /// The agent that raised it.
+    pub agent: String,
+    /// Its session.
+    pub session: String,
+    /// Its run, if any.
+    pub run: Option<String>,
+    /// The tool it is about (its `subject`), if any.
+    pub tool: Option<String>,
+    /// `data.kind`.
+    pub kind: String,
+    /// `data.prompt` as emitted (already gated at the source).
+    pub prompt: Option<String>,
+    /// `data.options` as emitted.
+    pub options: Value,
+    /// `data.fields` for forms.
+    pub fields: Value,
+    /// When it was raised (Unix ms).
+    pub since_ms: u64,
+}
+
+/// Open requests per `(agent, session)`.
+#[derive(Debug, Default)]
+pub struct AttentionBook {
+    open: Mutex<HashMap<(String, String), Vec<Pending>>>,
+}
+
+fn resolved(p: &Pending, now_ms: u64, resolution: &str) -> EventDraft {
+    let mut d = EventDraft::new("attention.resolved", Capture::Metadata);
+    d.session = Some(p.session.clone());
+    d.run = p.run.clone();
+    d.subject = Some(p.id.clone());
+    d.cause = Some(p.id.clone());
+    d.data.insert("resolution".into(), json!(resolution));
+    d.data.insert("latency_ms".into(), json!(now_ms.saturating_sub(p.since_ms)));
+    d
+}
+
+impl AttentionBook {
+    /// Rewrites a batch of drafts before it is stamped: inserts `attention.resolved`
+    /// (dismissed) before a tool outcome that settles a pending request for the same tool,
+    /// and before `session.ended` for every request still open.
+    pub fn settle(&self, agent: &str, drafts: &mut Vec<EventDraft>, now_ms: u64) {
+        let Ok(mut open) = self.open.lock() else { return };
+        let mut out = Vec::with_capacity(drafts.len());
+        for d in drafts.drain(..) {
+            if let Some(session) = d.session.clone() {
+                let key = (agent.to_owned(), session);
+                if let Some(list) = open.get_mut(&key) {
+                    match d.r#type.as_str() {
+                        "tool.completed" | "tool.failed" | "tool.denied" => {
+                            let tool = d.subject.clone().or_else(|| {
+                                d.data
+                                    .get("tool")
+                                    .and_then(|t| t.get("name"))
+                                    .and_then(Value::as_str)
+                                    .map(str::to_owned)
+                            });
+                            if let Some(i) =
+                                list.iter().position(|p| p.kind == "permission" && p.tool.is_some() && p.tool == tool)
+                            {
+                                let p = list.remove(i);
+                                out.push(resolved(&p, now_ms, "dismissed"));
+                            }
+                        }
+                        "session.ended" => {
+                            for p in list.drain(..) {
+                                out.push(resolved(&p, now_ms, "dismissed"));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            out.push(d);
+        }
+        *drafts = out;
+    }
+
+    /// Records what was stamped: opens requests, closes those resolved or timed out.
+    pub fn observe(&self, stamped: &[Arc<Stamped>], now_ms: u64) {
+        let Ok(mut open) = self.open.lock() else { return };
+        for s in stamped {
+            let ev = &s.event;
+            let Some(session) = ev.session.clone() else { continue };
+            let key = (ev.agent.clone(), session.clone());
+            match ev.r#type.as_str() {
+                "attention.requested" => {
+                    let data = ev.data.clone().unwrap_or(Value::Null);
+                    open.entry(key).or_default().push(Pending {
+                        id: ev.id.clone(),
+                        agent: ev.agent.clone(),
+                        session,
+                        run: ev.run.clone(),
+                        tool: ev.subject.clone(),
+                        kind: data.get("kind").and_then(Value::as_str).unwrap_or("other").to_owned(),
+                        prompt: data.get("prompt").and_then(Value::as_str).map(str::to_owned),
+                        options: data.get("options").cloned().unwrap_or(Value::Null),
+                        fields: data.get("fields").cloned().unwrap_or(Value::Null),
+                        since_ms: now_ms,
+                    });
+                }
+                "attention.resolved" | "attention.timeout" => {
+                    if let Some(list) = open.get_mut(&key) {
+                        let target = ev.subject.as_deref().or(ev.cause.as_deref());
+                        list.retain(|p| Some(p.id.as_str()) != target);
+                        if list.is_empty() {
+                            open.remove(&key);
+                        }
+                    }
+                }
+                "session.ended" => {
+                    open.remove(&key);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// A snapshot of every open request.
+    pub fn pending(&self) -> Vec<Pending> {
+        self.open.lock().map(|m| m.values().flatten().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Removes one request (answered or timed out by the control loop).
+    pub fn take(&self, id: &str) -> Option<Pending> {
+        let mut open = self.open.lock().ok()?;
+        for list in open.values_mut() {
+            if let Some(i) = list.iter().position(|p| p.id == id) {
+                return Some(list.remove(i));
+            }
+        }
+        None
+    }
+
+    /// Looks one request up.
+    pub fn get(&self, id: &str) -> Option<Pending> {
+        self.open.lock().ok()?.values().flatten().find(|p| p.id == id).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft(ty: &str, subject: Option<&str>) -> EventDraft {
+        let mut d = EventDraft::new(ty, Capture::Metadata);
+        d.session = Some("s".into());
+        d.subject = subject.map(str::to_owned);
+        d
+    }
+
+    fn stamped(ty: &str, id: &str, subject: Option<&str>) -> Arc<Stamped> {
+        Arc::new(Stamped::new(aep_schemas::Event {
+            aep: "0.1".into(),
+            id: id.into(),
+            r#type: ty.into(),
+            agent: "cc".into(),
+            session: Some("s".into()),
+            subject: subject.map(str::to_owned),
+            data: Some(json!({"kind": "permission"})),
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn a_tool_result_settles_and_session_end_closes_the_rest() {
+        let book = AttentionBook::default();
+        book.observe(
+            &[stamped("attention.requested", "A1", Some("Bash")), stamped("attention.requested", "A2", Some("Write"))],
+            1000,
+        );
+        let mut batch = vec![draft("tool.completed", Some("Bash"))];
+        book.settle("cc", &mut batch, 1500);
+        assert_eq!(
+            batch.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(),
+            ["attention.resolved", "tool.completed"]
+        );
+        assert_eq!(batch[0].subject.as_deref(), Some("A1"));
+        assert_eq!(batch[0].data["latency_ms"], 500);
+        book.observe(&[stamped("attention.resolved", "R1", Some("A1"))], 1500);
+        let mut end = vec![draft("session.ended", None)];
+        book.settle("cc", &mut end, 2000);
+        assert_eq!(end.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(), ["attention.resolved", "session.ended"]);
+        assert_eq!(end[0].subject.as_deref(), Some("A2"));
+        let mut again = vec![draft("tool.completed", Some("Bash"))];
+        book.settle("cc", &mut again, 2000);
+        assert_eq!(again.len(), 1, "nothing left to settle");
+    }
+}

@@ -1,0 +1,172 @@
+//! `aep-hook <vendor> [event]`: the fail-open command shim an agent runs for each hook.
+//!
+//! Reads the hook payload on stdin, POSTs it to the bridge (`AEP_BRIDGE_URL`, default
+//! `http://127.0.0.1:8787`; bearer `AEP_TOKEN` when set) at `/hooks/{vendor}[/{event}]`,
+//! and writes the bridge's reply to stdout. Fail-open is absolute: whatever goes wrong
+//! (bridge down, slow, erroring), the agent gets the vendor's neutral reply and exit 0.
+//! Plain blocking std I/O, no async runtime: start-up cost is what the agent pays on
+//! every tool call.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+/// Largest payload forwarded; beyond it the shim answers neutrally without sending.
+const MAX_PAYLOAD: usize = 16 * 1024 * 1024;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let vendor = args.next().unwrap_or_default();
+    let event = args.next();
+    let mut payload = Vec::new();
+    let _ = std::io::stdin().take(MAX_PAYLOAD as u64 + 1).read_to_end(&mut payload);
+    let reply =
+        forward(&vendor, event.as_deref(), &payload).unwrap_or_else(|| neutral(&vendor, event.as_deref(), &payload));
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(&reply);
+    let _ = out.flush();
+    std::process::exit(0);
+}
+
+/// The vendor's neutral reply (what it gets when nothing is decided).
+fn neutral(vendor: &str, event: Option<&str>, payload: &[u8]) -> Vec<u8> {
+    let Some(adapter) = aep_adapters::vendors::by_vendor(vendor) else { return Vec::new() };
+    let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null);
+    let call = aep_adapters::HookCall { event, payload: &value };
+    let hook = adapter.hook_name(&call).unwrap_or_default();
+    adapter.neutral_reply(&hook).as_bytes().to_vec()
+}
+
+/// `true` for moments the bridge may hold open for a human (the control loop).
+fn is_held_moment(event: Option<&str>, payload: &[u8]) -> bool {
+    const HELD: [&str; 4] = ["PermissionRequest", "permission.ask", "permission_ask", "Elicitation"];
+    if let Some(e) = event {
+        return HELD.iter().any(|h| e.eq_ignore_ascii_case(h)) || e == "PreToolUse";
+    }
+    // Cheap substring sniff instead of a full parse on the hot path.
+    let head = &payload[..payload.len().min(4096)];
+    let s = String::from_utf8_lossy(head);
+    s.contains("\"PermissionRequest\"") || s.contains("\"Elicitation\"") || s.contains("\"PreToolUse\"")
+}
+
+fn env_ms(name: &str, default: u64) -> Duration {
+    Duration::from_millis(std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default))
+}
+
+fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>> {
+    if vendor.is_empty()
+        || payload.len() > MAX_PAYLOAD
+        || !vendor.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
+        return None;
+    }
+    let base = std::env::var("AEP_BRIDGE_URL").unwrap_or_else(|_| "http://127.0.0.1:8787".into());
+    let rest = base.strip_prefix("http://")?.trim_end_matches('/');
+    let (hostport, prefix) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let mut path = format!("{prefix}/hooks/{vendor}");
+    if let Some(e) = event {
+        path.push('/');
+        for b in e.bytes() {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
+                path.push(b as char);
+            } else {
+                path.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    // Short bounds normally; held permission moments wait longer, but bounded above the
+    // bridge's own attention window (55 s by default) so the agent's dialog takes over.
+    let total = if is_held_moment(event, payload) {
+        env_ms("AEP_HOOK_HOLD_TIMEOUT_MS", 65_000)
+    } else {
+        env_ms("AEP_HOOK_TIMEOUT_MS", 3_000)
+    };
+    let deadline = Instant::now() + total;
+    let addr = hostport.to_socket_addrs().ok()?.next()?;
+    let mut stream = TcpStream::connect_timeout(&addr, env_ms("AEP_HOOK_CONNECT_TIMEOUT_MS", 500)).ok()?;
+    let _ = stream.set_nodelay(true);
+    stream.set_write_timeout(Some(total)).ok()?;
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        payload.len()
+    );
+    if let Ok(t) = std::env::var("AEP_TOKEN")
+        && !t.is_empty()
+    {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    req.push_str("\r\n");
+    let mut buf = req.into_bytes();
+    buf.extend_from_slice(payload);
+    stream.write_all(&buf).ok()?;
+    let mut resp = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let left = deadline.checked_duration_since(Instant::now())?;
+        stream.set_read_timeout(Some(left.max(Duration::from_millis(1)))).ok()?;
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                resp.extend_from_slice(&chunk[..n]);
+                if complete(&resp) {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    }
+    parse_ok_body(&resp)
+}
+
+fn header_end(resp: &[u8]) -> Option<usize> {
+    resp.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+fn content_length(head: &str) -> Option<usize> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case("content-length").then(|| v.trim().parse().ok())?
+    })
+}
+
+/// `true` once a response with a Content-Length is fully read.
+fn complete(resp: &[u8]) -> bool {
+    let Some(end) = header_end(resp) else { return false };
+    let head = String::from_utf8_lossy(&resp[..end]);
+    content_length(&head).is_some_and(|n| resp.len() >= end + n)
+}
+
+/// The body of a 200 response (Content-Length or chunked); `None` for anything else.
+fn parse_ok_body(resp: &[u8]) -> Option<Vec<u8>> {
+    let end = header_end(resp)?;
+    let head = String::from_utf8_lossy(&resp[..end]);
+    let status: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
+    if status != 200 {
+        return None;
+    }
+    let body = &resp[end..];
+    if let Some(n) = content_length(&head) {
+        return (body.len() >= n).then(|| body[..n].to_vec());
+    }
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        let mut out = Vec::new();
+        let mut rest = body;
+        loop {
+            let line_end = rest.windows(2).position(|w| w == b"\r\n")?;
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).ok()?.split(';').next()?.trim(), 16)
+                    .ok()?;
+            rest = &rest[line_end + 2..];
+            if size == 0 {
+                return Some(out);
+            }
+            out.extend_from_slice(rest.get(..size)?);
+            rest = rest.get(size + 2..)?;
+        }
+    }
+    Some(body.to_vec())
+}

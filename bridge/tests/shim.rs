@@ -1,0 +1,148 @@
+//! The real `aep-hook` binary against a running bridge: every captured payload of the four
+//! recorded CLIs replays without error, replies are byte-exact, and a dead bridge fails open.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use common::*;
+use serde_json::Value;
+
+fn shim(url: &str, vendor: &str, event: Option<&str>, payload: &[u8]) -> (i32, Vec<u8>) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aep-hook"));
+    cmd.arg(vendor);
+    if let Some(e) = event {
+        cmd.arg(e);
+    }
+    let mut child = cmd
+        .env("AEP_BRIDGE_URL", url)
+        .env_remove("AEP_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn aep-hook");
+    child.stdin.take().unwrap().write_all(payload).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), out.stdout)
+}
+
+fn captures(vendor_dir: &str) -> Vec<(String, Value)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters/tests/data").join(vendor_dir);
+    let mut out = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).collect();
+    files.sort();
+    for f in files {
+        for line in std::fs::read_to_string(&f).unwrap().lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(line).unwrap();
+            out.push((f.file_name().unwrap().to_string_lossy().into_owned(), v["payload"].clone()));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_captured_payload_replays_through_the_shim() {
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = start(config(dir.path())).await;
+    let url = bridge.url();
+    let mut sent = 0;
+    for (vendor, data_dir) in
+        [("claude-code", "claude-code"), ("codex", "codex"), ("gemini-cli", "gemini-cli"), ("qwen-code", "qwen-code")]
+    {
+        let cases = captures(data_dir);
+        assert!(!cases.is_empty(), "no captures for {vendor}");
+        let url = url.clone();
+        let results = tokio::task::spawn_blocking(move || {
+            cases
+                .iter()
+                .map(|(file, p)| (file.clone(), shim(&url, vendor, None, p.to_string().as_bytes())))
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap();
+        for (file, (code, out)) in results {
+            assert_eq!(code, 0, "{vendor} {file}");
+            assert!(out.is_empty(), "{vendor} {file}: neutral reply expected, got {}", String::from_utf8_lossy(&out));
+            sent += 1;
+        }
+    }
+    let (_, metrics) = get(format!("{url}/metrics")).await;
+    assert!(!metrics.contains("aep_bridge_requests_rejected_total{"), "a captured payload was refused:\n{metrics}");
+    bridge.shutdown().await;
+    // Everything the bridge wrote is a valid AEP stream, session by session.
+    let mut events = 0;
+    for vendor in ["claude-code", "codex", "gemini-cli", "qwen-code"] {
+        let vdir = dir.path().join("logs").join(vendor);
+        for f in std::fs::read_dir(&vdir).unwrap_or_else(|e| panic!("{}: {e}", vdir.display())).flatten() {
+            let text = std::fs::read_to_string(f.path()).unwrap();
+            events += text.lines().count();
+            let (_, failures) = aep_bridge::validate::validate_stream(text.as_bytes()).unwrap();
+            assert!(
+                failures.is_empty(),
+                "{}: {:?}",
+                f.path().display(),
+                failures.iter().map(ToString::to_string).collect::<Vec<_>>()
+            );
+        }
+    }
+    assert!(events >= sent / 2, "{events} events from {sent} payloads");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_are_byte_exact_and_a_dead_bridge_fails_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = start(config(dir.path())).await;
+    let url = bridge.url();
+    let ag = serde_json::json!({"conversationId": "c1", "workspacePaths": ["/w"], "toolCall": {"name": "run_command", "args": {"CommandLine": "ls"}}, "stepIdx": 1});
+    let body = ag.to_string();
+    let live = {
+        let (url, body) = (url.clone(), body.clone());
+        tokio::task::spawn_blocking(move || shim(&url, "antigravity", Some("PreToolUse"), body.as_bytes()))
+            .await
+            .unwrap()
+    };
+    assert_eq!(live, (0, br#"{"decision": ""}"#.to_vec()));
+    bridge.shutdown().await;
+
+    // Nothing listens any more: same neutral reply, exit 0, quickly (connect refused).
+    let (url2, body2) = (url.clone(), body.clone());
+    let dead = tokio::task::spawn_blocking(move || shim(&url2, "antigravity", Some("PreToolUse"), body2.as_bytes()))
+        .await
+        .unwrap();
+    assert_eq!(dead, (0, br#"{"decision": ""}"#.to_vec()));
+    let dead_cc =
+        tokio::task::spawn_blocking(move || shim(&url, "claude-code", None, b"{\"hook_event_name\":\"Stop\"}"))
+            .await
+            .unwrap();
+    assert_eq!(dead_cc, (0, Vec::new()));
+    // Garbage input and an unknown vendor also exit 0 with nothing on stdout.
+    let garbage = tokio::task::spawn_blocking(|| shim("http://127.0.0.1:1", "nope", None, b"\xff\xfe")).await.unwrap();
+    assert_eq!(garbage, (0, Vec::new()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_that_never_answers_is_bounded_by_the_timeout() {
+    // A listener that accepts and never replies: the shim must give up and fail open.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_aep-hook"));
+        let mut child = cmd
+            .arg("codex")
+            .env("AEP_BRIDGE_URL", &url)
+            .env("AEP_HOOK_TIMEOUT_MS", "300")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(br#"{"hook_event_name":"Stop","session_id":"s"}"#).unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    drop(l);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+}
