@@ -582,3 +582,30 @@ fn random_streams_keep_invariants() {
         assert!(req["resourceSpans"].as_array().is_some_and(|r| !r.is_empty()) || out.is_empty());
     }
 }
+
+#[test]
+fn trace_per_run_roots_each_run() {
+    let (_, steps) = load("subagent");
+    let cfg = SpanConfig { trace_per_run: true, ..SpanConfig::default() };
+    let spans = assemble(&events_of(&steps), cfg);
+    let roots: Vec<&Span> = spans.iter().filter(|s| s.name == "aep.session").collect();
+    let runs: Vec<&Span> = spans.iter().filter(|s| s.name == "invoke_agent claude-code").collect();
+    assert_eq!((roots.len(), runs.len()), (2, 2));
+    for run in &runs {
+        assert_eq!(run.parent_span_id, None, "a run roots its own trace");
+        let session = roots.iter().find(|r| attr(r, "aep.session") == attr(run, "aep.session")).unwrap();
+        assert_ne!(run.trace_id, session.trace_id);
+        assert_eq!(
+            run.links[0].context,
+            aep_projections::spans::SpanContext { trace_id: session.trace_id, span_id: session.span_id }
+        );
+        assert!(spans.iter().filter(|s| s.parent_span_id == Some(run.span_id)).all(|c| c.trace_id == run.trace_id));
+    }
+    // The child session's link to its parent run follows the run's own trace.
+    let child = roots.iter().find(|r| attr(r, "aep.session") == "s_child").unwrap();
+    let parent_run = runs.iter().find(|r| attr(r, "aep.session") == "s_parent").unwrap();
+    assert_eq!(
+        child.links[0].context,
+        aep_projections::spans::SpanContext { trace_id: parent_run.trace_id, span_id: parent_run.span_id }
+    );
+}

@@ -6,7 +6,7 @@ use aep_schemas::event::Event;
 
 use super::build;
 use super::config::SpanConfig;
-use super::ids::{SpanContext, session_trace_id, span_id};
+use super::ids::{SpanContext, run_trace_id, session_trace_id, span_id};
 use super::model::Span;
 use super::state::{Call, CallKind, Rec, Run, RunState, Session, before};
 
@@ -75,6 +75,13 @@ pub struct SpanAssembler {
 /// The root span context of a session's first generation, as derived (no `traceparent`).
 pub fn session_root_context(source: &str, session: &str) -> SpanContext {
     SpanContext { trace_id: session_trace_id(source, session), span_id: span_id("session", &[source, session, "0"]) }
+}
+
+/// The span context of a run of a session's first generation, as derived (no
+/// `traceparent`): in the session's trace, or in its own with `trace_per_run`.
+pub fn run_context(source: &str, session: &str, run: &str, trace_per_run: bool) -> SpanContext {
+    let trace_id = if trace_per_run { run_trace_id(source, session, run) } else { session_trace_id(source, session) };
+    SpanContext { trace_id, span_id: span_id("run", &[source, session, "0", run]) }
 }
 
 /// The source of a sibling session of the same emitter: the RECOMMENDED source form
@@ -228,6 +235,7 @@ impl SpanAssembler {
             source: own.0.clone(),
             session: own.1.clone(),
             agent: ev.agent.clone(),
+            trace_per_run: self.cfg.trace_per_run,
             generation,
             ctx,
             parent,
@@ -280,13 +288,9 @@ impl SpanAssembler {
                 if let Some(parent_session) = rec.str_at("/parent/session") {
                     let agent = rec.str_at("/parent/agent").unwrap_or(&sess.agent).to_owned();
                     let psource = sibling_source(&sess.source, &agent, parent_session);
-                    let proot = session_root_context(&psource, parent_session);
                     let target = match rec.str_at("/parent/run") {
-                        Some(run) => SpanContext {
-                            trace_id: proot.trace_id,
-                            span_id: span_id("run", &[&psource, parent_session, "0", run]),
-                        },
-                        None => proot,
+                        Some(run) => run_context(&psource, parent_session, run, sess.trace_per_run),
+                        None => session_root_context(&psource, parent_session),
                     };
                     sess.links.push(build::link(target, "parent"));
                 }
@@ -565,12 +569,14 @@ fn ensure_run(sess: &mut Session, book: &mut Book, key: &SessKey, run: &str) {
     let gen_s = sess.generation.to_string();
     let sid = span_id("run", &[&sess.source, &sess.session, &gen_s, run]);
     let order = book.register(key, SpanRef::Run(run.to_owned()));
+    // With `trace_per_run` each run roots its own trace, linked to the session span.
+    let trace_id = if sess.trace_per_run { run_trace_id(&sess.source, &sess.session, run) } else { sess.ctx.trace_id };
     sess.runs.insert(
         run.to_owned(),
         Run {
-            ctx: SpanContext { trace_id: sess.ctx.trace_id, span_id: sid },
+            ctx: SpanContext { trace_id, span_id: sid },
             parent: None,
-            foreign_trace: false,
+            foreign_trace: sess.trace_per_run,
             frozen: false,
             open: Some(RunState { started: None, terminal: None, events: Vec::new(), first: u64::MAX, last: 0, order }),
         },

@@ -6,7 +6,7 @@
 use serde_json::{Map, Value};
 
 use super::assembler::sibling_source;
-use super::ids::{SpanContext, SpanId, span_id};
+use super::ids::{SpanContext, SpanId};
 use super::model::{Span, SpanEvent, SpanLink, StatusCode};
 use super::state::{Call, CallKind, Rec, RunState, Session, sort_recs};
 
@@ -373,12 +373,9 @@ pub(crate) fn call_span(
                 // The child session's own trace, derived as the child's assembler derives it.
                 let agent = child_agent.unwrap_or(sess.agent.as_str());
                 let csource = sibling_source(&sess.source, agent, child);
-                let root = super::assembler::session_root_context(&csource, child);
                 let target = match pick("/child/run") {
-                    Some(run) => {
-                        SpanContext { trace_id: root.trace_id, span_id: span_id("run", &[&csource, child, "0", run]) }
-                    }
-                    None => root,
+                    Some(run) => super::assembler::run_context(&csource, child, run, sess.trace_per_run),
+                    None => super::assembler::session_root_context(&csource, child),
                 };
                 links.push(link(target, "subagent"));
             }

@@ -12,6 +12,10 @@ pub struct SpanConfig {
     /// (or `now`) is this far past it (AEP-0001 §7 #2: gaps are legal, so contiguity alone
     /// cannot be waited on).
     pub reorder_window_nanos: u64,
+    /// Give every run its own trace (a root `invoke_agent` span linked to the session span)
+    /// instead of nesting runs under one session trace: backends then show a run as soon
+    /// as it ends, not when an hours-long session does.
+    pub trace_per_run: bool,
     /// Most sessions held open at once.
     pub max_open_sessions: usize,
     /// Most open spans (session roots, runs, tools, attention requests, delegations).
@@ -27,6 +31,7 @@ impl Default for SpanConfig {
         Self {
             idle_timeout_nanos: 30 * 60 * 1_000_000_000,
             reorder_window_nanos: 10 * 1_000_000_000,
+            trace_per_run: false,
             max_open_sessions: 10_000,
             max_open_spans: 100_000,
             max_seen_ids: 1 << 18,

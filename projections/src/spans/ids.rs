@@ -41,6 +41,15 @@ pub fn session_trace_id(source: &str, session: &str) -> TraceId {
     out
 }
 
+/// The trace id of one run when runs get their own traces ([`super::SpanConfig::trace_per_run`]).
+pub fn run_trace_id(source: &str, session: &str, run: &str) -> TraceId {
+    let d = digest("trace-run", &[source, session, run]);
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&d[..16]);
+    non_zero(&mut out);
+    out
+}
+
 /// A span id from a kind (`session`, `run`, `tool`...) and identity parts.
 pub fn span_id(kind: &str, parts: &[&str]) -> SpanId {
     let d = digest(kind, parts);

@@ -25,9 +25,11 @@ mod ids;
 mod model;
 mod state;
 
-pub use assembler::{SpanAssembler, session_root_context, sibling_source};
+pub use assembler::{SpanAssembler, run_context, session_root_context, sibling_source};
 pub use config::SpanConfig;
-pub use ids::{SpanContext, SpanId, TraceId, parse_rfc3339_nanos, parse_traceparent, session_trace_id, span_id};
+pub use ids::{
+    SpanContext, SpanId, TraceId, parse_rfc3339_nanos, parse_traceparent, run_trace_id, session_trace_id, span_id,
+};
 pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, StatusCode, any_value, attributes_json, traces_request};
 
 use aep_schemas::event::Event;

@@ -260,6 +260,8 @@ pub(crate) struct Session {
     pub source: String,
     pub session: String,
     pub agent: String,
+    /// Runs root their own traces (see `SpanConfig::trace_per_run`).
+    pub trace_per_run: bool,
     /// 0, or the count of earlier closures of this session (late Events after a flush).
     pub generation: u64,
     pub ctx: SpanContext,
