@@ -866,3 +866,82 @@ fn emit_run(sess: &mut Session, book: &mut Book, name: &str, forced_end: Option<
     let parent = if foreign { parent } else { Some(sess.ctx.span_id) };
     Some(build::run_span(sess, name, &st, ctx, parent, forced_end))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(v: serde_json::Value) -> Event {
+        Event::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn sibling_sources() {
+        assert_eq!(
+            sibling_source("aep://h/agent/claude-code/session/s1", "codex", "s2"),
+            "aep://h/agent/codex/session/s2"
+        );
+        assert_eq!(sibling_source("aep://h/session/s1", "a", "s2"), "aep://h/session/s2");
+        assert_eq!(sibling_source("aep://relay", "a", "s2"), "aep://relay");
+    }
+
+    #[test]
+    fn agent_scoped_events_open_nothing() {
+        let mut asm = SpanAssembler::new(SpanConfig::default());
+        let hb = ev(
+            json!({"aep":"0.1","id":"h","type":"agent.heartbeat","time":"2026-07-03T10:00:00Z","source":"s","agent":"a"}),
+        );
+        assert!(asm.push(&hb).is_empty());
+        assert_eq!(asm.open_sessions(), 0);
+        assert!(asm.flush_all().is_empty());
+    }
+
+    #[test]
+    fn lone_completed_settles_with_inferred_start() {
+        let mut asm = SpanAssembler::new(SpanConfig::default());
+        let base = json!({"aep":"0.1","source":"s","agent":"a","session":"x"});
+        let mut a = base.clone();
+        a.as_object_mut().unwrap().extend(
+            json!({"id":"1","type":"session.started","time":"2026-07-03T10:00:00Z","seq":0})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        let mut b = base;
+        b.as_object_mut().unwrap().extend(
+            json!({"id":"2","type":"tool.completed","time":"2026-07-03T10:00:05Z","seq":1,
+                "data":{"tool":{"name":"Bash"},"duration_ms":1500}})
+            .as_object()
+            .unwrap()
+            .clone(),
+        );
+        assert!(asm.push(&ev(a)).is_empty());
+        let spans = asm.push(&ev(b));
+        assert_eq!(spans.len(), 1, "contiguous: no tool.requested can still arrive");
+        let s = &spans[0];
+        assert_eq!(s.end_unix_nanos - s.start_unix_nanos, 1_500_000_000);
+        assert_eq!(s.attributes.get("aep.start_inferred"), Some(&json!(true)));
+        assert!(!s.is_incomplete());
+    }
+
+    #[test]
+    fn gap_holds_a_lone_terminal_until_the_window_passes() {
+        let cfg = SpanConfig { reorder_window_nanos: 2_000_000_000, ..SpanConfig::default() };
+        let mut asm = SpanAssembler::new(cfg);
+        let mk = |id: &str, ty: &str, t: &str, seq: u64| {
+            ev(json!({"aep":"0.1","id":id,"type":ty,"time":t,"source":"s","agent":"a","session":"x","seq":seq,
+                "data":{"tool":{"name":"Bash"}}}))
+        };
+        asm.push(&mk("1", "session.started", "2026-07-03T10:00:00Z", 0));
+        // seq 1 is missing (a legal gap): the lone terminal waits.
+        assert!(asm.push(&mk("3", "tool.completed", "2026-07-03T10:00:01Z", 2)).is_empty());
+        assert!(asm.flush_idle(parse("2026-07-03T10:00:02Z")).is_empty());
+        let spans = asm.flush_idle(parse("2026-07-03T10:00:03Z"));
+        assert_eq!(spans.len(), 1, "the window passed");
+    }
+
+    fn parse(t: &str) -> u64 {
+        crate::spans::parse_rfc3339_nanos(t).unwrap()
+    }
+}
