@@ -44,6 +44,20 @@ pub enum Command {
         #[arg(long)]
         only: Vec<String>,
     },
+    /// Follow the embedded collector's SSE stream, one line per event (resumes after a disconnect).
+    Tail(crate::cmd::tail::TailArgs),
+    /// A run/tool/attention tree of one session with durations.
+    Timeline(crate::cmd::timeline::TimelineArgs),
+    /// Answer an attention request (a control sender).
+    Respond(crate::cmd::respond::RespondArgs),
+    /// Project AEP JSONL to CloudEvents, OTLP logs, OTLP spans or OCSF (stdout).
+    Project(crate::cmd::project::ProjectArgs),
+    /// List the built-in adapters (or verify one).
+    Adapters(crate::cmd::adapters::AdaptersArgs),
+    /// Wire an agent's hooks to the bridge.
+    Install(crate::cmd::install::InstallArgs),
+    /// Load tools: `bench pipeline`, `bench hook`, `bench collector`, `bench otlp`.
+    Bench(crate::cmd::bench::BenchArgs),
     /// Configuration tools.
     Config {
         /// What to do with the configuration.
@@ -160,6 +174,13 @@ pub fn main() -> i32 {
             aep_conformance::cli::run(&aep_conformance::cli::RunOptions { spec, json, required, only })
         }
         Command::Config { action: ConfigAction::Validate { file } } => config_validate(file),
+        Command::Tail(a) => crate::cmd::tail::run(a),
+        Command::Timeline(a) => crate::cmd::timeline::run(a),
+        Command::Respond(a) => crate::cmd::respond::run(a),
+        Command::Project(a) => crate::cmd::project::run(a),
+        Command::Adapters(a) => crate::cmd::adapters::run(a),
+        Command::Install(a) => crate::cmd::install::run(a),
+        Command::Bench(a) => crate::cmd::bench::run(a),
     }
 }
 

@@ -52,6 +52,8 @@ pub struct Config {
     pub otlp_in: OtlpInConfig,
     /// `[control]`
     pub control: ControlConfig,
+    /// `[export]`
+    pub export: crate::export::ExportConfig,
 }
 
 /// `[server]`: listeners and identity.
@@ -249,7 +251,8 @@ impl Default for ControlConfig {
     }
 }
 
-const SECTIONS: &[&str] = &["server", "capture", "jsonl", "collector", "relay", "pipeline", "otlp_in", "control"];
+const SECTIONS: &[&str] =
+    &["server", "capture", "jsonl", "collector", "relay", "pipeline", "otlp_in", "control", "export"];
 
 fn section<T: for<'de> Deserialize<'de> + Default>(
     table: &toml::Table,
@@ -292,6 +295,7 @@ impl Config {
             pipeline: section(&table, "pipeline", &mut problems),
             otlp_in: section(&table, "otlp_in", &mut problems),
             control: section(&table, "control", &mut problems),
+            export: section(&table, "export", &mut problems),
         };
         problems.extend(cfg.check());
         if problems.is_empty() { Ok(cfg) } else { Err(ConfigErrors(problems)) }
@@ -331,6 +335,14 @@ impl Config {
         }
         if !matches!(self.otlp_in.mode.as_str(), "" | "primary" | "companion") {
             bad("otlp_in.mode", format!("{:?} is not primary or companion", self.otlp_in.mode));
+        }
+        for (svc, v) in &self.otlp_in.profiles {
+            if !aep_adapters::otel::Vendor::ALL.iter().any(|x| x.as_str() == v) {
+                bad(&format!("otlp_in.profiles.{svc}"), format!("{v:?} is not a profile (codex, vscode, claude-code)"));
+            }
+        }
+        for (key, message) in self.export.check() {
+            bad(&format!("export.{key}"), message);
         }
         if self.control.attention_timeout_secs == 0 || self.control.attention_timeout_secs > 3600 {
             bad("control.attention_timeout_secs", "must be between 1 and 3600".into());

@@ -6,10 +6,13 @@
 
 pub mod attention;
 pub mod cli;
+pub mod cmd;
 pub mod collector;
 pub mod config;
+pub mod export;
 pub mod hooks;
 pub mod metrics;
+pub mod otlp_in;
 pub mod pipeline;
 pub mod relay;
 pub mod server;

@@ -94,6 +94,17 @@ impl Bound {
     }
 }
 
+fn otlp_overrides(cfg: &Config) -> std::collections::HashMap<String, aep_adapters::otel::Vendor> {
+    cfg.otlp_in
+        .profiles
+        .iter()
+        .filter_map(|(svc, v)| {
+            let vendor = aep_adapters::otel::Vendor::ALL.into_iter().find(|x| x.as_str() == v)?;
+            Some((svc.clone(), vendor))
+        })
+        .collect()
+}
+
 async fn bind(addr: &str, flag: &'static str) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr: addr.to_owned(), flag, source })
 }
@@ -175,8 +186,25 @@ pub async fn serve(
         )));
         builder = builder.sink(SinkTx { name: "relay", tx });
     }
+    let (export_sinks, export_tasks) =
+        crate::export::spawn(&cfg.export, cfg.pipeline.queue_capacity, metrics.clone(), shutdown.clone());
+    for s in export_sinks {
+        builder = builder.sink(s);
+    }
     let pipeline: Pipeline = builder.build();
 
+    let (otlp, otlp_task) = crate::otlp_in::BridgeOtlp::new(
+        pipeline.clone(),
+        map_context(&cfg),
+        if cfg.otlp_in.mode == "primary" {
+            aep_adapters::otel::Mode::Primary
+        } else {
+            aep_adapters::otel::Mode::Companion
+        },
+        otlp_overrides(&cfg),
+        cfg.pipeline.queue_capacity / 16 + 1,
+        None,
+    );
     let hooks =
         Arc::new(BridgeHooks::new(pipeline.clone(), aep_adapters::vendors::all(), map_context(&cfg), token.clone()));
     let app_state =
@@ -185,7 +213,8 @@ pub async fn serve(
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_page))
         .with_state(app_state)
-        .merge(aep_receivers::hooks::router(hooks, cfg.server.max_hook_body));
+        .merge(aep_receivers::hooks::router(hooks, cfg.server.max_hook_body))
+        .merge(aep_receivers::otlp::router(otlp.clone()));
     if cfg.collector.enabled {
         app = app.merge(collector::router(collector.clone(), pipeline.clone()));
     }
@@ -218,7 +247,14 @@ pub async fn serve(
         }));
     }
     if let Some(l) = grpc_listener {
-        drop(l); // The gRPC receiver is wired in by the OTLP-inbound work.
+        let s = shutdown.clone();
+        let h: Arc<dyn aep_receivers::otlp::OtlpHandler> = otlp.clone();
+        servers.push(tokio::spawn(async move {
+            let cfg = aep_receivers::otlp::GrpcConfig::default();
+            if let Err(e) = aep_receivers::otlp::serve_grpc(l, h, cfg, s.cancelled_owned()).await {
+                tracing::error!(error = %e, "OTLP/gRPC receiver stopped.");
+            }
+        }));
     }
 
     shutdown.cancelled().await;
@@ -229,9 +265,17 @@ pub async fn serve(
     for s in servers {
         let _ = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), s).await;
     }
+    // Receivers are down: let the OTLP queue drain into the pipeline, then close it.
+    drop(otlp);
+    let _ = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), otlp_task).await;
     pipeline.close();
     drop(pipeline);
     let mut unfinished = Vec::new();
+    for t in export_tasks {
+        if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), t).await.is_err() {
+            unfinished.push("exporter (flush)");
+        }
+    }
     for t in relay_tasks {
         if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), t).await.is_err() {
             unfinished.push("relay (closing frame)");

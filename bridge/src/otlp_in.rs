@@ -1,0 +1,156 @@
+//! The bridge's OTLP inbound handler: log records through the vendor profiles into the
+//! pipeline. Traces and metrics are accepted (an exporter never sees an error for them)
+//! and only forwarded by the tee.
+//!
+//! The receivers call the handler synchronously on their own task, so it maps (pure) and
+//! hands the drafts to a bounded queue drained by one async task; a full queue answers
+//! 503 / `UNAVAILABLE` with a retry delay (OTLP backpressure), never a silent drop.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aep_adapters::otel::{MappedDraft, Mode, ProfileSelector, Vendor, map_batch};
+use aep_adapters::{MapContext, SessionState};
+use aep_receivers::otlp::{
+    Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler, Refused,
+    to_otel_records,
+};
+use tokio::sync::mpsc;
+
+use crate::metrics::Metrics;
+use crate::pipeline::Pipeline;
+
+/// Something else that wants every OTLP request unchanged (the tee).
+pub trait OtlpTee: Send + Sync {
+    /// A logs request as received.
+    fn logs(&self, req: &ExportLogsServiceRequest);
+    /// A traces request as received.
+    fn traces(&self, req: &ExportTraceServiceRequest);
+    /// A metrics request as received.
+    fn metrics(&self, req: &ExportMetricsServiceRequest);
+}
+
+/// Maps OTLP log records through the profiles and feeds the pipeline.
+pub struct BridgeOtlp {
+    tx: mpsc::Sender<Vec<MappedDraft>>,
+    cx: MapContext,
+    mode: Mode,
+    overrides: HashMap<String, Vendor>,
+    states: Mutex<HashMap<(&'static str, String), SessionState>>,
+    metrics: Arc<Metrics>,
+    tee: Option<Arc<dyn OtlpTee>>,
+}
+
+/// Most OTel-profile session states kept; beyond it the map is cleared (only synthesized
+/// mapping state is lost, never an event).
+const MAX_STATES: usize = 20_000;
+
+impl BridgeOtlp {
+    /// A handler feeding `pipeline`; returns it with the task draining its queue.
+    pub fn new(
+        pipeline: Pipeline,
+        cx: MapContext,
+        mode: Mode,
+        overrides: HashMap<String, Vendor>,
+        queue: usize,
+        tee: Option<Arc<dyn OtlpTee>>,
+    ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::channel::<Vec<MappedDraft>>(queue.max(1));
+        let metrics = pipeline.metrics().clone();
+        let task = tokio::spawn(async move {
+            while let Some(batch) = rx.recv().await {
+                // Keep per-vendor order; each vendor is its own agent identity.
+                let mut run: Vec<aep_adapters::EventDraft> = Vec::new();
+                let mut vendor: Option<&'static str> = None;
+                for m in batch {
+                    if vendor.is_some_and(|v| v != m.vendor) && !run.is_empty() {
+                        let _ =
+                            pipeline.submit_drafts("otlp", vendor.unwrap_or_default(), std::mem::take(&mut run)).await;
+                    }
+                    vendor = Some(m.vendor);
+                    run.push(m.draft);
+                }
+                if let Some(v) = vendor
+                    && !run.is_empty()
+                {
+                    let _ = pipeline.submit_drafts("otlp", v, run).await;
+                }
+            }
+        });
+        (Arc::new(Self { tx, cx, mode, overrides, states: Mutex::new(HashMap::new()), metrics, tee }), task)
+    }
+}
+
+impl OtlpHandler for BridgeOtlp {
+    fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused> {
+        if let Some(t) = &self.tee {
+            t.logs(&req);
+        }
+        let records = to_otel_records(&req);
+        let total = records.len();
+        let mut states = self.states.lock().map_err(|_| Refused::Full { retry_after: Duration::from_secs(1) })?;
+        if states.len() > MAX_STATES {
+            states.clear();
+        }
+        let mut drafts = Vec::new();
+        let mut unmatched = 0u64;
+        let mut first_unmatched = None;
+        // Records whose service.name has a configured profile go through it; the rest are detected.
+        let (forced, detected): (Vec<_>, Vec<_>) =
+            records.into_iter().partition(|r| r.service_name().is_some_and(|s| self.overrides.contains_key(s)));
+        for r in forced {
+            let vendor = r.service_name().and_then(|s| self.overrides.get(s)).copied();
+            let out = map_batch(
+                std::slice::from_ref(&r),
+                &ProfileSelector { forced: vendor },
+                &self.cx,
+                self.mode,
+                &mut states,
+            );
+            drafts.extend(out.drafts);
+        }
+        let out = map_batch(&detected, &ProfileSelector::default(), &self.cx, self.mode, &mut states);
+        unmatched += out.unmatched;
+        first_unmatched = first_unmatched.or(out.first_unmatched_service);
+        drafts.extend(out.drafts);
+        drop(states);
+        if !drafts.is_empty() {
+            match self.tx.try_send(drafts) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    self.metrics.rejected.inc(&[("receiver", "otlp"), ("reason", "pipeline_full")]);
+                    return Err(Refused::Full { retry_after: Duration::from_secs(1) });
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    return Err(Refused::Full { retry_after: Duration::from_secs(5) });
+                }
+            }
+        }
+        if unmatched > 0 {
+            self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_profile")], unmatched as u64);
+            let svc = first_unmatched.unwrap_or_default();
+            return Ok(Accepted::partial(
+                unmatched as i64,
+                format!(
+                    "{unmatched} of {total} log records match no vendor profile (service.name {svc:?}); set [otlp_in.profiles] to map it"
+                ),
+            ));
+        }
+        Ok(Accepted::all())
+    }
+
+    fn traces(&self, req: ExportTraceServiceRequest) -> Result<Accepted, Refused> {
+        if let Some(t) = &self.tee {
+            t.traces(&req);
+        }
+        Ok(Accepted::all())
+    }
+
+    fn metrics(&self, req: ExportMetricsServiceRequest) -> Result<Accepted, Refused> {
+        if let Some(t) = &self.tee {
+            t.metrics(&req);
+        }
+        Ok(Accepted::all())
+    }
+}
