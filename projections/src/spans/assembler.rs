@@ -70,6 +70,7 @@ pub struct SpanAssembler {
     seen_fifo: VecDeque<(String, String)>,
     closed: HashMap<SessKey, Closed>,
     closed_fifo: VecDeque<SessKey>,
+    orphans: VecDeque<Event>,
 }
 
 /// The root span context of a session's first generation, as derived (no `traceparent`).
@@ -111,6 +112,7 @@ impl SpanAssembler {
             seen_fifo: VecDeque::new(),
             closed: HashMap::new(),
             closed_fifo: VecDeque::new(),
+            orphans: VecDeque::new(),
         }
     }
 
@@ -136,13 +138,51 @@ impl SpanAssembler {
             return out;
         }
         self.remember(dedupe);
-        let key = self.resolve_session(ev, name, &mut out);
+        let known = self.by_name.contains_key(name);
+        if ev.seq.is_none() && !known {
+            // AEP-0001 §5.2: a foreign-emitter Event (a router's attention.routed, a
+            // control command) waits for the owner's session instead of opening its own.
+            self.orphans.push_back(ev.clone());
+            while self.orphans.len() > self.cfg.max_orphans {
+                if let Some(o) = self.orphans.pop_front() {
+                    self.place(&o, &mut out);
+                }
+            }
+            return out;
+        }
+        self.place(ev, &mut out);
+        if !known && !self.orphans.is_empty() {
+            let (mine, rest): (VecDeque<Event>, VecDeque<Event>) =
+                std::mem::take(&mut self.orphans).into_iter().partition(|o| o.session.as_deref() == Some(name));
+            self.orphans = rest;
+            for o in mine {
+                self.place(&o, &mut out);
+            }
+        }
+        out
+    }
+
+    /// Routes one session-scoped Event into its session and emits what it finished.
+    fn place(&mut self, ev: &Event, out: &mut Vec<Span>) {
+        let Some(name) = ev.session.as_deref() else { return };
+        let key = self.resolve_session(ev, name, out);
         let fallback = self.sessions.get(&key).map_or(0, |s| s.last);
         let rec = Rec::new(ev, fallback);
         self.apply(&key, rec);
-        self.settle(&key, 0, &mut out);
-        self.enforce_span_cap(&mut out);
-        out
+        self.settle(&key, 0, out);
+        self.enforce_span_cap(out);
+    }
+
+    /// Places foreign Events whose session never showed up: oldest first, up to `until`
+    /// (Event time, Unix nanos), each then opening a session of its own.
+    fn place_orphans(&mut self, until: u64, out: &mut Vec<Span>) {
+        let (old, keep): (VecDeque<Event>, VecDeque<Event>) = std::mem::take(&mut self.orphans)
+            .into_iter()
+            .partition(|o| super::ids::parse_rfc3339_nanos(&o.time).is_none_or(|t| t <= until));
+        self.orphans = keep;
+        for o in old {
+            self.place(&o, out);
+        }
     }
 
     /// Closes, as incomplete, every span with no Event for the configured idle time before
@@ -155,6 +195,7 @@ impl SpanAssembler {
             self.settle(key, now_unix_nanos, &mut out);
         }
         let limit = now_unix_nanos.saturating_sub(self.cfg.idle_timeout_nanos);
+        self.place_orphans(limit, &mut out);
         let idle_sessions: Vec<SessKey> = self
             .session_order
             .values()
@@ -185,6 +226,7 @@ impl SpanAssembler {
     /// Closes everything (shutdown): unfinished spans are marked `aep.incomplete=true`.
     pub fn flush_all(&mut self) -> Vec<Span> {
         let mut out = Vec::new();
+        self.place_orphans(u64::MAX, &mut out);
         let keys: Vec<SessKey> = self.session_order.values().cloned().collect();
         for key in keys {
             self.close_session(&key, Closing::Flush, &mut out);
@@ -379,7 +421,7 @@ impl SpanAssembler {
                             c.middle.push(rec);
                         }
                     }
-                    None if ty == "attention.answered" && rec.subject.is_some() => {
+                    None if ty.starts_with("attention.") && rec.subject.is_some() => {
                         let subject = rec.subject.clone().unwrap_or_default();
                         let sid = call_span_id(sess, CallKind::Attention, "key", &subject);
                         if sess.emitted.contains(&sid) {
@@ -939,6 +981,36 @@ mod tests {
         assert!(asm.flush_idle(parse("2026-07-03T10:00:02Z")).is_empty());
         let spans = asm.flush_idle(parse("2026-07-03T10:00:03Z"));
         assert_eq!(spans.len(), 1, "the window passed");
+    }
+
+    #[test]
+    fn foreign_event_before_the_owner_waits_for_it() {
+        let mut asm = SpanAssembler::new(SpanConfig::default());
+        let owner = |id: &str, ty: &str, seq: u64, extra: serde_json::Value| {
+            let mut v = json!({"aep":"0.1","id":id,"type":ty,"time":"2026-07-03T10:00:01Z","source":"aep://h/agent/a/session/x",
+                "agent":"a","session":"x","seq":seq});
+            v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            ev(v)
+        };
+        let routed =
+            ev(json!({"aep":"0.1","id":"r","type":"attention.routed","subject":"q","time":"2026-07-03T10:00:02Z",
+            "source":"aep://router","agent":"router","session":"x","data":{"to":"slack"}}));
+        assert!(asm.push(&routed).is_empty());
+        assert_eq!(asm.open_sessions(), 0, "held, not a session of its own");
+        asm.push(&owner("s", "session.started", 0, json!({})));
+        asm.push(&owner("q", "attention.requested", 1, json!({"data":{"kind":"input","prompt":"p"}})));
+        let spans = asm.push(&owner("t", "attention.resolved", 2, json!({"subject":"q","data":{"resolution":"auto"}})));
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0].attributes.get("aep.attention.routed_to"), Some(&json!(["slack"])));
+        let rest = asm.flush_all();
+        assert_eq!(rest.len(), 1, "one session only");
+        // Unclaimed foreign Events are never dropped: flush_all gives them a session.
+        let mut asm = SpanAssembler::new(SpanConfig::default());
+        asm.push(&routed);
+        let spans = asm.flush_all();
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["attention other", "aep.session"]);
+        assert!(spans.iter().all(Span::is_incomplete));
     }
 
     fn parse(t: &str) -> u64 {

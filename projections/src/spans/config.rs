@@ -20,6 +20,9 @@ pub struct SpanConfig {
     pub max_open_sessions: usize,
     /// Most open spans (session roots, runs, tools, attention requests, delegations).
     pub max_open_spans: usize,
+    /// Most foreign-emitter Events (no `seq`) held while their session has not appeared;
+    /// beyond it the oldest opens a session of its own.
+    pub max_orphans: usize,
     /// How many `(source, id)` pairs are remembered to drop replayed duplicates (AEP-0001 §7 #4).
     pub max_seen_ids: usize,
     /// How many closed sessions are remembered so late Events continue their trace.
@@ -34,6 +37,7 @@ impl Default for SpanConfig {
             trace_per_run: false,
             max_open_sessions: 10_000,
             max_open_spans: 100_000,
+            max_orphans: 4096,
             max_seen_ids: 1 << 18,
             max_closed_sessions: 10_000,
         }
