@@ -200,8 +200,11 @@ pub(crate) fn run_span(
     let mut a = base(sess);
     put(&mut a, "gen_ai.operation.name", "invoke_agent");
     put(&mut a, "aep.run", name);
-    if let Some(model) = sess.started.as_ref().and_then(|s| s.str_at("/gen_ai.request.model")) {
-        put(&mut a, "gen_ai.request.model", model);
+    // The session's model and provider hold for its runs unless a run Event says otherwise.
+    for k in ["gen_ai.request.model", "gen_ai.provider.name"] {
+        if let Some(v) = sess.started.as_ref().and_then(|s| s.data.get(k)).and_then(|v| v.as_str()) {
+            put(&mut a, k, v);
+        }
     }
     let mut links = Vec::new();
     if parent != Some(sess.ctx.span_id) {

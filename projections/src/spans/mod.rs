@@ -17,6 +17,15 @@
 //! `session.ended`, idle past [`SpanConfig::idle_timeout_nanos`], pushed out by a memory
 //! cap, or open at [`SpanAssembler::flush_all`] are closed with `aep.incomplete=true`,
 //! never dropped.
+//!
+//! Ordering (AEP-0001 §7): a terminal Event is held until every earlier `(epoch, seq)` of
+//! the session was seen or the stream is [`SpanConfig::reorder_window_nanos`] past it, so
+//! pairing and span-event placement do not depend on arrival order; gaps are legal, hence
+//! the window. Foreign-emitter Events (no `seq`: routers, control commands) that arrive
+//! before their session wait for it, bounded by [`SpanConfig::max_orphans`].
+//!
+//! Capture (AEP-0005 §3.3): only metadata-level members reach attributes (ids, structural
+//! tokens, numbers, `gen_ai.*` usage); prompts, arguments, results and messages never do.
 
 mod assembler;
 mod build;
