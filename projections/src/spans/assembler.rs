@@ -292,6 +292,9 @@ impl SpanAssembler {
             runs: HashMap::new(),
             calls: BTreeMap::new(),
             emitted: HashSet::new(),
+            emitted_fifo: VecDeque::new(),
+            closed_runs: VecDeque::new(),
+            history_cap: self.cfg.max_session_history,
             tracks: HashMap::new(),
         };
         self.sessions.insert(own.clone(), sess);
@@ -892,7 +895,7 @@ fn emit_call(sess: &mut Session, mut call: Call, forced_end: Option<u64>) -> Spa
         None => sess.ctx,
     };
     sess.frozen = true;
-    sess.emitted.insert(sid);
+    sess.mark_emitted(sid);
     build::call_span(sess, &call, SpanContext { trace_id: parent.trace_id, span_id: sid }, parent.span_id, forced_end)
 }
 
@@ -904,7 +907,8 @@ fn emit_run(sess: &mut Session, book: &mut Book, name: &str, forced_end: Option<
     let (ctx, parent) = (run.ctx, run.parent);
     let foreign = run.foreign_trace;
     sess.frozen = true;
-    sess.emitted.insert(ctx.span_id);
+    sess.mark_emitted(ctx.span_id);
+    sess.mark_run_closed(name);
     let parent = if foreign { parent } else { Some(sess.ctx.span_id) };
     Some(build::run_span(sess, name, &st, ctx, parent, forced_end))
 }

@@ -20,6 +20,9 @@ pub struct SpanConfig {
     pub max_open_sessions: usize,
     /// Most open spans (session roots, runs, tools, attention requests, delegations).
     pub max_open_spans: usize,
+    /// Per session, how many exported span ids and closed runs are remembered so late
+    /// Events neither export a span twice nor lose their parent run.
+    pub max_session_history: usize,
     /// Most foreign-emitter Events (no `seq`) held while their session has not appeared;
     /// beyond it the oldest opens a session of its own.
     pub max_orphans: usize,
@@ -37,6 +40,7 @@ impl Default for SpanConfig {
             trace_per_run: false,
             max_open_sessions: 10_000,
             max_open_spans: 100_000,
+            max_session_history: 65_536,
             max_orphans: 4096,
             max_seen_ids: 1 << 18,
             max_closed_sessions: 10_000,

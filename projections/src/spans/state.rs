@@ -1,6 +1,6 @@
 //! Per-session assembly state: the open spans and the Events recorded on them.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
 use aep_schemas::event::Event;
 use serde_json::Value;
@@ -276,7 +276,13 @@ pub(crate) struct Session {
     pub order: u64,
     pub runs: HashMap<String, Run>,
     pub calls: BTreeMap<u64, Call>,
+    /// Spans already exported (late Events must not export them twice), oldest first.
     pub emitted: HashSet<SpanId>,
+    pub emitted_fifo: VecDeque<SpanId>,
+    /// Closed runs, oldest first; their identities are kept for late children.
+    pub closed_runs: VecDeque<String>,
+    /// Cap on `emitted` and `closed_runs` (memory bound of a long session).
+    pub history_cap: usize,
     pub tracks: HashMap<u64, Track>,
 }
 
@@ -286,6 +292,30 @@ impl Session {
         match pos {
             None => false,
             Some((epoch, seq)) => self.tracks.get(&epoch).is_some_and(|t| t.next > seq),
+        }
+    }
+
+    /// Records an exported span id, forgetting the oldest beyond the history cap.
+    pub fn mark_emitted(&mut self, id: SpanId) {
+        if self.emitted.insert(id) {
+            self.emitted_fifo.push_back(id);
+            while self.emitted_fifo.len() > self.history_cap.max(1) {
+                if let Some(old) = self.emitted_fifo.pop_front() {
+                    self.emitted.remove(&old);
+                }
+            }
+        }
+    }
+
+    /// Records a closed run, forgetting the oldest closed run beyond the history cap.
+    pub fn mark_run_closed(&mut self, run: &str) {
+        self.closed_runs.push_back(run.to_owned());
+        while self.closed_runs.len() > self.history_cap.max(1) {
+            if let Some(old) = self.closed_runs.pop_front()
+                && self.runs.get(&old).is_some_and(|r| r.open.is_none())
+            {
+                self.runs.remove(&old);
+            }
         }
     }
 
