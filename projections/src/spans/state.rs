@@ -329,7 +329,9 @@ impl Session {
         if let Some((epoch, seq)) = rec.pos {
             self.tracks.entry(epoch).or_default().see(seq);
         }
-        self.first = self.first.min(rec.time);
+        if rec.time > 0 {
+            self.first = self.first.min(rec.time); // an unparseable first `time` does not date the session 1970
+        }
         self.last = self.last.max(rec.time);
     }
 }
