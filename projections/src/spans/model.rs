@@ -1,6 +1,6 @@
 //! The finished span and its OTLP/JSON encoding (ExportTraceServiceRequest).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::ids::{SpanContext, SpanId, TraceId};
 
@@ -103,8 +103,11 @@ impl Span {
                 .events
                 .iter()
                 .map(|e| {
-                    json!({"timeUnixNano": e.time_unix_nanos.to_string(), "name": e.name,
-                        "attributes": attributes_json(&e.attributes)})
+                    let mut m = Map::with_capacity(3);
+                    m.insert("timeUnixNano".into(), e.time_unix_nanos.to_string().into());
+                    m.insert("name".into(), e.name.clone().into());
+                    m.insert("attributes".into(), attributes_json(&e.attributes));
+                    Value::Object(m)
                 })
                 .collect();
             m.insert("events".into(), Value::Array(events));
@@ -114,8 +117,11 @@ impl Span {
                 .links
                 .iter()
                 .map(|l| {
-                    json!({"traceId": hex::encode(l.context.trace_id), "spanId": hex::encode(l.context.span_id),
-                        "attributes": attributes_json(&l.attributes)})
+                    let mut m = Map::with_capacity(3);
+                    m.insert("traceId".into(), hex::encode(l.context.trace_id).into());
+                    m.insert("spanId".into(), hex::encode(l.context.span_id).into());
+                    m.insert("attributes".into(), attributes_json(&l.attributes));
+                    Value::Object(m)
                 })
                 .collect();
             m.insert("links".into(), Value::Array(links));
@@ -146,42 +152,64 @@ pub fn traces_request(spans: &[Span]) -> Value {
     let resource_spans: Vec<Value> = groups
         .into_iter()
         .map(|(service, spans)| {
-            json!({
-                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
-                "scopeSpans": [{"scope": {"name": SCOPE_NAME, "version": env!("CARGO_PKG_VERSION")}, "spans": spans}],
-            })
+            // Built by hand: `json!` would re-serialize every span value.
+            let resource =
+                obj1("attributes", Value::Array(vec![key_value("service.name", obj1("stringValue", service.into()))]));
+            let mut scope = Map::with_capacity(2);
+            scope.insert("name".into(), SCOPE_NAME.into());
+            scope.insert("version".into(), env!("CARGO_PKG_VERSION").into());
+            let mut scope_spans = Map::with_capacity(2);
+            scope_spans.insert("scope".into(), Value::Object(scope));
+            scope_spans.insert("spans".into(), Value::Array(spans));
+            let mut rs = Map::with_capacity(2);
+            rs.insert("resource".into(), resource);
+            rs.insert("scopeSpans".into(), Value::Array(vec![Value::Object(scope_spans)]));
+            Value::Object(rs)
         })
         .collect();
-    json!({ "resourceSpans": resource_spans })
+    obj1("resourceSpans", Value::Array(resource_spans))
+}
+
+/// A one-member JSON object, built without `json!` (which re-serializes its arguments).
+fn obj1(k: &str, v: Value) -> Value {
+    let mut m = Map::with_capacity(1);
+    m.insert(k.to_owned(), v);
+    Value::Object(m)
+}
+
+/// An OTLP/JSON `KeyValue`.
+fn key_value(k: &str, v: Value) -> Value {
+    let mut m = Map::with_capacity(2);
+    m.insert("key".to_owned(), Value::String(k.to_owned()));
+    m.insert("value".to_owned(), v);
+    Value::Object(m)
 }
 
 /// Attributes as an OTLP/JSON `KeyValue` list, sorted by key (deterministic output).
 pub fn attributes_json(attrs: &Map<String, Value>) -> Value {
-    let mut keys: Vec<&String> = attrs.keys().collect();
-    keys.sort();
-    Value::Array(
-        keys.into_iter().filter_map(|k| any_value(&attrs[k.as_str()]).map(|v| json!({"key": k, "value": v}))).collect(),
-    )
+    let mut pairs: Vec<(&String, &Value)> = attrs.iter().collect();
+    pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    Value::Array(pairs.into_iter().filter_map(|(k, v)| any_value(v).map(|v| key_value(k, v))).collect())
 }
 
 /// A JSON value as an OTLP/JSON `AnyValue`; `None` for `null`.
 pub fn any_value(v: &Value) -> Option<Value> {
     Some(match v {
         Value::Null => return None,
-        Value::Bool(b) => json!({ "boolValue": b }),
+        Value::Bool(b) => obj1("boolValue", Value::Bool(*b)),
         Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => json!({ "intValue": i.to_string() }),
-            (None, Some(u)) => json!({ "intValue": u.to_string() }),
-            _ => json!({ "doubleValue": n.as_f64().unwrap_or(0.0) }),
+            // OTLP/JSON encodes int64 as a decimal string.
+            (Some(i), _) => obj1("intValue", Value::String(i.to_string())),
+            (None, Some(u)) => obj1("intValue", Value::String(u.to_string())),
+            _ => obj1("doubleValue", n.as_f64().map_or(Value::Null, Value::from)),
         },
-        Value::String(s) => json!({ "stringValue": s }),
+        Value::String(s) => obj1("stringValue", Value::String(s.clone())),
         Value::Array(items) => {
-            json!({ "arrayValue": { "values": items.iter().filter_map(any_value).collect::<Vec<_>>() } })
+            obj1("arrayValue", obj1("values", Value::Array(items.iter().filter_map(any_value).collect())))
         }
         Value::Object(map) => {
-            let values: Vec<Value> =
-                map.iter().filter_map(|(k, v)| any_value(v).map(|v| json!({"key": k, "value": v}))).collect();
-            json!({ "kvlistValue": { "values": values } })
+            let values = map.iter().filter_map(|(k, v)| any_value(v).map(|v| key_value(k, v))).collect();
+            obj1("kvlistValue", obj1("values", Value::Array(values)))
         }
     })
 }
@@ -189,6 +217,7 @@ pub fn any_value(v: &Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn encodes_otlp_json() {
