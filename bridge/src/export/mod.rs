@@ -1,33 +1,189 @@
-//! Exporters to existing observability stacks (in progress): OTLP logs and synthesized
-//! spans, CloudEvents over HTTP, OCSF. Each is a sink on the pipeline's fan-out.
+//! Exporters to existing observability stacks (AEP-0005): OTLP logs and synthesized spans,
+//! CloudEvents over HTTP, OCSF. Each is a sink on the pipeline's fan-out: a bounded queue
+//! (drops counted by the pipeline), batching by size and time, retries with exponential
+//! backoff on retryable failures, and a final flush when the queue closes.
+
+pub mod cloudevents;
+pub mod config;
+pub mod http;
+pub mod ocsf;
+pub mod otlp;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use serde::Deserialize;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+pub use config::{CeMode, CloudEventsConfig, Compression, ExportConfig, OcsfConfig, OtlpConfig, Protocol, RetryConfig};
+
 use crate::metrics::Metrics;
-use crate::pipeline::SinkTx;
+use crate::pipeline::{SinkTx, Stamped};
 
-/// `[export]`: which exporters run.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ExportConfig {}
+/// Delivery counters of one exporter (items are records, spans or events as the sink sends them).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Items the peer accepted (partially rejected requests included).
+    pub delivered: AtomicU64,
+    /// Items in batches given up after their retries or refused permanently.
+    pub failed: AtomicU64,
+    /// Items a peer reported as rejected in a partial success.
+    pub rejected: AtomicU64,
+    /// Retries made.
+    pub retries: AtomicU64,
+}
 
-impl ExportConfig {
-    /// Problems in this section, as `(key, message)`.
-    pub fn check(&self) -> Vec<(String, String)> {
-        Vec::new()
+impl Stats {
+    fn add_delivered(&self, n: usize) {
+        self.delivered.fetch_add(n as u64, Ordering::Relaxed);
     }
+    fn add_failed(&self, n: usize) {
+        self.failed.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    fn add_rejected(&self, n: usize) {
+        self.rejected.fetch_add(n as u64, Ordering::Relaxed);
+    }
+    fn add_retries(&self, n: u32) {
+        self.retries.fetch_add(u64::from(n), Ordering::Relaxed);
+    }
+    /// `(delivered, failed, rejected, retries)`.
+    pub fn snapshot(&self) -> (u64, u64, u64, u64) {
+        (
+            self.delivered.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+            self.rejected.load(Ordering::Relaxed),
+            self.retries.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// The running exporters.
+#[derive(Debug, Default)]
+pub struct Exporters {
+    /// Queues to add to the pipeline.
+    pub sinks: Vec<SinkTx>,
+    /// Tasks that end after their final flush once their queue closes.
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Delivery counters by sink name.
+    pub stats: Vec<(&'static str, Arc<Stats>)>,
+}
+
+/// Counts a lost batch's events as dropped, by severity.
+fn count_dropped(sink: &'static str, metrics: &Metrics, events: &[Arc<Stamped>]) {
+    for s in events {
+        metrics.dropped.inc(&[("sink", sink), ("severity", s.event.severity().as_str())]);
+    }
+}
+
+/// Takes the next batch: waits up to `idle` for a first event (an empty batch on timeout),
+/// then up to `linger` more for the batch to reach `max`. The flag is true once the queue
+/// is closed and drained.
+pub(crate) async fn next_batch(
+    rx: &mut mpsc::Receiver<Arc<Stamped>>,
+    max: usize,
+    linger: Duration,
+    idle: Duration,
+) -> (Vec<Arc<Stamped>>, bool) {
+    let mut out = Vec::new();
+    match tokio::time::timeout(idle, rx.recv()).await {
+        Ok(Some(x)) => out.push(x),
+        Ok(None) => return (out, true),
+        Err(_) => return (out, false),
+    }
+    let deadline = tokio::time::Instant::now() + linger;
+    while out.len() < max.max(1) {
+        match rx.try_recv() {
+            Ok(x) => {
+                out.push(x);
+                continue;
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) => return (out, true),
+            Err(mpsc::error::TryRecvError::Empty) => {}
+        }
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(x)) => out.push(x),
+            Ok(None) => return (out, true),
+            Err(_) => break,
+        }
+    }
+    (out, false)
+}
+
+/// Starts every configured exporter, with their delivery counters.
+pub fn start(
+    cfg: &ExportConfig,
+    queue_capacity: usize,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> Exporters {
+    let mut ex = Exporters::default();
+    let cap = queue_capacity.max(1);
+    let add = |name: &'static str, ex: &mut Exporters| {
+        let (tx, rx) = mpsc::channel::<Arc<Stamped>>(cap);
+        let stats = Arc::new(Stats::default());
+        ex.sinks.push(SinkTx { name, tx });
+        ex.stats.push((name, stats.clone()));
+        (rx, stats)
+    };
+    let o = &cfg.otlp;
+    if !o.endpoint.is_empty() && (o.logs || o.spans) {
+        match otlp::OtlpClient::new(o) {
+            Ok(client) => {
+                if o.logs {
+                    let (rx, stats) = add("otlp_logs", &mut ex);
+                    ex.tasks.push(tokio::spawn(otlp::run_logs(
+                        rx,
+                        o.clone(),
+                        client.clone(),
+                        cfg.retry.clone(),
+                        metrics.clone(),
+                        stats,
+                        shutdown.clone(),
+                    )));
+                }
+                if o.spans {
+                    let (rx, stats) = add("otlp_spans", &mut ex);
+                    ex.tasks.push(tokio::spawn(otlp::run_spans(
+                        rx,
+                        o.clone(),
+                        client,
+                        cfg.retry.clone(),
+                        metrics.clone(),
+                        stats,
+                        shutdown.clone(),
+                    )));
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "OTLP exporter not started."),
+        }
+    }
+    if !cfg.cloudevents.endpoint.is_empty() {
+        let (rx, stats) = add("cloudevents", &mut ex);
+        ex.tasks.push(tokio::spawn(cloudevents::run(
+            rx,
+            cfg.cloudevents.clone(),
+            cfg.retry.clone(),
+            metrics.clone(),
+            stats,
+            shutdown.clone(),
+        )));
+    }
+    if !cfg.ocsf.endpoint.is_empty() || !cfg.ocsf.file.is_empty() {
+        let (rx, stats) = add("ocsf", &mut ex);
+        ex.tasks.push(tokio::spawn(ocsf::run(rx, cfg.ocsf.clone(), cfg.retry.clone(), metrics, stats, shutdown)));
+    }
+    ex
 }
 
 /// Starts every configured exporter; returns the sink queues to add to the pipeline and
 /// the tasks to await (each ends after flushing once its queue closes).
 pub fn spawn(
-    _cfg: &ExportConfig,
-    _queue_capacity: usize,
-    _metrics: Arc<Metrics>,
-    _shutdown: CancellationToken,
+    cfg: &ExportConfig,
+    queue_capacity: usize,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
 ) -> (Vec<SinkTx>, Vec<tokio::task::JoinHandle<()>>) {
-    (Vec::new(), Vec::new())
+    let ex = start(cfg, queue_capacity, metrics, shutdown);
+    (ex.sinks, ex.tasks)
 }

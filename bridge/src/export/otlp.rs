@@ -1,0 +1,631 @@
+//! The OTLP exporter: AEP Events as LogRecords (AEP-0005 §3) and synthesized spans, over
+//! OTLP/gRPC (tonic, gzip) or OTLP/HTTP (protobuf or JSON), with the OTLP retry rules.
+//!
+//! The projections build OTLP/JSON; it is converted to the protobuf messages with
+//! `opentelemetry-proto`'s serde (camelCase, which is what the projections write: see
+//! the round-trip tests below) and sent as protobuf, or sent as-is over `http/json`.
+
+use std::str::FromStr as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use aep_projections::otlp_logs::{OtlpOptions, logs_request};
+use aep_projections::spans::{Span, SpanAssembler, SpanConfig, traces_request};
+use bytes::Bytes;
+use opentelemetry_proto::tonic::collector::logs::v1::{
+    ExportLogsServiceRequest, ExportLogsServiceResponse, logs_service_client::LogsServiceClient,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse, trace_service_client::TraceServiceClient,
+};
+use prost::Message as _;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tonic::codec::CompressionEncoding;
+use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+use tonic::transport::{Channel, Endpoint};
+
+use super::config::{Compression, OtlpConfig, Protocol, RetryConfig};
+use super::http::{Attempt, HttpClient, Reply, with_retry};
+use super::{Stats, next_batch};
+use crate::metrics::Metrics;
+use crate::pipeline::Stamped;
+
+/// Which OTLP signal a request carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// `/v1/logs`, `LogsService/Export`.
+    Logs,
+    /// `/v1/traces`, `TraceService/Export`.
+    Traces,
+}
+
+impl Signal {
+    fn path(self) -> &'static str {
+        match self {
+            Signal::Logs => "/v1/logs",
+            Signal::Traces => "/v1/traces",
+        }
+    }
+}
+
+/// What the peer rejected of a delivered request (OTLP `partial_success`): logged and
+/// counted, never retried.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Partial {
+    /// Records or spans the peer rejected.
+    pub rejected: i64,
+    /// The peer's explanation.
+    pub message: String,
+}
+
+/// Why an OTLP/JSON value could not become a request.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    /// The JSON does not match the OTLP message.
+    #[error("OTLP/JSON does not decode: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A trace or span id has the wrong length (opentelemetry-proto's serde accepts any).
+    #[error("bad id length: {0}")]
+    IdLength(String),
+}
+
+fn check_id(bytes: &[u8], len: usize, what: &str) -> Result<(), ConvertError> {
+    if bytes.is_empty() || bytes.len() == len {
+        Ok(())
+    } else {
+        Err(ConvertError::IdLength(format!("{what} has {} bytes, wanted {len}", bytes.len())))
+    }
+}
+
+/// OTLP/JSON logs (as [`logs_request`] writes them) to the protobuf message.
+pub fn logs_from_json(v: Value) -> Result<ExportLogsServiceRequest, ConvertError> {
+    let req: ExportLogsServiceRequest = serde_json::from_value(v)?;
+    for r in req.resource_logs.iter().flat_map(|r| &r.scope_logs).flat_map(|s| &s.log_records) {
+        check_id(&r.trace_id, 16, "traceId")?;
+        check_id(&r.span_id, 8, "spanId")?;
+    }
+    Ok(req)
+}
+
+/// OTLP/JSON traces (as [`traces_request`] writes them) to the protobuf message.
+pub fn traces_from_json(v: Value) -> Result<ExportTraceServiceRequest, ConvertError> {
+    let req: ExportTraceServiceRequest = serde_json::from_value(v)?;
+    for s in req.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans) {
+        check_id(&s.trace_id, 16, "traceId")?;
+        check_id(&s.span_id, 8, "spanId")?;
+        check_id(&s.parent_span_id, 8, "parentSpanId")?;
+        for l in &s.links {
+            check_id(&l.trace_id, 16, "link traceId")?;
+            check_id(&l.span_id, 8, "link spanId")?;
+        }
+    }
+    Ok(req)
+}
+
+/// One request ready to send (converted and encoded once, resent as-is on retry).
+#[derive(Debug, Clone)]
+enum Prepared {
+    Logs(ExportLogsServiceRequest),
+    Traces(ExportTraceServiceRequest),
+    /// An HTTP body: content type, bytes (already compressed when `gzipped`).
+    Body(&'static str, Bytes, bool),
+}
+
+// google.rpc.Status / RetryInfo, decoded from `grpc-status-details-bin`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+    #[prost(message, repeated, tag = "3")]
+    details: Vec<ProtoAny>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ProtoAny {
+    #[prost(string, tag = "1")]
+    type_url: String,
+    #[prost(bytes = "vec", tag = "2")]
+    value: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct RetryInfo {
+    #[prost(message, optional, tag = "1")]
+    retry_delay: Option<ProtoDuration>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ProtoDuration {
+    #[prost(int64, tag = "1")]
+    seconds: i64,
+    #[prost(int32, tag = "2")]
+    nanos: i32,
+}
+
+/// The `RetryInfo.retry_delay` in a gRPC status's details, if any.
+pub fn retry_info(details: &[u8]) -> Option<Duration> {
+    let st = RpcStatus::decode(details).ok()?;
+    st.details.iter().filter(|a| a.type_url.ends_with("/google.rpc.RetryInfo")).find_map(|a| {
+        let d = RetryInfo::decode(&a.value[..]).ok()?.retry_delay?;
+        let secs = u64::try_from(d.seconds).ok()?;
+        Some(Duration::from_secs(secs) + Duration::from_nanos(u64::try_from(d.nanos).unwrap_or(0)))
+    })
+}
+
+/// Encodes a `RetryInfo` status detail (tests and the docs' examples).
+pub fn retry_info_details(code: i32, delay: Duration) -> Vec<u8> {
+    let info = RetryInfo {
+        retry_delay: Some(ProtoDuration {
+            seconds: i64::try_from(delay.as_secs()).unwrap_or(i64::MAX),
+            nanos: i32::try_from(delay.subsec_nanos()).unwrap_or(0),
+        }),
+    };
+    RpcStatus {
+        code,
+        message: String::new(),
+        details: vec![ProtoAny {
+            type_url: "type.googleapis.com/google.rpc.RetryInfo".into(),
+            value: info.encode_to_vec(),
+        }],
+    }
+    .encode_to_vec()
+}
+
+/// Classifies a gRPC failure by the OTLP/gRPC rules.
+pub fn classify_grpc<T>(s: &tonic::Status) -> Attempt<T> {
+    use tonic::Code;
+    let hint = retry_info(s.details());
+    let msg = format!("gRPC {:?}: {}", s.code(), s.message());
+    match s.code() {
+        Code::Cancelled
+        | Code::DeadlineExceeded
+        | Code::Aborted
+        | Code::OutOfRange
+        | Code::Unavailable
+        | Code::DataLoss => Attempt::Retry(hint, msg),
+        // RESOURCE_EXHAUSTED is retried only when the server says it may recover.
+        Code::ResourceExhausted if hint.is_some() => Attempt::Retry(hint, msg),
+        _ => Attempt::Fail(msg),
+    }
+}
+
+/// Reads `partial_success` from an OTLP/HTTP answer, leniently for JSON (the Go collector
+/// writes int64 counts as strings, which opentelemetry-proto's serde rejects).
+fn partial_from_reply(signal: Signal, r: &Reply) -> Partial {
+    if r.body.is_empty() {
+        return Partial::default();
+    }
+    if r.content_type.starts_with("application/json") {
+        let Ok(v) = serde_json::from_slice::<Value>(&r.body) else { return Partial::default() };
+        let ps = &v["partialSuccess"];
+        let key = if signal == Signal::Logs { "rejectedLogRecords" } else { "rejectedSpans" };
+        let rejected = match &ps[key] {
+            Value::Number(n) => n.as_i64().unwrap_or(0),
+            Value::String(s) => s.parse().unwrap_or(0),
+            _ => 0,
+        };
+        let message = ps["errorMessage"].as_str().unwrap_or_default().to_owned();
+        return Partial { rejected, message };
+    }
+    match signal {
+        Signal::Logs => ExportLogsServiceResponse::decode(&r.body[..])
+            .ok()
+            .and_then(|x| x.partial_success)
+            .map(|p| Partial { rejected: p.rejected_log_records, message: p.error_message })
+            .unwrap_or_default(),
+        Signal::Traces => ExportTraceServiceResponse::decode(&r.body[..])
+            .ok()
+            .and_then(|x| x.partial_success)
+            .map(|p| Partial { rejected: p.rejected_spans, message: p.error_message })
+            .unwrap_or_default(),
+    }
+}
+
+/// An OTLP client for one endpoint and protocol.
+#[derive(Debug, Clone)]
+pub struct OtlpClient {
+    protocol: Protocol,
+    base: String,
+    gzip: bool,
+    http: HttpClient,
+    channel: Option<Channel>,
+    metadata: MetadataMap,
+}
+
+impl OtlpClient {
+    /// A client for `[export.otlp]` (the gRPC channel connects lazily).
+    pub fn new(cfg: &OtlpConfig) -> Result<Self, String> {
+        let timeout = Duration::from_millis(cfg.timeout_ms.max(1));
+        let base = cfg.endpoint.trim_end_matches('/').to_owned();
+        let channel = match cfg.protocol {
+            Protocol::Grpc => Some(
+                Endpoint::from_str(&base)
+                    .map_err(|e| format!("export.otlp.endpoint: {e}"))?
+                    .timeout(timeout)
+                    .connect_timeout(timeout)
+                    .connect_lazy(),
+            ),
+            _ => None,
+        };
+        let mut metadata = MetadataMap::new();
+        for (k, v) in &cfg.headers {
+            let key = MetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
+                .map_err(|e| format!("export.otlp.headers: {k:?}: {e}"))?;
+            let val = MetadataValue::try_from(v.as_str()).map_err(|e| format!("export.otlp.headers: {k:?}: {e}"))?;
+            metadata.insert(key, val);
+        }
+        Ok(Self {
+            protocol: cfg.protocol,
+            base,
+            gzip: cfg.compression == Compression::Gzip,
+            http: HttpClient::new(timeout, cfg.headers.clone()),
+            channel,
+            metadata,
+        })
+    }
+
+    fn prepare(&self, signal: Signal, json: Value) -> Result<Prepared, ConvertError> {
+        let encode =
+            |bytes: Vec<u8>| if self.gzip { Bytes::from(super::http::gzip(&bytes)) } else { Bytes::from(bytes) };
+        Ok(match (self.protocol, signal) {
+            (Protocol::HttpJson, _) => {
+                // Validate through the proto types anyway: never send what a peer cannot decode.
+                match signal {
+                    Signal::Logs => drop(logs_from_json(json.clone())?),
+                    Signal::Traces => drop(traces_from_json(json.clone())?),
+                }
+                Prepared::Body("application/json", encode(serde_json::to_vec(&json)?), self.gzip)
+            }
+            (Protocol::HttpProtobuf, Signal::Logs) => {
+                Prepared::Body("application/x-protobuf", encode(logs_from_json(json)?.encode_to_vec()), self.gzip)
+            }
+            (Protocol::HttpProtobuf, Signal::Traces) => {
+                Prepared::Body("application/x-protobuf", encode(traces_from_json(json)?.encode_to_vec()), self.gzip)
+            }
+            (Protocol::Grpc, Signal::Logs) => Prepared::Logs(logs_from_json(json)?),
+            (Protocol::Grpc, Signal::Traces) => Prepared::Traces(traces_from_json(json)?),
+        })
+    }
+
+    fn request<T>(&self, msg: T) -> tonic::Request<T> {
+        let mut req = tonic::Request::new(msg);
+        for kv in self.metadata.iter() {
+            if let tonic::metadata::KeyAndValueRef::Ascii(k, v) = kv {
+                req.metadata_mut().insert(k.clone(), v.clone());
+            }
+        }
+        req
+    }
+
+    async fn attempt(&self, signal: Signal, p: &Prepared) -> Attempt<Partial> {
+        match p {
+            Prepared::Body(ct, body, gz) => {
+                let url = format!("{}{}", self.base, signal.path());
+                match self.http.attempt(&url, ct, body.clone(), *gz).await {
+                    Attempt::Done(r) => Attempt::Done(partial_from_reply(signal, &r)),
+                    Attempt::Retry(h, e) => Attempt::Retry(h, e),
+                    Attempt::Fail(e) => Attempt::Fail(e),
+                }
+            }
+            Prepared::Logs(req) => {
+                let Some(ch) = self.channel.clone() else { return Attempt::Fail("no gRPC channel".into()) };
+                let mut c = LogsServiceClient::new(ch).max_decoding_message_size(16 << 20);
+                if self.gzip {
+                    c = c.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
+                }
+                match c.export(self.request(req.clone())).await {
+                    Ok(r) => Attempt::Done(
+                        r.into_inner()
+                            .partial_success
+                            .map(|p| Partial { rejected: p.rejected_log_records, message: p.error_message })
+                            .unwrap_or_default(),
+                    ),
+                    Err(s) => classify_grpc(&s),
+                }
+            }
+            Prepared::Traces(req) => {
+                let Some(ch) = self.channel.clone() else { return Attempt::Fail("no gRPC channel".into()) };
+                let mut c = TraceServiceClient::new(ch).max_decoding_message_size(16 << 20);
+                if self.gzip {
+                    c = c.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
+                }
+                match c.export(self.request(req.clone())).await {
+                    Ok(r) => Attempt::Done(
+                        r.into_inner()
+                            .partial_success
+                            .map(|p| Partial { rejected: p.rejected_spans, message: p.error_message })
+                            .unwrap_or_default(),
+                    ),
+                    Err(s) => classify_grpc(&s),
+                }
+            }
+        }
+    }
+
+    /// Sends one OTLP/JSON request with retries; `Ok` carries the peer's partial success.
+    pub async fn send(
+        &self,
+        signal: Signal,
+        json: Value,
+        policy: &RetryConfig,
+        shutdown: &CancellationToken,
+    ) -> (Result<Partial, String>, u32) {
+        let p = match self.prepare(signal, json) {
+            Ok(p) => p,
+            Err(e) => return (Err(e.to_string()), 0),
+        };
+        let d = with_retry(policy, shutdown, || self.attempt(signal, &p)).await;
+        (d.result, d.retries)
+    }
+}
+
+/// Records a delivery in the metrics and logs; returns whether it was delivered.
+fn account(
+    sink: &'static str,
+    metrics: &Metrics,
+    stats: &Stats,
+    outcome: (Result<Partial, String>, u32),
+    events: &[Arc<Stamped>],
+    items: usize,
+) -> bool {
+    let (result, retries) = outcome;
+    stats.add_retries(retries);
+    match result {
+        Ok(p) => {
+            metrics.events_out.add(&[("sink", sink)], events.len() as u64);
+            stats.add_delivered(items);
+            if p.rejected > 0 || !p.message.is_empty() {
+                // Partial success: the rest was accepted; retrying would duplicate it.
+                metrics.sink_errors.inc(&[("sink", sink)]);
+                stats.add_rejected(usize::try_from(p.rejected).unwrap_or(0));
+                tracing::warn!(sink, rejected = p.rejected, message = %p.message, "OTLP peer rejected part of a request.");
+            }
+            true
+        }
+        Err(e) => {
+            metrics.sink_errors.inc(&[("sink", sink)]);
+            super::count_dropped(sink, metrics, events);
+            stats.add_failed(items);
+            tracing::error!(sink, error = %e, items, "OTLP export failed; batch dropped.");
+            false
+        }
+    }
+}
+
+/// The OTLP logs sink: batches Events into `ExportLogsServiceRequest`s.
+pub(crate) async fn run_logs(
+    mut rx: mpsc::Receiver<Arc<Stamped>>,
+    cfg: OtlpConfig,
+    client: OtlpClient,
+    policy: RetryConfig,
+    metrics: Arc<Metrics>,
+    stats: Arc<Stats>,
+    shutdown: CancellationToken,
+) {
+    const SINK: &str = "otlp_logs";
+    let opts = OtlpOptions {
+        max_capture: cfg.max_capture,
+        service_name: (!cfg.service_name.is_empty()).then(|| cfg.service_name.clone()),
+        ..OtlpOptions::default()
+    };
+    let linger = Duration::from_millis(cfg.batch_timeout_ms);
+    loop {
+        let (batch, closed) = next_batch(&mut rx, cfg.batch_size, linger, Duration::from_secs(3600)).await;
+        metrics.queue_depth.set(SINK, rx.len() as i64);
+        if !batch.is_empty() {
+            let events: Vec<aep_schemas::Event> = batch.iter().map(|s| s.event.clone()).collect();
+            let json = logs_request(&events, &opts);
+            let outcome = client.send(Signal::Logs, json, &policy, &shutdown).await;
+            account(SINK, &metrics, &stats, outcome, &batch, batch.len());
+        }
+        if closed {
+            return;
+        }
+    }
+}
+
+fn unix_nanos() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(0))
+}
+
+/// The OTLP spans sink: a [`SpanAssembler`] fed by the stream, idle spans closed on a
+/// tick, everything open flushed (as incomplete) at shutdown.
+pub(crate) async fn run_spans(
+    mut rx: mpsc::Receiver<Arc<Stamped>>,
+    cfg: OtlpConfig,
+    client: OtlpClient,
+    policy: RetryConfig,
+    metrics: Arc<Metrics>,
+    stats: Arc<Stats>,
+    shutdown: CancellationToken,
+) {
+    const SINK: &str = "otlp_spans";
+    let mut asm = SpanAssembler::new(SpanConfig {
+        idle_timeout_nanos: cfg.span_idle_timeout_secs.saturating_mul(1_000_000_000),
+        trace_per_run: cfg.trace_per_run,
+        ..SpanConfig::default()
+    });
+    let batch_timeout = Duration::from_millis(cfg.batch_timeout_ms);
+    let tick = Duration::from_secs(1).min(batch_timeout.max(Duration::from_millis(10)));
+    let mut pending: Vec<Span> = Vec::new();
+    let mut pending_since: Option<Instant> = None;
+    let mut last_idle = Instant::now();
+    loop {
+        let (batch, closed) = next_batch(&mut rx, cfg.batch_size, Duration::ZERO, tick).await;
+        metrics.queue_depth.set(SINK, rx.len() as i64);
+        metrics.events_out.add(&[("sink", SINK)], batch.len() as u64);
+        for s in &batch {
+            pending.extend(asm.push(&s.event));
+        }
+        if last_idle.elapsed() >= Duration::from_secs(1) {
+            last_idle = Instant::now();
+            pending.extend(asm.flush_idle(unix_nanos()));
+        }
+        if closed {
+            pending.extend(asm.flush_all());
+        }
+        if !pending.is_empty() && pending_since.is_none() {
+            pending_since = Some(Instant::now());
+        }
+        while !pending.is_empty()
+            && (pending.len() >= cfg.batch_size
+                || closed
+                || pending_since.is_some_and(|t| t.elapsed() >= batch_timeout))
+        {
+            let n = pending.len().min(cfg.batch_size);
+            let chunk: Vec<Span> = pending.drain(..n).collect();
+            let outcome = client.send(Signal::Traces, traces_request(&chunk), &policy, &shutdown).await;
+            // Events were counted when consumed; a failed span batch counts one sink error.
+            account(SINK, &metrics, &stats, outcome, &[], chunk.len());
+            pending_since = if pending.is_empty() { None } else { Some(Instant::now()) };
+        }
+        if closed {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aep_schemas::Event;
+    use serde_json::json;
+
+    fn events() -> Vec<Event> {
+        let base = json!({"aep":"0.1","source":"aep://h/agent/codex/session/s1","agent":"codex","session":"s1","epoch":1,"capture":"metadata"});
+        let mk = |id: &str, ty: &str, seq: u64, time: &str, extra: Value| {
+            let mut v = base.clone();
+            v["id"] = id.into();
+            v["type"] = ty.into();
+            v["seq"] = seq.into();
+            v["time"] = time.into();
+            for (k, x) in extra.as_object().unwrap() {
+                v[k] = x.clone();
+            }
+            Event::from_value(v).unwrap()
+        };
+        vec![
+            mk("e0", "session.started", 0, "2026-01-02T03:04:05Z", json!({"data": {"model": "gpt-5"}})),
+            mk("e1", "run.started", 1, "2026-01-02T03:04:06Z", json!({"run": "r1"})),
+            mk(
+                "e2",
+                "tool.requested",
+                2,
+                "2026-01-02T03:04:07Z",
+                json!({"run": "r1", "subject": "Bash", "data": {"tool": {"name": "Bash", "call_id": "c1"}}}),
+            ),
+            mk(
+                "e3",
+                "tool.completed",
+                3,
+                "2026-01-02T03:04:08.250Z",
+                json!({"run": "r1", "subject": "Bash", "severity": "notice", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "data": {"tool": {"name": "Bash", "call_id": "c1"}}}),
+            ),
+            mk("e4", "run.completed", 4, "2026-01-02T03:04:09Z", json!({"run": "r1"})),
+            mk("e5", "session.ended", 5, "2026-01-02T03:04:10Z", json!({})),
+        ]
+    }
+
+    /// Drops the defaults opentelemetry-proto's serde writes, so a projection's output and
+    /// its round trip compare equal.
+    fn normalize(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .map(|(k, x)| (k.clone(), normalize(x)))
+                    .filter(|(_, x)| !matches!(x, Value::Null) && *x != json!(0) && *x != json!("") && *x != json!([]))
+                    .filter(|(_, x)| *x != json!("0") && *x != json!({}))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(normalize).collect()),
+            Value::String(s) if s.len() == 32 || s.len() == 16 => Value::String(s.to_ascii_lowercase()),
+            x => x.clone(),
+        }
+    }
+
+    #[test]
+    fn logs_projection_round_trips_through_the_proto_types() {
+        let json = logs_request(&events(), &OtlpOptions::default());
+        let req = logs_from_json(json.clone()).unwrap();
+        let recs = &req.resource_logs[0].scope_logs[0].log_records;
+        assert_eq!(recs.len(), 6);
+        // camelCase fields really landed (snake_case would leave them empty).
+        assert_eq!(recs[3].severity_number, 10);
+        assert_eq!(recs[3].trace_id.len(), 16);
+        assert!(recs.iter().all(|r| r.time_unix_nano > 0 && !r.attributes.is_empty()));
+        let back = serde_json::to_value(&req).unwrap();
+        assert_eq!(normalize(&back), normalize(&json));
+        // And through protobuf bytes.
+        let bytes = req.encode_to_vec();
+        assert_eq!(ExportLogsServiceRequest::decode(&bytes[..]).unwrap(), req);
+    }
+
+    #[test]
+    fn spans_projection_round_trips_through_the_proto_types() {
+        let spans = aep_projections::spans::assemble(&events(), SpanConfig::default());
+        assert!(spans.len() >= 3, "{spans:?}");
+        let json = traces_request(&spans);
+        let req = traces_from_json(json.clone()).unwrap();
+        let got: Vec<&crate::export::otlp::opentelemetry_proto_span::Span> =
+            req.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
+        assert_eq!(got.len(), spans.len());
+        assert!(got.iter().all(|s| s.trace_id.len() == 16 && s.span_id.len() == 8 && s.end_time_unix_nano > 0));
+        assert!(got.iter().any(|s| s.name.starts_with("execute_tool")));
+        let back = serde_json::to_value(&req).unwrap();
+        assert_eq!(normalize(&back), normalize(&json));
+    }
+
+    #[test]
+    fn rejects_bad_id_lengths_and_snake_case_is_not_silently_empty() {
+        let bad =
+            json!({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"traceId":"0af7651916cd43dd8448eb211c8031"}]}]}]});
+        assert!(matches!(logs_from_json(bad), Err(ConvertError::IdLength(_))));
+        let snake = json!({"resource_logs":[{"scope_logs":[{"log_records":[{}]}]}]});
+        assert!(logs_from_json(snake).unwrap().resource_logs.is_empty());
+    }
+
+    #[test]
+    fn grpc_retry_rules() {
+        let with = tonic::Status::with_details(
+            tonic::Code::ResourceExhausted,
+            "slow down",
+            Bytes::from(retry_info_details(8, Duration::from_millis(1500))),
+        );
+        assert!(matches!(classify_grpc::<()>(&with), Attempt::Retry(Some(d), _) if d == Duration::from_millis(1500)));
+        let without = tonic::Status::resource_exhausted("quota");
+        assert!(matches!(classify_grpc::<()>(&without), Attempt::Fail(_)));
+        assert!(matches!(classify_grpc::<()>(&tonic::Status::unavailable("x")), Attempt::Retry(None, _)));
+        assert!(matches!(classify_grpc::<()>(&tonic::Status::invalid_argument("x")), Attempt::Fail(_)));
+    }
+
+    #[test]
+    fn partial_success_is_read_leniently() {
+        let r = Reply {
+            status: 200,
+            retry_after: None,
+            content_type: "application/json".into(),
+            body: br#"{"partialSuccess":{"rejectedLogRecords":"2","errorMessage":"bad"}}"#.to_vec(),
+        };
+        assert_eq!(partial_from_reply(Signal::Logs, &r), Partial { rejected: 2, message: "bad".into() });
+        let pb = ExportTraceServiceResponse {
+            partial_success: Some(opentelemetry_proto::tonic::collector::trace::v1::ExportTracePartialSuccess {
+                rejected_spans: 3,
+                error_message: "x".into(),
+            }),
+        };
+        let r = Reply {
+            status: 200,
+            retry_after: None,
+            content_type: "application/x-protobuf".into(),
+            body: pb.encode_to_vec(),
+        };
+        assert_eq!(partial_from_reply(Signal::Traces, &r).rejected, 3);
+    }
+}
+
+#[cfg(test)]
+pub(crate) use opentelemetry_proto::tonic::trace::v1 as opentelemetry_proto_span;
