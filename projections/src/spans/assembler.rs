@@ -166,8 +166,8 @@ impl SpanAssembler {
     fn place(&mut self, ev: &Event, out: &mut Vec<Span>) {
         let Some(name) = ev.session.as_deref() else { return };
         let key = self.resolve_session(ev, name, out);
-        let fallback = self.sessions.get(&key).map_or(0, |s| s.last);
-        let rec = Rec::new(ev, fallback);
+        let Some(sess) = self.sessions.get(&key) else { return };
+        let rec = Rec::new(ev, sess.last, (&sess.source, &sess.agent));
         self.apply(&key, rec);
         self.settle(&key, 0, out);
         self.enforce_span_cap(out);
@@ -307,7 +307,7 @@ impl SpanAssembler {
     fn apply(&mut self, key: &SessKey, rec: Rec) {
         let Some(sess) = self.sessions.get_mut(key) else { return };
         let book = &mut self.book;
-        if rec.source == sess.source {
+        if rec.foreign_source.is_none() {
             sess.see(&rec);
         } else {
             sess.first = sess.first.min(rec.time);
@@ -323,7 +323,7 @@ impl SpanAssembler {
         }
         match rec.ty.as_str() {
             "session.started" if sess.started.is_none() => {
-                if let (Some((epoch, seq)), true) = (rec.pos, rec.source == sess.source) {
+                if let (Some((epoch, seq)), true) = (rec.pos, rec.foreign_source.is_none()) {
                     sess.tracks.entry(epoch).or_default().anchor(seq);
                     sess.tracks.entry(epoch).or_default().see(seq);
                 }
@@ -541,7 +541,7 @@ impl SpanAssembler {
                 out.push(span);
             }
         }
-        out.push(build::root_span(&sess));
+        out.push(build::root_span(&mut sess));
         if self.cfg.max_closed_sessions > 0 {
             while self.closed_fifo.len() >= self.cfg.max_closed_sessions {
                 if let Some(old) = self.closed_fifo.pop_front() {
@@ -896,7 +896,7 @@ fn emit_call(sess: &mut Session, mut call: Call, forced_end: Option<u64>) -> Spa
     };
     sess.frozen = true;
     sess.mark_emitted(sid);
-    build::call_span(sess, &call, SpanContext { trace_id: parent.trace_id, span_id: sid }, parent.span_id, forced_end)
+    build::call_span(sess, call, SpanContext { trace_id: parent.trace_id, span_id: sid }, parent.span_id, forced_end)
 }
 
 fn emit_run(sess: &mut Session, book: &mut Book, name: &str, forced_end: Option<u64>) -> Option<Span> {
@@ -910,7 +910,7 @@ fn emit_run(sess: &mut Session, book: &mut Book, name: &str, forced_end: Option<
     sess.mark_emitted(ctx.span_id);
     sess.mark_run_closed(name);
     let parent = if foreign { parent } else { Some(sess.ctx.span_id) };
-    Some(build::run_span(sess, name, &st, ctx, parent, forced_end))
+    Some(build::run_span(sess, name, st, ctx, parent, forced_end))
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ fn link_traceparents(links: &mut Vec<SpanLink>, own: SpanContext, recs: &[&Rec])
 }
 
 /// One recorded Event as a span event.
-fn span_event(sess: &Session, rec: &Rec) -> SpanEvent {
+fn span_event(rec: &Rec) -> SpanEvent {
     let mut a = Map::new();
     put(&mut a, "aep.event.id", rec.id.as_str());
     if let Some((epoch, seq)) = rec.pos {
@@ -97,12 +97,8 @@ fn span_event(sess: &Session, rec: &Rec) -> SpanEvent {
     put_opt(&mut a, "aep.run", rec.run.as_deref());
     put_opt(&mut a, "aep.step", rec.step.as_deref());
     put_opt(&mut a, "aep.causation_id", rec.cause.as_deref());
-    if rec.source != sess.source {
-        put(&mut a, "aep.source", rec.source.as_str());
-    }
-    if rec.agent != sess.agent {
-        put(&mut a, "aep.agent_id", rec.agent.as_str());
-    }
+    put_opt(&mut a, "aep.source", rec.foreign_source.as_deref());
+    put_opt(&mut a, "aep.agent_id", rec.foreign_agent.as_deref());
     if let Some(data) = rec.data.as_object() {
         for (k, v) in data {
             let keep = match v {
@@ -126,10 +122,9 @@ fn span_event(sess: &Session, rec: &Rec) -> SpanEvent {
     SpanEvent { time_unix_nanos: rec.time, name: name.to_owned(), attributes: a }
 }
 
-fn span_events(sess: &Session, recs: &[Rec]) -> Vec<SpanEvent> {
-    let mut recs = recs.to_vec();
+fn span_events(mut recs: Vec<Rec>) -> Vec<SpanEvent> {
     sort_recs(&mut recs);
-    recs.iter().map(|r| span_event(sess, r)).collect()
+    recs.iter().map(span_event).collect()
 }
 
 /// The start a lone terminal implies: its time minus its `duration_ms`.
@@ -146,7 +141,8 @@ fn forced(forced_end: Option<u64>, last: u64, start: u64) -> u64 {
 }
 
 /// The session root span (`aep.session`): no GenAI operation, the conversation itself.
-pub(crate) fn root_span(sess: &Session) -> Span {
+pub(crate) fn root_span(sess: &mut Session) -> Span {
+    let events = span_events(std::mem::take(&mut sess.events));
     let mut a = base(sess);
     let first = if sess.first == u64::MAX { sess.last } else { sess.first };
     let start = sess.started.as_ref().map_or(first, |r| r.time);
@@ -181,7 +177,7 @@ pub(crate) fn root_span(sess: &Session) -> Span {
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,
-        events: span_events(sess, &sess.events),
+        events,
         links: sess.links.clone(),
         status: StatusCode::Unset,
         status_message: String::new(),
@@ -192,7 +188,7 @@ pub(crate) fn root_span(sess: &Session) -> Span {
 pub(crate) fn run_span(
     sess: &Session,
     name: &str,
-    st: &RunState,
+    st: RunState,
     ctx: SpanContext,
     parent: Option<SpanId>,
     forced_end: Option<u64>,
@@ -263,7 +259,7 @@ pub(crate) fn run_span(
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,
-        events: span_events(sess, &st.events),
+        events: span_events(st.events),
         links,
         status,
         status_message: message,
@@ -271,13 +267,7 @@ pub(crate) fn run_span(
 }
 
 /// A tool, attention or delegation span.
-pub(crate) fn call_span(
-    sess: &Session,
-    call: &Call,
-    ctx: SpanContext,
-    parent: SpanId,
-    forced_end: Option<u64>,
-) -> Span {
+pub(crate) fn call_span(sess: &Session, call: Call, ctx: SpanContext, parent: SpanId, forced_end: Option<u64>) -> Span {
     let mut a = base(sess);
     let mut links = Vec::new();
     let (mut status, mut message) = (StatusCode::Unset, String::new());
@@ -405,8 +395,8 @@ pub(crate) fn call_span(
     };
     let recs: Vec<&Rec> = call.opener.iter().chain(call.terminal.iter()).chain(call.middle.iter()).collect();
     link_traceparents(&mut links, ctx, &recs);
-    let mut events = call.middle.clone();
-    events.extend(call.events.iter().cloned());
+    let mut events = call.middle;
+    events.extend(call.events);
     Span {
         service_name: sess.agent.clone(),
         trace_id: ctx.trace_id,
@@ -416,7 +406,7 @@ pub(crate) fn call_span(
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,
-        events: span_events(sess, &events),
+        events: span_events(events),
         links,
         status,
         status_message: message,

@@ -13,8 +13,10 @@ use super::model::SpanLink;
 pub(crate) struct Rec {
     pub id: String,
     pub ty: String,
-    pub source: String,
-    pub agent: String,
+    /// The emitter when it is not the session's owner (a router, a control client).
+    pub foreign_source: Option<String>,
+    /// The emitting agent when it differs from the session's.
+    pub foreign_agent: Option<String>,
     pub time: u64,
     pub pos: Option<(u64, u64)>,
     pub subject: Option<String>,
@@ -27,13 +29,14 @@ pub(crate) struct Rec {
 }
 
 impl Rec {
-    /// `fallback_time` stands in for an unparseable `time` (the session's last known time).
-    pub fn new(ev: &Event, fallback_time: u64) -> Rec {
+    /// `fallback_time` stands in for an unparseable `time` (the session's last known time);
+    /// `owner` is the session's `(source, agent)`.
+    pub fn new(ev: &Event, fallback_time: u64, owner: (&str, &str)) -> Rec {
         Rec {
             id: ev.id.clone(),
             ty: ev.r#type.clone(),
-            source: ev.source.clone(),
-            agent: ev.agent.clone(),
+            foreign_source: (ev.source != owner.0).then(|| ev.source.clone()),
+            foreign_agent: (ev.agent != owner.1).then(|| ev.agent.clone()),
             time: parse_rfc3339_nanos(&ev.time).unwrap_or(fallback_time),
             pos: ev.position(),
             subject: ev.subject.clone(),
@@ -46,14 +49,20 @@ impl Rec {
         }
     }
 
-    /// A string member of `data` by JSON pointer.
-    pub fn str_at(&self, pointer: &str) -> Option<&str> {
-        self.data.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty())
+    /// A member of `data` by a `/`-separated path of object keys (no escapes; unlike
+    /// `Value::pointer` it allocates nothing).
+    pub fn at(&self, path: &str) -> Option<&Value> {
+        path.split('/').filter(|t| !t.is_empty()).try_fold(&self.data, |v, key| v.get(key))
     }
 
-    /// An unsigned integer member of `data` by JSON pointer.
-    pub fn u64_at(&self, pointer: &str) -> Option<u64> {
-        self.data.pointer(pointer).and_then(Value::as_u64)
+    /// A non-empty string member of `data` by path.
+    pub fn str_at(&self, path: &str) -> Option<&str> {
+        self.at(path).and_then(Value::as_str).filter(|s| !s.is_empty())
+    }
+
+    /// An unsigned integer member of `data` by path.
+    pub fn u64_at(&self, path: &str) -> Option<u64> {
+        self.at(path).and_then(Value::as_u64)
     }
 }
 
@@ -322,7 +331,7 @@ impl Session {
     /// Nothing before `rec` can still arrive: every earlier position of the owner's stream
     /// was seen, or the stream (or `now`) is already `window` past it.
     pub fn settled_rec(&self, rec: &Rec, window: u64, now: u64) -> bool {
-        (rec.source == self.source && self.settled(rec.pos)) || self.last.max(now) >= rec.time.saturating_add(window)
+        (rec.foreign_source.is_none() && self.settled(rec.pos)) || self.last.max(now) >= rec.time.saturating_add(window)
     }
 
     pub fn see(&mut self, rec: &Rec) {
