@@ -208,7 +208,7 @@ fn normal_session() {
     assert_eq!(attr(bash, "gen_ai.usage.input_tokens"), 120);
     assert_eq!(bash.events.len(), 1, "progress.status lands on the open tool span");
     assert!(attr(bash, "aep.tool.args").is_null() && !bash.to_otlp_json().to_string().contains("cargo build"));
-    let run1 = spans.iter().find(|s| attr(s, "aep.run") == "r1" && s.name.starts_with("invoke_agent")).unwrap();
+    let run1 = spans.iter().find(|s| attr(s, "aep.run_id") == "r1" && s.name.starts_with("invoke_agent")).unwrap();
     assert_eq!(bash.parent_span_id, Some(run1.span_id));
     assert_eq!(run1.parent_span_id, Some(root.span_id));
     assert_eq!(attr(run1, "gen_ai.usage.output_tokens"), 210);
@@ -314,12 +314,12 @@ fn subagent_links_both_ways() {
     let spans = all_spans(&golden("subagent"));
     let deleg = find(&spans, "invoke_agent Explore");
     assert_eq!(attr(deleg, "aep.delegation.child.session"), "s_child");
-    let child_root = spans.iter().find(|s| s.name == "aep.session" && attr(s, "aep.session") == "s_child").unwrap();
+    let child_root = spans.iter().find(|s| s.name == "aep.session" && attr(s, "aep.session_id") == "s_child").unwrap();
     let parent_run = spans
         .iter()
         .find(|s| {
-            attr(s, "aep.session") == "s_parent"
-                && attr(s, "aep.run") == "r1"
+            attr(s, "aep.session_id") == "s_parent"
+                && attr(s, "aep.run_id") == "r1"
                 && attr(s, "gen_ai.agent.name") == "claude-code"
                 && s.name == "invoke_agent claude-code"
         })
@@ -411,7 +411,7 @@ fn caps_flush_oldest_first() {
     assert!(label.contains("s_cap_b-e04") || label.contains("s_cap_c"), "{label}");
     assert!(evicted.iter().all(Span::is_incomplete));
     let sessions: Vec<&str> =
-        spans.iter().filter(|s| s.name == "aep.session").map(|s| attr(s, "aep.session").as_str().unwrap()).collect();
+        spans.iter().filter(|s| s.name == "aep.session").map(|s| attr(s, "aep.session_id").as_str().unwrap()).collect();
     assert_eq!(sessions.len(), 3, "nothing dropped: {sessions:?}");
     assert_eq!(sessions[0], "s_cap_a");
     let mut asm = SpanAssembler::new(SpanConfig { max_open_spans: 5, max_open_sessions: 2, ..SpanConfig::default() });
@@ -428,9 +428,9 @@ fn traceparent_is_honored() {
     let root = find(&spans, "aep.session");
     assert_eq!(hex::encode(root.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
     assert_eq!(root.parent_span_id.map(hex::encode).as_deref(), Some("00f067aa0ba902b7"));
-    let r1 = spans.iter().find(|s| attr(s, "aep.run") == "r1" && s.name.starts_with("invoke_agent")).unwrap();
+    let r1 = spans.iter().find(|s| attr(s, "aep.run_id") == "r1" && s.name.starts_with("invoke_agent")).unwrap();
     assert_eq!(r1.trace_id, root.trace_id);
-    let r2 = spans.iter().find(|s| attr(s, "aep.run") == "r2" && s.name.starts_with("invoke_agent")).unwrap();
+    let r2 = spans.iter().find(|s| attr(s, "aep.run_id") == "r2" && s.name.starts_with("invoke_agent")).unwrap();
     assert_eq!(hex::encode(r2.trace_id), "0af7651916cd43dd8448eb211c80319c");
     assert_eq!(r2.parent_span_id.map(hex::encode).as_deref(), Some("b7ad6b7169203331"));
     assert_eq!(r2.links.len(), 1, "the foreign-trace run links to its session");
@@ -593,7 +593,7 @@ fn trace_per_run_roots_each_run() {
     assert_eq!((roots.len(), runs.len()), (2, 2));
     for run in &runs {
         assert_eq!(run.parent_span_id, None, "a run roots its own trace");
-        let session = roots.iter().find(|r| attr(r, "aep.session") == attr(run, "aep.session")).unwrap();
+        let session = roots.iter().find(|r| attr(r, "aep.session_id") == attr(run, "aep.session_id")).unwrap();
         assert_ne!(run.trace_id, session.trace_id);
         assert_eq!(
             run.links[0].context,
@@ -602,8 +602,8 @@ fn trace_per_run_roots_each_run() {
         assert!(spans.iter().filter(|s| s.parent_span_id == Some(run.span_id)).all(|c| c.trace_id == run.trace_id));
     }
     // The child session's link to its parent run follows the run's own trace.
-    let child = roots.iter().find(|r| attr(r, "aep.session") == "s_child").unwrap();
-    let parent_run = runs.iter().find(|r| attr(r, "aep.session") == "s_parent").unwrap();
+    let child = roots.iter().find(|r| attr(r, "aep.session_id") == "s_child").unwrap();
+    let parent_run = runs.iter().find(|r| attr(r, "aep.session_id") == "s_parent").unwrap();
     assert_eq!(
         child.links[0].context,
         aep_projections::spans::SpanContext { trace_id: parent_run.trace_id, span_id: parent_run.span_id }

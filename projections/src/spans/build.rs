@@ -41,9 +41,10 @@ fn put_opt(m: &mut Map<String, Value>, k: &str, v: Option<&str>) {
 fn base(sess: &Session) -> Map<String, Value> {
     let mut m = Map::new();
     put(&mut m, "gen_ai.agent.name", sess.agent.as_str());
+    put(&mut m, "aep.agent_id", sess.agent.as_str()); // AEP-0005 §3.2: the names the LogRecord export uses
     put(&mut m, "gen_ai.conversation.id", sess.session.as_str());
     put(&mut m, "aep.source", sess.source.as_str());
-    put(&mut m, "aep.session", sess.session.as_str());
+    put(&mut m, "aep.session_id", sess.session.as_str());
     if sess.generation > 0 {
         put(&mut m, "aep.continuation", sess.generation);
     }
@@ -85,7 +86,7 @@ fn link_traceparents(links: &mut Vec<SpanLink>, own: SpanContext, recs: &[&Rec])
 /// One recorded Event as a span event.
 fn span_event(rec: &Rec) -> SpanEvent {
     let mut a = Map::new();
-    put(&mut a, "aep.event.id", rec.id.as_str());
+    put(&mut a, "aep.event_id", rec.id.as_str());
     if let Some((epoch, seq)) = rec.pos {
         put(&mut a, "aep.sequence", seq);
         if epoch > 0 {
@@ -94,7 +95,7 @@ fn span_event(rec: &Rec) -> SpanEvent {
     }
     put(&mut a, "aep.severity", rec.severity);
     put_opt(&mut a, "aep.subject", rec.subject.as_deref());
-    put_opt(&mut a, "aep.run", rec.run.as_deref());
+    put_opt(&mut a, "aep.run_id", rec.run.as_deref());
     put_opt(&mut a, "aep.step", rec.step.as_deref());
     put_opt(&mut a, "aep.causation_id", rec.cause.as_deref());
     put_opt(&mut a, "aep.source", rec.foreign_source.as_deref());
@@ -147,7 +148,7 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
     let first = if sess.first == u64::MAX { sess.last } else { sess.first };
     let start = sess.started.as_ref().map_or(first, |r| r.time);
     if let Some(s) = &sess.started {
-        put(&mut a, "aep.event.id", s.id.as_str());
+        put(&mut a, "aep.event_id", s.id.as_str());
         gen_ai_attrs(&mut a, s);
         put_opt(&mut a, "aep.client.name", s.str_at("/client/name"));
         put_opt(&mut a, "aep.client.version", s.str_at("/client/version"));
@@ -156,7 +157,7 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
     }
     let end = match &sess.ended {
         Some(e) => {
-            put(&mut a, "aep.end.event.id", e.id.as_str());
+            put(&mut a, "aep.end_event_id", e.id.as_str());
             put_opt(&mut a, "aep.session.end_reason", e.str_at("/reason"));
             if let Some(runs) = e.u64_at("/runs") {
                 put(&mut a, "aep.session.runs", runs);
@@ -195,7 +196,7 @@ pub(crate) fn run_span(
 ) -> Span {
     let mut a = base(sess);
     put(&mut a, "gen_ai.operation.name", "invoke_agent");
-    put(&mut a, "aep.run", name);
+    put(&mut a, "aep.run_id", name);
     // The session's model and provider hold for its runs unless a run Event says otherwise.
     for k in ["gen_ai.request.model", "gen_ai.provider.name"] {
         if let Some(v) = sess.started.as_ref().and_then(|s| s.data.get(k)).and_then(|v| v.as_str()) {
@@ -213,16 +214,16 @@ pub(crate) fn run_span(
         (None, None) => first,
     };
     if let Some(s) = &st.started {
-        put(&mut a, "aep.event.id", s.id.as_str());
+        put(&mut a, "aep.event_id", s.id.as_str());
         put_opt(&mut a, "aep.run.trigger", s.str_at("/trigger"));
         gen_ai_attrs(&mut a, s);
     }
     let (mut status, mut message) = (StatusCode::Unset, String::new());
     let end = match &st.terminal {
         Some(t) => {
-            put(&mut a, "aep.end.event.id", t.id.as_str());
+            put(&mut a, "aep.end_event_id", t.id.as_str());
             if st.started.is_none() {
-                put(&mut a, "aep.event.id", t.id.as_str());
+                put(&mut a, "aep.event_id", t.id.as_str());
             }
             let outcome = t.ty.strip_prefix("run.").unwrap_or(&t.ty);
             put(&mut a, "aep.run.outcome", outcome);
@@ -272,16 +273,16 @@ pub(crate) fn call_span(sess: &Session, call: Call, ctx: SpanContext, parent: Sp
     let mut links = Vec::new();
     let (mut status, mut message) = (StatusCode::Unset, String::new());
     let first_rec = call.opener.as_ref().or(call.terminal.as_ref());
-    put_opt(&mut a, "aep.run", call.run.as_deref());
+    put_opt(&mut a, "aep.run_id", call.run.as_deref());
     put_opt(&mut a, "aep.step", first_rec.and_then(|r| r.step.as_deref()));
     if let Some(o) = &call.opener {
-        put(&mut a, "aep.event.id", o.id.as_str());
+        put(&mut a, "aep.event_id", o.id.as_str());
         gen_ai_attrs(&mut a, o);
     }
     if let Some(t) = &call.terminal {
-        put(&mut a, "aep.end.event.id", t.id.as_str());
+        put(&mut a, "aep.end_event_id", t.id.as_str());
         if call.opener.is_none() {
-            put(&mut a, "aep.event.id", t.id.as_str());
+            put(&mut a, "aep.event_id", t.id.as_str());
         }
         gen_ai_attrs(&mut a, t);
     }
