@@ -3,6 +3,7 @@
 
 pub mod adapters;
 pub mod bench;
+pub mod client;
 pub mod install;
 pub mod project;
 pub mod respond;

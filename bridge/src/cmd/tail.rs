@@ -1,17 +1,274 @@
-//! `aep-bridge tail` (in progress).
+//! `aep-bridge tail`: follows the collector's SSE stream (AEP-0003 §3.3), one readable line
+//! per event, and resumes after a disconnect (`Last-Event-ID`, or `from` positions when
+//! several sessions are in flight, AEP-0003 §7) with a capped reconnect backoff.
 
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::time::Duration;
+
+use aep_schemas::Event;
 use clap::Args;
+use serde_json::{Value, json};
+
+use super::client::{Dedupe, Endpoint, SseItem, SseParser, event_line, paint, stdout_color};
 
 /// Arguments of `aep-bridge tail`.
 #[derive(Debug, Clone, Args)]
 pub struct TailArgs {
-    /// Remaining arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// Collector base URL.
+    #[arg(long, env = "AEP_URL")]
+    pub url: Option<String>,
+    /// Bearer token.
+    #[arg(long, env = "AEP_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// attr-match filter JSON (AEP-0003 §6), e.g. '{"type":"tool.*"}'.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Capture ceiling for delivery: none, metadata, redacted, full.
+    #[arg(long)]
+    pub capture: Option<String>,
+    /// Group by session and run with indentation.
+    #[arg(long)]
+    pub timeline: bool,
+    /// Start position: `all` replays everything the collector holds first.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Exit when the stream ends instead of reconnecting.
+    #[arg(long)]
+    pub once: bool,
+    /// Exit after printing this many events.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Print each event's raw JSON instead of the readable line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Resume state: the last position per session (AEP-0003 §7).
+#[derive(Debug, Default)]
+struct Positions(BTreeMap<String, (u64, u64)>);
+
+impl Positions {
+    fn note(&mut self, ev: &Event) {
+        if let (Some(s), Some(seq)) = (&ev.session, ev.seq) {
+            let p = (ev.epoch(), seq);
+            let e = self.0.entry(s.clone()).or_insert(p);
+            if p > *e {
+                *e = p;
+            }
+        }
+    }
+}
+
+/// The `/stream` request for a (re)connection: query and `Last-Event-ID`.
+fn request_url(args: &TailArgs, base: &str, pos: &Positions) -> (String, Option<String>) {
+    let mut q: Vec<(String, String)> = Vec::new();
+    if let Some(f) = &args.filter {
+        q.push(("filter".into(), f.clone()));
+    }
+    if let Some(c) = &args.capture {
+        q.push(("capture".into(), c.clone()));
+    }
+    let mut last_id = None;
+    if pos.0.is_empty() {
+        if let Some(f) = &args.from {
+            q.push(("from".into(), f.clone()));
+        }
+    } else if pos.0.len() == 1 && args.from.is_none() {
+        // One session: the standard SSE resume header (AEP-0003 §3.3 rule 3).
+        let (s, (e, n)) = pos.0.iter().next().map(|(s, p)| (s.clone(), *p)).unwrap_or_default();
+        last_id = Some(format!("{s}:{e}:{n}"));
+    } else {
+        // Several sessions: exact multi-session resume via `from` (it takes precedence).
+        let arr: Vec<Value> = pos.0.iter().map(|(s, (e, n))| json!({"session": s, "epoch": e, "seq": n})).collect();
+        q.push(("from".into(), Value::Array(arr).to_string()));
+    }
+    let qs: Vec<String> = q.iter().map(|(k, v)| format!("{k}={}", encode(v))).collect();
+    let url = if qs.is_empty() { format!("{base}/stream") } else { format!("{base}/stream?{}", qs.join("&")) };
+    (url, last_id)
+}
+
+/// Percent-encodes a query value.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Line layout for `--timeline`: a header when the session or run changes, then indentation.
+#[derive(Default)]
+struct Grouper {
+    session: Option<String>,
+    run: Option<String>,
+}
+
+impl Grouper {
+    fn lines(&mut self, ev: &Event, color: bool, line: String) -> Vec<String> {
+        let mut out = Vec::new();
+        if ev.session != self.session {
+            self.session = ev.session.clone();
+            self.run = None;
+            let s = ev.session.as_deref().unwrap_or("(agent-scoped)");
+            out.push(paint(color, "1;34", &format!("── session {s} ({})", ev.agent)));
+        }
+        if ev.run.is_some() && ev.run != self.run {
+            self.run = ev.run.clone();
+            out.push(paint(color, "32", &format!("  ▸ run {}", ev.run.as_deref().unwrap_or(""))));
+        }
+        let indent = if ev.step.is_some() {
+            "      "
+        } else if ev.run.is_some() {
+            "    "
+        } else {
+            "  "
+        };
+        out.push(format!("{indent}{line}"));
+        out
+    }
+}
+
+enum End {
+    Limit,
+    Stream,
 }
 
 /// Runs the command; returns the exit code.
-pub fn run(_args: TailArgs) -> i32 {
-    eprintln!("aep-bridge tail: not built yet");
-    2
+pub fn run(args: TailArgs) -> i32 {
+    if let Some(f) = &args.filter
+        && serde_json::from_str::<Value>(f).is_err()
+    {
+        eprintln!("aep-bridge tail: --filter is not JSON");
+        return 2;
+    }
+    let ep = Endpoint::new(args.url.clone(), args.token.clone());
+    let color = stdout_color();
+    let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+    let mut pos = Positions::default();
+    let mut seen = Dedupe::new(50_000);
+    let mut printed = 0u64;
+    let mut group = Grouper::default();
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        let (url, last_id) = request_url(&args, &ep.base, &pos);
+        let mut req = agent.get(&url).header("accept", "text/event-stream");
+        if let Some(t) = &ep.token {
+            req = req.header("authorization", &format!("Bearer {t}"));
+        }
+        if let Some(id) = &last_id {
+            req = req.header("last-event-id", id);
+        }
+        match req.call() {
+            Ok(resp) if resp.status().as_u16() == 200 => {
+                backoff = Duration::from_millis(250);
+                let reader = BufReader::new(resp.into_body().into_reader());
+                match consume(reader, &args, color, &mut pos, &mut seen, &mut printed, &mut group) {
+                    End::Limit => return 0,
+                    End::Stream if args.once => return 0,
+                    End::Stream => eprintln!("aep-bridge tail: stream ended; resuming"),
+                }
+            }
+            Ok(mut resp) => {
+                let status = resp.status().as_u16();
+                let body = resp.body_mut().read_to_string().unwrap_or_default();
+                eprintln!("aep-bridge tail: {url}: HTTP {status} {}", body.trim());
+                // Refusals are not transient: auth and a bad filter do not heal by retrying.
+                if matches!(status, 400 | 401 | 403) || args.once {
+                    return 1;
+                }
+            }
+            Err(e) => {
+                eprintln!("aep-bridge tail: {}: {e}", ep.base);
+                if args.once {
+                    return 1;
+                }
+            }
+        }
+        std::thread::sleep(backoff);
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}
+
+fn consume(
+    reader: impl BufRead,
+    args: &TailArgs,
+    color: bool,
+    pos: &mut Positions,
+    seen: &mut Dedupe,
+    printed: &mut u64,
+    group: &mut Grouper,
+) -> End {
+    let mut parser = SseParser::default();
+    let stdout = std::io::stdout();
+    for line in reader.lines() {
+        let Ok(line) = line else { break };
+        match parser.line(&line) {
+            None => {}
+            Some(SseItem::Comment(c)) => {
+                if let Some(rest) = c.strip_prefix("replay-exhausted") {
+                    eprintln!(
+                        "aep-bridge tail: replay exhausted for{rest}: events before it are gone from the buffer (see the JSONL log)"
+                    );
+                }
+            }
+            Some(SseItem::Message(m)) => {
+                let Ok(ev) = Event::from_json(&m.data) else { continue };
+                pos.note(&ev);
+                if !seen.first(&ev) {
+                    continue;
+                }
+                let text = if args.json { m.data.clone() } else { event_line(&ev, color) };
+                let lines = if args.timeline && !args.json { group.lines(&ev, color, text) } else { vec![text] };
+                let mut out = stdout.lock();
+                for l in lines {
+                    if writeln!(out, "{l}").is_err() {
+                        return End::Limit;
+                    }
+                }
+                let _ = out.flush();
+                *printed += 1;
+                if args.limit.is_some_and(|n| *printed >= n) {
+                    return End::Limit;
+                }
+            }
+        }
+    }
+    End::Stream
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> TailArgs {
+        TailArgs {
+            url: None,
+            token: None,
+            filter: Some("{\"type\":\"tool.*\"}".into()),
+            capture: None,
+            timeline: false,
+            from: None,
+            once: false,
+            limit: None,
+            json: false,
+        }
+    }
+
+    #[test]
+    fn resume_uses_last_event_id_for_one_session_and_from_for_several() {
+        let mut p = Positions::default();
+        p.0.insert("s1".into(), (0, 4));
+        let (url, id) = request_url(&args(), "http://h", &p);
+        assert_eq!(id.as_deref(), Some("s1:0:4"));
+        assert!(url.starts_with("http://h/stream?filter=%7B"), "{url}");
+        p.0.insert("s2".into(), (1, 2));
+        let (url, id) = request_url(&args(), "http://h", &p);
+        assert_eq!(id, None);
+        assert!(url.contains("from=%5B%7B%22session%22%3A%22s1%22"), "{url}");
+    }
 }

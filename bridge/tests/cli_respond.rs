@@ -1,0 +1,253 @@
+//! `aep-bridge respond` against a real bridge and a real WebSocket emitter that claims a
+//! session, declares `control.accepts`, and answers routed commands (AEP-0004).
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
+
+const TOKEN: &str = "s3cret-token";
+
+fn now() -> String {
+    aep_bridge::time::rfc3339_ms(aep_bridge::time::unix_ms(std::time::SystemTime::now()))
+}
+
+fn event(ty: &str, session: &str, seq: u64, extra: Value) -> Value {
+    let mut v = json!({
+        "aep": "0.1", "id": ulid::Ulid::new().to_string(), "type": ty, "time": now(),
+        "source": "aep://test-host/agent/test-agent", "agent": "test-agent",
+        "session": session, "seq": seq,
+    });
+    if let (Value::Object(m), Value::Object(e)) = (&mut v, extra) {
+        m.extend(e);
+    }
+    v
+}
+
+/// The emitter: claims `session` with an attention.requested, then answers the
+/// `answer_on`-th delivery of a command with accepted + answered + resolved and re-acks
+/// later deliveries byte-identically. Returns every command frame it received.
+async fn emitter(base: String, session: String, req_id: String, answer_on: usize) -> Vec<Value> {
+    let mut req = format!("{}/socket", base.replace("http://", "ws://")).into_client_request().unwrap();
+    req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("emitter connect");
+    let hello = json!({"type": "hello", "versions": ["0.1"], "role": "emitter",
+        "identity": {"agent": "test-agent", "instance": "test/1"},
+        "capabilities": {"emits": ["attention", "control"], "control": {"accepts": ["control.attention.respond"], "ack_window_ms": 10000}}});
+    ws.send(Message::text(hello.to_string())).await.unwrap();
+    let reply = ws.next().await.unwrap().unwrap();
+    assert!(reply.to_text().unwrap().contains("\"hello\""), "{reply:?}");
+    let mut request = event(
+        "attention.requested",
+        &session,
+        1,
+        json!({"severity": "notice", "data": {"kind": "permission", "prompt": "Allow Bash?", "options": [{"id": "allow", "label": "1"}, {"id": "deny", "label": "2"}]}}),
+    );
+    request["id"] = json!(req_id);
+    ws.send(Message::text(request.to_string())).await.unwrap();
+    let mut got = Vec::new();
+    let mut seq = 1;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(deadline, ws.next()).await {
+        let Message::Text(t) = msg else { continue };
+        let v: Value = serde_json::from_str(&t).unwrap();
+        if v["type"] != "control.attention.respond" {
+            continue;
+        }
+        got.push(v.clone());
+        if got.len() < answer_on {
+            continue;
+        }
+        let cmd_id = v["id"].as_str().unwrap().to_owned();
+        seq += 1;
+        let a = event("control.accepted", &session, seq, json!({"cause": cmd_id, "data": {}})).to_string();
+        ws.send(Message::text(a.clone())).await.unwrap();
+        seq += 1;
+        let answered = event(
+            "attention.answered",
+            &session,
+            seq,
+            json!({"subject": req_id, "cause": cmd_id, "data": {"answer": v["data"]["answer"], "via": "control"}}),
+        );
+        ws.send(Message::text(answered.to_string())).await.unwrap();
+        seq += 1;
+        let resolved = event(
+            "attention.resolved",
+            &session,
+            seq,
+            json!({"subject": req_id, "cause": cmd_id, "data": {"resolution": "answered"}}),
+        );
+        ws.send(Message::text(resolved.to_string())).await.unwrap();
+        // Linger for a late retransmission, then leave.
+        let _ = tokio::time::timeout(Duration::from_millis(1500), async {
+            while let Some(Ok(Message::Text(t))) = ws.next().await {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if v["type"] == "control.attention.respond" {
+                    got.push(v);
+                    // AEP-0004 §3: a redelivery gets the recorded ack, byte-identically.
+                    let _ = ws.send(Message::text(a.clone())).await;
+                }
+            }
+        })
+        .await;
+        break;
+    }
+    got
+}
+
+async fn cli(args: Vec<String>) -> (i32, String, String) {
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
+            .args(&args)
+            .env_remove("AEP_URL")
+            .env_remove("AEP_TOKEN")
+            .output()
+            .expect("run aep-bridge");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| (*x).to_owned()).collect()
+}
+
+/// Waits until the collector's replay holds the open request (what `pending` reads).
+async fn wait_pending(url: &str, req_id: &str) {
+    let ep = aep_bridge::cmd::client::Endpoint::new(Some(url.to_owned()), Some(TOKEN.to_owned()));
+    for _ in 0..50 {
+        let ep = ep.clone();
+        let evs = tokio::task::spawn_blocking(move || {
+            aep_bridge::cmd::client::replay_all(&ep, json!({"type": "attention.*"}), Duration::from_millis(150))
+        })
+        .await
+        .unwrap()
+        .expect("replay");
+        let book = aep_bridge::cmd::respond::attention_book(&evs);
+        if book.get(req_id).is_some_and(|p| p.closed_by.is_none()) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("request {req_id} never showed up as pending");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn respond_round_trip_looks_up_the_session_and_prints_ack_and_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.server.token = TOKEN.into();
+    let b = start(cfg).await;
+    let req_id = ulid::Ulid::new().to_string();
+    let em = tokio::spawn(emitter(b.url(), "sess-1".into(), req_id.clone(), 1));
+    wait_pending(&b.url(), &req_id).await;
+    let (code, out, err) =
+        cli(s(&["respond", &req_id, "--option", "allow", "--url", &b.url(), "--token", TOKEN, "--timeout-ms", "8000"]))
+            .await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(out.contains("control.accepted"), "{out}");
+    assert!(out.contains("attention.answered"), "{out}");
+    assert!(out.contains("attention.resolved"), "{out}");
+    let cmds = em.await.unwrap();
+    assert_eq!(cmds.len(), 1, "{cmds:?}");
+    let c = &cmds[0];
+    assert_eq!(c["session"], "sess-1");
+    assert_eq!(c["subject"], req_id.as_str());
+    assert_eq!(c["cause"], req_id.as_str());
+    assert_eq!(c["agent"], "aep-cli");
+    assert_eq!(c["data"]["answer"]["option"], "allow");
+    assert!(c.get("seq").is_none(), "commands are seq-less: {c}");
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silence_retransmits_the_same_command_id_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.server.token = TOKEN.into();
+    let b = start(cfg).await;
+    let req_id = ulid::Ulid::new().to_string();
+    // The emitter ignores the first delivery: only the retransmission gets an ack.
+    let em = tokio::spawn(emitter(b.url(), "sess-2".into(), req_id.clone(), 2));
+    wait_pending(&b.url(), &req_id).await;
+    let (code, out, err) = cli(s(&[
+        "respond",
+        &req_id,
+        "--text",
+        "yes please",
+        "--session",
+        "sess-2",
+        "--url",
+        &b.url(),
+        "--token",
+        TOKEN,
+        "--ack-window-ms",
+        "800",
+        "--timeout-ms",
+        "8000",
+    ]))
+    .await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("retransmitting"), "{err}");
+    let cmds = em.await.unwrap();
+    assert_eq!(cmds.len(), 2, "{cmds:?}");
+    assert_eq!(cmds[0], cmds[1], "a retry is byte-identical (same id)");
+    assert_eq!(cmds[0]["data"]["answer"]["text"], "yes please");
+    assert_eq!(cmds[0]["capture"], "redacted");
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_unauthorized_and_no_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.server.token = TOKEN.into();
+    let b = start(cfg).await;
+    // No token at all: the binding itself refuses.
+    let (code, out, _) =
+        cli(s(&["respond", "r1", "--option", "allow", "--session", "nobody", "--url", &b.url()])).await;
+    assert_eq!(code, 1);
+    assert!(out.contains("unauthorized"), "{out}");
+    // Authenticated, but no emitter claims the session: the relay refuses on its behalf.
+    let (code, out, err) = cli(s(&[
+        "respond",
+        "r1",
+        "--option",
+        "allow",
+        "--session",
+        "nobody",
+        "--url",
+        &b.url(),
+        "--token",
+        TOKEN,
+        "--ack-window-ms",
+        "3000",
+    ]))
+    .await;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("refused: no-route"), "{out}");
+    // An unknown request id without --session is an error before anything is sent.
+    let (code, _, err) = cli(s(&["respond", "nope", "--option", "a", "--url", &b.url(), "--token", TOKEN])).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("no attention.requested"), "{err}");
+    b.shutdown().await;
+
+    // A watch-only bridge (no token configured): control is refused in-band, unauthorized.
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(config(dir.path())).await;
+    let (code, out, _) =
+        cli(s(&["respond", "r1", "--option", "allow", "--session", "nobody", "--url", &b.url()])).await;
+    assert_eq!(code, 1);
+    assert!(out.contains("refused: unauthorized"), "{out}");
+    b.shutdown().await;
+}
