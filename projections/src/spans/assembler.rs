@@ -815,7 +815,7 @@ fn pair_in_order(sess: &mut Session, book: &mut Book, window: u64, now: u64) {
                 c.kind == kind
                     && c.terminal.is_none()
                     && c.key.is_none()
-                    && c.run == run
+                    && (c.run == run || c.run.is_none() || run.is_none())
                     && c.name == name
                     && c.opener
                         .as_ref()
@@ -831,6 +831,9 @@ fn pair_in_order(sess: &mut Session, book: &mut Book, window: u64, now: u64) {
         book.open.remove(&lone.order);
         if let Some(c) = sess.calls.get_mut(&target) {
             c.last = c.last.max(lone.last);
+            if c.run.is_none() {
+                c.run = lone.run;
+            }
             c.terminal = lone.terminal;
             c.middle.extend(lone.middle);
             c.events.extend(lone.events);
