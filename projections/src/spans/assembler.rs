@@ -424,7 +424,9 @@ impl SpanAssembler {
                             c.middle.push(rec);
                         }
                     }
-                    None if ty.starts_with("attention.") && rec.subject.is_some() => {
+                    None if (ty.starts_with("attention.") || ty.starts_with("control.attention."))
+                        && rec.subject.is_some() =>
+                    {
                         let subject = rec.subject.clone().unwrap_or_default();
                         let sid = call_span_id(sess, CallKind::Attention, "key", &subject);
                         if sess.emitted.contains(&sid) {
@@ -850,6 +852,11 @@ fn add_event(sess: &mut Session, book: &mut Book, key: &SessKey, mut rec: Rec, l
     if let Some(run) = rec.run.clone() {
         ensure_run(sess, book, key, &run);
     }
+    place_rec(sess, rec);
+}
+
+/// Puts a recorded Event on the innermost open span that holds it.
+fn place_rec(sess: &mut Session, rec: Rec) {
     // Innermost by session order: the latest-opened call whose open..close range holds it.
     let inner = sess
         .calls
@@ -887,6 +894,15 @@ fn emit_call(sess: &mut Session, mut call: Call, forced_end: Option<u64>) -> Spa
         let (inside, rest): (Vec<Rec>, Vec<Rec>) = pool.drain(..).partition(|r| r.run == call.run && call.contains(r));
         *pool = rest;
         call.events.extend(inside);
+    }
+    // Events placed while the terminal was still missing may lie after it: move them out.
+    if call.opener.is_some() {
+        let (inside, outside): (Vec<Rec>, Vec<Rec>) =
+            std::mem::take(&mut call.events).into_iter().partition(|r| call.contains(r));
+        call.events = inside;
+        for r in outside {
+            place_rec(sess, r);
+        }
     }
     let (how, id) = call.identity();
     let sid = call_span_id(sess, call.kind, how, &id);
