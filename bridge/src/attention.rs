@@ -59,8 +59,9 @@ impl AttentionBook {
     /// Rewrites a batch of drafts before it is stamped: inserts `attention.resolved`
     /// (dismissed) before a tool outcome that settles a pending request for the same tool,
     /// and before `session.ended` for every request still open.
-    pub fn settle(&self, agent: &str, drafts: &mut Vec<EventDraft>, now_ms: u64) {
-        let Ok(mut open) = self.open.lock() else { return };
+    pub fn settle(&self, agent: &str, drafts: &mut Vec<EventDraft>, now_ms: u64) -> Vec<String> {
+        let mut settled = Vec::new();
+        let Ok(mut open) = self.open.lock() else { return settled };
         let mut out = Vec::with_capacity(drafts.len());
         for d in drafts.drain(..) {
             if let Some(session) = d.session.clone() {
@@ -79,11 +80,13 @@ impl AttentionBook {
                                 list.iter().position(|p| p.kind == "permission" && p.tool.is_some() && p.tool == tool)
                             {
                                 let p = list.remove(i);
+                                settled.push(p.id.clone());
                                 out.push(resolved(&p, now_ms, "dismissed"));
                             }
                         }
                         "session.ended" => {
                             for p in list.drain(..) {
+                                settled.push(p.id.clone());
                                 out.push(resolved(&p, now_ms, "dismissed"));
                             }
                         }
@@ -94,6 +97,7 @@ impl AttentionBook {
             out.push(d);
         }
         *drafts = out;
+        settled
     }
 
     /// Records what was stamped: opens requests, closes those resolved or timed out.

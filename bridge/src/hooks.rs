@@ -9,6 +9,7 @@ use aep_receivers::hooks::{HookError, HookHandler, HookReply};
 use serde_json::Value;
 
 use crate::attention::AttentionBook;
+use crate::control::ControlLoop;
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 
@@ -25,6 +26,7 @@ pub struct BridgeHooks {
     token: Option<String>,
     metrics: Arc<Metrics>,
     attention: Arc<AttentionBook>,
+    control: Option<Arc<ControlLoop>>,
 }
 
 #[derive(Default)]
@@ -89,7 +91,15 @@ impl BridgeHooks {
             token,
             metrics,
             attention: Arc::new(AttentionBook::default()),
+            control: None,
         }
+    }
+
+    /// Attaches the control loop: held moments wait for an answer.
+    pub fn with_control(mut self, attention: Arc<AttentionBook>, control: Arc<ControlLoop>) -> Self {
+        self.attention = attention;
+        self.control = Some(control);
+        self
     }
 
     /// The open attention requests of the sessions this handler maps.
@@ -141,14 +151,29 @@ impl HookHandler for BridgeHooks {
         let hook = adapter.hook_name(&call).map_err(|e| HookError::Unmappable(e.to_string()))?;
         let mut drafts = self.map(adapter.as_ref(), &call)?;
         let now = crate::time::unix_ms(std::time::SystemTime::now());
-        self.attention.settle(adapter.vendor(), &mut drafts, now);
+        let settled = self.attention.settle(adapter.vendor(), &mut drafts, now);
         let stamped = self
             .pipeline
             .submit_drafts("hook", adapter.vendor(), drafts)
             .await
             .map_err(|e| HookError::Unavailable(e.to_string()))?;
         self.attention.observe(&stamped, now);
-        Ok(HookReply::new(adapter.neutral_reply(&hook).as_bytes()))
+        let neutral = HookReply::new(adapter.neutral_reply(&hook).as_bytes());
+        let Some(control) = &self.control else { return Ok(neutral) };
+        control.observe(&stamped);
+        control.dismissed(&settled);
+        // Hold the reply when this moment raised a request answerable over control.
+        let held = stamped.iter().find(|s| {
+            s.event.r#type == "attention.requested"
+                && s.event.data.as_ref().and_then(|d| d.get("respond_via")).and_then(Value::as_array).is_some_and(|v| v.iter().any(|x| x == "control"))
+        });
+        if let Some(req) = held.filter(|_| crate::control::holdable(adapter.vendor(), &hook)) {
+            let pending = self.attention.get(&req.event.id);
+            if let (Some(applied), Some(p)) = (control.hold(&req.event).await, pending) {
+                return Ok(HookReply::new(crate::control::vendor_reply(adapter.vendor(), &hook, &payload, &p, &applied)));
+            }
+        }
+        Ok(neutral)
     }
 
     fn rejected(&self, vendor: &str, err: &HookError) {

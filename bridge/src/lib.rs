@@ -9,6 +9,7 @@ pub mod cli;
 pub mod cmd;
 pub mod collector;
 pub mod config;
+pub mod control;
 pub mod export;
 pub mod hooks;
 pub mod metrics;

@@ -173,13 +173,23 @@ pub async fn serve(
     if cfg.collector.enabled {
         builder = builder.tap(collector.clone());
     }
+    // The relay binding delivers commands to the control loop, created once the pipeline exists.
+    let relay_command: Arc<std::sync::Mutex<Option<Arc<crate::control::ControlLoop>>>> = Arc::default();
     let mut relay_tasks = Vec::new();
     if !cfg.relay.url.is_empty() {
         let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
         let relay_token = if cfg.relay.token.is_empty() { token.clone() } else { Some(cfg.relay.token.clone()) };
+        let mut opts = relay::RelayOptions::new(&cfg.relay.url, relay_token);
+        opts.accepts = crate::control::ACCEPTS.iter().map(|s| (*s).to_owned()).collect();
+        let slot = relay_command.clone();
+        opts.on_command = Some(Arc::new(move |cmd| {
+            if let Some(c) = slot.lock().ok().and_then(|c| c.clone()) {
+                tokio::spawn(c.command(cmd));
+            }
+        }));
         relay_tasks.push(tokio::spawn(relay::run(
             rx,
-            relay::RelayOptions::new(&cfg.relay.url, relay_token),
+            opts,
             relay_status.clone(),
             metrics.clone(),
             shutdown.clone(),
@@ -203,10 +213,25 @@ pub async fn serve(
         },
         otlp_overrides(&cfg),
         cfg.pipeline.queue_capacity / 16 + 1,
-        None,
+        crate::otlp_tee::from_config(&cfg, &metrics),
     );
-    let hooks =
-        Arc::new(BridgeHooks::new(pipeline.clone(), aep_adapters::vendors::all(), map_context(&cfg), token.clone()));
+    let attention = Arc::new(crate::attention::AttentionBook::default());
+    let control = crate::control::ControlLoop::new(
+        pipeline.clone(),
+        attention.clone(),
+        map_context(&cfg),
+        Duration::from_secs(cfg.control.attention_timeout_secs),
+    );
+    // Control flows only on authenticated bindings (AEP-0004 §4.1): without a token the
+    // collector refuses commands in-band before they reach this loop.
+    collector.set_local_control(Arc::new(crate::control::LocalHandle(control.clone())));
+    if let Ok(mut h) = relay_command.lock() {
+        *h = Some(control.clone());
+    }
+    let hooks = Arc::new(
+        BridgeHooks::new(pipeline.clone(), aep_adapters::vendors::all(), map_context(&cfg), token.clone())
+            .with_control(attention, control.clone()),
+    );
     let app_state =
         AppState { metrics: metrics.clone(), relay: relay_status.clone(), relay_required: cfg.relay.required };
     let mut app = Router::new()

@@ -162,7 +162,10 @@ pub fn check_type(ty: &str) -> Result<(), Violation> {
                 format!("vendor type {ty:?} must be x.{{vendor}}.{{category}}.{{rest}} in lowercase tokens"),
             ));
         }
-        tokens[2]
+        // The envelope schema's vendor pattern admits any token in the category position
+        // (`x.codex.otel.*`, `x.antigravity.hook.*` in the Annex A pins): the closed
+        // category set binds core types only.
+        return Ok(());
     } else {
         if tokens.len() < 2 || !tokens.iter().all(|t| is_token(t, false)) {
             return Err(Violation::new(

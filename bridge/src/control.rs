@@ -1,0 +1,525 @@
+//! The control loop (AEP-0004, AEP-0006, AEP-0008): held permission and question moments
+//! answered over `control.attention.respond` from the embedded collector's WebSocket or
+//! the upstream relay, with one ack decision per deduplicated command.
+//!
+//! A hook whose mapping emitted an `attention.requested` declaring `respond_via: ["control"]`
+//! on a moment the vendor lets us answer is held open; it resolves on the first of
+//! - a `control.attention.respond` command: `control.accepted`, `attention.answered`,
+//!   `attention.resolved` (cause-linked to the command), then the vendor's own reply;
+//! - the timeout: `attention.timeout`, then the neutral reply (fail-open: the vendor's
+//!   own dialog takes over);
+//! - a parallel-surface settlement (a tool outcome for the same tool while pending, see
+//!   [`crate::attention`]): `attention.resolved` dismissed, then the neutral reply.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use aep_adapters::{EventDraft, MapContext};
+use aep_schemas::{Capture, Event};
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+
+use crate::attention::{AttentionBook, Pending};
+use crate::collector::LocalControl;
+use crate::pipeline::{Pipeline, Stamped};
+
+/// The command types this bridge honours (`control.accepts`, AEP-0003 §4 rule 5).
+pub const ACCEPTS: [&str; 1] = ["control.attention.respond"];
+
+/// Commands remembered for dedupe and byte-identical re-acks (AEP-0004 §2.3, §3).
+const DEDUPE_MEMORY: usize = 4096;
+
+/// What was decided for a held moment.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// An answer was applied.
+    Answer(Applied),
+    /// Settled elsewhere (the vendor's own surface): reply neutrally.
+    Dismissed,
+}
+
+/// The answer as applied (AEP-0008: `option` states what was actually decided).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Applied {
+    /// The applied option id.
+    pub option: Option<String>,
+    /// Guidance text (the deny reason, or an `other` free answer).
+    pub text: Option<String>,
+    /// Form values (field id -> answer).
+    pub values: Option<Map<String, Value>>,
+}
+
+/// A held hook waiting for its outcome.
+struct Waiter {
+    tx: oneshot::Sender<Outcome>,
+    pending: Pending,
+}
+
+enum DedupeEntry {
+    /// Decided: the recorded ack, re-sent byte-identically on redelivery.
+    Acked(Arc<Stamped>),
+    /// A decision is being made; a duplicate needs no extra ack.
+    InFlight,
+}
+
+#[derive(Default)]
+struct Dedupe {
+    map: HashMap<(String, String), DedupeEntry>,
+    order: VecDeque<(String, String)>,
+}
+
+/// The control loop shared by the hook handler, the collector and the relay binding.
+pub struct ControlLoop {
+    pipeline: Pipeline,
+    book: Arc<AttentionBook>,
+    cx: MapContext,
+    waiters: Mutex<HashMap<String, Waiter>>,
+    dedupe: Mutex<Dedupe>,
+    /// Sessions this process owns (maps hooks for), session -> agent.
+    owned: Mutex<HashMap<String, String>>,
+    timeout: Duration,
+}
+
+fn now_ms() -> u64 {
+    crate::time::unix_ms(SystemTime::now())
+}
+
+/// `true` for the hook moments whose reply the vendor consumes as a decision.
+pub fn holdable(vendor: &str, hook: &str) -> bool {
+    match vendor {
+        "claude-code" => matches!(hook, "PermissionRequest" | "Elicitation"),
+        "codex" | "qwen-code" => hook == "PermissionRequest",
+        "opencode" | "kilocode" => matches!(hook, "permission.ask" | "permission_ask"),
+        _ => false,
+    }
+}
+
+impl ControlLoop {
+    /// A loop over `pipeline` whose held moments wait at most `timeout`.
+    pub fn new(pipeline: Pipeline, book: Arc<AttentionBook>, cx: MapContext, timeout: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            pipeline,
+            book,
+            cx,
+            waiters: Mutex::new(HashMap::new()),
+            dedupe: Mutex::new(Dedupe::default()),
+            owned: Mutex::new(HashMap::new()),
+            timeout,
+        })
+    }
+
+    /// Notes which sessions this process owns, from events it stamped.
+    pub fn observe(&self, stamped: &[Arc<Stamped>]) {
+        let Ok(mut owned) = self.owned.lock() else { return };
+        for s in stamped {
+            if let Some(session) = &s.event.session {
+                if s.event.r#type == "session.ended" {
+                    owned.remove(session);
+                } else if s.event.seq.is_some() {
+                    owned.insert(session.clone(), s.event.agent.clone());
+                }
+            }
+        }
+    }
+
+    /// Wakes the waiters of requests the attention book settled elsewhere.
+    pub fn dismissed(&self, ids: &[String]) {
+        let Ok(mut w) = self.waiters.lock() else { return };
+        for id in ids {
+            if let Some(waiter) = w.remove(id) {
+                let _ = waiter.tx.send(Outcome::Dismissed);
+            }
+        }
+    }
+
+    /// Holds a hook for the request `req` until it is answered, settled, or times out.
+    /// `None` means the neutral reply (timeout or dismissal).
+    pub async fn hold(&self, req: &Event) -> Option<Applied> {
+        let pending = self.book.get(&req.id)?;
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut w) = self.waiters.lock() {
+            w.insert(req.id.clone(), Waiter { tx, pending: pending.clone() });
+        }
+        match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(Outcome::Answer(a))) => Some(a),
+            Ok(Ok(Outcome::Dismissed)) | Ok(Err(_)) => None,
+            Err(_) => {
+                let gone = self.waiters.lock().ok().and_then(|mut w| w.remove(&req.id));
+                if gone.is_some() {
+                    // The agent's own dialog takes over (fail-open).
+                    let mut d = EventDraft::new("attention.timeout", Capture::Metadata);
+                    d.session = Some(pending.session.clone());
+                    d.run = pending.run.clone();
+                    d.subject = Some(pending.id.clone());
+                    d.cause = Some(pending.id.clone());
+                    d.data.insert("after_ms".into(), json!(self.timeout.as_millis() as u64));
+                    if let Ok(s) = self.pipeline.submit_drafts("control", &pending.agent, vec![d]).await {
+                        self.book.observe(&s, now_ms());
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// Handles one command (from the collector or the relay); acks go out as events.
+    pub async fn command(self: Arc<Self>, cmd: Event) {
+        let key = (cmd.source.clone(), cmd.id.clone());
+        // AEP-0004 §2.3 / §3: dedupe on (source, id); a decided command is re-acked byte-identically.
+        let recorded: Option<Option<Arc<Stamped>>> = {
+            let Ok(mut d) = self.dedupe.lock() else { return };
+            match d.map.get(&key) {
+                Some(DedupeEntry::Acked(ack)) => Some(Some(ack.clone())),
+                Some(DedupeEntry::InFlight) => Some(None),
+                None => {
+                    d.map.insert(key.clone(), DedupeEntry::InFlight);
+                    d.order.push_back(key.clone());
+                    while d.order.len() > DEDUPE_MEMORY {
+                        if let Some(old) = d.order.pop_front() {
+                            d.map.remove(&old);
+                        }
+                    }
+                    None
+                }
+            }
+        };
+        match recorded {
+            Some(Some(ack)) => {
+                let _ = self.pipeline.submit_event("control", ack.event.clone()).await;
+                return;
+            }
+            Some(None) => return,
+            None => {}
+        }
+        let ack = self.decide(&cmd).await;
+        if let Ok(mut d) = self.dedupe.lock() {
+            match ack {
+                Some(a) => {
+                    d.map.insert(key, DedupeEntry::Acked(a));
+                }
+                None => {
+                    d.map.remove(&key);
+                }
+            }
+        }
+    }
+
+    async fn decide(&self, cmd: &Event) -> Option<Arc<Stamped>> {
+        let session = cmd.session.clone().unwrap_or_default();
+        let agent = self.owned.lock().ok().and_then(|o| o.get(&session).cloned())?;
+        if !ACCEPTS.contains(&cmd.r#type.as_str()) {
+            return self.reject(&agent, &session, cmd, "unsupported", format!("{} is not accepted here", cmd.r#type)).await;
+        }
+        let request = cmd.subject.clone().or_else(|| cmd.cause.clone()).unwrap_or_default();
+        // The hook may still be registering its waiter (the request is fanned out before the
+        // waiter exists): give it a moment before calling the request unknown.
+        let mut tries = 0;
+        let pending = loop {
+            if let Some(p) = self.waiters.lock().ok().and_then(|w| w.get(&request).map(|w| w.pending.clone())) {
+                break Some(p);
+            }
+            tries += 1;
+            if tries > 20 {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let Some(pending) = pending else {
+            return self
+                .reject(&agent, &session, cmd, "invalid", format!("no pending attention request {request:?} in this session"))
+                .await;
+        };
+        let answer = cmd.data.as_ref().and_then(|d| d.get("answer")).cloned().unwrap_or(Value::Null);
+        let applied = match apply(&pending, &answer) {
+            Ok(a) => a,
+            // AEP-0006: an invalid answer is nacked and the request stays pending.
+            Err(why) => return self.reject(&pending.agent, &session, cmd, "invalid", why).await,
+        };
+        let Some(waiter) = self.waiters.lock().ok().and_then(|mut w| w.remove(&request)) else {
+            return self.reject(&pending.agent, &session, cmd, "invalid", "the request was settled meanwhile".into()).await;
+        };
+        let mut accepted = EventDraft::new("control.accepted", Capture::Metadata);
+        accepted.session = Some(session.clone());
+        accepted.run = pending.run.clone();
+        accepted.cause = Some(cmd.id.clone());
+        let answered = self.answered(&pending, &applied, &cmd.id);
+        let mut resolved = EventDraft::new("attention.resolved", Capture::Metadata);
+        resolved.session = Some(session.clone());
+        resolved.run = pending.run.clone();
+        resolved.subject = Some(pending.id.clone());
+        resolved.cause = Some(cmd.id.clone());
+        resolved.data.insert("resolution".into(), json!("answered"));
+        resolved.data.insert("latency_ms".into(), json!(now_ms().saturating_sub(pending.since_ms)));
+        let stamped = self.pipeline.submit_drafts("control", &pending.agent, vec![accepted, answered, resolved]).await.ok()?;
+        self.book.observe(&stamped, now_ms());
+        let _ = waiter.tx.send(Outcome::Answer(applied));
+        stamped.into_iter().next()
+    }
+
+    /// `attention.answered` with the applied answer, gated at the attention ceiling.
+    fn answered(&self, p: &Pending, a: &Applied, cmd: &str) -> EventDraft {
+        let ceiling = self.cx.attention_capture.min(self.cx.capture.max(self.cx.attention_capture));
+        let mut answer = Map::new();
+        if let Some(o) = &a.option {
+            answer.insert("option".into(), json!(o));
+        }
+        // answer.text is redacted-gated (AEP-0002 §5.3): only at redacted+, through §9.4.
+        let mut level = Capture::Metadata;
+        if let Some(t) = &a.text
+            && ceiling >= Capture::Redacted
+        {
+            answer.insert("text".into(), json!(aep_schemas::redact::redact_text(t, &self.cx.redact)));
+            level = Capture::Redacted;
+        }
+        if let Some(v) = &a.values {
+            let mut gated = aep_schemas::gating::gate_form_values(&p.fields, v, ceiling);
+            if ceiling >= Capture::Redacted {
+                for val in gated.values_mut() {
+                    aep_schemas::redact::redact_value_in_place(val, &self.cx.redact);
+                }
+                if gated.len() != aep_schemas::gating::gate_form_values(&p.fields, v, Capture::Metadata).len() {
+                    level = Capture::Redacted;
+                }
+            }
+            answer.insert("values".into(), Value::Object(gated));
+        }
+        let mut d = EventDraft::new("attention.answered", level);
+        d.session = Some(p.session.clone());
+        d.run = p.run.clone();
+        d.subject = Some(p.id.clone());
+        d.cause = Some(cmd.to_owned());
+        d.data.insert("answer".into(), Value::Object(answer));
+        d
+    }
+
+    async fn reject(&self, agent: &str, session: &str, cmd: &Event, reason: &str, detail: String) -> Option<Arc<Stamped>> {
+        let mut d = EventDraft::new("control.rejected", Capture::Metadata);
+        d.session = Some(session.to_owned());
+        d.cause = Some(cmd.id.clone());
+        d.data.insert("reason".into(), json!(reason));
+        // `detail` is redacted-gated (AEP-0004 §3).
+        if self.cx.capture >= Capture::Redacted || self.cx.attention_capture >= Capture::Redacted {
+            d.data.insert("detail".into(), json!(aep_schemas::redact::redact_text(&detail, &self.cx.redact)));
+            d.capture = Capture::Redacted;
+        }
+        tracing::info!(reason, "Command rejected.");
+        let s = self.pipeline.submit_drafts("control", agent, vec![d]).await.ok()?;
+        s.into_iter().next()
+    }
+}
+
+/// Maps an answer onto a request (AEP-0008 text rule, AEP-0006 values rule).
+pub fn apply(p: &Pending, answer: &Value) -> Result<Applied, String> {
+    let option = answer.get("option").and_then(Value::as_str);
+    let text = answer.get("text").and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty());
+    let values = answer.get("values");
+    if p.kind == "form" {
+        if let Some(v) = values {
+            aep_schemas::gating::check_form_values(&p.fields, v)?;
+            return Ok(Applied { values: v.as_object().cloned(), ..Default::default() });
+        }
+        // AEP-0006 degradation: a single-field form answered by option or text.
+        let fields = p.fields.as_array().map(Vec::as_slice).unwrap_or(&[]);
+        if fields.len() == 1
+            && let Some(id) = fields[0].get("id").and_then(Value::as_str)
+            && let Some(a) = option.or(text)
+        {
+            let mut m = Map::new();
+            m.insert(id.to_owned(), json!(a));
+            let v = Value::Object(m);
+            aep_schemas::gating::check_form_values(&p.fields, &v)?;
+            return Ok(Applied { values: v.as_object().cloned(), ..Default::default() });
+        }
+        return Err("a form request needs `answer.values`".into());
+    }
+    let options: Vec<(&str, &str)> = p
+        .options
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|o| Some((o.get("id")?.as_str()?, o.get("label").and_then(Value::as_str).unwrap_or(""))))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(o) = option {
+        if options.iter().any(|(id, _)| *id == o) {
+            return Ok(Applied { option: Some(o.to_owned()), text: text.map(str::to_owned), values: None });
+        }
+        return Err(format!("option {o:?} is not one of the request's options"));
+    }
+    let Some(t) = text else { return Err("the answer has neither `option` nor `text`".into()) };
+    // AEP-0008: text naming an option (id, or exactly one label; trimmed, case-insensitive) IS that option.
+    if let Some((id, _)) = options.iter().find(|(id, _)| id.eq_ignore_ascii_case(t)) {
+        return Ok(Applied { option: Some((*id).to_owned()), ..Default::default() });
+    }
+    let by_label: Vec<&(&str, &str)> = options.iter().filter(|(_, l)| l.eq_ignore_ascii_case(t)).collect();
+    if by_label.len() == 1 {
+        return Ok(Applied { option: Some(by_label[0].0.to_owned()), ..Default::default() });
+    }
+    // Any other text on a permission request applies the refusing option with the text
+    // as the reason, never the permissive one.
+    if p.kind == "permission" {
+        let refusing = options
+            .iter()
+            .map(|(id, _)| *id)
+            .find(|id| matches!(*id, "deny" | "reject" | "no" | "decline"))
+            .ok_or_else(|| "free text on a permission request with no refusing option".to_owned())?;
+        return Ok(Applied { option: Some(refusing.to_owned()), text: Some(t.to_owned()), values: None });
+    }
+    Ok(Applied { text: Some(t.to_owned()), ..Default::default() })
+}
+
+/// The vendor's reply for an applied answer to a held moment (`tool_input` from the hook payload).
+pub fn vendor_reply(vendor: &str, hook: &str, payload: &Value, p: &Pending, a: &Applied) -> Vec<u8> {
+    let allow = matches!(a.option.as_deref(), Some("allow" | "once" | "always" | "accept" | "yes"));
+    let reply = match (vendor, hook) {
+        ("claude-code", "PermissionRequest") if p.kind == "form" => {
+            let input = payload.get("tool_input").cloned().unwrap_or(json!({}));
+            let answers = ask_answers(&input, a.values.as_ref());
+            let mut updated = input.as_object().cloned().unwrap_or_default();
+            updated.insert("answers".into(), Value::Object(answers));
+            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                "decision": {"behavior": "allow", "updatedInput": Value::Object(updated)}}})
+        }
+        ("claude-code", "Elicitation") => match &a.values {
+            Some(v) => json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": v}}),
+            None => json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "decline"}}),
+        },
+        ("claude-code" | "codex" | "qwen-code", _) => {
+            let decision = if allow {
+                json!({"behavior": "allow"})
+            } else {
+                json!({"behavior": "deny", "message": a.text.clone().unwrap_or_else(|| "Denied via AEP attention loop".into())})
+            };
+            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}})
+        }
+        ("opencode" | "kilocode", _) => {
+            let mut r = json!({"status": if allow { "allow" } else { "deny" }});
+            if let (false, Some(t)) = (allow, &a.text) {
+                r["message"] = json!(t);
+            }
+            r
+        }
+        _ => return Vec::new(),
+    };
+    serde_json::to_vec(&reply).unwrap_or_default()
+}
+
+/// AskUserQuestion answers keyed by question text, values mapped back to option labels
+/// (field and choice ids are 1-based indexes; a non-index string is the "Other" text).
+fn ask_answers(input: &Value, values: Option<&Map<String, Value>>) -> Map<String, Value> {
+    let mut out = Map::new();
+    let Some(values) = values else { return out };
+    let questions: &[Value] = input.get("questions").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    for (i, q) in questions.iter().enumerate() {
+        let Some(v) = values.get(&(i + 1).to_string()) else { continue };
+        let options: &[Value] = q.get("options").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+        let label = |s: &str| -> String {
+            s.parse::<usize>()
+                .ok()
+                .and_then(|n| options.get(n.wrapping_sub(1)))
+                .and_then(|o| o.get("label"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| s.to_owned())
+        };
+        let answer = match v {
+            Value::Array(items) => items.iter().filter_map(Value::as_str).map(label).collect::<Vec<_>>().join(", "),
+            Value::String(s) => label(s),
+            other => other.to_string(),
+        };
+        let key = q.get("question").and_then(Value::as_str).unwrap_or("").to_owned();
+        out.insert(key, json!(answer));
+    }
+    out
+}
+
+impl LocalControl for ControlLoop {
+    fn owns(&self, session: &str) -> bool {
+        self.owned.lock().map(|o| o.contains_key(session)).unwrap_or(false)
+    }
+
+    fn accepts(&self) -> Vec<String> {
+        ACCEPTS.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn deliver(&self, _cmd: Event) {
+        // Routed commands arrive through `deliver_arc` (the collector holds an Arc).
+    }
+}
+
+/// The collector-facing handle (spawns the async decision).
+pub struct LocalHandle(pub Arc<ControlLoop>);
+
+impl LocalControl for LocalHandle {
+    fn owns(&self, session: &str) -> bool {
+        self.0.owns(session)
+    }
+
+    fn accepts(&self) -> Vec<String> {
+        self.0.accepts()
+    }
+
+    fn deliver(&self, cmd: Event) {
+        let c = self.0.clone();
+        tokio::spawn(c.command(cmd));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(kind: &str, fields: Value) -> Pending {
+        Pending {
+            id: "R".into(),
+            agent: "claude-code".into(),
+            session: "s".into(),
+            run: None,
+            tool: Some("Bash".into()),
+            kind: kind.into(),
+            prompt: None,
+            options: json!([{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}]),
+            fields,
+            since_ms: 0,
+        }
+    }
+
+    #[test]
+    fn text_answers_follow_aep_0008() {
+        let p = pending("permission", Value::Null);
+        assert_eq!(apply(&p, &json!({"option": "allow"})).unwrap().option.as_deref(), Some("allow"));
+        assert_eq!(apply(&p, &json!({"text": "  ALLOW "})).unwrap(), Applied { option: Some("allow".into()), ..Default::default() });
+        assert_eq!(apply(&p, &json!({"text": "deny"})).unwrap().option.as_deref(), Some("deny"));
+        let guided = apply(&p, &json!({"text": "use cargo instead"})).unwrap();
+        assert_eq!((guided.option.as_deref(), guided.text.as_deref()), (Some("deny"), Some("use cargo instead")));
+        assert!(apply(&p, &json!({"option": "maybe"})).is_err());
+        assert!(apply(&p, &json!({})).is_err());
+    }
+
+    #[test]
+    fn forms_validate_values_and_map_back_to_labels() {
+        let fields = json!([{"id": "1", "type": "select", "label": "1", "required": true, "other": true,
+            "choices": [{"id": "1", "label": "1"}, {"id": "2", "label": "2"}]}]);
+        let p = pending("form", fields);
+        assert!(apply(&p, &json!({"values": {}})).is_err(), "missing required field");
+        let a = apply(&p, &json!({"values": {"1": "2"}})).unwrap();
+        let input = json!({"questions": [{"question": "Which db?", "options": [{"label": "Postgres"}, {"label": "SQLite"}]}]});
+        let reply: Value = serde_json::from_slice(&vendor_reply("claude-code", "PermissionRequest", &json!({"tool_input": input}), &p, &a)).unwrap();
+        assert_eq!(reply["hookSpecificOutput"]["decision"]["behavior"], "allow");
+        assert_eq!(reply["hookSpecificOutput"]["decision"]["updatedInput"]["answers"]["Which db?"], "SQLite");
+        assert_eq!(reply["hookSpecificOutput"]["decision"]["updatedInput"]["questions"][0]["question"], "Which db?");
+    }
+
+    #[test]
+    fn permission_replies_in_each_vendor_shape() {
+        let p = pending("permission", Value::Null);
+        let deny = Applied { option: Some("deny".into()), text: Some("no".into()), values: None };
+        let cc: Value = serde_json::from_slice(&vendor_reply("codex", "PermissionRequest", &json!({}), &p, &deny)).unwrap();
+        assert_eq!(cc, json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "deny", "message": "no"}}}));
+        let allow = Applied { option: Some("allow".into()), ..Default::default() };
+        let oc: Value = serde_json::from_slice(&vendor_reply("opencode", "permission.ask", &json!({}), &p, &allow)).unwrap();
+        assert_eq!(oc, json!({"status": "allow"}));
+    }
+}
