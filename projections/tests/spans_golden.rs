@@ -254,7 +254,9 @@ fn out_of_order_matches_in_order() {
 /// spans as the ordered stream: a deterministic shuffle, 50 orders per case.
 #[test]
 fn arrival_order_does_not_change_spans() {
-    for case in ["normal", "attention", "failed_tool", "denied_tool", "missing_terminal", "replayed_duplicate"] {
+    for case in
+        ["normal", "attention", "failed_tool", "denied_tool", "missing_terminal", "replayed_duplicate", "subagent"]
+    {
         shuffled_like_ordered(case);
     }
 }

@@ -44,15 +44,6 @@ struct Closed {
     ctx: SpanContext,
 }
 
-/// Why a session is being closed.
-#[derive(Debug, Clone, Copy)]
-enum Closing {
-    /// `session.ended` arrived: open children end at its time.
-    Ended,
-    /// Idle, capped or shut down: every open span ends at its own last Event.
-    Flush,
-}
-
 /// Assembles OTLP spans from AEP Events (AEP-0005 §3.1, the deferred span-synthesis mode).
 ///
 /// Pure and deterministic: no clock (time comes from Event `time` and from the `now`
@@ -203,7 +194,7 @@ impl SpanAssembler {
             .cloned()
             .collect();
         for key in idle_sessions {
-            self.close_session(&key, Closing::Flush, &mut out);
+            self.close_session(&key, &mut out);
         }
         let mut stale: Vec<(u64, SessKey, SpanRef)> = Vec::new();
         for (order, (key, r)) in &self.book.open {
@@ -229,7 +220,7 @@ impl SpanAssembler {
         self.place_orphans(u64::MAX, &mut out);
         let keys: Vec<SessKey> = self.session_order.values().cloned().collect();
         for key in keys {
-            self.close_session(&key, Closing::Flush, &mut out);
+            self.close_session(&key, &mut out);
         }
         out
     }
@@ -261,7 +252,7 @@ impl SpanAssembler {
         }
         while self.sessions.len() >= self.cfg.max_open_sessions.max(1) {
             let Some((_, oldest)) = self.session_order.iter().next().map(|(o, k)| (*o, k.clone())) else { break };
-            self.close_session(&oldest, Closing::Flush, out);
+            self.close_session(&oldest, out);
         }
         let (generation, ctx, parent) = match self.closed.get(&own) {
             // A late Event after the session closed continues its trace under the old root.
@@ -485,18 +476,19 @@ impl SpanAssembler {
             }
         }
         let end = match &sess.ended {
-            Some(e) => e.pos.is_none() || sess.settled_rec(e, window, now) || nothing_pending(sess),
+            // Gaps are legal (AEP-0001 §7 #2): past the reorder window the end stands.
+            Some(e) => e.pos.is_none() || sess.settled_rec(e, window, now),
             None => false,
         };
         if end {
-            self.close_session(key, Closing::Ended, out);
+            self.close_session(key, out);
         }
     }
 
     /// Closes one open span (idle or capped), as incomplete when its terminal is missing.
     fn close_one(&mut self, key: &SessKey, r: &SpanRef, out: &mut Vec<Span>) {
         match r {
-            SpanRef::Root => self.close_session(key, Closing::Flush, out),
+            SpanRef::Root => self.close_session(key, out),
             SpanRef::Run(name) => {
                 if let Some(sess) = self.sessions.get_mut(key)
                     && let Some(span) = emit_run(sess, &mut self.book, name, Some(0))
@@ -516,7 +508,7 @@ impl SpanAssembler {
     }
 
     /// Closes a whole session: children first, the root last; remembers it for late Events.
-    fn close_session(&mut self, key: &SessKey, how: Closing, out: &mut Vec<Span>) {
+    fn close_session(&mut self, key: &SessKey, out: &mut Vec<Span>) {
         let Some(mut sess) = self.sessions.remove(key) else { return };
         self.session_order.remove(&sess.order);
         self.book.open.remove(&sess.order);
@@ -526,10 +518,8 @@ impl SpanAssembler {
                 self.by_name.remove(&sess.session);
             }
         }
-        let end_at = match how {
-            Closing::Ended => sess.ended.as_ref().map_or(0, |e| e.time),
-            Closing::Flush => 0,
-        };
+        // A session whose `session.ended` is in closes at it, however the close was triggered.
+        let end_at = sess.ended.as_ref().map_or(0, |e| e.time);
         let calls: Vec<Call> = std::mem::take(&mut sess.calls).into_values().collect();
         for call in calls {
             self.book.open.remove(&call.order);
@@ -877,12 +867,6 @@ fn place_rec(sess: &mut Session, rec: Rec) {
     sess.events.push(rec);
 }
 
-/// Every open span already has both ends: closing now loses nothing but late annotations.
-fn nothing_pending(sess: &Session) -> bool {
-    sess.calls.values().all(|c| c.opener.is_some() && c.terminal.is_some())
-        && sess.runs.values().all(|r| r.open.as_ref().is_none_or(|st| st.started.is_some() && st.terminal.is_some()))
-}
-
 fn emit_call(sess: &mut Session, mut call: Call, forced_end: Option<u64>) -> Span {
     // Events that arrived before the call's opener but lie inside it move onto it.
     let pool = match call.run.as_ref().and_then(|r| sess.runs.get_mut(r)).and_then(|r| r.open.as_mut()) {
@@ -1004,6 +988,21 @@ mod tests {
         assert!(asm.flush_idle(parse("2026-07-03T10:00:02Z")).is_empty());
         let spans = asm.flush_idle(parse("2026-07-03T10:00:03Z"));
         assert_eq!(spans.len(), 1, "the window passed");
+    }
+
+    #[test]
+    fn session_end_after_a_gap_stands_once_the_window_passes() {
+        let cfg = SpanConfig { reorder_window_nanos: 2_000_000_000, ..SpanConfig::default() };
+        let mut asm = SpanAssembler::new(cfg);
+        let mk = |id: &str, ty: &str, t: &str, seq: u64| {
+            ev(json!({"aep":"0.1","id":id,"type":ty,"time":t,"source":"s","agent":"a","session":"x","seq":seq}))
+        };
+        asm.push(&mk("1", "session.started", "2026-07-03T10:00:00Z", 0));
+        assert!(asm.push(&mk("3", "session.ended", "2026-07-03T10:00:05Z", 2)).is_empty(), "seq 1 may still come");
+        assert!(asm.flush_idle(parse("2026-07-03T10:00:06Z")).is_empty());
+        let spans = asm.flush_idle(parse("2026-07-03T10:00:07Z"));
+        assert_eq!(spans.len(), 1);
+        assert!(!spans[0].is_incomplete(), "the session did end");
     }
 
     #[test]
