@@ -1,0 +1,477 @@
+//! The OTLP exporter against real peers on loopback: rotel (a Rust OTel collector, from
+//! PyPI: `pip install -r bridge/tests/requirements-export.txt`), an in-test OTLP/HTTP
+//! server that decodes what it got, a flaky gRPC server, and a whole `aep-bridge serve`.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::io::Read as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aep_bridge::export::otlp::{logs_from_json, retry_info_details, traces_from_json};
+use aep_bridge::export::{self, Compression, ExportConfig, Protocol, Stats};
+use aep_bridge::metrics::Metrics;
+use aep_bridge::pipeline::Stamped;
+use aep_projections::otlp_logs::{OtlpOptions, logs_request};
+use aep_schemas::Event;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::{LogsService, LogsServiceServer};
+use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsServiceRequest, ExportLogsServiceResponse};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use prost::Message as _;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// One session of `agent`: start, run, a paired tool call, a warning, end. Ids are prefixed by `agent`.
+fn session(agent: &str) -> Vec<Event> {
+    let src = format!("aep://test-host/agent/{agent}/session/s1");
+    let rows = [
+        ("session.started", None, "2026-01-02T03:04:05Z", json!({"model": "gpt-5"})),
+        ("run.started", Some("r1"), "2026-01-02T03:04:06Z", json!({})),
+        ("tool.requested", Some("r1"), "2026-01-02T03:04:07Z", json!({"tool": {"name": "Bash", "call_id": "c1"}})),
+        ("tool.completed", Some("r1"), "2026-01-02T03:04:08.250Z", json!({"tool": {"name": "Bash", "call_id": "c1"}})),
+        ("run.completed", Some("r1"), "2026-01-02T03:04:09Z", json!({})),
+        ("session.ended", None, "2026-01-02T03:04:10Z", json!({})),
+    ];
+    rows.iter()
+        .enumerate()
+        .map(|(i, (ty, run, time, data))| {
+            let mut v = json!({"aep":"0.1","id":format!("{agent}-e{i}"),"type":ty,"time":time,"source":src,
+                "agent":agent,"session":"s1","seq":i,"epoch":1,"capture":"metadata","data":data});
+            if let Some(r) = run {
+                v["run"] = json!(r);
+            }
+            if ty.starts_with("tool.") {
+                v["subject"] = json!("Bash");
+            }
+            Event::from_value(v).unwrap()
+        })
+        .collect()
+}
+
+fn otlp_cfg(endpoint: String, protocol: Protocol) -> ExportConfig {
+    let mut cfg = ExportConfig::default();
+    cfg.otlp.endpoint = endpoint;
+    cfg.otlp.protocol = protocol;
+    cfg.otlp.batch_timeout_ms = 50;
+    cfg.retry.initial_ms = 20;
+    cfg.retry.max_ms = 2000;
+    cfg.retry.max_elapsed_ms = 10_000;
+    cfg
+}
+
+/// Feeds `events` to every configured exporter, closes the queues, waits for the flush.
+async fn export_all(cfg: &ExportConfig, events: &[Event]) -> (Vec<(&'static str, Arc<Stats>)>, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::default());
+    let ex = export::start(cfg, 1024, metrics.clone(), CancellationToken::new());
+    assert!(!ex.sinks.is_empty(), "no exporter started");
+    for s in &ex.sinks {
+        for e in events {
+            s.tx.send(Arc::new(Stamped::new(e.clone()))).await.unwrap();
+        }
+    }
+    drop(ex.sinks);
+    for t in ex.tasks {
+        tokio::time::timeout(Duration::from_secs(30), t).await.expect("exporter did not flush").unwrap();
+    }
+    (ex.stats, metrics)
+}
+
+fn stat(stats: &[(&'static str, Arc<Stats>)], name: &str) -> (u64, u64, u64, u64) {
+    stats.iter().find(|(n, _)| *n == name).map(|(_, s)| s.snapshot()).unwrap_or_else(|| panic!("no sink {name}"))
+}
+
+// ---------------------------------------------------------------- an OTLP/HTTP recorder
+
+#[derive(Debug, Clone)]
+struct Got {
+    path: String,
+    content_type: String,
+    gzip: bool,
+    body: Vec<u8>,
+}
+
+/// Scripted answers, then 200 with an empty body (full success).
+#[derive(Clone, Default)]
+struct Recorder {
+    got: Arc<Mutex<Vec<Got>>>,
+    script: Arc<Mutex<VecDeque<(u16, Vec<(&'static str, String)>, Vec<u8>)>>>,
+}
+
+async fn record(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let h = |k: &str| headers.get(k).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let gzip = h("content-encoding") == "gzip";
+    let body = if gzip {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&body[..]).read_to_end(&mut out).unwrap();
+        out
+    } else {
+        body.to_vec()
+    };
+    let ct = h("content-type");
+    rec.got.lock().unwrap().push(Got { path: uri.path().to_owned(), content_type: ct.clone(), gzip, body });
+    match rec.script.lock().unwrap().pop_front() {
+        Some((status, hs, body)) => {
+            let mut r = (StatusCode::from_u16(status).unwrap(), body).into_response();
+            for (k, v) in hs {
+                r.headers_mut().insert(k, v.parse().unwrap());
+            }
+            r
+        }
+        None => (StatusCode::OK, [("content-type", ct)], Vec::new()).into_response(),
+    }
+}
+
+async fn start_recorder(rec: Recorder) -> SocketAddr {
+    let app = axum::Router::new().fallback(record).with_state(rec);
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    addr
+}
+
+fn decode_logs(g: &Got) -> ExportLogsServiceRequest {
+    if g.content_type == "application/json" {
+        logs_from_json(serde_json::from_slice(&g.body).unwrap()).unwrap()
+    } else {
+        ExportLogsServiceRequest::decode(&g.body[..]).unwrap()
+    }
+}
+
+fn decode_traces(g: &Got) -> ExportTraceServiceRequest {
+    if g.content_type == "application/json" {
+        traces_from_json(serde_json::from_slice(&g.body).unwrap()).unwrap()
+    } else {
+        ExportTraceServiceRequest::decode(&g.body[..]).unwrap()
+    }
+}
+
+#[tokio::test]
+async fn http_protobuf_and_json_deliver_exactly_the_projection() {
+    for (protocol, ct, gzip) in
+        [(Protocol::HttpProtobuf, "application/x-protobuf", true), (Protocol::HttpJson, "application/json", false)]
+    {
+        let rec = Recorder::default();
+        let addr = start_recorder(rec.clone()).await;
+        let mut cfg = otlp_cfg(format!("http://{addr}"), protocol);
+        cfg.otlp.compression = if gzip { Compression::Gzip } else { Compression::None };
+        cfg.otlp.headers.insert("x-tenant".into(), "t1".into());
+        let events = session("codex");
+        let (stats, metrics) = export_all(&cfg, &events).await;
+        let got = rec.got.lock().unwrap().clone();
+        let logs: Vec<&Got> = got.iter().filter(|g| g.path == "/v1/logs").collect();
+        let traces: Vec<&Got> = got.iter().filter(|g| g.path == "/v1/traces").collect();
+        assert!(got.iter().all(|g| g.content_type == ct && g.gzip == gzip), "{protocol:?}");
+        // Exactly the projection's records, once.
+        let want = logs_from_json(logs_request(&events, &OtlpOptions::default())).unwrap();
+        let mut recs = Vec::new();
+        for g in &logs {
+            for rl in decode_logs(g).resource_logs {
+                recs.extend(rl.scope_logs.into_iter().flat_map(|s| s.log_records));
+            }
+        }
+        let want_recs: Vec<_> = want.resource_logs[0].scope_logs[0].log_records.clone();
+        assert_eq!(recs, want_recs, "{protocol:?}");
+        let spans: Vec<_> = traces
+            .iter()
+            .flat_map(|g| decode_traces(g).resource_spans)
+            .flat_map(|r| r.scope_spans)
+            .flat_map(|s| s.spans)
+            .collect();
+        let mut names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["aep.session", "execute_tool Bash", "invoke_agent codex"], "{protocol:?}");
+        assert!(spans.iter().all(|s| s.trace_id == spans[0].trace_id));
+        assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
+        assert_eq!(stat(&stats, "otlp_spans"), (3, 0, 0, 0));
+        assert_eq!(metrics.events_out.get(&[("sink", "otlp_logs")]), 6);
+    }
+}
+
+#[tokio::test]
+async fn http_503_with_retry_after_is_retried_once_and_delivered_once() {
+    let rec = Recorder::default();
+    rec.script.lock().unwrap().push_back((503, vec![("retry-after", "1".into())], b"busy".to_vec()));
+    let addr = start_recorder(rec.clone()).await;
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
+    cfg.otlp.spans = false;
+    cfg.retry.initial_ms = 10_000; // the server's Retry-After (1 s) must win over our own backoff
+    let t0 = Instant::now();
+    let (stats, _) = export_all(&cfg, &session("codex")).await;
+    let took = t0.elapsed();
+    let got = rec.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 2, "one failed attempt, one retry");
+    assert_eq!(got[0].body, got[1].body, "the same request is resent");
+    assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 1));
+    assert!(took >= Duration::from_millis(950) && took < Duration::from_secs(5), "{took:?}");
+}
+
+#[tokio::test]
+async fn http_400_is_not_retried_and_partial_success_is_counted_not_retried() {
+    let rec = Recorder::default();
+    rec.script.lock().unwrap().push_back((400, vec![], b"bad".to_vec()));
+    let addr = start_recorder(rec.clone()).await;
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpJson);
+    cfg.otlp.spans = false;
+    let (stats, metrics) = export_all(&cfg, &session("codex")).await;
+    assert_eq!(rec.got.lock().unwrap().len(), 1);
+    assert_eq!(stat(&stats, "otlp_logs"), (0, 6, 0, 0));
+    assert_eq!(metrics.dropped.get(&[("sink", "otlp_logs"), ("severity", "info")]), 6);
+
+    let rec = Recorder::default();
+    // What the Go collector writes: int64 as a string.
+    let body = br#"{"partialSuccess":{"rejectedLogRecords":"2","errorMessage":"2 too old"}}"#.to_vec();
+    rec.script.lock().unwrap().push_back((200, vec![("content-type", "application/json".into())], body));
+    let addr = start_recorder(rec.clone()).await;
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpJson);
+    cfg.otlp.spans = false;
+    let (stats, metrics) = export_all(&cfg, &session("codex")).await;
+    assert_eq!(rec.got.lock().unwrap().len(), 1);
+    assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 2, 0));
+    assert_eq!(metrics.sink_errors.get(&[("sink", "otlp_logs")]), 1);
+}
+
+#[tokio::test]
+async fn batches_by_size_and_flushes_on_close() {
+    let rec = Recorder::default();
+    let addr = start_recorder(rec.clone()).await;
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
+    cfg.otlp.spans = false;
+    cfg.otlp.batch_size = 4;
+    cfg.otlp.batch_timeout_ms = 60_000; // only size and the close may flush
+    let events: Vec<Event> = ["a", "b", "c"].iter().flat_map(|a| session(a)).collect(); // 18
+    let t0 = Instant::now();
+    let (stats, _) = export_all(&cfg, &events).await;
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    let sizes: Vec<usize> = rec
+        .got
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|g| decode_logs(g).resource_logs.iter().flat_map(|r| &r.scope_logs).map(|s| s.log_records.len()).sum())
+        .collect();
+    assert_eq!(sizes, [4, 4, 4, 4, 2]);
+    assert_eq!(stat(&stats, "otlp_logs").0, 18);
+}
+
+// ---------------------------------------------------------------- gRPC
+
+#[derive(Clone, Default)]
+struct Flaky {
+    calls: Arc<AtomicU32>,
+    got: Arc<Mutex<Vec<(Option<String>, ExportLogsServiceRequest)>>>,
+}
+
+#[tonic::async_trait]
+impl LogsService for Flaky {
+    async fn export(
+        &self,
+        req: tonic::Request<ExportLogsServiceRequest>,
+    ) -> Result<tonic::Response<ExportLogsServiceResponse>, tonic::Status> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        match n {
+            0 => Err(tonic::Status::with_details(
+                tonic::Code::Unavailable,
+                "busy",
+                Bytes::from(retry_info_details(14, Duration::from_millis(200))),
+            )),
+            1 => Err(tonic::Status::with_details(
+                tonic::Code::ResourceExhausted,
+                "slow down",
+                Bytes::from(retry_info_details(8, Duration::from_millis(100))),
+            )),
+            _ => {
+                let tenant = req.metadata().get("x-tenant").and_then(|v| v.to_str().ok()).map(str::to_owned);
+                self.got.lock().unwrap().push((tenant, req.into_inner()));
+                Ok(tonic::Response::new(ExportLogsServiceResponse { partial_success: None }))
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn grpc_honours_retry_info_and_sends_gzip() {
+    let flaky = Flaky::default();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    // Without accept_compressed the server would answer UNIMPLEMENTED to a gzip request.
+    let svc = LogsServiceServer::new(flaky.clone()).accept_compressed(tonic::codec::CompressionEncoding::Gzip);
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(l)),
+    );
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::Grpc);
+    cfg.otlp.spans = false;
+    cfg.otlp.headers.insert("x-tenant".into(), "t1".into());
+    let t0 = Instant::now();
+    let (stats, _) = export_all(&cfg, &session("codex")).await;
+    assert!(t0.elapsed() >= Duration::from_millis(280), "RetryInfo delays were not honoured: {:?}", t0.elapsed());
+    assert_eq!(flaky.calls.load(Ordering::SeqCst), 3);
+    let got = flaky.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].0.as_deref(), Some("t1"));
+    assert_eq!(got[0].1.resource_logs[0].scope_logs[0].log_records.len(), 6);
+    assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 2));
+}
+
+// ---------------------------------------------------------------- rotel
+
+fn rotel_path() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("ROTEL_AGENT") {
+        return Some(PathBuf::from(p));
+    }
+    let on_path = std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("rotel-agent")).find(|p| p.is_file()));
+    if on_path.is_some() {
+        return on_path;
+    }
+    // `pip install rotel` puts the binary inside the package, not on PATH.
+    let out = Command::new("python3")
+        .args(["-c", "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))"])
+        .output()
+        .ok()?;
+    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    (out.status.success() && p.is_file()).then_some(p)
+}
+
+struct Rotel {
+    child: Child,
+    out: PathBuf,
+    grpc: SocketAddr,
+    http: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Rotel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+fn start_rotel() -> Option<Rotel> {
+    let Some(bin) = rotel_path() else {
+        eprintln!("SKIP: rotel-agent not installed (pip install -r bridge/tests/requirements-export.txt)");
+        return None;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rotel.out");
+    let (grpc, http) = (free_addr(), free_addr());
+    let f = std::fs::File::create(&out).unwrap();
+    let child = Command::new(bin)
+        .args(["start", "--exporter", "blackhole", "--debug-log", "logs", "--debug-log", "traces"])
+        .args(["--debug-log-verbosity", "detailed"])
+        .args(["--otlp-grpc-endpoint", &grpc.to_string(), "--otlp-http-endpoint", &http.to_string()])
+        .stdout(Stdio::from(f.try_clone().unwrap()))
+        .stderr(Stdio::from(f))
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(http).is_err() || std::net::TcpStream::connect(grpc).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "rotel did not listen: {}",
+            std::fs::read_to_string(&out).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(Rotel { child, out, grpc, http, _dir: dir })
+}
+
+/// Rotel's debug output split into per-resource blocks: (is_logs, service.name, text).
+fn blocks(text: &str) -> Vec<(bool, String, String)> {
+    let mut out: Vec<(bool, String, String)> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("ResourceLog #") || line.starts_with("ResourceSpans #") {
+            out.push((line.starts_with("ResourceLog"), String::new(), String::new()));
+        }
+        if let Some(b) = out.last_mut() {
+            if let Some(s) = line.trim().strip_prefix("-> service.name: Str(") {
+                b.1 = s.trim_end_matches(')').to_owned();
+            }
+            b.2.push_str(line);
+            b.2.push('\n');
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn rotel_receives_logs_and_spans_over_grpc_and_http() {
+    let Some(rotel) = start_rotel() else { return };
+    let cases = [
+        ("agent-grpc", format!("http://{}", rotel.grpc), Protocol::Grpc),
+        ("agent-httppb", format!("http://{}", rotel.http), Protocol::HttpProtobuf),
+        ("agent-httpjson", format!("http://{}", rotel.http), Protocol::HttpJson),
+    ];
+    for (agent, endpoint, protocol) in &cases {
+        let (stats, _) = export_all(&otlp_cfg(endpoint.clone(), *protocol), &session(agent)).await;
+        assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0), "{agent}");
+        assert_eq!(stat(&stats, "otlp_spans"), (3, 0, 0, 0), "{agent}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let text = std::fs::read_to_string(&rotel.out).unwrap_or_default();
+        let bl = blocks(&text);
+        let ok = cases.iter().all(|(agent, _, _)| {
+            let logs: String = bl.iter().filter(|b| b.0 && b.1 == *agent).map(|b| b.2.as_str()).collect();
+            let spans: String = bl.iter().filter(|b| !b.0 && b.1 == *agent).map(|b| b.2.as_str()).collect();
+            (0..6).all(|i| logs.contains(&format!(": Str({agent}-e{i})\n")))
+                && logs.matches("LogRecord #").count() == 6
+                && logs.contains("EventName: dev.aep.tool.completed")
+                && spans.contains("execute_tool Bash")
+                && spans.contains(&format!("invoke_agent {agent}"))
+                && spans.contains("aep.session")
+        });
+        if ok {
+            break;
+        }
+        assert!(Instant::now() < deadline, "rotel did not print every record and span:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// ---------------------------------------------------------------- the whole daemon
+
+#[tokio::test]
+async fn serve_exports_hook_events_as_otlp_logs() {
+    let rec = Recorder::default();
+    let addr = start_recorder(rec.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = common::config(dir.path());
+    cfg.export = otlp_cfg(format!("http://{addr}"), Protocol::HttpJson);
+    let bridge = common::start(cfg).await;
+    for p in common::codex_session("s-export") {
+        let (status, body) = common::post(format!("{}/hooks/codex", bridge.url()), p.to_string(), Vec::new()).await;
+        assert!(status < 300, "{status} {body}");
+    }
+    bridge.shutdown().await;
+    let got = rec.got.lock().unwrap().clone();
+    let recs: Vec<Value> = got
+        .iter()
+        .filter(|g| g.path == "/v1/logs")
+        .flat_map(|g| {
+            let v: Value = serde_json::from_slice(&g.body).unwrap();
+            v["resourceLogs"].as_array().cloned().unwrap_or_default()
+        })
+        .flat_map(|rl| rl["scopeLogs"].as_array().cloned().unwrap_or_default())
+        .flat_map(|sl| sl["logRecords"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let names: Vec<&str> = recs.iter().filter_map(|r| r["eventName"].as_str()).collect();
+    assert!(names.contains(&"dev.aep.session.started"), "{names:?}");
+    assert!(names.contains(&"dev.aep.tool.completed"), "{names:?}");
+    assert!(got.iter().any(|g| g.path == "/v1/traces"), "no spans exported");
+}
