@@ -8,7 +8,7 @@ use super::build;
 use super::config::SpanConfig;
 use super::ids::{SpanContext, run_trace_id, session_trace_id, span_id};
 use super::model::Span;
-use super::state::{Call, CallKind, Rec, Run, RunState, Session, before};
+use super::state::{Call, CallKind, Rec, Run, RunState, Session, before, push_capped};
 
 type SessKey = (String, String);
 /// An optional `(epoch, seq)` position.
@@ -277,6 +277,8 @@ impl SpanAssembler {
             started: None,
             ended: None,
             events: Vec::new(),
+            dropped_events: 0,
+            events_cap: self.cfg.max_events_per_span,
             first: u64::MAX,
             last: 0,
             order,
@@ -410,9 +412,10 @@ impl SpanAssembler {
                 });
                 match target {
                     Some(o) => {
+                        let cap = sess.events_cap;
                         if let Some(c) = sess.calls.get_mut(&o) {
                             c.last = c.last.max(rec.time);
-                            c.middle.push(rec);
+                            push_capped(&mut c.middle, &mut c.dropped_events, rec, cap);
                         }
                     }
                     None if (ty.starts_with("attention.") || ty.starts_with("control.attention."))
@@ -615,7 +618,15 @@ fn ensure_run(sess: &mut Session, book: &mut Book, key: &SessKey, run: &str) {
             parent: None,
             foreign_trace: sess.trace_per_run,
             frozen: false,
-            open: Some(RunState { started: None, terminal: None, events: Vec::new(), first: u64::MAX, last: 0, order }),
+            open: Some(RunState {
+                started: None,
+                terminal: None,
+                events: Vec::new(),
+                dropped_events: 0,
+                first: u64::MAX,
+                last: 0,
+                order,
+            }),
         },
     );
 }
@@ -650,6 +661,7 @@ fn new_call(
             terminal: None,
             middle: Vec::new(),
             events: Vec::new(),
+            dropped_events: 0,
             last: rec.time,
             order,
         },
@@ -750,6 +762,7 @@ fn terminal(
             })
             .map(|(o, _)| *o)
     };
+    let cap = sess.events_cap;
     let found = by_key.or_else(by_cause);
     if let Some(o) = found
         && let Some(c) = sess.calls.get_mut(&o)
@@ -761,7 +774,8 @@ fn terminal(
             }
             c.terminal = Some(rec);
         } else {
-            c.middle.push(rec); // a second terminal (e.g. resolved after timeout) annotates
+            // A second terminal (e.g. resolved after timeout) annotates.
+            push_capped(&mut c.middle, &mut c.dropped_events, rec, cap);
         }
         return;
     }
@@ -853,18 +867,19 @@ fn place_rec(sess: &mut Session, rec: Rec) {
         .values_mut()
         .filter(|c| c.run == rec.run && c.contains(&rec))
         .max_by(|a, b| a.opener.as_ref().map(|o| (o.pos, o.time)).cmp(&b.opener.as_ref().map(|o| (o.pos, o.time))));
+    let cap = sess.events_cap;
     if let Some(c) = inner {
         c.last = c.last.max(rec.time);
-        c.events.push(rec);
+        push_capped(&mut c.events, &mut c.dropped_events, rec, cap);
         return;
     }
     if let Some(st) = rec.run.as_ref().and_then(|r| sess.runs.get_mut(r)).and_then(|r| r.open.as_mut()) {
         st.first = st.first.min(rec.time);
         st.last = st.last.max(rec.time);
-        st.events.push(rec);
+        push_capped(&mut st.events, &mut st.dropped_events, rec, cap);
         return;
     }
-    sess.events.push(rec);
+    push_capped(&mut sess.events, &mut sess.dropped_events, rec, cap);
 }
 
 fn emit_call(sess: &mut Session, mut call: Call, forced_end: Option<u64>) -> Span {
@@ -1003,6 +1018,25 @@ mod tests {
         let spans = asm.flush_idle(parse("2026-07-03T10:00:07Z"));
         assert_eq!(spans.len(), 1);
         assert!(!spans[0].is_incomplete(), "the session did end");
+    }
+
+    #[test]
+    fn span_events_are_capped_and_counted() {
+        let cfg = SpanConfig { max_events_per_span: 3, ..SpanConfig::default() };
+        let mut asm = SpanAssembler::new(cfg);
+        let mk = |id: String, ty: &str, seq: u64| {
+            ev(json!({"aep":"0.1","id":id,"type":ty,"time":"2026-07-03T10:00:00Z","source":"s","agent":"a",
+                "session":"x","run":"r","seq":seq,"data":{"percent":seq}}))
+        };
+        asm.push(&mk("s".into(), "run.started", 0));
+        for i in 1..=10 {
+            asm.push(&mk(format!("p{i}"), "progress.status", i));
+        }
+        let spans = asm.push(&mk("f".into(), "run.finished", 11));
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0].events.len(), 3);
+        assert_eq!(spans[0].dropped_events_count, 7);
+        assert_eq!(spans[0].to_otlp_json()["droppedEventsCount"], 7);
     }
 
     #[test]

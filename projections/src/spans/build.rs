@@ -123,8 +123,13 @@ fn span_event(rec: &Rec) -> SpanEvent {
     SpanEvent { time_unix_nanos: rec.time, name: name.to_owned(), attributes: a }
 }
 
-fn span_events(mut recs: Vec<Rec>) -> Vec<SpanEvent> {
+/// The span events in session order, at most `cap` (the rest counted in `dropped`).
+fn span_events(mut recs: Vec<Rec>, cap: usize, dropped: &mut u32) -> Vec<SpanEvent> {
     sort_recs(&mut recs);
+    if recs.len() > cap {
+        *dropped = dropped.saturating_add(u32::try_from(recs.len() - cap).unwrap_or(u32::MAX));
+        recs.truncate(cap);
+    }
     recs.iter().map(span_event).collect()
 }
 
@@ -143,7 +148,8 @@ fn forced(forced_end: Option<u64>, last: u64, start: u64) -> u64 {
 
 /// The session root span (`aep.session`): no GenAI operation, the conversation itself.
 pub(crate) fn root_span(sess: &mut Session) -> Span {
-    let events = span_events(std::mem::take(&mut sess.events));
+    let mut dropped = sess.dropped_events;
+    let events = span_events(std::mem::take(&mut sess.events), sess.events_cap, &mut dropped);
     let mut a = base(sess);
     let first = if sess.first == u64::MAX { sess.last } else { sess.first };
     let start = sess.started.as_ref().map_or(first, |r| r.time);
@@ -179,6 +185,7 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
         end_unix_nanos: end,
         attributes: a,
         events,
+        dropped_events_count: dropped,
         links: sess.links.clone(),
         status: StatusCode::Unset,
         status_message: String::new(),
@@ -251,6 +258,7 @@ pub(crate) fn run_span(
     if let Some(p) = parent {
         links.retain(|l| l.context.span_id != p);
     }
+    let mut dropped = st.dropped_events;
     Span {
         service_name: sess.agent.clone(),
         trace_id: ctx.trace_id,
@@ -260,7 +268,8 @@ pub(crate) fn run_span(
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,
-        events: span_events(st.events),
+        events: span_events(st.events, sess.events_cap, &mut dropped),
+        dropped_events_count: dropped,
         links,
         status,
         status_message: message,
@@ -396,6 +405,7 @@ pub(crate) fn call_span(sess: &Session, call: Call, ctx: SpanContext, parent: Sp
     };
     let recs: Vec<&Rec> = call.opener.iter().chain(call.terminal.iter()).chain(call.middle.iter()).collect();
     link_traceparents(&mut links, ctx, &recs);
+    let mut dropped = call.dropped_events;
     let mut events = call.middle;
     events.extend(call.events);
     Span {
@@ -407,7 +417,8 @@ pub(crate) fn call_span(sess: &Session, call: Call, ctx: SpanContext, parent: Sp
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,
-        events: span_events(events),
+        events: span_events(events, sess.events_cap, &mut dropped),
+        dropped_events_count: dropped,
         links,
         status,
         status_message: message,

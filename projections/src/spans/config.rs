@@ -23,6 +23,9 @@ pub struct SpanConfig {
     /// Per session, how many exported span ids and closed runs are remembered so late
     /// Events neither export a span twice nor lose their parent run.
     pub max_session_history: usize,
+    /// Most span events kept per span (the OTel SDK default is 128); further ones are
+    /// counted in `droppedEventsCount`.
+    pub max_events_per_span: usize,
     /// Most foreign-emitter Events (no `seq`) held while their session has not appeared;
     /// beyond it the oldest opens a session of its own.
     pub max_orphans: usize,
@@ -41,6 +44,7 @@ impl Default for SpanConfig {
             max_open_sessions: 10_000,
             max_open_spans: 100_000,
             max_session_history: 65_536,
+            max_events_per_span: 128,
             max_orphans: 4096,
             max_seen_ids: 1 << 18,
             max_closed_sessions: 10_000,

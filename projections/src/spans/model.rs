@@ -69,8 +69,10 @@ pub struct Span {
     pub end_unix_nanos: u64,
     /// Attributes; encoded in key order.
     pub attributes: Map<String, Value>,
-    /// Span events, in time order.
+    /// Span events, in session order.
     pub events: Vec<SpanEvent>,
+    /// Span events not kept (over the per-span cap).
+    pub dropped_events_count: u32,
     /// Links.
     pub links: Vec<SpanLink>,
     /// Status code.
@@ -111,6 +113,9 @@ impl Span {
                 })
                 .collect();
             m.insert("events".into(), Value::Array(events));
+        }
+        if self.dropped_events_count > 0 {
+            m.insert("droppedEventsCount".into(), self.dropped_events_count.into());
         }
         if !self.links.is_empty() {
             let links = self
@@ -235,6 +240,7 @@ mod tests {
             end_unix_nanos: 7,
             attributes,
             events: vec![],
+            dropped_events_count: 0,
             links: vec![],
             status: StatusCode::Error,
             status_message: "boom".into(),

@@ -130,6 +130,15 @@ fn slim(data: &Value) -> Value {
     Value::Object(out)
 }
 
+/// Appends a span event unless the span holds `cap` already; then only counts it.
+pub(crate) fn push_capped(list: &mut Vec<Rec>, dropped: &mut u32, rec: Rec, cap: usize) {
+    if list.len() < cap {
+        list.push(rec);
+    } else {
+        *dropped = dropped.saturating_add(1);
+    }
+}
+
 /// Orders Events the AEP way: sequenced Events by `(epoch, seq)` (AEP-0001 §7 #3), with
 /// unsequenced (foreign-emitter) Events merged in by `time` (AEP-0001 §5.2).
 pub(crate) fn sort_recs(recs: &mut Vec<Rec>) {
@@ -186,6 +195,8 @@ pub(crate) struct Call {
     pub middle: Vec<Rec>,
     /// Other Events recorded as span events.
     pub events: Vec<Rec>,
+    /// Span events beyond the per-span cap, counted not kept (OTLP `droppedEventsCount`).
+    pub dropped_events: u32,
     pub last: u64,
     pub order: u64,
 }
@@ -215,6 +226,7 @@ pub(crate) struct RunState {
     pub started: Option<Rec>,
     pub terminal: Option<Rec>,
     pub events: Vec<Rec>,
+    pub dropped_events: u32,
     pub first: u64,
     pub last: u64,
     pub order: u64,
@@ -280,6 +292,9 @@ pub(crate) struct Session {
     pub started: Option<Rec>,
     pub ended: Option<Rec>,
     pub events: Vec<Rec>,
+    pub dropped_events: u32,
+    /// Cap on span events per span (see `SpanConfig::max_events_per_span`).
+    pub events_cap: usize,
     pub first: u64,
     pub last: u64,
     pub order: u64,
