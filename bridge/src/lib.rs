@@ -14,6 +14,7 @@ pub mod export;
 pub mod hooks;
 pub mod metrics;
 pub mod otlp_in;
+pub mod otlp_tee;
 pub mod pipeline;
 pub mod relay;
 pub mod server;
