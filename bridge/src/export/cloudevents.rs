@@ -1,11 +1,13 @@
 //! The CloudEvents HTTP sink (AEP-0005 §1): structured mode, one event per POST
 //! (`application/cloudevents+json`), or batch mode, one JSON array per POST
-//! (`application/cloudevents-batch+json`), with the shared retry policy.
+//! (`application/cloudevents-batch+json`), with the shared retry policy. Events above
+//! `max_capture` are down-levelled first (AEP-0001 §8.2): this sink is a re-emitter hop.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use aep_projections::ce::{CE_BATCH_CONTENT_TYPE, CE_CONTENT_TYPE, to_cloudevent, to_cloudevents_batch};
+use aep_schemas::downlevel::downlevel;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -72,13 +74,15 @@ pub(crate) async fn run(
         match cfg.mode {
             CeMode::Structured => {
                 for s in &batch {
-                    let body = Bytes::from(serde_json::to_vec(&to_cloudevent(&s.event)).unwrap_or_default());
+                    let ev = downlevel(&s.event, cfg.max_capture);
+                    let body = Bytes::from(serde_json::to_vec(&to_cloudevent(&ev)).unwrap_or_default());
                     let one = std::slice::from_ref(s);
                     tx.deliver(CE_CONTENT_TYPE, body, one).await;
                 }
             }
             CeMode::Batch if !batch.is_empty() => {
-                let events: Vec<aep_schemas::Event> = batch.iter().map(|s| s.event.clone()).collect();
+                let events: Vec<aep_schemas::Event> =
+                    batch.iter().map(|s| downlevel(&s.event, cfg.max_capture)).collect();
                 let body = Bytes::from(serde_json::to_vec(&to_cloudevents_batch(&events)).unwrap_or_default());
                 tx.deliver(CE_BATCH_CONTENT_TYPE, body, &batch).await;
             }

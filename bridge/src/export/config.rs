@@ -118,6 +118,8 @@ pub struct CloudEventsConfig {
     pub endpoint: String,
     /// `structured` or `batch`.
     pub mode: CeMode,
+    /// Capture ceiling: Events above it are down-levelled first (AEP-0001 §8.2); default `metadata`.
+    pub max_capture: Capture,
     /// Extra request headers.
     pub headers: BTreeMap<String, String>,
     /// Most events per batch (batch mode) or per burst of POSTs.
@@ -133,6 +135,7 @@ impl Default for CloudEventsConfig {
         Self {
             endpoint: String::new(),
             mode: CeMode::Structured,
+            max_capture: Capture::Metadata,
             headers: BTreeMap::new(),
             batch_size: 100,
             batch_timeout_ms: 1000,
