@@ -1,17 +1,276 @@
-//! `aep-bridge bench` (in progress).
+//! `aep-bridge bench`: load tools. Each prints a small report: the figure, a baseline
+//! measured in the same run, their ratio, and PASS/MISS against the budget (informational:
+//! the exit code only reflects whether the bench itself ran).
 
-use clap::Args;
+pub mod collector;
+pub mod hook;
+pub mod otlp;
+pub mod pipeline;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::server::ServeError;
 
 /// Arguments of `aep-bridge bench`.
 #[derive(Debug, Clone, Args)]
 pub struct BenchArgs {
-    /// Remaining arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// Which bench to run.
+    #[command(subcommand)]
+    pub which: BenchCmd,
+}
+
+/// The benches.
+#[derive(Debug, Clone, Subcommand)]
+pub enum BenchCmd {
+    /// Drafts through a real pipeline into the JSONL sink: events/s, idle/peak/sustained RSS.
+    Pipeline(pipeline::PipelineArgs),
+    /// The `aep-hook` shim end to end against an in-process bridge: p50/p99 vs `/bin/true`.
+    Hook(hook::HookArgs),
+    /// NDJSON `POST /events` with SSE subscribers on `/stream`: ingest rate and delivery delay.
+    Collector(collector::CollectorArgs),
+    /// OTLP/HTTP protobuf logs into a child `aep-bridge serve`: records per CPU-second.
+    Otlp(otlp::OtlpArgs),
 }
 
 /// Runs the command; returns the exit code.
-pub fn run(_args: BenchArgs) -> i32 {
-    eprintln!("aep-bridge bench: not built yet");
-    2
+pub fn run(args: BenchArgs) -> i32 {
+    let result = match args.which {
+        BenchCmd::Pipeline(a) => pipeline::run(&a),
+        BenchCmd::Hook(a) => hook::run(&a),
+        BenchCmd::Collector(a) => collector::run(&a),
+        BenchCmd::Otlp(a) => otlp::run(&a),
+    };
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("aep-bridge bench: {e:#}");
+            1
+        }
+    }
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`) in bytes; `None` = this process.
+pub(crate) fn proc_status_bytes(pid: Option<u32>, key: &str) -> Option<u64> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/status"),
+        None => "/proc/self/status".into(),
+    };
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+        rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok().map(|k| k * 1024)
+    })
+}
+
+fn clk_tck() -> f64 {
+    static TCK: OnceLock<f64> = OnceLock::new();
+    *TCK.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|t| *t > 0.0)
+            .unwrap_or(100.0)
+    })
+}
+
+/// User + system CPU seconds of a process (`/proc/<pid>/stat` utime + stime); `None` = this process.
+pub(crate) fn cpu_seconds(pid: Option<u32>) -> Option<f64> {
+    let path = match pid {
+        Some(p) => format!("/proc/{p}/stat"),
+        None => "/proc/self/stat".into(),
+    };
+    let text = std::fs::read_to_string(path).ok()?;
+    // Fields after the parenthesized command name start at field 3 (state); utime is 14, stime 15.
+    let after = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / clk_tck())
+}
+
+/// A scratch directory removed on drop.
+pub(crate) struct Scratch(PathBuf);
+
+impl Scratch {
+    pub(crate) fn new(tag: &str) -> std::io::Result<Self> {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let p = std::env::temp_dir().join(format!("aep-bench-{tag}-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p)?;
+        Ok(Scratch(p))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Nearest-rank percentile of an ascending slice (0 when empty).
+pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+pub(crate) fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+pub(crate) fn rate(n: f64, unit: &str) -> String {
+    if n >= 10_000.0 { format!("{:.0}k {unit}", n / 1000.0) } else { format!("{n:.0} {unit}") }
+}
+
+pub(crate) fn verdict(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "MISS" }
+}
+
+/// One report line: label, value, note.
+pub(crate) fn line(label: &str, value: &str, note: &str) {
+    println!("  {label:<36} {value:>16}  {note}");
+}
+
+/// A bridge config on loopback (ephemeral port, no extra listeners) over `data`.
+pub(crate) fn bench_config(data: &Path) -> Config {
+    let mut cfg = Config::default();
+    cfg.server.listen = "127.0.0.1:0".into();
+    cfg.server.otlp_grpc = String::new();
+    cfg.server.otlp_http = String::new();
+    cfg.server.data_dir = data.display().to_string();
+    cfg.server.host = "bench-host".into();
+    // Figures are taken before shutdown; a short grace keeps a bench run short.
+    cfg.server.shutdown_grace_ms = 1000;
+    cfg
+}
+
+/// A bridge served in this process on its own runtime.
+pub(crate) struct InProcess {
+    rt: tokio::runtime::Runtime,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), ServeError>>,
+    /// The main HTTP listener.
+    pub(crate) http: SocketAddr,
+}
+
+impl InProcess {
+    /// Starts `serve` with `cfg` on a runtime of `workers` threads.
+    pub(crate) fn start(cfg: Config, workers: usize) -> anyhow::Result<Self> {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(workers.max(1)).enable_all().build()?;
+        let stop = CancellationToken::new();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let s = stop.clone();
+        let task = rt.spawn(async move {
+            crate::server::serve(cfg, s, move |b, _| {
+                let _ = tx.send(b.http);
+            })
+            .await
+        });
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(http) => Ok(InProcess { rt, stop, task, http }),
+            Err(_) => {
+                let r = rt.block_on(async { tokio::time::timeout(Duration::from_secs(2), task).await });
+                match r {
+                    Ok(Ok(Err(e))) => Err(anyhow::anyhow!("the bridge did not start: {e}")),
+                    _ => Err(anyhow::anyhow!("the bridge did not start within 10 s")),
+                }
+            }
+        }
+    }
+
+    pub(crate) fn url(&self) -> String {
+        format!("http://{}", self.http)
+    }
+
+    /// Stops the bridge and waits for its shutdown (bounded).
+    pub(crate) fn shutdown(self) {
+        self.stop.cancel();
+        let task = self.task;
+        let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), task).await });
+    }
+}
+
+/// A blocking HTTP client that returns non-2xx statuses as responses.
+pub(crate) fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).build().new_agent()
+}
+
+/// `GET {url}/metrics`.
+pub(crate) fn scrape(agent: &ureq::Agent, url: &str) -> anyhow::Result<String> {
+    let mut resp = agent.get(&format!("{url}/metrics")).call()?;
+    Ok(resp.body_mut().read_to_string()?)
+}
+
+/// Sum of the samples of metric `name` whose line contains every one of `labels`.
+pub(crate) fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+                && labels.iter().all(|s| l.contains(s))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Polls `check` every 20 ms until it returns true or `limit` passes; returns whether it did.
+pub(crate) fn wait_until(limit: Duration, check: impl FnMut() -> bool) -> bool {
+    wait_until_every(limit, Duration::from_millis(20), check)
+}
+
+/// Polls `check` every `every` until it returns true or `limit` passes; returns whether it did.
+pub(crate) fn wait_until_every(limit: Duration, every: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// A free loopback port (bound then released).
+pub(crate) fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_and_metric_sums() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 50.0);
+        assert_eq!(percentile(&v, 99.0), 99.0);
+        assert_eq!(percentile(&v, 100.0), 100.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+        let text = "# HELP x\nx_total{sink=\"jsonl\"} 5\nx_total{sink=\"relay\"} 7\nx_total_other 9\n";
+        assert_eq!(metric_sum(text, "x_total", &["sink=\"jsonl\""]), 5);
+        assert_eq!(metric_sum(text, "x_total", &[]), 12);
+    }
+
+    #[test]
+    fn reads_own_rss_and_cpu() {
+        assert!(proc_status_bytes(None, "VmRSS").is_some_and(|b| b > 0));
+        assert!(proc_status_bytes(None, "VmHWM").is_some());
+        assert!(cpu_seconds(None).is_some());
+    }
 }

@@ -1,0 +1,170 @@
+//! `aep-bridge bench hook`: the real `aep-hook` shim, spawned N times with a recorded
+//! Claude Code `PreToolUse` payload against a bridge served in this process. Interleaved
+//! with the same number of `/bin/true` spawns (the floor any command hook pays) and of
+//! direct keep-alive POSTs (the bridge's own share), so the three series see the same noise.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+
+use super::{InProcess, bench_config, line, metric_sum, percentile, scrape, verdict};
+
+/// Arguments of `aep-bridge bench hook`.
+#[derive(Debug, Clone, Args)]
+pub struct HookArgs {
+    /// Shim invocations measured.
+    #[arg(long, default_value_t = 300)]
+    pub n: usize,
+    /// Unmeasured invocations first.
+    #[arg(long, default_value_t = 10)]
+    pub warmup: usize,
+    /// The shim (default: `aep-hook` next to this executable).
+    #[arg(long)]
+    pub hook: Option<PathBuf>,
+    /// The trivial process of the baseline.
+    #[arg(long, default_value = "/bin/true")]
+    pub trivial: PathBuf,
+}
+
+/// A recorded Claude Code `PreToolUse` stdin payload (captures/claude-code/i01_interactive_permission).
+const PRE_TOOL_USE: &str = r#"{
+  "session_id": "0d6cf5b8-1c92-46ad-b85f-ff0843039b04",
+  "transcript_path": "/home/dev/agents/work/cc/home/.claude/projects/-home-dev-agents-work-cc-project/0d6cf5b8-1c92-46ad-b85f-ff0843039b04.jsonl",
+  "cwd": "/home/dev/agents/work/cc/project",
+  "prompt_id": "22b2c132-70cc-4b31-88c6-aa3c172ccf2f",
+  "permission_mode": "default",
+  "effort": {
+    "level": "high"
+  },
+  "hook_event_name": "PreToolUse",
+  "tool_name": "Bash",
+  "tool_input": {
+    "command": "python3 -c 'print(6*7)'",
+    "description": "Compute with python"
+  },
+  "tool_use_id": "toolu_b68488c0ed6047bba47e6cb4"
+}
+"#;
+
+fn payload(i: usize) -> String {
+    PRE_TOOL_USE.replace("toolu_b68488c0ed6047bba47e6cb4", &format!("toolu_bench{i:019}"))
+}
+
+/// Spawns `cmd`, writes `stdin`, reads stdout to the end, waits; returns the elapsed time.
+fn spawn_once(cmd: &Path, args: &[&str], url: &str, stdin: &[u8]) -> anyhow::Result<(Duration, Vec<u8>)> {
+    let t = Instant::now();
+    let mut child = Command::new(cmd)
+        .args(args)
+        .env("AEP_BRIDGE_URL", url)
+        .env_remove("AEP_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot run {}", cmd.display()))?;
+    if let Some(mut i) = child.stdin.take() {
+        // A trivial process never reads: a broken pipe is expected there.
+        let _ = i.write_all(stdin);
+    }
+    let out = child.wait_with_output()?;
+    Ok((t.elapsed(), out.stdout))
+}
+
+fn ms(sorted: &[f64], q: f64) -> String {
+    format!("{:.3} ms", percentile(sorted, q))
+}
+
+/// Runs the bench.
+pub fn run(a: &HookArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(a.n > 0, "--n must be at least 1");
+    let hook = match &a.hook {
+        Some(h) => h.clone(),
+        None => std::env::current_exe()?.with_file_name("aep-hook"),
+    };
+    anyhow::ensure!(hook.is_file(), "no shim at {} (build it: cargo build -p aep-bridge --bins)", hook.display());
+    let scratch = super::Scratch::new("hook")?;
+    let bridge = InProcess::start(bench_config(scratch.path()), 2)?;
+    let url = bridge.url();
+    let result = measure(a, &hook, &url);
+    let agent = super::agent();
+    let text = scrape(&agent, &url).unwrap_or_default();
+    // Idle keep-alive connections would hold up the bridge's graceful shutdown.
+    drop(agent);
+    bridge.shutdown();
+    let (hooks, trivial, direct, replies) = result?;
+    let admitted = metric_sum(&text, "aep_bridge_events_in_total", &["input=\"hook\""]);
+    let rejected = metric_sum(&text, "aep_bridge_requests_rejected_total", &["receiver=\"hooks\""]);
+
+    println!(
+        "bench hook: n={} (+{} warmup) shim={} payload=claude-code PreToolUse ({} bytes)",
+        a.n,
+        a.warmup,
+        hook.display(),
+        PRE_TOOL_USE.len()
+    );
+    let row = |label: &str, v: &[f64], note: &str| {
+        line(label, &format!("p50 {}", ms(v, 50.0)), &format!("p99 {}  max {}  {note}", ms(v, 99.0), ms(v, 100.0)));
+    };
+    row("aep-hook end to end", &hooks, "");
+    row(&format!("baseline: spawn {}", a.trivial.display()), &trivial, "");
+    row("baseline: direct POST (keep-alive)", &direct, "no process");
+    let (p50, p99) = (percentile(&hooks, 50.0), percentile(&hooks, 99.0));
+    let (t50, t99) = (percentile(&trivial, 50.0), percentile(&trivial, 99.0));
+    line("shim over trivial spawn", &format!("p50 +{:.3} ms", p50 - t50), &format!("p99 +{:.3} ms", p99 - t99));
+    line(
+        "ratio shim / trivial spawn",
+        &format!("p50 {:.2}x", p50 / t50.max(1e-9)),
+        &format!("p99 {:.2}x", p99 / t99.max(1e-9)),
+    );
+    line("budget p50 < 2 ms", verdict(p50 < 2.0), "end to end, spawn included");
+    line("budget p99 < 5 ms", verdict(p99 < 5.0), "end to end, spawn included");
+    line(
+        "bridge admitted",
+        &format!("{admitted} events"),
+        &format!(
+            "from {} shim calls + {} direct POSTs; {rejected} refused; {replies} non-empty replies",
+            a.n + a.warmup,
+            a.n
+        ),
+    );
+    anyhow::ensure!(admitted > 0, "the shim never reached the bridge (it failed open every time)");
+    Ok(())
+}
+
+type Series = (Vec<f64>, Vec<f64>, Vec<f64>, usize);
+
+fn measure(a: &HookArgs, hook: &Path, url: &str) -> anyhow::Result<Series> {
+    let agent = super::agent();
+    let post = |body: &str| -> anyhow::Result<Duration> {
+        let t = Instant::now();
+        let mut resp = agent
+            .post(&format!("{url}/hooks/claude-code"))
+            .header("content-type", "application/json")
+            .send(body.as_bytes())?;
+        let _ = resp.body_mut().read_to_vec()?;
+        anyhow::ensure!(resp.status().as_u16() == 200, "direct POST answered {}", resp.status());
+        Ok(t.elapsed())
+    };
+    for i in 0..a.warmup {
+        spawn_once(hook, &["claude-code"], url, payload(i).as_bytes())?;
+        spawn_once(&a.trivial, &[], url, b"")?;
+    }
+    let (mut hooks, mut trivial, mut direct) = (Vec::new(), Vec::new(), Vec::new());
+    let mut replies = 0;
+    for i in 0..a.n {
+        let body = payload(a.warmup + i);
+        let (d, out) = spawn_once(hook, &["claude-code"], url, body.as_bytes())?;
+        hooks.push(d.as_secs_f64() * 1e3);
+        replies += usize::from(!out.is_empty());
+        trivial.push(spawn_once(&a.trivial, &[], url, body.as_bytes())?.0.as_secs_f64() * 1e3);
+        direct.push(post(&payload(a.warmup + a.n + i))?.as_secs_f64() * 1e3);
+    }
+    for v in [&mut hooks, &mut trivial, &mut direct] {
+        v.sort_by(f64::total_cmp);
+    }
+    Ok((hooks, trivial, direct, replies))
+}

@@ -1,0 +1,332 @@
+//! `aep-bridge bench otlp`: OTLP/HTTP protobuf log batches of Codex-shaped records
+//! (`codex.tool_result`, resource `service.name` `codex_exec`, as in the captures) to a
+//! child `aep-bridge serve`, whose CPU time (`/proc/<pid>/stat` utime + stime) gives
+//! records per CPU-second through decode, mapping, sequencing and JSONL. The same bodies
+//! then go to rotel (`rotel-agent --exporter blackhole`: decode only) as the baseline.
+
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::Args;
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
+use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use prost::Message as _;
+
+use super::{cpu_seconds, line, metric_sum, rate, scrape, verdict, wait_until};
+
+/// Arguments of `aep-bridge bench otlp`.
+#[derive(Debug, Clone, Args)]
+pub struct OtlpArgs {
+    /// Export requests sent.
+    #[arg(long, default_value_t = 200)]
+    pub batches: usize,
+    /// Log records per request.
+    #[arg(long, default_value_t = 500)]
+    pub records: usize,
+    /// Conversations the records are spread over.
+    #[arg(long, default_value_t = 8)]
+    pub sessions: usize,
+    /// The rotel-agent binary for the baseline: a path, `auto` (PATH, then the `rotel`
+    /// Python package), or `off`.
+    #[arg(long, default_value = "auto")]
+    pub rotel: String,
+}
+
+fn kv(key: &str, v: any_value::Value) -> KeyValue {
+    KeyValue { key: key.into(), value: Some(AnyValue { value: Some(v) }), ..Default::default() }
+}
+
+fn s(key: &str, v: impl Into<String>) -> KeyValue {
+    kv(key, any_value::Value::StringValue(v.into()))
+}
+
+/// Export request `b`: `records` Codex `codex.tool_result` log records.
+fn request(b: usize, records: usize, sessions: usize) -> ExportLogsServiceRequest {
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let resource = Resource {
+        attributes: vec![
+            s("host.name", "vm"),
+            s("service.name", "codex_exec"),
+            s("telemetry.sdk.language", "rust"),
+            s("telemetry.sdk.version", "0.31.0"),
+            s("env", "bench"),
+            s("telemetry.sdk.name", "opentelemetry"),
+            s("service.version", "0.171.0"),
+        ],
+        ..Default::default()
+    };
+    let log_records = (0..records)
+        .map(|i| {
+            let k = b * records + i;
+            let conv = format!("01a22aa0-0c16-7b32-bb14-{:012x}", k % sessions.max(1));
+            LogRecord {
+                observed_time_unix_nano: now + i as u64,
+                severity_number: 9,
+                severity_text: "INFO".into(),
+                flags: 1,
+                trace_id: (k as u128).to_be_bytes().to_vec(),
+                span_id: (k as u64 + 1).to_be_bytes().to_vec(),
+                event_name: "event otel/src/tool_result.rs:54".into(),
+                attributes: vec![
+                    s("event.name", "codex.tool_result"),
+                    s("tool_name", "exec_command"),
+                    s("tool_namespace", "functions"),
+                    s("call_id", format!("call_{k:020x}")),
+                    s("duration_ms", format!("{}", 40 + k % 100)),
+                    s("success", "true"),
+                    kv("output_truncated", any_value::Value::BoolValue(false)),
+                    s("agent_name", "/root"),
+                    s("arguments", "{\"cmd\": \"echo hi\", \"workdir\": \"/home/dev/agents/work/codex/project\"}"),
+                    s(
+                        "output",
+                        "Chunk ID: 62bb11\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 1\nOutput:\nhi\n",
+                    ),
+                    s("mcp_server", ""),
+                    s("mcp_server_origin", ""),
+                    s("event.timestamp", crate::time::rfc3339_ms(now / 1_000_000)),
+                    s("conversation.id", conv),
+                    s("app.version", "0.171.0"),
+                    s("originator", "codex_exec"),
+                    s("terminal.type", "xterm"),
+                    s("model", "gpt-5-codex-mock"),
+                    s("slug", "gpt-5-codex-mock"),
+                ],
+                ..Default::default()
+            }
+        })
+        .collect();
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(resource),
+            scope_logs: vec![ScopeLogs {
+                scope: Some(InstrumentationScope { name: "codex_otel.log_only".into(), ..Default::default() }),
+                log_records,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// Sends every batch to `{base}/v1/logs`; a 503/429 is retried after a short pause.
+/// Returns (wall seconds, retries).
+fn send_all(agent: &ureq::Agent, base: &str, a: &OtlpArgs) -> anyhow::Result<(f64, u64)> {
+    let t = Instant::now();
+    let mut retries = 0;
+    for b in 0..a.batches {
+        let body = request(b, a.records, a.sessions).encode_to_vec();
+        loop {
+            let mut resp = agent
+                .post(&format!("{base}/v1/logs"))
+                .header("content-type", "application/x-protobuf")
+                .send(&body[..])?;
+            let _ = resp.body_mut().read_to_vec();
+            match resp.status().as_u16() {
+                200 => break,
+                429 | 503 => {
+                    retries += 1;
+                    anyhow::ensure!(retries < 100_000, "the receiver keeps refusing");
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                s => anyhow::bail!("POST /v1/logs answered {s}"),
+            }
+        }
+    }
+    Ok((t.elapsed().as_secs_f64(), retries))
+}
+
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `aep-bridge serve` as a child; returns it with its HTTP address.
+fn start_bridge(data: &Path) -> anyhow::Result<(ChildGuard, String)> {
+    let exe = std::env::current_exe()?;
+    let mut child = Command::new(&exe)
+        .args(["serve", "--listen", "127.0.0.1:0", "--otlp-grpc", "", "--otlp-http", ""])
+        .arg("--data-dir")
+        .arg(data)
+        .env("AEP_BRIDGE_LOG", "warn")
+        .env_remove("AEP_BRIDGE_CONFIG")
+        .env_remove("AEP_BRIDGE_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot run {} serve", exe.display()))?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let guard = ChildGuard(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        while let Some(Ok(l)) = lines.next() {
+            if let Some(addr) = l.split_whitespace().find_map(|w| w.strip_prefix("http=")) {
+                let _ = tx.send(addr.to_owned());
+            }
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(15)).context("the child bridge did not print its address")?;
+    Ok((guard, format!("http://{addr}")))
+}
+
+fn find_rotel(spec: &str) -> Option<PathBuf> {
+    match spec {
+        "off" | "" => None,
+        "auto" => {
+            if let Some(p) = std::env::var_os("PATH")
+                .and_then(|p| std::env::split_paths(&p).map(|d| d.join("rotel-agent")).find(|c| c.is_file()))
+            {
+                return Some(p);
+            }
+            let out = Command::new("python3")
+                .args(["-c", "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))"])
+                .stderr(Stdio::null())
+                .output()
+                .ok()?;
+            let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+            p.is_file().then_some(p)
+        }
+        p => Some(PathBuf::from(p)),
+    }
+}
+
+/// Runs rotel with the blackhole exporter on the same bodies; returns (records/CPU-s, wall s).
+fn rotel_baseline(bin: &Path, dir: &Path, a: &OtlpArgs) -> anyhow::Result<(f64, f64, f64)> {
+    let (http, grpc) = (super::free_port()?, super::free_port()?);
+    let child = Command::new(bin)
+        .arg("start")
+        .args(["--otlp-http-endpoint", &format!("127.0.0.1:{http}")])
+        .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc}")])
+        .args(["--exporter", "blackhole"])
+        .arg("--pid-file")
+        .arg(dir.join("rotel.pid"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot run {}", bin.display()))?;
+    let pid = child.id();
+    let _guard = ChildGuard(child);
+    let up = wait_until(Duration::from_secs(15), || std::net::TcpStream::connect(("127.0.0.1", http)).is_ok());
+    anyhow::ensure!(up, "rotel did not listen on 127.0.0.1:{http}");
+    let agent = super::agent();
+    let base = format!("http://127.0.0.1:{http}");
+    send_all(&agent, &base, &OtlpArgs { batches: 2, ..a.clone() })?;
+    let cpu0 = cpu_seconds(Some(pid)).context("rotel cpu")?;
+    let (wall, _) = send_all(&agent, &base, a)?;
+    std::thread::sleep(Duration::from_millis(200));
+    let cpu = cpu_seconds(Some(pid)).context("rotel cpu")? - cpu0;
+    let n = (a.batches * a.records) as f64;
+    Ok((n / cpu.max(1e-9), cpu, wall))
+}
+
+/// Runs the bench.
+pub fn run(a: &OtlpArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(a.batches > 0 && a.records > 0, "--batches and --records must be at least 1");
+    let scratch = super::Scratch::new("otlp")?;
+    let (child, url) = start_bridge(&scratch.path().join("data"))?;
+    let pid = child.0.id();
+    let agent = super::agent();
+    let body_len = request(0, a.records, a.sessions).encode_to_vec().len();
+    println!(
+        "bench otlp: batches={} records={} ({} KiB protobuf per request) sessions={} -> child aep-bridge serve (pid {pid})",
+        a.batches,
+        a.records,
+        body_len / 1024,
+        a.sessions
+    );
+    // Warm up: connections, allocator, profile detection.
+    send_all(&agent, &url, &OtlpArgs { batches: 2, ..a.clone() })?;
+    let settled = |agent: &ureq::Agent| -> anyhow::Result<(u64, u64, u64)> {
+        // Quiet: the JSONL sink has everything the OTLP queue admitted.
+        let mut last = (u64::MAX, Instant::now());
+        let mut out = (0, 0, 0);
+        wait_until(Duration::from_secs(120), || {
+            let Ok(t) = scrape(agent, &url) else { return false };
+            let ins = metric_sum(&t, "aep_bridge_events_in_total", &["input=\"otlp\""]);
+            let outs = metric_sum(&t, "aep_bridge_events_out_total", &["sink=\"jsonl\""]);
+            let dropped = metric_sum(&t, "aep_bridge_events_dropped_total", &["sink=\"jsonl\""]);
+            out = (ins, outs, dropped);
+            if ins != last.0 {
+                last = (ins, Instant::now());
+            }
+            outs + dropped >= ins && last.1.elapsed() > Duration::from_millis(300)
+        });
+        Ok(out)
+    };
+    let (in0, out0, drop0) = settled(&agent)?;
+    let cpu0 = cpu_seconds(Some(pid)).context("cannot read the child's CPU time")?;
+    let (wall, retries) = send_all(&agent, &url, a)?;
+    let (in1, out1, drop1) = settled(&agent)?;
+    let cpu = cpu_seconds(Some(pid)).context("cannot read the child's CPU time")? - cpu0;
+    let rss = super::proc_status_bytes(Some(pid), "VmHWM").unwrap_or(0);
+    drop(child);
+    let n = (a.batches * a.records) as f64;
+    let per_cpu = n / cpu.max(1e-9);
+    if cpu < 0.05 {
+        line("bridge: records per CPU-second", "too short", "under 0.05 CPU-s: raise --batches");
+    }
+    line(
+        "bridge: records per CPU-second",
+        &rate(per_cpu, "rec/CPU-s"),
+        &format!("target >= 250k: {} ({cpu:.2} CPU-s for {n:.0} records)", verdict(per_cpu >= 250_000.0)),
+    );
+    line(
+        "bridge: wall rate (sequential client)",
+        &rate(n / wall, "rec/s"),
+        &format!("{retries} retried 503s; peak RSS {}", super::mib(rss)),
+    );
+    line(
+        "bridge: events to JSONL",
+        &format!("{}", out1 - out0),
+        &format!("pipeline admitted {}, sink dropped {}", in1 - in0, drop1 - drop0),
+    );
+    anyhow::ensure!(in1 > in0, "the bridge mapped no record to an event (profile detection failed?)");
+    match find_rotel(&a.rotel) {
+        None => line(
+            "baseline: rotel (decode only)",
+            "skipped",
+            "rotel-agent not found (pip install --pre rotel==0.0.1a15)",
+        ),
+        Some(bin) => match rotel_baseline(&bin, scratch.path(), a) {
+            Ok((_, rcpu, _)) if rcpu < 0.05 => {
+                line("baseline: rotel blackhole (decode only)", "too short", "under 0.05 CPU-s: raise --batches")
+            }
+            Ok((r, rcpu, rwall)) => {
+                line(
+                    "baseline: rotel blackhole (decode only)",
+                    &rate(r, "rec/CPU-s"),
+                    &format!("{rcpu:.2} CPU-s, wall {:.0} rec/s; bridge at {:.2}x of it", n / rwall, per_cpu / r),
+                );
+            }
+            Err(e) => line("baseline: rotel (decode only)", "failed", &format!("{e:#}")),
+        },
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_through_the_receiver_conversion() {
+        let req = request(3, 5, 2);
+        let bytes = req.encode_to_vec();
+        let back = ExportLogsServiceRequest::decode(&bytes[..]).unwrap();
+        let recs = aep_receivers::otlp::to_otel_records(&back);
+        assert_eq!(recs.len(), 5);
+        assert_eq!(recs[0].service_name(), Some("codex_exec"));
+    }
+}
