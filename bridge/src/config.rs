@@ -344,6 +344,14 @@ impl Config {
         for (key, message) in self.export.check() {
             bad(&format!("export.{key}"), message);
         }
+        for vendor in self.control.gates.keys() {
+            if crate::control::gate_moment(vendor).is_none() {
+                bad(
+                    &format!("control.gates.{vendor}"),
+                    "no opt-in gate for this vendor (vscode, kimi-code, hermes, pi)".into(),
+                );
+            }
+        }
         if self.control.attention_timeout_secs == 0 || self.control.attention_timeout_secs > 3600 {
             bad("control.attention_timeout_secs", "must be between 1 and 3600".into());
         }

@@ -91,8 +91,50 @@ pub fn holdable(vendor: &str, hook: &str) -> bool {
         "claude-code" => matches!(hook, "PermissionRequest" | "Elicitation"),
         "codex" | "qwen-code" => hook == "PermissionRequest",
         "opencode" | "kilocode" => matches!(hook, "permission.ask" | "permission_ask"),
-        _ => false,
+        _ => gate_moment(vendor) == Some(hook),
     }
+}
+
+/// The blockable pre-tool moment of a vendor whose permission gate is opt-in
+/// (`[control.gates]`): the bridge raises and holds the request itself there.
+pub fn gate_moment(vendor: &str) -> Option<&'static str> {
+    match vendor {
+        "vscode" | "kimi-code" => Some("PreToolUse"),
+        "hermes" => Some("pre_tool_call"),
+        "pi" => Some("tool_call"),
+        _ => None,
+    }
+}
+
+/// The tool name of a pre-tool payload, whatever the vendor calls the field.
+pub fn tool_of(payload: &Value) -> Option<&str> {
+    ["tool_name", "toolName", "tool"]
+        .iter()
+        .find_map(|k| payload.get(*k).and_then(Value::as_str))
+        .or_else(|| payload.pointer("/event/toolName").and_then(Value::as_str))
+}
+
+/// The request an opt-in gate raises (AEP-0004 §5: the core verb, no vendor verb minted).
+/// VS Code offers its own third decision, `ask` (escalate to its own approval flow).
+pub fn gate_request(
+    vendor: &str,
+    tool: &str,
+    payload: &Value,
+    session: Option<String>,
+    run: Option<String>,
+    cx: &MapContext,
+) -> EventDraft {
+    let input = payload.get("tool_input").or_else(|| payload.get("args")).or_else(|| payload.pointer("/event/input"));
+    let mut d = aep_adapters::common::permission_request(vendor, tool, input, cx);
+    if vendor == "vscode" {
+        d.data.insert(
+            "options".into(),
+            json!([{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}, {"id": "ask", "label": "Ask in VS Code"}]),
+        );
+    }
+    d.session = session;
+    d.run = run;
+    d
 }
 
 impl ControlLoop {
@@ -209,7 +251,9 @@ impl ControlLoop {
         let session = cmd.session.clone().unwrap_or_default();
         let agent = self.owned.lock().ok().and_then(|o| o.get(&session).cloned())?;
         if !ACCEPTS.contains(&cmd.r#type.as_str()) {
-            return self.reject(&agent, &session, cmd, "unsupported", format!("{} is not accepted here", cmd.r#type)).await;
+            return self
+                .reject(&agent, &session, cmd, "unsupported", format!("{} is not accepted here", cmd.r#type))
+                .await;
         }
         let request = cmd.subject.clone().or_else(|| cmd.cause.clone()).unwrap_or_default();
         // The hook may still be registering its waiter (the request is fanned out before the
@@ -227,7 +271,13 @@ impl ControlLoop {
         };
         let Some(pending) = pending else {
             return self
-                .reject(&agent, &session, cmd, "invalid", format!("no pending attention request {request:?} in this session"))
+                .reject(
+                    &agent,
+                    &session,
+                    cmd,
+                    "invalid",
+                    format!("no pending attention request {request:?} in this session"),
+                )
                 .await;
         };
         let answer = cmd.data.as_ref().and_then(|d| d.get("answer")).cloned().unwrap_or(Value::Null);
@@ -237,7 +287,9 @@ impl ControlLoop {
             Err(why) => return self.reject(&pending.agent, &session, cmd, "invalid", why).await,
         };
         let Some(waiter) = self.waiters.lock().ok().and_then(|mut w| w.remove(&request)) else {
-            return self.reject(&pending.agent, &session, cmd, "invalid", "the request was settled meanwhile".into()).await;
+            return self
+                .reject(&pending.agent, &session, cmd, "invalid", "the request was settled meanwhile".into())
+                .await;
         };
         let mut accepted = EventDraft::new("control.accepted", Capture::Metadata);
         accepted.session = Some(session.clone());
@@ -251,7 +303,8 @@ impl ControlLoop {
         resolved.cause = Some(cmd.id.clone());
         resolved.data.insert("resolution".into(), json!("answered"));
         resolved.data.insert("latency_ms".into(), json!(now_ms().saturating_sub(pending.since_ms)));
-        let stamped = self.pipeline.submit_drafts("control", &pending.agent, vec![accepted, answered, resolved]).await.ok()?;
+        let stamped =
+            self.pipeline.submit_drafts("control", &pending.agent, vec![accepted, answered, resolved]).await.ok()?;
         self.book.observe(&stamped, now_ms());
         let _ = waiter.tx.send(Outcome::Answer(applied));
         stamped.into_iter().next()
@@ -293,7 +346,14 @@ impl ControlLoop {
         d
     }
 
-    async fn reject(&self, agent: &str, session: &str, cmd: &Event, reason: &str, detail: String) -> Option<Arc<Stamped>> {
+    async fn reject(
+        &self,
+        agent: &str,
+        session: &str,
+        cmd: &Event,
+        reason: &str,
+        detail: String,
+    ) -> Option<Arc<Stamped>> {
         let mut d = EventDraft::new("control.rejected", Capture::Metadata);
         d.session = Some(session.to_owned());
         d.cause = Some(cmd.id.clone());
@@ -383,7 +443,9 @@ pub fn vendor_reply(vendor: &str, hook: &str, payload: &Value, p: &Pending, a: &
                 "decision": {"behavior": "allow", "updatedInput": Value::Object(updated)}}})
         }
         ("claude-code", "Elicitation") => match &a.values {
-            Some(v) => json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": v}}),
+            Some(v) => {
+                json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": v}})
+            }
             None => json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "decline"}}),
         },
         ("claude-code" | "codex" | "qwen-code", _) => {
@@ -393,6 +455,31 @@ pub fn vendor_reply(vendor: &str, hook: &str, payload: &Value, p: &Pending, a: &
                 json!({"behavior": "deny", "message": a.text.clone().unwrap_or_else(|| "Denied via AEP attention loop".into())})
             };
             json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}})
+        }
+        ("vscode", _) => {
+            let decision = match a.option.as_deref() {
+                Some("allow") => "allow",
+                Some("ask") => "ask",
+                _ => "deny",
+            };
+            let mut out = json!({"hookEventName": "PreToolUse", "permissionDecision": decision});
+            if decision == "deny" {
+                out["permissionDecisionReason"] =
+                    json!(a.text.clone().unwrap_or_else(|| "Denied via AEP attention loop".into()));
+            }
+            json!({ "hookSpecificOutput": out })
+        }
+        // Kimi's decision surface is binary: allow is "no hook objection".
+        ("kimi-code", _) if allow => json!({}),
+        ("kimi-code", _) => json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+            "permissionDecisionReason": a.text.clone().unwrap_or_else(|| "Denied via AEP attention loop".into())}}),
+        ("hermes", _) if allow => json!({}),
+        ("hermes", _) => {
+            json!({"action": "block", "message": a.text.clone().unwrap_or_else(|| "Denied via AEP attention loop".into())})
+        }
+        ("pi", _) if allow => json!({}),
+        ("pi", _) => {
+            json!({"block": true, "reason": a.text.clone().unwrap_or_else(|| "Denied via AEP attention loop".into())})
         }
         ("opencode" | "kilocode", _) => {
             let mut r = json!({"status": if allow { "allow" } else { "deny" }});
@@ -490,7 +577,10 @@ mod tests {
     fn text_answers_follow_aep_0008() {
         let p = pending("permission", Value::Null);
         assert_eq!(apply(&p, &json!({"option": "allow"})).unwrap().option.as_deref(), Some("allow"));
-        assert_eq!(apply(&p, &json!({"text": "  ALLOW "})).unwrap(), Applied { option: Some("allow".into()), ..Default::default() });
+        assert_eq!(
+            apply(&p, &json!({"text": "  ALLOW "})).unwrap(),
+            Applied { option: Some("allow".into()), ..Default::default() }
+        );
         assert_eq!(apply(&p, &json!({"text": "deny"})).unwrap().option.as_deref(), Some("deny"));
         let guided = apply(&p, &json!({"text": "use cargo instead"})).unwrap();
         assert_eq!((guided.option.as_deref(), guided.text.as_deref()), (Some("deny"), Some("use cargo instead")));
@@ -505,21 +595,52 @@ mod tests {
         let p = pending("form", fields);
         assert!(apply(&p, &json!({"values": {}})).is_err(), "missing required field");
         let a = apply(&p, &json!({"values": {"1": "2"}})).unwrap();
-        let input = json!({"questions": [{"question": "Which db?", "options": [{"label": "Postgres"}, {"label": "SQLite"}]}]});
-        let reply: Value = serde_json::from_slice(&vendor_reply("claude-code", "PermissionRequest", &json!({"tool_input": input}), &p, &a)).unwrap();
+        let input =
+            json!({"questions": [{"question": "Which db?", "options": [{"label": "Postgres"}, {"label": "SQLite"}]}]});
+        let reply: Value = serde_json::from_slice(&vendor_reply(
+            "claude-code",
+            "PermissionRequest",
+            &json!({"tool_input": input}),
+            &p,
+            &a,
+        ))
+        .unwrap();
         assert_eq!(reply["hookSpecificOutput"]["decision"]["behavior"], "allow");
         assert_eq!(reply["hookSpecificOutput"]["decision"]["updatedInput"]["answers"]["Which db?"], "SQLite");
         assert_eq!(reply["hookSpecificOutput"]["decision"]["updatedInput"]["questions"][0]["question"], "Which db?");
     }
 
     #[test]
+    fn gated_vendors_reply_in_their_own_shape() {
+        let p = pending("permission", Value::Null);
+        let deny = Applied { option: Some("deny".into()), text: Some("not now".into()), values: None };
+        let allow = Applied { option: Some("allow".into()), ..Default::default() };
+        let ask = Applied { option: Some("ask".into()), ..Default::default() };
+        let r = |v: &str, h: &str, a: &Applied| -> Value {
+            serde_json::from_slice(&vendor_reply(v, h, &json!({}), &p, a)).unwrap()
+        };
+        assert_eq!(r("vscode", "PreToolUse", &ask)["hookSpecificOutput"]["permissionDecision"], "ask");
+        assert_eq!(r("vscode", "PreToolUse", &deny)["hookSpecificOutput"]["permissionDecisionReason"], "not now");
+        assert_eq!(r("kimi-code", "PreToolUse", &allow), json!({}));
+        assert_eq!(r("hermes", "pre_tool_call", &deny), json!({"action": "block", "message": "not now"}));
+        assert_eq!(r("pi", "tool_call", &deny), json!({"block": true, "reason": "not now"}));
+        assert!(holdable("hermes", "pre_tool_call") && !holdable("hermes", "post_tool_call"));
+        assert_eq!(tool_of(&json!({"toolName": "bash"})), Some("bash"));
+    }
+
+    #[test]
     fn permission_replies_in_each_vendor_shape() {
         let p = pending("permission", Value::Null);
         let deny = Applied { option: Some("deny".into()), text: Some("no".into()), values: None };
-        let cc: Value = serde_json::from_slice(&vendor_reply("codex", "PermissionRequest", &json!({}), &p, &deny)).unwrap();
-        assert_eq!(cc, json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "deny", "message": "no"}}}));
+        let cc: Value =
+            serde_json::from_slice(&vendor_reply("codex", "PermissionRequest", &json!({}), &p, &deny)).unwrap();
+        assert_eq!(
+            cc,
+            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "deny", "message": "no"}}})
+        );
         let allow = Applied { option: Some("allow".into()), ..Default::default() };
-        let oc: Value = serde_json::from_slice(&vendor_reply("opencode", "permission.ask", &json!({}), &p, &allow)).unwrap();
+        let oc: Value =
+            serde_json::from_slice(&vendor_reply("opencode", "permission.ask", &json!({}), &p, &allow)).unwrap();
         assert_eq!(oc, json!({"status": "allow"}));
     }
 }

@@ -27,6 +27,7 @@ pub struct BridgeHooks {
     metrics: Arc<Metrics>,
     attention: Arc<AttentionBook>,
     control: Option<Arc<ControlLoop>>,
+    gates: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Default)]
@@ -92,7 +93,14 @@ impl BridgeHooks {
             metrics,
             attention: Arc::new(AttentionBook::default()),
             control: None,
+            gates: Default::default(),
         }
+    }
+
+    /// Enables the opt-in permission gates: vendor -> tool names (empty = every tool).
+    pub fn with_gates(mut self, gates: std::collections::BTreeMap<String, Vec<String>>) -> Self {
+        self.gates = gates;
+        self
     }
 
     /// Attaches the control loop: held moments wait for an answer.
@@ -150,6 +158,18 @@ impl HookHandler for BridgeHooks {
         let call = HookCall { event: event.as_deref(), payload: &payload };
         let hook = adapter.hook_name(&call).map_err(|e| HookError::Unmappable(e.to_string()))?;
         let mut drafts = self.map(adapter.as_ref(), &call)?;
+        // Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes
+        // an answerable permission request, scoped by tool name.
+        if self.control.is_some()
+            && crate::control::gate_moment(adapter.vendor()) == Some(hook.as_str())
+            && let Some(tools) = self.gates.get(adapter.vendor())
+            && let Some(tool) = crate::control::tool_of(&payload)
+            && (tools.is_empty() || tools.iter().any(|t| t == tool))
+        {
+            let session = drafts.iter().find_map(|d| d.session.clone()).or_else(|| adapter.session_id(&call));
+            let run = drafts.iter().find_map(|d| d.run.clone());
+            drafts.push(crate::control::gate_request(adapter.vendor(), tool, &payload, session, run, &self.cx));
+        }
         let now = crate::time::unix_ms(std::time::SystemTime::now());
         let settled = self.attention.settle(adapter.vendor(), &mut drafts, now);
         let stamped = self
@@ -165,12 +185,23 @@ impl HookHandler for BridgeHooks {
         // Hold the reply when this moment raised a request answerable over control.
         let held = stamped.iter().find(|s| {
             s.event.r#type == "attention.requested"
-                && s.event.data.as_ref().and_then(|d| d.get("respond_via")).and_then(Value::as_array).is_some_and(|v| v.iter().any(|x| x == "control"))
+                && s.event
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("respond_via"))
+                    .and_then(Value::as_array)
+                    .is_some_and(|v| v.iter().any(|x| x == "control"))
         });
         if let Some(req) = held.filter(|_| crate::control::holdable(adapter.vendor(), &hook)) {
             let pending = self.attention.get(&req.event.id);
             if let (Some(applied), Some(p)) = (control.hold(&req.event).await, pending) {
-                return Ok(HookReply::new(crate::control::vendor_reply(adapter.vendor(), &hook, &payload, &p, &applied)));
+                return Ok(HookReply::new(crate::control::vendor_reply(
+                    adapter.vendor(),
+                    &hook,
+                    &payload,
+                    &p,
+                    &applied,
+                )));
             }
         }
         Ok(neutral)

@@ -187,13 +187,7 @@ pub async fn serve(
                 tokio::spawn(c.command(cmd));
             }
         }));
-        relay_tasks.push(tokio::spawn(relay::run(
-            rx,
-            opts,
-            relay_status.clone(),
-            metrics.clone(),
-            shutdown.clone(),
-        )));
+        relay_tasks.push(tokio::spawn(relay::run(rx, opts, relay_status.clone(), metrics.clone(), shutdown.clone())));
         builder = builder.sink(SinkTx { name: "relay", tx });
     }
     let (export_sinks, export_tasks) =
@@ -230,7 +224,8 @@ pub async fn serve(
     }
     let hooks = Arc::new(
         BridgeHooks::new(pipeline.clone(), aep_adapters::vendors::all(), map_context(&cfg), token.clone())
-            .with_control(attention, control.clone()),
+            .with_control(attention, control.clone())
+            .with_gates(cfg.control.gates.clone()),
     );
     let app_state =
         AppState { metrics: metrics.clone(), relay: relay_status.clone(), relay_required: cfg.relay.required };

@@ -34,8 +34,13 @@ impl Phone {
         let mut p = Phone { ws };
         let h = p.next(|v| v["type"] == "hello").await;
         assert_eq!(h["versions"], json!(["0.1"]));
-        p.ws.send(Message::text(json!({"type": "subscribe", "id": "all", "from": "all",
-            "filter": {"type": ["attention.*", "control.*"]}}).to_string())).await.unwrap();
+        p.ws.send(Message::text(
+            json!({"type": "subscribe", "id": "all", "from": "all",
+            "filter": {"type": ["attention.*", "control.*"]}})
+            .to_string(),
+        ))
+        .await
+        .unwrap();
         p.next(|v| v["type"] == "subscribed").await;
         p
     }
@@ -129,7 +134,10 @@ async fn allow_from_the_phone_releases_the_held_hook() {
     let (code, out) = shim.await.unwrap();
     assert_eq!(code, 0);
     let reply: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(reply, json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}}));
+    assert_eq!(
+        reply,
+        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}})
+    );
 
     // A retransmitted command is re-acked byte-identically and applied once.
     phone.respond("cmd-allow", &req, json!({"option": "allow"})).await;
@@ -158,9 +166,15 @@ async fn free_text_denies_with_the_text_as_the_reason_and_option_words_count() {
     phone.respond("cmd-text", &req, json!({"text": "use the test runner instead"})).await;
     let answered = phone.next(|v| v["type"] == "attention.answered").await;
     assert_eq!(answered["data"]["answer"]["option"], "deny");
-    assert_eq!(answered["data"]["answer"]["text"], "use the test runner instead", "text survives at the redacted attention ceiling");
+    assert_eq!(
+        answered["data"]["answer"]["text"], "use the test runner instead",
+        "text survives at the redacted attention ceiling"
+    );
     let reply: Value = serde_json::from_str(&shim.await.unwrap().1).unwrap();
-    assert_eq!(reply["hookSpecificOutput"]["decision"], json!({"behavior": "deny", "message": "use the test runner instead"}));
+    assert_eq!(
+        reply["hookSpecificOutput"]["decision"],
+        json!({"behavior": "deny", "message": "use the test runner instead"})
+    );
 
     // An option word sent as text is that option.
     let shim = spawn_shim(b.url(), "claude-code", cc_permission());
@@ -171,7 +185,8 @@ async fn free_text_denies_with_the_text_as_the_reason_and_option_words_count() {
 
     // Plain deny option: the canned message.
     let shim = spawn_shim(b.url(), "claude-code", cc_permission());
-    let req3 = phone.next(|v| v["type"] == "attention.requested" && v["id"] != req["id"] && v["id"] != req2["id"]).await;
+    let req3 =
+        phone.next(|v| v["type"] == "attention.requested" && v["id"] != req["id"] && v["id"] != req2["id"]).await;
     phone.respond("cmd-deny", &req3, json!({"option": "deny"})).await;
     let reply: Value = serde_json::from_str(&shim.await.unwrap().1).unwrap();
     assert_eq!(reply["hookSpecificOutput"]["decision"]["behavior"], "deny");
@@ -268,7 +283,10 @@ async fn elicitation_is_answered_with_accept_and_content() {
     phone.respond("cmd-e1", &req, json!({"values": {field.clone(): "teal"}})).await;
     phone.next(|v| v["type"] == "control.accepted").await;
     let reply: Value = serde_json::from_str(&shim.await.unwrap().1).unwrap();
-    assert_eq!(reply["hookSpecificOutput"], json!({"hookEventName": "Elicitation", "action": "accept", "content": {field: "teal"}}));
+    assert_eq!(
+        reply["hookSpecificOutput"],
+        json!({"hookEventName": "Elicitation", "action": "accept", "content": {field: "teal"}})
+    );
     b.shutdown().await;
 }
 
@@ -285,7 +303,10 @@ async fn the_agents_own_dialog_settles_a_pending_request() {
     let (code, out) = spawn_shim(b.url(), "claude-code", post).await.unwrap();
     assert_eq!((code, out.as_str()), (0, ""));
     let resolved = phone.next(|v| v["type"] == "attention.resolved").await;
-    assert_eq!((resolved["subject"].clone(), resolved["data"]["resolution"].clone()), (req["id"].clone(), json!("dismissed")));
+    assert_eq!(
+        (resolved["subject"].clone(), resolved["data"]["resolution"].clone()),
+        (req["id"].clone(), json!("dismissed"))
+    );
     let (code, out) = shim.await.unwrap();
     assert_eq!((code, out.as_str()), (0, ""), "the held hook is freed with the neutral reply");
     // A late answer for the settled request is refused, never applied.
@@ -295,4 +316,35 @@ async fn the_agents_own_dialog_settles_a_pending_request() {
     b.shutdown().await;
     let events = log(dir.path(), "claude-code", req["session"].as_str().unwrap());
     assert_eq!(events.iter().filter(|e| e["type"] == "attention.resolved").count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opt_in_gates_hold_only_the_configured_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.server.token = TOKEN.into();
+    cfg.control.gates.insert("vscode".into(), vec!["runInTerminal".into()]);
+    cfg.control.gates.insert("hermes".into(), vec![]);
+    let b = start(cfg).await;
+    let mut phone = Phone::connect(b.bound.http, Some(TOKEN)).await;
+    // An ungated tool is not held.
+    let free = json!({"hook_event_name": "PreToolUse", "session_id": "vs-1", "tool_name": "readFile", "tool_input": {"path": "a"}});
+    assert_eq!(spawn_shim(b.url(), "vscode", free).await.unwrap(), (0, String::new()));
+    // The gated one is, with VS Code's own third decision `ask`.
+    let gated = json!({"hook_event_name": "PreToolUse", "session_id": "vs-1", "tool_name": "runInTerminal", "tool_input": {"command": "make"}});
+    let shim = spawn_shim(b.url(), "vscode", gated);
+    let req = phone.next(|v| v["type"] == "attention.requested" && v["agent"] == "vscode").await;
+    assert_eq!(req["subject"], "runInTerminal");
+    assert!(req["data"]["options"].as_array().unwrap().iter().any(|o| o["id"] == "ask"));
+    phone.respond("cmd-vs", &req, json!({"option": "ask"})).await;
+    let reply: Value = serde_json::from_str(&shim.await.unwrap().1).unwrap();
+    assert_eq!(reply, json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask"}}));
+    // Hermes (every tool gated): a deny is the vendor's block contract.
+    let pre = json!({"hook_event_name": "pre_tool_call", "session_id": "h-1", "tool_name": "terminal", "args": {"command": "rm -rf /"}});
+    let shim = spawn_shim(b.url(), "hermes", pre);
+    let req = phone.next(|v| v["type"] == "attention.requested" && v["agent"] == "hermes").await;
+    phone.respond("cmd-h", &req, json!({"option": "deny"})).await;
+    let reply: Value = serde_json::from_str(&shim.await.unwrap().1).unwrap();
+    assert_eq!(reply["action"], "block");
+    b.shutdown().await;
 }
