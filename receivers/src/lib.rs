@@ -2,4 +2,5 @@
 //! collector's ingest. Receivers decode and check what arrives and hand it to the bridge
 //! through small handler traits; they hold no pipeline logic of their own.
 
+pub mod hooks;
 pub mod otlp;
