@@ -129,11 +129,11 @@ pub fn run(args: ProjectArgs) -> i32 {
     };
     let text = project(&args, &events);
     let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("aep-bridge project: stdout: {e}");
-            return 2;
-        }
+    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("aep-bridge project: stdout: {e}");
+        return 2;
     }
     i32::from(bad > 0)
 }

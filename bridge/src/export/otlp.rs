@@ -570,7 +570,7 @@ mod tests {
         assert!(spans.len() >= 3, "{spans:?}");
         let json = traces_request(&spans);
         let req = traces_from_json(json.clone()).unwrap();
-        let got: Vec<&crate::export::otlp::opentelemetry_proto_span::Span> =
+        let got: Vec<&opentelemetry_proto::tonic::trace::v1::Span> =
             req.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
         assert_eq!(got.len(), spans.len());
         assert!(got.iter().all(|s| s.trace_id.len() == 16 && s.span_id.len() == 8 && s.end_time_unix_nano > 0));
@@ -626,6 +626,3 @@ mod tests {
         assert_eq!(partial_from_reply(Signal::Traces, &r).rejected, 3);
     }
 }
-
-#[cfg(test)]
-pub(crate) use opentelemetry_proto::tonic::trace::v1 as opentelemetry_proto_span;
