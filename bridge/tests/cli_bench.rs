@@ -1,0 +1,80 @@
+//! Smoke tests of `aep-bridge bench ...`: each bench runs with a tiny load, completes, and
+//! prints its report lines. Wall-clock figures are never asserted, only the counts the
+//! benches check themselves (nothing lost between what was pushed and what arrived).
+
+use std::process::Command;
+
+fn bench(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
+        .arg("bench")
+        .args(args)
+        .env_remove("AEP_BRIDGE_CONFIG")
+        .output()
+        .expect("cannot run aep-bridge");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "bench {args:?} failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The report line starting with `label` (after the indent).
+fn report_line<'a>(report: &'a str, label: &str) -> &'a str {
+    report.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("no {label:?} in:\n{report}"))
+}
+
+fn has_verdict(l: &str) -> bool {
+    l.contains("PASS") || l.contains("MISS")
+}
+
+#[test]
+fn pipeline_bench_writes_every_event_and_reports_rss() {
+    let r = bench(&["pipeline", "--events", "3000", "--rate", "2000", "--secs", "0.5", "--sessions", "3"]);
+    assert!(has_verdict(report_line(&r, "idle RSS")), "{r}");
+    assert!(has_verdict(report_line(&r, "RSS while sustaining")), "{r}");
+    assert!(has_verdict(report_line(&r, "max rate")), "{r}");
+    report_line(&r, "peak RSS");
+    report_line(&r, "baseline: pipeline without sinks");
+    report_line(&r, "baseline: raw write()");
+    // 1000 sustained + 3000 max-rate events, all on disk.
+    let disk = report_line(&r, "JSONL lines on disk");
+    assert!(disk.contains(" 4000 ") && disk.contains("dropped 0"), "{disk}");
+}
+
+#[test]
+fn hook_bench_reaches_the_bridge_through_the_real_shim() {
+    let r = bench(&["hook", "--n", "5", "--warmup", "1"]);
+    report_line(&r, "aep-hook end to end");
+    report_line(&r, "baseline: spawn");
+    report_line(&r, "baseline: direct POST");
+    assert!(has_verdict(report_line(&r, "budget p50")), "{r}");
+    assert!(has_verdict(report_line(&r, "budget p99")), "{r}");
+    let admitted = report_line(&r, "bridge admitted");
+    let n: u64 = admitted.split_whitespace().nth(2).and_then(|v| v.parse().ok()).unwrap_or(0);
+    // Six shim calls and five direct POSTs, each mapped to at least one event.
+    assert!(n >= 11, "{admitted}");
+    assert!(admitted.contains("0 refused"), "{admitted}");
+}
+
+#[test]
+fn collector_bench_delivers_every_event_to_every_subscriber() {
+    let r = bench(&["collector", "--events", "600", "--batch", "100", "--subscribers", "2"]);
+    assert!(has_verdict(report_line(&r, "ingest with 2 subscribers")), "{r}");
+    report_line(&r, "baseline: ingest, no subscriber");
+    report_line(&r, "baseline: parse+validate only");
+    assert!(report_line(&r, "delivery delay").contains("p99"), "{r}");
+    let delivered = report_line(&r, "delivered per subscriber");
+    assert!(delivered.contains("600..600"), "{delivered}");
+}
+
+#[test]
+fn otlp_bench_maps_every_record_into_the_jsonl_log() {
+    let r = bench(&["otlp", "--batches", "4", "--records", "50", "--rotel", "off"]);
+    report_line(&r, "bridge: records per CPU-second");
+    let jsonl = report_line(&r, "bridge: events to JSONL");
+    assert!(jsonl.contains(" 200 ") && jsonl.contains("admitted 200,") && jsonl.contains("dropped 0"), "{jsonl}");
+    assert!(report_line(&r, "baseline: rotel").contains("skipped"), "{r}");
+}
