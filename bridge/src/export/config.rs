@@ -7,7 +7,7 @@ use aep_schemas::Capture;
 use serde::Deserialize;
 
 /// `[export]`: which exporters run. Each is off until it has an endpoint (or a file).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExportConfig {
     /// `[export.otlp]`: OTLP logs and synthesized spans.
@@ -47,7 +47,7 @@ pub enum Compression {
 }
 
 /// `[export.otlp]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OtlpConfig {
     /// Base URL of the OTLP peer (`http://127.0.0.1:4317` for gRPC, `http://127.0.0.1:4318`
@@ -111,7 +111,7 @@ pub enum CeMode {
 }
 
 /// `[export.cloudevents]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CloudEventsConfig {
     /// URL every CloudEvent is POSTed to; `""` = off.
@@ -145,7 +145,7 @@ impl Default for CloudEventsConfig {
 }
 
 /// `[export.ocsf]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OcsfConfig {
     /// JSONL file the OCSF records are appended to; `""` = none.
@@ -180,7 +180,7 @@ impl Default for OcsfConfig {
 
 /// `[export.retry]`: exponential backoff on retryable failures (the collector's defaults,
 /// with a shorter first wait).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
     /// First wait, in milliseconds.
@@ -289,6 +289,13 @@ mod tests {
         assert_eq!(keys, ["cloudevents.endpoint", "retry.multiplier"]);
         assert!(toml::from_str::<ExportConfig>("[otlp]\nprotocol = \"udp\"").is_err());
         assert!(toml::from_str::<ExportConfig>("[otlp]\nendpont = \"x\"").is_err());
+    }
+
+    #[test]
+    fn the_example_documents_the_defaults() {
+        let table: toml::Table = toml::from_str(include_str!("../../aep-bridge.example.toml")).unwrap();
+        let export: ExportConfig = table["export"].clone().try_into().unwrap();
+        assert_eq!(export, ExportConfig::default());
     }
 
     #[test]
