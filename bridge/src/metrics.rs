@@ -5,18 +5,37 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-/// A labelled family of monotonic counters.
+/// Most label sets one family keeps; further new sets are counted under `other` so a
+/// producer-controlled label (an external emitter's agent name) cannot grow memory unbounded.
+const MAX_SERIES: usize = 512;
+
+/// A labelled family of monotonic counters. Lookups compare borrowed labels in place, so
+/// counting on the hot path allocates only the first time a label set is seen.
 #[derive(Debug, Default)]
 pub struct CounterVec {
-    values: Mutex<BTreeMap<Vec<(&'static str, String)>, u64>>,
+    values: Mutex<Vec<(Vec<(&'static str, String)>, u64)>>,
+}
+
+fn same(a: &[(&'static str, String)], b: &[(&'static str, &str)]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|((ka, va), (kb, vb))| ka == kb && va == vb)
 }
 
 impl CounterVec {
     /// Adds `n` to the counter with these labels.
     pub fn add(&self, labels: &[(&'static str, &str)], n: u64) {
-        let key: Vec<(&'static str, String)> = labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-        if let Ok(mut m) = self.values.lock() {
-            *m.entry(key).or_insert(0) += n;
+        let Ok(mut m) = self.values.lock() else { return };
+        if let Some((_, v)) = m.iter_mut().find(|(k, _)| same(k, labels)) {
+            *v += n;
+            return;
+        }
+        let key: Vec<(&'static str, String)> = if m.len() < MAX_SERIES {
+            labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+        } else {
+            labels.iter().map(|(k, _)| (*k, "other".to_owned())).collect()
+        };
+        match m.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => *v += n,
+            None => m.push((key, n)),
         }
     }
 
@@ -27,13 +46,13 @@ impl CounterVec {
 
     /// The current value for these labels (0 when never touched).
     pub fn get(&self, labels: &[(&'static str, &str)]) -> u64 {
-        let key: Vec<(&'static str, String)> = labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-        self.values.lock().map(|m| m.get(&key).copied().unwrap_or(0)).unwrap_or(0)
+        self.values.lock().map(|m| m.iter().find(|(k, _)| same(k, labels)).map_or(0, |(_, v)| *v)).unwrap_or(0)
     }
 
     fn render(&self, name: &str, help: &str, kind: &str, out: &mut String) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        if let Ok(m) = self.values.lock() {
+        if let Ok(mut m) = self.values.lock().map(|m| m.clone()) {
+            m.sort();
             for (labels, v) in m.iter() {
                 let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
                 let _ = writeln!(out, "{name}{{{}}} {v}", l.join(","));

@@ -77,7 +77,7 @@ struct Stamper {
 
 struct Inner {
     stamper: Mutex<Stamper>,
-    sinks: std::sync::RwLock<Vec<SinkTx>>,
+    sinks: std::sync::RwLock<Arc<[SinkTx]>>,
     taps: Vec<Arc<dyn Tap>>,
     metrics: Arc<Metrics>,
     notice_wait: Duration,
@@ -147,7 +147,7 @@ impl PipelineBuilder {
                     host: self.host,
                     causes: HashMap::new(),
                 }),
-                sinks: std::sync::RwLock::new(self.sinks),
+                sinks: std::sync::RwLock::new(self.sinks.into()),
                 taps: self.taps,
                 metrics: self.metrics,
                 notice_wait: self.notice_wait,
@@ -206,7 +206,12 @@ impl Pipeline {
 
     /// Admits a complete event from an external emitter (already validated): never re-stamped.
     pub async fn submit_event(&self, input: &'static str, ev: Event) -> Result<Arc<Stamped>, SubmitError> {
-        let s = Arc::new(Stamped::new(ev));
+        self.submit_stamped(input, Arc::new(Stamped::new(ev))).await
+    }
+
+    /// Admits a complete external event carrying the line it arrived as, so every hop
+    /// relays it byte-identically (AEP-0001 §4.2): never re-stamped, never re-serialized.
+    pub async fn submit_stamped(&self, input: &'static str, s: Arc<Stamped>) -> Result<Arc<Stamped>, SubmitError> {
         let _guard = self.inner.stamper.lock().await;
         self.inner.metrics.events_in.inc(&[("input", input), ("agent", &s.event.agent)]);
         self.fan_out(&s).await?;
@@ -220,9 +225,9 @@ impl Pipeline {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(SubmitError::Closed);
         }
-        let sinks = self.inner.sinks.read().map(|v| v.clone()).unwrap_or_default();
+        let sinks: Arc<[SinkTx]> = self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()));
         let sev = s.event.severity();
-        for sink in &sinks {
+        for sink in sinks.iter() {
             match sink.tx.try_send(s.clone()) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Closed(_)) => {
@@ -248,7 +253,7 @@ impl Pipeline {
     pub fn close(&self) {
         self.inner.closed.store(true, Ordering::Release);
         if let Ok(mut v) = self.inner.sinks.write() {
-            v.clear();
+            *v = Arc::from(Vec::new());
         }
     }
 }
