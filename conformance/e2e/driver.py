@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""End-to-end driver: real agent CLIs -> aep-hook / OTLP -> aep-bridge -> JSONL log, validator,
+span export through a real collector. Run by run.sh inside `unshare -n` (loopback only).
+
+Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [scenario ...]
+Scenarios: claude, permission, codex (default: all). Prints one PASS/FAIL/SKIP line per check
+and finally "N passed, M failed".
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOKEN = "e2e-token-0123456789"
+BRIDGE = "127.0.0.1:8787"
+MOCK_PORT, ROTEL_GRPC, ROTEL_HTTP, SINK_PORT = 9100, 4417, 4418, 9200
+RESULTS = {"pass": 0, "fail": 0}
+
+
+def check(name, ok, detail=""):
+    RESULTS["pass" if ok else "fail"] += 1
+    print(f"{'PASS' if ok else 'FAIL'} {name}" + (f"  ({detail})" if detail and not ok else ""), flush=True)
+    return ok
+
+
+def skip(name, why):
+    print(f"SKIP {name}: {why}", flush=True)
+
+
+def loopback_only():
+    """Refuses to run anywhere but a namespace whose only link is lo; brings lo up."""
+    with open("/proc/self/net/dev") as f:  # per network namespace, unlike /sys/class/net
+        links = sorted(l.split(":")[0].strip() for l in f.readlines()[2:])
+    if links != ["lo"]:
+        sys.exit(f"REFUSING: links {links}: run through `unshare -n` (run.sh does)")
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+
+
+def wait_port(port, secs=20):
+    end = time.time() + secs
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.3).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def wait_for(pred, secs):
+    end = time.time() + secs
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.25)
+    return pred()
+
+
+class Procs:
+    """Background processes of one scenario, stopped in reverse order."""
+
+    def __init__(self, logdir):
+        self.logdir, self.procs = logdir, []
+
+    def start(self, name, cmd, port=None, env=None):
+        out = open(os.path.join(self.logdir, f"{name}.log"), "w")
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        self.procs.append(p)
+        if port:
+            wait_port(port)
+        return p
+
+    def stop(self):
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.procs = []
+
+
+def read_jsonl(path):
+    out = []
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    out.append(json.loads(line))
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def session_logs(data, agent):
+    d = os.path.join(data, "logs", agent)
+    return sorted(os.path.join(d, f) for f in os.listdir(d)) if os.path.isdir(d) else []
+
+
+class Env:
+    def __init__(self, a, name):
+        self.a = a
+        self.root = os.path.join(a.work, name)
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.home = os.path.join(self.root, "home")
+        self.proj = os.path.join(self.root, "project")
+        self.data = os.path.join(self.root, "data")
+        self.logs = os.path.join(self.root, "logs")
+        for d in (self.home, self.proj, self.data, self.logs):
+            os.makedirs(d)
+        with open(os.path.join(self.proj, "hello.txt"), "w") as f:
+            f.write("hello e2e\n")
+        subprocess.run("git init -q && git add -A && git -c user.email=e2e@x -c user.name=e2e commit -qm init",
+                       shell=True, cwd=self.proj, check=True)
+        self.procs = Procs(self.logs)
+        self.bridge = os.path.join(a.bin, "aep-bridge")
+        self.hook = os.path.join(a.bin, "aep-hook")
+
+    def base_env(self):
+        e = {k: os.environ[k] for k in ("PATH", "LANG", "TERM") if k in os.environ}
+        e.update({"HOME": self.home, "AEP_BRIDGE_URL": f"http://{BRIDGE}", "AEP_TOKEN": TOKEN,
+                  "NO_PROXY": "127.0.0.1,localhost"})
+        return e
+
+    def start_mock(self):
+        self.procs.start("mock", [sys.executable, os.path.join(HERE, "mock_model.py"), "--port", str(MOCK_PORT),
+                                  "--workdir", self.proj, "--log", os.path.join(self.logs, "model.jsonl")], MOCK_PORT)
+
+    def start_bridge(self, export_spans=False):
+        cfg = os.path.join(self.root, "aep-bridge.toml")
+        with open(cfg, "w") as f:
+            if export_spans:
+                f.write(f'[export.otlp]\nendpoint = "http://127.0.0.1:{ROTEL_GRPC}"\nprotocol = "grpc"\n'
+                        'logs = false\nspans = true\nbatch_timeout_ms = 200\ncompression = "none"\n')
+        env = dict(os.environ, AEP_BRIDGE_LOG="info")
+        self.procs.start("bridge", [self.bridge, "serve", "--config", cfg, "--data-dir", self.data,
+                                    "--token", TOKEN, "--listen", BRIDGE, "--otlp-grpc", "127.0.0.1:4317",
+                                    "--otlp-http", "127.0.0.1:4318"], 8787, env=env)
+
+    def start_collector(self):
+        """rotel (a real OTel collector) on loopback, forwarding to span_sink.py."""
+        self.spans = os.path.join(self.logs, "spans.jsonl")
+        self.procs.start("sink", [sys.executable, os.path.join(HERE, "span_sink.py"), "--port", str(SINK_PORT),
+                                  "--out", self.spans], SINK_PORT)
+        self.procs.start("rotel", [self.a.rotel, "start", "--exporter", "otlp",
+                                   "--otlp-exporter-endpoint", f"http://127.0.0.1:{SINK_PORT}",
+                                   "--otlp-exporter-protocol", "http", "--otlp-exporter-compression", "none",
+                                   "--otlp-grpc-endpoint", f"127.0.0.1:{ROTEL_GRPC}",
+                                   "--otlp-http-endpoint", f"127.0.0.1:{ROTEL_HTTP}",
+                                   "--pid-file", os.path.join(self.logs, "rotel.pid"),
+                                   "--log-file", os.path.join(self.logs, "rotel-agent.log")], ROTEL_GRPC)
+
+    def aep(self, *args, timeout=60):
+        return subprocess.run([self.bridge, *args], capture_output=True, text=True, timeout=timeout)
+
+
+# ------------------------------------------------------------------ Claude Code, headless
+def claude_env(env, otlp=True):
+    e = env.base_env()
+    e.update({
+        "CLAUDE_CONFIG_DIR": os.path.join(env.home, ".claude"),
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}", "ANTHROPIC_API_KEY": "sk-ant-e2e-offline-0123456789abcdef",
+        "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL": "1",
+    })
+    if otlp:  # Claude Code's own OTLP export, pointed at the bridge (companion of the hooks)
+        e.update({
+            "CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_LOGS_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none",
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{BRIDGE}",
+            "OTEL_LOGS_EXPORT_INTERVAL": "300", "OTEL_LOG_TOOL_DETAILS": "1",
+        })
+    return e
+
+
+def scenario_claude(a):
+    env = Env(a, "claude")
+    try:
+        env.start_mock()
+        if a.rotel:
+            env.start_collector()
+        else:
+            skip("claude: span tree", "rotel-agent not installed (pip install -r bridge/tests/requirements-export.txt)")
+        env.start_bridge(export_spans=bool(a.rotel))
+        r = env.aep("install", "claude-code", "--project", env.proj)
+        check("claude: aep-bridge install claude-code --project", r.returncode == 0, r.stderr.strip())
+        claude = os.path.join(a.clients, "claude")
+        prompt = "Run the e2e script {{e2e:bash_ok,read_ok,bash_fail,agent}}"
+        e = claude_env(env)
+        e["IS_SANDBOX"] = "1"
+        t0 = time.time()
+        r = subprocess.run([claude, "-p", prompt, "--output-format", "stream-json", "--verbose",
+                            "--permission-mode", "bypassPermissions"],
+                           cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+        open(os.path.join(env.logs, "claude.stdout"), "w").write(r.stdout)
+        open(os.path.join(env.logs, "claude.stderr"), "w").write(r.stderr)
+        check("claude: claude -p exits 0", r.returncode == 0, f"rc={r.returncode} {r.stderr[-300:]}")
+        sid = next((json.loads(l).get("session_id") for l in r.stdout.splitlines()
+                    if l.startswith("{") and json.loads(l).get("session_id")), None)
+        print(f"  claude session {sid} in {time.time() - t0:.0f}s", flush=True)
+        log = os.path.join(env.data, "logs", "claude-code", f"{sid}.jsonl")
+        # the hooks land synchronously; Claude Code's OTLP logs come on its export interval
+        wait_for(lambda: any(e["type"].startswith("x.claude-code.otel.") for e in read_jsonl(log)), 15)
+        if not check("claude: JSONL log at {data}/logs/claude-code/{session}.jsonl", bool(sid) and os.path.isfile(log),
+                     f"have {session_logs(env.data, 'claude-code')}"):
+            return
+        events = read_jsonl(log)
+        check_lifecycle("claude", events, sid, n_tools=4, failed=["ls /e2e_missing_dir"])
+        check_delegation("claude", events)
+        r = env.aep("validate", log)
+        check("claude: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        # Claude Code's native OTLP export, pointed at the bridge: the profile's events join the
+        # hook session, and its tool records name the same call ids the hooks carried.
+        otel = [e for e in events if e["type"].startswith("x.claude-code.otel.")]
+        check("claude: native OTLP events land in the hook session's log", len(otel) > 0 and
+              all(e.get("session") == sid for e in otel), f"{len(otel)} otel events")
+        hook_calls = {e["data"]["tool"]["call_id"] for e in events if e["type"] == "tool.requested"}
+        otel_calls = {e["data"].get("tool_use_id") for e in otel if e["type"].endswith(".tool_result")}
+        check("claude: OTLP tool_result records carry the hooks' call ids", bool(hook_calls) and hook_calls >= otel_calls
+              and len(otel_calls & hook_calls) >= 3, f"hooks {sorted(hook_calls)} otel {sorted(otel_calls)}")
+        if a.rotel:
+            check_span_tree("claude", env.spans, sid, events)
+    finally:
+        env.procs.stop()
+
+
+def core(events):
+    """The Events of the AEP registry (no vendor `x.` extensions)."""
+    return [e for e in events if not e["type"].startswith("x.")]
+
+
+def check_lifecycle(tag, events, sid, n_tools, failed=()):
+    """session.started, run.started, paired tool lifecycles, run.finished, session.ended, in order."""
+    ev = core(events)
+    types = [e["type"] for e in ev]
+    check(f"{tag}: every Event names session {sid}", all(e.get("session") == sid for e in events),
+          str({e.get("session") for e in events}))
+    check(f"{tag}: session.started opens the stream", types[:1] == ["session.started"], str(types[:3]))
+    check(f"{tag}: session.ended closes the stream", types[-1:] == ["session.ended"], str(types[-3:]))
+    runs = [e for e in ev if e["type"] == "run.started"]
+    fin = [e for e in ev if e["type"] == "run.finished"]
+    check(f"{tag}: one run.started and one run.finished with the same run id", len(runs) == 1 and len(fin) == 1
+          and runs[0].get("run") and runs[0].get("run") == fin[0].get("run"), f"{len(runs)} started, {len(fin)} finished")
+    tools = [i for i, e in enumerate(ev) if e["type"].startswith("tool.")]
+    if runs and fin and tools:
+        check(f"{tag}: tool Events sit inside the run", types.index("run.started") < tools[0]
+              and tools[-1] < types.index("run.finished"), str(types))
+    req = {e["data"]["tool"]["call_id"]: i for i, e in enumerate(ev) if e["type"] == "tool.requested"}
+    ends = {}
+    for i, e in enumerate(ev):
+        if e["type"] in ("tool.completed", "tool.failed"):
+            ends.setdefault(e["data"]["tool"]["call_id"], []).append((i, e["type"]))
+    check(f"{tag}: {n_tools} tool.requested with distinct call ids", len(req) == n_tools and
+          sum(e["type"] == "tool.requested" for e in ev) == n_tools, f"{len(req)}")
+    paired = all(len(ends.get(c, [])) == 1 and ends[c][0][0] > i for c, i in req.items()) and set(ends) == set(req)
+    check(f"{tag}: each call id has exactly one later tool.completed/tool.failed", paired, str(ends))
+    nfail = sum(1 for v in ends.values() for _, t in v if t == "tool.failed")
+    check(f"{tag}: the failing tool is tool.failed ({len(failed)}) and the others completed", nfail == len(failed)
+          and all(e.get("severity") == "error" for e in ev if e["type"] == "tool.failed"), f"{nfail} failed")
+
+
+def check_delegation(tag, events):
+    st = [e for e in events if e["type"] == "delegation.subagent.started"]
+    sp = [e for e in events if e["type"] == "delegation.subagent.stopped"]
+    check(f"{tag}: subagent delegation started and stopped (same subject)", len(st) == 1 and len(sp) == 1
+          and st[0].get("subject") and st[0].get("subject") == sp[0].get("subject"), f"{len(st)}/{len(sp)}")
+
+
+def check_span_tree(tag, spans_file, sid, events):
+    """The spans the real collector forwarded: session -> run -> tools, ERROR on the failed tool."""
+    def mine():
+        return [s for s in read_jsonl(spans_file) if s["attrs"].get("aep.session_id") == sid]
+    got = wait_for(lambda: (lambda s: s if any(x["name"] == "aep.session" for x in s) else None)(mine()), 20) or mine()
+    check(f"{tag}: spans reached the collector and came out the other side", len(got) > 0, "no spans in the sink")
+    roots = [s for s in got if not s["parent"]]
+    check(f"{tag}: one root span (the session)", len(roots) == 1 and roots[0]["name"] == "aep.session",
+          str([(s["name"], s["parent"]) for s in roots]))
+    if not roots:
+        return
+    root = roots[0]
+    check(f"{tag}: every span is in the session's trace", all(s["trace"] == root["trace"] for s in got))
+    run_id = next((e.get("run") for e in events if e["type"] == "run.started"), None)
+    runs = [s for s in got if s["parent"] == root["id"] and s["attrs"].get("aep.run_id") == run_id]
+    check(f"{tag}: the run span is a child of the session span", len(runs) == 1, str([s["name"] for s in got]))
+    if not runs:
+        return
+    tools = [s for s in got if s["attrs"].get("gen_ai.operation.name") == "execute_tool"]
+    calls = {e["data"]["tool"]["call_id"]: e["type"] for e in core(events) if e["type"] in ("tool.completed", "tool.failed")}
+    check(f"{tag}: one tool span per call id, each a child of the run span",
+          sorted(s["attrs"].get("gen_ai.tool.call.id") for s in tools) == sorted(calls)
+          and all(s["parent"] == runs[0]["id"] for s in tools), str([(s["name"], s["parent"]) for s in tools]))
+    bad = [s["name"] for s in tools if (s["status"] == 2) != (calls.get(s["attrs"].get("gen_ai.tool.call.id")) == "tool.failed")]
+    check(f"{tag}: status ERROR exactly on the failed tool's span", not bad and any(s["status"] == 2 for s in tools), str(bad))
+
+
+SCENARIOS = {"claude": scenario_claude}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--clients", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--rotel", default="")
+    ap.add_argument("scenarios", nargs="*")
+    a = ap.parse_args()
+    loopback_only()
+    for name in a.scenarios or list(SCENARIOS):
+        try:
+            SCENARIOS[name](a)
+        except Exception as ex:  # a broken step fails its scenario, not the suite
+            check(f"{name}: scenario ran to the end", False, repr(ex))
+    print(f"{RESULTS['pass']} passed, {RESULTS['fail']} failed", flush=True)
+    sys.exit(1 if RESULTS["fail"] else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""A scripted model API for the end-to-end suite (stdlib only, 127.0.0.1 only).
+
+One server speaks both wire formats the pinned CLIs use:
+  POST /v1/messages               Anthropic Messages (SSE when "stream": true, else JSON)
+  POST /v1/messages/count_tokens  Anthropic token count
+  POST /v1/responses              OpenAI Responses (SSE)
+  GET  /v1/models                 a one-model list
+
+The script is a marker in the user's prompt: `{{e2e:step,step,...}}`. Each step is one
+model turn that calls one tool; once the steps are used up the model answers with text.
+The server keeps no state: the turn index is the number of tool-calling assistant turns
+already in the request's history. Every request is appended to --log as one JSON line.
+
+Usage: mock_model.py --port 9100 --workdir PROJECT --log requests.jsonl
+"""
+import argparse
+import json
+import re
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MARK = re.compile(r"\{\{e2e:([a-z_,]*)\}\}")
+
+
+def anthropic_tool(step, workdir):
+    """(tool name, input) of a Claude Code step."""
+    return {
+        "bash_ok": ("Bash", {"command": "echo e2e-ok", "description": "Print a word"}),
+        "bash_fail": ("Bash", {"command": "ls /e2e_missing_dir", "description": "List a missing dir"}),
+        "bash_py": ("Bash", {"command": "python3 -c 'print(6*7)' > answer.txt", "description": "Compute"}),
+        "read_ok": ("Read", {"file_path": f"{workdir}/hello.txt"}),
+        "agent": ("Agent", {"description": "Ask a helper", "prompt": "Answer pong. {{e2e-sub}}",
+                            "subagent_type": "general-purpose"}),
+    }[step]
+
+
+def openai_call(step, tools):
+    """(tool name, arguments JSON) of a Codex step, using the shell tool it offers."""
+    cmd = {"shell_ok": "echo e2e-ok", "shell_fail": "ls /e2e_missing_dir"}[step]
+    if "exec_command" in tools:
+        return "exec_command", json.dumps({"cmd": cmd})
+    if "shell_command" in tools:
+        return "shell_command", json.dumps({"command": cmd})
+    return "shell", json.dumps({"command": ["bash", "-lc", cmd]})
+
+
+def texts(content):
+    if isinstance(content, str):
+        return [content]
+    return [b.get("text", "") for b in content or [] if isinstance(b, dict)]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    lock = threading.Lock()
+
+    def log_message(self, *_):
+        pass
+
+    def note(self, **kv):
+        with self.lock, open(ARGS.log, "a") as f:
+            f.write(json.dumps({"method": self.command, "path": self.path, **kv}) + "\n")
+
+    def reply_json(self, code, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def start_sse(self):
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def event(self, name, data):
+        self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+
+    def do_GET(self):
+        self.note()
+        if self.path.split("?")[0].endswith("/models"):
+            model = {"type": "model", "id": "mock-model", "object": "model", "display_name": "Mock",
+                     "created_at": "2025-01-01T00:00:00Z", "created": 1735689600, "owned_by": "e2e"}
+            return self.reply_json(200, {"data": [model], "object": "list", "has_more": False})
+        self.reply_json(404, {"error": {"type": "not_found_error", "message": "no such path"}})
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        path = self.path.split("?")[0]
+        if path.endswith("/count_tokens"):
+            self.note()
+            return self.reply_json(200, {"input_tokens": 42})
+        if path.endswith("/v1/messages"):
+            return self.messages(body)
+        if path.endswith("/responses"):
+            return self.openai_responses(body)
+        self.note()
+        self.reply_json(404, {"error": {"type": "not_found_error", "message": "no such path"}})
+
+    # ---- Anthropic Messages
+    def messages(self, body):
+        msgs = body.get("messages") or []
+        tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        said = "\n".join(t for m in msgs if m.get("role") == "user" for t in texts(m.get("content")))
+        m = MARK.search(said)
+        plan = [s for s in m.group(1).split(",") if s] if m else []
+        turn = sum(1 for x in msgs if x.get("role") == "assistant" and isinstance(x.get("content"), list)
+                   and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in x["content"]))
+        if "{{e2e-sub}}" in said:
+            blocks, stop = [{"type": "text", "text": "pong"}], "end_turn"
+        elif turn < len(plan) and tools:
+            name, inp = anthropic_tool(plan[turn], ARGS.workdir)
+            if name == "Agent" and "Agent" not in tools and "Task" in tools:
+                name = "Task"
+            blocks, stop = [{"type": "tool_use", "id": "toolu_e2e" + uuid.uuid4().hex[:20], "name": name,
+                             "input": inp}], "tool_use"
+        else:
+            blocks, stop = [{"type": "text", "text": f"E2E done after {turn} tool turn(s)."}], "end_turn"
+        self.note(api="anthropic", turn=turn, stop=stop, tools=[b.get("name") for b in blocks])
+        usage = {"input_tokens": 100, "output_tokens": 10, "cache_creation_input_tokens": 0,
+                 "cache_read_input_tokens": 0}
+        msg = {"id": "msg_e2e" + uuid.uuid4().hex[:16], "type": "message", "role": "assistant",
+               "model": body.get("model", "mock-model"), "stop_sequence": None}
+        if not body.get("stream"):
+            return self.reply_json(200, {**msg, "content": blocks, "stop_reason": stop, "usage": usage})
+        self.start_sse()
+        self.event("message_start", {"type": "message_start",
+                                     "message": {**msg, "content": [], "stop_reason": None, "usage": usage}})
+        for i, b in enumerate(blocks):
+            if b["type"] == "text":
+                start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": b["text"]}
+            else:
+                start = {"type": "tool_use", "id": b["id"], "name": b["name"], "input": {}}
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}
+            self.event("content_block_start", {"type": "content_block_start", "index": i, "content_block": start})
+            self.event("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta})
+            self.event("content_block_stop", {"type": "content_block_stop", "index": i})
+        self.event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                     "usage": {"output_tokens": 10}})
+        self.event("message_stop", {"type": "message_stop"})
+        self.wfile.flush()
+
+    # ---- OpenAI Responses
+    def openai_responses(self, body):
+        items = body.get("input") if isinstance(body.get("input"), list) else []
+        tools = set()
+        for t in body.get("tools") or []:
+            if isinstance(t, dict):
+                tools.add(t.get("name") or (t.get("function") or {}).get("name"))
+                tools.update(tt.get("name") for tt in t.get("tools") or [] if isinstance(tt, dict))
+        said = "\n".join(t for it in items if isinstance(it, dict) and it.get("type") == "message"
+                         and it.get("role") == "user" for t in texts(it.get("content")))
+        if isinstance(body.get("input"), str):
+            said = body["input"]
+        m = MARK.search(said)
+        plan = [s for s in m.group(1).split(",") if s] if m else []
+        turn = sum(1 for it in items if isinstance(it, dict) and it.get("type") == "function_call")
+        if turn < len(plan) and tools:
+            name, arguments = openai_call(plan[turn], tools)
+            out = {"type": "function_call", "id": "fc_" + uuid.uuid4().hex[:16], "status": "completed",
+                   "call_id": "call_" + uuid.uuid4().hex[:16], "name": name, "arguments": arguments}
+        else:
+            name = None
+            out = {"type": "message", "id": "msg_" + uuid.uuid4().hex[:16], "status": "completed",
+                   "role": "assistant",
+                   "content": [{"type": "output_text", "text": f"E2E done after {turn} tool turn(s).",
+                                "annotations": []}]}
+        self.note(api="openai", turn=turn, tool=name)
+        resp = {"id": "resp_" + uuid.uuid4().hex[:16], "object": "response", "created_at": 1735689600,
+                "model": body.get("model", "mock-model"), "status": "in_progress", "output": []}
+        self.start_sse()
+        seq = iter(range(1000))
+        self.event("response.created", {"type": "response.created", "sequence_number": next(seq), "response": resp})
+        self.event("response.output_item.added", {"type": "response.output_item.added",
+                                                  "sequence_number": next(seq), "output_index": 0, "item": out})
+        self.event("response.output_item.done", {"type": "response.output_item.done",
+                                                 "sequence_number": next(seq), "output_index": 0, "item": out})
+        usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
+                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 110}
+        self.event("response.completed", {"type": "response.completed", "sequence_number": next(seq),
+                                          "response": {**resp, "status": "completed", "output": [out],
+                                                       "usage": usage}})
+        self.wfile.flush()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--log", required=True)
+    ARGS = ap.parse_args()
+    ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler).serve_forever()
