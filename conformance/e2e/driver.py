@@ -302,7 +302,100 @@ def check_span_tree(tag, spans_file, sid, events):
     check(f"{tag}: status ERROR exactly on the failed tool's span", not bad and any(s["status"] == 2 for s in tools), str(bad))
 
 
-SCENARIOS = {"claude": scenario_claude}
+# ------------------------------------------------------------------ Codex
+def codex_config(env, codex_home):
+    os.makedirs(codex_home, exist_ok=True)
+    otlp = lambda sig: (f'{{ otlp-http = {{ endpoint = "http://{BRIDGE}/v1/{sig}", protocol = "binary" }} }}')
+    with open(os.path.join(codex_home, "config.toml"), "w") as f:
+        f.write(f'''model = "gpt-5-codex"
+model_provider = "e2e"
+approval_policy = "never"
+sandbox_mode = "danger-full-access"
+check_for_update_on_startup = false
+
+[model_providers.e2e]
+name = "e2e mock"
+base_url = "http://127.0.0.1:{MOCK_PORT}/v1"
+env_key = "E2E_OPENAI_KEY"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+[projects."{env.proj}"]
+trust_level = "trusted"
+
+[otel]
+environment = "e2e"
+exporter = {otlp("logs")}
+trace_exporter = {otlp("traces")}
+''')
+
+
+def scenario_codex(a):
+    env = Env(a, "codex")
+    try:
+        env.start_mock()
+        env.start_bridge()
+        codex_home = os.path.join(env.home, ".codex")
+        codex_config(env, codex_home)
+        e = env.base_env()
+        e.update({"CODEX_HOME": codex_home, "E2E_OPENAI_KEY": "sk-e2e-offline"})
+        r = subprocess.run([env.bridge, "install", "codex", "--user"], env=e, capture_output=True, text=True, timeout=30)
+        check("codex: aep-bridge install codex (CODEX_HOME)", r.returncode == 0
+              and os.path.isfile(os.path.join(codex_home, "hooks.json")), (r.stdout + r.stderr)[-300:])
+        codex = os.path.join(a.clients, "codex")
+        t0 = time.time()
+        r = subprocess.run([codex, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
+                            "--dangerously-bypass-approvals-and-sandbox", "-C", env.proj,
+                            "Run the e2e script {{e2e:shell_ok,shell_fail}}"],
+                           cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+        open(os.path.join(env.logs, "codex.stdout"), "w").write(r.stdout)
+        open(os.path.join(env.logs, "codex.stderr"), "w").write(r.stderr)
+        check("codex: codex exec exits 0", r.returncode == 0, f"rc={r.returncode} {r.stderr[-300:]}")
+        tid = None
+        for line in r.stdout.splitlines():
+            try:
+                o = json.loads(line)
+            except ValueError:
+                continue
+            if o.get("type") == "thread.started":
+                tid = o.get("thread_id")
+        print(f"  codex thread {tid} in {time.time() - t0:.0f}s", flush=True)
+        log = os.path.join(env.data, "logs", "codex", f"{tid}.jsonl")
+        wait_for(lambda: any(".otel." in e["type"] for e in read_jsonl(log)), 15)
+        if not check("codex: JSONL log at {data}/logs/codex/{thread id}.jsonl", bool(tid) and os.path.isfile(log),
+                     f"have {session_logs(env.data, 'codex')}"):
+            return
+        check("codex: one session log (hooks and OTLP not split)", len(session_logs(env.data, "codex")) == 1,
+              str(session_logs(env.data, "codex")))
+        events = read_jsonl(log)
+        ev = core(events)
+        types = [x["type"] for x in ev]
+        check("codex: every Event names the thread id as session", all(x.get("session") == tid for x in events))
+        check("codex: session.started, run.started, run.finished from the hooks",
+              types[:1] == ["session.started"] and "run.started" in types and "run.finished" in types, str(types))
+        req = {x["data"]["tool"]["call_id"] for x in ev if x["type"] == "tool.requested"}
+        done = {x["data"]["tool"]["call_id"] for x in ev if x["type"] in ("tool.completed", "tool.failed")}
+        check("codex: 2 tool calls requested and each finished (paired by call id)", len(req) == 2 and req == done,
+              f"{req} vs {done}")
+        otel = [x for x in events if ".otel." in x["type"]]
+        check("codex: OTLP (binary protobuf) records land in the same session", len(otel) > 0, f"{len(otel)}")
+        otel_calls = {x["data"].get("call_id") for x in otel if x["type"].endswith(".tool_result")}
+        check("codex: OTLP tool_result call ids (conversation.id channel) = hook call ids (session_id channel)",
+              bool(req) and otel_calls == req, f"otel {otel_calls} hooks {req}")
+        r = env.aep("validate", log)
+        check("codex: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
+SCENARIOS = {"claude": scenario_claude, "codex": scenario_codex}
 
 
 def main():

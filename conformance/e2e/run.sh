@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# End-to-end suite: the real agent CLIs (pinned in package.json / package-lock.json, installed
+# from npm into ~/.cache/aep-e2e) driven offline against mock_model.py inside a loopback-only
+# network namespace (`unshare -n`), wired to aep-bridge through `aep-bridge install`.
+#
+#   conformance/e2e/run.sh [claude|permission|codex|quickstart ...]   (default: all)
+#
+# Exit 0 when every check passes; 1 otherwise. Prints "SKIP: ..." and exits 0 when the
+# machine lacks what the suite needs (root + unshare, npm). AEP_E2E_CACHE moves the cache.
+set -uo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+CACHE="${AEP_E2E_CACHE:-$HOME/.cache/aep-e2e}"
+START=$(date +%s)
+elapsed() { echo "e2e: run time $(( $(date +%s) - START ))s"; }
+skip() { echo "SKIP: e2e suite: $*"; elapsed; exit 0; }
+
+[ "$(id -u)" = 0 ] || skip "needs root for a loopback-only network namespace (unshare -n)"
+command -v unshare >/dev/null || skip "unshare (util-linux) not installed"
+command -v ip >/dev/null || skip "ip (iproute2) not installed"
+unshare -n true 2>/dev/null || skip "unshare -n is not permitted here"
+command -v npm >/dev/null || skip "npm not installed"
+command -v python3 >/dev/null || skip "python3 not installed"
+
+scenarios=("$@")
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude permission codex quickstart)
+want() { local s; for s in "${scenarios[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+
+echo "== build aep-bridge, aep-hook"
+(cd "$ROOT" && cargo build -q -p aep-bridge --bins) || { echo "FAIL e2e: cargo build"; echo "0 passed, 1 failed"; elapsed; exit 1; }
+BIN="$ROOT/target/debug"
+
+echo "== agent CLIs (pinned, cache $CACHE/node)"
+mkdir -p "$CACHE/node"
+if ! cmp -s "$HERE/package-lock.json" "$CACHE/node/package-lock.json" || [ ! -x "$CACHE/node/node_modules/.bin/claude" ]; then
+  cp "$HERE/package.json" "$HERE/package-lock.json" "$CACHE/node/"
+  (cd "$CACHE/node" && npm ci --no-audit --no-fund --loglevel=error --cache "$CACHE/npm-cache") \
+    || { echo "FAIL e2e: npm ci of the pinned CLIs"; echo "0 passed, 1 failed"; elapsed; exit 1; }
+fi
+CLIENTS="$CACHE/node/node_modules/.bin"
+"$CLIENTS/claude" --version && "$CLIENTS/codex" --version
+
+# The real OTLP collector (rotel) and the protobuf decoder of the span sink: the project's
+# requirement files, as .ci/run installs them. Without them the span-tree checks SKIP.
+ROTEL=""
+py_has() { python3 -c "import $1" 2>/dev/null; }
+if ! py_has rotel || ! py_has opentelemetry.proto; then
+  for req in "$ROOT"/bridge/tests/requirements-export.txt "$ROOT"/bridge/tests/requirements-otel.txt; do
+    [ -f "$req" ] && python3 -m pip install -q --disable-pip-version-check -r "$req" >/dev/null 2>&1
+  done
+fi
+if py_has opentelemetry.proto; then
+  ROTEL=$(python3 -c "import os, rotel; p = os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'); print(p if os.path.isfile(p) else '')" 2>/dev/null)
+fi
+
+WORK="$CACHE/work"
+mkdir -p "$WORK"
+PASS=0; FAIL=0
+tally() { # adds the driver's "N passed, M failed" line to the totals
+  local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -1)
+  if [ -z "$line" ]; then FAIL=$((FAIL + 1)); echo "FAIL $2: no result line"; return; fi
+  PASS=$((PASS + ${line%% passed*})); local f=${line#*, }; FAIL=$((FAIL + ${f%% failed}))
+}
+
+driver=()
+for s in claude permission codex; do want "$s" && driver+=("$s"); done
+if [ ${#driver[@]} -gt 0 ]; then
+  echo "== agents in a loopback-only namespace: ${driver[*]}"
+  unshare -n python3 "$HERE/driver.py" --bin "$BIN" --clients "$CLIENTS" --work "$WORK" --rotel "$ROTEL" \
+    "${driver[@]}" 2>&1 | tee "$WORK/driver.out"
+  tally "$WORK/driver.out" driver
+fi
+
+if want quickstart; then
+  echo "== README quickstart, literally, in a fresh HOME"
+  unshare -n bash "$HERE/quickstart-check.sh" --bin "$BIN" --clients "$CLIENTS" 2>&1 | tee "$WORK/quickstart.out"
+  tally "$WORK/quickstart.out" quickstart
+fi
+
+elapsed
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]
