@@ -1,17 +1,452 @@
-//! `aep-bridge install` (in progress).
+//! `aep-bridge install <vendor>`: wires an agent's hooks to the bridge by merging the
+//! `aep-hook <vendor>` command into the vendor's own settings file (or writing its plugin
+//! or extension shim). Idempotent; a `.aep-backup` copy is written before a file changes;
+//! the user's other hooks are never touched (our entry is appended to an event's list
+//! only when no entry already runs the same command).
+
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use serde_json::{Map, Value, json};
 
 /// Arguments of `aep-bridge install`.
 #[derive(Debug, Clone, Args)]
 pub struct InstallArgs {
-    /// Remaining arguments.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    pub rest: Vec<String>,
+    /// The vendor: claude-code, codex, gemini-cli, qwen-code, opencode, kilocode, pi.
+    pub vendor: String,
+    /// Install into this project directory (its `.claude/`, `.gemini/`, ... settings).
+    #[arg(long, conflicts_with = "user")]
+    pub project: Option<PathBuf>,
+    /// Install into the user-level settings (the default).
+    #[arg(long)]
+    pub user: bool,
+    /// Show what would change; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The shim command to write (default: the absolute `aep-hook` next to this binary,
+    /// else `aep-hook` on PATH).
+    #[arg(long)]
+    pub shim: Option<String>,
 }
 
+/// One hook event to wire: its name, whether it takes a tool `matcher`, and its timeout
+/// (in the vendor's own unit).
+#[derive(Debug, Clone, Copy)]
+pub struct HookSpec {
+    /// The vendor's event name.
+    pub event: &'static str,
+    /// `true` for tool events (`"matcher": "*"`).
+    pub matcher: bool,
+    /// Timeout in the vendor's unit (seconds for Claude Code/Codex, ms for Gemini/Qwen).
+    pub timeout: u64,
+}
+
+const fn h(event: &'static str, matcher: bool, timeout: u64) -> HookSpec {
+    HookSpec { event, matcher, timeout }
+}
+
+/// Claude Code (seconds). Held moments (permission, elicitation, pre-tool) get room above
+/// the shim's 65 s hold bound; `FileChanged` is left out (its matcher names files).
+pub const CLAUDE_CODE: &[HookSpec] = &[
+    h("PreToolUse", true, 70),
+    h("PostToolUse", true, 10),
+    h("PostToolUseFailure", true, 10),
+    h("PostToolBatch", false, 10),
+    h("Notification", false, 10),
+    h("UserPromptSubmit", false, 10),
+    h("UserPromptExpansion", false, 10),
+    h("SessionStart", false, 10),
+    h("SessionEnd", false, 10),
+    h("Stop", false, 10),
+    h("StopFailure", false, 10),
+    h("SubagentStart", false, 10),
+    h("SubagentStop", false, 10),
+    h("PreCompact", false, 10),
+    h("PostCompact", false, 10),
+    h("PermissionRequest", true, 70),
+    h("PermissionDenied", true, 10),
+    h("Setup", false, 10),
+    h("TeammateIdle", false, 10),
+    h("TaskCreated", false, 10),
+    h("TaskCompleted", false, 10),
+    h("Elicitation", false, 70),
+    h("ElicitationResult", false, 10),
+    h("ConfigChange", false, 10),
+    h("WorktreeCreate", false, 10),
+    h("WorktreeRemove", false, 10),
+    h("InstructionsLoaded", false, 10),
+    h("CwdChanged", false, 10),
+    h("MessageDisplay", false, 10),
+];
+
+/// Codex `hooks.json` (seconds).
+pub const CODEX: &[HookSpec] = &[
+    h("PreToolUse", true, 70),
+    h("PermissionRequest", true, 70),
+    h("PostToolUse", true, 10),
+    h("PreCompact", false, 10),
+    h("PostCompact", false, 10),
+    h("SessionStart", false, 10),
+    h("SessionEnd", false, 10),
+    h("UserPromptSubmit", false, 10),
+    h("SubagentStart", false, 10),
+    h("SubagentStop", false, 10),
+    h("Stop", false, 10),
+];
+
+/// Gemini CLI (milliseconds).
+pub const GEMINI_CLI: &[HookSpec] = &[
+    h("BeforeTool", true, 70_000),
+    h("AfterTool", true, 10_000),
+    h("BeforeAgent", false, 10_000),
+    h("AfterAgent", false, 10_000),
+    h("BeforeModel", false, 10_000),
+    h("AfterModel", false, 10_000),
+    h("BeforeToolSelection", false, 10_000),
+    h("SessionStart", false, 10_000),
+    h("SessionEnd", false, 10_000),
+    h("Notification", false, 10_000),
+    h("PreCompress", false, 10_000),
+];
+
+/// Qwen Code (milliseconds).
+pub const QWEN_CODE: &[HookSpec] = &[
+    h("PreToolUse", true, 70_000),
+    h("PostToolUse", true, 10_000),
+    h("PostToolUseFailure", true, 10_000),
+    h("UserPromptSubmit", false, 10_000),
+    h("SessionStart", false, 10_000),
+    h("SessionEnd", false, 10_000),
+    h("Stop", false, 10_000),
+    h("StopFailure", false, 10_000),
+    h("SubagentStart", false, 10_000),
+    h("SubagentStop", false, 10_000),
+    h("PreCompact", false, 10_000),
+    h("PostCompact", false, 10_000),
+    h("Notification", false, 10_000),
+    h("PermissionRequest", true, 70_000),
+];
+
+/// The OpenCode plugin shim.
+pub const OPENCODE_PLUGIN: &str = include_str!("../../assets/opencode-plugin.js");
+/// The Kilo Code plugin shim.
+pub const KILOCODE_PLUGIN: &str = include_str!("../../assets/kilocode-plugin.js");
+/// The pi extension shim.
+pub const PI_EXTENSION: &str = include_str!("../../assets/pi-extension.ts");
+
+/// Where to install.
+#[derive(Debug, Clone)]
+pub enum Scope {
+    /// A project directory.
+    Project(PathBuf),
+    /// The user's home (settings under it).
+    User(PathBuf),
+}
+
+/// What one vendor's install writes.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    /// Merge hook entries into a JSON settings file.
+    Hooks {
+        /// The settings file.
+        file: PathBuf,
+        /// Events to wire.
+        events: &'static [HookSpec],
+        /// Also ensure `hooksConfig.enabled` (Gemini CLI).
+        enable_hooks_config: bool,
+    },
+    /// Write a shim file verbatim.
+    Asset {
+        /// The file.
+        file: PathBuf,
+        /// Its content.
+        content: &'static str,
+        /// A step the user still has to take, if any.
+        note: Option<&'static str>,
+    },
+}
+
+fn env_dir(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// The install plan of `vendor` at `scope`; `None` for a vendor install does not cover.
+pub fn plan(vendor: &str, scope: &Scope) -> Option<Plan> {
+    let (base, user) = match scope {
+        Scope::Project(d) => (d.clone(), false),
+        Scope::User(h) => (h.clone(), true),
+    };
+    let hooks = |file: PathBuf, events, enable| Plan::Hooks { file, events, enable_hooks_config: enable };
+    Some(match vendor {
+        "claude-code" => {
+            let dir = match (user, env_dir("CLAUDE_CONFIG_DIR")) {
+                (true, Some(d)) => d,
+                _ => base.join(".claude"),
+            };
+            hooks(dir.join("settings.json"), CLAUDE_CODE, false)
+        }
+        "codex" => {
+            let dir = match (user, env_dir("CODEX_HOME")) {
+                (true, Some(d)) => d,
+                _ => base.join(".codex"),
+            };
+            hooks(dir.join("hooks.json"), CODEX, false)
+        }
+        "gemini-cli" => hooks(base.join(".gemini").join("settings.json"), GEMINI_CLI, true),
+        "qwen-code" => hooks(base.join(".qwen").join("settings.json"), QWEN_CODE, false),
+        "opencode" => Plan::Asset {
+            file: if user { base.join(".config/opencode/plugins") } else { base.join(".opencode/plugins") }
+                .join("aep-bridge.js"),
+            content: OPENCODE_PLUGIN,
+            note: None,
+        },
+        "kilocode" => Plan::Asset {
+            file: if user { base.join(".config/kilo/plugins") } else { base.join(".kilocode/plugins") }
+                .join("aep-bridge.js"),
+            content: KILOCODE_PLUGIN,
+            note: Some("register this file in the Kilo config's `plugin` array"),
+        },
+        "pi" => Plan::Asset {
+            // pi auto-discovers extensions here (project-local ones behind project trust).
+            file: if user { base.join(".pi/agent/extensions") } else { base.join(".pi/extensions") }
+                .join("aep-bridge.ts"),
+            content: PI_EXTENSION,
+            note: None,
+        },
+        _ => return None,
+    })
+}
+
+/// The shim command prefix: the absolute `aep-hook` next to this binary, else `aep-hook`.
+pub fn default_shim() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join(if cfg!(windows) { "aep-hook.exe" } else { "aep-hook" })))
+        .filter(|p| p.is_file())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "aep-hook".into())
+}
+
+/// Quotes a path for a shell command line when it needs it.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-+:@%=,".contains(&b)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The hook command line for `vendor`.
+pub fn hook_command(shim: &str, vendor: &str) -> String {
+    format!("{} {vendor}", shell_word(shim))
+}
+
+/// Merges our hook entry into `doc.hooks[event]` for each event: appended only when no
+/// entry of that event already runs `command`. Returns the events that changed. Fails
+/// (touching nothing) when the document's shape is not the vendor's hooks shape.
+pub fn merge_hooks(doc: &mut Value, events: &[HookSpec], command: &str) -> Result<Vec<&'static str>, String> {
+    let Value::Object(root) = doc else { return Err("the settings file is not a JSON object".into()) };
+    let hooks = root.entry("hooks").or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(hooks) = hooks else { return Err("`hooks` is not an object".into()) };
+    for spec in events {
+        if let Some(v) = hooks.get(spec.event)
+            && !v.is_array()
+        {
+            return Err(format!("`hooks.{}` is not an array", spec.event));
+        }
+    }
+    let mut changed = Vec::new();
+    for spec in events {
+        let list = hooks.entry(spec.event).or_insert_with(|| Value::Array(Vec::new()));
+        let Value::Array(list) = list else { continue };
+        let present = list.iter().any(|group| {
+            group.get("hooks").and_then(Value::as_array).is_some_and(|hs| {
+                hs.iter().any(|x| x.get("command").and_then(Value::as_str).map(str::trim) == Some(command))
+            })
+        });
+        if present {
+            continue;
+        }
+        let mut group = Map::new();
+        if spec.matcher {
+            group.insert("matcher".into(), json!("*"));
+        }
+        group.insert("hooks".into(), json!([{"type": "command", "command": command, "timeout": spec.timeout}]));
+        list.push(Value::Object(group));
+        changed.push(spec.event);
+    }
+    Ok(changed)
+}
+
+/// What installing did (or would do) to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing to do.
+    Unchanged,
+    /// A new file.
+    Created,
+    /// An existing file changed (a backup was written).
+    Updated,
+}
+
+/// The result of applying a plan.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// The file.
+    pub file: PathBuf,
+    /// What happened.
+    pub change: Change,
+    /// Hook events added (hooks plans).
+    pub added: Vec<&'static str>,
+    /// The backup written, if any.
+    pub backup: Option<PathBuf>,
+}
+
+/// The backup path of `file` (`<file>.aep-backup`).
+pub fn backup_path(file: &Path) -> PathBuf {
+    let mut s = file.as_os_str().to_owned();
+    s.push(".aep-backup");
+    PathBuf::from(s)
+}
+
+/// Applies a plan (writing nothing when `dry_run`).
+pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, String> {
+    let (file, new_text, added) = match plan {
+        Plan::Hooks { file, events, enable_hooks_config } => {
+            let old = read_opt(file)?;
+            let mut doc = match &old {
+                Some(t) if !t.trim().is_empty() => serde_json::from_str::<Value>(t)
+                    .map_err(|e| format!("{}: not valid JSON ({e}); fix or move it first", file.display()))?,
+                _ => json!({}),
+            };
+            let added = merge_hooks(&mut doc, events, command).map_err(|e| format!("{}: {e}", file.display()))?;
+            let mut extra = false;
+            if *enable_hooks_config && let Value::Object(root) = &mut doc {
+                let hc = root.entry("hooksConfig").or_insert_with(|| json!({}));
+                if let Value::Object(hc) = hc
+                    && !hc.contains_key("enabled")
+                {
+                    hc.insert("enabled".into(), json!(true));
+                    extra = true;
+                }
+            }
+            if added.is_empty() && !extra && old.is_some() {
+                return Ok(Applied { file: file.clone(), change: Change::Unchanged, added, backup: None });
+            }
+            let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+            text.push('\n');
+            (file.clone(), text, added)
+        }
+        Plan::Asset { file, content, .. } => {
+            let old = read_opt(file)?;
+            if old.as_deref() == Some(*content) {
+                return Ok(Applied { file: file.clone(), change: Change::Unchanged, added: Vec::new(), backup: None });
+            }
+            (file.clone(), (*content).to_owned(), Vec::new())
+        }
+    };
+    let exists = file.exists();
+    let change = if exists { Change::Updated } else { Change::Created };
+    let backup = exists.then(|| backup_path(&file));
+    if !dry_run {
+        if let Some(b) = &backup {
+            std::fs::copy(&file, b).map_err(|e| format!("cannot write the backup {}: {e}", b.display()))?;
+        }
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        // Write a sibling then rename: a crash never leaves a half-written settings file.
+        let tmp = {
+            let mut s = file.as_os_str().to_owned();
+            s.push(".aep-tmp");
+            PathBuf::from(s)
+        };
+        std::fs::write(&tmp, new_text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &file).map_err(|e| format!("cannot replace {}: {e}", file.display()))?;
+    }
+    Ok(Applied { file, change, added, backup })
+}
+
+fn read_opt(file: &Path) -> Result<Option<String>, String> {
+    match std::fs::read_to_string(file) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", file.display())),
+    }
+}
+
+/// Vendors `install` covers.
+pub const SUPPORTED: [&str; 7] = ["claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "kilocode", "pi"];
+
 /// Runs the command; returns the exit code.
-pub fn run(_args: InstallArgs) -> i32 {
-    eprintln!("aep-bridge install: not built yet");
-    2
+pub fn run(args: InstallArgs) -> i32 {
+    let scope = match &args.project {
+        Some(d) => Scope::Project(d.clone()),
+        None => match env_dir("HOME") {
+            Some(h) => Scope::User(h),
+            None => {
+                eprintln!("aep-bridge install: HOME is not set; pass --project DIR");
+                return 2;
+            }
+        },
+    };
+    let Some(p) = plan(&args.vendor, &scope) else {
+        eprintln!(
+            "aep-bridge install: no installer for {:?}; supported: {} (see `aep-bridge adapters` for the others' setup)",
+            args.vendor,
+            SUPPORTED.join(", ")
+        );
+        return 2;
+    };
+    let shim = args.shim.clone().unwrap_or_else(default_shim);
+    let command = hook_command(&shim, &args.vendor);
+    match apply(&p, &command, args.dry_run) {
+        Ok(a) => {
+            let verb = match (&a.change, args.dry_run) {
+                (Change::Unchanged, _) => "unchanged",
+                (Change::Created, false) => "created",
+                (Change::Updated, false) => "updated",
+                (Change::Created, true) => "would create",
+                (Change::Updated, true) => "would update",
+            };
+            println!("{}: {verb}", a.file.display());
+            if !a.added.is_empty() {
+                println!("  hooks -> `{command}`: {}", a.added.join(", "));
+            }
+            if let Some(b) = &a.backup {
+                println!("  backup: {}{}", b.display(), if args.dry_run { " (not written: dry run)" } else { "" });
+            }
+            if let Plan::Asset { note: Some(n), .. } = &p {
+                println!("  next: {n}");
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("aep-bridge install: {e}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_appends_once_and_keeps_foreign_entries() {
+        let mut doc = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "mine"}]}]}, "model": "x"});
+        let added = merge_hooks(&mut doc, &CODEX[..1], "/bin/aep-hook codex").unwrap();
+        assert_eq!(added, vec!["PreToolUse"]);
+        assert_eq!(doc["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
+        assert_eq!(doc["hooks"]["PreToolUse"][0]["hooks"][0]["command"], "mine");
+        assert!(merge_hooks(&mut doc, &CODEX[..1], "/bin/aep-hook codex").unwrap().is_empty());
+        assert!(merge_hooks(&mut json!({"hooks": {"PreToolUse": {}}}), &CODEX[..1], "c").is_err());
+        assert!(merge_hooks(&mut json!([]), &CODEX[..1], "c").is_err());
+    }
+
+    #[test]
+    fn shell_words_quote_only_when_needed() {
+        assert_eq!(hook_command("/usr/bin/aep-hook", "codex"), "/usr/bin/aep-hook codex");
+        assert_eq!(hook_command("/a b/aep-hook", "pi"), "'/a b/aep-hook' pi");
+    }
 }

@@ -1,0 +1,171 @@
+//! `aep-bridge install` over temp dirs: fresh file, user hooks preserved, idempotence,
+//! backup written, plugin assets, and the absolute shim path next to the binary.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+fn install(args: &[&str], home: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
+        .arg("install")
+        .args(args)
+        .env("HOME", home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CODEX_HOME")
+        .output()
+        .expect("run aep-bridge");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+/// The commands registered for `event`.
+fn commands(doc: &Value, event: &str) -> Vec<String> {
+    doc["hooks"][event]
+        .as_array()
+        .map(|groups| {
+            groups
+                .iter()
+                .flat_map(|g| g["hooks"].as_array().cloned().unwrap_or_default())
+                .filter_map(|h| h["command"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn shim_next_to_binary() -> String {
+    Path::new(env!("CARGO_BIN_EXE_aep-bridge")).parent().unwrap().join("aep-hook").display().to_string()
+}
+
+#[test]
+fn claude_code_fresh_project_gets_every_event_with_the_absolute_shim() {
+    let home = tempfile::tempdir().unwrap();
+    let proj = tempfile::tempdir().unwrap();
+    let (code, out, err) = install(&["claude-code", "--project", proj.path().to_str().unwrap()], home.path());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("created"), "{out}");
+    let file = proj.path().join(".claude/settings.json");
+    let doc = read_json(&file);
+    let expect = if Path::new(&shim_next_to_binary()).is_file() {
+        format!("{} claude-code", shim_next_to_binary())
+    } else {
+        "aep-hook claude-code".to_owned()
+    };
+    for ev in
+        ["PreToolUse", "PostToolUse", "SessionStart", "SessionEnd", "Stop", "PermissionRequest", "UserPromptSubmit"]
+    {
+        assert_eq!(commands(&doc, ev), vec![expect.clone()], "{ev}");
+    }
+    assert_eq!(doc["hooks"]["PreToolUse"][0]["matcher"], "*");
+    assert!(doc["hooks"]["SessionStart"][0].get("matcher").is_none());
+    assert!(!proj.path().join(".claude/settings.json.aep-backup").exists(), "no backup for a fresh file");
+    // Nothing leaked into the home directory.
+    assert!(!home.path().join(".claude").exists());
+}
+
+#[test]
+fn existing_user_hooks_are_preserved_backed_up_and_a_second_run_changes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let proj = tempfile::tempdir().unwrap();
+    let dir = proj.path().join(".qwen");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("settings.json");
+    let original = json!({
+        "general": {"vimMode": true},
+        "hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "python3 my_guard.py", "timeout": 5000}]}],
+            "CustomThing": [{"hooks": [{"type": "command", "command": "echo hi"}]}]
+        }
+    });
+    let original_text = serde_json::to_string_pretty(&original).unwrap();
+    std::fs::write(&file, &original_text).unwrap();
+    let p = proj.path().to_str().unwrap();
+    let (code, out, err) = install(&["qwen-code", "--project", p, "--shim", "/opt/aep/aep-hook"], home.path());
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("updated"), "{out}");
+    let doc = read_json(&file);
+    assert_eq!(doc["general"]["vimMode"], true);
+    assert_eq!(commands(&doc, "PreToolUse"), vec!["python3 my_guard.py", "/opt/aep/aep-hook qwen-code"]);
+    assert_eq!(commands(&doc, "CustomThing"), vec!["echo hi"]);
+    assert_eq!(commands(&doc, "PermissionRequest"), vec!["/opt/aep/aep-hook qwen-code"]);
+    // The backup is the file as it was before the change.
+    let backup = dir.join("settings.json.aep-backup");
+    assert_eq!(std::fs::read_to_string(&backup).unwrap(), original_text);
+
+    // Idempotence: the second run reports and changes nothing (bytes identical).
+    let after_first = std::fs::read(&file).unwrap();
+    std::fs::remove_file(&backup).unwrap();
+    let (code, out, _) = install(&["qwen-code", "--project", p, "--shim", "/opt/aep/aep-hook"], home.path());
+    assert_eq!(code, 0);
+    assert!(out.contains("unchanged"), "{out}");
+    assert_eq!(std::fs::read(&file).unwrap(), after_first);
+    assert!(!backup.exists(), "no backup when nothing changes");
+}
+
+#[test]
+fn dry_run_writes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let (code, out, _) = install(&["codex", "--dry-run"], home.path());
+    assert_eq!(code, 0);
+    assert!(out.contains("would create"), "{out}");
+    assert!(out.contains("PreToolUse"), "{out}");
+    assert!(!home.path().join(".codex").exists());
+}
+
+#[test]
+fn user_scope_codex_and_gemini_enablement() {
+    let home = tempfile::tempdir().unwrap();
+    let (code, _, err) = install(&["codex", "--user", "--shim", "aep-hook"], home.path());
+    assert_eq!(code, 0, "{err}");
+    let doc = read_json(&home.path().join(".codex/hooks.json"));
+    assert_eq!(commands(&doc, "Stop"), vec!["aep-hook codex"]);
+
+    let gem = home.path().join(".gemini");
+    std::fs::create_dir_all(&gem).unwrap();
+    std::fs::write(gem.join("settings.json"), r#"{"hooksConfig": {"enabled": false}}"#).unwrap();
+    let (code, _, _) = install(&["gemini-cli", "--shim", "aep-hook"], home.path());
+    assert_eq!(code, 0);
+    let doc = read_json(&gem.join("settings.json"));
+    assert_eq!(commands(&doc, "BeforeTool"), vec!["aep-hook gemini-cli"]);
+    assert_eq!(doc["hooksConfig"]["enabled"], false, "an explicit user choice is not overridden");
+}
+
+#[test]
+fn plugin_assets_are_written_once() {
+    let home = tempfile::tempdir().unwrap();
+    let proj = tempfile::tempdir().unwrap();
+    let p = proj.path().to_str().unwrap();
+    let (code, _, _) = install(&["opencode", "--project", p], home.path());
+    assert_eq!(code, 0);
+    let f = proj.path().join(".opencode/plugins/aep-bridge.js");
+    let text = std::fs::read_to_string(&f).unwrap();
+    assert!(text.contains("/hooks/opencode/") || text.contains("VENDOR = \"opencode\""));
+    let (_, out, _) = install(&["opencode", "--project", p], home.path());
+    assert!(out.contains("unchanged"), "{out}");
+    let (code, _, _) = install(&["pi", "--project", p], home.path());
+    assert_eq!(code, 0);
+    assert!(proj.path().join(".pi/extensions/aep-bridge.ts").is_file());
+}
+
+#[test]
+fn refuses_unknown_vendors_and_malformed_settings() {
+    let home = tempfile::tempdir().unwrap();
+    let (code, _, err) = install(&["nosuch", "--dry-run"], home.path());
+    assert_eq!(code, 2);
+    assert!(err.contains("supported"), "{err}");
+    let proj = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(proj.path().join(".claude")).unwrap();
+    let f = proj.path().join(".claude/settings.json");
+    std::fs::write(&f, r#"{"hooks": {"Stop": "not a list"}}"#).unwrap();
+    let (code, _, err) = install(&["claude-code", "--project", proj.path().to_str().unwrap()], home.path());
+    assert_eq!(code, 1);
+    assert!(err.contains("hooks.Stop"), "{err}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), r#"{"hooks": {"Stop": "not a list"}}"#, "untouched");
+}
