@@ -296,6 +296,10 @@ mod tests {
         let table: toml::Table = toml::from_str(include_str!("../../aep-bridge.example.toml")).unwrap();
         let export: ExportConfig = table["export"].clone().try_into().unwrap();
         assert_eq!(export, ExportConfig::default());
+        let snippet: toml::Table =
+            toml::from_str(include_str!("../../../collector-config/aep-bridge.export.toml")).unwrap();
+        let export: ExportConfig = snippet["export"].clone().try_into().unwrap();
+        assert!(export.check().is_empty() && export.otlp.trace_per_run);
     }
 
     #[test]
