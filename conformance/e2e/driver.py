@@ -302,6 +302,90 @@ def check_span_tree(tag, spans_file, sid, events):
     check(f"{tag}: status ERROR exactly on the failed tool's span", not bad and any(s["status"] == 2 for s in tools), str(bad))
 
 
+# ------------------------------------------------------------------ Claude Code, permission loop
+def scenario_permission(a):
+    """The TUI under tmux raises PermissionRequest; the bridge holds it; `aep-bridge respond`
+    allows it from the 'phone' side; the tool runs; the log has the lifecycle and the ack."""
+    if not shutil.which("tmux"):
+        skip("permission: interactive permission loop", "tmux not installed")
+        return
+    env = Env(a, "permission")
+    tmux = ["tmux", "-L", "aep-e2e", "-f", "/dev/null"]
+    try:
+        env.start_mock()
+        env.start_bridge()
+        r = env.aep("install", "claude-code", "--project", env.proj)
+        check("permission: aep-bridge install claude-code --project", r.returncode == 0, r.stderr.strip())
+        e = claude_env(env, otlp=False)
+        e["TERM"] = "xterm-256color"
+        key = e["ANTHROPIC_API_KEY"]
+        cfg_dir = e["CLAUDE_CONFIG_DIR"]
+        os.makedirs(cfg_dir, exist_ok=True)
+        with open(os.path.join(cfg_dir, ".claude.json"), "w") as f:  # no first-run dialogs
+            json.dump({"hasCompletedOnboarding": True, "theme": "dark", "numStartups": 3,
+                       "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+                       "projects": {env.proj: {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True,
+                                               "allowedTools": []}}}, f)
+        launch = os.path.join(env.root, "launch.sh")
+        with open(launch, "w") as f:
+            f.write("#!/bin/sh\n" + "".join(f"export {k}={json.dumps(v)}\n" for k, v in e.items()) +
+                    f"cd {env.proj}\nexec {os.path.join(a.clients, 'claude')} --permission-mode default "
+                    f"'Compute it {{{{e2e:bash_py}}}}'\n")
+        os.chmod(launch, 0o755)
+        subprocess.run(tmux + ["kill-server"], capture_output=True)
+        subprocess.run(tmux + ["new-session", "-d", "-s", "cc", "-x", "160", "-y", "50", launch], check=True)
+        pane = lambda: subprocess.run(tmux + ["capture-pane", "-p", "-t", "cc"], capture_output=True, text=True).stdout
+
+        def pending():
+            for log in session_logs(env.data, "claude-code"):
+                for x in read_jsonl(log):
+                    if x["type"] == "attention.requested":
+                        return log, x
+            return None
+        got = wait_for(pending, 90)
+        open(os.path.join(env.logs, "screen_waiting.txt"), "w").write(pane())
+        if not check("permission: attention.requested for the PermissionRequest", bool(got),
+                     "none; screen in " + env.logs):
+            return
+        log, req = got
+        opts = [o.get("id") for o in (req.get("data") or {}).get("options") or []]
+        option = "allow" if "allow" in opts else (opts[0] if opts else "allow")
+        r = env.aep("respond", req["id"], "--option", option, "--url", f"http://{BRIDGE}", "--token", TOKEN,
+                    timeout=60)
+        open(os.path.join(env.logs, "respond.out"), "w").write(r.stdout + r.stderr)
+        check(f"permission: aep-bridge respond {{id}} --option {option} exits 0", r.returncode == 0,
+              (r.stdout + r.stderr)[-400:])
+        answer = os.path.join(env.proj, "answer.txt")
+        ran = wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 45)
+        open(os.path.join(env.logs, "screen_after.txt"), "w").write(pane())
+        check("permission: the allowed tool ran (answer.txt = 42)", bool(ran))
+        wait_for(lambda: "E2E done" in pane(), 20)
+        subprocess.run(tmux + ["send-keys", "-t", "cc", "/exit", "Enter"])
+        wait_for(lambda: any(x["type"] == "session.ended" for x in read_jsonl(log)), 15)
+        events = read_jsonl(log)
+        types = [x["type"] for x in events]
+        tid = (req.get("data") or {}).get("id") or req["id"]
+        sent = [w.split()[2] for w in r.stdout.splitlines() if w.startswith("sent control.attention.respond ")]
+        acks = [x for x in events if x["type"] == "control.accepted"]
+        check("permission: the ack (control.accepted) of respond's command is in the log",
+              len(sent) >= 1 and len(acks) == 1 and acks[0].get("cause") == sent[0], f"sent {sent} acks {acks}")
+        resolved = [x for x in events if x["type"] in ("attention.answered", "attention.resolved")
+                    and req["id"] in (x.get("cause"), x.get("subject"), (x.get("data") or {}).get("request_id"),
+                                      (x.get("data") or {}).get("request"))]
+        check("permission: the request is answered/resolved (caused by it)", len(resolved) > 0,
+              str([(x["type"], x.get("cause"), x.get("subject")) for x in events if x["type"].startswith("attention.")]))
+        req_i = types.index("attention.requested")
+        tools = [(i, x) for i, x in enumerate(events) if x["type"] in ("tool.requested", "tool.completed")]
+        check("permission: tool.requested then tool.completed (same call id) around the answer",
+              len(tools) == 2 and tools[0][1]["data"]["tool"]["call_id"] == tools[1][1]["data"]["tool"]["call_id"]
+              and tools[1][0] > req_i, str([x["type"] for _, x in tools]))
+        r = env.aep("validate", log)
+        check("permission: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        subprocess.run(tmux + ["kill-server"], capture_output=True)
+        env.procs.stop()
+
+
 # ------------------------------------------------------------------ Codex
 def codex_config(env, codex_home):
     os.makedirs(codex_home, exist_ok=True)
@@ -395,7 +479,7 @@ def scenario_codex(a):
         env.procs.stop()
 
 
-SCENARIOS = {"claude": scenario_claude, "codex": scenario_codex}
+SCENARIOS = {"claude": scenario_claude, "permission": scenario_permission, "codex": scenario_codex}
 
 
 def main():
