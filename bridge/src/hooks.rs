@@ -128,10 +128,11 @@ impl BridgeHooks {
         let mut states = self.states.lock().map_err(|_| HookError::Unavailable("state lock poisoned".into()))?;
         states.tick += 1;
         let tick = states.tick;
-        if !states.map.contains_key(&key) && states.map.len() >= MAX_SESSIONS {
-            if let Some(oldest) = states.map.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| k.clone()) {
-                states.map.remove(&oldest);
-            }
+        if !states.map.contains_key(&key)
+            && states.map.len() >= MAX_SESSIONS
+            && let Some(oldest) = states.map.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| k.clone())
+        {
+            states.map.remove(&oldest);
         }
         if !states.lifetimes.contains_key(&key) && states.lifetimes.len() >= MAX_SESSIONS * 4 {
             states.lifetimes.clear();
@@ -214,6 +215,14 @@ impl HookHandler for BridgeHooks {
     }
 }
 
+/// Compares secrets without an early exit on the first differing byte.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,12 +249,4 @@ mod tests {
         apply_lifetime(&mut life, &mut c);
         assert_eq!(c[0].session.as_deref(), Some("s.2"));
     }
-}
-
-/// Compares secrets without an early exit on the first differing byte.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -13,8 +13,11 @@ const MAX_SERIES: usize = 512;
 /// counting on the hot path allocates only the first time a label set is seen.
 #[derive(Debug, Default)]
 pub struct CounterVec {
-    values: Mutex<Vec<(Vec<(&'static str, String)>, u64)>>,
+    values: Mutex<Vec<Series>>,
 }
+
+/// One label set and its count.
+type Series = (Vec<(&'static str, String)>, u64);
 
 fn same(a: &[(&'static str, String)], b: &[(&'static str, &str)]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|((ka, va), (kb, vb))| ka == kb && va == vb)

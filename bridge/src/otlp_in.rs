@@ -128,7 +128,7 @@ impl OtlpHandler for BridgeOtlp {
             }
         }
         if unmatched > 0 {
-            self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_profile")], unmatched as u64);
+            self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_profile")], unmatched);
             let svc = first_unmatched.unwrap_or_default();
             return Ok(Accepted::partial(
                 unmatched as i64,
