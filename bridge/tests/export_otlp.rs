@@ -475,3 +475,41 @@ async fn serve_exports_hook_events_as_otlp_logs() {
     assert!(names.contains(&"dev.aep.tool.completed"), "{names:?}");
     assert!(got.iter().any(|g| g.path == "/v1/traces"), "no spans exported");
 }
+
+/// A second `aep-bridge serve` is a real OTLP logs receiver: records of a known vendor
+/// (`service.name` = `codex`) become events there, the others come back as a partial
+/// success, which the exporter counts and does not retry.
+#[tokio::test]
+async fn a_second_bridge_receives_the_logs_and_reports_partial_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut peer_cfg = common::config(dir.path());
+    peer_cfg.server.otlp_grpc = "127.0.0.1:0".into();
+    let peer = common::start(peer_cfg).await;
+    let grpc = peer.bound.otlp_grpc.expect("no gRPC listener");
+    for (n, (endpoint, protocol)) in [
+        (format!("http://{grpc}"), Protocol::Grpc),
+        (peer.url(), Protocol::HttpProtobuf),
+        (peer.url(), Protocol::HttpJson),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut cfg = otlp_cfg(endpoint, protocol);
+        cfg.otlp.spans = false;
+        let events: Vec<Event> = session("codex").into_iter().chain(session("nobody")).collect();
+        let (stats, metrics) = export_all(&cfg, &events).await;
+        assert_eq!(stat(&stats, "otlp_logs"), (12, 0, 6, 0), "{protocol:?}");
+        assert_eq!(metrics.sink_errors.get(&[("sink", "otlp_logs")]), 1, "{protocol:?}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (_, text) = common::get(format!("{}/metrics", peer.url())).await;
+            let want = format!("aep_bridge_events_in_total{{input=\"otlp\",agent=\"codex\"}} {}", 6 * (n + 1));
+            if text.contains(&want) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{protocol:?}: wanted {want}:\n{text}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    peer.shutdown().await;
+}
