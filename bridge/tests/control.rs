@@ -348,3 +348,48 @@ async fn opt_in_gates_hold_only_the_configured_tools() {
     assert_eq!(reply["action"], "block");
     b.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_through_an_upstream_relay_reaches_the_held_hook() {
+    // Relay: a second bridge's collector, authenticated. The bridge under test connects
+    // to it as the emitter of its hook sessions and takes commands over that binding.
+    let relay_dir = tempfile::tempdir().unwrap();
+    let mut rcfg = config(relay_dir.path());
+    rcfg.server.token = TOKEN.into();
+    let relay = start(rcfg).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.relay.url = relay.url();
+    cfg.relay.token = TOKEN.into();
+    cfg.control.attention_timeout_secs = 30;
+    let b = start(cfg).await;
+    let mut phone = Phone::connect(relay.bound.http, Some(TOKEN)).await;
+    let shim = tokio::task::spawn_blocking({
+        let url = b.url();
+        move || {
+            let mut child = Command::new(env!("CARGO_BIN_EXE_aep-hook"))
+                .arg("claude-code")
+                .env("AEP_BRIDGE_URL", url)
+                .env_remove("AEP_TOKEN")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(cc_permission().to_string().as_bytes()).unwrap();
+            String::from_utf8_lossy(&child.wait_with_output().unwrap().stdout).into_owned()
+        }
+    });
+    let req = phone.next(|v| v["type"] == "attention.requested").await;
+    // The relay knows the claim and its declared control.accepts.
+    phone.ws.send(Message::text(json!({"type": "roster", "id": "r1"}).to_string())).await.unwrap();
+    let roster = phone.next(|v| v["type"] == "roster").await;
+    let entry = roster["entries"].as_array().unwrap().iter().find(|e| e["session"] == req["session"]).expect("claim listed");
+    assert_eq!(entry["control"]["accepts"], json!(["control.attention.respond"]));
+    phone.respond("cmd-relay", &req, json!({"option": "allow"})).await;
+    let ack = phone.next(|v| v["type"] == "control.accepted").await;
+    assert_eq!(ack["cause"], "cmd-relay");
+    let reply: Value = serde_json::from_str(&shim.await.unwrap()).unwrap();
+    assert_eq!(reply["hookSpecificOutput"]["decision"]["behavior"], "allow");
+    b.shutdown().await;
+    relay.shutdown().await;
+}
