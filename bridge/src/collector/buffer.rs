@@ -47,10 +47,11 @@ impl ReplayBuffers {
         let Some(session) = ev.event.session.as_deref() else { return false };
         self.clock += 1;
         let clock = self.clock;
-        if !self.sessions.contains_key(session) && self.sessions.len() >= self.max_sessions {
-            if let Some(oldest) = self.sessions.iter().min_by_key(|(_, b)| b.last_write).map(|(k, _)| k.clone()) {
-                self.sessions.remove(&oldest);
-            }
+        if !self.sessions.contains_key(session)
+            && self.sessions.len() >= self.max_sessions
+            && let Some(oldest) = self.sessions.iter().min_by_key(|(_, b)| b.last_write).map(|(k, _)| k.clone())
+        {
+            self.sessions.remove(&oldest);
         }
         let buf = self.sessions.entry(session.to_owned()).or_insert_with(|| SessionBuffer {
             events: VecDeque::new(),

@@ -3,7 +3,6 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use aep_schemas::filter::Filter;
@@ -50,6 +49,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// 401 without credentials, 403 with wrong ones (AEP-0003 §3.2, §8.1).
+#[allow(clippy::result_large_err)] // the error is the response itself, built once per refusal
 fn check_auth(c: &Collector, presented: Option<&str>) -> Result<(), Response> {
     if c.authorized(presented) {
         return Ok(());
@@ -91,23 +91,27 @@ async fn post_events(State(ctx): State<Ctx>, headers: HeaderMap, body: Bytes) ->
     }
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    let values: Vec<Value> = match essence.as_str() {
+    // (line index, parsed value, raw bytes) per event; the index names the failing line.
+    let mut items: Vec<(usize, Value, &[u8])> = Vec::new();
+    let batch = match essence.as_str() {
         "application/json" => match serde_json::from_slice::<Value>(&body) {
-            Ok(v) => vec![v],
+            Ok(v) => {
+                items.push((0, v, &body[..]));
+                false
+            }
             Err(e) => return bad(c, format!("body is not JSON: {e}"), None),
         },
         "application/x-ndjson" | "application/jsonl" => {
-            let mut out = Vec::new();
             for (i, line) in body.split(|b| *b == b'\n').enumerate() {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
                 match serde_json::from_slice::<Value>(line) {
-                    Ok(v) => out.push(v),
+                    Ok(v) => items.push((i, v, line)),
                     Err(e) => return bad(c, format!("line {i} is not JSON: {e}"), Some(i)),
                 }
             }
-            out
+            true
         }
         _ => {
             c.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "content_type")]);
@@ -118,25 +122,28 @@ async fn post_events(State(ctx): State<Ctx>, headers: HeaderMap, body: Bytes) ->
             );
         }
     };
-    // Validate the whole batch first: it is rejected whole, naming the first failing line.
-    let mut events = Vec::with_capacity(values.len());
-    for (i, v) in values.iter().enumerate() {
+    // AEP-0003 §3.2 rule 3: validate the whole batch first; it is rejected whole, naming
+    // the first failing line, and nothing of it is ingested.
+    let mut events = Vec::with_capacity(items.len());
+    for (i, v, raw) in &items {
+        let line = batch.then_some(*i);
+        let at = if batch { format!("line {i}: ") } else { String::new() };
         match aep_schemas::validate::validate_value(v) {
-            Ok(ev) => events.push(ev),
-            Err(viol) => return bad(c, format!("{}: {}", viol.rule, viol.message), Some(i)),
+            Ok(ev) if ev.r#type.starts_with("control.") && !is_ack(&ev.r#type) => {
+                // Commands never flow on HTTP emit (AEP-0004 §4.1: authenticated duplex only).
+                return bad(
+                    c,
+                    format!("{at}control commands flow only over the authenticated WebSocket binding (/socket)"),
+                    line,
+                );
+            }
+            Ok(ev) => events.push(Arc::new(super::received(v, ev, raw))),
+            Err(viol) => return bad(c, format!("{at}{}: {}", viol.rule, viol.message), line),
         }
     }
     let n = events.len();
     for ev in events {
-        if ev.r#type.starts_with("control.") && !is_ack(&ev.r#type) {
-            // Commands never flow on HTTP emit (AEP-0004 §4.1: authenticated duplex only).
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid-event",
-                "control commands flow only over the authenticated WebSocket binding (/socket)",
-            );
-        }
-        if ctx.pipeline.submit_event("collector", ev).await.is_err() {
+        if ctx.pipeline.submit_stamped("collector", ev).await.is_err() {
             return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the bridge is shutting down");
         }
     }
@@ -161,6 +168,7 @@ struct StreamQuery {
     filter: Option<String>,
     capture: Option<String>,
     from: Option<String>,
+    live: Option<String>,
     access_token: Option<String>,
 }
 
@@ -228,7 +236,7 @@ async fn stream(State(ctx): State<Ctx>, Query(q): Query<StreamQuery>, headers: H
                     }
                 }
             };
-            match parse_from(&v, c.cfg.replay_buffer.max(4096)) {
+            match parse_from(&v, c.max_from()) {
                 Ok(f) => Some(f),
                 Err((code, d)) => return error(StatusCode::BAD_REQUEST, code, d),
             }
@@ -239,25 +247,35 @@ async fn stream(State(ctx): State<Ctx>, Query(q): Query<StreamQuery>, headers: H
             .and_then(parse_sse_id)
             .map(|(s, p)| From::Positions(vec![(s, p)])),
     };
-    let (tx, rx) = mpsc::channel(c.cfg.subscriber_queue);
-    let (id, replay, overflowed) = c.subscribe(Arc::from(""), filter, ceiling, from, tx);
+    let live = match q.live.as_deref() {
+        None | Some("1" | "true") => true,
+        Some("0" | "false") => false,
+        Some(other) => {
+            return error(StatusCode::BAD_REQUEST, "invalid-filter", format!("`live` must be 0 or 1, got {other:?}"));
+        }
+    };
+    let heartbeat = Duration::from_secs(c.cfg.heartbeat_secs.max(1));
+    let keep_alive = KeepAlive::new().interval(heartbeat).text("ping");
+    if !live {
+        // `live=0`: the replay alone, then the stream ends (AEP-0003 §5).
+        let replay = c.replay(&filter, ceiling, from);
+        let events = stream::iter(replay).map(|d| Ok::<_, Infallible>(to_sse(d)));
+        return Sse::new(events).keep_alive(keep_alive).into_response();
+    }
+    let (tx, rx) = mpsc::channel(c.cfg.subscriber_queue.max(1));
+    let (id, replay) = c.subscribe(Arc::from(""), filter, ceiling, from, tx, super::Shed::new());
     let guard = Unsubscribe { c: c.clone(), id };
     let closing = c.closing.clone();
-    let live = stream::unfold((rx, guard, overflowed, closing), |(mut rx, guard, overflowed, closing)| async move {
+    // The subscriber's sender is dropped when it is shed (AEP-0003 §8.4): the queue drains
+    // and the stream then ends, so the consumer reconnects and resumes exactly.
+    let live = stream::unfold((rx, guard, closing), |(mut rx, guard, closing)| async move {
         tokio::select! {
-            d = rx.recv() => {
-                if d.is_none() && overflowed.load(Ordering::Acquire) {
-                    // AEP-0003 §8.4: terminate the stream so the consumer resumes exactly.
-                    return None;
-                }
-                d.map(|d| (d, (rx, guard, overflowed, closing)))
-            }
+            d = rx.recv() => d.map(|d| (d, (rx, guard, closing))),
             _ = closing.cancelled() => None,
         }
     });
     let events = stream::iter(replay).chain(live).map(|d| Ok::<_, Infallible>(to_sse(d)));
-    let heartbeat = Duration::from_secs(c.cfg.heartbeat_secs.max(1));
-    Sse::new(events).keep_alive(KeepAlive::new().interval(heartbeat).text("ping")).into_response()
+    Sse::new(events).keep_alive(keep_alive).into_response()
 }
 
 struct Unsubscribe {
@@ -271,20 +289,32 @@ impl Drop for Unsubscribe {
     }
 }
 
+/// `true` for a value an SSE field can carry (no line breaks; `id:` also no NUL).
+fn sse_safe(s: &str) -> bool {
+    !s.contains(['\r', '\n', '\0'])
+}
+
 fn to_sse(d: Delivery) -> SseEvent {
     match d {
         Delivery::Event { event, .. } => {
+            // AEP-0003 §3.3 rule 2: `event:` the type, `data:` the event on one line, `id:`
+            // `{session}:{epoch}:{seq}` for session-scoped events only.
             let line = std::str::from_utf8(&event.line).unwrap_or("").trim_end_matches('\n');
-            let mut e = SseEvent::default().event(event.event.r#type.clone()).data(line);
-            if let Some(id) = sse_id(&event.event) {
+            let mut e = SseEvent::default().data(line);
+            if sse_safe(&event.event.r#type) {
+                e = e.event(event.event.r#type.clone());
+            }
+            // A session an SSE field cannot carry gets no `id:` rather than a broken stream.
+            if let Some(id) = sse_id(&event.event).filter(|id| sse_safe(id)) {
                 e = e.id(id);
             }
             e
         }
         Delivery::ReplayExhausted { session, earliest, .. } => {
+            // AEP-0003 §3.3 rule 3: `: replay-exhausted {session} {epoch}:{seq}`.
+            let session = session.replace(['\r', '\n'], "\u{fffd}");
             SseEvent::default().comment(format!("replay-exhausted {session} {}:{}", earliest.epoch, earliest.seq))
         }
-        Delivery::Overflow => SseEvent::default().comment("overflow"),
     }
 }
 

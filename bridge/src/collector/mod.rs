@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use aep_schemas::filter::Filter;
 use aep_schemas::{Capture, Severity};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 pub use buffer::{Position, ReplayBuffers};
 pub use http::router;
@@ -23,6 +23,9 @@ pub use http::router;
 use crate::config::CollectorConfig;
 use crate::metrics::Metrics;
 use crate::pipeline::{Stamped, Tap};
+
+/// Sessions held in replay buffers; the least recently written is evicted past it.
+const MAX_SESSIONS: usize = 4096;
 
 /// One delivery toward a subscriber.
 #[derive(Debug, Clone)]
@@ -43,8 +46,38 @@ pub enum Delivery {
         /// Earliest held position.
         earliest: Position,
     },
-    /// The subscriber fell too far behind on `notice`+ events: deliver or disconnect (AEP-0003 §8.4).
-    Overflow,
+}
+
+/// Raised when a subscription is shed for falling behind on `notice`+ events: the
+/// subscriber must then disconnect so its consumer resumes exactly (AEP-0003 §8.4).
+#[derive(Debug, Default)]
+pub struct Shed {
+    flag: AtomicBool,
+    notify: Notify,
+}
+
+impl Shed {
+    /// A fresh, unraised flag.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Whether a subscription sharing this flag was shed.
+    pub fn is_set(&self) -> bool {
+        self.flag.load(Ordering::Acquire)
+    }
+
+    fn raise(&self) {
+        self.flag.store(true, Ordering::Release);
+        self.notify.notify_one();
+    }
+
+    /// Resolves once a subscription sharing this flag has been shed.
+    pub async fn raised(&self) {
+        while !self.is_set() {
+            self.notify.notified().await;
+        }
+    }
 }
 
 /// A live subscription.
@@ -54,7 +87,7 @@ struct Subscriber {
     filter: Filter,
     ceiling: Option<Capture>,
     tx: mpsc::Sender<Delivery>,
-    overflowed: Arc<AtomicBool>,
+    shed: Arc<Shed>,
 }
 
 /// A live emitter claim on a session: a WebSocket emitter that sent events of that session.
@@ -92,7 +125,7 @@ pub trait LocalControl: Send + Sync {
 pub enum Route {
     /// Exactly one remote claimant.
     Remote(mpsc::Sender<Arc<Stamped>>),
-    /// This process's own control loop.
+    /// This process's own control loop (deliver with [`Collector::deliver_local`]).
     Local,
     /// Refused with an `error` frame code (`no-route`, `ambiguous`, `unsupported`).
     Refused(&'static str, String),
@@ -121,7 +154,7 @@ impl Collector {
     pub fn new(cfg: CollectorConfig, token: Option<String>, metrics: Arc<Metrics>) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
-                buffers: ReplayBuffers::new(cfg.replay_buffer, 4096),
+                buffers: ReplayBuffers::new(cfg.replay_buffer, MAX_SESSIONS),
                 subscribers: Vec::new(),
                 claims: Vec::new(),
             }),
@@ -148,6 +181,12 @@ impl Collector {
 
     fn next_id(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Most resume positions one `from` may name (`limit-exceeded` beyond, AEP-0003 §6.5):
+    /// each costs a buffer scan, and no more sessions than this are ever held.
+    pub fn max_from(&self) -> usize {
+        MAX_SESSIONS
     }
 
     /// Whether a token is configured (control enabled).
@@ -189,27 +228,28 @@ impl Collector {
         })
     }
 
-    /// Subscribes: registers a live subscriber and, under the same lock, snapshots the
-    /// replay it is owed, so replay and live delivery neither overlap nor leave a gap.
-    pub fn subscribe(
-        &self,
-        sub: Arc<str>,
-        filter: Filter,
+    /// The replay a subscription starting at `from` is owed, filtered and down-leveled,
+    /// each exhausted position's marker ahead of its session's events (AEP-0003 §5).
+    fn replay_of(
+        st: &State,
+        sub: &Arc<str>,
+        filter: &Filter,
         ceiling: Option<Capture>,
         from: Option<From>,
-        tx: mpsc::Sender<Delivery>,
-    ) -> (u64, Vec<Delivery>, Arc<AtomicBool>) {
-        let id = self.next_id();
-        let overflowed = Arc::new(AtomicBool::new(false));
+    ) -> Vec<Delivery> {
         let mut replay = Vec::new();
-        let Ok(mut st) = self.state.lock() else { return (id, replay, overflowed) };
+        let push = |ev: &Arc<Stamped>, replay: &mut Vec<Delivery>| {
+            if filter.matches(&ev.event) {
+                replay.push(Delivery::Event { sub: sub.clone(), event: down(ev, ceiling) });
+            }
+        };
         match from {
             None => {}
+            // Replay-all: every held session from its earliest held position; no
+            // replay-exhausted marker, since the ask names no position (AEP-0003 §5 rule 2).
             Some(From::All) => {
                 for ev in st.buffers.all() {
-                    if filter.matches(&ev.event) {
-                        replay.push(Delivery::Event { sub: sub.clone(), event: down(&ev, ceiling) });
-                    }
+                    push(&ev, &mut replay);
                 }
             }
             Some(From::Positions(ps)) => {
@@ -219,16 +259,41 @@ impl Collector {
                         replay.push(Delivery::ReplayExhausted { sub: sub.clone(), session: session.clone(), earliest });
                     }
                     for ev in evs {
-                        if filter.matches(&ev.event) {
-                            replay.push(Delivery::Event { sub: sub.clone(), event: down(&ev, ceiling) });
-                        }
+                        push(&ev, &mut replay);
                     }
                 }
             }
         }
-        st.subscribers.push(Subscriber { id, sub, filter, ceiling, tx, overflowed: overflowed.clone() });
+        replay
+    }
+
+    /// The replay alone, for a consumer that asked for no live delivery (`live=0`).
+    pub fn replay(&self, filter: &Filter, ceiling: Option<Capture>, from: Option<From>) -> Vec<Delivery> {
+        match self.state.lock() {
+            Ok(st) => Self::replay_of(&st, &Arc::from(""), filter, ceiling, from),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Subscribes: registers a live subscriber and, under the same lock, snapshots the
+    /// replay it is owed, so replay and live delivery neither overlap nor leave a gap.
+    /// The caller delivers the returned replay before anything it receives on `tx`.
+    /// `shed` is raised if the subscription is dropped for overflow (AEP-0003 §8.4).
+    pub fn subscribe(
+        &self,
+        sub: Arc<str>,
+        filter: Filter,
+        ceiling: Option<Capture>,
+        from: Option<From>,
+        tx: mpsc::Sender<Delivery>,
+        shed: Arc<Shed>,
+    ) -> (u64, Vec<Delivery>) {
+        let id = self.next_id();
+        let Ok(mut st) = self.state.lock() else { return (id, Vec::new()) };
+        let replay = Self::replay_of(&st, &sub, &filter, ceiling, from);
+        st.subscribers.push(Subscriber { id, sub, filter, ceiling, tx, shed });
         self.metrics.subscribers.fetch_add(1, Ordering::Relaxed);
-        (id, replay, overflowed)
+        (id, replay)
     }
 
     /// Removes a subscriber.
@@ -301,10 +366,10 @@ impl Collector {
             return Route::Refused("ambiguous", format!("{n} live claimants for session {session:?}"));
         }
         if let Some(l) = local {
-            if !l.accepts().iter().any(|t| *t == cmd.r#type) {
+            // AEP-0004 §4.2: the declared accepts are authoritative.
+            if !l.accepts().contains(&cmd.r#type) {
                 return Route::Refused("unsupported", format!("the target does not accept {}", cmd.r#type));
             }
-            l.deliver(cmd.clone());
             return Route::Local;
         }
         let c = &remote[0];
@@ -315,6 +380,28 @@ impl Collector {
         }
         Route::Remote(c.tx.clone())
     }
+
+    /// Hands a command [`Route::Local`] to this process's control loop.
+    pub fn deliver_local(&self, cmd: aep_schemas::Event) {
+        if let Some(l) = self.local.lock().ok().and_then(|l| l.clone()) {
+            l.deliver(cmd);
+        }
+    }
+}
+
+/// The event as received, keeping the exact bytes it arrived as when they are one line, so
+/// SSE, WebSocket, the JSONL log, and a forwarded command carry the emitter's own
+/// serialization (AEP-0001 §4.2; AEP-0004 §4.4). A multi-line body (pretty-printed JSON)
+/// is compacted from the parsed value, member order kept.
+pub fn received(value: &Value, event: aep_schemas::Event, raw: &[u8]) -> Stamped {
+    let trimmed = raw.trim_ascii();
+    let mut line = if !trimmed.is_empty() && !trimmed.iter().any(|b| matches!(b, b'\n' | b'\r')) {
+        trimmed.to_vec()
+    } else {
+        serde_json::to_vec(value).unwrap_or_default()
+    };
+    line.push(b'\n');
+    Stamped { event, line: bytes::Bytes::from(line) }
 }
 
 /// Where a subscription starts.
@@ -357,7 +444,8 @@ impl Tap for Collector {
                 }
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     // AEP-0003 §8.4: deliver or disconnect, never drop notice+ silently.
-                    s.overflowed.store(true, Ordering::Release);
+                    self.metrics.dropped.inc(&[("sink", "subscriber"), ("severity", sev.as_str())]);
+                    s.shed.raise();
                     dead.push(s.id);
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => dead.push(s.id),

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::http::{Ctx, parse_from};
-use super::{Claim, Delivery, Route};
+use super::{Claim, Delivery, Route, Shed};
 use crate::pipeline::Stamped;
 
 /// Most concurrent subscriptions per connection (`limit-exceeded` beyond, AEP-0003 §6.5).
@@ -34,6 +34,46 @@ struct Conn {
     subs: HashMap<String, u64>,
     /// Last delivered position per (sub, session), for the `closing` frame.
     delivered: HashMap<(Arc<str>, String), (u64, u64)>,
+    /// Raised when one of this connection's subscriptions is shed (AEP-0003 §8.4).
+    shed: Arc<Shed>,
+}
+
+/// What a handled frame sends back, in order.
+enum Out {
+    /// A connection-scoped frame.
+    Frame(Value),
+    /// A replayed event or marker, written before any live delivery of its subscription.
+    Replay(Delivery),
+}
+
+impl Conn {
+    /// Renders a delivery as a text frame, recording the position for `closing`.
+    fn render(&mut self, d: Delivery) -> Message {
+        match d {
+            Delivery::Event { sub, event } => {
+                if let (Some(s), Some(seq)) = (event.event.session.clone(), event.event.seq) {
+                    self.delivered.insert((sub, s), (event.event.epoch(), seq));
+                }
+                // The event exactly as received (AEP-0001 §4.2), one per text frame.
+                let line = std::str::from_utf8(&event.line).unwrap_or("").trim_end_matches('\n');
+                Message::Text(Utf8Bytes::from(line.to_owned()))
+            }
+            Delivery::ReplayExhausted { sub, session, earliest } => text(&json!({
+                "type": "replay-exhausted", "sub": &*sub, "session": session,
+                "earliest": { "epoch": earliest.epoch, "seq": earliest.seq }
+            })),
+        }
+    }
+
+    /// The `closing` frame: last delivered position per subscription (AEP-0003 §3.5 rule 4).
+    fn closing(&self, reason: &str) -> Message {
+        let delivered: Vec<Value> = self
+            .delivered
+            .iter()
+            .map(|((sub, s), (e, q))| json!({"sub": &**sub, "session": s, "epoch": e, "seq": q}))
+            .collect();
+        text(&json!({"type": "closing", "reason": reason, "delivered": delivered}))
+    }
 }
 
 /// Runs one connection until it closes.
@@ -88,6 +128,7 @@ pub(super) async fn run(socket: WebSocket, ctx: Ctx, authenticated: bool) {
         authenticated,
         subs: HashMap::new(),
         delivered: HashMap::new(),
+        shed: Shed::new(),
     };
     let accepts = if authenticated { c.local_accepts() } else { Vec::new() };
     let reply = json!({
@@ -101,22 +142,28 @@ pub(super) async fn run(socket: WebSocket, ctx: Ctx, authenticated: bool) {
         return;
     }
 
-    let (dtx, mut drx) = mpsc::channel::<Delivery>(c.cfg.subscriber_queue);
-    let (ctx_tx, mut cmd_rx) = mpsc::channel::<Arc<Stamped>>(256);
+    let (dtx, mut drx) = mpsc::channel::<Delivery>(c.cfg.subscriber_queue.max(1));
+    let (cmd_tx, mut cmd_rx) = mpsc::channel::<Arc<Stamped>>(256);
     let closing = c.closing.clone();
-    loop {
+    let shed = conn.shed.clone();
+    'conn: loop {
         tokio::select! {
+            // Queued live deliveries go out before a shed is acted on (deliver, then disconnect).
+            biased;
             msg = stream.next() => {
                 let Some(Ok(msg)) = msg else { break };
                 match msg {
                     Message::Text(t) => {
-                        let out = handle_frame(&t, &mut conn, &ctx, &dtx, &ctx_tx).await;
-                        for f in out {
-                            if sink.send(text(&f)).await.is_err() { break; }
+                        for o in handle_frame(&t, &mut conn, &ctx, &dtx, &cmd_tx).await {
+                            let m = match o {
+                                Out::Frame(f) => text(&f),
+                                Out::Replay(d) => conn.render(d),
+                            };
+                            if sink.send(m).await.is_err() { break 'conn; }
                         }
                     }
                     Message::Binary(_) => {
-                        // AEP-0003 §3.5 rule 2: binary frames are rejected.
+                        // AEP-0003 §3.5 rule 2: binary frames are reserved in 0.1 and rejected.
                         let _ = sink.send(text(&json!({"type": "error", "code": "binary-unsupported", "detail": "binary frames are reserved in AEP 0.1"}))).await;
                         let _ = sink.send(Message::Close(Some(CloseFrame { code: 1003, reason: "binary frames are reserved".into() }))).await;
                         break;
@@ -127,30 +174,28 @@ pub(super) async fn run(socket: WebSocket, ctx: Ctx, authenticated: bool) {
             }
             d = drx.recv() => {
                 let Some(d) = d else { break };
-                let frame = match d {
-                    Delivery::Event { sub, event } => {
-                        if let (Some(s), Some(seq)) = (event.event.session.clone(), event.event.seq) {
-                            conn.delivered.insert((sub, s), (event.event.epoch(), seq));
-                        }
-                        Message::Text(Utf8Bytes::from(std::str::from_utf8(&event.line).unwrap_or("").trim_end().to_owned()))
-                    }
-                    Delivery::ReplayExhausted { sub, session, earliest } => text(&json!({
-                        "type": "replay-exhausted", "sub": &*sub, "session": session,
-                        "earliest": { "epoch": earliest.epoch, "seq": earliest.seq }
-                    })),
-                    Delivery::Overflow => break,
-                };
-                if sink.send(frame).await.is_err() { break; }
+                let m = conn.render(d);
+                if sink.send(m).await.is_err() { break; }
             }
             cmd = cmd_rx.recv() => {
                 // A command routed to this connection as the session's claimant: byte-identical (AEP-0004 §4.4).
                 let Some(cmd) = cmd else { break };
-                let line = std::str::from_utf8(&cmd.line).unwrap_or("").trim_end().to_owned();
+                let line = std::str::from_utf8(&cmd.line).unwrap_or("").trim_end_matches('\n').to_owned();
                 if sink.send(Message::Text(Utf8Bytes::from(line))).await.is_err() { break; }
             }
-            _ = closing.cancelled() => {
-                let delivered: Vec<Value> = conn.delivered.iter().map(|((sub, s), (e, q))| json!({"sub": &**sub, "session": s, "epoch": e, "seq": q})).collect();
-                let _ = sink.send(text(&json!({"type": "closing", "reason": "shutdown", "delivered": delivered}))).await;
+            () = shed.raised() => {
+                // AEP-0003 §8.4: a subscription fell behind on notice+ events; rather than drop
+                // them silently, say where each subscription stands and disconnect.
+                while let Ok(d) = drx.try_recv() {
+                    let m = conn.render(d);
+                    if sink.send(m).await.is_err() { break 'conn; }
+                }
+                let _ = sink.send(conn.closing("overflow: the consumer fell behind")).await;
+                let _ = sink.send(Message::Close(Some(CloseFrame { code: 1013, reason: "slow consumer".into() }))).await;
+                break;
+            }
+            () = closing.cancelled() => {
+                let _ = sink.send(conn.closing("shutdown")).await;
                 let _ = sink.send(Message::Close(Some(CloseFrame { code: 1001, reason: "going away".into() }))).await;
                 break;
             }
@@ -176,71 +221,65 @@ async fn handle_frame(
     ctx: &Ctx,
     dtx: &mpsc::Sender<Delivery>,
     cmd_tx: &mpsc::Sender<Arc<Stamped>>,
-) -> Vec<Value> {
+) -> Vec<Out> {
     let c = &ctx.collector;
     let Ok(v) = serde_json::from_str::<Value>(t) else {
-        return vec![err_frame(None, "invalid-frame", "frame is not JSON")];
+        return vec![Out::Frame(err_frame(None, "invalid-frame", "frame is not JSON"))];
     };
     let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
+    // AEP-0003 §2: an Event's type contains a dot; a frame's never does.
     if ty.contains('.') {
-        return handle_event(v, conn, ctx, cmd_tx).await;
+        return handle_event(v, t, conn, ctx, cmd_tx).await.into_iter().map(Out::Frame).collect();
     }
     let id = v.get("id");
+    // Watch-class requests are honoured on consumer/both connections only (AEP-0003 §4.1 rule 2).
     let watch_ok = conn.role != "emitter";
+    let refuse = |code: &str, detail: String| vec![Out::Frame(err_frame(id, code, detail))];
     match ty {
         "subscribe" => {
+            // AEP-0003 §6.5: every refusal is in-band, from the closed code set, and leaves
+            // the connection and its other subscriptions alone.
             if !watch_ok {
-                return vec![err_frame(id, "unauthorized", "emitter connections cannot subscribe")];
+                return refuse("unauthorized", "emitter connections cannot subscribe".into());
             }
             let Some(sid) = id.and_then(Value::as_str) else {
-                return vec![err_frame(id, "invalid-filter", "subscribe needs a string id")];
+                return refuse("invalid-filter", "subscribe needs a string id".into());
             };
             if conn.subs.len() >= MAX_SUBS && !conn.subs.contains_key(sid) {
-                return vec![err_frame(
-                    id,
-                    "limit-exceeded",
-                    format!("at most {MAX_SUBS} subscriptions per connection"),
-                )];
+                return refuse("limit-exceeded", format!("at most {MAX_SUBS} subscriptions per connection"));
             }
             let filter = match v.get("filter") {
-                None | Some(Value::Null) => Filter::all(),
+                None => Filter::all(),
                 Some(f) => match Filter::parse(f) {
                     Ok(f) => f,
-                    Err(e) => return vec![err_frame(id, "invalid-filter", e.to_string())],
+                    Err(e) => return refuse("invalid-filter", e.to_string()),
                 },
             };
             let ceiling = match v.get("capture") {
-                None | Some(Value::Null) => None,
+                None => None,
                 Some(Value::String(s)) => match s.parse::<Capture>() {
                     Ok(c) => Some(c),
-                    Err(e) => return vec![err_frame(id, "invalid-filter", e.to_string())],
+                    Err(e) => return refuse("invalid-filter", e.to_string()),
                 },
-                Some(other) => {
-                    return vec![err_frame(id, "invalid-filter", format!("capture must be a level, got {other}"))];
-                }
+                Some(other) => return refuse("invalid-filter", format!("capture must be a level, got {other}")),
             };
             let from = match v.get("from") {
-                None | Some(Value::Null) => None,
-                Some(f) => match parse_from(f, c.cfg.replay_buffer.max(4096)) {
+                None => None,
+                Some(f) => match parse_from(f, c.max_from()) {
                     Ok(f) => Some(f),
-                    Err((code, d)) => return vec![err_frame(id, code, d)],
+                    Err((code, d)) => return refuse(code, d),
                 },
             };
             if let Some(old) = conn.subs.remove(sid) {
                 c.unsubscribe(old);
             }
-            let (subid, replay, _) = c.subscribe(Arc::from(sid), filter, ceiling, from, dtx.clone());
+            let sub: Arc<str> = Arc::from(sid);
+            let (subid, replay) = c.subscribe(sub, filter, ceiling, from, dtx.clone(), conn.shed.clone());
             conn.subs.insert(sid.to_owned(), subid);
-            // `subscribed` precedes the replay; the replay precedes live delivery.
-            let out = vec![json!({"type": "subscribed", "id": sid})];
-            let dtx = dtx.clone();
-            tokio::spawn(async move {
-                for d in replay {
-                    if dtx.send(d).await.is_err() {
-                        break;
-                    }
-                }
-            });
+            // `subscribed`, then the replay, then live delivery: the replay is written before
+            // the connection loop reads the live queue again (AEP-0003 §5, §6.5).
+            let mut out = vec![Out::Frame(json!({"type": "subscribed", "id": sid}))];
+            out.extend(replay.into_iter().map(Out::Replay));
             out
         }
         "unsubscribe" => {
@@ -248,30 +287,38 @@ async fn handle_frame(
             if let Some(s) = conn.subs.remove(sid) {
                 c.unsubscribe(s);
             }
-            vec![json!({"type": "unsubscribed", "id": id.cloned().unwrap_or(Value::Null)})]
+            vec![Out::Frame(json!({"type": "unsubscribed", "id": id.cloned().unwrap_or(Value::Null)}))]
         }
         "roster" => {
+            // AEP-0003 §4.1 rule 2: an emitter-role request is refused in-band, same id.
             if !watch_ok {
-                return vec![err_frame(id, "unauthorized", "emitter connections cannot request the roster")];
+                return refuse("unauthorized", "emitter connections cannot request the roster".into());
             }
             if id.is_none() {
-                return vec![err_frame(None, "invalid-frame", "roster needs an id")];
+                return refuse("invalid-frame", "roster needs an id".into());
             }
-            vec![json!({"type": "roster", "id": id.cloned().unwrap_or(Value::Null), "entries": c.roster()})]
+            vec![Out::Frame(json!({"type": "roster", "id": id.cloned().unwrap_or(Value::Null), "entries": c.roster()}))]
         }
         "ping" => {
+            // AEP-0003 §3.5 rule 5: echoed as pong.
             let mut p = json!({"type": "pong"});
             if let Some(t) = v.get("t") {
                 p["t"] = t.clone();
             }
-            vec![p]
+            vec![Out::Frame(p)]
         }
         // Unknown frame types (and pong, hello repeats, closing) are ignored (AEP-0003 §2).
         _ => Vec::new(),
     }
 }
 
-async fn handle_event(v: Value, conn: &mut Conn, ctx: &Ctx, cmd_tx: &mpsc::Sender<Arc<Stamped>>) -> Vec<Value> {
+async fn handle_event(
+    v: Value,
+    raw: &str,
+    conn: &mut Conn,
+    ctx: &Ctx,
+    cmd_tx: &mpsc::Sender<Arc<Stamped>>,
+) -> Vec<Value> {
     let c = &ctx.collector;
     let ev = match aep_schemas::validate::validate_value(&v) {
         Ok(ev) => ev,
@@ -286,27 +333,39 @@ async fn handle_event(v: Value, conn: &mut Conn, ctx: &Ctx, cmd_tx: &mpsc::Sende
     let is_command =
         ev.r#type.starts_with("control.") && !matches!(ev.r#type.as_str(), "control.accepted" | "control.rejected");
     if is_command {
+        let refused =
+            |code: &str, detail: String| vec![json!({"type": "error", "cause": ev.id, "code": code, "detail": detail})];
         // AEP-0004 §4.1: control flows only on authenticated bindings, unconditionally.
         if !conn.authenticated {
-            return vec![json!({"type": "error", "cause": ev.id, "code": "unauthorized",
-                "detail": "control requires an authenticated binding (start the bridge with --token)"})];
+            return refused(
+                "unauthorized",
+                "control requires an authenticated binding (start the bridge with a token)".into(),
+            );
         }
+        // A refusal is connection-scoped and never enters session history (AEP-0004 §4.2,
+        // §8); a routed command is kept in the history this endpoint serves (§4.4).
         let route = c.route(&ev);
+        if let Route::Refused(code, detail) = route {
+            return refused(code, detail);
+        }
+        let cmd = ev.clone();
         let cause = ev.id.clone();
-        // The command enters the session's history as received (AEP-0004 §4.4).
-        let stamped = match ctx.pipeline.submit_event("collector", ev).await {
-            Ok(s) => s,
-            Err(_) => return vec![err_frame(None, "unavailable", "shutting down")],
-        };
+        let stamped =
+            match ctx.pipeline.submit_stamped("collector", Arc::new(super::received(&v, ev, raw.as_bytes()))).await {
+                Ok(s) => s,
+                Err(_) => return vec![err_frame(None, "unavailable", "shutting down")],
+            };
         return match route {
-            Route::Remote(tx) => {
-                let _ = tx.send(stamped).await;
+            Route::Remote(tx) => match tx.send(stamped).await {
+                Ok(()) => Vec::new(),
+                Err(_) => vec![json!({"type": "error", "cause": cause, "code": "no-route",
+                    "detail": "the claimant disconnected before the command could be delivered"})],
+            },
+            Route::Local => {
+                c.deliver_local(cmd);
                 Vec::new()
             }
-            Route::Local => Vec::new(),
-            Route::Refused(code, detail) => {
-                vec![json!({"type": "error", "cause": cause, "code": code, "detail": detail})]
-            }
+            Route::Refused(..) => Vec::new(),
         };
     }
     if let (Some(session), true) = (ev.session.clone(), ev.seq.is_some()) {
@@ -320,7 +379,7 @@ async fn handle_event(v: Value, conn: &mut Conn, ctx: &Ctx, cmd_tx: &mpsc::Sende
             tx: cmd_tx.clone(),
         });
     }
-    match ctx.pipeline.submit_event("collector", ev).await {
+    match ctx.pipeline.submit_stamped("collector", Arc::new(super::received(&v, ev, raw.as_bytes()))).await {
         Ok(_) => Vec::new(),
         Err(_) => vec![err_frame(None, "unavailable", "shutting down")],
     }

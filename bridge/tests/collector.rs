@@ -1,0 +1,665 @@
+//! The embedded collector (AEP-0003) over real sockets: discovery, HTTP emit, SSE and
+//! WebSocket consumption, resume and eviction, capture ceilings, hello rules, in-band
+//! subscribe refusals, roster, control gating and routing, byte identity, backpressure.
+//!
+//! The clients are deliberately low level (a raw-socket SSE reader, a bare WebSocket) so
+//! the assertions see the exact bytes on the wire.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Running, config, start};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+// ---- clients -------------------------------------------------------------------------
+
+/// How long a test waits for something that should arrive.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// One event line as an emitter serializes it (member order chosen by the emitter).
+pub fn ev(ty: &str, session: &str, seq: u64, data: Option<Value>) -> Value {
+    let mut e = json!({
+        "aep": "0.1",
+        "id": format!("{session}-{seq}"),
+        "type": ty,
+        "time": "2026-11-30T06:00:00.000Z",
+        "source": format!("aep://test/agent/t/session/{session}"),
+        "agent": "t",
+        "session": session,
+        "seq": seq,
+        "epoch": 0,
+    });
+    if let Some(d) = data {
+        e["data"] = d;
+    }
+    e
+}
+
+/// `session.started` with a minimal payload.
+pub fn started(session: &str, seq: u64) -> Value {
+    ev("session.started", session, seq, Some(json!({"client": {"name": "t"}})))
+}
+
+/// Serializes like JavaScript's `JSON.stringify` would for these shapes (compact, in order).
+pub fn line(v: &Value) -> String {
+    v.to_string()
+}
+
+/// POSTs `body` to `/events` with a content type and extra headers; status and body.
+pub async fn post_raw(base: &str, content_type: &str, body: Vec<u8>, headers: Vec<(&str, String)>) -> (u16, Value) {
+    let url = format!("{base}/events");
+    let ct = content_type.to_owned();
+    let headers: Vec<(String, String)> = headers.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    tokio::task::spawn_blocking(move || {
+        let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+        let mut req = agent.post(&url).header("content-type", &ct);
+        for (k, v) in &headers {
+            req = req.header(k, v);
+        }
+        let mut resp = req.send(&body[..]).expect("request failed");
+        let status = resp.status().as_u16();
+        let text = resp.body_mut().read_to_string().unwrap_or_default();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    })
+    .await
+    .unwrap()
+}
+
+/// POSTs an NDJSON batch with `AEP-Version: 0.1`.
+pub async fn post_batch(base: &str, events: &[Value]) -> (u16, Value) {
+    let body: String = events.iter().map(|e| line(e) + "\n").collect();
+    post_raw(base, "application/x-ndjson", body.into_bytes(), vec![("aep-version", "0.1".into())]).await
+}
+
+/// POSTs one event as `application/json` with `AEP-Version: 0.1`.
+pub async fn post_one(base: &str, e: &Value) -> (u16, Value) {
+    post_raw(base, "application/json", line(e).into_bytes(), vec![("aep-version", "0.1".into())]).await
+}
+
+/// GETs a path; status and body text.
+pub async fn get_text(url: String, headers: Vec<(&str, String)>) -> (u16, String) {
+    let headers: Vec<(String, String)> = headers.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+    tokio::task::spawn_blocking(move || {
+        let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+        let mut req = agent.get(&url);
+        for (k, v) in &headers {
+            req = req.header(k, v);
+        }
+        let mut resp = req.call().expect("request failed");
+        (resp.status().as_u16(), resp.body_mut().read_to_string().unwrap_or_default())
+    })
+    .await
+    .unwrap()
+}
+
+/// Percent-encodes a query value.
+pub fn enc(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// One parsed SSE message.
+#[derive(Debug, Clone, Default)]
+pub struct SseMsg {
+    /// `event:`
+    pub event: Option<String>,
+    /// `id:`
+    pub id: Option<String>,
+    /// `data:` (one line)
+    pub data: Option<String>,
+    /// Comment lines, verbatim including the leading colon.
+    pub comments: Vec<String>,
+}
+
+/// A raw SSE reader over an HTTP/1.0 connection (close-delimited, no chunking).
+pub struct Sse {
+    sock: TcpStream,
+    /// Everything after the response head.
+    pub raw: String,
+    /// The response status.
+    pub status: u16,
+    /// Whether the server ended the stream.
+    pub ended: bool,
+}
+
+impl Sse {
+    /// Opens `GET {path}` on the bridge at `addr` (host:port).
+    pub async fn open(addr: &str, path: &str, headers: &[(&str, &str)]) -> Sse {
+        let mut sock = TcpStream::connect(addr).await.expect("connect");
+        let mut req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: text/event-stream\r\n");
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        sock.write_all(req.as_bytes()).await.unwrap();
+        let mut s = Sse { sock, raw: String::new(), status: 0, ended: false };
+        let mut head = Vec::new();
+        let deadline = Instant::now() + WAIT;
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut b = [0u8; 1];
+            match tokio::time::timeout_at(deadline.into(), s.sock.read(&mut b)).await {
+                Ok(Ok(1)) => head.push(b[0]),
+                _ => panic!("no response head: {}", String::from_utf8_lossy(&head)),
+            }
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        s.status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+        s
+    }
+
+    /// Reads until `done(raw)` holds, the stream ends, or `timeout` passes; returns `done`'s verdict.
+    pub async fn until(&mut self, timeout: Duration, done: impl Fn(&str) -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut buf = vec![0u8; 64 * 1024];
+        while !done(&self.raw) && !self.ended {
+            match tokio::time::timeout_at(deadline, self.sock.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => self.ended = true,
+                Ok(Ok(n)) => self.raw.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Err(_) => break,
+            }
+        }
+        done(&self.raw)
+    }
+
+    /// Reads until `n` data messages arrived (or timeout).
+    pub async fn events(&mut self, n: usize) -> Vec<SseMsg> {
+        self.until(WAIT, |r| data_count(r) >= n).await;
+        self.messages().into_iter().filter(|m| m.data.is_some()).collect()
+    }
+
+    /// Reads to the end of the stream.
+    pub async fn to_end(&mut self) {
+        self.until(WAIT, |_| false).await;
+        assert!(self.ended, "the stream did not end: {}", self.raw);
+    }
+
+    /// Every complete message received so far.
+    pub fn messages(&self) -> Vec<SseMsg> {
+        let complete = match self.raw.rfind("\n\n") {
+            Some(i) => &self.raw[..i],
+            None => "",
+        };
+        complete
+            .split("\n\n")
+            .filter(|b| !b.is_empty())
+            .map(|block| {
+                let mut m = SseMsg::default();
+                for l in block.split('\n') {
+                    if l.starts_with(':') {
+                        m.comments.push(l.to_owned());
+                    } else if let Some(v) = l.strip_prefix("data: ") {
+                        assert!(m.data.is_none(), "one data line per event (AEP-0003 §3.3 rule 2): {block}");
+                        m.data = Some(v.to_owned());
+                    } else if let Some(v) = l.strip_prefix("id: ") {
+                        m.id = Some(v.to_owned());
+                    } else if let Some(v) = l.strip_prefix("event: ") {
+                        m.event = Some(v.to_owned());
+                    }
+                }
+                m
+            })
+            .collect()
+    }
+}
+
+/// Number of complete `data:` messages in `raw`.
+pub fn data_count(raw: &str) -> usize {
+    let complete = match raw.rfind("\n\n") {
+        Some(i) => &raw[..i],
+        None => "",
+    };
+    complete.split("\n\n").filter(|b| b.split('\n').any(|l| l.starts_with("data: "))).count()
+}
+
+/// A WebSocket peer on `/socket`.
+pub struct Ws {
+    inner: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>,
+    /// Whether the server closed.
+    pub closed: bool,
+}
+
+/// A `hello` frame.
+pub fn hello(role: &str, agent: &str, caps: Value) -> Value {
+    json!({"type": "hello", "versions": ["0.1"], "role": role,
+        "identity": {"agent": agent, "instance": format!("{agent}/1")}, "capabilities": caps})
+}
+
+impl Ws {
+    /// Connects, optionally with a bearer token.
+    pub async fn connect(addr: &str, token: Option<&str>) -> Ws {
+        let mut req = format!("ws://{addr}/socket").into_client_request().unwrap();
+        if let Some(t) = token {
+            req.headers_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        let (inner, _) = tokio_tungstenite::connect_async(req).await.expect("ws connect");
+        Ws { inner, closed: false }
+    }
+
+    /// Connects and completes a `hello` exchange; returns the endpoint's hello.
+    pub async fn open(addr: &str, token: Option<&str>, role: &str, agent: &str, caps: Value) -> (Ws, Value) {
+        let mut ws = Ws::connect(addr, token).await;
+        ws.send(&hello(role, agent, caps)).await;
+        let h = ws.recv().await.expect("no hello reply");
+        assert_eq!(h["type"], "hello", "{h}");
+        (ws, h)
+    }
+
+    /// Sends one JSON text frame.
+    pub async fn send(&mut self, v: &Value) {
+        self.send_text(&v.to_string()).await;
+    }
+
+    /// Sends raw text.
+    pub async fn send_text(&mut self, t: &str) {
+        self.inner.send(Message::Text(t.to_owned().into())).await.expect("ws send");
+    }
+
+    /// Sends a binary frame.
+    pub async fn send_binary(&mut self, b: &[u8]) {
+        self.inner.send(Message::Binary(b.to_vec().into())).await.expect("ws send");
+    }
+
+    /// The next text frame as raw text, or `None` on close/timeout.
+    pub async fn recv_raw_for(&mut self, d: Duration) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + d;
+        loop {
+            match tokio::time::timeout_at(deadline, self.inner.next()).await {
+                Ok(Some(Ok(Message::Text(t)))) => return Some(t.to_string()),
+                Ok(Some(Ok(Message::Close(_)))) | Ok(Some(Err(_))) | Ok(None) => {
+                    self.closed = true;
+                    return None;
+                }
+                Ok(Some(Ok(Message::Binary(_)))) => panic!("the endpoint sent a binary frame"),
+                Ok(Some(Ok(_))) => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// The next text frame, parsed.
+    pub async fn recv(&mut self) -> Option<Value> {
+        self.recv_raw_for(WAIT).await.map(|t| serde_json::from_str(&t).expect("frame is not JSON"))
+    }
+
+    /// Frames until one satisfies `pred` (returned), collecting the ones before it.
+    pub async fn until(&mut self, pred: impl Fn(&Value) -> bool) -> (Option<Value>, Vec<Value>) {
+        let mut before = Vec::new();
+        while let Some(f) = self.recv().await {
+            if pred(&f) {
+                return (Some(f), before);
+            }
+            before.push(f);
+        }
+        (None, before)
+    }
+
+    /// Raw frames received within `d` (for "nothing arrives" assertions).
+    pub async fn drain_for(&mut self, d: Duration) -> Vec<String> {
+        let deadline = Instant::now() + d;
+        let mut out = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.recv_raw_for(left).await {
+                Some(t) => out.push(t),
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// Subscribes and waits for `subscribed` (panics on an error frame).
+    pub async fn subscribe(&mut self, frame: Value) {
+        let id = frame["id"].clone();
+        self.send(&frame).await;
+        let (f, _) = self.until(|f| f["id"] == id && (f["type"] == "subscribed" || f["type"] == "error")).await;
+        let f = f.expect("no reply to subscribe");
+        assert_eq!(f["type"], "subscribed", "{f}");
+    }
+}
+
+// ---- the bridge under test -----------------------------------------------------------
+
+/// A bridge with a small replay buffer and the given token ("" for none).
+async fn bridge(token: &str, tweak: impl FnOnce(&mut aep_bridge::config::Config)) -> (Running, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.server.token = token.into();
+    cfg.collector.replay_buffer = 4;
+    tweak(&mut cfg);
+    (start(cfg).await, dir)
+}
+
+fn addr(b: &Running) -> String {
+    b.bound.http.to_string()
+}
+
+// ---- discovery (AEP-0003 §3.4) -------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_document_states_capabilities_truthfully() {
+    let (b, _d) = bridge("", |_| {}).await;
+    for path in ["/events", "/.well-known/aep"] {
+        let (status, body) = get_text(format!("{}{path}", b.url()), vec![]).await;
+        assert_eq!(status, 200, "{path}");
+        let doc: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(doc["aep"], json!(["0.1"]));
+        assert_eq!(doc["role"], "collector");
+        assert_eq!(doc["endpoints"], json!({"events": "/events", "stream": "/stream", "socket": "/socket"}));
+        let caps = &doc["capabilities"];
+        assert_eq!(caps["filters"], json!(["attr-match"]));
+        assert_eq!(caps["replay"], json!({"buffer": 4, "all": true}), "the configured depth, replay-all");
+        assert_eq!(caps["roster"], json!({}));
+        assert_eq!(caps["control"]["accepts"], json!([]), "watch-only without a token: accepts nothing");
+    }
+    b.shutdown().await;
+
+    // With a token, control is live and the bridge's own control loop's types are declared.
+    let (b, _d) = bridge("sekrit", |_| {}).await;
+    let (_, body) = get_text(format!("{}/events", b.url()), vec![]).await;
+    let doc: Value = serde_json::from_str(&body).unwrap();
+    let accepts = doc["capabilities"]["control"]["accepts"].as_array().unwrap().clone();
+    assert!(accepts.iter().any(|t| t == "control.attention.respond"), "{doc}");
+    b.shutdown().await;
+}
+
+// ---- HTTP emit (AEP-0003 §3.2) -------------------------------------------------------
+
+/// Sessions held in the buffer, read back through replay-all without live delivery.
+async fn held(b: &Running, session: &str) -> Vec<Value> {
+    let filter = enc(&json!({"session": session}).to_string());
+    let mut s = Sse::open(&addr(b), &format!("/stream?from=all&live=0&filter={filter}"), &[]).await;
+    assert_eq!(s.status, 200);
+    s.to_end().await;
+    s.messages().iter().filter_map(|m| m.data.as_deref()).map(|d| serde_json::from_str(d).unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_events_status_codes() {
+    let (b, _d) = bridge("", |c| c.collector.max_body = 64 * 1024).await;
+    let base = b.url();
+
+    // 202 for one event and for a batch.
+    let (st, _) = post_one(&base, &started("p1", 0)).await;
+    assert_eq!(st, 202);
+    let batch = [ev("progress.status", "p1", 1, None), ev("progress.status", "p1", 2, None)];
+    let (st, body) = post_batch(&base, &batch).await;
+    assert_eq!(st, 202, "{body}");
+    assert_eq!(held(&b, "p1").await.len(), 3);
+
+    // 400 names the first failing line; the batch is rejected whole, nothing ingested.
+    let mut bad = ev("progress.status", "p2", 1, None);
+    bad.as_object_mut().unwrap().remove("id");
+    let (st, body) =
+        post_batch(&base, &[ev("progress.status", "p2", 0, None), bad, ev("progress.status", "p2", 2, None)]).await;
+    assert_eq!(st, 400, "{body}");
+    assert_eq!(body["error"], "invalid-event");
+    assert_eq!(body["line"], 1, "{body}");
+    let body = format!("{}\nnot json\n", line(&ev("progress.status", "p2", 0, None)));
+    let (st, resp) =
+        post_raw(&base, "application/x-ndjson", body.into_bytes(), vec![("aep-version", "0.1".into())]).await;
+    assert_eq!((st, resp["line"].clone()), (400, json!(1)), "{resp}");
+    // A command in a batch: commands flow only on the authenticated duplex (AEP-0004 §4.1).
+    let cmd = json!({"aep": "0.1", "id": "c1", "type": "control.pause", "time": "2026-11-30T06:00:00Z",
+        "source": "aep://test/agent/s", "agent": "s", "session": "p2", "data": {}});
+    let (st, resp) = post_batch(&base, &[ev("progress.status", "p2", 0, None), cmd]).await;
+    assert_eq!((st, resp["line"].clone()), (400, json!(1)), "{resp}");
+    assert!(held(&b, "p2").await.is_empty(), "a rejected batch ingests nothing");
+
+    // 426 + versions for a missing or unsupported AEP-Version.
+    for v in [None, Some("9.9"), Some("0.2"), Some("1.0")] {
+        let h = v.map(|v| vec![("aep-version", v.to_owned())]).unwrap_or_default();
+        let (st, body) = post_raw(&base, "application/json", line(&started("p3", 0)).into_bytes(), h).await;
+        assert_eq!(st, 426, "AEP-Version {v:?}");
+        assert_eq!(body["versions"], json!(["0.1"]));
+    }
+    // 415 for a wrong content type, 413 for an oversize body.
+    let (st, _) =
+        post_raw(&base, "text/plain", line(&started("p3", 0)).into_bytes(), vec![("aep-version", "0.1".into())]).await;
+    assert_eq!(st, 415);
+    let big = ev("progress.status", "p3", 0, Some(json!({"message": "x".repeat(100 * 1024)})));
+    let (st, _) =
+        post_raw(&base, "application/json", line(&big).into_bytes(), vec![("aep-version", "0.1".into())]).await;
+    assert_eq!(st, 413);
+    assert!(held(&b, "p3").await.is_empty());
+    b.shutdown().await;
+
+    // With a token: 401 without credentials, 403 with wrong ones, 202 with the right one.
+    let (b, _d) = bridge("sekrit", |_| {}).await;
+    let body = || line(&started("p4", 0)).into_bytes();
+    let v = || ("aep-version", "0.1".to_owned());
+    let (st, _) = post_raw(&b.url(), "application/json", body(), vec![v()]).await;
+    assert_eq!(st, 401);
+    let (st, _) =
+        post_raw(&b.url(), "application/json", body(), vec![v(), ("authorization", "Bearer nope".into())]).await;
+    assert_eq!(st, 403);
+    let (st, _) =
+        post_raw(&b.url(), "application/json", body(), vec![v(), ("authorization", "Bearer sekrit".into())]).await;
+    assert_eq!(st, 202);
+    // The consuming bindings need it too.
+    let s = Sse::open(&addr(&b), "/stream", &[]).await;
+    assert_eq!(s.status, 401);
+    let s = Sse::open(&addr(&b), "/stream?access_token=sekrit&live=0", &[]).await;
+    assert_eq!(s.status, 200, "the EventSource query-token fallback (AEP-0003 §8.1)");
+    b.shutdown().await;
+}
+
+// ---- SSE (AEP-0003 §3.3) -------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_fanout_filter_ids_and_byte_identity() {
+    let (b, _d) = bridge("", |_| {}).await;
+    let filter = enc(&json!({"session": "f1"}).to_string());
+    let mut s = Sse::open(&addr(&b), &format!("/stream?filter={filter}"), &[]).await;
+    assert_eq!(s.status, 200);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Member order differs from the bridge's own serialization: delivery keeps the emitter's.
+    let odd = json!({"type": "progress.status", "aep": "0.1", "id": "f1-odd", "time": "2026-11-30T06:00:00Z",
+        "source": "aep://test/agent/t", "agent": "t", "seq": 3, "session": "f1", "data": {"phase": "b", "percent": 5}});
+    let posted = vec![
+        started("f1", 0),
+        ev("progress.status", "other", 0, None),
+        ev("tool.completed", "f1", 1, Some(json!({"tool": {"name": "demo"}, "status": "success"}))),
+        ev("progress.status", "f1", 2, None),
+        odd,
+    ];
+    assert_eq!(post_batch(&b.url(), &posted).await.0, 202);
+    let got = s.events(4).await;
+    assert_eq!(got.len(), 4, "{}", s.raw);
+    let want: Vec<&Value> = posted.iter().filter(|e| e["session"] == "f1").collect();
+    for (m, e) in got.iter().zip(&want) {
+        assert_eq!(m.data.as_deref(), Some(line(e).as_str()), "data: is the posted line byte for byte");
+        assert_eq!(m.event.as_deref(), e["type"].as_str());
+        assert_eq!(m.id.as_deref(), Some(format!("f1:0:{}", e["seq"]).as_str()));
+    }
+    // Agent-scoped events are live-only and carry no `id:` (not a resumable position).
+    let filter = enc(&json!({"type": "agent.*"}).to_string());
+    let mut a = Sse::open(&addr(&b), &format!("/stream?filter={filter}"), &[]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let presence = json!({"aep": "0.1", "id": "pres-1", "type": "agent.presence", "time": "2026-11-30T06:00:00Z",
+        "source": "aep://test/agent/t", "agent": "t", "data": {"state": "online"}});
+    assert_eq!(post_one(&b.url(), &presence).await.0, 202);
+    let got = a.events(1).await;
+    assert_eq!(got[0].data.as_deref(), Some(line(&presence).as_str()));
+    assert_eq!(got[0].id, None);
+    let mut r = Sse::open(&addr(&b), &format!("/stream?from=all&live=0&filter={filter}"), &[]).await;
+    r.to_end().await;
+    assert_eq!(data_count(&r.raw), 0, "agent-scoped events are never buffered: {}", r.raw);
+    // A malformed filter, ceiling, `from`, or `live` is refused before the stream starts.
+    for q in ["filter=%7B%22nope%20key%22%3A1%7D", "capture=most", "from=%7B%7D", "from=nope", "live=maybe"] {
+        let s = Sse::open(&addr(&b), &format!("/stream?{q}"), &[]).await;
+        assert_eq!(s.status, 400, "{q}");
+    }
+    b.shutdown().await;
+}
+
+fn seqs(msgs: &[SseMsg]) -> Vec<u64> {
+    msgs.iter()
+        .filter_map(|m| m.data.as_deref())
+        .map(|d| serde_json::from_str::<Value>(d).unwrap()["seq"].as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_resume_from_and_last_event_id_strictly_after() {
+    let (b, _d) = bridge("", |c| c.collector.replay_buffer = 64).await;
+    let evs: Vec<Value> = (0..4).map(|i| ev("progress.status", "r1", i, None)).collect();
+    assert_eq!(post_batch(&b.url(), &evs).await.0, 202);
+    let from = |s: u64| enc(&json!([{"session": "r1", "epoch": 0, "seq": s}]).to_string());
+
+    // `from` replays strictly after, then goes live; a grace period shows no duplicates.
+    let mut s = Sse::open(&addr(&b), &format!("/stream?from={}", from(1)), &[]).await;
+    s.until(Duration::from_millis(800), |_| false).await;
+    assert_eq!(seqs(&s.messages()), [2, 3]);
+    assert_eq!(post_one(&b.url(), &ev("progress.status", "r1", 4, None)).await.0, 202);
+    s.until(WAIT, |r| data_count(r) >= 3).await;
+    s.until(Duration::from_millis(300), |_| false).await;
+    assert_eq!(seqs(&s.messages()), [2, 3, 4], "replay, then live, no gap, no duplicate");
+
+    // Last-Event-ID resumes the session it names; `from` takes precedence over it.
+    let mut s = Sse::open(&addr(&b), "/stream?live=0", &[("Last-Event-ID", "r1:0:2")]).await;
+    s.to_end().await;
+    assert_eq!(seqs(&s.messages()), [3, 4]);
+    let mut s = Sse::open(&addr(&b), &format!("/stream?live=0&from={}", from(3)), &[("Last-Event-ID", "r1:0:0")]).await;
+    s.to_end().await;
+    assert_eq!(seqs(&s.messages()), [4]);
+    // Gap tolerance: a position past the tail replays nothing.
+    let mut s = Sse::open(&addr(&b), &format!("/stream?live=0&from={}", from(99)), &[]).await;
+    s.to_end().await;
+    assert!(seqs(&s.messages()).is_empty());
+
+    // Dedupe at buffer admission only: a re-POSTed event is forwarded live again, replayed once.
+    let filter = enc(&json!({"session": "r1"}).to_string());
+    let mut live = Sse::open(&addr(&b), &format!("/stream?filter={filter}"), &[]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(post_one(&b.url(), &evs[1]).await.0, 202);
+    assert_eq!(post_one(&b.url(), &evs[1]).await.0, 202);
+    assert_eq!(seqs(&live.events(2).await), [1, 1], "live fan-out forwards redelivery (AEP-0003 §5)");
+    let mut s = Sse::open(&addr(&b), &format!("/stream?live=0&from={}", from(0)), &[]).await;
+    s.to_end().await;
+    assert_eq!(seqs(&s.messages()), [1, 2, 3, 4], "the buffer holds one copy");
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_heartbeat_is_a_ping_comment_line() {
+    let (b, _d) = bridge("", |c| c.collector.heartbeat_secs = 1).await;
+    let mut s = Sse::open(&addr(&b), "/stream", &[]).await;
+    assert!(s.until(Duration::from_secs(4), |r| r.contains("\n\n")).await);
+    let first = s.raw.split("\n\n").next().unwrap();
+    assert_eq!(first, ": ping", "AEP-0003 §3.3 rule 4: the comment line `: ping`");
+    b.shutdown().await;
+}
+
+// ---- eviction (AEP-0003 §5, §3.3.3, §10) -----------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_marks_replay_exhausted_on_both_bindings_and_keeps_bytes() {
+    let (b, _d) = bridge("", |_| {}).await; // replay_buffer = 4
+    let posted: Vec<Value> = (0..12)
+        .map(|i| {
+            let mut e = ev("progress.status", "ev1", i, None);
+            e["epoch"] = json!(1);
+            e
+        })
+        .collect();
+    assert_eq!(post_batch(&b.url(), &posted).await.0, 202);
+    let from = enc(&json!([{"session": "ev1", "epoch": 1, "seq": 0}]).to_string());
+
+    let mut s = Sse::open(&addr(&b), &format!("/stream?live=0&from={from}"), &[]).await;
+    s.to_end().await;
+    let msgs = s.messages();
+    assert_eq!(msgs[0].comments, [": replay-exhausted ev1 1:8"], "the marker precedes delivery: {}", s.raw);
+    let data: Vec<&str> = msgs.iter().filter_map(|m| m.data.as_deref()).collect();
+    let want: Vec<String> = posted[8..].iter().map(line).collect();
+    assert_eq!(data, want, "earliest held through the last posted, byte-identical");
+
+    let (mut ws, _) = Ws::open(&addr(&b), None, "consumer", "c", json!({})).await;
+    ws.send(&json!({"type": "subscribe", "id": "sub-ev", "filter": {"session": "ev1"},
+        "from": [{"session": "ev1", "epoch": 1, "seq": 0}]}))
+        .await;
+    assert_eq!(ws.recv().await.unwrap(), json!({"type": "subscribed", "id": "sub-ev"}));
+    let marker = ws.recv().await.unwrap();
+    assert_eq!(
+        marker,
+        json!({"type": "replay-exhausted", "sub": "sub-ev", "session": "ev1", "earliest": {"epoch": 1, "seq": 8}})
+    );
+    for w in &want {
+        assert_eq!(ws.recv_raw_for(WAIT).await.as_deref(), Some(w.as_str()), "WS frame is the posted line");
+    }
+
+    // Not exhausted when nothing after the position was evicted; replay-all never marks.
+    let from = enc(&json!([{"session": "ev1", "epoch": 1, "seq": 7}]).to_string());
+    let mut s = Sse::open(&addr(&b), &format!("/stream?live=0&from={from}"), &[]).await;
+    s.to_end().await;
+    assert!(!s.raw.contains("replay-exhausted"), "{}", s.raw);
+    assert_eq!(seqs(&s.messages()), [8, 9, 10, 11]);
+    assert_eq!(post_one(&b.url(), &started("ev2", 0)).await.0, 202);
+    let mut s = Sse::open(&addr(&b), "/stream?live=0&from=all", &[]).await;
+    s.to_end().await;
+    assert!(!s.raw.contains("replay-exhausted"), "{}", s.raw);
+    let all: Vec<Value> =
+        s.messages().iter().filter_map(|m| m.data.as_deref()).map(|d| serde_json::from_str(d).unwrap()).collect();
+    let of = |sess: &str| {
+        all.iter().filter(|e| e["session"] == sess).map(|e| e["seq"].as_u64().unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(of("ev1"), [8, 9, 10, 11]);
+    assert_eq!(of("ev2"), [0]);
+    b.shutdown().await;
+}
+
+// ---- capture ceiling at subscribe (AEP-0003 §6.4, AEP-0001 §8.2) ------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capture_ceilings_down_level_and_never_up_level() {
+    let (b, _d) = bridge("", |_| {}).await;
+    let mut redacted = ev("run.started", "cap1", 0, Some(json!({"trigger": "user", "prompt": "CANARY-R"})));
+    redacted["capture"] = json!("redacted");
+    redacted["run"] = json!("r1");
+    let mut full = ev("run.started", "cap1", 1, Some(json!({"trigger": "user", "prompt": "CANARY-F"})));
+    full["capture"] = json!("full");
+    full["run"] = json!("r2");
+    let f = enc(&json!({"session": "cap1"}).to_string());
+    let mut meta = Sse::open(&addr(&b), &format!("/stream?filter={f}&capture=metadata"), &[]).await;
+    let mut red = Sse::open(&addr(&b), &format!("/stream?filter={f}&capture=redacted"), &[]).await;
+    let mut asis = Sse::open(&addr(&b), &format!("/stream?filter={f}"), &[]).await;
+    let (mut ws, _) = Ws::open(&addr(&b), None, "consumer", "c", json!({})).await;
+    ws.subscribe(json!({"type": "subscribe", "id": "m", "filter": {"session": "cap1"}, "capture": "metadata"})).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(post_batch(&b.url(), &[redacted.clone(), full.clone()]).await.0, 202);
+
+    let parse = |m: &SseMsg| serde_json::from_str::<Value>(m.data.as_deref().unwrap()).unwrap();
+    let got = meta.events(2).await;
+    for m in &got {
+        let e = parse(m);
+        assert!(!m.data.as_deref().unwrap().contains("CANARY"), "content leaked past a metadata ceiling");
+        assert_eq!(e["capture"], "metadata");
+        assert_eq!(e["data"]["trigger"], "user", "metadata members are kept");
+    }
+    // §8.2(e): mechanical fan-out never mints `redacted`: a full event lands on metadata.
+    let got = red.events(2).await;
+    assert_eq!(parse(&got[0]), redacted, "at or below the ceiling: untouched");
+    assert_eq!(got[0].data.as_deref(), Some(line(&redacted).as_str()));
+    let e = parse(&got[1]);
+    assert_eq!(e["capture"], "metadata");
+    assert!(e["data"].get("prompt").is_none());
+    let got = asis.events(2).await;
+    assert_eq!(got[1].data.as_deref(), Some(line(&full).as_str()), "no ceiling: as received");
+    for _ in 0..2 {
+        let e = ws.recv().await.unwrap();
+        assert_eq!(e["capture"], "metadata");
+        assert!(!e.to_string().contains("CANARY"));
+    }
+    b.shutdown().await;
+}
