@@ -146,3 +146,80 @@ async fn a_bridge_that_never_answers_is_bounded_by_the_timeout() {
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stdout.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_vendor_goes_through_the_shim_into_its_own_log() {
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = start(config(dir.path())).await;
+    let url = bridge.url();
+    // One representative moment per built-in vendor: (vendor, event in the URL, payload, session).
+    let cases: Vec<(&str, Option<&str>, Value, &str)> = vec![
+        (
+            "claude-code",
+            None,
+            json!({"hook_event_name": "SessionStart", "session_id": "cc-1", "source": "startup"}),
+            "cc-1",
+        ),
+        ("codex", None, json!({"hook_event_name": "SessionStart", "session_id": "cx-1", "source": "startup"}), "cx-1"),
+        (
+            "gemini-cli",
+            None,
+            json!({"hook_event_name": "SessionStart", "session_id": "gm-1", "source": "startup"}),
+            "gm-1",
+        ),
+        (
+            "qwen-code",
+            None,
+            json!({"hook_event_name": "SessionStart", "session_id": "qw-1", "source": "startup"}),
+            "qw-1",
+        ),
+        ("vscode", None, json!({"hook_event_name": "SessionStart", "session_id": "vs-1", "source": "new"}), "vs-1"),
+        (
+            "kimi-code",
+            None,
+            json!({"hook_event_name": "SessionStart", "session_id": "km-1", "source": "startup"}),
+            "km-1",
+        ),
+        (
+            "hermes",
+            None,
+            json!({"hook_event_name": "on_session_start", "session_id": "hm-1", "platform": "cli"}),
+            "hm-1",
+        ),
+        ("pi", Some("session_start"), json!({"event": {"type": "session_start"}, "session": {"id": "pi-1"}}), "pi-1"),
+        ("cline", Some("agent_start"), json!({"hookName": "agent_start", "taskId": "cl-1"}), "cl-1"),
+        (
+            "opencode",
+            Some("bus"),
+            json!({"kind": "bus", "event": {"type": "session.created", "properties": {"info": {"id": "oc-1", "version": "1.0.0"}}}}),
+            "oc-1",
+        ),
+        (
+            "kilocode",
+            Some("bus"),
+            json!({"kind": "bus", "event": {"type": "session.created", "properties": {"info": {"id": "kc-1", "version": "7.4.6"}}}}),
+            "kc-1",
+        ),
+        (
+            "antigravity",
+            Some("PreToolUse"),
+            json!({"conversationId": "ag-1", "workspacePaths": ["/w"], "toolCall": {"name": "view_file", "args": {}}, "stepIdx": 1}),
+            "ag-1",
+        ),
+    ];
+    assert_eq!(cases.len(), aep_adapters::vendors::all().len(), "every built-in vendor is covered");
+    for (vendor, event, payload, session) in cases {
+        let adapter = aep_adapters::vendors::by_vendor(vendor).unwrap();
+        let hook = adapter.hook_name(&aep_adapters::HookCall { event, payload: &payload }).unwrap();
+        let neutral = adapter.neutral_reply(&hook).as_bytes().to_vec();
+        let (u, body, ev) = (url.clone(), payload.to_string(), event.map(str::to_owned));
+        let (code, out) =
+            tokio::task::spawn_blocking(move || shim(&u, vendor, ev.as_deref(), body.as_bytes())).await.unwrap();
+        assert_eq!((code, out), (0, neutral), "{vendor}");
+        let lines = wait_lines(&dir.path().join("logs").join(vendor).join(format!("{session}.jsonl")), 1).await;
+        let first: Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!((first["agent"].as_str(), first["session"].as_str()), (Some(vendor), Some(session)), "{vendor}");
+    }
+    bridge.shutdown().await;
+}
