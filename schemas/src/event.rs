@@ -300,11 +300,46 @@ fn req_uint(rule: &'static str, key: &str, value: Value) -> Result<u64, Envelope
 }
 
 impl Serialize for Event {
+    /// Writes members in wire order straight from the fields (no intermediate map: this is
+    /// the hot path of every sink).
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let map = self.to_map();
-        let mut out = serializer.serialize_map(Some(map.len()))?;
-        for (k, v) in &map {
+        let mut out = serializer.serialize_map(None)?;
+        out.serialize_entry("aep", &self.aep)?;
+        out.serialize_entry("id", &self.id)?;
+        out.serialize_entry("type", &self.r#type)?;
+        if let Some(v) = &self.subject {
+            out.serialize_entry("subject", v)?;
+        }
+        out.serialize_entry("time", &self.time)?;
+        out.serialize_entry("source", &self.source)?;
+        out.serialize_entry("agent", &self.agent)?;
+        for (k, v) in [("session", &self.session), ("run", &self.run), ("step", &self.step)] {
+            if let Some(v) = v {
+                out.serialize_entry(k, v)?;
+            }
+        }
+        if let Some(v) = self.seq {
+            out.serialize_entry("seq", &v)?;
+        }
+        if let Some(v) = self.epoch {
+            out.serialize_entry("epoch", &v)?;
+        }
+        for (k, v) in [("cause", &self.cause), ("traceparent", &self.traceparent)] {
+            if let Some(v) = v {
+                out.serialize_entry(k, v)?;
+            }
+        }
+        if let Some(v) = self.severity {
+            out.serialize_entry("severity", v.as_str())?;
+        }
+        if let Some(v) = self.capture {
+            out.serialize_entry("capture", v.as_str())?;
+        }
+        for (k, v) in &self.extensions {
             out.serialize_entry(k, v)?;
+        }
+        if let Some(d) = &self.data {
+            out.serialize_entry("data", d)?;
         }
         out.end()
     }
@@ -334,6 +369,15 @@ mod tests {
         assert_eq!(ev.severity(), Severity::Info);
         assert_eq!(ev.capture(), Capture::Metadata);
         assert!(!ev.to_json().contains("null"));
+    }
+
+    #[test]
+    fn direct_serialization_matches_the_map_form() {
+        let raw = json!({"aep":"0.1","id":"a","type":"run.started","subject":"x","time":"t","source":"s","agent":"a",
+            "session":"s","run":"r","step":"p","seq":1,"epoch":2,"cause":"c","traceparent":"tp","severity":"notice",
+            "capture":"full","acmex":1,"data":{"k":"v"}});
+        let ev = Event::from_value(raw).unwrap();
+        assert_eq!(ev.to_json(), serde_json::to_string(&ev.to_value()).unwrap());
     }
 
     #[test]
