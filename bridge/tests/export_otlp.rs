@@ -513,3 +513,47 @@ async fn a_second_bridge_receives_the_logs_and_reports_partial_success() {
     }
     peer.shutdown().await;
 }
+
+/// Throughput into rotel (`cargo test -p aep-bridge --test export_otlp -- --ignored --nocapture`).
+#[tokio::test]
+#[ignore = "measurement"]
+async fn throughput_into_rotel() {
+    let Some(bin) = rotel_path() else { return };
+    let (grpc, http) = (free_addr(), free_addr());
+    let mut child = Command::new(bin)
+        .args(["start", "--exporter", "blackhole", "--otlp-grpc-endpoint", &grpc.to_string()])
+        .args(["--otlp-http-endpoint", &http.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while std::net::TcpStream::connect(http).is_err() || std::net::TcpStream::connect(grpc).is_err() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let events: Vec<Event> = (0..5000).flat_map(|i| session(&format!("codex-{i}"))).collect();
+    for (endpoint, protocol) in [
+        (format!("http://{grpc}"), Protocol::Grpc),
+        (format!("http://{http}"), Protocol::HttpProtobuf),
+        (format!("http://{http}"), Protocol::HttpJson),
+    ] {
+        for spans in [false, true] {
+            let mut cfg = otlp_cfg(endpoint.clone(), protocol);
+            cfg.otlp.logs = !spans;
+            cfg.otlp.spans = spans;
+            let t0 = Instant::now();
+            let (stats, _) = export_all(&cfg, &events).await;
+            let dt = t0.elapsed().as_secs_f64();
+            let name = if spans { "otlp_spans" } else { "otlp_logs" };
+            let s = stat(&stats, name);
+            assert_eq!(s.0 as usize, if spans { 3 * 5000 } else { events.len() }, "{protocol:?} {name}");
+            println!(
+                "{protocol:?} {name}: {} events -> {} items in {dt:.2}s = {:.0} events/s",
+                events.len(),
+                s.0,
+                events.len() as f64 / dt
+            );
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -432,6 +432,31 @@ fn unix_nanos() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(0))
 }
 
+/// The stream's own clock for idle flushing: the newest Event time seen plus the wall time
+/// since it was seen. Live Events make it the wall clock; a replay of old Events keeps
+/// their timeline (sessions are not all "idle" just because the Events are old).
+#[derive(Debug, Default)]
+struct StreamClock {
+    newest: Option<(u64, Instant)>,
+}
+
+impl StreamClock {
+    fn see(&mut self, time: &str) {
+        if let Some(t) = aep_projections::spans::parse_rfc3339_nanos(time)
+            && self.newest.is_none_or(|(n, _)| t > n)
+        {
+            self.newest = Some((t, Instant::now()));
+        }
+    }
+
+    fn now(&self) -> u64 {
+        match self.newest {
+            Some((t, at)) => t.saturating_add(u64::try_from(at.elapsed().as_nanos()).unwrap_or(u64::MAX)),
+            None => unix_nanos(),
+        }
+    }
+}
+
 /// The OTLP spans sink: a [`SpanAssembler`] fed by the stream, idle spans closed on a
 /// tick, everything open flushed (as incomplete) at shutdown.
 pub(crate) async fn run_spans(
@@ -454,16 +479,18 @@ pub(crate) async fn run_spans(
     let mut pending: Vec<Span> = Vec::new();
     let mut pending_since: Option<Instant> = None;
     let mut last_idle = Instant::now();
+    let mut clock = StreamClock::default();
     loop {
         let (batch, closed) = next_batch(&mut rx, cfg.batch_size, Duration::ZERO, tick).await;
         metrics.queue_depth.set(SINK, rx.len() as i64);
         metrics.events_out.add(&[("sink", SINK)], batch.len() as u64);
         for s in &batch {
+            clock.see(&s.event.time);
             pending.extend(asm.push(&s.event));
         }
         if last_idle.elapsed() >= Duration::from_secs(1) {
             last_idle = Instant::now();
-            pending.extend(asm.flush_idle(unix_nanos()));
+            pending.extend(asm.flush_idle(clock.now()));
         }
         if closed {
             pending.extend(asm.flush_all());
@@ -586,6 +613,20 @@ mod tests {
         assert!(matches!(logs_from_json(bad), Err(ConvertError::IdLength(_))));
         let snake = json!({"resource_logs":[{"scope_logs":[{"log_records":[{}]}]}]});
         assert!(logs_from_json(snake).unwrap().resource_logs.is_empty());
+    }
+
+    #[test]
+    fn the_stream_clock_follows_event_time() {
+        let mut c = StreamClock::default();
+        let wall = unix_nanos();
+        assert!(c.now() >= wall);
+        c.see("2026-01-02T03:04:05Z");
+        c.see("2026-01-02T03:04:01Z"); // older: ignored
+        let t = aep_projections::spans::parse_rfc3339_nanos("2026-01-02T03:04:05Z").unwrap();
+        let now = c.now();
+        assert!(now >= t && now < t + 1_000_000_000, "{now} vs {t}");
+        c.see("not a time");
+        assert!(c.now() < t + 1_000_000_000);
     }
 
     #[test]
