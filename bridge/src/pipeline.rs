@@ -71,8 +71,8 @@ struct Stamper {
     seq: Sequencer,
     ids: ulid::Generator,
     host: String,
-    /// Correlation key -> minted id, per `(agent, session)`, for `cause_key` lookups.
-    causes: HashMap<(String, String), HashMap<String, String>>,
+    /// Correlation key -> minted id, per agent and session, for `cause_key` lookups.
+    causes: HashMap<String, HashMap<String, HashMap<String, String>>>,
 }
 
 struct Inner {
@@ -275,9 +275,17 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
         None => (None, None),
     };
     let mut cause = d.cause;
-    if let Some(s) = &session {
-        let key = (agent.to_owned(), s.clone());
-        let map = st.causes.entry(key).or_default();
+    if let Some(s) = &session
+        && (d.cause_key.is_some() || d.correlation_key.is_some())
+    {
+        let sessions = match st.causes.get_mut(agent) {
+            Some(m) => m,
+            None => st.causes.entry(agent.to_owned()).or_default(),
+        };
+        let map = match sessions.get_mut(s.as_str()) {
+            Some(m) => m,
+            None => sessions.entry(s.clone()).or_default(),
+        };
         if let (None, Some(k)) = (&cause, &d.cause_key) {
             cause = map.get(k).cloned();
         }
@@ -287,6 +295,12 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
             }
             map.insert(k, id.clone());
         }
+    }
+    if d.r#type == "session.ended"
+        && let (Some(s), Some(sessions)) = (&session, st.causes.get_mut(agent))
+    {
+        // Nothing links to an ended session's events any more: free its correlation memory.
+        sessions.remove(s.as_str());
     }
     // AEP-0002 §7.1: the lifecycle events after a request name it as their subject; a
     // mapping that linked them by correlation key gets the subject from the resolved cause.
