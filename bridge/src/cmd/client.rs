@@ -402,6 +402,10 @@ pub fn event_line(ev: &Event, color: bool) -> String {
         out.push(' ');
         out.push_str(&sum);
     }
+    // The one thing a watcher needs to answer it: the request's id (AEP-0004 §7).
+    if ev.r#type == "attention.requested" {
+        out.push_str(&format!(" → aep-bridge respond {}", ev.id));
+    }
     out
 }
 
