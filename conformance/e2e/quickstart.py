@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Runs the README's "## Quickstart" commands literally, in order, in a fresh HOME, inside a
+loopback-only network namespace, and fails when a step breaks. Called by quickstart-check.sh.
+
+How each README command line is run (every ```sh block of the section, in order):
+  export K=V                 sets K for every later step
+  ... # keeps running        started in the background (a second `aep-bridge serve` restarts
+                             the first); the bridge is waited for on 127.0.0.1:8787
+  docker run ... jaeger ...  offline stand-in: rotel (a real OTel collector) on the same port,
+                             forwarding to span_sink.py
+  ... claude                 the user's agent: run in tmux with the mock model API
+                             (mock_model.py) and a first-run-free ~/.claude.json; the checker
+                             types the prompt
+  ... <request-id> ...       the id is taken from the `aep-bridge tail --timeline` output
+  anything else              bash -c, must exit 0
+Offline concessions (the only ones): CARGO_HOME/RUSTUP_HOME stay the machine's (the crate
+cache; CARGO_NET_OFFLINE=true) and `cargo install` installs into the fresh HOME's ~/.cargo.
+
+Usage: quickstart.py --clients DIR [--rotel PATH]
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+MOCK_PORT, SINK_PORT = 9100, 9200
+RESULTS = {"pass": 0, "fail": 0}
+TMUX = ["tmux", "-L", "aep-quickstart", "-f", "/dev/null"]
+
+
+def check(name, ok, detail=""):
+    RESULTS["pass" if ok else "fail"] += 1
+    print(f"{'PASS' if ok else 'FAIL'} quickstart: {name}" + (f"  ({detail})" if detail and not ok else ""), flush=True)
+    return ok
+
+
+def wait_for(pred, secs):
+    end = time.time() + secs
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.25)
+    return pred()
+
+
+def port_open(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.3).close()
+        return True
+    except OSError:
+        return False
+
+
+def quickstart_commands(readme):
+    """The command lines of the ```sh blocks of the Quickstart section, in order."""
+    text = open(readme).read()
+    start = text.index("\n## Quickstart")
+    end = text.find("\n## ", start + 5)
+    section = text[start:end if end > 0 else len(text)]
+    cmds = []
+    for block in re.findall(r"```sh\n(.*?)```", section, re.S):
+        joined = block.replace("\\\n", " ")
+        cmds += [l.strip() for l in joined.splitlines() if l.strip() and not l.strip().startswith("#")]
+    return cmds
+
+
+class Quickstart:
+    def __init__(self, a):
+        self.a = a
+        self.home = tempfile.mkdtemp(prefix="aep-quickstart-home-")
+        self.logs = os.path.join(self.home, "_checker")
+        os.makedirs(self.logs)
+        self.proj = os.path.join(self.home, "my-project")
+        os.makedirs(self.proj)
+        with open(os.path.join(self.proj, "hello.txt"), "w") as f:
+            f.write("hello quickstart\n")
+        subprocess.run("git init -q && git add -A && git -c user.email=q@x -c user.name=q commit -qm init",
+                       shell=True, cwd=self.proj, check=True)
+        real_home = os.path.expanduser("~")
+        bin_dirs = [p for p in os.environ.get("PATH", "").split(":")
+                    if p and not os.path.exists(os.path.join(p, "aep-bridge"))]
+        self.env = {
+            "HOME": self.home, "LANG": os.environ.get("LANG", "C.UTF-8"), "TERM": "xterm-256color",
+            "PATH": ":".join([os.path.join(self.home, ".cargo", "bin"), a.clients] + bin_dirs),
+            "CARGO_HOME": os.environ.get("CARGO_HOME", os.path.join(real_home, ".cargo")),
+            "RUSTUP_HOME": os.environ.get("RUSTUP_HOME", os.path.join(real_home, ".rustup")),
+            "CARGO_INSTALL_ROOT": os.path.join(self.home, ".cargo"), "CARGO_NET_OFFLINE": "true",
+        }
+        self.bg = {}  # name -> (Popen, output file)
+        self.procs = []
+        self.agent_runs = 0
+        self.spans = os.path.join(self.logs, "spans.jsonl")
+
+    def start(self, name, cmd, shell=False, env=None, cwd=None):
+        out = os.path.join(self.logs, f"{name}.log")
+        p = subprocess.Popen(cmd, shell=shell, executable="/bin/bash" if shell else None, cwd=cwd or ROOT,
+                             env=env or self.env, stdout=open(out, "w"), stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        self.procs.append(p)
+        return p, out
+
+    def stop(self, p):
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+    # ---- the steps
+    def background(self, line):
+        name = "serve" if " serve" in line else ("tail" if " tail" in line else f"bg{len(self.bg)}")
+        if name == "serve" and "serve" in self.bg:  # the README restarts the bridge
+            self.stop(self.bg["serve"][0])
+            wait_for(lambda: not port_open(8787), 10)
+            name = "serve2"
+        p, out = self.start(name, line, shell=True)
+        self.bg[name] = (p, out)
+        if name.startswith("serve"):
+            ok = wait_for(lambda: port_open(8787) or p.poll() is not None, 20) and p.poll() is None
+            check(f"`{line}` listens on 127.0.0.1:8787", ok, open(out).read()[-400:])
+            if name == "serve2" and "tail" in self.bg:  # tail follows the new bridge on its own
+                pass
+        else:
+            time.sleep(1)
+            check(f"`{line}` stays up", p.poll() is None, open(out).read()[-400:])
+
+    def docker(self, line):
+        if "jaeger" not in line:
+            print(f"  (not run offline: {line})")
+            return
+        port = re.search(r"-p (\d+):4317", line)
+        if not self.a.rotel or not port:
+            print(f"SKIP quickstart: `{line}`: no rotel-agent to stand in for Jaeger")
+            return
+        print(f"  offline stand-in for `{line}`: rotel on 127.0.0.1:{port.group(1)} -> span sink")
+        self.start("sink", [sys.executable, os.path.join(HERE, "span_sink.py"), "--port", str(SINK_PORT),
+                            "--out", self.spans])
+        self.start("rotel", [self.a.rotel, "start", "--exporter", "otlp", "--otlp-exporter-endpoint",
+                             f"http://127.0.0.1:{SINK_PORT}", "--otlp-exporter-protocol", "http",
+                             "--otlp-grpc-endpoint", f"127.0.0.1:{port.group(1)}",
+                             "--otlp-http-endpoint", "127.0.0.1:24318",
+                             "--pid-file", os.path.join(self.logs, "rotel.pid"),
+                             "--log-file", os.path.join(self.logs, "rotel-agent.log")])
+        self.jaeger_port = int(port.group(1))
+        check(f"Jaeger stand-in listens on {port.group(1)}",
+              bool(wait_for(lambda: port_open(self.jaeger_port) and port_open(SINK_PORT), 15)))
+
+    def agent(self, line, plan="bash_py"):
+        """The user's `claude` in tmux, against the mock model, with a typed prompt."""
+        self.agent_runs += 1
+        if not port_open(MOCK_PORT):
+            self.start("mock", [sys.executable, os.path.join(HERE, "mock_model.py"), "--port", str(MOCK_PORT),
+                                "--workdir", self.proj, "--log", os.path.join(self.logs, "model.jsonl")])
+            wait_for(lambda: port_open(MOCK_PORT), 10)
+        key = "sk-ant-quickstart-offline-0123456789"
+        cfg = os.path.join(self.home, ".claude.json")
+        with open(cfg, "w") as f:  # first-run dialogs already answered
+            json.dump({"hasCompletedOnboarding": True, "theme": "dark", "numStartups": 3,
+                       "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+                       "projects": {self.proj: {"hasTrustDialogAccepted": True,
+                                                "hasCompletedProjectOnboarding": True, "allowedTools": []}}}, f)
+        env = dict(self.env, ANTHROPIC_BASE_URL=f"http://127.0.0.1:{MOCK_PORT}", ANTHROPIC_API_KEY=key,
+                   DISABLE_AUTOUPDATER="1", CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+                   DISABLE_ERROR_REPORTING="1", CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL="1")
+        launch = os.path.join(self.logs, f"agent{self.agent_runs}.sh")
+        with open(launch, "w") as f:
+            f.write("#!/bin/bash\n" + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()) +
+                    f"{line}\n")
+        os.chmod(launch, 0o755)
+        subprocess.run(TMUX + ["kill-server"], capture_output=True)
+        subprocess.run(TMUX + ["new-session", "-d", "-s", "qs", "-x", "160", "-y", "50", launch], check=True)
+        ready = wait_for(lambda: ">" in self.pane() or "❯" in self.pane(), 30)
+        time.sleep(2)
+        subprocess.run(TMUX + ["send-keys", "-t", "qs", "-l", f"Please do it {{{{e2e:{plan}}}}}"])
+        time.sleep(0.5)
+        subprocess.run(TMUX + ["send-keys", "-t", "qs", "Enter"])
+        check(f"`{line}` starts the agent (prompt typed)", bool(ready), self.pane()[-400:])
+
+    def pane(self):
+        return subprocess.run(TMUX + ["capture-pane", "-p", "-t", "qs"], capture_output=True, text=True).stdout
+
+    def finish_agent(self):
+        wait_for(lambda: "E2E done" in self.pane(), 30)
+        open(os.path.join(self.logs, f"screen{self.agent_runs}.txt"), "w").write(self.pane())
+        subprocess.run(TMUX + ["send-keys", "-t", "qs", "/exit", "Enter"])
+        time.sleep(3)
+        subprocess.run(TMUX + ["kill-server"], capture_output=True)
+
+    def respond(self, line):
+        tail_out = self.bg.get("tail", (None, None))[1]
+        pat = re.compile(r"attention\.requested .*→ aep-bridge respond (\S+)")
+        found = wait_for(lambda: tail_out and pat.search(open(tail_out).read()), 60)
+        if not check("`aep-bridge tail --timeline` shows the attention.requested line with its id", bool(found),
+                     (open(tail_out).read()[-600:] if tail_out else "no tail running") + " | screen: " + self.pane()[-300:]):
+            return
+        cmd = line.replace("<request-id>", found.group(1))
+        r = subprocess.run(cmd, shell=True, executable="/bin/bash", cwd=ROOT, env=self.env, capture_output=True,
+                           text=True, timeout=90)
+        open(os.path.join(self.logs, "respond.log"), "w").write(r.stdout + r.stderr)
+        check(f"`{line}` exits 0 (answered)", r.returncode == 0 and "attention.resolved" in r.stdout,
+              (r.stdout + r.stderr)[-400:])
+        answer = os.path.join(self.proj, "answer.txt")
+        check("the allowed tool ran in ~/my-project",
+              bool(wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 30)))
+        self.finish_agent()
+
+    def run_line(self, line):
+        t0 = time.time()
+        r = subprocess.run(line, shell=True, executable="/bin/bash", cwd=ROOT, env=self.env, capture_output=True,
+                           text=True, timeout=900)
+        open(os.path.join(self.logs, f"step{int(t0)}.log"), "w").write(r.stdout + r.stderr)
+        check(f"`{line}` exits 0 ({time.time() - t0:.0f}s)", r.returncode == 0, (r.stdout + r.stderr)[-600:])
+        return r.returncode == 0
+
+    def run(self):
+        cmds = quickstart_commands(os.path.join(ROOT, "README.md"))
+        check("README has a Quickstart with commands", len(cmds) >= 6, str(cmds))
+        for line in cmds:
+            print(f"$ {line}", flush=True)
+            m = re.match(r"export (\w+)=(\S+)$", line)
+            if m:
+                self.env[m.group(1)] = m.group(2)
+            elif line.startswith("docker "):
+                self.docker(line)
+            elif "# keeps running" in line:
+                self.background(line.split("#")[0].strip())
+            elif re.search(r"(^|&& )claude\b", line):
+                self.agent(line)
+                self.agent_line = line
+            elif "<request-id>" in line:
+                self.respond(line)
+            else:
+                ok = self.run_line(line)
+                if line.startswith("cargo install"):
+                    where = shutil.which("aep-bridge", path=self.env["PATH"]) or ""
+                    check("aep-bridge and aep-hook are on PATH from ~/.cargo/bin", ok and where.startswith(self.home)
+                          and os.path.isfile(os.path.join(os.path.dirname(where), "aep-hook")), where)
+                    if not ok:
+                        return
+        self.verify()
+
+    def verify(self):
+        logs_dir = os.path.join(self.home, ".aep", "logs", "claude-code")
+        logs = sorted(os.listdir(logs_dir)) if os.path.isdir(logs_dir) else []
+        check("the session is logged under ~/.aep/logs/claude-code/", len(logs) >= 1, str(logs))
+        for f in logs:
+            r = subprocess.run(["aep-bridge", "validate", os.path.join(logs_dir, f)], env=self.env,
+                               capture_output=True, text=True)
+            check(f"`aep-bridge validate` accepts {f}", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        tail_out = self.bg.get("tail", (None, None))[1]
+        text = open(tail_out).read() if tail_out else ""
+        check("tail showed the session, the run and the tool", "── session" in text and "▸ run" in text
+              and "tool.completed" in text and "attention.resolved" in text, text[-600:])
+        if "serve2" in self.bg and getattr(self, "jaeger_port", None) and hasattr(self, "agent_line"):
+            # the restarted bridge exports: one more agent session, then its spans at "Jaeger"
+            self.agent(self.agent_line, plan="read_ok")
+            self.finish_agent()
+
+            def tool_spans():
+                rows = []
+                try:
+                    rows = [json.loads(l) for l in open(self.spans)]
+                except FileNotFoundError:
+                    pass
+                return [s for s in rows if s["service"] == "claude-code" and s["name"].startswith("execute_tool")]
+            got = wait_for(tool_spans, 20)
+            check("spans reach the Jaeger port (service claude-code, execute_tool Read)",
+                  bool(got) and any(s["name"] == "execute_tool Read" for s in got), str(got)[:300])
+
+    def cleanup(self):
+        subprocess.run(TMUX + ["kill-server"], capture_output=True)
+        for p in reversed(self.procs):
+            self.stop(p)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", required=True)
+    ap.add_argument("--rotel", default="")
+    a = ap.parse_args()
+    with open("/proc/self/net/dev") as f:
+        links = sorted(l.split(":")[0].strip() for l in f.readlines()[2:])
+    if links != ["lo"]:
+        sys.exit(f"REFUSING: links {links}: run through `unshare -n` (quickstart-check.sh does)")
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    q = Quickstart(a)
+    print(f"  fresh HOME {q.home}", flush=True)
+    try:
+        q.run()
+    except Exception as ex:
+        check("ran to the end", False, repr(ex))
+    finally:
+        q.cleanup()
+    print(f"{RESULTS['pass']} passed, {RESULTS['fail']} failed", flush=True)
+    sys.exit(1 if RESULTS["fail"] else 0)
+
+
+if __name__ == "__main__":
+    main()
