@@ -31,32 +31,3 @@ pub fn run(fx: &Fixtures, out: &mut Checks) {
     problems.extend(stream.finish().iter().map(ToString::to_string));
     out.record("golden: stream", if problems.is_empty() { Ok(()) } else { Err(problems.join("; ")) });
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::classes::{capture_gating, downlevel, golden, invalid, registry_parity};
-    use crate::{Checks, Fixtures};
-
-    /// Runs this helper's classes against a spec checkout (`AEP_SPEC`, default
-    /// `/work/shared/aep-spec`) and prints the failures:
-    /// `cargo test -p aep-conformance model_classes -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "needs a spec checkout"]
-    fn model_classes() {
-        let spec = std::env::var("AEP_SPEC").unwrap_or_else(|_| "/work/shared/aep-spec".into());
-        let fx = Fixtures::new(spec);
-        let mut out = Checks::default();
-        registry_parity::run(&fx, &mut out);
-        golden::run(&fx, &mut out);
-        invalid::run(&fx, &mut out);
-        capture_gating::run(&fx, &mut out);
-        downlevel::run(&fx, &mut out);
-        let checks = out.into_vec();
-        let failed: Vec<_> = checks.iter().filter(|c| c.detail.is_some()).collect();
-        for c in &failed {
-            println!("FAIL {}: {}", c.name, c.detail.as_deref().unwrap_or(""));
-        }
-        println!("{} of {} pass", checks.len() - failed.len(), checks.len());
-        assert!(failed.is_empty());
-    }
-}

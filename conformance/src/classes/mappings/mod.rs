@@ -3,7 +3,9 @@
 //!
 //! Check names: `mappings/{file-stem}: {table}.{case}`, e.g. `mappings/codex: hooks.PreToolUse`.
 
-use aep_adapters::EventDraft;
+use aep_adapters::otel::Vendor;
+use aep_adapters::vendors;
+use aep_adapters::{EventDraft, HookAdapter, HookCall, MapContext, SessionState};
 use serde_json::{Value, json};
 
 use crate::{Checks, Fixtures};
@@ -11,38 +13,35 @@ use crate::{Checks, Fixtures};
 pub mod antigravity;
 pub mod claude_code;
 pub mod cline;
-pub mod codex;
-pub mod codex_otel;
-pub mod gemini_cli;
-pub mod hermes;
-pub mod kilocode;
 pub mod kimi_code;
 pub mod opencode;
+pub mod otel;
 pub mod pi;
-pub mod qwen_code;
-pub mod vscode;
-pub mod vscode_otel;
 
 /// Files in `mappings/` that pin protocol bridges of a later round (ACP, AG-UI, OpenHands):
 /// reported as failing until those bridges exist, so the report never hides them.
 const NOT_BUILT: &[&str] = &["acp", "agui", "openhands"];
 
-/// Appends every mapping file's checks.
+/// Appends every mapping file's checks. A file whose shape is shared and whose checks need
+/// nothing vendor-specific runs from here; the others have their own module.
 pub fn run(fx: &Fixtures, out: &mut Checks) {
     antigravity::run(fx, out);
     claude_code::run(fx, out);
     cline::run(fx, out);
-    codex::run(fx, out);
-    codex_otel::run(fx, out);
-    gemini_cli::run(fx, out);
-    hermes::run(fx, out);
-    kilocode::run(fx, out);
+    run_adapter_table(fx, out, "codex", vendors::codex::adapter().as_ref());
+    otel::run_otel_pins(fx, out, "codex-otel", Vendor::Codex);
+    run_adapter_table(fx, out, "gemini-cli", vendors::gemini_cli::adapter().as_ref());
+    // The Hermes pins need no prelude: the run is the payload's own `turn_id`, and the
+    // clarify overlay is payload-derived.
+    run_preluded(fx, out, "hermes", vendors::hermes::adapter().as_ref(), no_prelude);
+    // The OpenCode plugin adapter on Kilo's profile: same layout and preludes as OpenCode.
+    opencode::run_plugin(fx, out, "kilocode", vendors::kilocode::adapter().as_ref());
     kimi_code::run(fx, out);
     opencode::run(fx, out);
     pi::run(fx, out);
-    qwen_code::run(fx, out);
-    vscode::run(fx, out);
-    vscode_otel::run(fx, out);
+    run_adapter_table(fx, out, "qwen-code", vendors::qwen_code::adapter().as_ref());
+    run_adapter_table(fx, out, "vscode", vendors::vscode::adapter().as_ref());
+    otel::run_otel_pins(fx, out, "vscode-otel", Vendor::Vscode);
     for stem in NOT_BUILT {
         out.fail(format!("mappings/{stem}: not implemented"), "protocol bridge not built in this project yet");
     }
@@ -83,6 +82,153 @@ pub fn compare(expected: &Value, drafts: &[EventDraft]) -> Result<(), String> {
     }
     for (i, (w, d)) in want.iter().zip(drafts).enumerate() {
         crate::diff(w, &draft_as_pin(d)).map_err(|e| format!("event {i}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Maps one fixture input through `adapter` with a fresh session state at the default
+/// posture (capture metadata, attention.* redacted), as the fixture files pin it.
+pub(crate) fn through(adapter: &dyn HookAdapter, input: &Value) -> Result<Vec<EventDraft>, String> {
+    adapter
+        .map(&HookCall { event: None, payload: input }, &mut SessionState::default(), &MapContext::default())
+        .map_err(|e| format!("mapping failed: {e}"))
+}
+
+/// Reads `mappings/{stem}.json`; when it cannot, records the failing check
+/// `mappings/{stem}: {on_error}` and returns `None`.
+pub(crate) fn load(fx: &Fixtures, out: &mut Checks, stem: &str, on_error: &str) -> Option<Value> {
+    match fx.json(&format!("mappings/{stem}.json")) {
+        Ok(doc) => Some(doc),
+        Err(e) => {
+            out.fail(format!("mappings/{stem}: {on_error}"), e);
+            None
+        }
+    }
+}
+
+/// Calls `each(out, "mappings/{stem}: {table}.{name}", case)` for every entry of the
+/// `table` object of `doc`. Without one, records the failing check `mappings/{stem}: {table}`
+/// with `missing` and returns `false`.
+pub(crate) fn each_case(
+    out: &mut Checks,
+    stem: &str,
+    doc: &Value,
+    table: &str,
+    missing: &str,
+    mut each: impl FnMut(&mut Checks, String, &Value),
+) -> bool {
+    let Some(cases) = doc.get(table).and_then(Value::as_object) else {
+        out.fail(format!("mappings/{stem}: {table}"), missing);
+        return false;
+    };
+    for (name, case) in cases {
+        each(out, format!("mappings/{stem}: {table}.{name}"), case);
+    }
+    true
+}
+
+/// The `mappings/{stem}: fallback` check of a file that must pin a `fallback` case.
+pub(crate) fn required_fallback(
+    out: &mut Checks,
+    stem: &str,
+    doc: &Value,
+    check: impl FnOnce(&Value) -> Result<(), String>,
+) {
+    let name = format!("mappings/{stem}: fallback");
+    match doc.get("fallback") {
+        Some(case) => out.record(name, check(case)),
+        None => out.fail(name, "no fallback case"),
+    }
+}
+
+/// Runs a `{hooks, fallback}` fixture file: one check `mappings/{stem}: hooks.{name}` per
+/// entry and one `mappings/{stem}: fallback`, each comparing `expected` with what `map`
+/// produces for `input`.
+pub(crate) fn run_hook_table(
+    fx: &Fixtures,
+    out: &mut Checks,
+    stem: &str,
+    map: &dyn Fn(&Value) -> Result<Vec<EventDraft>, String>,
+) {
+    let Some(doc) = load(fx, out, stem, "load") else { return };
+    let pinned = |case: &Value, lacks: &str| match (case.get("input"), case.get("expected")) {
+        (Some(input), Some(expected)) => map(input).and_then(|d| compare(expected, &d)),
+        _ => Err(format!("{lacks} lacks `input` or `expected`")),
+    };
+    if !each_case(out, stem, &doc, "hooks", "fixture has no `hooks` object", |out, name, case| {
+        out.record(name, pinned(case, "case"))
+    }) {
+        return;
+    }
+    if let Some(fb) = doc.get("fallback") {
+        out.record(format!("mappings/{stem}: fallback"), pinned(fb, "fallback"));
+    }
+}
+
+/// [`run_hook_table`] with each input mapped by [`through`] `adapter`.
+pub(crate) fn run_adapter_table(fx: &Fixtures, out: &mut Checks, stem: &str, adapter: &dyn HookAdapter) {
+    run_hook_table(fx, out, stem, &|input| through(adapter, input));
+}
+
+/// The moments (URL event name, payload) a case's pin presumes already happened.
+pub(crate) type Prelude = fn(&Value) -> Vec<(Option<String>, Value)>;
+
+/// The prelude of a pin that presumes nothing.
+pub(crate) fn no_prelude(_case: &Value) -> Vec<(Option<String>, Value)> {
+    Vec::new()
+}
+
+/// Runs a `{hooks, fallback}` file whose cases are checked by [`check`] after their
+/// `prelude` (Cline, Antigravity, Hermes): `mappings/{stem}: hooks.{name}` per case and
+/// the required `mappings/{stem}: fallback`.
+pub(crate) fn run_preluded(fx: &Fixtures, out: &mut Checks, stem: &str, adapter: &dyn HookAdapter, prelude: Prelude) {
+    let Some(doc) = load(fx, out, stem, "file") else { return };
+    let cx = MapContext::default();
+    each_case(out, stem, &doc, "hooks", "no hooks table", |out, name, case| {
+        out.record(name, check(adapter, case, &cx, prelude))
+    });
+    required_fallback(out, stem, &doc, |case| check(adapter, case, &cx, prelude));
+}
+
+/// Runs `case.input` (named by `case.hook` when the pin carries one) after the moments
+/// `prelude(case)` returns (URL event name, payload)
+/// and compares with `case.expected`.
+pub(crate) fn check(a: &dyn HookAdapter, case: &Value, cx: &MapContext, prelude: Prelude) -> Result<(), String> {
+    let input = case.get("input").ok_or("case has no input")?;
+    let hook = case.get("hook").and_then(Value::as_str);
+    let mut state = SessionState::default();
+    for (event, p) in prelude(case) {
+        a.map(&HookCall { event: event.as_deref(), payload: &p }, &mut state, cx)
+            .map_err(|e| format!("prelude: {e}"))?;
+    }
+    let drafts = a.map(&HookCall { event: hook, payload: input }, &mut state, cx).map_err(|e| e.to_string())?;
+    check_with_steps(case.get("expected").unwrap_or(&Value::Null), &drafts)
+}
+
+/// [`compare`] plus the envelope `step` of every pinned entry that states one.
+pub(crate) fn check_with_steps(expected: &Value, drafts: &[EventDraft]) -> Result<(), String> {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(m) = v.as_object_mut() {
+            m.remove("step");
+        }
+        v
+    };
+    let (stripped, steps): (Value, Vec<Option<Value>>) = match expected {
+        Value::Array(items) => {
+            (Value::Array(items.iter().map(strip).collect()), items.iter().map(|i| i.get("step").cloned()).collect())
+        }
+        Value::Null => (Value::Null, Vec::new()),
+        one => (strip(one), vec![one.get("step").cloned()]),
+    };
+    compare(&stripped, drafts)?;
+    for (i, (want, d)) in steps.iter().zip(drafts).enumerate() {
+        if let Some(w) = want {
+            let got = d.step.clone().map(Value::String).unwrap_or(Value::Null);
+            if *w != got {
+                return Err(format!("event {i}: step: expected {w}, got {got}"));
+            }
+        }
     }
     Ok(())
 }

@@ -23,18 +23,11 @@ pub fn run(fx: &Fixtures, out: &mut Checks) {
 
 /// The checks of an OpenCode-shaped pin file (`opencode`, `kilocode`).
 pub(crate) fn run_plugin(fx: &Fixtures, out: &mut Checks, stem: &str, adapter: &dyn HookAdapter) {
-    let file = match fx.json(&format!("mappings/{stem}.json")) {
-        Ok(v) => v,
-        Err(e) => return out.fail(format!("mappings/{stem}: file"), e),
-    };
+    let Some(file) = super::load(fx, out, stem, "file") else { return };
     let cx = MapContext::default();
-    if let Some(moments) = file.get("moments").and_then(Value::as_object) {
-        for (name, case) in moments {
-            out.record(format!("mappings/{stem}: moments.{name}"), check_moment(adapter, case, &cx));
-        }
-    } else {
-        out.fail(format!("mappings/{stem}: moments"), "no moments table");
-    }
+    super::each_case(out, stem, &file, "moments", "no moments table", |out, name, case| {
+        out.record(name, check_moment(adapter, case, &cx))
+    });
     match file.get("todos") {
         Some(t) => {
             let empty = json!([]);
@@ -45,10 +38,7 @@ pub(crate) fn run_plugin(fx: &Fixtures, out: &mut Checks, stem: &str, adapter: &
         }
         None => out.fail(format!("mappings/{stem}: todos"), "no todos block"),
     }
-    match file.get("fallback") {
-        Some(case) => out.record(format!("mappings/{stem}: fallback"), check_moment(adapter, case, &cx)),
-        None => out.fail(format!("mappings/{stem}: fallback"), "no fallback case"),
-    }
+    super::required_fallback(out, stem, &file, |case| check_moment(adapter, case, &cx));
     if file.get("sse_modes").is_some() {
         out.fail(format!("mappings/{stem}: sse_modes (not built)"), "the SSE bridge modes belong to a later round");
     }
@@ -74,24 +64,5 @@ fn prelude(input: &Value) -> Vec<Value> {
             "properties": {"info": {"id": "prelude_msg", "sessionID": session, "role": "user"}}}})],
         "todo.updated" => vec![input.clone()],
         _ => Vec::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    #[ignore = "needs the spec checkout at /work/shared/aep-spec"]
-    fn against_the_real_fixtures() {
-        let mut out = Checks::default();
-        run(&Fixtures::new("/work/shared/aep-spec"), &mut out);
-        let checks = out.into_vec();
-        for c in &checks {
-            println!("{:?} {} {}", c.status, c.name, c.detail.clone().unwrap_or_default());
-        }
-        let failing: Vec<_> =
-            checks.iter().filter(|c| c.status != crate::Status::Pass && !c.name.contains("sse_modes")).collect();
-        assert!(failing.is_empty(), "{failing:?}");
     }
 }

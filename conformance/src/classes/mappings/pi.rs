@@ -9,38 +9,24 @@
 use aep_adapters::MapContext;
 use serde_json::{Value, json};
 
-use super::cline::check;
+use super::check;
 use crate::{Checks, Fixtures};
 
 /// Appends this file's checks.
 pub fn run(fx: &Fixtures, out: &mut Checks) {
-    let file = match fx.json("mappings/pi.json") {
-        Ok(v) => v,
-        Err(e) => return out.fail("mappings/pi: file", e),
-    };
+    let Some(doc) = super::load(fx, out, "pi", "file") else { return };
     let plain = aep_adapters::vendors::pi::adapter();
     let deltas = aep_adapters::vendors::pi::adapter_with_deltas(true);
     let cx = MapContext::default();
-    match file.get("moments").and_then(Value::as_object) {
-        Some(moments) => {
-            for (name, case) in moments {
-                out.record(format!("mappings/pi: moments.{name}"), check(plain.as_ref(), case, &cx, prelude));
-                if let Some(exp) = case.get("deltas_expected") {
-                    let mut c = case.clone();
-                    c["expected"] = exp.clone();
-                    out.record(
-                        format!("mappings/pi: moments.{name} (deltas)"),
-                        check(deltas.as_ref(), &c, &cx, prelude),
-                    );
-                }
-            }
+    super::each_case(out, "pi", &doc, "moments", "no moments table", |out, name, case| {
+        out.record(name.clone(), check(plain.as_ref(), case, &cx, prelude));
+        if let Some(exp) = case.get("deltas_expected") {
+            let mut c = case.clone();
+            c["expected"] = exp.clone();
+            out.record(format!("{name} (deltas)"), check(deltas.as_ref(), &c, &cx, prelude));
         }
-        None => out.fail("mappings/pi: moments", "no moments table"),
-    }
-    match file.get("fallback") {
-        Some(case) => out.record("mappings/pi: fallback", check(plain.as_ref(), case, &cx, prelude)),
-        None => out.fail("mappings/pi: fallback", "no fallback case"),
-    }
+    });
+    super::required_fallback(out, "pi", &doc, |case| check(plain.as_ref(), case, &cx, prelude));
 }
 
 fn prelude(case: &Value) -> Vec<(Option<String>, Value)> {
@@ -50,22 +36,5 @@ fn prelude(case: &Value) -> Vec<(Option<String>, Value)> {
             vec![(None, json!({"session": session, "event": {"type": "agent_start"}}))]
         }
         _ => Vec::new(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    #[ignore = "needs the spec checkout at /work/shared/aep-spec"]
-    fn against_the_real_fixtures() {
-        let mut out = Checks::default();
-        run(&Fixtures::new("/work/shared/aep-spec"), &mut out);
-        let checks = out.into_vec();
-        for c in &checks {
-            println!("{:?} {} {}", c.status, c.name, c.detail.clone().unwrap_or_default());
-        }
-        assert!(checks.iter().all(|c| c.status == crate::Status::Pass));
     }
 }

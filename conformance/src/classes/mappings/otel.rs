@@ -1,8 +1,7 @@
-//! `mappings/codex-otel.json` through this project's Codex OTel profile
-//! (`aep_adapters::otel::codex`), in both modes. Also hosts [`run_otel_pins`], shared with
-//! `vscode-otel`.
+//! The OTel mapping pin files (`mappings/codex-otel.json`, `mappings/vscode-otel.json`)
+//! through this project's OTel profiles (`aep_adapters::otel`), in both modes.
 //!
-//! Check names: `mappings/codex-otel: records.<case>` and `mappings/codex-otel: unknown`; each
+//! Check names: `mappings/{stem}: records.<case>` and `mappings/{stem}: unknown`; each
 //! check runs the case's input through the companion and the primary mode at the default
 //! (metadata) ceiling, compares both with the pin (`super::compare`), and checks the session
 //! identity rule (`identity.session_from`).
@@ -15,18 +14,10 @@ use serde_json::{Map, Value};
 
 use crate::{Checks, Fixtures};
 
-/// Appends this file's checks.
-pub fn run(fx: &Fixtures, out: &mut Checks) {
-    run_otel_pins(fx, out, "codex-otel", Vendor::Codex);
-}
-
 /// Runs one OTel mapping pin file (`mappings/{stem}.json`) through `vendor`'s profile.
 pub(super) fn run_otel_pins(fx: &Fixtures, out: &mut Checks, stem: &str, vendor: Vendor) {
     let name = format!("mappings/{stem}");
-    let pins = match fx.json(&format!("mappings/{stem}.json")) {
-        Ok(v) => v,
-        Err(e) => return out.fail(format!("{name}: load"), e),
-    };
+    let Some(pins) = super::load(fx, out, stem, "load") else { return };
     let session_from = pins.pointer("/identity/session_from").and_then(Value::as_str).unwrap_or("");
     match pins.get("records").and_then(Value::as_object) {
         Some(records) => {
