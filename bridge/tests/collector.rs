@@ -138,7 +138,16 @@ pub struct Sse {
 impl Sse {
     /// Opens `GET {path}` on the bridge at `addr` (host:port).
     pub async fn open(addr: &str, path: &str, headers: &[(&str, &str)]) -> Sse {
-        let mut sock = TcpStream::connect(addr).await.expect("connect");
+        let sock = TcpStream::connect(addr).await.expect("connect");
+        Sse::request(sock, addr, path, headers).await
+    }
+
+    /// Opens `GET {path}` over an already connected socket, no extra headers.
+    pub async fn over(sock: TcpStream, addr: &str, path: &str) -> Sse {
+        Sse::request(sock, addr, path, &[]).await
+    }
+
+    async fn request(mut sock: TcpStream, addr: &str, path: &str, headers: &[(&str, &str)]) -> Sse {
         let mut req = format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: text/event-stream\r\n");
         for (k, v) in headers {
             req.push_str(&format!("{k}: {v}\r\n"));
@@ -661,5 +670,311 @@ async fn capture_ceilings_down_level_and_never_up_level() {
         assert_eq!(e["capture"], "metadata");
         assert!(!e.to_string().contains("CANARY"));
     }
+    b.shutdown().await;
+}
+
+// ---- WebSocket: hello (AEP-0003 §3.5, §4) -----------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ws_hello_first_version_selection_and_frame_rules() {
+    let (b, _d) = bridge("", |_| {}).await;
+    let a = addr(&b);
+
+    // Anything but hello first: `hello-required`, then close.
+    let mut ws = Ws::connect(&a, None).await;
+    ws.send(&started("h1", 0)).await;
+    let f = ws.recv().await.unwrap();
+    assert_eq!((f["type"].as_str(), f["code"].as_str()), (Some("error"), Some("hello-required")), "{f}");
+    assert!(ws.drain_for(Duration::from_secs(2)).await.is_empty() && ws.closed, "closed after hello-required");
+    // Nothing of that event was ingested.
+    assert!(held(&b, "h1").await.is_empty());
+
+    // No version intersection: `version-unsupported` listing ours, then close.
+    let mut ws = Ws::connect(&a, None).await;
+    ws.send(&json!({"type": "hello", "versions": ["9.9", "1.0"], "role": "consumer"})).await;
+    let f = ws.recv().await.unwrap();
+    assert_eq!(f["code"], "version-unsupported");
+    assert_eq!(f["versions"], json!(["0.1"]));
+    assert!(ws.drain_for(Duration::from_secs(2)).await.is_empty() && ws.closed);
+
+    // Exactly one version selected from the intersection; unknown capability keys ignored.
+    let mut ws = Ws::connect(&a, None).await;
+    let mut h = hello("consumer", "c", json!({"futurecap": {"enabled": true}, "filters": ["attr-match", "cesql"]}));
+    h["versions"] = json!(["9.9", "0.1"]);
+    ws.send(&h).await;
+    let reply = ws.recv().await.unwrap();
+    assert_eq!(reply["type"], "hello");
+    assert_eq!(reply["versions"], json!(["0.1"]));
+    assert_eq!(reply["capabilities"]["replay"], json!({"buffer": 4, "all": true}));
+    assert_eq!(reply["capabilities"]["roster"], json!({}));
+    // Unknown frame types are ignored; the connection carries on.
+    ws.send(&json!({"type": "zigzag", "note": "from the future"})).await;
+    ws.send(&json!({"note": "no type at all"})).await;
+    ws.send(&json!({"type": "ping", "t": 42})).await;
+    assert_eq!(ws.recv().await.unwrap(), json!({"type": "pong", "t": 42}), "ping echoed, nothing for the unknowns");
+    ws.subscribe(json!({"type": "subscribe", "id": "s1", "filter": {"session": "h2"}})).await;
+    ws.send(&json!({"type": "unsubscribe", "id": "s1"})).await;
+    assert_eq!(ws.recv().await.unwrap(), json!({"type": "unsubscribed", "id": "s1"}));
+    assert_eq!(post_one(&b.url(), &started("h2", 0)).await.0, 202);
+    assert!(ws.drain_for(Duration::from_millis(500)).await.is_empty(), "nothing after unsubscribe");
+    // Binary frames are reserved in 0.1: rejected.
+    ws.send_binary(b"\x00\x01").await;
+    let f = ws.recv().await.unwrap();
+    assert_eq!(f["type"], "error");
+    assert!(ws.drain_for(Duration::from_secs(2)).await.is_empty() && ws.closed);
+    b.shutdown().await;
+}
+
+// ---- WebSocket: subscriptions (AEP-0003 §6.5) -------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ws_subscribe_refusals_are_in_band_and_disturb_nothing() {
+    let (b, _d) = bridge("", |c| c.collector.replay_buffer = 64).await;
+    let a = addr(&b);
+    assert_eq!(post_batch(&b.url(), &[started("w1", 0), ev("progress.status", "w1", 1, None)]).await.0, 202);
+    let (mut ws, _) = Ws::open(&a, None, "consumer", "c", json!({})).await;
+    // A standing subscription with replay; everything below must leave it alone.
+    ws.send(&json!({"type": "subscribe", "id": "keep", "filter": {"session": "w1"},
+        "from": [{"session": "w1", "epoch": 0, "seq": 0}]}))
+        .await;
+    assert_eq!(ws.recv().await.unwrap(), json!({"type": "subscribed", "id": "keep"}));
+    assert_eq!(ws.recv().await.unwrap()["seq"], 1, "replay follows `subscribed`");
+
+    let big: Vec<Value> = (0..5000).map(|i| json!({"session": format!("x{i}"), "epoch": 0, "seq": 0})).collect();
+    let cases = [
+        (json!({"type": "subscribe", "id": "bad-key", "filter": {"nope key": 1}}), "invalid-filter"),
+        (json!({"type": "subscribe", "id": "bad-data", "filter": {"data": "x"}}), "invalid-filter"),
+        (json!({"type": "subscribe", "id": "bad-star", "filter": {"type": "*"}}), "invalid-filter"),
+        (json!({"type": "subscribe", "id": "bad-filter", "filter": []}), "invalid-filter"),
+        (json!({"type": "subscribe", "id": "from-obj", "from": {}}), "invalid-filter"),
+        (json!({"type": "subscribe", "id": "from-str", "from": "everything"}), "invalid-filter"),
+        (json!({"type": "subscribe", "id": "from-item", "from": [{"session": "w1", "seq": "x"}]}), "invalid-filter"),
+        (json!({"type": "subscribe", "id": "from-nosess", "from": [{"epoch": 0, "seq": 1}]}), "invalid-filter"),
+        (json!({"type": "subscribe", "id": "bad-cap", "capture": "most"}), "invalid-filter"),
+        (json!({"type": "subscribe", "id": "from-big", "from": big}), "limit-exceeded"),
+    ];
+    for (frame, code) in &cases {
+        ws.send(frame).await;
+        let f = ws.recv().await.unwrap();
+        assert_eq!(f["type"], "error", "{frame}");
+        assert_eq!(f["id"], frame["id"], "the refusal names the request");
+        assert_eq!(f["code"], *code, "{frame}: {f}");
+    }
+    // Still alive, still subscribed: live delivery continues on `keep`.
+    assert_eq!(post_one(&b.url(), &ev("progress.status", "w1", 2, None)).await.0, 202);
+    assert_eq!(ws.recv().await.unwrap()["seq"], 2);
+    // Concurrent subscriptions are multiplexed: two matching subscriptions, two deliveries.
+    ws.subscribe(json!({"type": "subscribe", "id": "also", "filter": {"type": "progress.*"}})).await;
+    assert_eq!(post_one(&b.url(), &ev("progress.status", "w1", 3, None)).await.0, 202);
+    let (x, y) = (ws.recv().await.unwrap(), ws.recv().await.unwrap());
+    assert_eq!((x["seq"].clone(), y["seq"].clone()), (json!(3), json!(3)));
+
+    // An emitter-role connection may not subscribe: `unauthorized`, in-band, connection kept.
+    let (mut em, _) = Ws::open(&a, None, "emitter", "e", json!({})).await;
+    em.send(&json!({"type": "subscribe", "id": "nope"})).await;
+    let f = em.recv().await.unwrap();
+    assert_eq!((f["code"].as_str(), f["id"].as_str()), (Some("unauthorized"), Some("nope")), "{f}");
+    em.send(&json!({"type": "ping", "t": 1})).await;
+    assert_eq!(em.recv().await.unwrap()["type"], "pong");
+
+    // Orderly close: `closing` carries the last delivered position per subscription.
+    b.stop.cancel();
+    let (f, _) = ws.until(|f| f["type"] == "closing").await;
+    let mut delivered = f.expect("no closing frame")["delivered"].as_array().unwrap().clone();
+    delivered.sort_by_key(|d| d["sub"].as_str().unwrap_or("").to_owned());
+    assert_eq!(
+        delivered,
+        [
+            json!({"sub": "also", "session": "w1", "epoch": 0, "seq": 3}),
+            json!({"sub": "keep", "session": "w1", "epoch": 0, "seq": 3})
+        ]
+    );
+    b.shutdown().await;
+}
+
+// ---- WebSocket: roster (AEP-0003 §4.1) --------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ws_roster_reports_every_live_claim_verbatim() {
+    let (b, _d) = bridge("", |_| {}).await;
+    let a = addr(&b);
+    let control = json!({"accepts": ["control.attention.respond"], "ack_window_ms": 10000, "x_future": [1, 2]});
+    let (mut e1, _) =
+        Ws::open(&a, None, "emitter", "agent-one", json!({"emits": ["session"], "control": control.clone()})).await;
+    e1.send(&started("ro1", 0)).await;
+    let (mut e2, _) = Ws::open(&a, None, "emitter", "agent-two", json!({})).await;
+    e2.send(&started("ro1", 0)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let (mut c, _) = Ws::open(&a, None, "consumer", "c", json!({})).await;
+    c.send(&json!({"type": "roster", "id": "r-1"})).await;
+    let r = c.recv().await.unwrap();
+    assert_eq!(r["type"], "roster");
+    assert_eq!(r["id"], "r-1");
+    let entries: Vec<&Value> = r["entries"].as_array().unwrap().iter().filter(|e| e["session"] == "ro1").collect();
+    assert_eq!(entries.len(), 2, "one entry per live claim, never merged: {r}");
+    let one = entries.iter().find(|e| e["agent"] == "agent-one").unwrap();
+    assert_eq!(one["control"], control, "declared control relayed verbatim");
+    assert_eq!(one["emits"], json!(["session"]));
+    assert_eq!(one["instance"], "agent-one/1");
+    let two = entries.iter().find(|e| e["agent"] == "agent-two").unwrap();
+    assert!(two.get("control").is_none() && two.get("emits").is_none(), "nothing synthesized: {two}");
+
+    // An emitter-role request is refused in-band with the same id; the connection survives.
+    e1.send(&json!({"type": "roster", "id": "r-e"})).await;
+    let f = e1.recv().await.unwrap();
+    assert_eq!(
+        (f["type"].as_str(), f["code"].as_str(), f["id"].as_str()),
+        (Some("error"), Some("unauthorized"), Some("r-e"))
+    );
+    e1.send(&json!({"type": "ping", "t": 2})).await;
+    assert_eq!(e1.recv().await.unwrap()["type"], "pong");
+
+    // A claimant that goes away leaves the roster.
+    drop(e2);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.send(&json!({"type": "roster", "id": "r-2"})).await;
+    let r = c.recv().await.unwrap();
+    let n = r["entries"].as_array().unwrap().iter().filter(|e| e["session"] == "ro1").count();
+    assert_eq!(n, 1, "{r}");
+    b.shutdown().await;
+}
+
+// ---- control gating and routing (AEP-0004 §4) -------------------------------------------
+
+fn command(ty: &str, id: &str, session: &str) -> Value {
+    json!({"aep": "0.1", "id": id, "type": ty, "time": "2026-11-30T06:00:00.000Z",
+        "source": "aep://test/agent/sender", "agent": "sender", "session": session, "capture": "metadata",
+        "subject": "01JAAAAAAAAAAAAAAAAAAAAAAA", "data": {"answer": {"option": "yes"}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_never_flows_without_a_token() {
+    let (b, _d) = bridge("", |_| {}).await;
+    let a = addr(&b);
+    let caps = json!({"control": {"accepts": ["control.attention.respond"]}});
+    let (mut target, _) = Ws::open(&a, None, "emitter", "tgt", caps).await;
+    target.send(&started("cg1", 0)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let f = enc(&json!({"session": "cg1"}).to_string());
+    let mut watch = Sse::open(&a, &format!("/stream?filter={f}"), &[]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let (mut sender, _) = Ws::open(&a, None, "consumer", "sender", json!({})).await;
+    let cmd = command("control.attention.respond", "cmd-unauth", "cg1");
+    sender.send(&cmd).await;
+    let f = sender.recv().await.unwrap();
+    assert_eq!(f, json!({"type": "error", "cause": "cmd-unauth", "code": "unauthorized", "detail": f["detail"]}));
+    assert!(target.drain_for(Duration::from_millis(800)).await.is_empty(), "the command never reached the target");
+    watch.until(Duration::from_millis(300), |_| false).await;
+    assert!(!watch.raw.contains("cmd-unauth"), "nor the stream: {}", watch.raw);
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_routes_to_exactly_one_claimant_with_a_token() {
+    let (b, _d) = bridge("sekrit", |_| {}).await;
+    let a = addr(&b);
+    let t = Some("sekrit");
+    // Unauthenticated upgrades are refused outright when a token is configured.
+    let req = format!("ws://{a}/socket").into_client_request().unwrap();
+    assert!(tokio_tungstenite::connect_async(req).await.is_err());
+
+    let caps = json!({"control": {"accepts": ["control.attention.respond"]}});
+    let (mut one, _) = Ws::open(&a, t, "emitter", "tgt", caps.clone()).await;
+    one.send(&started("rt1", 0)).await;
+    let (mut sender, _) = Ws::open(&a, t, "consumer", "sender", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // No claimant: `no-route`.
+    sender.send(&command("control.attention.respond", "c-none", "rt-nobody")).await;
+    let f = sender.recv().await.unwrap();
+    assert_eq!((f["code"].as_str(), f["cause"].as_str()), (Some("no-route"), Some("c-none")), "{f}");
+    // A type the target did not declare: `unsupported`, on its behalf.
+    let mut pause = command("control.pause", "c-pause", "rt1");
+    pause["data"] = json!({});
+    pause.as_object_mut().unwrap().remove("subject");
+    sender.send(&pause).await;
+    let f = sender.recv().await.unwrap();
+    assert_eq!((f["code"].as_str(), f["cause"].as_str()), (Some("unsupported"), Some("c-pause")), "{f}");
+    // Declared and unambiguous: delivered to the one claimant, byte-identical.
+    let cmd = command("control.attention.respond", "c-ok", "rt1");
+    sender.send_text(&line(&cmd)).await;
+    assert_eq!(one.recv_raw_for(WAIT).await.as_deref(), Some(line(&cmd).as_str()));
+    assert!(sender.drain_for(Duration::from_millis(300)).await.is_empty(), "no refusal for a routed command");
+    // A second live claimant makes the session ambiguous: refused, delivered to no one.
+    let (mut two, _) = Ws::open(&a, t, "emitter", "tgt2", caps).await;
+    two.send(&started("rt1", 0)).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    sender.send(&command("control.attention.respond", "c-amb", "rt1")).await;
+    let f = sender.recv().await.unwrap();
+    assert_eq!((f["code"].as_str(), f["cause"].as_str()), (Some("ambiguous"), Some("c-amb")), "{f}");
+    assert!(one.drain_for(Duration::from_millis(500)).await.is_empty());
+    assert!(two.drain_for(Duration::from_millis(100)).await.is_empty());
+    // Refusals never enter the session's history.
+    let f = enc(&json!({"session": "rt1"}).to_string());
+    let mut s = Sse::open(&a, &format!("/stream?live=0&from=all&access_token=sekrit&filter={f}"), &[]).await;
+    s.to_end().await;
+    assert!(data_count(&s.raw) > 0 && !s.raw.contains("c-amb") && !s.raw.contains("c-pause"), "{}", s.raw);
+    b.shutdown().await;
+}
+
+// ---- backpressure (AEP-0003 §8.4) ------------------------------------------------------
+
+/// A raw SSE consumer with a tiny receive window that reads nothing until told to.
+async fn stalled_sse(a: &str, path: &str) -> Sse {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(2048).unwrap();
+    let stream = sock.connect(a.parse().unwrap()).await.unwrap();
+    Sse::over(stream, a, path).await
+}
+
+fn flood(session: &str, severity: &str, n: u64) -> Vec<Value> {
+    (0..n)
+        .map(|i| {
+            let mut e = ev("progress.status", session, i, Some(json!({"phase": "p".repeat(4096)})));
+            e["severity"] = json!(severity);
+            e
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_sse_consumer_loses_info_but_is_disconnected_on_notice() {
+    let (b, _d) = bridge("", |c| {
+        c.collector.subscriber_queue = 4;
+        c.collector.replay_buffer = 8;
+    })
+    .await;
+    let a = addr(&b);
+    const N: u64 = 400;
+
+    // notice+: never dropped silently. The stream ends, and what it delivered has no hole.
+    let f = enc(&json!({"session": "bp-n"}).to_string());
+    let mut s = stalled_sse(&a, &format!("/stream?filter={f}")).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for chunk in flood("bp-n", "notice", N).chunks(100) {
+        assert_eq!(post_batch(&b.url(), chunk).await.0, 202);
+    }
+    s.to_end().await;
+    let got = seqs(&s.messages());
+    assert!((got.len() as u64) < N, "the consumer was not slow enough to test anything");
+    assert_eq!(got, (0..got.len() as u64).collect::<Vec<_>>(), "a delivered prefix, then disconnect");
+
+    // debug/info: may be dropped toward the slow consumer, which stays connected.
+    let f = enc(&json!({"session": "bp-i"}).to_string());
+    let mut s = stalled_sse(&a, &format!("/stream?filter={f}")).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for chunk in flood("bp-i", "info", N).chunks(100) {
+        assert_eq!(post_batch(&b.url(), chunk).await.0, 202);
+    }
+    s.until(Duration::from_secs(3), |_| false).await;
+    assert!(!s.ended, "info overflow does not end the stream");
+    let got = seqs(&s.messages());
+    assert!((got.len() as u64) < N, "some info events were dropped");
+    let tail = ev("progress.status", "bp-i", N, None);
+    assert_eq!(post_one(&b.url(), &tail).await.0, 202);
+    s.until(WAIT, |r| r.contains(&line(&tail))).await;
+    assert!(s.raw.contains(&line(&tail)) && !s.ended, "still live after the drops");
     b.shutdown().await;
 }
