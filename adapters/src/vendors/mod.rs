@@ -8,6 +8,7 @@ pub mod cline;
 pub mod codex;
 pub mod gemini_cli;
 pub mod hermes;
+pub(crate) mod hook_family;
 pub mod kilocode;
 pub mod kimi_code;
 pub mod opencode;

@@ -5,10 +5,9 @@ pub mod forms;
 use aep_schemas::Severity;
 use serde_json::{Value, json};
 
-use crate::common::{
-    self, Builder, end_run, fallback, hook_name, ne, open_vendor_run, run_key, s, session_end_reason, u,
-};
-use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
+use super::hook_family::{self as hf, Moment};
+use crate::common::{self, Builder, end_run, fallback, ne, open_vendor_run, run_key, s, u};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
 
 /// The vendor token.
 pub const VENDOR: &str = "claude-code";
@@ -22,17 +21,10 @@ pub fn adapter() -> Box<dyn HookAdapter> {
 }
 
 /// Claude Code hooks (AEP-0002 Annex A.1): `session_id` = session, a prompt (turn) = run.
+/// The neutral reply is the trait's empty one: Claude Code then applies its own permission /
+/// question dialog (fail-open).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClaudeCodeAdapter;
-
-/// The error text of a failure payload (a string, or an object's `message`).
-fn error_text(p: &Value) -> Option<&str> {
-    match p.get("error") {
-        Some(Value::String(t)) => Some(t.as_str()),
-        Some(Value::Object(o)) => o.get("message").and_then(Value::as_str),
-        _ => None,
-    }
-}
 
 /// The elicitation's requested schema (`requested_schema` on the hook, `requestedSchema` in MCP).
 fn requested_schema(p: &Value) -> Option<&Value> {
@@ -51,28 +43,13 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
         "SessionStart" => {
             vec![common::session_started(VENDOR, s(p, "source"), s(p, "model"), cx).text("cwd", s(p, "cwd")).build()]
         }
-        "SessionEnd" => {
-            vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()]
-        }
-        "UserPromptSubmit" => {
-            vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", ne(p, "prompt")).build()]
-        }
+        "SessionEnd" => vec![hf::session_ended(p, cx)],
+        "UserPromptSubmit" => vec![hf::run_started(ne(p, "prompt"), cx)],
         "Stop" => vec![Builder::new("run.finished", cx).build()],
-        "StopFailure" => {
-            let reason = ne(p, "error").unwrap_or("unknown");
-            let mut b = Builder::new("run.failed", cx).meta("reason", reason);
-            if let Some(details) = ne(p, "error_details").filter(|_| b.ceiling() >= aep_schemas::Capture::Redacted) {
-                b = b.error(reason, Some(details));
-            }
-            vec![b.build()]
-        }
+        "StopFailure" => vec![hf::run_failed(p, cx)],
         "PreToolUse" => vec![common::tool_requested(tool(), call(), p.get("tool_input"), cx)],
         "PostToolUse" => vec![common::tool_completed(tool(), call(), p.get("tool_response"), u(p, "duration_ms"), cx)],
-        "PostToolUseFailure" => {
-            let ty =
-                if p.get("is_interrupt").and_then(Value::as_bool) == Some(true) { "interrupt" } else { "tool_error" };
-            vec![common::tool_failed(tool(), call(), ty, error_text(p), u(p, "duration_ms"), cx)]
-        }
+        "PostToolUseFailure" => vec![hf::tool_failure(tool(), call(), p, cx)],
         // The agent asking the human is a form, not a permission gate (AEP-0006 deviation).
         "PermissionRequest" if tool() == "AskUserQuestion" => vec![forms::ask_user_question(p.get("tool_input"), cx)],
         "PermissionRequest" => vec![common::permission_request(VENDOR, tool(), p.get("tool_input"), cx)],
@@ -86,34 +63,15 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
         "Notification" if matches!(s(p, "notification_type"), Some("permission_prompt" | "elicitation_dialog")) => {
             Vec::new()
         }
-        "Notification" => vec![
-            Builder::new("progress.status", cx)
-                .text("message", ne(p, "message"))
-                .subject(ne(p, "notification_type"))
-                .build(),
-        ],
-        "SubagentStart" => vec![
-            Builder::new("delegation.subagent.started", cx)
-                .meta_opt("agent_type", ne(p, "agent_type"))
-                .subject(s(p, "agent_id"))
-                .build(),
-        ],
-        "SubagentStop" => vec![
-            Builder::new("delegation.subagent.stopped", cx)
-                .meta_opt("agent_type", ne(p, "agent_type"))
-                .subject(s(p, "agent_id"))
-                .build(),
-        ],
+        "Notification" => vec![hf::status(p, cx)],
+        "SubagentStart" => vec![hf::subagent("delegation.subagent.started", p, cx)],
+        "SubagentStop" => vec![hf::subagent("delegation.subagent.stopped", p, cx)],
         // Paired concept; emitted once at PostCompact (documented deviation).
         "PreCompact" => Vec::new(),
-        "PostCompact" => vec![Builder::new("session.compacted", cx).meta_opt("trigger", s(p, "trigger")).build()],
+        "PostCompact" => vec![hf::compacted(p, cx)],
         "TaskCreated" | "TaskCompleted" => {
             let ty = if hook == "TaskCreated" { "progress.task.planned" } else { "progress.task.completed" };
-            let mut b = Builder::new(ty, cx).subject(ne(p, "task_id"));
-            if let Some(title) = ne(p, "task_subject").and_then(|t| common::gate_text(t, b.ceiling(), cx)) {
-                b = b.meta("task", json!({ "title": title }));
-            }
-            vec![b.build()]
+            vec![hf::task(ty, ne(p, "task_id"), ne(p, "task_subject"), cx)]
         }
         // Agent-scoped: no session on agent.*.
         "TeammateIdle" => vec![Builder::new("agent.idle", cx).subject(ne(p, "teammate_name")).build()],
@@ -175,17 +133,12 @@ impl HookAdapter for ClaudeCodeAdapter {
         VENDOR
     }
 
-    /// Empty: Claude Code then applies its own permission / question dialog (fail-open).
-    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
-        NeutralReply::Empty
-    }
-
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
-        hook_name(call, "hook_event_name")
+        hf::hook_name(call)
     }
 
     fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
-        ne(call.payload, "session_id").map(str::to_owned)
+        hf::session_id(call)
     }
 
     fn map(
@@ -194,42 +147,33 @@ impl HookAdapter for ClaudeCodeAdapter {
         state: &mut SessionState,
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError> {
-        let p = call.payload;
-        common::object(p)?;
-        let hook = self.hook_name(call)?;
-        let session = self.session_id(call);
-        let sess = session.as_deref();
-        let mut out = Vec::new();
-        let mut drafts = map_pinned(&hook, p, cx);
-        match hook.as_str() {
+        let mut m = Moment::open(self, call, cx, map_pinned)?;
+        let (p, sess) = (m.p, m.session.as_deref());
+        match m.hook.as_str() {
             "UserPromptSubmit" => {
                 // CC turn = AEP run: the vendor's prompt_id names it; synthesized without one.
                 let run = match ne(p, "prompt_id") {
                     Some(id) => {
                         if let Some(stale) = open_vendor_run(state, id) {
-                            out.push(common::drain_run(&stale, sess, cx));
+                            m.before.push(common::drain_run(&stale, sess, cx));
                         }
                         id.to_owned()
                     }
-                    None => common::begin_synth_run(state, sess, &mut [], &mut out, cx),
+                    None => common::begin_synth_run(state, sess, &mut [], &mut m.before, cx),
                 };
-                for d in &mut drafts {
+                for d in &mut m.drafts {
                     d.run = Some(run.clone());
                     d.correlation_key = Some(run_key(sess, &run));
                 }
             }
             "Stop" | "StopFailure" => {
-                end_run(state, sess, &mut drafts);
+                end_run(state, sess, &mut m.drafts);
             }
-            "SessionEnd" => {
-                if let Some(stale) = common::close_run(state) {
-                    out.push(common::drain_run(&stale, sess, cx));
-                }
-            }
+            "SessionEnd" => m.drain_open_run(state, cx),
             "Elicitation" => {
                 let server = ne(p, "mcp_server_name").unwrap_or("");
                 let key = common::attention_key(&format!("elicitation:{server}"));
-                for d in &mut drafts {
+                for d in &mut m.drafts {
                     d.correlation_key = Some(key.clone());
                 }
                 let structural = forms::structural_fields(requested_schema(p));
@@ -239,13 +183,11 @@ impl HookAdapter for ClaudeCodeAdapter {
                 // An orphan result (no pending request) emits nothing: one terminal per request.
                 let server = ne(p, "mcp_server_name").unwrap_or("");
                 if let Some(pending) = common::take(state, PENDING_ELICITATIONS, server) {
-                    drafts = settle_elicitation(p, &pending, cx);
+                    m.drafts = settle_elicitation(p, &pending, cx);
                 }
             }
             _ => {}
         }
-        out.extend(drafts);
-        common::stamp_identity(&mut out, sess, state.current_run.as_deref());
-        Ok(out)
+        Ok(m.finish(state))
     }
 }

@@ -2,10 +2,9 @@
 
 use serde_json::Value;
 
-use crate::common::{
-    self, Builder, close_run, drain_run, fallback, hook_name, ne, open_vendor_run, run_key, s, session_end_reason,
-};
-use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
+use super::hook_family::{self as hf, Moment};
+use crate::common::{self, Builder, close_run, drain_run, fallback, ne, open_vendor_run, run_key, s};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
 
 /// The vendor token.
 pub const VENDOR: &str = "codex";
@@ -16,6 +15,8 @@ pub fn adapter() -> Box<dyn HookAdapter> {
 }
 
 /// Codex hooks (AEP-0002 Annex A.2): thread = session, `turn_id` = run.
+/// The neutral reply is the trait's empty one (empty stdout, exit 0): Codex then proceeds
+/// on its own (fail-open).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CodexAdapter;
 
@@ -32,9 +33,7 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
             vec![common::session_started(VENDOR, s(p, "source"), s(p, "model"), cx).text("cwd", s(p, "cwd")).build()]
         }
         // Newer than the Annex A table: the obvious core type.
-        "SessionEnd" => {
-            vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()]
-        }
+        "SessionEnd" => vec![hf::session_ended(p, cx)],
         "UserPromptSubmit" => {
             vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", s(p, "prompt")).build()]
         }
@@ -44,21 +43,11 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
         // (tool.failed stays reserved for runtime-reported failures; Annex A.2 deviation).
         "PostToolUse" => vec![common::tool_completed(tool(), s(p, "tool_use_id"), p.get("tool_response"), None, cx)],
         "PermissionRequest" => vec![common::permission_request(VENDOR, tool(), p.get("tool_input"), cx)],
-        "SubagentStart" => vec![
-            Builder::new("delegation.subagent.started", cx)
-                .meta_opt("agent_type", ne(p, "agent_type"))
-                .subject(s(p, "agent_id"))
-                .build(),
-        ],
-        "SubagentStop" => vec![
-            Builder::new("delegation.subagent.stopped", cx)
-                .meta_opt("agent_type", ne(p, "agent_type"))
-                .subject(s(p, "agent_id"))
-                .build(),
-        ],
+        "SubagentStart" => vec![hf::subagent("delegation.subagent.started", p, cx)],
+        "SubagentStop" => vec![hf::subagent("delegation.subagent.stopped", p, cx)],
         // Paired concept; emitted once at PostCompact (documented deviation).
         "PreCompact" => Vec::new(),
-        "PostCompact" => vec![Builder::new("session.compacted", cx).meta_opt("trigger", s(p, "trigger")).build()],
+        "PostCompact" => vec![hf::compacted(p, cx)],
         _ => vec![fallback(VENDOR, hook, None, cx)],
     }
 }
@@ -68,13 +57,8 @@ impl HookAdapter for CodexAdapter {
         VENDOR
     }
 
-    /// Empty stdout, exit 0: Codex then proceeds on its own (fail-open).
-    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
-        NeutralReply::Empty
-    }
-
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
-        match hook_name(call, "hook_event_name") {
+        match hf::hook_name(call) {
             Ok(h) => Ok(h),
             // `notify` passes its JSON (no hook name, a `type`) as the last argv element.
             Err(_) if s(call.payload, "type").is_some() => Ok("notify".to_owned()),
@@ -92,23 +76,18 @@ impl HookAdapter for CodexAdapter {
         state: &mut SessionState,
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError> {
-        let p = call.payload;
-        common::object(p)?;
-        let hook = self.hook_name(call)?;
-        let session = self.session_id(call);
-        let sess = session.as_deref();
+        let mut m = Moment::open(self, call, cx, map_pinned)?;
+        let (p, sess) = (m.p, m.session.as_deref());
         let turn = ne(p, "turn_id").or_else(|| ne(p, "turn-id"));
-        let mut out = Vec::new();
-        let mut drafts = map_pinned(&hook, p, cx);
-        match hook.as_str() {
+        match m.hook.as_str() {
             "UserPromptSubmit" => {
                 // Codex turn = AEP run (Annex A.2). A turn left open (interrupted) drains
                 // as run.cancelled at the next prompt.
                 if let Some(t) = turn {
                     if let Some(stale) = open_vendor_run(state, t) {
-                        out.push(drain_run(&stale, sess, cx));
+                        m.before.push(drain_run(&stale, sess, cx));
                     }
-                    for d in &mut drafts {
+                    for d in &mut m.drafts {
                         d.correlation_key = Some(run_key(sess, t));
                     }
                 }
@@ -116,27 +95,25 @@ impl HookAdapter for CodexAdapter {
             "Stop" => {
                 let closed = close_run(state);
                 if let Some(t) = turn.map(str::to_owned).or(closed) {
-                    for d in &mut drafts {
+                    for d in &mut m.drafts {
                         d.run = Some(t.clone());
                         d.cause_key = Some(run_key(sess, &t));
                     }
                 }
             }
-            "SessionEnd" => {
-                if let Some(stale) = close_run(state) {
-                    out.push(drain_run(&stale, sess, cx));
-                }
-            }
+            "SessionEnd" => m.drain_open_run(state, cx),
             _ => {}
         }
+        // The turn (else the open run) on every draft but session.* and the vendor namespace.
         let run = turn.map(str::to_owned).or_else(|| state.current_run.clone());
-        for d in &mut drafts {
+        for d in &mut m.drafts {
             if d.run.is_none() && !d.r#type.starts_with("session.") && !d.r#type.starts_with("x.") {
                 d.run = run.clone();
             }
         }
-        out.extend(drafts);
-        common::stamp(&mut out, sess, None);
+        let mut out = m.before;
+        out.extend(m.drafts);
+        common::stamp(&mut out, m.session.as_deref(), None);
         Ok(out)
     }
 }

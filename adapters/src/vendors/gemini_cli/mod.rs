@@ -3,8 +3,9 @@
 use aep_schemas::Severity;
 use serde_json::{Value, json};
 
-use crate::common::{self, Builder, begin_synth_run, end_run, fallback, hook_name, ne, s, session_end_reason};
-use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
+use super::hook_family::{self as hf, Moment};
+use crate::common::{self, begin_synth_run, end_run, fallback, ne, s};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
 
 /// The vendor token.
 pub const VENDOR: &str = "gemini-cli";
@@ -19,6 +20,7 @@ pub fn adapter() -> Box<dyn HookAdapter> {
 
 /// Gemini CLI hooks (AEP-0002 Annex A.3): observe-only; runs synthesized per
 /// `BeforeAgent`/`AfterAgent` pair; tool calls paired in order per tool name.
+/// The neutral reply is the trait's empty one: observe-only, no hook output is ever needed.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GeminiCliAdapter;
 
@@ -35,14 +37,10 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
             vec![common::session_started(VENDOR, s(p, "source"), None, cx).text("cwd", s(p, "cwd")).build()]
         }
         // exit|clear|logout|prompt_input_exit|other collapse to `normal`.
-        "SessionEnd" => {
-            vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()]
-        }
-        "BeforeAgent" => {
-            vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", ne(p, "prompt")).build()]
-        }
+        "SessionEnd" => vec![hf::session_ended(p, cx)],
+        "BeforeAgent" => vec![hf::run_started(ne(p, "prompt"), cx)],
         // The response text is message-stream territory (AEP-0007): not on the run terminal.
-        "AfterAgent" => vec![Builder::new("run.finished", cx).build()],
+        "AfterAgent" => vec![common::Builder::new("run.finished", cx).build()],
         "BeforeTool" => vec![common::tool_requested(tool(), None, p.get("tool_input"), cx)],
         "AfterTool" => {
             let response = p.get("tool_response");
@@ -68,14 +66,9 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
             vec![d]
         }
         // Documented deviation: the vendor's only compaction moment is the pre one.
-        "PreCompress" => vec![Builder::new("session.compacted", cx).meta_opt("trigger", s(p, "trigger")).build()],
+        "PreCompress" => vec![hf::compacted(p, cx)],
         // Observability-only: it can neither grant nor deny, so never attention.requested.
-        "Notification" => vec![
-            Builder::new("progress.status", cx)
-                .text("message", ne(p, "message"))
-                .subject(ne(p, "notification_type"))
-                .build(),
-        ],
+        "Notification" => vec![hf::status(p, cx)],
         _ => vec![fallback(VENDOR, hook, None, cx)],
     }
 }
@@ -85,17 +78,12 @@ impl HookAdapter for GeminiCliAdapter {
         VENDOR
     }
 
-    /// Empty: observe-only, no hook output is ever needed.
-    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
-        NeutralReply::Empty
-    }
-
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
-        hook_name(call, "hook_event_name")
+        hf::hook_name(call)
     }
 
     fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
-        ne(call.payload, "session_id").map(str::to_owned)
+        hf::session_id(call)
     }
 
     fn map(
@@ -104,20 +92,15 @@ impl HookAdapter for GeminiCliAdapter {
         state: &mut SessionState,
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError> {
-        let p = call.payload;
-        common::object(p)?;
-        let hook = self.hook_name(call)?;
-        let session = self.session_id(call);
-        let sess = session.as_deref();
-        let mut out = Vec::new();
-        let mut drafts = map_pinned(&hook, p, cx);
-        let tool = ne(p, "tool_name").unwrap_or("unknown");
-        match hook.as_str() {
+        let mut m = Moment::open(self, call, cx, map_pinned)?;
+        let sess = m.session.as_deref();
+        let tool = ne(m.p, "tool_name").unwrap_or("unknown");
+        match m.hook.as_str() {
             "BeforeAgent" => {
-                begin_synth_run(state, sess, &mut drafts, &mut out, cx);
+                begin_synth_run(state, sess, &mut m.drafts, &mut m.before, cx);
             }
             "AfterAgent" => {
-                end_run(state, sess, &mut drafts);
+                end_run(state, sess, &mut m.drafts);
             }
             "BeforeTool" => {
                 // No vendor call id: number the calls per session and pair in order per tool.
@@ -125,28 +108,21 @@ impl HookAdapter for GeminiCliAdapter {
                 state.extra.insert("gemini_tool_seq".into(), json!(n));
                 let key = format!("{}:{n}", common::tool_key(tool));
                 common::push_queue(state, PENDING_TOOLS, tool, Value::String(key.clone()));
-                for d in &mut drafts {
+                for d in &mut m.drafts {
                     d.correlation_key = Some(key.clone());
                 }
             }
             "AfterTool" => {
                 if let Some(Value::String(key)) = common::pop_queue(state, PENDING_TOOLS, tool) {
-                    for d in &mut drafts {
+                    for d in &mut m.drafts {
                         d.cause_key = Some(key.clone());
                     }
                 }
             }
-            "SessionEnd" => {
-                if let Some(stale) = common::close_run(state) {
-                    out.push(common::drain_run(&stale, sess, cx));
-                }
-            }
+            "SessionEnd" => m.drain_open_run(state, cx),
             _ => {}
         }
-        out.extend(drafts);
-        common::stamp_identity(&mut out, sess, state.current_run.as_deref());
-        common::stamp_time(&mut out, p);
-        Ok(out)
+        Ok(m.finish_timed(state))
     }
 }
 

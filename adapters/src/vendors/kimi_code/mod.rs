@@ -3,7 +3,8 @@
 use aep_schemas::Capture;
 use serde_json::{Value, json};
 
-use crate::common::{self, Builder, begin_synth_run, end_run, fallback, gate_text, hook_name, ne, s, u};
+use super::hook_family::{self as hf, Moment};
+use crate::common::{self, Builder, begin_synth_run, end_run, fallback, gate_text, ne, s, u};
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
 /// The vendor token.
@@ -47,21 +48,12 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
     match hook {
         // cwd (workstation-local) never rides.
         "SessionStart" => vec![Builder::new("session.started", cx).meta_opt("trigger", s(p, "source")).build()],
-        "SessionEnd" => {
-            vec![Builder::new("session.ended", cx).meta("reason", common::session_end_reason(s(p, "reason"))).build()]
-        }
+        "SessionEnd" => vec![hf::session_ended(p, cx)],
         // A steer rides the running turn: no run boundary exists at this moment.
         "UserPromptSubmit" if p.get("is_steer").and_then(Value::as_bool) == Some(true) => {
             vec![common::vendor_draft(VENDOR, "run.steer_submitted", cx).build()]
         }
-        "UserPromptSubmit" => {
-            vec![
-                Builder::new("run.started", cx)
-                    .meta("trigger", "user")
-                    .text("prompt", prompt_text(p).as_deref())
-                    .build(),
-            ]
-        }
+        "UserPromptSubmit" => vec![hf::run_started(prompt_text(p).as_deref(), cx)],
         // stop_hook_active is the vendor's continuation-loop plumbing: never forwarded.
         "Stop" => vec![Builder::new("run.finished", cx).build()],
         "StopFailure" => {
@@ -159,7 +151,7 @@ impl HookAdapter for KimiCodeAdapter {
     }
 
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
-        hook_name(call, "hook_event_name")
+        hf::hook_name(call)
     }
 
     fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
@@ -172,33 +164,24 @@ impl HookAdapter for KimiCodeAdapter {
         state: &mut SessionState,
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError> {
-        let p = call.payload;
-        common::object(p)?;
-        let hook = self.hook_name(call)?;
-        let session = self.session_id(call);
-        let sess = session.as_deref();
-        let mut out = Vec::new();
-        let mut drafts = map_pinned(&hook, p, cx);
-        match hook.as_str() {
-            "UserPromptSubmit" if drafts.iter().any(|d| d.r#type == "run.started") => {
-                begin_synth_run(state, sess, &mut drafts, &mut out, cx);
+        let mut m = Moment::open(self, call, cx, map_pinned)?;
+        let (p, sess) = (m.p, m.session.as_deref());
+        match m.hook.as_str() {
+            "UserPromptSubmit" if m.drafts.iter().any(|d| d.r#type == "run.started") => {
+                begin_synth_run(state, sess, &mut m.drafts, &mut m.before, cx);
             }
             "Stop" | "StopFailure" | "Interrupt" => {
-                end_run(state, sess, &mut drafts);
+                end_run(state, sess, &mut m.drafts);
             }
-            "SessionEnd" => {
-                if let Some(stale) = common::close_run(state) {
-                    out.push(common::drain_run(&stale, sess, cx));
-                }
-            }
+            "SessionEnd" => m.drain_open_run(state, cx),
             "PermissionResult" => {
                 // Companions (envelope wiring): the answered moment resolves the request;
                 // a rejection is also the runtime's enforcement fact on the tool.
-                if let Some(answered) = drafts.iter().find(|d| d.r#type == "attention.answered").cloned() {
+                if let Some(answered) = m.drafts.iter().find(|d| d.r#type == "attention.answered").cloned() {
                     let mut resolved = Builder::new("attention.resolved", cx).meta("resolution", "answered").build();
                     resolved.cause_key = answered.cause_key.clone();
                     let rejected = s(p, "decision") == Some("rejected");
-                    drafts.push(resolved);
+                    m.drafts.push(resolved);
                     if rejected {
                         let tool = ne(p, "tool_name").unwrap_or("unknown");
                         let mut denied = Builder::new("tool.denied", cx)
@@ -206,15 +189,13 @@ impl HookAdapter for KimiCodeAdapter {
                             .meta("by", "runtime")
                             .build();
                         denied.cause_key = s(p, "tool_call_id").map(common::attention_key);
-                        drafts.push(denied);
+                        m.drafts.push(denied);
                     }
                 }
             }
             _ => {}
         }
-        out.extend(drafts);
-        common::stamp_identity(&mut out, sess, state.current_run.as_deref());
-        Ok(out)
+        Ok(m.finish(state))
     }
 
     /// The default posture replies an empty object everywhere.

@@ -2,8 +2,9 @@
 
 use serde_json::Value;
 
-use crate::common::{self, Builder, begin_synth_run, end_run, fallback, hook_name, ne, s, session_end_reason, u};
-use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
+use super::hook_family::{self as hf, Moment};
+use crate::common::{self, Builder, begin_synth_run, end_run, fallback, ne, s, u};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
 
 /// The vendor token.
 pub const VENDOR: &str = "qwen-code";
@@ -15,6 +16,7 @@ pub fn adapter() -> Box<dyn HookAdapter> {
 
 /// Qwen Code hooks (AEP-0002 Annex A.4): `session_id` = session, runs synthesized per
 /// prompt, tools paired by `tool_use_id`.
+/// The neutral reply is the trait's empty one: Qwen Code proceeds with its own flow (fail-open).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QwenCodeAdapter;
 
@@ -30,78 +32,35 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
                 .text("cwd", s(p, "cwd"))
                 .build(),
         ],
-        "SessionEnd" => {
-            vec![Builder::new("session.ended", cx).meta("reason", session_end_reason(s(p, "reason"))).build()]
-        }
-        "UserPromptSubmit" => {
-            vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", ne(p, "prompt")).build()]
-        }
+        "SessionEnd" => vec![hf::session_ended(p, cx)],
+        "UserPromptSubmit" => vec![hf::run_started(ne(p, "prompt"), cx)],
         "Stop" => vec![
             Builder::new("run.finished", cx)
                 .meta_opt("gen_ai.usage.input_tokens", u(p, "input_tokens"))
                 .meta_opt("gen_ai.usage.output_tokens", u(p, "output_tokens"))
                 .build(),
         ],
-        "StopFailure" => {
-            let reason = ne(p, "error").unwrap_or("unknown");
-            let mut b = Builder::new("run.failed", cx).meta("reason", reason);
-            if let Some(details) = ne(p, "error_details").filter(|_| b.ceiling() >= aep_schemas::Capture::Redacted) {
-                b = b.error(reason, Some(details));
-            }
-            vec![b.build()]
-        }
+        "StopFailure" => vec![hf::run_failed(p, cx)],
         "PreToolUse" => vec![common::tool_requested(tool(), call(), p.get("tool_input"), cx)],
         "PostToolUse" => vec![common::tool_completed(tool(), call(), p.get("tool_response"), u(p, "duration_ms"), cx)],
-        "PostToolUseFailure" => {
-            let ty =
-                if p.get("is_interrupt").and_then(Value::as_bool) == Some(true) { "interrupt" } else { "tool_error" };
-            vec![common::tool_failed(tool(), call(), ty, error_text(p).as_deref(), u(p, "duration_ms"), cx)]
-        }
+        "PostToolUseFailure" => vec![hf::tool_failure(tool(), call(), p, cx)],
         "PermissionRequest" => vec![common::permission_request(VENDOR, tool(), p.get("tool_input"), cx)],
-        "SubagentStart" => vec![
-            Builder::new("delegation.subagent.started", cx)
-                .meta_opt("agent_type", ne(p, "agent_type"))
-                .subject(s(p, "agent_id"))
-                .build(),
-        ],
-        "SubagentStop" => vec![
-            Builder::new("delegation.subagent.stopped", cx)
-                .meta_opt("agent_type", ne(p, "agent_type"))
-                .subject(s(p, "agent_id"))
-                .build(),
-        ],
+        "SubagentStart" => vec![hf::subagent("delegation.subagent.started", p, cx)],
+        "SubagentStop" => vec![hf::subagent("delegation.subagent.stopped", p, cx)],
         // Paired concept; emitted once at PostCompact (documented deviation).
         "PreCompact" => Vec::new(),
-        "PostCompact" => vec![Builder::new("session.compacted", cx).meta_opt("trigger", s(p, "trigger")).build()],
+        "PostCompact" => vec![hf::compacted(p, cx)],
         // Suppressed: the first-class PermissionRequest hook carries this moment.
         "Notification" if s(p, "notification_type") == Some("permission_prompt") => Vec::new(),
-        "Notification" => vec![
-            Builder::new("progress.status", cx)
-                .text("message", ne(p, "message"))
-                .subject(ne(p, "notification_type"))
-                .build(),
-        ],
+        "Notification" => vec![hf::status(p, cx)],
         // Every todo hook fires in a `validation` phase and again at `postWrite`: the
         // persisted write is the fact, the validation firing is the silent pre-moment.
         "TodoCreated" | "TodoCompleted" if s(p, "phase") == Some("validation") => Vec::new(),
         "TodoCreated" | "TodoCompleted" => {
             let ty = if hook == "TodoCreated" { "progress.task.planned" } else { "progress.task.completed" };
-            let mut b = Builder::new(ty, cx).subject(ne(p, "todo_id"));
-            if let Some(title) = ne(p, "todo_content").and_then(|t| common::gate_text(t, b.ceiling(), cx)) {
-                b = b.meta("task", serde_json::json!({ "title": title }));
-            }
-            vec![b.build()]
+            vec![hf::task(ty, ne(p, "todo_id"), ne(p, "todo_content"), cx)]
         }
         _ => vec![fallback(VENDOR, hook, None, cx)],
-    }
-}
-
-/// The error text of a failure payload (a string, or an object's `message`).
-fn error_text(p: &Value) -> Option<String> {
-    match p.get("error") {
-        Some(Value::String(t)) => Some(t.clone()),
-        Some(Value::Object(o)) => o.get("message").and_then(Value::as_str).map(str::to_owned),
-        _ => None,
     }
 }
 
@@ -110,17 +69,12 @@ impl HookAdapter for QwenCodeAdapter {
         VENDOR
     }
 
-    /// Empty: Qwen Code proceeds with its own flow (fail-open).
-    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
-        NeutralReply::Empty
-    }
-
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
-        hook_name(call, "hook_event_name")
+        hf::hook_name(call)
     }
 
     fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
-        ne(call.payload, "session_id").map(str::to_owned)
+        hf::session_id(call)
     }
 
     fn map(
@@ -129,36 +83,24 @@ impl HookAdapter for QwenCodeAdapter {
         state: &mut SessionState,
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError> {
-        let p = call.payload;
-        common::object(p)?;
-        let hook = self.hook_name(call)?;
-        let session = self.session_id(call);
-        let sess = session.as_deref();
-        let mut out = Vec::new();
-        let mut drafts = map_pinned(&hook, p, cx);
-        match hook.as_str() {
+        let mut m = Moment::open(self, call, cx, map_pinned)?;
+        let sess = m.session.as_deref();
+        match m.hook.as_str() {
             // Qwen fires UserPromptSubmit again on every model turn with an empty prompt:
             // inside an open run that is a continuation, not a new run.
-            "UserPromptSubmit" if state.current_run.is_some() && ne(p, "prompt").is_none() => {
-                drafts = vec![common::vendor_draft(VENDOR, "run.model_turn", cx).build()];
+            "UserPromptSubmit" if state.current_run.is_some() && ne(m.p, "prompt").is_none() => {
+                m.drafts = vec![common::vendor_draft(VENDOR, "run.model_turn", cx).build()];
             }
             "UserPromptSubmit" => {
-                begin_synth_run(state, sess, &mut drafts, &mut out, cx);
+                begin_synth_run(state, sess, &mut m.drafts, &mut m.before, cx);
             }
             "Stop" | "StopFailure" => {
-                end_run(state, sess, &mut drafts);
+                end_run(state, sess, &mut m.drafts);
             }
-            "SessionEnd" => {
-                if let Some(stale) = common::close_run(state) {
-                    out.push(common::drain_run(&stale, sess, cx));
-                }
-            }
+            "SessionEnd" => m.drain_open_run(state, cx),
             _ => {}
         }
-        out.extend(drafts);
-        common::stamp_identity(&mut out, sess, state.current_run.as_deref());
-        common::stamp_time(&mut out, p);
-        Ok(out)
+        Ok(m.finish_timed(state))
     }
 }
 

@@ -2,8 +2,9 @@
 
 use serde_json::Value;
 
-use crate::common::{self, Builder, begin_synth_run, end_run, fallback, hook_name, ne, s};
-use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
+use super::hook_family::{self as hf, Moment};
+use crate::common::{self, Builder, begin_synth_run, end_run, fallback, ne, s};
+use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
 
 /// The vendor token.
 pub const VENDOR: &str = "vscode";
@@ -17,6 +18,8 @@ pub fn adapter() -> Box<dyn HookAdapter> {
 }
 
 /// VS Code agent hooks (AEP-0002 Annex A.5): the 8-event VSCode-target Preview surface.
+/// The neutral reply is the trait's empty one: the VS Code agent proceeds with its own
+/// approval flow (fail-open).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VscodeAdapter;
 
@@ -32,28 +35,16 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
                 .text("cwd", s(p, "cwd"))
                 .build(),
         ],
-        "UserPromptSubmit" => {
-            vec![Builder::new("run.started", cx).meta("trigger", "user").text("prompt", ne(p, "prompt")).build()]
-        }
+        "UserPromptSubmit" => vec![hf::run_started(ne(p, "prompt"), cx)],
         "Stop" => vec![Builder::new("run.finished", cx).build()],
         "PreToolUse" => vec![common::tool_requested(tool(), call(), p.get("tool_input"), cx)],
         // Fires on success only: tool.failed has no vendor moment on this surface.
         "PostToolUse" => vec![common::tool_completed(tool(), call(), p.get("tool_response"), None, cx)],
         // Documented deviation: the only compaction moment this surface exposes is the pre one.
-        "PreCompact" => vec![Builder::new("session.compacted", cx).meta_opt("trigger", s(p, "trigger")).build()],
-        "SubagentStart" => vec![
-            Builder::new("delegation.subagent.started", cx)
-                .meta_opt("agent_type", ne(p, "agent_type"))
-                .subject(s(p, "agent_id"))
-                .build(),
-        ],
+        "PreCompact" => vec![hf::compacted(p, cx)],
+        "SubagentStart" => vec![hf::subagent("delegation.subagent.started", p, cx)],
         // stop_hook_active is loop plumbing, not forwarded.
-        "SubagentStop" => vec![
-            Builder::new("delegation.subagent.stopped", cx)
-                .meta_opt("agent_type", ne(p, "agent_type"))
-                .subject(s(p, "agent_id"))
-                .build(),
-        ],
+        "SubagentStop" => vec![hf::subagent("delegation.subagent.stopped", p, cx)],
         _ => vec![fallback(VENDOR, hook, None, cx)],
     }
 }
@@ -63,13 +54,8 @@ impl HookAdapter for VscodeAdapter {
         VENDOR
     }
 
-    /// Empty: the VS Code agent proceeds with its own approval flow (fail-open).
-    fn neutral_reply(&self, _hook: &str) -> NeutralReply {
-        NeutralReply::Empty
-    }
-
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
-        hook_name(call, "hook_event_name")
+        hf::hook_name(call)
     }
 
     fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
@@ -82,26 +68,18 @@ impl HookAdapter for VscodeAdapter {
         state: &mut SessionState,
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError> {
-        let p = call.payload;
-        common::object(p)?;
-        let hook = self.hook_name(call)?;
-        let session = self.session_id(call);
-        let sess = session.as_deref();
-        let mut out = Vec::new();
-        let mut drafts = map_pinned(&hook, p, cx);
-        match hook.as_str() {
+        let mut m = Moment::open(self, call, cx, map_pinned)?;
+        let sess = m.session.as_deref();
+        match m.hook.as_str() {
             "UserPromptSubmit" => {
-                begin_synth_run(state, sess, &mut drafts, &mut out, cx);
+                begin_synth_run(state, sess, &mut m.drafts, &mut m.before, cx);
             }
             "Stop" => {
-                end_run(state, sess, &mut drafts);
+                end_run(state, sess, &mut m.drafts);
             }
             _ => {}
         }
-        out.extend(drafts);
-        common::stamp_identity(&mut out, sess, state.current_run.as_deref());
-        common::stamp_time(&mut out, p);
-        Ok(out)
+        Ok(m.finish_timed(state))
     }
 }
 
