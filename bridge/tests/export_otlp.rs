@@ -326,8 +326,8 @@ async fn grpc_honours_retry_info_and_sends_gzip() {
 // ---------------------------------------------------------------- rotel
 
 fn rotel_path() -> Option<PathBuf> {
-    if let Ok(p) = std::env::var("ROTEL_AGENT") {
-        return Some(PathBuf::from(p));
+    if let Some(p) = std::env::var_os("ROTEL_AGENT").map(PathBuf::from).filter(|p| p.is_file()) {
+        return Some(p);
     }
     let on_path = std::env::var_os("PATH")
         .and_then(|p| std::env::split_paths(&p).map(|d| d.join("rotel-agent")).find(|p| p.is_file()));
@@ -362,7 +362,7 @@ fn free_addr() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
-fn start_rotel() -> Option<Rotel> {
+fn start_rotel(exporter: &[&str]) -> Option<Rotel> {
     let Some(bin) = rotel_path() else {
         eprintln!("SKIP: rotel-agent not installed (pip install -r bridge/tests/requirements-export.txt)");
         return None;
@@ -372,7 +372,9 @@ fn start_rotel() -> Option<Rotel> {
     let (grpc, http) = (free_addr(), free_addr());
     let f = std::fs::File::create(&out).unwrap();
     let child = Command::new(bin)
-        .args(["start", "--exporter", "blackhole", "--debug-log", "logs", "--debug-log", "traces"])
+        .arg("start")
+        .args(exporter)
+        .args(["--debug-log", "logs", "--debug-log", "traces"])
         .args(["--debug-log-verbosity", "detailed"])
         .args(["--otlp-grpc-endpoint", &grpc.to_string(), "--otlp-http-endpoint", &http.to_string()])
         .stdout(Stdio::from(f.try_clone().unwrap()))
@@ -411,7 +413,7 @@ fn blocks(text: &str) -> Vec<(bool, String, String)> {
 
 #[tokio::test]
 async fn rotel_receives_logs_and_spans_over_grpc_and_http() {
-    let Some(rotel) = start_rotel() else { return };
+    let Some(rotel) = start_rotel(&["--exporter", "blackhole"]) else { return };
     let cases = [
         ("agent-grpc", format!("http://{}", rotel.grpc), Protocol::Grpc),
         ("agent-httppb", format!("http://{}", rotel.http), Protocol::HttpProtobuf),
@@ -453,11 +455,15 @@ async fn serve_exports_hook_events_as_otlp_logs() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = common::config(dir.path());
     cfg.export = otlp_cfg(format!("http://{addr}"), Protocol::HttpJson);
+    // Nothing leaves on time or size: only the shutdown flush can deliver.
+    cfg.export.otlp.batch_timeout_ms = 600_000;
     let bridge = common::start(cfg).await;
     for p in common::codex_session("s-export") {
         let (status, body) = common::post(format!("{}/hooks/codex", bridge.url()), p.to_string(), Vec::new()).await;
         assert!(status < 300, "{status} {body}");
     }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(rec.got.lock().unwrap().is_empty(), "exported before the batch timeout or shutdown");
     bridge.shutdown().await;
     let got = rec.got.lock().unwrap().clone();
     let recs: Vec<Value> = got
@@ -556,4 +562,45 @@ async fn throughput_into_rotel() {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// The `agent-collector-bridge` topology with a real collector in the middle: OTLP logs
+/// into rotel, which forwards them (gRPC, gzip) to a bridge's OTLP receiver.
+#[tokio::test]
+async fn a_collector_forwards_to_the_bridge() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut peer_cfg = common::config(dir.path());
+    peer_cfg.server.otlp_grpc = "127.0.0.1:0".into();
+    let peer = common::start(peer_cfg).await;
+    let grpc = peer.bound.otlp_grpc.expect("no gRPC listener");
+    let upstream = format!("http://{grpc}");
+    let exporter = [
+        "--exporter",
+        "otlp",
+        "--otlp-exporter-endpoint",
+        &upstream,
+        "--otlp-exporter-protocol",
+        "grpc",
+        "--otlp-exporter-compression",
+        "gzip",
+    ];
+    let Some(rotel) = start_rotel(&exporter) else {
+        peer.shutdown().await;
+        return;
+    };
+    let mut cfg = otlp_cfg(format!("http://{}", rotel.http), Protocol::HttpProtobuf);
+    cfg.otlp.spans = false;
+    let (stats, _) = export_all(&cfg, &session("codex")).await;
+    assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (_, text) = common::get(format!("{}/metrics", peer.url())).await;
+        if text.contains("aep_bridge_events_in_total{input=\"otlp\",agent=\"codex\"} 6") {
+            break;
+        }
+        let out = std::fs::read_to_string(&rotel.out).unwrap_or_default();
+        assert!(Instant::now() < deadline, "the bridge did not get 6 records via rotel:\n{text}\n{out}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    peer.shutdown().await;
 }
