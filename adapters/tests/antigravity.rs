@@ -1,14 +1,13 @@
 //! Antigravity: a conversation through the five hooks maps onto a synthesized session and
 //! run, invocation steps, and the stepIdx-joined tool pair; the replies stay neutral.
 
-#[path = "opencode/support.rs"]
-mod support;
+mod common;
 
 use aep_adapters::vendors::antigravity;
 use aep_adapters::{MapContext, NeutralReply};
 use aep_schemas::Capture;
 
-use support::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, present, types};
+use common::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, present, types};
 
 const SESSION: &str = r#"
 {"hook": "PreInvocation", "payload": {"conversationId": "cv", "invocationNum": 0, "initialNumSteps": 1}}

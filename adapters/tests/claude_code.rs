@@ -1,26 +1,18 @@
 //! Claude Code: golden cases for the hooks the Annex A fixture does not pin (expected
 //! outputs written from the seed table and the spec), and every captured real payload.
 
-#[path = "claude_code/replay.rs"]
-mod replay;
+mod common;
 
 use aep_adapters::vendors::claude_code;
 use aep_adapters::{EventDraft, HookCall, MapContext, SessionState};
 use aep_schemas::Capture;
 use serde_json::{Value, json};
 
-use replay::{all_at, check, load, replay, types};
+use common::{all_at, check_postures, core, load, replay, types};
 
-const CORE: &[&str] = &[
-    "session.started",
-    "session.ended",
-    "session.compacted",
-    "run.started",
-    "run.finished",
+/// The core types beyond `common::LIFECYCLE` this vendor maps onto.
+const MORE_CORE: &[&str] = &[
     "run.failed",
-    "run.cancelled",
-    "tool.requested",
-    "tool.completed",
     "tool.failed",
     "tool.denied",
     "attention.requested",
@@ -247,11 +239,8 @@ fn elicitation_settles_once() {
 
 #[test]
 fn every_captured_payload_maps() {
-    for cx in [MapContext::default(), all_at(Capture::Metadata), all_at(Capture::Full)] {
-        for capture in CAPTURES {
-            let drafts = replay(claude_code::adapter().as_ref(), &load(capture), &cx);
-            check("claude-code", &drafts, &cx, CORE);
-        }
+    for capture in CAPTURES {
+        check_postures(claude_code::adapter().as_ref(), "claude-code", capture, &core(MORE_CORE));
     }
 }
 

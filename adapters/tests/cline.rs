@@ -1,14 +1,13 @@
 //! Cline: a task with a subagent and a failing tool maps onto real run boundaries per
 //! agent, the typed tool split and the delegation pair; no content above the ceiling.
 
-#[path = "opencode/support.rs"]
-mod support;
+mod common;
 
 use aep_adapters::MapContext;
 use aep_adapters::vendors::cline;
 use aep_schemas::Capture;
 
-use support::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, present, types};
+use common::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, present, types};
 
 const SESSION: &str = r#"
 {"payload": {"hookName": "agent_start", "taskId": "T1", "agent_id": "root", "parent_agent_id": null}}

@@ -1,28 +1,15 @@
 //! Codex: every captured real payload (exec mode) maps without error onto the Annex A.2
 //! types or the vendor namespace, with turns as runs and tools paired by call id.
 
-#[path = "claude_code/replay.rs"]
-mod replay;
+mod common;
 
 use aep_adapters::MapContext;
 use aep_adapters::vendors::codex;
-use aep_schemas::Capture;
 
-use replay::{all_at, check, load, replay, types};
+use common::{check_postures, core, load, replay, types};
 
-const CORE: &[&str] = &[
-    "session.started",
-    "session.ended",
-    "session.compacted",
-    "run.started",
-    "run.finished",
-    "run.cancelled",
-    "tool.requested",
-    "tool.completed",
-    "attention.requested",
-    "delegation.subagent.started",
-    "delegation.subagent.stopped",
-];
+/// The core types beyond `common::LIFECYCLE` this vendor maps onto.
+const MORE_CORE: &[&str] = &["attention.requested", "delegation.subagent.started", "delegation.subagent.stopped"];
 
 const CAPTURES: &[&str] = &[
     include_str!("data/codex/c01_exec_json.jsonl"),
@@ -32,13 +19,10 @@ const CAPTURES: &[&str] = &[
 
 #[test]
 fn every_captured_payload_maps() {
-    for cx in [MapContext::default(), all_at(Capture::Metadata), all_at(Capture::Full)] {
-        for capture in CAPTURES {
-            let drafts = replay(codex::adapter().as_ref(), &load(capture), &cx);
-            check("codex", &drafts, &cx, CORE);
-            // No tool.failed from the hook surface, even for the failing shell call.
-            assert!(!drafts.iter().any(|d| d.r#type == "tool.failed"));
-        }
+    for capture in CAPTURES {
+        let drafts = check_postures(codex::adapter().as_ref(), "codex", capture, &core(MORE_CORE));
+        // No tool.failed from the hook surface, even for the failing shell call.
+        assert!(!drafts.iter().any(|d| d.r#type == "tool.failed"));
     }
 }
 

@@ -1,36 +1,21 @@
 //! Gemini CLI: every captured real payload maps without error onto the Annex A.3 types or
 //! the vendor namespace; never attention.* (observe-only).
 
-#[path = "claude_code/replay.rs"]
-mod replay;
+mod common;
 
 use aep_adapters::MapContext;
 use aep_adapters::vendors::gemini_cli;
-use aep_schemas::Capture;
 
-use replay::{all_at, check, load, replay};
+use common::{check_postures, core, load, replay};
 
-const CORE: &[&str] = &[
-    "session.started",
-    "session.ended",
-    "session.compacted",
-    "run.started",
-    "run.finished",
-    "run.cancelled",
-    "tool.requested",
-    "tool.completed",
-    "tool.failed",
-    "progress.status",
-];
+/// The core types beyond `common::LIFECYCLE` this vendor maps onto.
+const MORE_CORE: &[&str] = &["tool.failed", "progress.status"];
 
 const CAPTURE: &str = include_str!("data/gemini-cli/g01_tools_yolo_http.jsonl");
 
 #[test]
 fn every_captured_payload_maps() {
-    for cx in [MapContext::default(), all_at(Capture::Metadata), all_at(Capture::Full)] {
-        let drafts = replay(gemini_cli::adapter().as_ref(), &load(CAPTURE), &cx);
-        check("gemini-cli", &drafts, &cx, CORE);
-    }
+    check_postures(gemini_cli::adapter().as_ref(), "gemini-cli", CAPTURE, &core(MORE_CORE));
 }
 
 #[test]

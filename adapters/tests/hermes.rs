@@ -1,14 +1,13 @@
 //! Hermes Agent: a turn with an observed approval, a clarify form overlay and a blocked
 //! tool maps onto the Annex A.10 types with the REAL turn id as the run.
 
-#[path = "opencode/support.rs"]
-mod support;
+mod common;
 
 use aep_adapters::MapContext;
 use aep_adapters::vendors::hermes;
 use aep_schemas::Capture;
 
-use support::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, present, types};
+use common::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, present, types};
 
 const SESSION: &str = r#"
 {"payload": {"hook_event_name": "on_session_start", "session_id": "H", "cwd": "/home/u/zebra-canary-4471", "extra": {}}}

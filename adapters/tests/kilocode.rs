@@ -1,14 +1,13 @@
 //! Kilo Code: the `>=7.4.6` bus-ask surface (permission.asked, question.asked) over a
 //! whole session, on Kilo's own identity; no content above the ceiling.
 
-#[path = "opencode/support.rs"]
-mod support;
+mod common;
 
 use aep_adapters::MapContext;
 use aep_adapters::vendors::kilocode;
 use aep_schemas::Capture;
 
-use support::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, types};
+use common::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, types};
 
 const SESSION: &str = r#"
 {"payload": {"kind": "bus", "serverUrl": "http://127.0.0.1:4096", "event": {"type": "session.created", "properties": {"info": {"id": "kses", "title": "zebra-canary-4471", "version": "7.4.11"}}}}}

@@ -2,25 +2,16 @@
 //! vendor's oracle-captured shapes; no real capture in this repo) maps onto the Annex A.6
 //! types only, with the permission pair observed and the companions wired.
 
-#[path = "claude_code/replay.rs"]
-mod replay;
+mod common;
 
 use aep_adapters::vendors::kimi_code;
 use aep_adapters::{MapContext, NeutralReply};
-use aep_schemas::Capture;
 
-use replay::{all_at, check, load, replay, types};
+use common::{check_postures, core, load, replay, types};
 
-const CORE: &[&str] = &[
-    "session.started",
-    "session.ended",
-    "session.compacted",
-    "run.started",
-    "run.finished",
+/// The core types beyond `common::LIFECYCLE` this vendor maps onto.
+const MORE_CORE: &[&str] = &[
     "run.failed",
-    "run.cancelled",
-    "tool.requested",
-    "tool.completed",
     "tool.failed",
     "tool.denied",
     "attention.requested",
@@ -54,10 +45,7 @@ const SESSION: &str = r#"
 
 #[test]
 fn a_whole_session_maps() {
-    for cx in [MapContext::default(), all_at(Capture::Metadata), all_at(Capture::Full)] {
-        let drafts = replay(kimi_code::adapter().as_ref(), &load(SESSION), &cx);
-        check("kimi-code", &drafts, &cx, CORE);
-    }
+    check_postures(kimi_code::adapter().as_ref(), "kimi-code", SESSION, &core(MORE_CORE));
     let drafts = replay(kimi_code::adapter().as_ref(), &load(SESSION), &MapContext::default());
     assert_eq!(
         types(&drafts),

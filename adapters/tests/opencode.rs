@@ -2,14 +2,13 @@
 //! with synthesized runs, callID pairing, the permission card, and the todo diff; no
 //! content above the ceiling.
 
-#[path = "opencode/support.rs"]
-mod support;
+mod common;
 
 use aep_adapters::MapContext;
 use aep_adapters::vendors::opencode;
 use aep_schemas::Capture;
 
-use support::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, present, types};
+use common::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, present, types};
 
 const SESSION: &str = r#"
 {"payload": {"kind": "bus", "event": {"type": "server.connected", "properties": {}}}}

@@ -1,14 +1,13 @@
 //! pi: two agent loops (one retried after an error) through the notification bus map onto
 //! runs, turn steps, the tool trio and vendor-scoped message facts.
 
-#[path = "opencode/support.rs"]
-mod support;
+mod common;
 
 use aep_adapters::MapContext;
 use aep_adapters::vendors::pi;
 use aep_schemas::Capture;
 
-use support::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, present, types};
+use common::{MARKER, assert_absent, assert_causal, assert_no_panics, drive, present, types};
 
 const SESSION: &str = r#"
 {"payload": {"session": {"id": "P", "cwd": "/home/u/zebra-canary-4471"}, "event": {"type": "session_start", "reason": "startup"}}}

@@ -1,25 +1,16 @@
 //! Qwen Code: every captured real payload maps without error onto the Annex A.4 types or the
 //! vendor namespace; the per-model-turn UserPromptSubmit re-fires stay inside one run.
 
-#[path = "claude_code/replay.rs"]
-mod replay;
+mod common;
 
 use aep_adapters::MapContext;
 use aep_adapters::vendors::qwen_code;
-use aep_schemas::Capture;
 
-use replay::{all_at, check, load, replay, types};
+use common::{check_postures, core, load, replay, types};
 
-const CORE: &[&str] = &[
-    "session.started",
-    "session.ended",
-    "session.compacted",
-    "run.started",
-    "run.finished",
+/// The core types beyond `common::LIFECYCLE` this vendor maps onto.
+const MORE_CORE: &[&str] = &[
     "run.failed",
-    "run.cancelled",
-    "tool.requested",
-    "tool.completed",
     "tool.failed",
     "attention.requested",
     "delegation.subagent.started",
@@ -33,10 +24,7 @@ const CAPTURE: &str = include_str!("data/qwen-code/q01_tools_yolo_http.jsonl");
 
 #[test]
 fn every_captured_payload_maps() {
-    for cx in [MapContext::default(), all_at(Capture::Metadata), all_at(Capture::Full)] {
-        let drafts = replay(qwen_code::adapter().as_ref(), &load(CAPTURE), &cx);
-        check("qwen-code", &drafts, &cx, CORE);
-    }
+    check_postures(qwen_code::adapter().as_ref(), "qwen-code", CAPTURE, &core(MORE_CORE));
 }
 
 #[test]

@@ -2,14 +2,12 @@
 //! snake_case shape; no real capture exists yet) maps onto the Annex A.5 types only, and the
 //! absences stay absent: no session.ended, tool.failed or run.failed.
 
-#[path = "claude_code/replay.rs"]
-mod replay;
+mod common;
 
 use aep_adapters::MapContext;
 use aep_adapters::vendors::vscode;
-use aep_schemas::Capture;
 
-use replay::{all_at, check, load, replay, types};
+use common::{check_postures, load, replay, types};
 
 const CORE: &[&str] = &[
     "session.started",
@@ -39,10 +37,7 @@ const SESSION: &str = r#"
 
 #[test]
 fn a_whole_session_maps_with_the_absences_kept() {
-    for cx in [MapContext::default(), all_at(Capture::Metadata), all_at(Capture::Full)] {
-        let drafts = replay(vscode::adapter().as_ref(), &load(SESSION), &cx);
-        check("vscode", &drafts, &cx, CORE);
-    }
+    check_postures(vscode::adapter().as_ref(), "vscode", SESSION, CORE);
     let drafts = replay(vscode::adapter().as_ref(), &load(SESSION), &MapContext::default());
     assert_eq!(
         types(&drafts),

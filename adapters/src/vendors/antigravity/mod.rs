@@ -50,7 +50,7 @@ impl HookAdapter for AntigravityAdapter {
     }
 
     fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
-        call.payload.get("conversationId").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
+        crate::common::ne(call.payload, "conversationId").map(str::to_owned)
     }
 
     fn map(
@@ -60,9 +60,7 @@ impl HookAdapter for AntigravityAdapter {
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError> {
         let p = call.payload;
-        if !p.is_object() {
-            return Err(AdapterError::NotAnObject);
-        }
+        crate::common::object(p)?;
         let hook = self.hook_name(call)?;
         let session = self.session_id(call);
         let mut out = Vec::new();

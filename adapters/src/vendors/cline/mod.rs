@@ -33,7 +33,7 @@ impl HookAdapter for ClineAdapter {
 
     fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
         // Annex A.9: taskId is the session.
-        call.payload.get("taskId").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
+        crate::common::ne(call.payload, "taskId").map(str::to_owned)
     }
 
     fn map(
@@ -43,9 +43,7 @@ impl HookAdapter for ClineAdapter {
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError> {
         let p = call.payload;
-        if !p.is_object() {
-            return Err(AdapterError::NotAnObject);
-        }
+        crate::common::object(p)?;
         let hook = self.hook_name(call)?;
         let session = self.session_id(call);
         let agent = p.get("agent_id").and_then(Value::as_str).unwrap_or("");

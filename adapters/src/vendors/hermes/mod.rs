@@ -70,9 +70,7 @@ impl HookAdapter for HermesAdapter {
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError> {
         let p = call.payload;
-        if !p.is_object() {
-            return Err(AdapterError::NotAnObject);
-        }
+        crate::common::object(p)?;
         let hook = self.hook_name(call)?;
         let session = self.session_id(call);
         // The REAL per-turn id rides verbatim as the run (Annex A.10).

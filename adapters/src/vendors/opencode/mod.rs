@@ -116,9 +116,7 @@ impl HookAdapter for PluginAdapter {
         state: &mut SessionState,
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError> {
-        if !call.payload.is_object() {
-            return Err(AdapterError::NotAnObject);
-        }
+        crate::common::object(call.payload)?;
         let hook = self.hook_name(call)?;
         let session = session_of(call.payload);
         let mut out = match hook.as_str() {

@@ -97,7 +97,7 @@ impl HookAdapter for PiAdapter {
 
     fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
         // read in-process from ctx.sessionManager by the shim and attached to every moment
-        call.payload.pointer("/session/id").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_owned)
+        call.payload.get("session").and_then(|s| crate::common::ne(s, "id")).map(str::to_owned)
     }
 
     fn map(
@@ -107,9 +107,7 @@ impl HookAdapter for PiAdapter {
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError> {
         let p = call.payload;
-        if !p.is_object() {
-            return Err(AdapterError::NotAnObject);
-        }
+        crate::common::object(p)?;
         let hook = self.hook_name(call)?;
         let session = self.session_id(call);
         let null = Value::Null;
