@@ -13,10 +13,13 @@ How each README command line is run (every ```sh block of the section, in order)
                              types the prompt
   ... <request-id> ...       the id is taken from the `aep-bridge tail --timeline` output
   anything else              bash -c, must exit 0
-Offline concessions (the only ones): CARGO_HOME/RUSTUP_HOME stay the machine's (the crate
-cache; CARGO_NET_OFFLINE=true) and `cargo install` installs into the fresh HOME's ~/.cargo.
+The commands run in a snapshot of the committed tree (`git archive HEAD`, what a fresh clone
+gets; --tree=worktree uses the working tree instead). Offline concessions (the only ones):
+CARGO_HOME/RUSTUP_HOME stay the machine's (the crate cache; CARGO_NET_OFFLINE=true),
+CARGO_TARGET_DIR is the project's target/ (compiled dependencies reused) and `cargo install`
+installs into the fresh HOME's ~/.cargo.
 
-Usage: quickstart.py --clients DIR [--rotel PATH]
+Usage: quickstart.py --clients DIR --checkout DIR [--rotel PATH] [--tree head|worktree]
 """
 import argparse
 import json
@@ -32,7 +35,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+REPO = os.path.dirname(os.path.dirname(HERE))
+ROOT = REPO  # where the README's commands run: set by main()
 MOCK_PORT, SINK_PORT = 9100, 9200
 RESULTS = {"pass": 0, "fail": 0}
 TMUX = ["tmux", "-L", "aep-quickstart", "-f", "/dev/null"]
@@ -96,6 +100,7 @@ class Quickstart:
             "CARGO_HOME": os.environ.get("CARGO_HOME", os.path.join(real_home, ".cargo")),
             "RUSTUP_HOME": os.environ.get("RUSTUP_HOME", os.path.join(real_home, ".rustup")),
             "CARGO_INSTALL_ROOT": os.path.join(self.home, ".cargo"), "CARGO_NET_OFFLINE": "true",
+            "CARGO_TARGET_DIR": os.path.join(REPO, "target"),
         }
         self.bg = {}  # name -> (Popen, output file)
         self.procs = []
@@ -293,7 +298,19 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", required=True)
     ap.add_argument("--rotel", default="")
+    ap.add_argument("--checkout", required=True)
+    ap.add_argument("--tree", choices=["head", "worktree"], default="head")
     a = ap.parse_args()
+    global ROOT
+    if a.tree == "worktree":
+        ROOT = REPO
+    else:
+        shutil.rmtree(a.checkout, ignore_errors=True)
+        os.makedirs(a.checkout)
+        subprocess.run(f"git -C {shlex.quote(REPO)} archive HEAD | tar -x -C {shlex.quote(a.checkout)}",
+                       shell=True, check=True)
+        ROOT = a.checkout
+    print(f"  commands run in {ROOT} ({a.tree})", flush=True)
     with open("/proc/self/net/dev") as f:
         links = sorted(l.split(":")[0].strip() for l in f.readlines()[2:])
     if links != ["lo"]:

@@ -6,7 +6,8 @@
 #   conformance/e2e/run.sh [claude|permission|codex|quickstart ...]   (default: all)
 #
 # Exit 0 when every check passes; 1 otherwise. Prints "SKIP: ..." and exits 0 when the
-# machine lacks what the suite needs (root + unshare, npm). AEP_E2E_CACHE moves the cache.
+# machine lacks what the suite needs (root + unshare, npm). AEP_E2E_CACHE moves the cache;
+# AEP_E2E_BIN=DIR uses prebuilt aep-bridge/aep-hook; AEP_E2E_QUICKSTART_TREE=worktree runs the quickstart on the working tree instead of HEAD.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -26,9 +27,13 @@ scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(claude permission codex quickstart)
 want() { local s; for s in "${scenarios[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
-echo "== build aep-bridge, aep-hook"
-(cd "$ROOT" && cargo build -q -p aep-bridge --bins) || { echo "FAIL e2e: cargo build"; echo "0 passed, 1 failed"; elapsed; exit 1; }
-BIN="$ROOT/target/debug"
+if [ -n "${AEP_E2E_BIN:-}" ]; then  # prebuilt aep-bridge + aep-hook
+  BIN="$AEP_E2E_BIN"
+else
+  echo "== build aep-bridge, aep-hook"
+  (cd "$ROOT" && cargo build -q -p aep-bridge --bins) || { echo "FAIL e2e: cargo build"; echo "0 passed, 1 failed"; elapsed; exit 1; }
+  BIN="$ROOT/target/debug"
+fi
 
 echo "== agent CLIs (pinned, cache $CACHE/node)"
 mkdir -p "$CACHE/node"
@@ -74,7 +79,8 @@ fi
 if want quickstart; then
   echo "== README quickstart, literally, in a fresh HOME"
   if command -v tmux >/dev/null; then
-    unshare -n python3 "$HERE/quickstart.py" --clients "$CLIENTS" --rotel "$ROTEL" 2>&1 | tee "$WORK/quickstart.out"
+    unshare -n python3 "$HERE/quickstart.py" --clients "$CLIENTS" --rotel "$ROTEL" \
+      --checkout "$CACHE/quickstart-checkout" --tree "${AEP_E2E_QUICKSTART_TREE:-head}" 2>&1 | tee "$WORK/quickstart.out"
     tally "$WORK/quickstart.out" quickstart
   else
     echo "SKIP quickstart: tmux not installed (the agent step is interactive)"
