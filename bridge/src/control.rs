@@ -534,6 +534,10 @@ impl LocalControl for ControlLoop {
     fn deliver(&self, _cmd: Event) {
         // Routed commands arrive through `deliver_arc` (the collector holds an Arc).
     }
+
+    fn claims(&self) -> Vec<(String, String)> {
+        self.owned.lock().map(|o| o.iter().map(|(s, a)| (s.clone(), a.clone())).collect()).unwrap_or_default()
+    }
 }
 
 /// The collector-facing handle (spawns the async decision).
@@ -551,6 +555,10 @@ impl LocalControl for LocalHandle {
     fn deliver(&self, cmd: Event) {
         let c = self.0.clone();
         tokio::spawn(c.command(cmd));
+    }
+
+    fn claims(&self) -> Vec<(String, String)> {
+        self.0.claims()
     }
 }
 

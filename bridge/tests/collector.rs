@@ -830,6 +830,18 @@ async fn ws_roster_reports_every_live_claim_verbatim() {
     e1.send(&json!({"type": "ping", "t": 2})).await;
     assert_eq!(e1.recv().await.unwrap()["type"], "pong");
 
+    // The sessions the bridge's own hook adapters emit are live claims too (they route
+    // locally), declaring what the endpoint's hello declares: nothing, without a token.
+    let hook = &common::codex_session("ro-local")[0];
+    let (st, body) = common::post(format!("{}/hooks/codex", b.url()), hook.to_string(), vec![]).await;
+    assert_eq!(st, 200, "{body}");
+    c.send(&json!({"type": "roster", "id": "r-l"})).await;
+    let r = c.recv().await.unwrap();
+    let local: Vec<&Value> = r["entries"].as_array().unwrap().iter().filter(|e| e["session"] == "ro-local").collect();
+    assert_eq!(local.len(), 1, "{r}");
+    assert_eq!(local[0]["agent"], "codex");
+    assert_eq!(local[0]["control"], json!({"accepts": []}));
+
     // A claimant that goes away leaves the roster.
     drop(e2);
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -118,6 +118,10 @@ pub trait LocalControl: Send + Sync {
     fn accepts(&self) -> Vec<String>;
     /// Delivers a command; acks and outcomes come back as ordinary events.
     fn deliver(&self, cmd: aep_schemas::Event);
+    /// The sessions it owns now, each with the agent emitting it (roster entries, AEP-0003 §4.1).
+    fn claims(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
 /// Where a command goes (AEP-0004 §4).
@@ -322,9 +326,25 @@ impl Collector {
         }
     }
 
+    /// This endpoint's `hello.identity.instance`.
+    fn instance() -> String {
+        format!("aep-bridge/{}", std::process::id())
+    }
+
     /// The roster snapshot (AEP-0003 §4.1): one entry per live claim, declarations verbatim.
+    /// The sessions this process's own control loop owns are claims too (they route, so
+    /// they are listed), declaring what this endpoint's `hello` declares for control.
     pub fn roster(&self) -> Vec<Value> {
         let mut entries = Vec::new();
+        if let Some(l) = self.local.lock().ok().and_then(|l| l.clone()) {
+            let accepts = if self.control_enabled() { l.accepts() } else { Vec::new() };
+            for (session, agent) in l.claims() {
+                entries.push(json!({
+                    "session": session, "agent": agent, "instance": Self::instance(),
+                    "control": { "accepts": accepts },
+                }));
+            }
+        }
         if let Ok(st) = self.state.lock() {
             for c in &st.claims {
                 let mut e = json!({ "session": c.session });

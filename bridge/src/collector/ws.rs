@@ -135,7 +135,7 @@ pub(super) async fn run(socket: WebSocket, ctx: Ctx, authenticated: bool) {
         "type": "hello",
         "versions": [AEP_VERSION],
         "role": "both",
-        "identity": { "agent": "aep-bridge", "instance": format!("aep-bridge/{}", std::process::id()) },
+        "identity": { "agent": "aep-bridge", "instance": super::Collector::instance() },
         "capabilities": c.capabilities(accepts),
     });
     if sink.send(text(&reply)).await.is_err() {
