@@ -128,6 +128,14 @@ pub(crate) fn open_run(state: &mut SessionState) -> Option<String> {
     Some(id)
 }
 
+/// The `run.started` of the run [`open_run`] opens, when it opens one.
+pub(crate) fn start_run(state: &mut SessionState, cx: &MapContext) -> Option<EventDraft> {
+    let run = open_run(state)?;
+    let mut d = draft("run.started", cx);
+    d.run = Some(run);
+    Some(d)
+}
+
 /// Stamps identity and run cause links on a mapping's drafts, after pruning each payload
 /// to its ceiling: `session` where unset
 /// (unless `agent_scoped` says the type has none), `run` = the open run where unset

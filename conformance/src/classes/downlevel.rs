@@ -10,17 +10,7 @@ use crate::{Checks, Fixtures, diff};
 
 /// Appends one check per case.
 pub fn run(fx: &Fixtures, out: &mut Checks) {
-    let doc = match fx.json("downlevel/cases.json") {
-        Ok(d) => d,
-        Err(e) => return out.fail("downlevel: fixture", e),
-    };
-    let Some(cases) = doc.get("cases").and_then(Value::as_array) else {
-        return out.fail("downlevel: fixture", "no `cases` array");
-    };
-    for (i, case) in cases.iter().enumerate() {
-        let name = case.get("name").and_then(Value::as_str).map_or_else(|| format!("case {i}"), str::to_owned);
-        out.record(format!("downlevel: {name}"), check_case(case));
-    }
+    super::run_named_cases(fx, out, "downlevel", "downlevel/cases.json", check_case);
 }
 
 fn level(case: &Value, key: &str) -> Result<Capture, String> {

@@ -1,5 +1,7 @@
 //! One module per fixture class. Each `run` appends one check per fixture case.
 
+use serde_json::Value;
+
 use crate::{Checks, Fixtures};
 
 pub mod attr_match;
@@ -36,3 +38,26 @@ pub const ALL: &[Class] = &[
     Class { name: "ocsf", run: ocsf::run },
     Class { name: "mappings", run: mappings::run },
 ];
+
+/// Runs a `{cases: [{name, ...}]}` fixture file (`rel`): one check `{class}: {name}` per
+/// case (`case {i}` when unnamed) from `check`; `{class}: fixture` fails when the file or
+/// its `cases` array is missing.
+pub(crate) fn run_named_cases(
+    fx: &Fixtures,
+    out: &mut Checks,
+    class: &str,
+    rel: &str,
+    check: fn(&Value) -> Result<(), String>,
+) {
+    let doc = match fx.json(rel) {
+        Ok(d) => d,
+        Err(e) => return out.fail(format!("{class}: fixture"), e),
+    };
+    let Some(cases) = doc.get("cases").and_then(Value::as_array) else {
+        return out.fail(format!("{class}: fixture"), "no `cases` array");
+    };
+    for (i, case) in cases.iter().enumerate() {
+        let name = case.get("name").and_then(Value::as_str).map_or_else(|| format!("case {i}"), str::to_owned);
+        out.record(format!("{class}: {name}"), check(case));
+    }
+}

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::common::tool_key;
 use crate::vendors::plugin_common::{
-    draft, error_info, open_run, put_args, put_text, scratch, stamp, tool_ref, x_type,
+    draft, error_info, put_args, put_text, scratch, stamp, start_run, tool_ref, x_type,
 };
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
@@ -126,11 +126,7 @@ impl HookAdapter for AntigravityAdapter {
             }
             "PreInvocation" => {
                 // the run opens at the first invocation boundary
-                if let Some(run) = open_run(state) {
-                    let mut d = draft("run.started", cx);
-                    d.run = Some(run);
-                    out.push(d);
-                }
+                out.extend(start_run(state, cx));
                 let n = p.get("invocationNum").and_then(Value::as_u64);
                 let mut d = draft("run.step.started", cx);
                 if let Some(s) = p.get("initialNumSteps").and_then(Value::as_u64) {

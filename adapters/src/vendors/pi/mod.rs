@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::common::tool_key;
 use crate::vendors::plugin_common::{
-    close_run, draft, error_info, gate_text, gate_value, open_run, put_args, put_result, put_text, stamp, tool_ref,
+    close_run, draft, error_info, gate_text, gate_value, put_args, put_result, put_text, stamp, start_run, tool_ref,
     x_type,
 };
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
@@ -150,11 +150,7 @@ impl HookAdapter for PiAdapter {
             }
             "agent_start" => {
                 // one agent loop = one run; duplicate opens keep the live run
-                if let Some(run) = open_run(state) {
-                    let mut d = draft("run.started", cx);
-                    d.run = Some(run);
-                    out.push(d);
-                }
+                out.extend(start_run(state, cx));
             }
             "agent_end" => {
                 // no run open: dropped entirely (runtime state)
