@@ -99,11 +99,14 @@ struct Got {
     body: Vec<u8>,
 }
 
+/// A scripted answer: status, headers, body.
+type Answer = (u16, Vec<(&'static str, String)>, Vec<u8>);
+
 /// Scripted answers, then 200 with an empty body (full success).
 #[derive(Clone, Default)]
 struct Recorder {
     got: Arc<Mutex<Vec<Got>>>,
-    script: Arc<Mutex<VecDeque<(u16, Vec<(&'static str, String)>, Vec<u8>)>>>,
+    script: Arc<Mutex<VecDeque<Answer>>>,
 }
 
 async fn record(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
@@ -264,10 +267,13 @@ async fn batches_by_size_and_flushes_on_close() {
 
 // ---------------------------------------------------------------- gRPC
 
+type Received = (Option<String>, ExportLogsServiceRequest);
+
 #[derive(Clone, Default)]
 struct Flaky {
     calls: Arc<AtomicU32>,
-    got: Arc<Mutex<Vec<(Option<String>, ExportLogsServiceRequest)>>>,
+    /// `x-tenant` metadata and the request, per accepted call.
+    got: Arc<Mutex<Vec<Received>>>,
 }
 
 #[tonic::async_trait]

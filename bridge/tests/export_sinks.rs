@@ -60,10 +60,15 @@ fn fast_retry(cfg: &mut ExportConfig) {
     cfg.retry.max_elapsed_ms = 5000;
 }
 
+/// Content type and body of one request.
+type Posted = (String, Vec<u8>);
+/// A scripted status with an optional `Retry-After`.
+type Answer = (u16, Option<&'static str>);
+
 #[derive(Clone, Default)]
 struct Recorder {
-    got: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
-    script: Arc<Mutex<VecDeque<(u16, Option<&'static str>)>>>,
+    got: Arc<Mutex<Vec<Posted>>>,
+    script: Arc<Mutex<VecDeque<Answer>>>,
 }
 
 async fn record(State(rec): State<Recorder>, headers: HeaderMap, body: Bytes) -> Response {
