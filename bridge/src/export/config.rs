@@ -237,6 +237,10 @@ impl ExportConfig {
         check_url("cloudevents.endpoint", &self.cloudevents.endpoint, &mut out);
         check_url("ocsf.endpoint", &self.ocsf.endpoint, &mut out);
         check_headers("otlp.headers", &self.otlp.headers, &mut out);
+        if let Some(k) = self.otlp.headers.keys().find(|k| k.to_ascii_lowercase().ends_with("-bin")) {
+            // gRPC metadata named `*-bin` carries binary values; these headers are text.
+            out.push(("otlp.headers".into(), format!("{k:?}: binary (-bin) metadata is not supported")));
+        }
         check_headers("cloudevents.headers", &self.cloudevents.headers, &mut out);
         check_headers("ocsf.headers", &self.ocsf.headers, &mut out);
         for (key, n) in [
@@ -273,7 +277,7 @@ mod tests {
             endpoint = "http://127.0.0.1:4318"
             protocol = "http/protobuf"
             compression = "none"
-            headers = { authorization = "Bearer x" }
+            headers = { authorization = "Bearer x", "x-trace-bin" = "AAA" }
             [cloudevents]
             endpoint = "ftp://x"
             mode = "batch"
@@ -286,7 +290,7 @@ mod tests {
         assert_eq!(cfg.otlp.compression, Compression::None);
         assert_eq!(cfg.cloudevents.mode, CeMode::Batch);
         let keys: Vec<String> = cfg.check().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(keys, ["cloudevents.endpoint", "retry.multiplier"]);
+        assert_eq!(keys, ["cloudevents.endpoint", "otlp.headers", "retry.multiplier"]);
         assert!(toml::from_str::<ExportConfig>("[otlp]\nprotocol = \"udp\"").is_err());
         assert!(toml::from_str::<ExportConfig>("[otlp]\nendpont = \"x\"").is_err());
     }
