@@ -191,11 +191,11 @@ impl HttpTee {
         }
         let body = req.encode_to_vec();
         // Counted before the send: a worker may take the job (and decrement) at once.
-        let d = sh.depth.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        sh.depth.fetch_add(1, Ordering::Relaxed);
         match self.tx.try_send(Job { signal, body }) {
             Ok(()) => {
                 sh.stats.queued.fetch_add(1, Ordering::Relaxed);
-                sh.metrics.queue_depth.set(SINK, d as i64);
+                sh.metrics.queue_depth.set(SINK, sh.depth.load(Ordering::Relaxed) as i64);
             }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 sh.depth.fetch_sub(1, Ordering::Relaxed);
@@ -263,8 +263,8 @@ fn worker(rx: &Mutex<Receiver<Job>>, sh: &Shared) {
                 Err(_) => return,
             }
         };
-        let d = sh.depth.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
-        sh.metrics.queue_depth.set(SINK, d as i64);
+        sh.depth.fetch_sub(1, Ordering::Relaxed);
+        sh.metrics.queue_depth.set(SINK, sh.depth.load(Ordering::Relaxed) as i64);
         deliver(&agent, sh, job);
     }
 }
@@ -283,6 +283,7 @@ fn deliver(agent: &ureq::Agent, sh: &Shared, job: Job) {
     loop {
         let why = match attempt(agent, &url, &body, sh.opts.gzip) {
             Outcome::Done => {
+                tracing::trace!(url = %url, bytes = body.len(), "OTLP tee: delivered.");
                 sh.stats.delivered.fetch_add(1, Ordering::Relaxed);
                 return;
             }
@@ -291,6 +292,7 @@ fn deliver(agent: &ureq::Agent, sh: &Shared, job: Job) {
                 let wait = after.unwrap_or(backoff);
                 backoff = (backoff * 2).min(sh.opts.max_backoff);
                 let over_budget = start.elapsed() + wait > sh.opts.max_elapsed;
+                tracing::debug!(url = %url, reason = %why, wait_ms = wait.as_millis() as u64, "OTLP tee: retrying.");
                 if !over_budget && !sh.closing.load(Ordering::Relaxed) && sleep_unless_closing(sh, wait) {
                     sh.stats.retries.fetch_add(1, Ordering::Relaxed);
                     continue;

@@ -3,7 +3,8 @@
 
 Driven by bridge/tests/otlp_inbound.rs (`python3 otlp_sdk.py --protocol grpc ...`). Logs go
 through a LoggerProvider with a BatchLogRecordProcessor and the SDK's own OTLP exporter
-(gRPC or HTTP protobuf); with --span one span is exported too (the tee forwards traces).
+(gRPC or HTTP protobuf); with --span one span and with --metric one counter point are
+exported too (the tee forwards traces and metrics).
 Prints one JSON line: {"export_results": [...], "records": N, "spans": M}; exits 1 when an
 export did not succeed.
 
@@ -82,6 +83,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=1, help="send the record set this many times")
     ap.add_argument("--gzip", action="store_true")
     ap.add_argument("--span", action="store_true", help="also export one span")
+    ap.add_argument("--metric", action="store_true", help="also export one counter data point")
     a = ap.parse_args()
 
     if a.agent == "codex":
@@ -151,7 +153,29 @@ def main():
         spans = 1
         tp.shutdown()
 
-    out = {"export_results": results, "span_results": span_results, "records": n, "spans": spans}
+    points = 0
+    if a.metric:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+        if a.protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+            metric_exp = OTLPMetricExporter(endpoint=a.endpoint, insecure=True, compression=comp, timeout=10)
+        else:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+            metric_exp = OTLPMetricExporter(endpoint=a.endpoint.rstrip("/") + "/v1/metrics", compression=comp,
+                                            timeout=10)
+        reader = PeriodicExportingMetricReader(metric_exp, export_interval_millis=3_600_000)
+        mp = MeterProvider(resource=resource, metric_readers=[reader])
+        counter = mp.get_meter("otlp_sdk").create_counter("agent.tool.calls")
+        counter.add(3, {"gen_ai.tool.name": "shell"})
+        if not mp.force_flush():
+            span_results.append("METRICS_FAILED")
+        mp.shutdown()
+        points = 1
+
+    out = {"export_results": results, "span_results": span_results, "records": n, "spans": spans,
+           "points": points}
     print(json.dumps(out))
     ok = results and all(r == "SUCCESS" for r in results) and all(r == "SUCCESS" for r in span_results)
     sys.exit(0 if ok else 1)
