@@ -898,10 +898,26 @@ async fn control_routes_to_exactly_one_claimant_with_a_token() {
     let (mut sender, _) = Ws::open(&a, t, "consumer", "sender", json!({})).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    // No claimant: `no-route`.
+    // No claimant: `no-route`, also for a session with history but no live claimant.
     sender.send(&command("control.attention.respond", "c-none", "rt-nobody")).await;
     let f = sender.recv().await.unwrap();
     assert_eq!((f["code"].as_str(), f["cause"].as_str()), (Some("no-route"), Some("c-none")), "{f}");
+    let seeded = [started("rt-hist", 0), ev("run.started", "rt-hist", 1, Some(json!({"trigger": "user"})))];
+    let auth = ("authorization", "Bearer sekrit".to_owned());
+    let body: String = seeded.iter().map(|e| line(e) + "\n").collect();
+    let (st, _) =
+        post_raw(&b.url(), "application/x-ndjson", body.into_bytes(), vec![("aep-version", "0.1".into()), auth]).await;
+    assert_eq!(st, 202);
+    let mut pause = command("control.pause", "c-hist", "rt-hist");
+    pause["data"] = json!({"reason": "probe"});
+    pause.as_object_mut().unwrap().remove("subject");
+    sender.send(&pause).await;
+    let f = sender.recv().await.unwrap();
+    assert_eq!((f["code"].as_str(), f["cause"].as_str()), (Some("no-route"), Some("c-hist")), "{f}");
+    let from = enc(&json!([{"session": "rt-hist", "epoch": 0, "seq": 0}]).to_string());
+    let mut s = Sse::open(&a, &format!("/stream?live=0&access_token=sekrit&from={from}"), &[]).await;
+    s.to_end().await;
+    assert_eq!(seqs(&s.messages()), [1], "the session's replay is untouched by the refusal");
     // A type the target did not declare: `unsupported`, on its behalf.
     let mut pause = command("control.pause", "c-pause", "rt1");
     pause["data"] = json!({});
@@ -988,5 +1004,46 @@ async fn slow_sse_consumer_loses_info_but_is_disconnected_on_notice() {
     assert_eq!(post_one(&b.url(), &tail).await.0, 202);
     s.until(WAIT, |r| r.contains(&line(&tail))).await;
     assert!(s.raw.contains(&line(&tail)) && !s.ended, "still live after the drops");
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_ws_consumer_gets_closing_with_positions_on_notice_overflow() {
+    let (b, _d) = bridge("", |c| {
+        c.collector.subscriber_queue = 4;
+        c.collector.replay_buffer = 8;
+    })
+    .await;
+    let a = addr(&b);
+    const N: u64 = 400;
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(2048).unwrap();
+    let stream = sock.connect(a.parse().unwrap()).await.unwrap();
+    let (inner, _) =
+        tokio_tungstenite::client_async(format!("ws://{a}/socket"), tokio_tungstenite::MaybeTlsStream::Plain(stream))
+            .await
+            .unwrap();
+    let mut ws = Ws { inner, closed: false };
+    ws.send(&hello("consumer", "slow", json!({}))).await;
+    assert_eq!(ws.recv().await.unwrap()["type"], "hello");
+    ws.subscribe(json!({"type": "subscribe", "id": "slow", "filter": {"session": "bp-w"}})).await;
+    for chunk in flood("bp-w", "warning", N).chunks(100) {
+        assert_eq!(post_batch(&b.url(), chunk).await.0, 202);
+    }
+    let mut got = Vec::new();
+    let mut closing = None;
+    while let Some(f) = ws.recv().await {
+        if f["type"] == "closing" {
+            closing = Some(f);
+            break;
+        }
+        got.push(f["seq"].as_u64().unwrap());
+    }
+    assert!((got.len() as u64) < N, "the consumer was not slow enough to test anything");
+    assert_eq!(got, (0..got.len() as u64).collect::<Vec<_>>(), "a delivered prefix, nothing skipped");
+    let closing = closing.expect("overflow on notice+ ends in a closing frame (AEP-0003 §8.4)");
+    let last = *got.last().unwrap();
+    assert_eq!(closing["delivered"], json!([{"sub": "slow", "session": "bp-w", "epoch": 0, "seq": last}]));
+    assert!(ws.drain_for(Duration::from_secs(2)).await.is_empty() && ws.closed, "then the close");
     b.shutdown().await;
 }

@@ -33,13 +33,22 @@ pub struct ReplayBuffers {
     depth: usize,
     max_sessions: usize,
     sessions: HashMap<String, SessionBuffer>,
+    /// The last position each wholly evicted session held, so a session that comes back
+    /// still reports the loss to a resume from before it (AEP-0003 §5).
+    evicted: HashMap<String, Position>,
     clock: u64,
 }
 
 impl ReplayBuffers {
     /// Buffers holding `depth` events per session, for at most `max_sessions` sessions.
     pub fn new(depth: usize, max_sessions: usize) -> Self {
-        Self { depth: depth.max(1), max_sessions: max_sessions.max(1), sessions: HashMap::new(), clock: 0 }
+        Self {
+            depth: depth.max(1),
+            max_sessions: max_sessions.max(1),
+            sessions: HashMap::new(),
+            evicted: HashMap::new(),
+            clock: 0,
+        }
     }
 
     /// Admits a sequenced session event; `false` for a `(source, id)` already held.
@@ -50,13 +59,24 @@ impl ReplayBuffers {
         if !self.sessions.contains_key(session)
             && self.sessions.len() >= self.max_sessions
             && let Some(oldest) = self.sessions.iter().min_by_key(|(_, b)| b.last_write).map(|(k, _)| k.clone())
+            && let Some(gone) = self.sessions.remove(&oldest)
         {
-            self.sessions.remove(&oldest);
+            let last = gone.events.back().map(|e| pos(e)).or(gone.last_evicted);
+            if let Some(last) = last {
+                if self.evicted.len() >= self.max_sessions {
+                    // Bounded memory: forget an arbitrary tombstone.
+                    if let Some(k) = self.evicted.keys().next().cloned() {
+                        self.evicted.remove(&k);
+                    }
+                }
+                self.evicted.insert(oldest, last);
+            }
         }
+        let evicted = &mut self.evicted;
         let buf = self.sessions.entry(session.to_owned()).or_insert_with(|| SessionBuffer {
             events: VecDeque::new(),
             ids: HashSet::new(),
-            last_evicted: None,
+            last_evicted: evicted.remove(session),
             last_write: clock,
         });
         let key = (ev.event.source.clone(), ev.event.id.clone());
@@ -159,5 +179,19 @@ mod tests {
             b.after("new", Position { epoch: 0, seq: 0 }).1.is_empty()
                 && b.after("old", Position { epoch: 0, seq: 0 }).1.len() == 1
         );
+        // The wholly evicted session comes back: a resume from before the loss is exhausted.
+        b.admit(&ev("5", "new", 0, 1));
+        let (ex, got) = b.after("new", Position { epoch: 0, seq: 0 });
+        assert_eq!(ex, None, "(0,0) was the last lost position; nothing after it was lost");
+        assert_eq!(got.len(), 1);
+        b.admit(&ev("6", "old", 0, 2));
+        b.admit(&ev("7", "third", 0, 1));
+        b.admit(&ev("8", "new", 0, 2));
+        let (ex, _) = b.after("old", Position { epoch: 0, seq: 0 });
+        assert_eq!(ex, None, "old is gone again; nothing held to name");
+        b.admit(&ev("9", "old", 0, 5));
+        let (ex, got) = b.after("old", Position { epoch: 0, seq: 0 });
+        assert_eq!(ex, Some(Position { epoch: 0, seq: 5 }), "seq 1 and 2 were lost with the session");
+        assert_eq!(got.len(), 1);
     }
 }
