@@ -97,6 +97,29 @@ pub(crate) fn cpu_seconds(pid: Option<u32>) -> Option<f64> {
     Some(ticks as f64 / clk_tck())
 }
 
+/// CPU seconds of this process's threads whose name (`comm`) satisfies `pick`
+/// (`/proc/self/task/*/stat`): splits the bridge's own threads from the bench clients.
+pub(crate) fn threads_cpu(pick: impl Fn(&str) -> bool) -> f64 {
+    let Ok(rd) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
+    let mut ticks = 0u64;
+    for e in rd.flatten() {
+        let Ok(text) = std::fs::read_to_string(e.path().join("stat")) else { continue };
+        let (Some(open), Some(close)) = (text.find('('), text.rfind(')')) else { continue };
+        if !pick(&text[open + 1..close]) {
+            continue;
+        }
+        let f: Vec<&str> = text[close + 1..].split_whitespace().collect();
+        ticks += f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    }
+    ticks as f64 / clk_tck()
+}
+
+/// `true` for the threads of an in-process bridge (tokio workers and blocking pool, the JSONL sink).
+pub(crate) fn is_bridge_thread(comm: &str) -> bool {
+    comm.starts_with("tokio-") || comm.starts_with("aep-jsonl")
+}
+
 /// A scratch directory removed on drop.
 pub(crate) struct Scratch(PathBuf);
 

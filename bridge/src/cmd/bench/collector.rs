@@ -106,7 +106,7 @@ fn subscribe(url: &str, base: Instant, connected: Arc<AtomicUsize>) -> Sub {
     let received = Arc::new(AtomicU64::new(0));
     let r = received.clone();
     let url = format!("{url}/stream");
-    let handle = std::thread::spawn(move || -> anyhow::Result<Vec<f64>> {
+    let spawned = std::thread::Builder::new().name("bench-sse".into()).spawn(move || -> anyhow::Result<Vec<f64>> {
         let agent = super::agent();
         let resp = agent.get(&url).header("accept", "text/event-stream").call()?;
         anyhow::ensure!(resp.status().as_u16() == 200, "GET /stream answered {}", resp.status());
@@ -132,6 +132,8 @@ fn subscribe(url: &str, base: Instant, connected: Arc<AtomicUsize>) -> Sub {
         }
         Ok(delays)
     });
+    let handle =
+        spawned.unwrap_or_else(|e| std::thread::spawn(move || Err(anyhow::anyhow!("cannot start a subscriber: {e}"))));
     Sub { received, handle }
 }
 
@@ -174,7 +176,9 @@ pub fn run(a: &CollectorArgs) -> anyhow::Result<()> {
     let base = Instant::now();
     let outcome = (|| -> anyhow::Result<_> {
         // Baseline: the same POSTs with nobody subscribed.
+        let b0 = super::threads_cpu(super::is_bridge_thread);
         let bare = post_all(&agent, &url, &mut g, a.events, a.batch as u64, base)?;
+        let bare_cpu = super::threads_cpu(super::is_bridge_thread) - b0;
         let connected = Arc::new(AtomicUsize::new(0));
         let subs: Vec<Sub> = (0..a.subscribers).map(|_| subscribe(&url, base, connected.clone())).collect();
         let ok = super::wait_until(Duration::from_secs(10), || {
@@ -185,6 +189,7 @@ pub fn run(a: &CollectorArgs) -> anyhow::Result<()> {
         });
         anyhow::ensure!(ok, "the SSE subscribers did not attach within 10 s");
         let cpu0 = super::cpu_seconds(None).unwrap_or(0.0);
+        let b0 = super::threads_cpu(super::is_bridge_thread);
         let with_subs = post_all(&agent, &url, &mut g, a.events, a.batch as u64, base)?;
         // Let deliveries finish: until every subscriber has everything, or nothing moves for 2 s.
         let mut last = (0u64, Instant::now());
@@ -196,13 +201,14 @@ pub fn run(a: &CollectorArgs) -> anyhow::Result<()> {
             total >= a.events * a.subscribers as u64 || last.1.elapsed() > Duration::from_secs(2)
         });
         let cpu = super::cpu_seconds(None).unwrap_or(0.0) - cpu0;
+        let bridge_cpu = super::threads_cpu(super::is_bridge_thread) - b0;
         let text = scrape(&agent, &url).unwrap_or_default();
-        Ok((bare, with_subs, subs, cpu, text))
+        Ok((bare, bare_cpu, with_subs, bridge_cpu, subs, cpu, text))
     })();
     // Idle keep-alive connections would hold up the bridge's graceful shutdown.
     drop(agent);
     bridge.shutdown();
-    let (bare, with_subs, subs, cpu, text) = outcome?;
+    let (bare, bare_cpu, with_subs, bridge_cpu, subs, cpu, text) = outcome?;
     let mut counts = Vec::new();
     let mut delays = Vec::new();
     for s in subs {
@@ -223,7 +229,17 @@ pub fn run(a: &CollectorArgs) -> anyhow::Result<()> {
         &rate(ingest, "ev/s"),
         &format!("target >= 50k ev/s: {}", verdict(ingest >= 50_000.0)),
     );
+    line(
+        "  bridge threads only",
+        &rate(a.events as f64 / bridge_cpu.max(1e-9), "ev/CPU-s"),
+        &format!("{bridge_cpu:.2} CPU-s of tokio workers + JSONL (SSE encoding included)"),
+    );
     line("baseline: ingest, no subscriber", &rate(bare_rate, "ev/s"), &format!("ratio {:.2}x", ingest / bare_rate));
+    line(
+        "  bridge threads only",
+        &rate(a.events as f64 / bare_cpu.max(1e-9), "ev/CPU-s"),
+        &format!("{bare_cpu:.2} CPU-s"),
+    );
     line(
         "baseline: parse+validate only",
         &rate(parse_rate, "ev/s"),
@@ -239,7 +255,7 @@ pub fn run(a: &CollectorArgs) -> anyhow::Result<()> {
     line(
         "delivered per subscriber",
         &format!("{min}..{max}"),
-        &format!("of {} posted; sink drops {dropped}; process CPU {cpu:.2} s (bench clients included)", a.events),
+        &format!("of {} posted; sink drops {dropped}; whole process {cpu:.2} CPU-s (clients included)", a.events),
     );
     anyhow::ensure!(max > 0 || a.subscribers == 0, "no subscriber received anything");
     Ok(())

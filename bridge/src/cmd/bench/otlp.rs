@@ -35,6 +35,13 @@ pub struct OtlpArgs {
     /// Python package), or `off`.
     #[arg(long, default_value = "auto")]
     pub rotel: String,
+    /// Drive an already running bridge at this base URL instead of a child (for profiling,
+    /// e.g. under `valgrind --tool=callgrind`); its CPU is read from `--pid`.
+    #[arg(long, requires = "pid")]
+    pub url: Option<String>,
+    /// The process id of the bridge given with `--url`.
+    #[arg(long)]
+    pub pid: Option<u32>,
 }
 
 fn kv(key: &str, v: any_value::Value) -> KeyValue {
@@ -235,12 +242,18 @@ fn rotel_baseline(bin: &Path, dir: &Path, a: &OtlpArgs) -> anyhow::Result<(f64, 
 pub fn run(a: &OtlpArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.batches > 0 && a.records > 0, "--batches and --records must be at least 1");
     let scratch = super::Scratch::new("otlp")?;
-    let (child, url) = start_bridge(&scratch.path().join("data"))?;
-    let pid = child.0.id();
+    let (child, url, pid) = match (&a.url, a.pid) {
+        (Some(u), Some(pid)) => (None, u.trim_end_matches('/').to_owned(), pid),
+        _ => {
+            let (c, u) = start_bridge(&scratch.path().join("data"))?;
+            let pid = c.0.id();
+            (Some(c), u, pid)
+        }
+    };
     let agent = super::agent();
     let body_len = request(0, a.records, a.sessions).encode_to_vec().len();
     println!(
-        "bench otlp: batches={} records={} ({} KiB protobuf per request) sessions={} -> child aep-bridge serve (pid {pid})",
+        "bench otlp: batches={} records={} ({} KiB protobuf per request) sessions={} -> aep-bridge serve (pid {pid})",
         a.batches,
         a.records,
         body_len / 1024,
@@ -294,6 +307,7 @@ pub fn run(a: &OtlpArgs) -> anyhow::Result<()> {
     );
     anyhow::ensure!(in1 > in0, "the bridge mapped no record to an event (profile detection failed?)");
     match find_rotel(&a.rotel) {
+        None if a.rotel == "off" => line("baseline: rotel (decode only)", "skipped", "--rotel off"),
         None => line(
             "baseline: rotel (decode only)",
             "skipped",
