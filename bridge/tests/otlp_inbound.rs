@@ -167,6 +167,13 @@ async fn python_sdk_in_primary_mode_emits_core_types() {
     let events: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(events[3]["data"]["error"]["type"], "file_not_found", "{}", events[3]);
     check_log(&lines, &path, "vscode", "sdk-vscode-primary", &types);
+
+    // Codex: a config-approved tool decision emits nothing; `success: "true"` completes the tool.
+    sdk(sdk_args(&bridge.url(), "http", "codex", "sdk-codex-primary", &[])).await;
+    let path = log_file(dir.path(), "codex", "sdk-codex-primary");
+    let lines = wait_lines(&path, 4).await;
+    let types = ["session.started", "x.codex.otel.user_prompt", "tool.completed", "x.codex.otel.sse_event"];
+    check_log(&lines, &path, "codex", "sdk-codex-primary", &types);
     bridge.shutdown().await;
 }
 
@@ -561,4 +568,58 @@ async fn agent_to_rotel_collector_to_bridge_and_tee_to_rotel() {
     let text = std::fs::read_to_string(&sink_log).unwrap_or_default();
     assert!(printed(&text), "the tee's upstream did not get every signal:\n{text}\nbridge:\n{metrics}");
     bridge.shutdown().await;
+}
+
+/// Throughput through the tee (run by hand: `cargo test -p aep-bridge --test otlp_inbound
+/// tee_throughput -- --ignored --nocapture`): 4 senders post OTLP/JSON requests of 100 Codex
+/// records to a bridge that tees to a second bridge; both must log every record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement"]
+async fn tee_throughput() {
+    let up_dir = tempfile::tempdir().unwrap();
+    let upstream = start(config(up_dir.path())).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.otlp_in.tee = upstream.url();
+    let bridge = start(cfg).await;
+    let (senders, requests, per) = (4usize, 50usize, 100usize);
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for s in 0..senders {
+        let url = format!("{}/v1/logs", bridge.url());
+        let mut body = codex_json(&format!("s-tp-{s}"), "");
+        let recs = body["resourceLogs"][0]["scopeLogs"][0]["logRecords"].as_array().unwrap().clone();
+        body["resourceLogs"][0]["scopeLogs"][0]["logRecords"] =
+            Value::Array((0..per / 2).flat_map(|_| recs.clone()).collect());
+        let body = body.to_string();
+        tasks.push(tokio::task::spawn_blocking(move || {
+            let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+            for _ in 0..requests {
+                let r = agent.post(&url).header("content-type", "application/json").send(body.as_bytes()).unwrap();
+                assert_eq!(r.status().as_u16(), 200);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let answered = t0.elapsed();
+    let total = senders * requests * per;
+    for s in 0..senders {
+        wait_lines(&log_file(up_dir.path(), "codex", &format!("s-tp-{s}")), requests * per).await;
+    }
+    let all = t0.elapsed();
+    eprintln!(
+        "tee throughput: {total} records in {} requests answered in {answered:?} ({:.0} records/s); \
+         all in the upstream's logs after {all:?} ({:.0} records/s end to end)",
+        senders * requests,
+        total as f64 / answered.as_secs_f64(),
+        total as f64 / all.as_secs_f64()
+    );
+    let (_, metrics) = get(format!("{}/metrics", bridge.url())).await;
+    for name in ["aep_bridge_events_dropped_total", "aep_bridge_sink_errors_total"] {
+        assert!(!metrics.contains(&format!("{name}{{sink=\"otlp-tee\"}}")), "{name}: {metrics}");
+    }
+    bridge.shutdown().await;
+    upstream.shutdown().await;
 }
