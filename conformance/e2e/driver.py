@@ -298,6 +298,9 @@ def check_span_tree(tag, spans_file, sid, events):
     check(f"{tag}: one tool span per call id, each a child of the run span",
           sorted(s["attrs"].get("gen_ai.tool.call.id") for s in tools) == sorted(calls)
           and all(s["parent"] == runs[0]["id"] for s in tools), str([(s["name"], s["parent"]) for s in tools]))
+    subs = [s for s in got if s["name"] == "invoke_agent general-purpose"]
+    check(f"{tag}: the subagent's span (invoke_agent general-purpose) hangs under the run", len(subs) == 1
+          and subs[0]["parent"] == runs[0]["id"], str([(s["name"], s["parent"]) for s in got]))
     bad = [s["name"] for s in tools if (s["status"] == 2) != (calls.get(s["attrs"].get("gen_ai.tool.call.id")) == "tool.failed")]
     check(f"{tag}: status ERROR exactly on the failed tool's span", not bad and any(s["status"] == 2 for s in tools), str(bad))
 
@@ -421,8 +424,10 @@ trace_exporter = {otlp("traces")}
 ''')
 
 
-def scenario_codex(a):
-    env = Env(a, "codex")
+def scenario_codex(a, scope):
+    """Codex with hooks installed at `scope` (user: $CODEX_HOME/hooks.json, project:
+    {project}/.codex/hooks.json) and its OTLP export pointed at the bridge."""
+    env = Env(a, f"codex-{scope}")
     try:
         env.start_mock()
         env.start_bridge()
@@ -430,9 +435,16 @@ def scenario_codex(a):
         codex_config(env, codex_home)
         e = env.base_env()
         e.update({"CODEX_HOME": codex_home, "E2E_OPENAI_KEY": "sk-e2e-offline"})
-        r = subprocess.run([env.bridge, "install", "codex", "--user"], env=e, capture_output=True, text=True, timeout=30)
-        check("codex: aep-bridge install codex (CODEX_HOME)", r.returncode == 0
-              and os.path.isfile(os.path.join(codex_home, "hooks.json")), (r.stdout + r.stderr)[-300:])
+        if scope == "project":
+            r = subprocess.run([env.bridge, "install", "codex", "--project", env.proj], env=e, capture_output=True,
+                               text=True, timeout=30)
+            hooks_json = os.path.join(env.proj, ".codex", "hooks.json")
+        else:
+            r = subprocess.run([env.bridge, "install", "codex", "--user"], env=e, capture_output=True, text=True,
+                               timeout=30)
+            hooks_json = os.path.join(codex_home, "hooks.json")
+        check(f"codex[{scope}]: aep-bridge install codex --{scope} writes {hooks_json}", r.returncode == 0
+              and os.path.isfile(hooks_json), (r.stdout + r.stderr)[-300:])
         codex = os.path.join(a.clients, "codex")
         t0 = time.time()
         r = subprocess.run([codex, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
@@ -441,7 +453,7 @@ def scenario_codex(a):
                            cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
         open(os.path.join(env.logs, "codex.stdout"), "w").write(r.stdout)
         open(os.path.join(env.logs, "codex.stderr"), "w").write(r.stderr)
-        check("codex: codex exec exits 0", r.returncode == 0, f"rc={r.returncode} {r.stderr[-300:]}")
+        check(f"codex[{scope}]: codex exec exits 0", r.returncode == 0, f"rc={r.returncode} {r.stderr[-300:]}")
         tid = None
         for line in r.stdout.splitlines():
             try:
@@ -453,33 +465,34 @@ def scenario_codex(a):
         print(f"  codex thread {tid} in {time.time() - t0:.0f}s", flush=True)
         log = os.path.join(env.data, "logs", "codex", f"{tid}.jsonl")
         wait_for(lambda: any(".otel." in e["type"] for e in read_jsonl(log)), 15)
-        if not check("codex: JSONL log at {data}/logs/codex/{thread id}.jsonl", bool(tid) and os.path.isfile(log),
+        if not check(f"codex[{scope}]: JSONL log at {{data}}/logs/codex/{{thread id}}.jsonl", bool(tid) and os.path.isfile(log),
                      f"have {session_logs(env.data, 'codex')}"):
             return
-        check("codex: one session log (hooks and OTLP not split)", len(session_logs(env.data, "codex")) == 1,
+        check(f"codex[{scope}]: one session log (hooks and OTLP not split)", len(session_logs(env.data, "codex")) == 1,
               str(session_logs(env.data, "codex")))
         events = read_jsonl(log)
         ev = core(events)
         types = [x["type"] for x in ev]
-        check("codex: every Event names the thread id as session", all(x.get("session") == tid for x in events))
-        check("codex: session.started, run.started, run.finished from the hooks",
+        check(f"codex[{scope}]: every Event names the thread id as session", all(x.get("session") == tid for x in events))
+        check(f"codex[{scope}]: session.started, run.started, run.finished from the hooks",
               types[:1] == ["session.started"] and "run.started" in types and "run.finished" in types, str(types))
         req = {x["data"]["tool"]["call_id"] for x in ev if x["type"] == "tool.requested"}
         done = {x["data"]["tool"]["call_id"] for x in ev if x["type"] in ("tool.completed", "tool.failed")}
-        check("codex: 2 tool calls requested and each finished (paired by call id)", len(req) == 2 and req == done,
+        check(f"codex[{scope}]: 2 tool calls requested and each finished (paired by call id)", len(req) == 2 and req == done,
               f"{req} vs {done}")
         otel = [x for x in events if ".otel." in x["type"]]
-        check("codex: OTLP (binary protobuf) records land in the same session", len(otel) > 0, f"{len(otel)}")
+        check(f"codex[{scope}]: OTLP (binary protobuf) records land in the same session", len(otel) > 0, f"{len(otel)}")
         otel_calls = {x["data"].get("call_id") for x in otel if x["type"].endswith(".tool_result")}
-        check("codex: OTLP tool_result call ids (conversation.id channel) = hook call ids (session_id channel)",
+        check(f"codex[{scope}]: OTLP tool_result call ids (conversation.id channel) = hook call ids (session_id channel)",
               bool(req) and otel_calls == req, f"otel {otel_calls} hooks {req}")
         r = env.aep("validate", log)
-        check("codex: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        check(f"codex[{scope}]: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
     finally:
         env.procs.stop()
 
 
-SCENARIOS = {"claude": scenario_claude, "permission": scenario_permission, "codex": scenario_codex}
+SCENARIOS = {"claude": scenario_claude, "permission": scenario_permission,
+             "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project"))}
 
 
 def main():

@@ -324,6 +324,10 @@ def main():
         check("ran to the end", False, repr(ex))
     finally:
         q.cleanup()
+    if not RESULTS["fail"]:
+        shutil.rmtree(q.home, ignore_errors=True)
+    else:
+        print(f"  kept {q.home} (the checker's logs are in _checker/)", flush=True)
     print(f"{RESULTS['pass']} passed, {RESULTS['fail']} failed", flush=True)
     sys.exit(1 if RESULTS["fail"] else 0)
 
