@@ -218,6 +218,12 @@ def scenario_claude(a):
         check_delegation("claude", events)
         r = env.aep("validate", log)
         check("claude: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        r = env.aep("timeline", "--data-dir", env.data, sid)
+        tree = r.stdout
+        run_id = next((e.get("run") for e in events if e["type"] == "run.started"), "?")
+        check("claude: aep-bridge timeline draws the run with its 4 tools (1 failed)", r.returncode == 0
+              and f"▸ run {run_id}" in tree and tree.count("● tool ") == 4 and tree.count(" failed ") == 1,
+              (tree + r.stderr)[-500:])
         # Claude Code's native OTLP export, pointed at the bridge: the profile's events join the
         # hook session, and its tool records name the same call ids the hooks carried.
         otel = [e for e in events if e["type"].startswith("x.claude-code.otel.")]
