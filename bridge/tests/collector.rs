@@ -474,24 +474,36 @@ async fn sse_fanout_filter_ids_and_byte_identity() {
     assert_eq!(s.status, 200);
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Member order differs from the bridge's own serialization: delivery keeps the emitter's.
-    let odd = json!({"type": "progress.status", "aep": "0.1", "id": "f1-odd", "time": "2026-11-30T06:00:00Z",
-        "source": "aep://test/agent/t", "agent": "t", "seq": 3, "session": "f1", "data": {"phase": "b", "percent": 5}});
-    let posted = vec![
-        started("f1", 0),
-        ev("progress.status", "other", 0, None),
-        ev("tool.completed", "f1", 1, Some(json!({"tool": {"name": "demo"}, "status": "success"}))),
-        ev("progress.status", "f1", 2, None),
-        odd,
+    // An emitter's own serialization (member order, spacing, escapes, number spelling) is
+    // what every consumer receives, never a re-serialization of it.
+    let odd = r#"{"type": "progress.status", "aep":"0.1", "id":"f1-odd", "time":"2026-11-30T06:00:00Z", "source":"aep://test/agent/t", "agent":"t", "seq":3, "session":"f1", "data":{"phase":"\u0062\/c", "percent":5.0}}"#;
+    let posted = [
+        line(&started("f1", 0)),
+        line(&ev("progress.status", "other", 0, None)),
+        line(&ev("tool.completed", "f1", 1, Some(json!({"tool": {"name": "demo"}, "status": "success"})))),
+        line(&ev("progress.status", "f1", 2, None)),
+        odd.to_owned(),
     ];
-    assert_eq!(post_batch(&b.url(), &posted).await.0, 202);
+    let body: String = posted.iter().map(|l| format!("{l}\n")).collect();
+    let (st, _) =
+        post_raw(&b.url(), "application/x-ndjson", body.into_bytes(), vec![("aep-version", "0.1".into())]).await;
+    assert_eq!(st, 202);
     let got = s.events(4).await;
     assert_eq!(got.len(), 4, "{}", s.raw);
-    let want: Vec<&Value> = posted.iter().filter(|e| e["session"] == "f1").collect();
-    for (m, e) in got.iter().zip(&want) {
-        assert_eq!(m.data.as_deref(), Some(line(e).as_str()), "data: is the posted line byte for byte");
+    let want: Vec<&String> = posted.iter().filter(|l| !l.contains("\"other\"")).collect();
+    for (m, l) in got.iter().zip(&want) {
+        let e: Value = serde_json::from_str(l).unwrap();
+        assert_eq!(m.data.as_deref(), Some(l.as_str()), "data: is the posted line byte for byte");
         assert_eq!(m.event.as_deref(), e["type"].as_str());
         assert_eq!(m.id.as_deref(), Some(format!("f1:0:{}", e["seq"]).as_str()));
     }
+    // A pretty-printed single event is compacted (SSE data is one line), member order kept.
+    let pretty = serde_json::to_string_pretty(&ev("progress.status", "f1", 4, None)).unwrap();
+    let (st, _) =
+        post_raw(&b.url(), "application/json", pretty.into_bytes(), vec![("aep-version", "0.1".into())]).await;
+    assert_eq!(st, 202);
+    let got = s.events(5).await;
+    assert_eq!(got[4].data.as_deref(), Some(line(&ev("progress.status", "f1", 4, None)).as_str()));
     // Agent-scoped events are live-only and carry no `id:` (not a resumable position).
     let filter = enc(&json!({"type": "agent.*"}).to_string());
     let mut a = Sse::open(&addr(&b), &format!("/stream?filter={filter}"), &[]).await;
@@ -606,6 +618,12 @@ async fn eviction_marks_replay_exhausted_on_both_bindings_and_keeps_bytes() {
     );
     for w in &want {
         assert_eq!(ws.recv_raw_for(WAIT).await.as_deref(), Some(w.as_str()), "WS frame is the posted line");
+    }
+
+    // Replay-all over WS: every held event of the session, earliest first, no marker.
+    ws.subscribe(json!({"type": "subscribe", "id": "sub-all", "filter": {"session": "ev1"}, "from": "all"})).await;
+    for w in &want {
+        assert_eq!(ws.recv_raw_for(WAIT).await.as_deref(), Some(w.as_str()), "replay-all, no replay-exhausted first");
     }
 
     // Not exhausted when nothing after the position was evicted; replay-all never marks.
@@ -805,6 +823,14 @@ async fn ws_roster_reports_every_live_claim_verbatim() {
     let (mut e2, _) = Ws::open(&a, None, "emitter", "agent-two", json!({})).await;
     e2.send(&started("ro1", 0)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Events emitted over the socket fan out exactly as sent.
+    let f = enc(&json!({"session": "ro1"}).to_string());
+    let mut sse = Sse::open(&a, &format!("/stream?filter={f}"), &[]).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let spaced = r#"{"aep": "0.1", "id": "ro1-1", "type": "progress.status", "time": "2026-11-30T06:00:00Z", "source": "aep://test/agent/agent-one", "agent": "agent-one", "session": "ro1", "seq": 1}"#;
+    e1.send_text(spaced).await;
+    assert_eq!(sse.events(1).await[0].data.as_deref(), Some(spaced));
 
     let (mut c, _) = Ws::open(&a, None, "consumer", "c", json!({})).await;
     c.send(&json!({"type": "roster", "id": "r-1"})).await;
