@@ -336,6 +336,11 @@ impl Config {
         if !matches!(self.otlp_in.mode.as_str(), "" | "primary" | "companion") {
             bad("otlp_in.mode", format!("{:?} is not primary or companion", self.otlp_in.mode));
         }
+        if !self.otlp_in.tee.is_empty()
+            && let Err(e) = crate::otlp_tee::check_url(&self.otlp_in.tee)
+        {
+            bad("otlp_in.tee", e.to_string());
+        }
         for (svc, v) in &self.otlp_in.profiles {
             if !aep_adapters::otel::Vendor::ALL.iter().any(|x| x.as_str() == v) {
                 bad(&format!("otlp_in.profiles.{svc}"), format!("{v:?} is not a profile (codex, vscode, claude-code)"));

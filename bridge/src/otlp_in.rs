@@ -84,9 +84,6 @@ impl BridgeOtlp {
 
 impl OtlpHandler for BridgeOtlp {
     fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused> {
-        if let Some(t) = &self.tee {
-            t.logs(&req);
-        }
         let records = to_otel_records(&req);
         let total = records.len();
         let mut states = self.states.lock().map_err(|_| Refused::Full { retry_after: Duration::from_secs(1) })?;
@@ -126,6 +123,11 @@ impl OtlpHandler for BridgeOtlp {
                     return Err(Refused::Full { retry_after: Duration::from_secs(5) });
                 }
             }
+        }
+        // The tee sees only requests this receiver accepted: a 503 makes the sender retry,
+        // and forwarding before it would hand the upstream the same records twice.
+        if let Some(t) = &self.tee {
+            t.logs(&req);
         }
         if unmatched > 0 {
             self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_profile")], unmatched);

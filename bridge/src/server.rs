@@ -286,6 +286,8 @@ pub async fn serve(
         let _ = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), s).await;
     }
     // Receivers are down: let the OTLP queue drain into the pipeline, then close it.
+    // The router holds the OTLP handler: drop it so the OTLP queue closes and drains.
+    drop(app);
     drop(otlp);
     let _ = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), otlp_task).await;
     pipeline.close();
