@@ -463,6 +463,7 @@ async fn serve_exports_hook_events_as_otlp_logs() {
     cfg.export = otlp_cfg(format!("http://{addr}"), Protocol::HttpJson);
     // Nothing leaves on time or size: only the shutdown flush can deliver.
     cfg.export.otlp.batch_timeout_ms = 600_000;
+    cfg.server.shutdown_grace_ms = 15_000; // a loaded CI machine must not cut the flush short
     let bridge = common::start(cfg).await;
     for p in common::codex_session("s-export") {
         let (status, body) = common::post(format!("{}/hooks/codex", bridge.url()), p.to_string(), Vec::new()).await;
@@ -470,7 +471,9 @@ async fn serve_exports_hook_events_as_otlp_logs() {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(rec.got.lock().unwrap().is_empty(), "exported before the batch timeout or shutdown");
-    bridge.shutdown().await;
+    bridge.stop.cancel();
+    // serve returns only after the exporters flushed (or the grace ran out, which fails below).
+    tokio::time::timeout(Duration::from_secs(20), bridge.task).await.expect("serve did not stop").unwrap();
     let got = rec.got.lock().unwrap().clone();
     let recs: Vec<Value> = got
         .iter()
