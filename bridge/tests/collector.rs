@@ -438,9 +438,9 @@ async fn post_events_status_codes() {
         post_raw(&base, "text/plain", line(&started("p3", 0)).into_bytes(), vec![("aep-version", "0.1".into())]).await;
     assert_eq!(st, 415);
     let big = ev("progress.status", "p3", 0, Some(json!({"message": "x".repeat(100 * 1024)})));
-    let (st, _) =
+    let (st, body) =
         post_raw(&base, "application/json", line(&big).into_bytes(), vec![("aep-version", "0.1".into())]).await;
-    assert_eq!(st, 413);
+    assert_eq!((st, body["error"].as_str()), (413, Some("payload-too-large")), "{body}");
     assert!(held(&b, "p3").await.is_empty());
     b.shutdown().await;
 

@@ -72,12 +72,29 @@ fn version_ok(v: &str) -> bool {
     if major(v).as_deref() == Some("0") { mm(v) == AEP_VERSION } else { false }
 }
 
-async fn post_events(State(ctx): State<Ctx>, headers: HeaderMap, body: Bytes) -> Response {
+async fn post_events(
+    State(ctx): State<Ctx>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
     let c = &ctx.collector;
     if let Err(r) = check_auth(c, bearer(&headers)) {
         c.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "unauthorized")]);
         return r;
     }
+    let body = match body {
+        Ok(b) => b,
+        // AEP-0003 §3.2 rule 3: 413 for an oversize body, said in the error shape.
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            c.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "too_large")]);
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload-too-large",
+                format!("the body exceeds {} bytes", c.cfg.max_body),
+            );
+        }
+        Err(e) => return error(e.status(), "invalid-event", e.body_text()),
+    };
     // AEP-0003 §3.2 rule 2: AEP-Version is required; unsupported -> 426 with our versions.
     let version = headers.get("aep-version").and_then(|v| v.to_str().ok());
     if !version.is_some_and(version_ok) {
