@@ -373,7 +373,7 @@ pub fn summary(data: Option<&Value>, width: usize) -> String {
                 if let Some(n) = o.get("name").and_then(Value::as_str) {
                     format!("{k}={}", clip(n, 32))
                 } else if let Some((ik, iv)) = o.iter().find(|(_, v)| v.is_string() || v.is_number()) {
-                    format!("{k}.{ik}={}", clip(&iv.to_string().trim_matches('"').to_owned(), 32))
+                    format!("{k}.{ik}={}", clip(iv.to_string().trim_matches('"'), 32))
                 } else {
                     format!("{k}={{…}}")
                 }

@@ -237,8 +237,24 @@ pub fn render_tree(evs: &[Event], color: bool) -> Vec<String> {
         }
     );
     out.push(paint(color, "1;34", &head));
-    render_items(evs, &session_items, "  ", color, &mut out);
+    // Session-level items and runs interleave in order of their first event.
+    let key = |it: &Item| match it {
+        Item::Tool { req, .. } | Item::Attention { req, .. } => *req,
+        Item::Other(i) => *i,
+    };
+    let mut blocks: Vec<(usize, Option<&RunNode>, Option<&Item>)> =
+        session_items.iter().map(|it| (key(it), None, Some(it))).collect();
     for r in &runs {
+        let k = r.start.or_else(|| evs.iter().position(|e| e.run.as_deref() == Some(r.id.as_str()))).unwrap_or(0);
+        blocks.push((k, Some(r), None));
+    }
+    blocks.sort_by_key(|b| b.0);
+    for (_, run, item) in blocks {
+        if let Some(it) = item {
+            render_items(evs, std::slice::from_ref(it), "  ", color, &mut out);
+            continue;
+        }
+        let Some(r) = run else { continue };
         let end = r.end.map(|e| &evs[e]);
         let status = match end {
             Some(e) => {

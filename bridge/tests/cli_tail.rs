@@ -1,0 +1,135 @@
+//! `tail`, `timeline` and `adapters` against a real bridge fed through its hook receiver.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+async fn cli(args: Vec<String>) -> (i32, String, String) {
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
+            .args(&args)
+            .env_remove("AEP_URL")
+            .env_remove("AEP_TOKEN")
+            .env_remove("AEP_BRIDGE_DATA_DIR")
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("run aep-bridge");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    })
+    .await
+    .unwrap()
+}
+
+fn s(v: &[&str]) -> Vec<String> {
+    v.iter().map(|x| (*x).to_owned()).collect()
+}
+
+async fn feed(b: &Running, session: &str) {
+    for p in codex_session(session) {
+        let (status, body) = post(format!("{}/hooks/codex", b.url()), p.to_string(), vec![]).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    wait_lines(&b.data.join(format!("logs/codex/{session}.jsonl")), 5).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_replays_filters_groups_and_stops_at_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(config(dir.path())).await;
+    feed(&b, "s-tail").await;
+    let url = b.url();
+
+    let (code, out, err) = cli(s(&["tail", "--url", &url, "--from", "all", "--limit", "5"])).await;
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert!(lines[0].contains(" codex s-tail session.started"), "{out}");
+    assert!(lines[2].contains("tool.requested") && lines[2].contains("tool=Bash"), "{out}");
+    assert!(!out.contains('\x1b'), "no colour when stdout is not a TTY");
+
+    let (code, out, _) =
+        cli(s(&["tail", "--url", &url, "--from", "all", "--limit", "2", "--filter", r#"{"type":"tool.*"}"#])).await;
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.lines().all(|l| l.contains(" tool.")), "{out}");
+
+    let (code, out, _) = cli(s(&["tail", "--url", &url, "--from", "all", "--limit", "5", "--timeline"])).await;
+    assert_eq!(code, 0);
+    assert!(out.starts_with("── session s-tail (codex)"), "{out}");
+    assert!(out.contains("  ▸ run t1"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("    ") && l.contains("tool.completed")), "{out}");
+
+    let (code, out, _) = cli(s(&["tail", "--url", &url, "--from", "all", "--limit", "1", "--json"])).await;
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["type"], "session.started");
+
+    // A bad filter is a refusal, not a retry loop.
+    let (code, _, err) = cli(s(&["tail", "--url", &url, "--filter", r#"{"seq":1}"#])).await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("400"), "{err}");
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeline_from_the_log_and_from_the_collector() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(config(dir.path())).await;
+    feed(&b, "s-tl").await;
+    let data = dir.path().to_str().unwrap().to_owned();
+
+    let (code, out, err) = cli(s(&["timeline", "s-tl", "--data-dir", &data])).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("session s-tl (codex) 5 events"), "{out}");
+    assert!(out.contains("▸ run t1"), "{out}");
+    assert!(out.contains("tool Bash (c1) completed"), "{out}");
+
+    let (code, out2, err) = cli(s(&["timeline", "s-tl", "--url", &b.url()])).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, out2, "the log and the replay tell the same story");
+
+    let file = dir.path().join("logs/codex/s-tl.jsonl");
+    let (code, out, _) = cli(s(&["timeline", "s-tl", "--dag", "--file", file.to_str().unwrap()])).await;
+    assert_eq!(code, 0);
+    let done = out.lines().find(|l| l.contains("tool.completed")).unwrap();
+    assert!(done.contains("─ "), "tool.completed nests under its tool.requested:\n{out}");
+
+    let (code, _, err) = cli(s(&["timeline", "nosuch", "--data-dir", &data, "--url", &b.url()])).await;
+    assert_eq!(code, 1, "{err}");
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adapters_list_and_verify_through_the_real_shim() {
+    let (code, out, _) = cli(s(&["adapters", "--json", "--dir", "/nonexistent"])).await;
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let ids: Vec<&str> = v.as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    for id in ["claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "pi"] {
+        assert!(ids.contains(&id), "{ids:?}");
+    }
+    assert!(v.as_array().unwrap().iter().all(|m| m["status"] == "detected" || m["status"] == "not-found"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(config(dir.path())).await;
+    let (code, out, err) = cli(s(&["adapters", "verify", "codex", "--url", &b.url()])).await;
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("ok codex:"), "{out}");
+    let (code, out, _) =
+        cli(s(&["adapters", "verify", "codex", "--url", &b.url(), "--shim", "/bin/true", "--timeout-ms", "800"])).await;
+    assert_eq!(code, 1, "a shim that forwards nothing fails verification: {out}");
+    b.shutdown().await;
+
+    let m = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(m.path(), "id = \"codex\"\ndisplay_name = \"X\"\n").unwrap();
+    let (code, _, err) = cli(s(&["adapters", "check", m.path().to_str().unwrap()])).await;
+    assert_eq!(code, 64);
+    assert!(err.contains("built-in"), "{err}");
+}
