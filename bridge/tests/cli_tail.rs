@@ -133,3 +133,50 @@ async fn adapters_list_and_verify_through_the_real_shim() {
     assert_eq!(code, 64);
     assert!(err.contains("built-in"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tail_reconnects_with_backoff_after_the_bridge_goes_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let b1 = start(config(dir.path())).await;
+    feed(&b1, "s-one").await;
+    let addr = b1.bound.http;
+    let url = b1.url();
+    // Five replayed events from the first bridge, then two live ones from its successor.
+    let child = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || {
+            Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
+                .args(["tail", "--url", &url, "--from", "all", "--limit", "7"])
+                .env("NO_COLOR", "1")
+                .env_remove("AEP_TOKEN")
+                .output()
+                .expect("run tail")
+        }
+    });
+    // Let the tail catch up on the replay, then take the bridge away.
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    b1.shutdown().await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let dir2 = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir2.path());
+    cfg.server.listen = addr.to_string();
+    let b2 = start(cfg).await;
+    // Post until the reconnected tail has seen enough (it resumes on its own schedule).
+    let mut n = 0;
+    while !child.is_finished() && n < 40 {
+        n += 1;
+        let p = serde_json::json!({"hook_event_name": "SessionStart", "session_id": format!("s-two-{n}"), "source": "startup"});
+        let _ = post(format!("{}/hooks/codex", b2.url()), p.to_string(), vec![]).await;
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    let out = child.await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 7, "{stdout}");
+    assert!(lines[..5].iter().all(|l| l.contains("s-one")), "{stdout}");
+    assert!(lines[5..].iter().all(|l| l.contains("s-two-")), "{stdout}");
+    assert!(stderr.contains("resuming") || stderr.contains("127.0.0.1"), "{stderr}");
+    b2.shutdown().await;
+}
