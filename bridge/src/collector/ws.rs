@@ -272,6 +272,7 @@ async fn handle_frame(
             };
             if let Some(old) = conn.subs.remove(sid) {
                 c.unsubscribe(old);
+                conn.delivered.retain(|(sub, _), _| &**sub != sid);
             }
             let sub: Arc<str> = Arc::from(sid);
             let (subid, replay) = c.subscribe(sub, filter, ceiling, from, dtx.clone(), conn.shed.clone());
@@ -287,6 +288,7 @@ async fn handle_frame(
             if let Some(s) = conn.subs.remove(sid) {
                 c.unsubscribe(s);
             }
+            conn.delivered.retain(|(sub, _), _| &**sub != sid);
             vec![Out::Frame(json!({"type": "unsubscribed", "id": id.cloned().unwrap_or(Value::Null)}))]
         }
         "roster" => {
