@@ -296,6 +296,28 @@ fn answer(args: &RespondArgs) -> Result<(Value, &'static str), String> {
     Err("one of --option, --text, --values is required".into())
 }
 
+/// Advisory checks of an answer against the request (the target stays the authority):
+/// `respond_via` without `control` (AEP-0008) and an option id the request did not offer.
+pub fn request_warnings(req: &Event, args: &RespondArgs) -> Vec<String> {
+    let mut out = Vec::new();
+    let data = req.data.as_ref();
+    if let Some(via) = data.and_then(|d| d.get("respond_via")).and_then(Value::as_array)
+        && !via.iter().any(|v| v.as_str() == Some("control"))
+    {
+        out.push(format!(
+            "the request declares respond_via {} (no control): the target may refuse",
+            Value::Array(via.clone())
+        ));
+    }
+    if let (Some(o), Some(opts)) = (&args.option, data.and_then(|d| d.get("options")).and_then(Value::as_array)) {
+        let ids: Vec<&str> = opts.iter().filter_map(|x| x.get("id").and_then(Value::as_str)).collect();
+        if !ids.contains(&o.as_str()) {
+            out.push(format!("option {o:?} is not among the offered ids {ids:?}"));
+        }
+    }
+    out
+}
+
 /// Runs `respond`; returns the exit code.
 pub fn run(args: RespondArgs) -> i32 {
     let (ans, capture) = match answer(&args) {
@@ -324,6 +346,9 @@ pub fn run(args: RespondArgs) -> i32 {
             };
             if let Some(t) = &p.closed_by {
                 eprintln!("aep-bridge respond: note: request {} already closed ({t})", args.request);
+            }
+            for w in request_warnings(&p.request, &args) {
+                eprintln!("aep-bridge respond: note: {w}");
             }
             match &p.request.session {
                 Some(s) => s.clone(),
@@ -429,6 +454,12 @@ pub fn run_pending(args: PendingArgs) -> i32 {
             }
             println!("{o}");
         } else {
+            let opts: Vec<&str> = d
+                .and_then(|d| d.get("options"))
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|o| o.get("id").and_then(Value::as_str)).collect())
+                .unwrap_or_default();
+            let kind = if opts.is_empty() { kind.to_owned() } else { format!("{kind}[{}]", opts.join("|")) };
             println!(
                 "{}  {}  {}  {}  {}  {}",
                 r.id,
@@ -493,5 +524,26 @@ mod tests {
         assert_eq!(c["agent"], SENDER);
         assert!(c["source"].as_str().unwrap().ends_with("/agent/aep-cli"));
         assert!(aep_schemas::validate::validate_value(&c).is_ok(), "{:?}", aep_schemas::validate::validate_value(&c));
+    }
+
+    #[test]
+    fn warnings_flag_oob_only_requests_and_unoffered_options() {
+        let req = ev(json!({"aep": "0.1", "id": "r", "type": "attention.requested", "time": "2026-01-01T00:00:00Z",
+            "source": "aep://h/agent/a", "agent": "a", "session": "s", "seq": 1,
+            "data": {"kind": "permission", "prompt": "p", "respond_via": ["oob"], "options": [{"id": "allow", "label": "1"}]}}));
+        let conn = ControlConn { url: None, token: None, ack_window_ms: 1, timeout_ms: 1 };
+        let args = |o: &str| RespondArgs {
+            request: "r".into(),
+            option: Some(o.into()),
+            text: None,
+            values: None,
+            session: None,
+            conn: conn.clone(),
+        };
+        let w = request_warnings(&req, &args("nope"));
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("respond_via"));
+        assert!(w[1].contains("\"nope\""));
+        assert_eq!(request_warnings(&req, &args("allow")).len(), 1);
     }
 }
