@@ -10,7 +10,11 @@ fn bridge() -> Command {
 fn invalid_config_reports_every_problem_and_exits_64() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
-    std::fs::write(&bad, "[server]\nlisten = \"nowhere\"\n[jsonl]\nfsync = \"sometimes\"\n[control.gates]\ncodex = []\n[bogus]\n").unwrap();
+    std::fs::write(
+        &bad,
+        "[server]\nlisten = \"nowhere\"\n[jsonl]\nfsync = \"sometimes\"\n[control.gates]\ncodex = []\n[bogus]\n",
+    )
+    .unwrap();
     let out = bridge().args(["config", "validate"]).arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);

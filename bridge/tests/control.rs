@@ -383,7 +383,8 @@ async fn a_command_through_an_upstream_relay_reaches_the_held_hook() {
     // The relay knows the claim and its declared control.accepts.
     phone.ws.send(Message::text(json!({"type": "roster", "id": "r1"}).to_string())).await.unwrap();
     let roster = phone.next(|v| v["type"] == "roster").await;
-    let entry = roster["entries"].as_array().unwrap().iter().find(|e| e["session"] == req["session"]).expect("claim listed");
+    let entry =
+        roster["entries"].as_array().unwrap().iter().find(|e| e["session"] == req["session"]).expect("claim listed");
     assert_eq!(entry["control"]["accepts"], json!(["control.attention.respond"]));
     phone.respond("cmd-relay", &req, json!({"option": "allow"})).await;
     let ack = phone.next(|v| v["type"] == "control.accepted").await;
