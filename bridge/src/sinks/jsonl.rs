@@ -124,7 +124,12 @@ impl JsonlWriter {
         let tick = self.tick;
         let of = self.open.get_mut(path).ok_or_else(|| std::io::Error::other("file vanished"))?;
         // One write of whole lines: O_APPEND keeps concurrent appenders from interleaving.
-        of.file.write_all(buf)?;
+        if let Err(e) = of.file.write_all(buf) {
+            // A short write (disk full) must not leave a torn line behind: cut the file back
+            // to the last whole line we wrote.
+            let _ = of.file.set_len(of.size);
+            return Err(e);
+        }
         of.size += buf.len() as u64;
         of.last_used = tick;
         of.dirty = true;
