@@ -251,3 +251,83 @@ async fn refusals_unauthorized_and_no_route() {
     assert!(out.contains("refused: unauthorized"), "{out}");
     b.shutdown().await;
 }
+
+/// A cancel target: claims `session` with a run.started, then answers one control.cancel
+/// with accepted + run.cancelled, or with a `refused` nack.
+async fn cancel_target(base: String, session: String, reject: bool) -> Vec<Value> {
+    let mut req = format!("{}/socket", base.replace("http://", "ws://")).into_client_request().unwrap();
+    req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("connect");
+    let hello = json!({"type": "hello", "versions": ["0.1"], "role": "emitter",
+        "identity": {"agent": "test-agent"}, "capabilities": {"control": {"accepts": ["control.cancel"]}}});
+    ws.send(Message::text(hello.to_string())).await.unwrap();
+    let _ = ws.next().await;
+    let started = event("run.started", &session, 1, json!({"run": "r1", "data": {}}));
+    ws.send(Message::text(started.to_string())).await.unwrap();
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(deadline, ws.next()).await {
+        let Message::Text(t) = msg else { continue };
+        let v: Value = serde_json::from_str(&t).unwrap();
+        if v["type"] != "control.cancel" {
+            continue;
+        }
+        got.push(v.clone());
+        let id = v["id"].as_str().unwrap().to_owned();
+        if reject {
+            let nack = event("control.rejected", &session, 2, json!({"cause": id, "data": {"reason": "refused"}}));
+            ws.send(Message::text(nack.to_string())).await.unwrap();
+        } else {
+            let ack = event("control.accepted", &session, 2, json!({"cause": id, "data": {}}));
+            ws.send(Message::text(ack.to_string())).await.unwrap();
+            let done = event("run.cancelled", &session, 3, json!({"run": "r1", "cause": id, "data": {}}));
+            ws.send(Message::text(done.to_string())).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        break;
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_accepted_and_rejected() {
+    use aep_bridge::cmd::respond::{CancelArgs, ControlConn, run_cancel};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.server.token = TOKEN.into();
+    let b = start(cfg).await;
+    let conn = ControlConn { url: Some(b.url()), token: Some(TOKEN.into()), ack_window_ms: 3000, timeout_ms: 5000 };
+    for (session, reject, want) in [("c-ok", false, 0), ("c-no", true, 1)] {
+        let t = tokio::spawn(cancel_target(b.url(), session.into(), reject));
+        // Wait until the claim exists (the run.started is in the replay).
+        let ep = aep_bridge::cmd::client::Endpoint::new(Some(b.url()), Some(TOKEN.into()));
+        for _ in 0..50 {
+            let ep = ep.clone();
+            let s = session.to_owned();
+            let evs = tokio::task::spawn_blocking(move || {
+                aep_bridge::cmd::client::replay_all(&ep, json!({"session": s}), Duration::from_millis(100))
+            })
+            .await
+            .unwrap()
+            .unwrap();
+            if !evs.is_empty() {
+                break;
+            }
+        }
+        let args = CancelArgs {
+            session: session.into(),
+            run: Some("r1".into()),
+            reason: Some("enough".into()),
+            conn: conn.clone(),
+        };
+        let code = tokio::task::spawn_blocking(move || run_cancel(args)).await.unwrap();
+        assert_eq!(code, want, "{session}");
+        let cmds = t.await.unwrap();
+        assert_eq!(cmds.len(), 1);
+        assert_eq!(cmds[0]["run"], "r1");
+        assert_eq!(cmds[0]["data"]["scope"], "run");
+        assert_eq!(cmds[0]["data"]["reason"], "enough");
+        assert_eq!(cmds[0]["capture"], "redacted");
+    }
+    b.shutdown().await;
+}
