@@ -613,3 +613,47 @@ async fn a_collector_forwards_to_the_bridge() {
     }
     peer.shutdown().await;
 }
+
+/// Open spans idle past `span_idle_timeout_secs` are closed by the sink's tick and exported
+/// as incomplete while the stream is still open.
+#[tokio::test]
+async fn idle_spans_are_flushed_by_the_tick() {
+    let rec = Recorder::default();
+    let addr = start_recorder(rec.clone()).await;
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
+    cfg.otlp.logs = false;
+    cfg.otlp.span_idle_timeout_secs = 1;
+    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), CancellationToken::new());
+    for e in &session("codex")[..3] {
+        ex.sinks[0].tx.send(Arc::new(Stamped::new(e.clone()))).await.unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let spans = loop {
+        let got = rec.got.lock().unwrap().clone();
+        let spans: Vec<_> = got
+            .iter()
+            .flat_map(|g| decode_traces(g).resource_spans)
+            .flat_map(|r| r.scope_spans)
+            .flat_map(|s| s.spans)
+            .collect();
+        if spans.len() >= 3 {
+            break spans;
+        }
+        assert!(Instant::now() < deadline, "idle spans were not flushed: {spans:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(spans.len(), 3);
+    for s in &spans {
+        let incomplete = s.attributes.iter().any(|kv| {
+            kv.key == "aep.incomplete"
+                && kv.value.as_ref().and_then(|v| v.value.as_ref())
+                    == Some(&opentelemetry_proto::tonic::common::v1::any_value::Value::BoolValue(true))
+        });
+        assert!(incomplete, "{} is not marked incomplete", s.name);
+    }
+    assert!(!ex.sinks[0].tx.is_closed(), "the sink ended early");
+    drop(ex.sinks);
+    for t in ex.tasks {
+        t.await.unwrap();
+    }
+}
