@@ -259,6 +259,13 @@ pub fn run(a: &OtlpArgs) -> anyhow::Result<()> {
         body_len / 1024,
         a.sessions
     );
+    // The real daemon at rest: every listener up, nothing received yet.
+    let idle = super::proc_status_bytes(Some(pid), "VmRSS").unwrap_or(0);
+    line(
+        "serve idle RSS (VmRSS before load)",
+        &super::mib(idle),
+        &format!("budget < 20 MiB: {}", verdict(idle > 0 && idle < 20 << 20)),
+    );
     // Warm up: connections, allocator, profile detection.
     send_all(&agent, &url, &OtlpArgs { batches: 2, ..a.clone() })?;
     let settled = |agent: &ureq::Agent| -> anyhow::Result<(u64, u64, u64)> {
@@ -289,12 +296,13 @@ pub fn run(a: &OtlpArgs) -> anyhow::Result<()> {
     let per_cpu = n / cpu.max(1e-9);
     if cpu < 0.05 {
         line("bridge: records per CPU-second", "too short", "under 0.05 CPU-s: raise --batches");
+    } else {
+        line(
+            "bridge: records per CPU-second",
+            &rate(per_cpu, "rec/CPU-s"),
+            &format!("target >= 250k: {} ({cpu:.2} CPU-s for {n:.0} records)", verdict(per_cpu >= 250_000.0)),
+        );
     }
-    line(
-        "bridge: records per CPU-second",
-        &rate(per_cpu, "rec/CPU-s"),
-        &format!("target >= 250k: {} ({cpu:.2} CPU-s for {n:.0} records)", verdict(per_cpu >= 250_000.0)),
-    );
     line(
         "bridge: wall rate (sequential client)",
         &rate(n / wall, "rec/s"),

@@ -261,10 +261,11 @@ pub fn run(a: &PipelineArgs) -> anyhow::Result<()> {
         ),
     );
     if cpu > 0.0 {
+        let per_cpu = a.events as f64 / cpu;
         line(
             "  per CPU-second (producer + sink)",
-            &rate(a.events as f64 / cpu, "ev/CPU-s"),
-            &format!("{cpu:.2} CPU-s"),
+            &rate(per_cpu, "ev/CPU-s"),
+            &format!("budget >= 100k on one core: {} ({cpu:.2} CPU-s)", verdict(per_cpu >= 100_000.0)),
         );
     }
     let hwm = proc_status_bytes(None, "VmHWM").unwrap_or(0);
