@@ -186,14 +186,21 @@ impl Socket {
     }
 }
 
+/// Longest a replay read lasts when live traffic never lets the stream go idle.
+pub const REPLAY_CAP: Duration = Duration::from_secs(15);
+
 /// Replays what the collector holds for `filter` (`from: "all"`), reading until the stream
-/// has been idle for `idle` (the replay precedes live delivery, AEP-0003 §5).
+/// has been idle for `idle` (the replay precedes live delivery, AEP-0003 §5), or for at
+/// most [`REPLAY_CAP`] on a stream that live traffic keeps busy.
 pub fn replay_all(ep: &Endpoint, filter: Value, idle: Duration) -> Result<Vec<Event>, ClientError> {
     let mut s = Socket::connect(ep, "consumer", "aep-cli", json!({}))?;
     s.subscribe("replay", filter, Some(json!("all")))?;
     let mut out = Vec::new();
     let mut seen = Dedupe::new(100_000);
-    while let Some(v) = s.recv(idle)? {
+    let cap = Instant::now() + REPLAY_CAP;
+    while Instant::now() < cap
+        && let Some(v) = s.recv(idle)?
+    {
         if let Some(ev) = as_event(&v)
             && seen.first(&ev)
         {
