@@ -50,6 +50,10 @@ pub enum Command {
     Timeline(crate::cmd::timeline::TimelineArgs),
     /// Answer an attention request (a control sender).
     Respond(crate::cmd::respond::RespondArgs),
+    /// Cancel a run (or a whole session) through the control loop.
+    Cancel(crate::cmd::respond::CancelArgs),
+    /// List open attention requests (from the collector's replay).
+    Pending(crate::cmd::respond::PendingArgs),
     /// Project AEP JSONL to CloudEvents, OTLP logs, OTLP spans or OCSF (stdout).
     Project(crate::cmd::project::ProjectArgs),
     /// List the built-in adapters (or verify one).
@@ -177,6 +181,8 @@ pub fn main() -> i32 {
         Command::Tail(a) => crate::cmd::tail::run(a),
         Command::Timeline(a) => crate::cmd::timeline::run(a),
         Command::Respond(a) => crate::cmd::respond::run(a),
+        Command::Cancel(a) => crate::cmd::respond::run_cancel(a),
+        Command::Pending(a) => crate::cmd::respond::run_pending(a),
         Command::Project(a) => crate::cmd::project::run(a),
         Command::Adapters(a) => crate::cmd::adapters::run(a),
         Command::Install(a) => crate::cmd::install::run(a),

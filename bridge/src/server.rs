@@ -222,8 +222,11 @@ pub async fn serve(
     if let Ok(mut h) = relay_command.lock() {
         *h = Some(control.clone());
     }
+    // Built-in adapters plus custom manifests (`{data}/adapters/*.toml`, generic fallback mapping).
+    let mut adapters = aep_adapters::vendors::all();
+    adapters.extend(crate::cmd::adapters::custom_adapters(&cfg.data_dir().join("adapters")));
     let hooks = Arc::new(
-        BridgeHooks::new(pipeline.clone(), aep_adapters::vendors::all(), map_context(&cfg), token.clone())
+        BridgeHooks::new(pipeline.clone(), adapters, map_context(&cfg), token.clone())
             .with_control(attention, control.clone())
             .with_gates(cfg.control.gates.clone()),
     );
