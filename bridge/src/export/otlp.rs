@@ -225,6 +225,30 @@ fn partial_from_reply(signal: Signal, r: &Reply) -> Partial {
     }
 }
 
+/// Converts (and encodes, and compresses) one request for `protocol`.
+fn prepare(protocol: Protocol, gzip: bool, signal: Signal, json: Value) -> Result<Prepared, ConvertError> {
+    let encode = |bytes: Vec<u8>| if gzip { Bytes::from(super::http::gzip(&bytes)) } else { Bytes::from(bytes) };
+    Ok(match (protocol, signal) {
+        (Protocol::HttpJson, _) => {
+            let body = serde_json::to_vec(&json)?;
+            // Validate through the proto types anyway: never send what a peer cannot decode.
+            match signal {
+                Signal::Logs => drop(logs_from_json(json)?),
+                Signal::Traces => drop(traces_from_json(json)?),
+            }
+            Prepared::Body("application/json", encode(body), gzip)
+        }
+        (Protocol::HttpProtobuf, Signal::Logs) => {
+            Prepared::Body("application/x-protobuf", encode(logs_from_json(json)?.encode_to_vec()), gzip)
+        }
+        (Protocol::HttpProtobuf, Signal::Traces) => {
+            Prepared::Body("application/x-protobuf", encode(traces_from_json(json)?.encode_to_vec()), gzip)
+        }
+        (Protocol::Grpc, Signal::Logs) => Prepared::Logs(logs_from_json(json)?),
+        (Protocol::Grpc, Signal::Traces) => Prepared::Traces(traces_from_json(json)?),
+    })
+}
+
 /// An OTLP client for one endpoint and protocol.
 #[derive(Debug, Clone)]
 pub struct OtlpClient {
@@ -265,29 +289,6 @@ impl OtlpClient {
             http: HttpClient::new(timeout, cfg.headers.clone()),
             channel,
             metadata,
-        })
-    }
-
-    fn prepare(&self, signal: Signal, json: Value) -> Result<Prepared, ConvertError> {
-        let encode =
-            |bytes: Vec<u8>| if self.gzip { Bytes::from(super::http::gzip(&bytes)) } else { Bytes::from(bytes) };
-        Ok(match (self.protocol, signal) {
-            (Protocol::HttpJson, _) => {
-                // Validate through the proto types anyway: never send what a peer cannot decode.
-                match signal {
-                    Signal::Logs => drop(logs_from_json(json.clone())?),
-                    Signal::Traces => drop(traces_from_json(json.clone())?),
-                }
-                Prepared::Body("application/json", encode(serde_json::to_vec(&json)?), self.gzip)
-            }
-            (Protocol::HttpProtobuf, Signal::Logs) => {
-                Prepared::Body("application/x-protobuf", encode(logs_from_json(json)?.encode_to_vec()), self.gzip)
-            }
-            (Protocol::HttpProtobuf, Signal::Traces) => {
-                Prepared::Body("application/x-protobuf", encode(traces_from_json(json)?.encode_to_vec()), self.gzip)
-            }
-            (Protocol::Grpc, Signal::Logs) => Prepared::Logs(logs_from_json(json)?),
-            (Protocol::Grpc, Signal::Traces) => Prepared::Traces(traces_from_json(json)?),
         })
     }
 
@@ -354,9 +355,12 @@ impl OtlpClient {
         policy: &RetryConfig,
         shutdown: &CancellationToken,
     ) -> (Result<Partial, String>, u32) {
-        let p = match self.prepare(signal, json) {
-            Ok(p) => p,
-            Err(e) => return (Err(e.to_string()), 0),
+        // Conversion and encoding are CPU work: keep them off the async workers.
+        let (protocol, gzip) = (self.protocol, self.gzip);
+        let p = match tokio::task::spawn_blocking(move || prepare(protocol, gzip, signal, json)).await {
+            Ok(Ok(p)) => p,
+            Ok(Err(e)) => return (Err(e.to_string()), 0),
+            Err(e) => return (Err(format!("encoder task: {e}")), 0),
         };
         let d = with_retry(policy, shutdown, || self.attempt(signal, &p)).await;
         (d.result, d.retries)
