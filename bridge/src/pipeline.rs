@@ -71,6 +71,10 @@ struct Stamper {
     seq: Sequencer,
     ids: ulid::Generator,
     host: String,
+    /// `source` URIs already built, per agent and session (bounded by [`CAUSE_MEMORY`] x 4 sessions).
+    sources: HashMap<String, HashMap<String, String>>,
+    /// The last formatted timestamp: many events share a millisecond.
+    last_time: (u64, String),
     /// Correlation key -> minted id, per agent and session, for `cause_key` lookups.
     causes: HashMap<String, HashMap<String, HashMap<String, String>>>,
 }
@@ -145,6 +149,8 @@ impl PipelineBuilder {
                     seq: Sequencer::new(self.epoch),
                     ids: ulid::Generator::new(),
                     host: self.host,
+                    sources: HashMap::new(),
+                    last_time: (u64::MAX, String::new()),
                     causes: HashMap::new(),
                 }),
                 sinks: std::sync::RwLock::new(self.sinks.into()),
@@ -258,6 +264,21 @@ impl Pipeline {
     }
 }
 
+/// The `source` URI of `(agent, session)`, built once per session.
+fn cached_source(st: &mut Stamper, agent: &str, session: Option<&str>) -> String {
+    let Some(session) = session else { return source_uri(&st.host, agent, None) };
+    if let Some(s) = st.sources.get(agent).and_then(|m| m.get(session)) {
+        return s.clone();
+    }
+    let uri = source_uri(&st.host, agent, Some(session));
+    let sessions = st.sources.entry(agent.to_owned()).or_default();
+    if sessions.len() >= CAUSE_MEMORY * 4 {
+        sessions.clear();
+    }
+    sessions.insert(session.to_owned(), uri.clone());
+    uri
+}
+
 fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event {
     let ms = time::unix_ms(now);
     let id = st
@@ -310,13 +331,23 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
         }
         s => s,
     };
+    let time = match d.time {
+        Some(t) => t,
+        None => {
+            if st.last_time.0 != ms {
+                st.last_time = (ms, time::rfc3339_ms(ms));
+            }
+            st.last_time.1.clone()
+        }
+    };
+    let source = cached_source(st, agent, session.as_deref());
     Event {
         aep: AEP_VERSION.to_owned(),
         id,
         r#type: d.r#type,
         subject,
-        time: d.time.unwrap_or_else(|| time::rfc3339_ms(ms)),
-        source: source_uri(&st.host, agent, session.as_deref()),
+        time,
+        source,
         agent: agent.to_owned(),
         run: if agent_scoped { None } else { d.run },
         step: if agent_scoped { None } else { d.step },

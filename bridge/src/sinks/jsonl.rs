@@ -66,6 +66,7 @@ pub struct JsonlWriter {
     root: PathBuf,
     cfg: JsonlConfig,
     open: HashMap<PathBuf, OpenFile>,
+    paths: HashMap<String, HashMap<String, PathBuf>>,
     tick: u64,
     last_sync: Instant,
     metrics: Arc<Metrics>,
@@ -74,19 +75,37 @@ pub struct JsonlWriter {
 impl JsonlWriter {
     /// A writer below `root`.
     pub fn new(root: PathBuf, cfg: JsonlConfig, metrics: Arc<Metrics>) -> Self {
-        Self { root, cfg, open: HashMap::new(), tick: 0, last_sync: Instant::now(), metrics }
+        Self { root, cfg, open: HashMap::new(), paths: HashMap::new(), tick: 0, last_sync: Instant::now(), metrics }
+    }
+
+    /// The log path of `(agent, session)`, built once per session.
+    fn path_of(&mut self, agent: &str, session: Option<&str>) -> PathBuf {
+        let key = session.unwrap_or("");
+        if let Some(p) = self.paths.get(agent).and_then(|m| m.get(key)) {
+            return p.clone();
+        }
+        let p = log_path(&self.root, agent, session);
+        let m = self.paths.entry(agent.to_owned()).or_default();
+        if m.len() >= 16_384 {
+            m.clear();
+        }
+        m.insert(key.to_owned(), p.clone());
+        p
     }
 
     /// Writes a batch: lines are grouped per file and each group goes out in one `write`.
     pub fn write_batch(&mut self, batch: &[Arc<Stamped>]) {
-        let mut groups: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+        // Group by the (agent, session) strings; resolve each group's path once.
+        let mut groups: Vec<(&str, Option<&str>, Vec<u8>)> = Vec::new();
         for s in batch {
-            let path = log_path(&self.root, &s.event.agent, s.event.session.as_deref());
-            match groups.iter_mut().find(|(p, _)| *p == path) {
-                Some((_, buf)) => buf.extend_from_slice(&s.line),
-                None => groups.push((path, s.line.to_vec())),
+            let (agent, session) = (s.event.agent.as_str(), s.event.session.as_deref());
+            match groups.iter_mut().find(|(a, sess, _)| *a == agent && *sess == session) {
+                Some((_, _, buf)) => buf.extend_from_slice(&s.line),
+                None => groups.push((agent, session, s.line.to_vec())),
             }
         }
+        let groups: Vec<(PathBuf, Vec<u8>)> =
+            groups.into_iter().map(|(a, sess, buf)| (self.path_of(a, sess), buf)).collect();
         for (path, buf) in groups {
             if let Err(e) = self.write_file(&path, &buf) {
                 self.metrics.sink_errors.inc(&[("sink", "jsonl")]);
