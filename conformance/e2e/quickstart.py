@@ -190,12 +190,26 @@ class Quickstart:
         os.chmod(launch, 0o755)
         subprocess.run(TMUX + ["kill-server"], capture_output=True)
         subprocess.run(TMUX + ["new-session", "-d", "-s", "qs", "-x", "160", "-y", "50", launch], check=True)
-        ready = wait_for(lambda: ">" in self.pane() or "❯" in self.pane(), 30)
-        time.sleep(2)
-        subprocess.run(TMUX + ["send-keys", "-t", "qs", "-l", f"Please do it {{{{e2e:{plan}}}}}"])
-        time.sleep(0.5)
-        subprocess.run(TMUX + ["send-keys", "-t", "qs", "Enter"])
-        check(f"`{line}` starts the agent (prompt typed)", bool(ready), self.pane()[-400:])
+        model_log = os.path.join(self.logs, "model.jsonl")
+
+        def model_turns():
+            try:
+                return sum(1 for l in open(model_log) if '"api": "anthropic"' in l and '"tools": [null]' not in l)
+            except FileNotFoundError:
+                return 0
+        before = model_turns()
+        ready = wait_for(lambda: "❯" in self.pane() or "? for shortcuts" in self.pane(), 30)
+        typed = False
+        for _ in range(3):  # a slow machine may drop keys typed before the input box is live
+            time.sleep(2)
+            subprocess.run(TMUX + ["send-keys", "-t", "qs", "-l", f"Please do it {{{{e2e:{plan}}}}}"])
+            time.sleep(0.5)
+            subprocess.run(TMUX + ["send-keys", "-t", "qs", "Enter"])
+            if wait_for(lambda: model_turns() > before, 20):
+                typed = True
+                break
+        open(os.path.join(self.logs, f"screen{self.agent_runs}_start.txt"), "w").write(self.pane())
+        check(f"`{line}` starts the agent (prompt typed, model called)", bool(ready) and typed, self.pane()[-400:])
 
     def pane(self):
         return subprocess.run(TMUX + ["capture-pane", "-p", "-t", "qs"], capture_output=True, text=True).stdout
