@@ -510,6 +510,12 @@ def main():
     ap.add_argument("scenarios", nargs="*")
     a = ap.parse_args()
     loopback_only()
+    try:
+        socket.create_connection(("1.1.1.1", 443), timeout=2).close()
+        egress = True
+    except OSError:
+        egress = False
+    check("netns: no route off the machine (1.1.1.1:443 unreachable)", not egress)
     for name in a.scenarios or list(SCENARIOS):
         try:
             SCENARIOS[name](a)
