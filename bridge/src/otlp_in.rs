@@ -14,7 +14,7 @@ use aep_adapters::otel::{MappedDraft, Mode, ProfileSelector, Vendor, map_batch};
 use aep_adapters::{MapContext, SessionState};
 use aep_receivers::otlp::{
     Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler, Refused,
-    to_otel_records,
+    into_otel_records, to_otel_records,
 };
 use tokio::sync::mpsc;
 
@@ -84,18 +84,25 @@ impl BridgeOtlp {
 
 impl OtlpHandler for BridgeOtlp {
     fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused> {
-        let records = to_otel_records(&req);
+        // Without a tee nothing needs the request after conversion: take it apart (no copies).
+        let (records, req) = match &self.tee {
+            Some(_) => (to_otel_records(&req), Some(req)),
+            None => (into_otel_records(req), None),
+        };
         let total = records.len();
         let mut states = self.states.lock().map_err(|_| Refused::Full { retry_after: Duration::from_secs(1) })?;
         if states.len() > MAX_STATES {
             states.clear();
         }
-        let mut drafts = Vec::new();
+        let mut drafts = Vec::with_capacity(total);
         let mut unmatched = 0u64;
         let mut first_unmatched = None;
         // Records whose service.name has a configured profile go through it; the rest are detected.
-        let (forced, detected): (Vec<_>, Vec<_>) =
-            records.into_iter().partition(|r| r.service_name().is_some_and(|s| self.overrides.contains_key(s)));
+        let (forced, detected): (Vec<_>, Vec<_>) = if self.overrides.is_empty() {
+            (Vec::new(), records)
+        } else {
+            records.into_iter().partition(|r| r.service_name().is_some_and(|s| self.overrides.contains_key(s)))
+        };
         for r in forced {
             let vendor = r.service_name().and_then(|s| self.overrides.get(s)).copied();
             let out = map_batch(
@@ -110,7 +117,11 @@ impl OtlpHandler for BridgeOtlp {
         let out = map_batch(&detected, &ProfileSelector::default(), &self.cx, self.mode, &mut states);
         unmatched += out.unmatched;
         first_unmatched = first_unmatched.or(out.first_unmatched_service);
-        drafts.extend(out.drafts);
+        if drafts.is_empty() {
+            drafts = out.drafts;
+        } else {
+            drafts.extend(out.drafts);
+        }
         drop(states);
         if !drafts.is_empty() {
             match self.tx.try_send(drafts) {
@@ -126,8 +137,8 @@ impl OtlpHandler for BridgeOtlp {
         }
         // The tee sees only requests this receiver accepted: a 503 makes the sender retry,
         // and forwarding before it would hand the upstream the same records twice.
-        if let Some(t) = &self.tee {
-            t.logs(&req);
+        if let (Some(t), Some(req)) = (&self.tee, &req) {
+            t.logs(req);
         }
         if unmatched > 0 {
             self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_profile")], unmatched);

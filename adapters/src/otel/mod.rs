@@ -45,7 +45,7 @@ pub struct OtelRecord {
     /// The `LogRecord.event_name` field as sent (Codex puts a source location here).
     pub event_name: Option<String>,
     /// The record's attributes.
-    pub attributes: Map<String, Value>,
+    pub attributes: Attributes,
     /// The record body, flattened like an attribute value.
     pub body: Option<Value>,
     /// `time_unix_nano` (0 when unset, as Codex sends it).
@@ -62,6 +62,88 @@ pub struct OtelRecord {
     pub span_id: Option<String>,
     /// `LogRecord.flags` (the low byte carries the W3C trace flags).
     pub flags: u32,
+}
+
+/// A record's attributes in wire order: a small list searched by key (records carry a few
+/// dozen attributes at most, so a scan beats hashing every key on the way in). A later
+/// duplicate key wins, as in most SDKs' maps.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Attributes(Vec<(String, Value)>);
+
+impl Attributes {
+    /// An empty list with room for `n` attributes.
+    pub fn with_capacity(n: usize) -> Self {
+        Self(Vec::with_capacity(n))
+    }
+
+    /// The value of `key` (the last one when the key repeats).
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Whether `key` is present.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Appends an attribute (it shadows an earlier one of the same key).
+    pub fn push(&mut self, key: String, value: Value) {
+        self.0.push((key, value));
+    }
+
+    /// Sets `key`, replacing an earlier value of the same key.
+    pub fn insert(&mut self, key: String, value: Value) {
+        match self.0.iter_mut().rev().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = value,
+            None => self.0.push((key, value)),
+        }
+    }
+
+    /// Removes every attribute.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    /// Number of entries (duplicates included).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no attributes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The entries in wire order (duplicates included).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// The attributes as a JSON object (a later duplicate key wins).
+    pub fn to_map(&self) -> Map<String, Value> {
+        self.0.iter().cloned().collect()
+    }
+}
+
+impl FromIterator<(String, Value)> for Attributes {
+    fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
+        Self(iter.into_iter().collect())
+    }
+}
+
+impl From<Map<String, Value>> for Attributes {
+    fn from(m: Map<String, Value>) -> Self {
+        m.into_iter().collect()
+    }
+}
+
+impl std::ops::Index<&str> for Attributes {
+    type Output = Value;
+    /// The value of `key`, or `null` when absent.
+    fn index(&self, key: &str) -> &Value {
+        static NULL: Value = Value::Null;
+        self.get(key).unwrap_or(&NULL)
+    }
 }
 
 impl OtelRecord {
@@ -506,7 +588,7 @@ mod tests {
     fn maps_a_mixed_batch() {
         let rec = |svc: &str, name: &str, sess: &str| OtelRecord {
             resource: Arc::new(Map::from_iter([("service.name".to_owned(), json!(svc))])),
-            attributes: Map::from_iter([
+            attributes: Attributes::from_iter([
                 ("event.name".to_owned(), json!(name)),
                 ("conversation.id".to_owned(), json!(sess)),
                 ("session.id".to_owned(), json!(sess)),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use aep_adapters::otel::OtelRecord;
+use aep_adapters::otel::{Attributes, OtelRecord};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Av;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue};
@@ -24,7 +24,11 @@ pub fn to_otel_records(req: &ExportLogsServiceRequest) -> Vec<OtelRecord> {
                     scope_name: scope_name.clone(),
                     scope_version: scope_version.clone(),
                     event_name: (!r.event_name.is_empty()).then(|| r.event_name.clone()),
-                    attributes: attributes(&r.attributes),
+                    attributes: r
+                        .attributes
+                        .iter()
+                        .map(|kv| (kv.key.clone(), kv.value.as_ref().map(any_value).unwrap_or(Value::Null)))
+                        .collect::<Attributes>(),
                     body: r.body.as_ref().map(any_value),
                     time_unix_nano: r.time_unix_nano,
                     observed_time_unix_nano: r.observed_time_unix_nano,
@@ -40,9 +44,59 @@ pub fn to_otel_records(req: &ExportLogsServiceRequest) -> Vec<OtelRecord> {
     out
 }
 
+/// Every log record of `req`, as [`to_otel_records`], taking the request apart instead of
+/// copying it: keys and string values move into the records (no per-attribute allocation).
+pub fn into_otel_records(req: ExportLogsServiceRequest) -> Vec<OtelRecord> {
+    let mut out = Vec::with_capacity(super::decode::count_logs(&req));
+    for rl in req.resource_logs {
+        let resource = Arc::new(rl.resource.map(|r| attributes_owned(r.attributes)).unwrap_or_default());
+        for sl in rl.scope_logs {
+            let (scope_name, scope_version) = sl.scope.map(|s| (s.name, s.version)).unwrap_or_default();
+            for r in sl.log_records {
+                out.push(OtelRecord {
+                    resource: Arc::clone(&resource),
+                    scope_name: scope_name.clone(),
+                    scope_version: scope_version.clone(),
+                    event_name: (!r.event_name.is_empty()).then_some(r.event_name),
+                    attributes: r
+                        .attributes
+                        .into_iter()
+                        .map(|kv| (kv.key, kv.value.map(any_value_owned).unwrap_or(Value::Null)))
+                        .collect(),
+                    body: r.body.map(any_value_owned),
+                    time_unix_nano: r.time_unix_nano,
+                    observed_time_unix_nano: r.observed_time_unix_nano,
+                    severity_number: r.severity_number,
+                    severity_text: r.severity_text,
+                    trace_id: hex_id(&r.trace_id, 16),
+                    span_id: hex_id(&r.span_id, 8),
+                    flags: r.flags,
+                });
+            }
+        }
+    }
+    out
+}
+
 /// Key-value list -> JSON object (a later duplicate key wins, as in most SDKs' maps).
 pub fn attributes(kvs: &[KeyValue]) -> Map<String, Value> {
     kvs.iter().map(|kv| (kv.key.clone(), kv.value.as_ref().map(any_value).unwrap_or(Value::Null))).collect()
+}
+
+/// Key-value list -> JSON object, by move.
+fn attributes_owned(kvs: Vec<KeyValue>) -> Map<String, Value> {
+    kvs.into_iter().map(|kv| (kv.key, kv.value.map(any_value_owned).unwrap_or(Value::Null))).collect()
+}
+
+/// `AnyValue` -> JSON by move, as [`any_value`].
+fn any_value_owned(v: AnyValue) -> Value {
+    match v.value {
+        None => Value::Null,
+        Some(Av::StringValue(s)) => Value::String(s),
+        Some(Av::ArrayValue(a)) => Value::Array(a.values.into_iter().map(any_value_owned).collect()),
+        Some(Av::KvlistValue(kv)) => Value::Object(attributes_owned(kv.values)),
+        Some(other) => any_value(&AnyValue { value: Some(other) }),
+    }
 }
 
 /// `AnyValue` -> JSON: ints as numbers, bytes as lowercase hex, non-finite doubles as null.
@@ -110,13 +164,14 @@ mod tests {
             }],
         };
         let out = to_otel_records(&req);
+        assert_eq!(into_otel_records(req.clone()), out, "the moving conversion is the same");
         assert_eq!(out.len(), 2);
         assert!(Arc::ptr_eq(&out[0].resource, &out[1].resource));
         let r = &out[0];
         assert_eq!(r.service_name(), Some("codex_exec"));
         assert_eq!(r.scope_name, "sc");
         assert_eq!(
-            Value::Object(r.attributes.clone()),
+            Value::Object(r.attributes.to_map()),
             json!({"s": "x", "i": -3, "d": null, "b": "ab01", "a": [true], "m": {"k": 1}})
         );
         assert_eq!(r.trace_id, None, "all-zero trace id is absent");

@@ -23,7 +23,7 @@
 //! instead of being read as an empty request. Hex ids are checked for length (16/8 bytes or
 //! empty), int64 accepted as string or number, unknown fields ignored.
 //!
-//! [`to_otel_records`] turns a logs request into the adapters' neutral
+//! [`to_otel_records`] (or [`into_otel_records`], by move) turns a logs request into the adapters' neutral
 //! [`OtelRecord`](aep_adapters::otel::OtelRecord)s for the vendor profiles.
 
 use std::time::Duration;
@@ -38,7 +38,7 @@ pub mod grpc;
 pub mod http;
 mod status;
 
-pub use convert::to_otel_records;
+pub use convert::{into_otel_records, to_otel_records};
 pub use grpc::{GrpcConfig, grpc_routes, serve_grpc};
 pub use http::{HttpConfig, router, router_with};
 

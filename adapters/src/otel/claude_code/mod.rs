@@ -229,7 +229,7 @@ mod tests {
         OtelRecord {
             resource: Arc::new(Map::from_iter([("service.name".to_owned(), json!("claude-code"))])),
             scope_name: "com.anthropic.claude_code.events".into(),
-            attributes: attrs.as_object().cloned().unwrap_or_default(),
+            attributes: attrs.as_object().cloned().unwrap_or_default().into(),
             body: Some(json!("claude_code.tool_result")),
             time_unix_nano: 1_796_011_510_093_000_000,
             ..Default::default()

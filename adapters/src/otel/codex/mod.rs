@@ -228,7 +228,7 @@ mod tests {
             resource: Arc::new(Map::from_iter([("service.name".to_owned(), json!("codex_exec"))])),
             scope_name: "codex_otel.log_only".into(),
             event_name: Some("event otel/src/tool_result.rs:54".into()),
-            attributes: attrs.as_object().cloned().unwrap_or_default(),
+            attributes: attrs.as_object().cloned().unwrap_or_default().into(),
             observed_time_unix_nano: 1_796_011_452_165_000_000,
             trace_id: Some("f265d907520a2f7507b8e0326c8769db".into()),
             span_id: Some("00f067aa0ba902b7".into()),

@@ -168,7 +168,7 @@ mod tests {
                 ("service.name".to_owned(), json!("copilot-chat")),
                 ("session.id".to_owned(), json!("vsc-1")),
             ])),
-            attributes: attrs.as_object().cloned().unwrap_or_default(),
+            attributes: attrs.as_object().cloned().unwrap_or_default().into(),
             ..Default::default()
         }
     }

@@ -41,7 +41,7 @@ fn record_from_pin(input: &Value) -> Result<OtelRecord, String> {
             Some(other) => Err(format!("input.{key} is not an object: {other}")),
         }
     };
-    Ok(OtelRecord { resource: Arc::new(obj("resource")?), attributes: obj("attributes")?, ..Default::default() })
+    Ok(OtelRecord { resource: Arc::new(obj("resource")?), attributes: obj("attributes")?.into(), ..Default::default() })
 }
 
 /// The session the pin's identity rule names for `input` (`attr` or `resource:attr`).
