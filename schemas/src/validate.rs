@@ -48,7 +48,13 @@ impl std::error::Error for Violation {}
 /// against its registered schema (AEP-0002 §5, AEP-0004, AEP-0006), and capture honesty
 /// (AEP-0001 §8.2(a)). Returns the parsed Event on success, the first violation otherwise.
 pub fn validate_value(v: &Value) -> Result<Event, Violation> {
-    let ev = Event::from_value(v.clone()).map_err(|e| Violation::new(e.rule, e.message))?;
+    validate_owned(v.clone())
+}
+
+/// [`validate_value`] taking the value by move: the same checks, the same first
+/// violation, without copying the value (for callers that no longer need it).
+pub fn validate_owned(v: Value) -> Result<Event, Violation> {
+    let ev = Event::from_value(v).map_err(|e| Violation::new(e.rule, e.message))?;
     validate_event(&ev)?;
     Ok(ev)
 }
@@ -824,6 +830,16 @@ mod tests {
 
     fn rule_of(v: Value) -> &'static str {
         validate_value(&v).unwrap_err().rule
+    }
+
+    #[test]
+    fn owned_validation_agrees_with_borrowed() {
+        let mut bad = base("run.started");
+        bad["time"] = json!("yesterday");
+        for v in [base("run.started"), bad, base("fruit.eaten"), json!([1])] {
+            assert_eq!(validate_owned(v.clone()), validate_value(&v));
+        }
+        assert_eq!(validate_owned(base("run.started")).map(|e| e.r#type).as_deref(), Ok("run.started"));
     }
 
     #[test]

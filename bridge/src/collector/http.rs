@@ -8,19 +8,20 @@ use std::time::Duration;
 use aep_schemas::filter::Filter;
 use aep_schemas::{AEP_VERSION, Capture};
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Query, State, WebSocketUpgrade};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use futures_util::stream::{self, StreamExt};
+use bytes::BytesMut;
+use futures_util::stream;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::{Collector, Delivery, From, Position, parse_sse_id, sse_id};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, Stamped};
 
 #[derive(Clone)]
 pub(super) struct Ctx {
@@ -142,20 +143,21 @@ async fn post_events(
     // AEP-0003 §3.2 rule 3: validate the whole batch first; it is rejected whole, naming
     // the first failing line, and nothing of it is ingested.
     let mut events = Vec::with_capacity(items.len());
-    for (i, v, raw) in &items {
-        let line = batch.then_some(*i);
-        let at = if batch { format!("line {i}: ") } else { String::new() };
-        match aep_schemas::validate::validate_value(v) {
-            Ok(ev) if ev.r#type.starts_with("control.") && !is_ack(&ev.r#type) => {
+    for (i, v, raw) in items {
+        let line = batch.then_some(i);
+        let at = || if batch { format!("line {i}: ") } else { String::new() };
+        // The value moves into the Event; the bytes it arrived as are kept for relaying.
+        match super::validate_received(v, raw) {
+            Ok(s) if s.event.r#type.starts_with("control.") && !is_ack(&s.event.r#type) => {
                 // Commands never flow on HTTP emit (AEP-0004 §4.1: authenticated duplex only).
                 return bad(
                     c,
-                    format!("{at}control commands flow only over the authenticated WebSocket binding (/socket)"),
+                    format!("{}control commands flow only over the authenticated WebSocket binding (/socket)", at()),
                     line,
                 );
             }
-            Ok(ev) => events.push(Arc::new(super::received(v, ev, raw))),
-            Err(viol) => return bad(c, format!("{at}{}: {}", viol.rule, viol.message), line),
+            Ok(s) => events.push(Arc::new(s)),
+            Err(viol) => return bad(c, format!("{}{}: {}", at(), viol.rule, viol.message), line),
         }
     }
     let n = events.len();
@@ -272,27 +274,71 @@ async fn stream(State(ctx): State<Ctx>, Query(q): Query<StreamQuery>, headers: H
         }
     };
     let heartbeat = Duration::from_secs(c.cfg.heartbeat_secs.max(1));
-    let keep_alive = KeepAlive::new().interval(heartbeat).text("ping");
     if !live {
         // `live=0`: the replay alone, then the stream ends (AEP-0003 §5).
         let replay = c.replay(&filter, ceiling, from);
-        let events = stream::iter(replay).map(|d| Ok::<_, Infallible>(to_sse(d)));
-        return Sse::new(events).keep_alive(keep_alive).into_response();
+        return sse_response(SseState { replay: replay.into_iter(), live: None, heartbeat });
     }
     let (tx, rx) = mpsc::channel(c.cfg.subscriber_queue.max(1));
     let (id, replay) = c.subscribe(Arc::from(""), filter, ceiling, from, tx, super::Shed::new());
     let guard = Unsubscribe { c: c.clone(), id };
     let closing = c.closing.clone();
-    // The subscriber's sender is dropped when it is shed (AEP-0003 §8.4): the queue drains
-    // and the stream then ends, so the consumer reconnects and resumes exactly.
-    let live = stream::unfold((rx, guard, closing), |(mut rx, guard, closing)| async move {
-        tokio::select! {
-            d = rx.recv() => d.map(|d| (d, (rx, guard, closing))),
-            _ = closing.cancelled() => None,
+    sse_response(SseState { replay: replay.into_iter(), live: Some((rx, guard, closing)), heartbeat })
+}
+
+/// Most bytes one body chunk gathers from frames that are already waiting.
+const SSE_CHUNK: usize = 64 * 1024;
+
+/// The SSE keep-alive comment, sent after `heartbeat` without anything else.
+const SSE_PING: &[u8] = b": ping\n\n";
+
+/// One SSE response's source: the replay owed, then (live) the subscriber queue.
+struct SseState {
+    replay: std::vec::IntoIter<Delivery>,
+    live: Option<(mpsc::Receiver<Delivery>, Unsubscribe, CancellationToken)>,
+    heartbeat: Duration,
+}
+
+/// Gathers `first` and whatever `more` yields at once into one chunk, up to
+/// [`SSE_CHUNK`] bytes; a lone frame is passed on as is, uncopied.
+fn gather(first: Bytes, mut more: impl FnMut() -> Option<Delivery>) -> Bytes {
+    let Some(second) = (first.len() < SSE_CHUNK).then(&mut more).flatten() else { return first };
+    let mut buf = BytesMut::with_capacity(SSE_CHUNK.min(first.len() * 8).max(first.len() * 2));
+    buf.extend_from_slice(&first);
+    buf.extend_from_slice(&sse_frame(second));
+    while buf.len() < SSE_CHUNK {
+        match more() {
+            Some(d) => buf.extend_from_slice(&sse_frame(d)),
+            None => break,
         }
+    }
+    buf.freeze()
+}
+
+/// The `text/event-stream` response, written as raw frames (AEP-0003 §3.3): each event's
+/// frame is encoded once and shared by every subscriber, and frames already queued go out
+/// together in one chunk. A subscriber shed for overflow (AEP-0003 §8.4) has its sender
+/// dropped: the queue drains and the stream then ends, so the consumer reconnects and
+/// resumes exactly.
+fn sse_response(state: SseState) -> Response {
+    let chunks = stream::unfold(state, |mut st| async move {
+        if let Some(d) = st.replay.next() {
+            let replay = &mut st.replay;
+            let chunk = gather(sse_frame(d), || replay.next());
+            return Some((Ok::<_, Infallible>(chunk), st));
+        }
+        let (rx, _, closing) = st.live.as_mut()?;
+        let first = tokio::select! {
+            d = rx.recv() => d?,
+            _ = closing.cancelled() => return None,
+            // The heartbeat follows `heartbeat` of silence (AEP-0003 §3.3).
+            _ = tokio::time::sleep(st.heartbeat) => return Some((Ok(Bytes::from_static(SSE_PING)), st)),
+        };
+        let chunk = gather(sse_frame(first), || rx.try_recv().ok());
+        Some((Ok(chunk), st))
     });
-    let events = stream::iter(replay).chain(live).map(|d| Ok::<_, Infallible>(to_sse(d)));
-    Sse::new(events).keep_alive(keep_alive).into_response()
+    ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(chunks))
+        .into_response()
 }
 
 struct Unsubscribe {
@@ -311,28 +357,54 @@ fn sse_safe(s: &str) -> bool {
     !s.contains(['\r', '\n', '\0'])
 }
 
-fn to_sse(d: Delivery) -> SseEvent {
+/// One delivery's SSE frame; an event's is encoded once and shared across subscribers.
+fn sse_frame(d: Delivery) -> Bytes {
     match d {
-        Delivery::Event { event, .. } => {
-            // AEP-0003 §3.3 rule 2: `event:` the type, `data:` the event on one line, `id:`
-            // `{session}:{epoch}:{seq}` for session-scoped events only.
-            let line = std::str::from_utf8(&event.line).unwrap_or("").trim_end_matches('\n');
-            let mut e = SseEvent::default().data(line);
-            if sse_safe(&event.event.r#type) {
-                e = e.event(event.event.r#type.clone());
-            }
-            // A session an SSE field cannot carry gets no `id:` rather than a broken stream.
-            if let Some(id) = sse_id(&event.event).filter(|id| sse_safe(id)) {
-                e = e.id(id);
-            }
-            e
-        }
+        Delivery::Event { event, frame, .. } => frame.get_or_init(|| encode_event(&event)).clone(),
         Delivery::ReplayExhausted { session, earliest, .. } => {
             // AEP-0003 §3.3 rule 3: `: replay-exhausted {session} {epoch}:{seq}`.
             let session = session.replace(['\r', '\n'], "\u{fffd}");
-            SseEvent::default().comment(format!("replay-exhausted {session} {}:{}", earliest.epoch, earliest.seq))
+            Bytes::from(format!(": replay-exhausted {session} {}:{}\n\n", earliest.epoch, earliest.seq))
         }
     }
+}
+
+/// `data: {line}`, `event: {type}`, `id: {session}:{epoch}:{seq}` and the blank line.
+fn encode_event(s: &Stamped) -> Bytes {
+    // AEP-0003 §3.3 rule 2: `event:` the type, `data:` the event on one line, `id:`
+    // `{session}:{epoch}:{seq}` for session-scoped events only.
+    let line = std::str::from_utf8(&s.line).unwrap_or("").trim_end_matches('\n').as_bytes();
+    let ty = s.event.r#type.as_bytes();
+    // A session an SSE field cannot carry gets no `id:` rather than a broken stream.
+    let id = sse_id(&s.event).filter(|id| sse_safe(id));
+    let mut b = Vec::with_capacity(line.len() + ty.len() + id.as_ref().map_or(0, String::len) + 24);
+    if !line.is_empty() {
+        // A line break inside the data would start a new `data:` field (never the case for
+        // a compact JSON line, kept for safety).
+        b.extend_from_slice(b"data: ");
+        let mut from = 0;
+        for (i, c) in line.iter().enumerate() {
+            if matches!(c, b'\r' | b'\n') {
+                b.extend_from_slice(&line[from..=i]);
+                b.extend_from_slice(b"data: ");
+                from = i + 1;
+            }
+        }
+        b.extend_from_slice(&line[from..]);
+        b.push(b'\n');
+    }
+    if sse_safe(&s.event.r#type) {
+        b.extend_from_slice(b"event: ");
+        b.extend_from_slice(ty);
+        b.push(b'\n');
+    }
+    if let Some(id) = id {
+        b.extend_from_slice(b"id: ");
+        b.extend_from_slice(id.as_bytes());
+        b.push(b'\n');
+    }
+    b.push(b'\n');
+    Bytes::from(b)
 }
 
 async fn socket(
@@ -352,6 +424,69 @@ async fn socket(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stamped(line: &str) -> Stamped {
+        let v: Value = serde_json::from_str(line).unwrap();
+        super::super::validate_received(v, line.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn sse_frames_keep_the_wire_format() {
+        let line = r#"{"aep":"0.1","id":"01J00000000000000000000000","type":"run.started","time":"2026-01-02T03:04:05Z","source":"aep://h/agent/a/session/s:1","agent":"a","session":"s:1","seq":4,"epoch":2}"#;
+        let ev = Arc::new(stamped(line));
+        let frame = super::super::SharedFrame::default();
+        let d = || Delivery::Event { sub: Arc::from(""), event: ev.clone(), frame: frame.clone() };
+        let want = format!("data: {line}\nevent: run.started\nid: s:1:2:4\n\n");
+        assert_eq!(sse_frame(d()), want.as_bytes());
+        // Shared: the second delivery of the same event reuses the first one's bytes.
+        assert_eq!(sse_frame(d()).as_ptr(), sse_frame(d()).as_ptr());
+        let agent = stamped(
+            r#"{"aep":"0.1","id":"01J00000000000000000000001","type":"agent.heartbeat","time":"2026-01-02T03:04:05Z","source":"aep://h/agent/a","agent":"a"}"#,
+        );
+        let f = encode_event(&agent);
+        assert!(f.ends_with(b"\nevent: agent.heartbeat\n\n"), "no id for an agent-scoped event: {f:?}");
+        let marker = Delivery::ReplayExhausted {
+            sub: Arc::from(""),
+            session: "a\nb".into(),
+            earliest: Position { epoch: 1, seq: 9 },
+        };
+        assert_eq!(sse_frame(marker), ": replay-exhausted a\u{fffd}b 1:9\n\n".as_bytes());
+    }
+
+    #[tokio::test]
+    async fn sse_frames_match_axums_own_encoding() {
+        use axum::response::sse::{Event as SseEvent, Sse};
+        let line = r#"{"aep":"0.1","id":"01J00000000000000000000000","type":"run.started","time":"2026-01-02T03:04:05Z","source":"aep://h/agent/a/session/s","agent":"a","session":"s","seq":3}"#;
+        let ev = Arc::new(stamped(line));
+        let axum_event = SseEvent::default().data(line).event("run.started").id("s:0:3");
+        let comment = SseEvent::default().comment("replay-exhausted s 0:1");
+        let events = stream::iter([axum_event, comment].map(Ok::<_, Infallible>));
+        let body = axum::body::to_bytes(Sse::new(events).into_response().into_body(), usize::MAX).await.unwrap();
+        let ours = Delivery::Event { sub: Arc::from(""), event: ev, frame: Default::default() };
+        let marker = Delivery::ReplayExhausted {
+            sub: Arc::from(""),
+            session: "s".into(),
+            earliest: Position { epoch: 0, seq: 1 },
+        };
+        assert_eq!(body, [sse_frame(ours), sse_frame(marker)].concat());
+    }
+
+    #[test]
+    fn queued_frames_go_out_together() {
+        let line = r#"{"aep":"0.1","id":"01J00000000000000000000000","type":"run.started","time":"2026-01-02T03:04:05Z","source":"aep://h/agent/a/session/s","agent":"a","session":"s","seq":0}"#;
+        let ev = Arc::new(stamped(line));
+        let d = || Delivery::Event { sub: Arc::from(""), event: ev.clone(), frame: Default::default() };
+        let one = sse_frame(d());
+        let mut left = 2;
+        let chunk = gather(sse_frame(d()), || {
+            (left > 0).then(|| {
+                left -= 1;
+                d()
+            })
+        });
+        assert_eq!(chunk, [&one[..], &one[..], &one[..]].concat());
+        assert_eq!(gather(one.clone(), || None), one);
+    }
 
     #[test]
     fn version_gate() {

@@ -10,10 +10,12 @@ mod http;
 mod ws;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use aep_schemas::filter::Filter;
+use aep_schemas::validate::Violation;
 use aep_schemas::{Capture, Severity};
+use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
@@ -36,6 +38,8 @@ pub enum Delivery {
         sub: Arc<str>,
         /// The event as delivered.
         event: Arc<Stamped>,
+        /// Its SSE frame, shared by every delivery of the same `event`.
+        frame: SharedFrame,
     },
     /// The buffer no longer covers a requested position (AEP-0003 §5).
     ReplayExhausted {
@@ -46,6 +50,18 @@ pub enum Delivery {
         /// Earliest held position.
         earliest: Position,
     },
+}
+
+/// One delivered event's encoded SSE frame (AEP-0003 §3.3), built by the first SSE
+/// subscriber that writes it and shared by every other subscriber of the same event.
+#[derive(Debug, Clone, Default)]
+pub struct SharedFrame(Arc<OnceLock<Bytes>>);
+
+impl SharedFrame {
+    /// The frame, encoded with `encode` on first use.
+    pub fn get_or_init(&self, encode: impl FnOnce() -> Bytes) -> &Bytes {
+        self.0.get_or_init(encode)
+    }
 }
 
 /// Raised when a subscription is shed for falling behind on `notice`+ events: the
@@ -244,7 +260,8 @@ impl Collector {
         let mut replay = Vec::new();
         let push = |ev: &Arc<Stamped>, replay: &mut Vec<Delivery>| {
             if filter.matches(&ev.event) {
-                replay.push(Delivery::Event { sub: sub.clone(), event: down(ev, ceiling) });
+                let event = down(ev, ceiling);
+                replay.push(Delivery::Event { sub: sub.clone(), event, frame: SharedFrame::default() });
             }
         };
         match from {
@@ -414,14 +431,40 @@ impl Collector {
 /// serialization (AEP-0001 §4.2; AEP-0004 §4.4). A multi-line body (pretty-printed JSON)
 /// is compacted from the parsed value, member order kept.
 pub fn received(value: &Value, event: aep_schemas::Event, raw: &[u8]) -> Stamped {
+    match one_line(raw) {
+        Some(line) => with_line(event, line),
+        None => {
+            let mut line = serde_json::to_vec(value).unwrap_or_default();
+            line.push(b'\n');
+            Stamped { event, line: Bytes::from(line) }
+        }
+    }
+}
+
+/// Validates `value` (received as `raw`) and keeps it as [`received`] does: the same
+/// checks and the same first violation as `validate_value`, but a one-line event is moved
+/// into the Event, never copied (the emit hot path).
+pub fn validate_received(value: Value, raw: &[u8]) -> Result<Stamped, Violation> {
+    match one_line(raw) {
+        Some(line) => Ok(with_line(aep_schemas::validate::validate_owned(value)?, line)),
+        None => {
+            let event = aep_schemas::validate::validate_value(&value)?;
+            Ok(received(&value, event, raw))
+        }
+    }
+}
+
+/// `raw` without surrounding whitespace when that is one non-empty line.
+fn one_line(raw: &[u8]) -> Option<&[u8]> {
     let trimmed = raw.trim_ascii();
-    let mut line = if !trimmed.is_empty() && !trimmed.iter().any(|b| matches!(b, b'\n' | b'\r')) {
-        trimmed.to_vec()
-    } else {
-        serde_json::to_vec(value).unwrap_or_default()
-    };
-    line.push(b'\n');
-    Stamped { event, line: bytes::Bytes::from(line) }
+    (!trimmed.is_empty() && !trimmed.iter().any(|b| matches!(b, b'\n' | b'\r'))).then_some(trimmed)
+}
+
+fn with_line(event: aep_schemas::Event, line: &[u8]) -> Stamped {
+    let mut buf = Vec::with_capacity(line.len() + 1);
+    buf.extend_from_slice(line);
+    buf.push(b'\n');
+    Stamped { event, line: Bytes::from(buf) }
 }
 
 /// Where a subscription starts.
@@ -452,11 +495,19 @@ impl Tap for Collector {
         }
         let sev = ev.event.severity();
         let mut dead = Vec::new();
+        // One SSE frame per event, shared by every subscriber that gets it unchanged.
+        let mut shared: Option<SharedFrame> = None;
         for s in &st.subscribers {
             if !s.filter.matches(&ev.event) {
                 continue;
             }
-            let d = Delivery::Event { sub: s.sub.clone(), event: down(ev, s.ceiling) };
+            let event = down(ev, s.ceiling);
+            let frame = if Arc::ptr_eq(&event, ev) {
+                shared.get_or_insert_with(SharedFrame::default).clone()
+            } else {
+                SharedFrame::default()
+            };
+            let d = Delivery::Event { sub: s.sub.clone(), event, frame };
             match s.tx.try_send(d) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(_)) if sev < Severity::Notice => {

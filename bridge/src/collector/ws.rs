@@ -50,13 +50,14 @@ impl Conn {
     /// Renders a delivery as a text frame, recording the position for `closing`.
     fn render(&mut self, d: Delivery) -> Message {
         match d {
-            Delivery::Event { sub, event } => {
+            Delivery::Event { sub, event, .. } => {
                 if let (Some(s), Some(seq)) = (event.event.session.clone(), event.event.seq) {
                     self.delivered.insert((sub, s), (event.event.epoch(), seq));
                 }
-                // The event exactly as received (AEP-0001 §4.2), one per text frame.
-                let line = std::str::from_utf8(&event.line).unwrap_or("").trim_end_matches('\n');
-                Message::Text(Utf8Bytes::from(line.to_owned()))
+                // The event exactly as received (AEP-0001 §4.2), one per text frame, sharing
+                // the line's bytes rather than copying them.
+                let end = event.line.iter().rposition(|b| *b != b'\n').map_or(0, |i| i + 1);
+                Message::Text(Utf8Bytes::try_from(event.line.slice(..end)).unwrap_or_default())
             }
             Delivery::ReplayExhausted { sub, session, earliest } => text(&json!({
                 "type": "replay-exhausted", "sub": &*sub, "session": session,
