@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aep_adapters::otel::{MappedDraft, Mode, ProfileSelector, Vendor, map_batch};
+use aep_adapters::otel::{MappedDraft, Mode, OtelRecord, ProfileSelector, Vendor, map_batch};
 use aep_adapters::{MapContext, SessionState};
 use aep_receivers::otlp::{
     Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler, Refused,
@@ -82,13 +82,9 @@ impl BridgeOtlp {
     }
 }
 
-impl OtlpHandler for BridgeOtlp {
-    fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused> {
-        // Without a tee nothing needs the request after conversion: take it apart (no copies).
-        let (records, req) = match &self.tee {
-            Some(_) => (to_otel_records(&req), Some(req)),
-            None => (into_otel_records(req), None),
-        };
+impl BridgeOtlp {
+    /// Maps `records` and queues the drafts; `tee` runs once they are accepted.
+    fn take_records(&self, records: Vec<OtelRecord>, tee: impl FnOnce()) -> Result<Accepted, Refused> {
         let total = records.len();
         let mut states = self.states.lock().map_err(|_| Refused::Full { retry_after: Duration::from_secs(1) })?;
         if states.len() > MAX_STATES {
@@ -137,9 +133,7 @@ impl OtlpHandler for BridgeOtlp {
         }
         // The tee sees only requests this receiver accepted: a 503 makes the sender retry,
         // and forwarding before it would hand the upstream the same records twice.
-        if let (Some(t), Some(req)) = (&self.tee, &req) {
-            t.logs(req);
-        }
+        tee();
         if unmatched > 0 {
             self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_profile")], unmatched);
             let svc = first_unmatched.unwrap_or_default();
@@ -151,6 +145,25 @@ impl OtlpHandler for BridgeOtlp {
             ));
         }
         Ok(Accepted::all())
+    }
+}
+
+impl OtlpHandler for BridgeOtlp {
+    fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused> {
+        match &self.tee {
+            Some(t) => self.take_records(to_otel_records(&req), || t.logs(&req)),
+            // Without a tee nothing needs the request after conversion: take it apart (no copies).
+            None => self.take_records(into_otel_records(req), || {}),
+        }
+    }
+
+    /// Records straight from the wire, when no tee needs the decoded request.
+    fn wants_log_records(&self) -> bool {
+        self.tee.is_none()
+    }
+
+    fn log_records(&self, records: Vec<OtelRecord>) -> Result<Accepted, Refused> {
+        self.take_records(records, || {})
     }
 
     fn traces(&self, req: ExportTraceServiceRequest) -> Result<Accepted, Refused> {

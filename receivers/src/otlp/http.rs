@@ -66,11 +66,18 @@ async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Res
         Ok(x) => x,
         Err(r) => return r,
     };
-    let req = match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, decode::logs).await {
-        Ok(r) => r,
-        Err(e) => return decode_error(format, e),
+    let answer = if format == Format::Protobuf && st.handler.wants_log_records() {
+        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, decode_log_records).await {
+            Ok(records) => st.handler.log_records(records),
+            Err(e) => return decode_error(format, e),
+        }
+    } else {
+        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, decode::logs).await {
+            Ok(req) => st.handler.logs(req),
+            Err(e) => return decode_error(format, e),
+        }
     };
-    match st.handler.logs(req) {
+    match answer {
         Ok(a) => {
             let partial_success = partial(&a).then(|| ExportLogsPartialSuccess {
                 rejected_log_records: a.rejected,
@@ -132,6 +139,15 @@ fn partial(a: &Accepted) -> bool {
 /// Bodies at least this large are decompressed and decoded on the blocking pool, so a 20 MiB
 /// JSON export does not stall the async workers.
 const BLOCKING_DECODE_BYTES: usize = 64 * 1024;
+
+/// A protobuf logs body as neutral records: read directly when it has the common shape,
+/// else through prost (whose decision, and error message, is authoritative).
+fn decode_log_records(body: &[u8], format: Format) -> Result<Vec<aep_adapters::otel::OtelRecord>, DecodeError> {
+    match super::fast::log_records(body) {
+        Some(records) => Ok(records),
+        None => decode::logs(body, format).map(super::into_otel_records),
+    }
+}
 
 /// Undoes the content coding (capped) and decodes the message.
 async fn decode_body<T: Send + 'static>(

@@ -34,6 +34,7 @@ pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequ
 
 pub mod convert;
 pub mod decode;
+pub mod fast;
 pub mod grpc;
 pub mod http;
 mod status;
@@ -87,6 +88,21 @@ pub enum Refused {
 pub trait OtlpHandler: Send + Sync + 'static {
     /// A logs export (`/v1/logs`, `LogsService/Export`).
     fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused>;
+
+    /// Whether this handler takes logs as neutral records through [`OtlpHandler::log_records`].
+    /// When it does, the OTLP/HTTP receiver reads protobuf bodies straight into records
+    /// ([`fast::log_records`]) instead of calling [`OtlpHandler::logs`] with the decoded
+    /// request; JSON bodies and gRPC still arrive through `logs`.
+    fn wants_log_records(&self) -> bool {
+        false
+    }
+
+    /// A logs export as neutral records, in request order (only called when
+    /// [`OtlpHandler::wants_log_records`] is true). Same contract as [`OtlpHandler::logs`].
+    fn log_records(&self, records: Vec<aep_adapters::otel::OtelRecord>) -> Result<Accepted, Refused> {
+        let _ = records;
+        Err(Refused::Invalid("this receiver does not take log records".into()))
+    }
 
     /// A traces export (`/v1/traces`, `TraceService/Export`).
     fn traces(&self, _req: ExportTraceServiceRequest) -> Result<Accepted, Refused> {

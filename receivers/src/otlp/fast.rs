@@ -1,0 +1,476 @@
+//! A direct protobuf reader for `ExportLogsServiceRequest`: the wire bytes become the adapters'
+//! [`OtelRecord`]s in one pass, without building (and then dropping) the prost message tree.
+//!
+//! It reads only the common shape of a logs export. Anything else — a field it does not know,
+//! a singular message field sent twice (prost would merge it), a group, an interned string
+//! index, nesting deeper than [`MAX_DEPTH`], bad UTF-8, a malformed varint or length, an id of
+//! the wrong size — makes it answer `None`, and the caller decodes with prost, whose result
+//! (or error) is authoritative. It therefore never accepts a body prost would reject, and
+//! whatever it accepts yields the same records as [`into_otel_records`](super::into_otel_records).
+
+use std::sync::Arc;
+
+use aep_adapters::otel::{Attributes, OtelRecord};
+use serde_json::{Map, Value};
+
+/// Deepest `AnyValue` nesting read here; deeper bodies go to prost.
+pub const MAX_DEPTH: usize = 32;
+
+/// The log records of a protobuf `ExportLogsServiceRequest`, or `None` when the body is
+/// outside the shape read here (see the module doc) and must be decoded with prost.
+pub fn log_records(body: &[u8]) -> Option<Vec<OtelRecord>> {
+    let mut out = Vec::new();
+    let mut r = Rd::new(body);
+    while !r.done() {
+        match r.key()? {
+            (1, LEN) => resource_logs(r.len_delimited()?, &mut out)?,
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+const VARINT: u8 = 0;
+const I64: u8 = 1;
+const LEN: u8 = 2;
+const I32: u8 = 5;
+
+struct Rd<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Rd<'a> {
+    fn new(b: &'a [u8]) -> Self {
+        Self { b }
+    }
+
+    fn done(&self) -> bool {
+        self.b.is_empty()
+    }
+
+    /// A varint as prost reads it: at most 10 bytes, the 10th at most 1.
+    fn varint(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for (i, &byte) in self.b.iter().enumerate().take(10) {
+            if i == 9 && byte > 1 {
+                return None;
+            }
+            v |= u64::from(byte & 0x7f) << (7 * i);
+            if byte < 0x80 {
+                self.b = &self.b[i + 1..];
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// Field number and wire type; `None` for a key prost would refuse (or a group).
+    fn key(&mut self) -> Option<(u32, u8)> {
+        let k = self.varint()?;
+        let k = u32::try_from(k).ok()?;
+        let (field, wt) = (k >> 3, (k & 7) as u8);
+        (field != 0 && matches!(wt, VARINT | I64 | LEN | I32)).then_some((field, wt))
+    }
+
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if n > self.b.len() {
+            return None;
+        }
+        let (head, rest) = self.b.split_at(n);
+        self.b = rest;
+        Some(head)
+    }
+
+    fn len_delimited(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.varint()?).ok()?;
+        self.take(n)
+    }
+
+    fn str(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.len_delimited()?).ok()
+    }
+
+    fn fixed64(&mut self) -> Option<u64> {
+        self.take(8)?.try_into().ok().map(u64::from_le_bytes)
+    }
+
+    fn fixed32(&mut self) -> Option<u32> {
+        self.take(4)?.try_into().ok().map(u32::from_le_bytes)
+    }
+}
+
+fn resource_logs(b: &[u8], out: &mut Vec<OtelRecord>) -> Option<()> {
+    let mut r = Rd::new(b);
+    let mut resource: Option<Map<String, Value>> = None;
+    // Scope blocks may precede the resource on the wire: keep them until the end.
+    let mut scopes: Vec<&[u8]> = Vec::new();
+    while !r.done() {
+        match r.key()? {
+            (1, LEN) if resource.is_none() => resource = Some(resource_attrs(r.len_delimited()?)?),
+            (2, LEN) => scopes.push(r.len_delimited()?),
+            (3, LEN) => {
+                r.str()?;
+            }
+            _ => return None,
+        }
+    }
+    let resource = Arc::new(resource.unwrap_or_default());
+    for s in scopes {
+        scope_logs(s, &resource, out)?;
+    }
+    Some(())
+}
+
+fn resource_attrs(b: &[u8]) -> Option<Map<String, Value>> {
+    let mut r = Rd::new(b);
+    let mut m = Map::new();
+    while !r.done() {
+        match r.key()? {
+            (1, LEN) => {
+                let (k, v) = key_value(r.len_delimited()?, 0)?;
+                m.insert(k, v);
+            }
+            (2, VARINT) => {
+                r.varint()?;
+            }
+            _ => return None,
+        }
+    }
+    Some(m)
+}
+
+fn scope_logs(b: &[u8], resource: &Arc<Map<String, Value>>, out: &mut Vec<OtelRecord>) -> Option<()> {
+    let mut r = Rd::new(b);
+    let mut scope: Option<(&str, &str)> = None;
+    let mut records: Vec<&[u8]> = Vec::new();
+    while !r.done() {
+        match r.key()? {
+            (1, LEN) if scope.is_none() => scope = Some(instrumentation_scope(r.len_delimited()?)?),
+            (2, LEN) => records.push(r.len_delimited()?),
+            (3, LEN) => {
+                r.str()?;
+            }
+            _ => return None,
+        }
+    }
+    let (name, version) = scope.unwrap_or_default();
+    out.reserve(records.len());
+    for rec in records {
+        out.push(log_record(rec, resource, name, version)?);
+    }
+    Some(())
+}
+
+fn instrumentation_scope(b: &[u8]) -> Option<(&str, &str)> {
+    let mut r = Rd::new(b);
+    let (mut name, mut version) = ("", "");
+    while !r.done() {
+        match r.key()? {
+            (1, LEN) => name = r.str()?,
+            (2, LEN) => version = r.str()?,
+            // Scope attributes are validated, not kept (the neutral record has no slot for them).
+            (3, LEN) => {
+                key_value(r.len_delimited()?, 0)?;
+            }
+            (4, VARINT) => {
+                r.varint()?;
+            }
+            _ => return None,
+        }
+    }
+    Some((name, version))
+}
+
+fn log_record(
+    b: &[u8],
+    resource: &Arc<Map<String, Value>>,
+    scope_name: &str,
+    scope_version: &str,
+) -> Option<OtelRecord> {
+    let mut r = Rd::new(b);
+    let mut rec = OtelRecord {
+        resource: Arc::clone(resource),
+        scope_name: scope_name.to_owned(),
+        scope_version: scope_version.to_owned(),
+        attributes: Attributes::with_capacity(24),
+        ..Default::default()
+    };
+    let (mut trace_id, mut span_id): (&[u8], &[u8]) = (&[], &[]);
+    let mut body_seen = false;
+    while !r.done() {
+        match r.key()? {
+            (1, I64) => rec.time_unix_nano = r.fixed64()?,
+            (11, I64) => rec.observed_time_unix_nano = r.fixed64()?,
+            (2, VARINT) => rec.severity_number = r.varint()? as i32,
+            (3, LEN) => rec.severity_text = r.str()?.to_owned(),
+            (5, LEN) if !body_seen => {
+                body_seen = true;
+                rec.body = Some(any_value(r.len_delimited()?, 0)?);
+            }
+            (6, LEN) => {
+                let (k, v) = key_value(r.len_delimited()?, 0)?;
+                rec.attributes.push(k, v);
+            }
+            (7, VARINT) => {
+                r.varint()?;
+            }
+            (8, I32) => rec.flags = r.fixed32()?,
+            (9, LEN) => trace_id = r.len_delimited()?,
+            (10, LEN) => span_id = r.len_delimited()?,
+            (12, LEN) => {
+                let n = r.str()?;
+                rec.event_name = (!n.is_empty()).then(|| n.to_owned());
+            }
+            _ => return None,
+        }
+    }
+    // Wrong-size ids are a 400 (decode::check_ids_logs): prost's path words the error.
+    rec.trace_id = hex_id(trace_id, 16)?;
+    rec.span_id = hex_id(span_id, 8)?;
+    Some(rec)
+}
+
+/// `Some(None)` for an absent or all-zero id, `Some(Some(hex))` for a set one, `None` for a
+/// wrong length.
+fn hex_id(id: &[u8], len: usize) -> Option<Option<String>> {
+    if id.is_empty() {
+        return Some(None);
+    }
+    (id.len() == len).then(|| id.iter().any(|b| *b != 0).then(|| hex::encode(id)))
+}
+
+fn key_value(b: &[u8], depth: usize) -> Option<(String, Value)> {
+    let mut r = Rd::new(b);
+    let mut key = "";
+    let mut value: Option<Value> = None;
+    while !r.done() {
+        match r.key()? {
+            (1, LEN) => key = r.str()?,
+            (2, LEN) if value.is_none() => value = Some(any_value(r.len_delimited()?, depth)?),
+            _ => return None,
+        }
+    }
+    Some((key.to_owned(), value.unwrap_or(Value::Null)))
+}
+
+/// `AnyValue` -> JSON, as [`any_value`](super::convert::any_value).
+fn any_value(b: &[u8], depth: usize) -> Option<Value> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let mut r = Rd::new(b);
+    let mut out: Option<Value> = None;
+    while !r.done() {
+        if out.is_some() {
+            // A repeated oneof member: prost's merge rules decide.
+            return None;
+        }
+        out = Some(match r.key()? {
+            (1, LEN) => Value::String(r.str()?.to_owned()),
+            (2, VARINT) => Value::Bool(r.varint()? != 0),
+            (3, VARINT) => Value::from(r.varint()? as i64),
+            (4, I64) => {
+                serde_json::Number::from_f64(f64::from_bits(r.fixed64()?)).map(Value::Number).unwrap_or(Value::Null)
+            }
+            (5, LEN) => {
+                let mut a = Rd::new(r.len_delimited()?);
+                let mut items = Vec::new();
+                while !a.done() {
+                    match a.key()? {
+                        (1, LEN) => items.push(any_value(a.len_delimited()?, depth + 1)?),
+                        _ => return None,
+                    }
+                }
+                Value::Array(items)
+            }
+            (6, LEN) => {
+                let mut l = Rd::new(r.len_delimited()?);
+                let mut m = Map::new();
+                while !l.done() {
+                    match l.key()? {
+                        (1, LEN) => {
+                            let (k, v) = key_value(l.len_delimited()?, depth + 1)?;
+                            m.insert(k, v);
+                        }
+                        _ => return None,
+                    }
+                }
+                Value::Object(m)
+            }
+            (7, LEN) => Value::String(hex::encode(r.len_delimited()?)),
+            _ => return None,
+        });
+    }
+    Some(out.unwrap_or(Value::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::otlp::decode;
+    use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as Av;
+    use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList};
+    use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+    use opentelemetry_proto::tonic::resource::v1::Resource;
+    use prost::Message as _;
+
+    fn kv(k: &str, v: Av) -> KeyValue {
+        KeyValue { key: k.into(), value: Some(AnyValue { value: Some(v) }), ..Default::default() }
+    }
+
+    fn record(i: u8) -> LogRecord {
+        LogRecord {
+            time_unix_nano: 0,
+            observed_time_unix_nano: 1_796_011_451_385_634_826 + u64::from(i),
+            severity_number: 9,
+            severity_text: "INFO".into(),
+            event_name: "event otel/src/x.rs:1".into(),
+            body: Some(AnyValue { value: Some(Av::StringValue("béd ✓".into())) }),
+            attributes: vec![
+                kv("event.name", Av::StringValue("codex.tool_result".into())),
+                kv("i", Av::IntValue(-3)),
+                kv("big", Av::IntValue(i64::MAX)),
+                kv("d", Av::DoubleValue(1.5)),
+                kv("nan", Av::DoubleValue(f64::NAN)),
+                kv("t", Av::BoolValue(true)),
+                kv("b", Av::BytesValue(vec![0xab, i])),
+                kv(
+                    "a",
+                    Av::ArrayValue(ArrayValue {
+                        values: vec![AnyValue { value: Some(Av::BoolValue(false)) }, AnyValue { value: None }],
+                    }),
+                ),
+                kv(
+                    "m",
+                    Av::KvlistValue(KeyValueList {
+                        values: vec![
+                            kv("k", Av::IntValue(1)),
+                            kv("k", Av::IntValue(2)),
+                            kv("z", Av::StringValue("".into())),
+                        ],
+                    }),
+                ),
+                KeyValue { key: "none".into(), value: None, ..Default::default() },
+                kv("i", Av::IntValue(4)),
+            ],
+            dropped_attributes_count: 2,
+            flags: 0x101,
+            trace_id: if i.is_multiple_of(2) { vec![i + 1; 16] } else { vec![0; 16] },
+            span_id: if i.is_multiple_of(3) { Vec::new() } else { vec![i; 8] },
+        }
+    }
+
+    fn request() -> ExportLogsServiceRequest {
+        ExportLogsServiceRequest {
+            resource_logs: vec![
+                ResourceLogs {
+                    resource: Some(Resource {
+                        attributes: vec![
+                            kv("service.name", Av::StringValue("codex_exec".into())),
+                            kv("host.name", Av::StringValue("vm".into())),
+                        ],
+                        dropped_attributes_count: 1,
+                        ..Default::default()
+                    }),
+                    scope_logs: vec![
+                        ScopeLogs {
+                            scope: Some(InstrumentationScope {
+                                name: "codex_otel.log_only".into(),
+                                version: "1".into(),
+                                attributes: vec![kv("x", Av::StringValue("y".into()))],
+                                dropped_attributes_count: 0,
+                            }),
+                            log_records: (0..4).map(record).collect(),
+                            schema_url: "https://opentelemetry.io/schemas/1.30.0".into(),
+                        },
+                        ScopeLogs { scope: None, log_records: vec![LogRecord::default()], ..Default::default() },
+                    ],
+                    schema_url: "s".into(),
+                },
+                ResourceLogs { resource: None, scope_logs: vec![ScopeLogs::default()], ..Default::default() },
+            ],
+        }
+    }
+
+    /// The records prost and [`into_otel_records`](crate::otlp::into_otel_records) give.
+    fn via_prost(body: &[u8]) -> Result<Vec<OtelRecord>, decode::DecodeError> {
+        decode::logs(body, decode::Format::Protobuf).map(crate::otlp::into_otel_records)
+    }
+
+    #[test]
+    fn same_records_as_prost() {
+        let body = request().encode_to_vec();
+        let fast = log_records(&body).expect("the common shape is read directly");
+        assert_eq!(fast.len(), 5);
+        assert_eq!(Ok(fast), via_prost(&body));
+        assert_eq!(log_records(&[]), Some(Vec::new()));
+    }
+
+    #[test]
+    fn declines_what_it_does_not_read_and_never_accepts_what_prost_refuses() {
+        let good = request().encode_to_vec();
+        // Every truncation and every single-byte corruption: when the direct reader answers,
+        // it must agree with prost exactly (records, and acceptance).
+        let mut cases: Vec<Vec<u8>> = (0..good.len()).map(|n| good[..n].to_vec()).collect();
+        for i in 0..good.len() {
+            for x in [0x00u8, 0x01, 0x7f, 0x80, 0xff] {
+                let mut b = good.clone();
+                b[i] ^= x;
+                cases.push(b);
+            }
+        }
+        let mut declined = 0;
+        for b in &cases {
+            match log_records(b) {
+                Some(fast) => assert_eq!(Ok(fast), via_prost(b), "body {b:02x?}"),
+                None => declined += 1,
+            }
+        }
+        assert!(declined > 0 && declined < cases.len(), "{declined} of {}", cases.len());
+    }
+
+    #[test]
+    fn wrong_id_sizes_and_unusual_fields_go_to_prost() {
+        let mut req = request();
+        req.resource_logs[0].scope_logs[0].log_records[0].span_id = vec![1; 7];
+        let body = req.encode_to_vec();
+        assert_eq!(log_records(&body), None);
+        assert!(via_prost(&body).is_err(), "prost's path answers 400");
+
+        let mut req = request();
+        req.resource_logs[0].scope_logs[0].log_records[0].attributes[0].key_strindex = 3;
+        assert_eq!(log_records(&req.encode_to_vec()), None);
+
+        // Nesting past MAX_DEPTH.
+        let mut v = AnyValue { value: Some(Av::IntValue(1)) };
+        for _ in 0..=MAX_DEPTH + 1 {
+            v = AnyValue { value: Some(Av::ArrayValue(ArrayValue { values: vec![v] })) };
+        }
+        let mut req = request();
+        req.resource_logs[0].scope_logs[0].log_records[0].body = Some(v);
+        let body = req.encode_to_vec();
+        assert_eq!(log_records(&body), None);
+        assert!(via_prost(&body).is_ok());
+
+        // A repeated singular message (prost merges) and bad UTF-8 in a key.
+        let mut body = request().encode_to_vec();
+        let extra = ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs { resource: Some(Resource::default()), ..Default::default() }],
+        }
+        .encode_to_vec();
+        body.extend_from_slice(&extra);
+        assert!(log_records(&body).is_some(), "a second ResourceLogs is just another entry");
+        let bad = ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                resource: Some(Resource { attributes: vec![kv("k\u{7f}", Av::BoolValue(true))], ..Default::default() }),
+                ..Default::default()
+            }],
+        };
+        let mut b = bad.encode_to_vec();
+        let at = b.iter().position(|&c| c == 0x7f).unwrap();
+        b[at] = 0xff;
+        assert_eq!(log_records(&b), None);
+        assert!(via_prost(&b).is_err());
+    }
+}
