@@ -120,14 +120,15 @@ async fn post_events(
             Err(e) => return bad(c, format!("body is not JSON: {e}"), None),
         },
         "application/x-ndjson" | "application/jsonl" => {
-            for (i, line) in body.split(|b| *b == b'\n').enumerate() {
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                match serde_json::from_slice::<Value>(line) {
-                    Ok(v) => items.push((i, v, line)),
-                    Err(e) => return bad(c, format!("line {i} is not JSON: {e}"), Some(i)),
-                }
+            // A body that is UTF-8 throughout is checked once and parsed as text (no
+            // per-string UTF-8 check); any other goes byte-wise, failing as before.
+            let parsed = match std::str::from_utf8(&body) {
+                Ok(text) => ndjson(text.split('\n').map(|l| (l.as_bytes(), l)), serde_json::from_str::<Value>),
+                Err(_) => ndjson(body.split(|b| *b == b'\n').map(|l| (l, l)), serde_json::from_slice::<Value>),
+            };
+            match parsed {
+                Ok(parsed) => items = parsed,
+                Err((i, e)) => return bad(c, format!("line {i} is not JSON: {e}"), Some(i)),
             }
             true
         }
@@ -167,6 +168,26 @@ async fn post_events(
         }
     }
     (StatusCode::ACCEPTED, axum::Json(json!({ "accepted": n }))).into_response()
+}
+
+/// One parsed value per non-blank NDJSON line, with its index and bytes; the first
+/// line that is not JSON stops it.
+#[allow(clippy::type_complexity)] // (index, value, bytes) rows, as `post_events` keeps them
+fn ndjson<'a, L>(
+    lines: impl Iterator<Item = (&'a [u8], L)>,
+    parse: impl Fn(L) -> serde_json::Result<Value>,
+) -> Result<Vec<(usize, Value, &'a [u8])>, (usize, serde_json::Error)> {
+    let mut items = Vec::new();
+    for (i, (raw, line)) in lines.enumerate() {
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match parse(line) {
+            Ok(v) => items.push((i, v, raw)),
+            Err(e) => return Err((i, e)),
+        }
+    }
+    Ok(items)
 }
 
 fn is_ack(ty: &str) -> bool {
@@ -301,9 +322,12 @@ struct SseState {
 
 /// Gathers `first` and whatever `more` yields at once into one chunk, up to
 /// [`SSE_CHUNK`] bytes; a lone frame is passed on as is, uncopied.
-fn gather(first: Bytes, mut more: impl FnMut() -> Option<Delivery>) -> Bytes {
+/// `queued` (how many wait) sizes the chunk.
+fn gather(first: Bytes, queued: usize, mut more: impl FnMut() -> Option<Delivery>) -> Bytes {
     let Some(second) = (first.len() < SSE_CHUNK).then(&mut more).flatten() else { return first };
-    let mut buf = BytesMut::with_capacity(SSE_CHUNK.min(first.len() * 8).max(first.len() * 2));
+    // Frames of one stream are alike in size: room for what waits, plus slack.
+    let want = first.len().saturating_mul(queued.saturating_add(2)).saturating_add(first.len() / 2);
+    let mut buf = BytesMut::with_capacity(want.min(SSE_CHUNK + first.len()));
     buf.extend_from_slice(&first);
     buf.extend_from_slice(&sse_frame(second));
     while buf.len() < SSE_CHUNK {
@@ -324,7 +348,7 @@ fn sse_response(state: SseState) -> Response {
     let chunks = stream::unfold(state, |mut st| async move {
         if let Some(d) = st.replay.next() {
             let replay = &mut st.replay;
-            let chunk = gather(sse_frame(d), || replay.next());
+            let chunk = gather(sse_frame(d), replay.len(), || replay.next());
             return Some((Ok::<_, Infallible>(chunk), st));
         }
         let (rx, _, closing) = st.live.as_mut()?;
@@ -334,7 +358,7 @@ fn sse_response(state: SseState) -> Response {
             // The heartbeat follows `heartbeat` of silence (AEP-0003 §3.3).
             _ = tokio::time::sleep(st.heartbeat) => return Some((Ok(Bytes::from_static(SSE_PING)), st)),
         };
-        let chunk = gather(sse_frame(first), || rx.try_recv().ok());
+        let chunk = gather(sse_frame(first), rx.len(), || rx.try_recv().ok());
         Some((Ok(chunk), st))
     });
     ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(chunks))
@@ -478,14 +502,27 @@ mod tests {
         let d = || Delivery::Event { sub: Arc::from(""), event: ev.clone(), frame: Default::default() };
         let one = sse_frame(d());
         let mut left = 2;
-        let chunk = gather(sse_frame(d()), || {
+        let chunk = gather(sse_frame(d()), 2, || {
             (left > 0).then(|| {
                 left -= 1;
                 d()
             })
         });
         assert_eq!(chunk, [&one[..], &one[..], &one[..]].concat());
-        assert_eq!(gather(one.clone(), || None), one);
+        assert_eq!(gather(one.clone(), 0, || None), one);
+    }
+
+    #[test]
+    fn ndjson_text_and_bytes_agree() {
+        let body = "{\"a\":1}\n  \n{\"b\":\"é\"}\r\n{oops\n";
+        let text = ndjson(body.split('\n').map(|l| (l.as_bytes(), l)), serde_json::from_str::<Value>);
+        let bytes = ndjson(body.as_bytes().split(|b| *b == b'\n').map(|l| (l, l)), serde_json::from_slice::<Value>);
+        let (Err((i, a)), Err((j, b))) = (text, bytes) else { panic!("line 3 is not JSON") };
+        assert_eq!((i, a.to_string()), (j, b.to_string()));
+        assert_eq!(i, 3);
+        let ok = "{\"a\":1}\n\n{\"b\":2}\n";
+        let rows = ndjson(ok.split('\n').map(|l| (l.as_bytes(), l)), serde_json::from_str::<Value>).unwrap();
+        assert_eq!(rows.iter().map(|r| (r.0, r.2)).collect::<Vec<_>>(), [(0, &b"{\"a\":1}"[..]), (2, b"{\"b\":2}")]);
     }
 
     #[test]
