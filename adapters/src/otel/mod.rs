@@ -443,7 +443,18 @@ pub(crate) fn stamp(d: &mut EventDraft, rec: &OtelRecord, session: Option<&str>)
     let nanos = if rec.time_unix_nano != 0 { rec.time_unix_nano } else { rec.observed_time_unix_nano };
     d.time = (nanos != 0).then(|| rfc3339_from_unix_nanos(nanos));
     if let (Some(t), Some(s)) = (&rec.trace_id, &rec.span_id) {
-        d.traceparent = Some(format!("00-{t}-{s}-{:02x}", rec.flags & 0xff));
+        // `00-{trace}-{span}-{flags:02x}`, built without the formatting machinery (per record).
+        let mut tp = String::with_capacity(6 + t.len() + s.len());
+        tp.push_str("00-");
+        tp.push_str(t);
+        tp.push('-');
+        tp.push_str(s);
+        tp.push('-');
+        let flags = (rec.flags & 0xff) as u8;
+        for nibble in [flags >> 4, flags & 0xf] {
+            tp.push(char::from(b"0123456789abcdef"[usize::from(nibble)]));
+        }
+        d.traceparent = Some(tp);
     }
 }
 
@@ -459,6 +470,7 @@ pub(crate) fn companion(
     let ty = format!("x.{vendor}.otel.{suffix}");
     let ceiling = cx.ceiling_for(&ty);
     let mut d = EventDraft::new(ty, ceiling);
+    d.data = Map::with_capacity(fields.len() + common.len());
     copy_fields(rec, fields, ceiling, cx, &mut d.data);
     copy_fields(rec, common, ceiling, cx, &mut d.data);
     d
@@ -531,7 +543,28 @@ pub fn rfc3339_from_unix_nanos(nanos: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let mo = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if mo <= 2 { y + 1 } else { y };
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{millis:03}Z")
+    if !(0..=9999).contains(&y) {
+        return format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{millis:03}Z");
+    }
+    // `{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{millis:03}Z` without the formatting
+    // machinery (this runs once per OTel record).
+    let mut out = String::with_capacity(24);
+    let mut digits = |n: u64, width: u32, sep: char| {
+        for i in (0..width).rev() {
+            out.push(char::from(b'0' + (n / 10u64.pow(i) % 10) as u8));
+        }
+        if sep != '\0' {
+            out.push(sep);
+        }
+    };
+    digits(y as u64, 4, '-');
+    digits(mo as u64, 2, '-');
+    digits(d as u64, 2, 'T');
+    digits(h, 2, ':');
+    digits(m, 2, ':');
+    digits(s, 2, '.');
+    digits(millis, 3, 'Z');
+    out
 }
 
 #[cfg(test)]
@@ -545,6 +578,24 @@ mod tests {
         // 2026-11-30T04:04:11.385Z (a Codex observed time from the captures)
         assert_eq!(rfc3339_from_unix_nanos(1_796_011_451_385_634_826), "2026-11-30T04:04:11.385Z");
         assert_eq!(rfc3339_from_unix_nanos(951_782_400_000_000_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(rfc3339_from_unix_nanos(u64::MAX), "2554-07-21T23:34:33.709Z");
+        assert_eq!(rfc3339_from_unix_nanos(1_234_567_890_123_456_789), "2009-02-13T23:31:30.123Z");
+    }
+
+    #[test]
+    fn stamps_time_and_traceparent() {
+        let rec = OtelRecord {
+            observed_time_unix_nano: 1_796_011_451_385_634_826,
+            trace_id: Some("f265d907520a2f7507b8e0326c8769db".into()),
+            span_id: Some("00f067aa0ba902b7".into()),
+            flags: 0x1ab,
+            ..Default::default()
+        };
+        let mut d = EventDraft::new("x.codex.otel.turn_ttft", Capture::Metadata);
+        stamp(&mut d, &rec, Some("s1"));
+        assert_eq!(d.traceparent.as_deref(), Some("00-f265d907520a2f7507b8e0326c8769db-00f067aa0ba902b7-ab"));
+        assert_eq!(d.time.as_deref(), Some("2026-11-30T04:04:11.385Z"));
+        assert_eq!(d.session.as_deref(), Some("s1"));
     }
 
     #[test]
