@@ -16,9 +16,27 @@ pub struct Position {
     pub seq: u64,
 }
 
+/// A held event keyed by its `(source, id)`, the dedupe key (AEP-0001 §5.1 #2, §7): hashes and compares
+/// those two attributes of the event it shares, so keys cost no copies.
+struct Key(Arc<Stamped>);
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.event.source == other.0.event.source && self.0.event.id == other.0.event.id
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (&self.0.event.source, &self.0.event.id).hash(state);
+    }
+}
+
 struct SessionBuffer {
     events: VecDeque<Arc<Stamped>>,
-    ids: HashSet<(String, String)>,
+    ids: HashSet<Key>,
     /// The latest position evicted: a resume before it has lost events.
     last_evicted: Option<Position>,
     last_write: u64,
@@ -72,14 +90,17 @@ impl ReplayBuffers {
                 self.evicted.insert(oldest, last);
             }
         }
-        let evicted = &mut self.evicted;
-        let buf = self.sessions.entry(session.to_owned()).or_insert_with(|| SessionBuffer {
-            events: VecDeque::new(),
-            ids: HashSet::new(),
-            last_evicted: evicted.remove(session),
-            last_write: clock,
-        });
-        let key = (ev.event.source.clone(), ev.event.id.clone());
+        if !self.sessions.contains_key(session) {
+            let buf = SessionBuffer {
+                events: VecDeque::new(),
+                ids: HashSet::new(),
+                last_evicted: self.evicted.remove(session),
+                last_write: clock,
+            };
+            self.sessions.insert(session.to_owned(), buf);
+        }
+        let Some(buf) = self.sessions.get_mut(session) else { return false };
+        let key = Key(ev.clone());
         if buf.ids.contains(&key) {
             return false;
         }
@@ -95,8 +116,8 @@ impl ReplayBuffers {
         buf.ids.insert(key);
         while buf.events.len() > self.depth {
             if let Some(old) = buf.events.pop_front() {
-                buf.ids.remove(&(old.event.source.clone(), old.event.id.clone()));
                 buf.last_evicted = Some(pos(&old));
+                buf.ids.remove(&Key(old));
             }
         }
         true
