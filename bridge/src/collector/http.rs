@@ -329,14 +329,24 @@ fn gather(first: Bytes, queued: usize, mut more: impl FnMut() -> Option<Delivery
     let want = first.len().saturating_mul(queued.saturating_add(2)).saturating_add(first.len() / 2);
     let mut buf = BytesMut::with_capacity(want.min(SSE_CHUNK + first.len()));
     buf.extend_from_slice(&first);
-    buf.extend_from_slice(&sse_frame(second));
+    push_frame(&mut buf, &second);
     while buf.len() < SSE_CHUNK {
         match more() {
-            Some(d) => buf.extend_from_slice(&sse_frame(d)),
+            Some(d) => push_frame(&mut buf, &d),
             None => break,
         }
     }
     buf.freeze()
+}
+
+/// Appends one delivery's frame, copying an event's shared frame without taking a handle.
+fn push_frame(buf: &mut BytesMut, d: &Delivery) {
+    match d {
+        Delivery::Event { event, frame, .. } => buf.extend_from_slice(frame.get_or_init(|| encode_event(event))),
+        Delivery::ReplayExhausted { session, earliest, .. } => {
+            buf.extend_from_slice(marker(session, *earliest).as_bytes())
+        }
+    }
 }
 
 /// The `text/event-stream` response, written as raw frames (AEP-0003 §3.3): each event's
@@ -385,12 +395,14 @@ fn sse_safe(s: &str) -> bool {
 fn sse_frame(d: Delivery) -> Bytes {
     match d {
         Delivery::Event { event, frame, .. } => frame.get_or_init(|| encode_event(&event)).clone(),
-        Delivery::ReplayExhausted { session, earliest, .. } => {
-            // AEP-0003 §3.3 rule 3: `: replay-exhausted {session} {epoch}:{seq}`.
-            let session = session.replace(['\r', '\n'], "\u{fffd}");
-            Bytes::from(format!(": replay-exhausted {session} {}:{}\n\n", earliest.epoch, earliest.seq))
-        }
+        Delivery::ReplayExhausted { session, earliest, .. } => Bytes::from(marker(&session, earliest)),
     }
+}
+
+/// AEP-0003 §3.3 rule 3: the comment `: replay-exhausted {session} {epoch}:{seq}`.
+fn marker(session: &str, earliest: Position) -> String {
+    let session = session.replace(['\r', '\n'], "\u{fffd}");
+    format!(": replay-exhausted {session} {}:{}\n\n", earliest.epoch, earliest.seq)
 }
 
 /// `data: {line}`, `event: {type}`, `id: {session}:{epoch}:{seq}` and the blank line.
