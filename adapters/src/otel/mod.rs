@@ -66,9 +66,10 @@ pub struct OtelRecord {
 
 /// A record's attributes in wire order: a small list searched by key (records carry a few
 /// dozen attributes at most, so a scan beats hashing every key on the way in). A later
-/// duplicate key wins, as in most SDKs' maps.
+/// duplicate key wins, as in most SDKs' maps. Keys are shared (`Arc<str>`): a receiver
+/// decoding a batch gives every record with the same key the same allocation.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Attributes(Vec<(String, Value)>);
+pub struct Attributes(Vec<(Arc<str>, Value)>);
 
 impl Attributes {
     /// An empty list with room for `n` attributes.
@@ -78,7 +79,7 @@ impl Attributes {
 
     /// The value of `key` (the last one when the key repeats).
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+        self.0.iter().rev().find(|(k, _)| &**k == key).map(|(_, v)| v)
     }
 
     /// Whether `key` is present.
@@ -87,12 +88,13 @@ impl Attributes {
     }
 
     /// Appends an attribute (it shadows an earlier one of the same key).
-    pub fn push(&mut self, key: String, value: Value) {
-        self.0.push((key, value));
+    pub fn push(&mut self, key: impl Into<Arc<str>>, value: Value) {
+        self.0.push((key.into(), value));
     }
 
     /// Sets `key`, replacing an earlier value of the same key.
-    pub fn insert(&mut self, key: String, value: Value) {
+    pub fn insert(&mut self, key: impl Into<Arc<str>>, value: Value) {
+        let key = key.into();
         match self.0.iter_mut().rev().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = value,
             None => self.0.push((key, value)),
@@ -116,18 +118,18 @@ impl Attributes {
 
     /// The entries in wire order (duplicates included).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v))
+        self.0.iter().map(|(k, v)| (&**k, v))
     }
 
     /// The attributes as a JSON object (a later duplicate key wins).
     pub fn to_map(&self) -> Map<String, Value> {
-        self.0.iter().cloned().collect()
+        self.iter().map(|(k, v)| (k.to_owned(), v.clone())).collect()
     }
 }
 
-impl FromIterator<(String, Value)> for Attributes {
-    fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
-        Self(iter.into_iter().collect())
+impl<K: Into<Arc<str>>> FromIterator<(K, Value)> for Attributes {
+    fn from_iter<I: IntoIterator<Item = (K, Value)>>(iter: I) -> Self {
+        Self(iter.into_iter().map(|(k, v)| (k.into(), v)).collect())
     }
 }
 
@@ -604,7 +606,7 @@ mod tests {
             event_name: Some("event otel/src/events/session_telemetry.rs:737".into()),
             ..Default::default()
         };
-        rec.attributes.insert("event.name".into(), json!("codex.tool_result"));
+        rec.attributes.insert("event.name", json!("codex.tool_result"));
         assert_eq!(record_event_name(&rec).as_deref(), Some("codex.tool_result"));
         rec.event_name = Some("codex.user_prompt".into());
         assert_eq!(record_event_name(&rec).as_deref(), Some("codex.user_prompt"));

@@ -48,6 +48,7 @@ pub fn to_otel_records(req: &ExportLogsServiceRequest) -> Vec<OtelRecord> {
 /// copying it: keys and string values move into the records (no per-attribute allocation).
 pub fn into_otel_records(req: ExportLogsServiceRequest) -> Vec<OtelRecord> {
     let mut out = Vec::with_capacity(super::decode::count_logs(&req));
+    let mut keys = super::fast::KeyCache::default();
     for rl in req.resource_logs {
         let resource = Arc::new(rl.resource.map(|r| attributes_owned(r.attributes)).unwrap_or_default());
         for sl in rl.scope_logs {
@@ -61,7 +62,8 @@ pub fn into_otel_records(req: ExportLogsServiceRequest) -> Vec<OtelRecord> {
                     attributes: r
                         .attributes
                         .into_iter()
-                        .map(|kv| (kv.key, kv.value.map(any_value_owned).unwrap_or(Value::Null)))
+                        .enumerate()
+                        .map(|(i, kv)| (keys.owned(i, kv.key), kv.value.map(any_value_owned).unwrap_or(Value::Null)))
                         .collect(),
                     body: r.body.map(any_value_owned),
                     time_unix_nano: r.time_unix_nano,

@@ -20,14 +20,56 @@ pub const MAX_DEPTH: usize = 32;
 /// outside the shape read here (see the module doc) and must be decoded with prost.
 pub fn log_records(body: &[u8]) -> Option<Vec<OtelRecord>> {
     let mut out = Vec::new();
+    let mut keys = KeyCache::default();
     let mut r = Rd::new(body);
     while !r.done() {
         match r.key()? {
-            (1, LEN) => resource_logs(r.len_delimited()?, &mut out)?,
+            (1, LEN) => resource_logs(r.len_delimited()?, &mut out, &mut keys)?,
             _ => return None,
         }
     }
     Some(out)
+}
+
+/// Attribute keys shared across the records of one request. The records of a batch usually
+/// carry the same keys in the same order, so the key at position `i` is compared with the
+/// one the previous record had there and, when equal, shared: no allocation and no second
+/// UTF-8 check (the bytes equal an already checked string).
+#[derive(Default)]
+pub(crate) struct KeyCache(Vec<Arc<str>>);
+
+impl KeyCache {
+    /// The key at position `i` from wire bytes; `None` when they are not UTF-8.
+    pub(crate) fn key(&mut self, i: usize, k: &[u8]) -> Option<Arc<str>> {
+        if let Some(prev) = self.0.get(i)
+            && prev.as_bytes() == k
+        {
+            return Some(Arc::clone(prev));
+        }
+        let key: Arc<str> = Arc::from(std::str::from_utf8(k).ok()?);
+        self.remember(i, &key);
+        Some(key)
+    }
+
+    /// The key at position `i` from a decoded string.
+    pub(crate) fn owned(&mut self, i: usize, k: String) -> Arc<str> {
+        if let Some(prev) = self.0.get(i)
+            && **prev == *k
+        {
+            return Arc::clone(prev);
+        }
+        let key: Arc<str> = Arc::from(k);
+        self.remember(i, &key);
+        key
+    }
+
+    fn remember(&mut self, i: usize, key: &Arc<str>) {
+        if i < self.0.len() {
+            self.0[i] = Arc::clone(key);
+        } else if i == self.0.len() {
+            self.0.push(Arc::clone(key));
+        }
+    }
 }
 
 const VARINT: u8 = 0;
@@ -99,7 +141,7 @@ impl<'a> Rd<'a> {
     }
 }
 
-fn resource_logs(b: &[u8], out: &mut Vec<OtelRecord>) -> Option<()> {
+fn resource_logs(b: &[u8], out: &mut Vec<OtelRecord>, keys: &mut KeyCache) -> Option<()> {
     let mut r = Rd::new(b);
     let mut resource: Option<Map<String, Value>> = None;
     // Scope blocks may precede the resource on the wire: keep them until the end.
@@ -116,7 +158,7 @@ fn resource_logs(b: &[u8], out: &mut Vec<OtelRecord>) -> Option<()> {
     }
     let resource = Arc::new(resource.unwrap_or_default());
     for s in scopes {
-        scope_logs(s, &resource, out)?;
+        scope_logs(s, &resource, out, keys)?;
     }
     Some(())
 }
@@ -139,7 +181,12 @@ fn resource_attrs(b: &[u8]) -> Option<Map<String, Value>> {
     Some(m)
 }
 
-fn scope_logs(b: &[u8], resource: &Arc<Map<String, Value>>, out: &mut Vec<OtelRecord>) -> Option<()> {
+fn scope_logs(
+    b: &[u8],
+    resource: &Arc<Map<String, Value>>,
+    out: &mut Vec<OtelRecord>,
+    keys: &mut KeyCache,
+) -> Option<()> {
     let mut r = Rd::new(b);
     let mut scope: Option<(&str, &str)> = None;
     let mut records: Vec<&[u8]> = Vec::new();
@@ -156,7 +203,7 @@ fn scope_logs(b: &[u8], resource: &Arc<Map<String, Value>>, out: &mut Vec<OtelRe
     let (name, version) = scope.unwrap_or_default();
     out.reserve(records.len());
     for rec in records {
-        out.push(log_record(rec, resource, name, version)?);
+        out.push(log_record(rec, resource, name, version, keys)?);
     }
     Some(())
 }
@@ -186,6 +233,7 @@ fn log_record(
     resource: &Arc<Map<String, Value>>,
     scope_name: &str,
     scope_version: &str,
+    keys: &mut KeyCache,
 ) -> Option<OtelRecord> {
     let mut r = Rd::new(b);
     let mut rec = OtelRecord {
@@ -208,7 +256,8 @@ fn log_record(
                 rec.body = Some(any_value(r.len_delimited()?, 0)?);
             }
             (6, LEN) => {
-                let (k, v) = key_value(r.len_delimited()?, 0)?;
+                let (k, v) = key_value_raw(r.len_delimited()?, 0)?;
+                let k = keys.key(rec.attributes.len(), k)?;
                 rec.attributes.push(k, v);
             }
             (7, VARINT) => {
@@ -239,18 +288,25 @@ fn hex_id(id: &[u8], len: usize) -> Option<Option<String>> {
     (id.len() == len).then(|| id.iter().any(|b| *b != 0).then(|| hex::encode(id)))
 }
 
-fn key_value(b: &[u8], depth: usize) -> Option<(String, Value)> {
+/// A `KeyValue` with its key as raw bytes (the caller checks the UTF-8); a repeated key
+/// field (prost: the last wins, the first still validated) is left to prost.
+fn key_value_raw(b: &[u8], depth: usize) -> Option<(&[u8], Value)> {
     let mut r = Rd::new(b);
-    let mut key = "";
+    let mut key: Option<&[u8]> = None;
     let mut value: Option<Value> = None;
     while !r.done() {
         match r.key()? {
-            (1, LEN) => key = r.str()?,
+            (1, LEN) if key.is_none() => key = Some(r.len_delimited()?),
             (2, LEN) if value.is_none() => value = Some(any_value(r.len_delimited()?, depth)?),
             _ => return None,
         }
     }
-    Some((key.to_owned(), value.unwrap_or(Value::Null)))
+    Some((key.unwrap_or_default(), value.unwrap_or(Value::Null)))
+}
+
+fn key_value(b: &[u8], depth: usize) -> Option<(String, Value)> {
+    let (k, v) = key_value_raw(b, depth)?;
+    Some((std::str::from_utf8(k).ok()?.to_owned(), v))
 }
 
 /// `AnyValue` -> JSON, as [`any_value`](super::convert::any_value).
@@ -361,6 +417,16 @@ mod tests {
         }
     }
 
+    /// Records whose keys shift position between records (the key cache must not mix them up).
+    fn shifted(i: u8) -> LogRecord {
+        let mut r = record(i);
+        if !i.is_multiple_of(2) {
+            r.attributes.insert(0, kv("first", Av::StringValue("x".into())));
+        }
+        r.attributes.truncate(usize::from(3 + i));
+        r
+    }
+
     fn request() -> ExportLogsServiceRequest {
         ExportLogsServiceRequest {
             resource_logs: vec![
@@ -384,7 +450,11 @@ mod tests {
                             log_records: (0..4).map(record).collect(),
                             schema_url: "https://opentelemetry.io/schemas/1.30.0".into(),
                         },
-                        ScopeLogs { scope: None, log_records: vec![LogRecord::default()], ..Default::default() },
+                        ScopeLogs {
+                            scope: None,
+                            log_records: vec![LogRecord::default(), shifted(1), shifted(2), shifted(3), shifted(4)],
+                            ..Default::default()
+                        },
                     ],
                     schema_url: "s".into(),
                 },
@@ -402,7 +472,7 @@ mod tests {
     fn same_records_as_prost() {
         let body = request().encode_to_vec();
         let fast = log_records(&body).expect("the common shape is read directly");
-        assert_eq!(fast.len(), 5);
+        assert_eq!(fast.len(), 9);
         assert_eq!(Ok(fast), via_prost(&body));
         assert_eq!(log_records(&[]), Some(Vec::new()));
     }
