@@ -91,7 +91,20 @@ impl<'a> Rd<'a> {
     }
 
     /// A varint as prost reads it: at most 10 bytes, the 10th at most 1.
+    #[inline]
     fn varint(&mut self) -> Option<u64> {
+        // Keys and most lengths are one byte.
+        if let Some((&b, rest)) = self.b.split_first()
+            && b < 0x80
+        {
+            self.b = rest;
+            return Some(u64::from(b));
+        }
+        self.varint_slow()
+    }
+
+    #[inline(never)]
+    fn varint_slow(&mut self) -> Option<u64> {
         let mut v = 0u64;
         for (i, &byte) in self.b.iter().enumerate().take(10) {
             if i == 9 && byte > 1 {
@@ -107,6 +120,7 @@ impl<'a> Rd<'a> {
     }
 
     /// Field number and wire type; `None` for a key prost would refuse (or a group).
+    #[inline]
     fn key(&mut self) -> Option<(u32, u8)> {
         let k = self.varint()?;
         let k = u32::try_from(k).ok()?;
@@ -114,6 +128,7 @@ impl<'a> Rd<'a> {
         (field != 0 && matches!(wt, VARINT | I64 | LEN | I32)).then_some((field, wt))
     }
 
+    #[inline]
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         if n > self.b.len() {
             return None;
@@ -123,11 +138,13 @@ impl<'a> Rd<'a> {
         Some(head)
     }
 
+    #[inline]
     fn len_delimited(&mut self) -> Option<&'a [u8]> {
         let n = usize::try_from(self.varint()?).ok()?;
         self.take(n)
     }
 
+    #[inline]
     fn str(&mut self) -> Option<&'a str> {
         std::str::from_utf8(self.len_delimited()?).ok()
     }
