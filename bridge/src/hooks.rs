@@ -171,6 +171,16 @@ impl HookHandler for BridgeHooks {
             let run = drafts.iter().find_map(|d| d.run.clone());
             drafts.push(crate::control::gate_request(adapter.vendor(), tool, &payload, session, run, &self.cx));
         }
+        if self.control.is_none() {
+            // Nothing can deliver an answer (no token, no relay): say so honestly, the
+            // request is answered in the agent's own UI (AEP-0008 respond_via).
+            for d in drafts.iter_mut().filter(|d| d.r#type == "attention.requested") {
+                if d.data.get("respond_via").and_then(Value::as_array).is_some_and(|v| v.iter().any(|x| x == "control"))
+                {
+                    d.data.insert("respond_via".into(), serde_json::json!(["oob"]));
+                }
+            }
+        }
         let now = crate::time::unix_ms(std::time::SystemTime::now());
         let settled = self.attention.settle(adapter.vendor(), &mut drafts, now);
         let stamped = self

@@ -225,11 +225,14 @@ pub async fn serve(
     // Built-in adapters plus custom manifests (`{data}/adapters/*.toml`, generic fallback mapping).
     let mut adapters = aep_adapters::vendors::all();
     adapters.extend(crate::cmd::adapters::custom_adapters(&cfg.data_dir().join("adapters")));
-    let hooks = Arc::new(
-        BridgeHooks::new(pipeline.clone(), adapters, map_context(&cfg), token.clone())
-            .with_control(attention, control.clone())
-            .with_gates(cfg.control.gates.clone()),
-    );
+    let mut hooks = BridgeHooks::new(pipeline.clone(), adapters, map_context(&cfg), token.clone());
+    // Hold moments only when an answer can arrive: control needs an authenticated binding
+    // (a token for the embedded collector, or an upstream relay). Otherwise every hook
+    // answers at once and the agent's own dialog decides.
+    if token.is_some() || !cfg.relay.url.is_empty() {
+        hooks = hooks.with_control(attention, control.clone()).with_gates(cfg.control.gates.clone());
+    }
+    let hooks = Arc::new(hooks);
     let app_state =
         AppState { metrics: metrics.clone(), relay: relay_status.clone(), relay_required: cfg.relay.required };
     let mut app = Router::new()

@@ -231,6 +231,8 @@ async fn an_unauthenticated_binding_cannot_deliver_a_command() {
     let mut phone = Phone::connect(b.bound.http, None).await;
     let shim = spawn_shim(b.url(), "claude-code", cc_permission());
     let req = phone.next(|v| v["type"] == "attention.requested").await;
+    // Nothing can deliver an answer here, so the request says it is answered in the agent's UI.
+    assert_eq!(req["data"]["respond_via"], json!(["oob"]));
     phone.respond("cmd-anon", &req, json!({"option": "allow"})).await;
     let err = phone.next(|v| v["type"] == "error").await;
     assert_eq!((err["code"].as_str(), err["cause"].as_str()), (Some("unauthorized"), Some("cmd-anon")));
