@@ -249,13 +249,15 @@ impl Vendor {
     /// `codex_exec`, `codex-app-server`, `codex*` -> Codex; `copilot-chat`, `copilot*`,
     /// `vscode*` -> VS Code; `claude-code` or scope `com.anthropic.claude_code*` -> Claude Code.
     pub fn detect(rec: &OtelRecord) -> Option<Vendor> {
-        let service = rec.service_name().unwrap_or("").to_ascii_lowercase();
-        if service.starts_with("codex") {
+        // Case-insensitive, without lowercasing a copy (this runs once per record).
+        let service = rec.service_name().unwrap_or("").as_bytes();
+        let starts = |p: &str| service.len() >= p.len() && service[..p.len()].eq_ignore_ascii_case(p.as_bytes());
+        if starts("codex") {
             Some(Vendor::Codex)
-        } else if service.starts_with("copilot") || service.starts_with("vscode") {
+        } else if starts("copilot") || starts("vscode") {
             Some(Vendor::Vscode)
-        } else if service == "claude-code"
-            || service == "claude_code"
+        } else if service.eq_ignore_ascii_case(b"claude-code")
+            || service.eq_ignore_ascii_case(b"claude_code")
             || rec.scope_name.starts_with("com.anthropic.claude_code")
         {
             Some(Vendor::ClaudeCode)
@@ -342,12 +344,17 @@ pub fn map_batch(
 /// else the `event.name` attribute. Codex writes a source location such as
 /// `event otel/src/events/session_telemetry.rs:737` into the field, which is not a name.
 pub fn record_event_name(rec: &OtelRecord) -> Option<String> {
+    record_event_name_ref(rec).map(str::to_owned)
+}
+
+/// [`record_event_name`], borrowed.
+pub fn record_event_name_ref(rec: &OtelRecord) -> Option<&str> {
     if let Some(n) = rec.event_name.as_deref()
         && is_plausible_name(n)
     {
-        return Some(n.to_owned());
+        return Some(n);
     }
-    rec.attr_str("event.name").filter(|n| !n.is_empty()).map(str::to_owned)
+    rec.attr_str("event.name").filter(|n| !n.is_empty())
 }
 
 fn is_plausible_name(n: &str) -> bool {
@@ -460,6 +467,16 @@ pub(crate) fn stamp(d: &mut EventDraft, rec: &OtelRecord, session: Option<&str>)
     }
 }
 
+/// `x.<vendor>.otel.<suffix>`, without the formatting machinery (once per record).
+fn otel_type(vendor: &str, suffix: &str) -> String {
+    let mut ty = String::with_capacity(8 + vendor.len() + suffix.len());
+    ty.push_str("x.");
+    ty.push_str(vendor);
+    ty.push_str(".otel.");
+    ty.push_str(suffix);
+    ty
+}
+
 /// The companion-family draft `x.<vendor>.otel.<suffix>` with the listed fields.
 pub(crate) fn companion(
     vendor: &str,
@@ -469,7 +486,7 @@ pub(crate) fn companion(
     common: &[Field],
     cx: &MapContext,
 ) -> EventDraft {
-    let ty = format!("x.{vendor}.otel.{suffix}");
+    let ty = otel_type(vendor, suffix);
     let ceiling = cx.ceiling_for(&ty);
     let mut d = EventDraft::new(ty, ceiling);
     d.data = Map::with_capacity(fields.len() + common.len());
@@ -480,7 +497,7 @@ pub(crate) fn companion(
 
 /// The `x.<vendor>.otel.unknown` draft: only the event name rides along (design record, non-goals).
 pub(crate) fn unknown(vendor: &str, name: Option<&str>, cx: &MapContext) -> EventDraft {
-    let ty = format!("x.{vendor}.otel.unknown");
+    let ty = otel_type(vendor, "unknown");
     let mut d = EventDraft::new(ty.clone(), cx.ceiling_for(&ty));
     if let Some(n) = name {
         let n: String = n.chars().take(256).collect();
@@ -628,6 +645,12 @@ mod tests {
         assert_eq!(Vendor::detect(&with("claude-code", "")), Some(Vendor::ClaudeCode));
         assert_eq!(Vendor::detect(&with("x", "com.anthropic.claude_code.events")), Some(Vendor::ClaudeCode));
         assert_eq!(Vendor::detect(&with("gemini-cli", "")), None);
+        assert_eq!(Vendor::detect(&with("Codex_Exec", "")), Some(Vendor::Codex));
+        assert_eq!(Vendor::detect(&with("VSCode", "")), Some(Vendor::Vscode));
+        assert_eq!(Vendor::detect(&with("Claude-Code", "")), Some(Vendor::ClaudeCode));
+        assert_eq!(Vendor::detect(&with("claude-codex", "")), None);
+        assert_eq!(Vendor::detect(&with("cod", "")), None);
+        assert_eq!(Vendor::detect(&with("é", "")), None);
         for v in Vendor::ALL {
             assert_eq!(serde_json::to_value(v).unwrap(), json!(v.as_str()));
             assert_eq!(v.as_str().parse::<Vendor>(), Ok(v));

@@ -122,11 +122,13 @@ impl OtelProfile for CodexOtel {
     }
 
     fn map_record(&self, rec: &OtelRecord, _state: &mut SessionState, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
-        let name = self.event_name(rec);
-        let session = self.session_id(rec);
-        let Some((suffix, fields)) = name.as_deref().and_then(known) else {
-            let mut d = unknown(VENDOR, name.as_deref(), cx);
-            stamp(&mut d, rec, session.as_deref());
+        // The default `event_name`, borrowed (no copy per record).
+        let name = super::record_event_name_ref(rec);
+        // `session_id`, borrowed.
+        let session = rec.attr_str("conversation.id").filter(|s| !s.is_empty());
+        let Some((suffix, fields)) = name.and_then(known) else {
+            let mut d = unknown(VENDOR, name, cx);
+            stamp(&mut d, rec, session);
             return vec![d];
         };
         let out = match mode {
@@ -142,7 +144,7 @@ impl OtelProfile for CodexOtel {
         };
         out.into_iter()
             .map(|mut d| {
-                stamp(&mut d, rec, session.as_deref());
+                stamp(&mut d, rec, session);
                 d
             })
             .collect()
