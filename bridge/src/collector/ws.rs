@@ -323,16 +323,19 @@ async fn handle_event(
     cmd_tx: &mpsc::Sender<Arc<Stamped>>,
 ) -> Vec<Value> {
     let c = &ctx.collector;
-    let ev = match aep_schemas::validate::validate_value(&v) {
-        Ok(ev) => ev,
+    // The value moves into the Event; only its `id` is kept, to name a refused event.
+    let id = v.get("id").cloned();
+    let stamped = match super::validate_received(v, raw.as_bytes()) {
+        Ok(s) => Arc::new(s),
         Err(viol) => {
             let mut f = err_frame(None, "invalid-event", format!("{}: {}", viol.rule, viol.message));
-            if let Some(id) = v.get("id") {
-                f["cause"] = id.clone();
+            if let Some(id) = id {
+                f["cause"] = id;
             }
             return vec![f];
         }
     };
+    let ev = &stamped.event;
     let is_command =
         ev.r#type.starts_with("control.") && !matches!(ev.r#type.as_str(), "control.accepted" | "control.rejected");
     if is_command {
@@ -347,17 +350,16 @@ async fn handle_event(
         }
         // A refusal is connection-scoped and never enters session history (AEP-0004 §4.2,
         // §8); a routed command is kept in the history this endpoint serves (§4.4).
-        let route = c.route(&ev);
+        let route = c.route(ev);
         if let Route::Refused(code, detail) = route {
             return refused(code, detail);
         }
         let cmd = ev.clone();
         let cause = ev.id.clone();
-        let stamped =
-            match ctx.pipeline.submit_stamped("collector", Arc::new(super::received(&v, ev, raw.as_bytes()))).await {
-                Ok(s) => s,
-                Err(_) => return vec![err_frame(None, "unavailable", "shutting down")],
-            };
+        let stamped = match ctx.pipeline.submit_stamped("collector", stamped).await {
+            Ok(s) => s,
+            Err(_) => return vec![err_frame(None, "unavailable", "shutting down")],
+        };
         return match route {
             Route::Remote(tx) => match tx.send(stamped).await {
                 Ok(()) => Vec::new(),
@@ -382,7 +384,7 @@ async fn handle_event(
             tx: cmd_tx.clone(),
         });
     }
-    match ctx.pipeline.submit_stamped("collector", Arc::new(super::received(&v, ev, raw.as_bytes()))).await {
+    match ctx.pipeline.submit_stamped("collector", stamped).await {
         Ok(_) => Vec::new(),
         Err(_) => vec![err_frame(None, "unavailable", "shutting down")],
     }
