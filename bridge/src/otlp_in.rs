@@ -61,7 +61,7 @@ impl BridgeOtlp {
         let task = tokio::spawn(async move {
             while let Some(batch) = rx.recv().await {
                 // Keep per-vendor order; each vendor is its own agent identity.
-                let mut run: Vec<aep_adapters::EventDraft> = Vec::new();
+                let mut run: Vec<aep_adapters::EventDraft> = Vec::with_capacity(batch.len());
                 let mut vendor: Option<&'static str> = None;
                 for m in batch {
                     if vendor.is_some_and(|v| v != m.vendor) && !run.is_empty() {

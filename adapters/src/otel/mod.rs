@@ -322,7 +322,7 @@ pub fn map_batch(
     mode: Mode,
     states: &mut std::collections::HashMap<(&'static str, String), SessionState>,
 ) -> BatchOutcome {
-    let mut out = BatchOutcome::default();
+    let mut out = BatchOutcome { drafts: Vec::with_capacity(records.len()), ..Default::default() };
     for rec in records {
         let Some(profile) = selector.select(rec) else {
             out.unmatched += 1;
