@@ -119,7 +119,7 @@ pub fn any_value(v: &AnyValue) -> Value {
 
 /// A trace or span id as lowercase hex; `None` when absent, of the wrong length, or all zero.
 fn hex_id(id: &[u8], len: usize) -> Option<String> {
-    (id.len() == len && id.iter().any(|b| *b != 0)).then(|| hex::encode(id))
+    (id.len() == len && id.iter().any(|b| *b != 0)).then(|| super::fast::hex_lower(id))
 }
 
 #[cfg(test)]

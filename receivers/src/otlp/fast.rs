@@ -302,7 +302,18 @@ fn hex_id(id: &[u8], len: usize) -> Option<Option<String>> {
     if id.is_empty() {
         return Some(None);
     }
-    (id.len() == len).then(|| id.iter().any(|b| *b != 0).then(|| hex::encode(id)))
+    (id.len() == len).then(|| id.iter().any(|b| *b != 0).then(|| hex_lower(id)))
+}
+
+/// Lowercase hex, as `hex::encode` (whose char iterator costs more than the table lookup).
+pub(crate) fn hex_lower(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    s
 }
 
 /// A `KeyValue` with its key as raw bytes (the caller checks the UTF-8); a repeated key
@@ -370,7 +381,7 @@ fn any_value(b: &[u8], depth: usize) -> Option<Value> {
                 }
                 Value::Object(m)
             }
-            (7, LEN) => Value::String(hex::encode(r.len_delimited()?)),
+            (7, LEN) => Value::String(hex_lower(r.len_delimited()?)),
             _ => return None,
         });
     }
@@ -483,6 +494,13 @@ mod tests {
     /// The records prost and [`into_otel_records`](crate::otlp::into_otel_records) give.
     fn via_prost(body: &[u8]) -> Result<Vec<OtelRecord>, decode::DecodeError> {
         decode::logs(body, decode::Format::Protobuf).map(crate::otlp::into_otel_records)
+    }
+
+    #[test]
+    fn hex_is_lowercase_and_complete() {
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(hex_lower(&all), hex::encode(&all));
+        assert_eq!(hex_lower(&[]), "");
     }
 
     #[test]
