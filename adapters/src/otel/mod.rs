@@ -33,6 +33,8 @@ pub mod vscode;
 ///
 /// Attribute values are flattened to JSON: strings, booleans, integers (`intValue`),
 /// doubles, arrays and maps as JSON arrays and objects; `bytesValue` as lowercase hex.
+/// Record attributes are an [`Attributes`] list (looked up by key, no hashing per record);
+/// resource attributes, shared by every record of a `ResourceLogs`, stay a JSON object.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct OtelRecord {
     /// Resource attributes (`service.name`, `host.name`, `session.id`, ...), shared by every
