@@ -55,6 +55,25 @@ pub struct SinkTx {
     pub name: &'static str,
     /// The bounded queue.
     pub tx: mpsc::Sender<Arc<Stamped>>,
+    /// A durable sink (the JSONL log) never sheds debug/info: a full queue makes the
+    /// producer wait (backpressure reaches the receivers: OTLP answers 503), up to
+    /// [`DURABLE_WAIT`], and only then is an event counted as dropped and logged.
+    pub durable: bool,
+}
+
+/// How long a producer waits for room in a durable sink's queue.
+pub const DURABLE_WAIT: Duration = Duration::from_secs(5);
+
+impl SinkTx {
+    /// A best-effort sink: debug/info are shed when its queue is full.
+    pub fn new(name: &'static str, tx: mpsc::Sender<Arc<Stamped>>) -> Self {
+        Self { name, tx, durable: false }
+    }
+
+    /// A durable sink: nothing is shed while the producer can wait.
+    pub fn durable(name: &'static str, tx: mpsc::Sender<Arc<Stamped>>) -> Self {
+        Self { name, tx, durable: true }
+    }
 }
 
 /// Why an event was not accepted.
@@ -239,6 +258,12 @@ impl Pipeline {
                 Err(mpsc::error::TrySendError::Closed(_)) => {
                     self.inner.metrics.dropped.inc(&[("sink", sink.name), ("severity", sev.as_str())]);
                 }
+                Err(mpsc::error::TrySendError::Full(item)) if sink.durable => {
+                    if sink.tx.send_timeout(item, DURABLE_WAIT).await.is_err() {
+                        self.inner.metrics.dropped.inc(&[("sink", sink.name), ("severity", sev.as_str())]);
+                        tracing::error!(sink = sink.name, id = %s.event.id, "Durable sink stalled: dropped an event.");
+                    }
+                }
                 Err(mpsc::error::TrySendError::Full(item)) => {
                     if sev < Severity::Notice {
                         self.inner.metrics.dropped.inc(&[("sink", sink.name), ("severity", sev.as_str())]);
@@ -377,7 +402,7 @@ mod tests {
     #[tokio::test]
     async fn stamps_in_order_and_links_causes() {
         let (tx, mut rx) = mpsc::channel(16);
-        let p = PipelineBuilder::new(7, "h", Arc::new(Metrics::default())).sink(SinkTx { name: "t", tx }).build();
+        let p = PipelineBuilder::new(7, "h", Arc::new(Metrics::default())).sink(SinkTx::new("t", tx)).build();
         let mut req = draft("tool.requested", "s/1");
         req.correlation_key = Some("tool:c1".into());
         let mut done = draft("tool.completed", "s/1");
@@ -397,11 +422,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_durable_sink_applies_backpressure_instead_of_shedding() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let m = Arc::new(Metrics::default());
+        let p = PipelineBuilder::new(0, "h", m.clone()).sink(SinkTx::durable("jsonl", tx)).build();
+        let reader = tokio::spawn(async move {
+            let mut n = 0;
+            while let Some(_s) = rx.recv().await {
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                if n == 20 {
+                    break;
+                }
+            }
+            n
+        });
+        let drafts: Vec<EventDraft> = (0..20).map(|_| draft("run.started", "s")).collect();
+        p.submit_drafts("hook", "a", drafts).await.unwrap();
+        assert_eq!(reader.await.unwrap(), 20, "every info event reached the durable sink");
+        assert_eq!(m.dropped.get(&[("sink", "jsonl"), ("severity", "info")]), 0);
+    }
+
+    #[tokio::test]
     async fn full_queue_drops_info_but_counts_it() {
         let (tx, _rx) = mpsc::channel(1);
         let m = Arc::new(Metrics::default());
         let p = PipelineBuilder::new(0, "h", m.clone())
-            .sink(SinkTx { name: "slow", tx })
+            .sink(SinkTx::new("slow", tx))
             .notice_wait(Duration::from_millis(5))
             .build();
         let mut warn = draft("error.raised", "s");

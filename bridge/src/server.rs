@@ -167,7 +167,7 @@ pub async fn serve(
     if cfg.jsonl.enabled {
         let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
         jsonl_thread = Some(sinks::jsonl::spawn(rx, data_dir.clone(), cfg.jsonl.clone(), metrics.clone()));
-        builder = builder.sink(SinkTx { name: "jsonl", tx });
+        builder = builder.sink(SinkTx::durable("jsonl", tx));
     }
     let collector = collector::Collector::new(cfg.collector.clone(), token.clone(), metrics.clone());
     if cfg.collector.enabled {
@@ -188,7 +188,7 @@ pub async fn serve(
             }
         }));
         relay_tasks.push(tokio::spawn(relay::run(rx, opts, relay_status.clone(), metrics.clone(), shutdown.clone())));
-        builder = builder.sink(SinkTx { name: "relay", tx });
+        builder = builder.sink(SinkTx::new("relay", tx));
     }
     let (export_sinks, export_tasks) =
         crate::export::spawn(&cfg.export, cfg.pipeline.queue_capacity, metrics.clone(), shutdown.clone());

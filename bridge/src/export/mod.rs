@@ -122,7 +122,7 @@ pub fn start(
     let add = |name: &'static str, ex: &mut Exporters| {
         let (tx, rx) = mpsc::channel::<Arc<Stamped>>(cap);
         let stats = Arc::new(Stats::default());
-        ex.sinks.push(SinkTx { name, tx });
+        ex.sinks.push(SinkTx::new(name, tx));
         ex.stats.push((name, stats.clone()));
         (rx, stats)
     };

@@ -82,7 +82,7 @@ fn rig(root: Option<&Path>) -> Rig {
         let (tx, rx) = mpsc::channel(cap);
         jsonl = Some(crate::sinks::jsonl::spawn(rx, root.to_owned(), JsonlConfig::default(), metrics.clone()));
         probe = Some(tx.clone());
-        b = b.sink(SinkTx { name: "jsonl", tx });
+        b = b.sink(SinkTx::durable("jsonl", tx));
     }
     Rig { pipeline: b.build(), probe, jsonl, metrics }
 }
