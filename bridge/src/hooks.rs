@@ -27,6 +27,7 @@ pub struct BridgeHooks {
     metrics: Arc<Metrics>,
     attention: Arc<AttentionBook>,
     control: Option<Arc<ControlLoop>>,
+    hold: bool,
     gates: std::collections::BTreeMap<String, Vec<String>>,
 }
 
@@ -93,6 +94,7 @@ impl BridgeHooks {
             metrics,
             attention: Arc::new(AttentionBook::default()),
             control: None,
+            hold: false,
             gates: Default::default(),
         }
     }
@@ -104,9 +106,14 @@ impl BridgeHooks {
     }
 
     /// Attaches the control loop: held moments wait for an answer.
-    pub fn with_control(mut self, attention: Arc<AttentionBook>, control: Arc<ControlLoop>) -> Self {
+    ///
+    /// With `hold` false (nothing can deliver an answer: no token, no relay) the loop only
+    /// learns which sessions this process owns (they are roster entries that declare no
+    /// accepted commands), and moments are never held.
+    pub fn with_control(mut self, attention: Arc<AttentionBook>, control: Arc<ControlLoop>, hold: bool) -> Self {
         self.attention = attention;
         self.control = Some(control);
+        self.hold = hold;
         self
     }
 
@@ -161,7 +168,7 @@ impl HookHandler for BridgeHooks {
         let mut drafts = self.map(adapter.as_ref(), &call)?;
         // Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes
         // an answerable permission request, scoped by tool name.
-        if self.control.is_some()
+        if self.hold
             && crate::control::gate_moment(adapter.vendor()) == Some(hook.as_str())
             && let Some(tools) = self.gates.get(adapter.vendor())
             && let Some(tool) = crate::control::tool_of(&payload)
@@ -171,7 +178,7 @@ impl HookHandler for BridgeHooks {
             let run = drafts.iter().find_map(|d| d.run.clone());
             drafts.push(crate::control::gate_request(adapter.vendor(), tool, &payload, session, run, &self.cx));
         }
-        if self.control.is_none() {
+        if !self.hold {
             // Nothing can deliver an answer (no token, no relay): say so honestly, the
             // request is answered in the agent's own UI (AEP-0008 respond_via).
             for d in drafts.iter_mut().filter(|d| d.r#type == "attention.requested") {
@@ -192,6 +199,9 @@ impl HookHandler for BridgeHooks {
         let neutral = HookReply::new(adapter.neutral_reply(&hook).as_bytes());
         let Some(control) = &self.control else { return Ok(neutral) };
         control.observe(&stamped);
+        if !self.hold {
+            return Ok(neutral);
+        }
         control.dismissed(&settled);
         // Hold the reply when this moment raised a request answerable over control.
         let held = stamped.iter().find(|s| {

@@ -229,9 +229,8 @@ pub async fn serve(
     // Hold moments only when an answer can arrive: control needs an authenticated binding
     // (a token for the embedded collector, or an upstream relay). Otherwise every hook
     // answers at once and the agent's own dialog decides.
-    if token.is_some() || !cfg.relay.url.is_empty() {
-        hooks = hooks.with_control(attention, control.clone()).with_gates(cfg.control.gates.clone());
-    }
+    let can_answer = token.is_some() || !cfg.relay.url.is_empty();
+    hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
     let hooks = Arc::new(hooks);
     let app_state =
         AppState { metrics: metrics.clone(), relay: relay_status.clone(), relay_required: cfg.relay.required };
