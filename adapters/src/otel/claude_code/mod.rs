@@ -166,9 +166,15 @@ impl OtelProfile for ClaudeCodeOtel {
                 _ => Some(companion(VENDOR, n, rec, fields, COMMON, cx)),
             },
         };
+        // `prompt.id` is the run the hook channel names (its `prompt_id`), so both channels
+        // of one turn land under the same AEP run.
+        let run = rec.attr_str("prompt.id").filter(|p| !p.is_empty());
         out.into_iter()
             .map(|mut d| {
                 stamp(&mut d, rec, session.as_deref());
+                if d.run.is_none() {
+                    d.run = run.map(str::to_owned);
+                }
                 d
             })
             .collect()
@@ -251,6 +257,7 @@ mod tests {
         assert_eq!(c[0].r#type, "x.claude-code.otel.tool_result");
         assert_eq!(c[0].session.as_deref(), Some("s-1"));
         assert_eq!(c[0].data["prompt.id"], json!("p-1"));
+        assert_eq!(c[0].run.as_deref(), Some("p-1"), "the turn's run, as the hook channel names it");
         assert!(!c[0].data.contains_key("user.id") && !c[0].data.contains_key("error"));
         let p = map(&r, &MapContext::default(), Mode::Primary);
         assert_eq!(p[0].r#type, "tool.failed");
