@@ -101,19 +101,23 @@ impl ReplayBuffers {
         }
         let Some(buf) = self.sessions.get_mut(session) else { return false };
         let key = Key(ev.clone());
-        if buf.ids.contains(&key) {
+        let p = pos(ev);
+        if buf.last_evicted.is_some_and(|e| p <= e) {
+            // Backfill older than what was already evicted: it would be evicted at once
+            // (a write to the session all the same, unless it is a duplicate).
+            if !buf.ids.contains(&key) {
+                buf.last_write = clock;
+            }
+            return false;
+        }
+        // One hash: a held `(source, id)` is refused here, a new one recorded.
+        if !buf.ids.insert(key) {
             return false;
         }
         buf.last_write = clock;
-        let p = pos(ev);
         // Insert sorted by (epoch, seq); almost always an append.
         let at = buf.events.iter().rposition(|e| pos(e) <= p).map(|i| i + 1).unwrap_or(0);
-        if buf.last_evicted.is_some_and(|e| p <= e) {
-            // Backfill older than what was already evicted: it would be evicted at once.
-            return false;
-        }
         buf.events.insert(at, ev.clone());
-        buf.ids.insert(key);
         while buf.events.len() > self.depth {
             if let Some(old) = buf.events.pop_front() {
                 buf.last_evicted = Some(pos(&old));
@@ -186,6 +190,20 @@ mod tests {
         assert_eq!(got.len(), 3);
         let (ex, _) = b.after("s", Position { epoch: 0, seq: 2 });
         assert_eq!(ex, None, "nothing between (0,2) and the earliest held (0,2)");
+    }
+
+    #[test]
+    fn refuses_backfill_behind_eviction_and_redelivery_after_it() {
+        let mut b = ReplayBuffers::new(2, 10);
+        for (id, seq) in [("a", 0), ("b", 1), ("c", 2)] {
+            assert!(b.admit(&ev(id, "s", 0, seq)));
+        }
+        assert!(!b.admit(&ev("z", "s", 0, 0)), "older than the evicted (0,0): refused");
+        assert!(!b.admit(&ev("a", "s", 0, 0)), "the evicted event itself: refused");
+        assert!(!b.admit(&ev("c", "s", 0, 2)), "a held (source, id): refused");
+        assert!(b.admit(&ev("a", "s", 0, 3)), "an evicted id is forgotten with its event");
+        let (_, got) = b.after("s", Position { epoch: 0, seq: 0 });
+        assert_eq!(got.iter().map(|e| e.event.id.as_str()).collect::<Vec<_>>(), ["c", "a"]);
     }
 
     #[test]
