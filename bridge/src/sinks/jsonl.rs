@@ -198,6 +198,20 @@ impl JsonlWriter {
     }
 }
 
+/// A batch smaller than this waits [`LINGER`] once for more lines.
+const LINGER_BELOW: usize = 64;
+/// How long a small batch lingers.
+const LINGER: Duration = Duration::from_micros(300);
+
+fn drain(rx: &mut mpsc::Receiver<Arc<Stamped>>, batch: &mut Vec<Arc<Stamped>>) {
+    while batch.len() < 4096 {
+        match rx.try_recv() {
+            Ok(s) => batch.push(s),
+            Err(_) => break,
+        }
+    }
+}
+
 /// Runs the sink on a dedicated thread until the queue closes, then fsyncs everything.
 pub fn spawn(
     mut rx: mpsc::Receiver<Arc<Stamped>>,
@@ -212,11 +226,12 @@ pub fn spawn(
             let mut batch = Vec::with_capacity(1024);
             while let Some(first) = rx.blocking_recv() {
                 batch.push(first);
-                while batch.len() < 4096 {
-                    match rx.try_recv() {
-                        Ok(s) => batch.push(s),
-                        Err(_) => break,
-                    }
+                drain(&mut rx, &mut batch);
+                if batch.len() < LINGER_BELOW {
+                    // Under load events arrive a few at a time: linger briefly so one write
+                    // carries many lines (fewer syscalls); an idle log pays at most this.
+                    std::thread::sleep(LINGER);
+                    drain(&mut rx, &mut batch);
                 }
                 w.write_batch(&batch);
                 batch.clear();
