@@ -1,5 +1,6 @@
 //! `aep-bridge bench hook`: the real `aep-hook` shim, spawned N times with a recorded
-//! Claude Code `PreToolUse` payload against a bridge served in this process. Interleaved
+//! Claude Code `PreToolUse` payload against a bridge running as its own process (as it
+//! does beside an agent; `--in-process` serves it inside the bench instead). Interleaved
 //! with the same number of `/bin/true` spawns (the floor any command hook pays) and of
 //! direct keep-alive POSTs (the bridge's own share), so the three series see the same noise.
 
@@ -28,6 +29,9 @@ pub struct HookArgs {
     /// The trivial process of the baseline.
     #[arg(long, default_value = "/bin/true")]
     pub trivial: PathBuf,
+    /// Serve the bridge inside the bench process (it then shares the bench's CPU and runtime).
+    #[arg(long)]
+    pub in_process: bool,
 }
 
 /// A recorded Claude Code `PreToolUse` stdin payload (captures/claude-code/i01_interactive_permission).
@@ -87,14 +91,23 @@ pub fn run(a: &HookArgs) -> anyhow::Result<()> {
     };
     anyhow::ensure!(hook.is_file(), "no shim at {} (build it: cargo build -p aep-bridge --bins)", hook.display());
     let scratch = super::Scratch::new("hook")?;
-    let bridge = InProcess::start(bench_config(scratch.path()), 2)?;
-    let url = bridge.url();
-    let result = measure(a, &hook, &url);
-    let agent = super::agent();
-    let text = scrape(&agent, &url).unwrap_or_default();
-    // Idle keep-alive connections would hold up the bridge's graceful shutdown.
-    drop(agent);
-    bridge.shutdown();
+    let (result, text) = if a.in_process {
+        let bridge = InProcess::start(bench_config(scratch.path()), 2)?;
+        let url = bridge.url();
+        let result = measure(a, &hook, &url);
+        let agent = super::agent();
+        let text = scrape(&agent, &url).unwrap_or_default();
+        // Idle keep-alive connections would hold up the bridge's graceful shutdown.
+        drop(agent);
+        bridge.shutdown();
+        (result, text)
+    } else {
+        let (child, url) = super::otlp::start_bridge(scratch.path())?;
+        let result = measure(a, &hook, &url);
+        let text = scrape(&super::agent(), &url).unwrap_or_default();
+        drop(child);
+        (result, text)
+    };
     let (hooks, trivial, direct, replies) = result?;
     let admitted = metric_sum(&text, "aep_bridge_events_in_total", &["input=\"hook\""]);
     let rejected = metric_sum(&text, "aep_bridge_requests_rejected_total", &["receiver=\"hooks\""]);

@@ -148,7 +148,8 @@ fn send_all(agent: &ureq::Agent, base: &str, a: &OtlpArgs) -> anyhow::Result<(f6
     Ok((t.elapsed().as_secs_f64(), retries))
 }
 
-struct ChildGuard(Child);
+/// Kills and reaps the child bridge when dropped.
+pub(super) struct ChildGuard(Child);
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
@@ -158,7 +159,7 @@ impl Drop for ChildGuard {
 }
 
 /// Starts `aep-bridge serve` as a child; returns it with its HTTP address.
-fn start_bridge(data: &Path) -> anyhow::Result<(ChildGuard, String)> {
+pub(super) fn start_bridge(data: &Path) -> anyhow::Result<(ChildGuard, String)> {
     let exe = std::env::current_exe()?;
     let mut child = Command::new(&exe)
         .args(["serve", "--listen", "127.0.0.1:0", "--otlp-grpc", "", "--otlp-http", ""])
