@@ -588,6 +588,43 @@ pub fn rfc3339_from_unix_nanos(nanos: u64) -> String {
     out
 }
 
+/// Which attributes of a tool-result record carry the tool outcome.
+pub(crate) struct ToolResultKeys {
+    /// The tool name.
+    pub name: &'static str,
+    /// The call id.
+    pub call_id: &'static str,
+    /// The error class (a low-cardinality token, structural at metadata).
+    pub error_type: &'static str,
+    /// The error message (redacted-gated).
+    pub error_message: &'static str,
+}
+
+/// A tool-result record -> `tool.completed` / `tool.failed` (error class structural, its
+/// message only at `redacted`+ through §9.4). `None` without a tool name or success flag.
+pub(crate) fn tool_outcome(rec: &OtelRecord, keys: &ToolResultKeys, cx: &MapContext) -> Option<EventDraft> {
+    let tool = non_empty(rec.attributes.get(keys.name))?;
+    let ok = as_bool(rec.attributes.get("success"))?;
+    let ty = if ok { "tool.completed" } else { "tool.failed" };
+    let ceiling = cx.ceiling_for(ty);
+    let mut d = EventDraft::new(ty, ceiling);
+    d.data.insert("tool".into(), tool_object(tool, non_empty(rec.attributes.get(keys.call_id))));
+    d.subject = Some(tool.to_owned());
+    if !ok {
+        let mut err = serde_json::Map::new();
+        let class = non_empty(rec.attributes.get(keys.error_type)).unwrap_or("tool_error");
+        err.insert("type".into(), Value::String(class.to_owned()));
+        if let Some(msg) = gated_text(rec.attributes.get(keys.error_message), ceiling, cx) {
+            err.insert("message".into(), Value::String(msg));
+        }
+        d.data.insert("error".into(), Value::Object(err));
+    }
+    if let Some(ms) = as_u64(rec.attributes.get("duration_ms")) {
+        d.data.insert("duration_ms".into(), ms.into());
+    }
+    Some(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,8 +3,7 @@
 use serde_json::Value;
 
 use super::{
-    Field, Mode, OtelProfile, OtelRecord, as_bool, as_u64, companion, full, gated_text, meta, non_empty, redacted,
-    stamp, tool_object, unknown,
+    Field, Mode, OtelProfile, OtelRecord, companion, full, meta, non_empty, redacted, stamp, tool_object, unknown,
 };
 use crate::{EventDraft, MapContext, SessionState};
 
@@ -160,9 +159,10 @@ impl OtelProfile for ClaudeCodeOtel {
             None => Some(unknown(VENDOR, name.as_deref(), cx)),
             Some((n, fields)) => match (mode, n) {
                 (Mode::Primary, "tool_decision") => tool_denied(rec, cx),
-                (Mode::Primary, "tool_result") => {
-                    Some(tool_outcome(rec, cx).unwrap_or_else(|| companion(VENDOR, n, rec, fields, COMMON, cx)))
-                }
+                (Mode::Primary, "tool_result") => Some(
+                    super::tool_outcome(rec, &TOOL_RESULT, cx)
+                        .unwrap_or_else(|| companion(VENDOR, n, rec, fields, COMMON, cx)),
+                ),
                 _ => Some(companion(VENDOR, n, rec, fields, COMMON, cx)),
             },
         };
@@ -199,29 +199,13 @@ fn tool_denied(rec: &OtelRecord, cx: &MapContext) -> Option<EventDraft> {
     Some(d)
 }
 
-/// `tool_result` -> `tool.completed` / `tool.failed`.
-fn tool_outcome(rec: &OtelRecord, cx: &MapContext) -> Option<EventDraft> {
-    let tool = non_empty(rec.attributes.get("tool_name"))?;
-    let ok = as_bool(rec.attributes.get("success"))?;
-    let ty = if ok { "tool.completed" } else { "tool.failed" };
-    let ceiling = cx.ceiling_for(ty);
-    let mut d = EventDraft::new(ty, ceiling);
-    d.data.insert("tool".into(), tool_object(tool, non_empty(rec.attributes.get("tool_use_id"))));
-    d.subject = Some(tool.to_owned());
-    if !ok {
-        let mut err = serde_json::Map::new();
-        let class = non_empty(rec.attributes.get("error_type")).unwrap_or("tool_error");
-        err.insert("type".into(), Value::String(class.to_owned()));
-        if let Some(msg) = gated_text(rec.attributes.get("error"), ceiling, cx) {
-            err.insert("message".into(), Value::String(msg));
-        }
-        d.data.insert("error".into(), Value::Object(err));
-    }
-    if let Some(ms) = as_u64(rec.attributes.get("duration_ms")) {
-        d.data.insert("duration_ms".into(), ms.into());
-    }
-    Some(d)
-}
+/// The attributes of this vendor's tool-result record.
+const TOOL_RESULT: super::ToolResultKeys = super::ToolResultKeys {
+    name: "tool_name",
+    call_id: "tool_use_id",
+    error_type: "error_type",
+    error_message: "error",
+};
 
 #[cfg(test)]
 mod tests {

@@ -2,10 +2,7 @@
 
 use serde_json::Value;
 
-use super::{
-    Field, Mode, OtelProfile, OtelRecord, as_bool, as_u64, companion, full, gated_text, meta, non_empty, redacted,
-    stamp, tool_object, unknown,
-};
+use super::{Field, Mode, OtelProfile, OtelRecord, companion, full, meta, non_empty, redacted, stamp, unknown};
 use crate::{EventDraft, MapContext, SessionState};
 
 /// The agent identity and namespace token.
@@ -108,7 +105,7 @@ impl OtelProfile for VscodeOtel {
             Some((suffix, fields)) => {
                 let core = match (mode, suffix) {
                     (Mode::Primary, "session.start") => Some(session_started(rec, cx)),
-                    (Mode::Primary, "tool.call") => tool_outcome(rec, cx),
+                    (Mode::Primary, "tool.call") => super::tool_outcome(rec, &TOOL_CALL, cx),
                     _ => None,
                 };
                 core.unwrap_or_else(|| companion(VENDOR, suffix, rec, fields, COMMON, cx))
@@ -130,30 +127,13 @@ fn session_started(rec: &OtelRecord, cx: &MapContext) -> EventDraft {
     d
 }
 
-/// `copilot_chat.tool.call` -> `tool.completed` / `tool.failed` (the vendor's `error.type`
-/// token, a low-cardinality class, structural at metadata). `None` without a tool name or flag.
-fn tool_outcome(rec: &OtelRecord, cx: &MapContext) -> Option<EventDraft> {
-    let tool = non_empty(rec.attributes.get("gen_ai.tool.name"))?;
-    let ok = as_bool(rec.attributes.get("success"))?;
-    let ty = if ok { "tool.completed" } else { "tool.failed" };
-    let ceiling = cx.ceiling_for(ty);
-    let mut d = EventDraft::new(ty, ceiling);
-    d.data.insert("tool".into(), tool_object(tool, non_empty(rec.attributes.get("gen_ai.tool.call.id"))));
-    d.subject = Some(tool.to_owned());
-    if !ok {
-        let mut err = serde_json::Map::new();
-        let class = non_empty(rec.attributes.get("error.type")).unwrap_or("tool_error");
-        err.insert("type".into(), Value::String(class.to_owned()));
-        if let Some(msg) = gated_text(rec.attributes.get("error.message"), ceiling, cx) {
-            err.insert("message".into(), Value::String(msg));
-        }
-        d.data.insert("error".into(), Value::Object(err));
-    }
-    if let Some(ms) = as_u64(rec.attributes.get("duration_ms")) {
-        d.data.insert("duration_ms".into(), ms.into());
-    }
-    Some(d)
-}
+/// The attributes of this vendor's tool-result record.
+const TOOL_CALL: super::ToolResultKeys = super::ToolResultKeys {
+    name: "gen_ai.tool.name",
+    call_id: "gen_ai.tool.call.id",
+    error_type: "error.type",
+    error_message: "error.message",
+};
 
 #[cfg(test)]
 mod tests {
