@@ -279,64 +279,7 @@ pub fn uri_host(uri: &str) -> Option<&str> {
 /// RFC 3339 timestamp to milliseconds since the Unix epoch (sub-millisecond digits
 /// truncated); `None` when malformed.
 pub fn rfc3339_to_unix_ms(t: &str) -> Option<i64> {
-    let b = t.as_bytes();
-    let num = |from: usize, len: usize| -> Option<i64> {
-        let s = b.get(from..from + len)?;
-        s.iter().all(u8::is_ascii_digit).then(|| s.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')))
-    };
-    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
-    let (hour, min, sec) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
-    if b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') || b.get(13) != Some(&b':') || b.get(16) != Some(&b':') {
-        return None;
-    }
-    if !matches!(b.get(10), Some(b'T' | b't' | b' ')) {
-        return None;
-    }
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let mdays = [31, if leap { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    if !(1..=12).contains(&month) || day < 1 || day > mdays[(month - 1) as usize] || hour > 23 || min > 59 || sec > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut millis = 0i64;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            if i - start < 3 {
-                millis = millis * 10 + i64::from(b[i] - b'0');
-            }
-            i += 1;
-        }
-        match i - start {
-            0 => return None,
-            1 => millis *= 100,
-            2 => millis *= 10,
-            _ => {}
-        }
-    }
-    let offset_min = match &b[i..] {
-        [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
-            let (oh, om) = (num(i + 1, 2)?, num(i + 4, 2)?);
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            let o = oh * 60 + om;
-            if *sign == b'-' { -o } else { o }
-        }
-        _ => return None,
-    };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_min * 60;
-    Some(secs * 1000 + millis)
+    i64::try_from(aep_schemas::time::parse_rfc3339(t)?.div_euclid(1_000_000)).ok()
 }
 
 #[cfg(test)]

@@ -77,121 +77,22 @@ pub struct TraceContext {
     pub flags: u8,
 }
 
-/// Parses a W3C Trace Context `traceparent`; `None` when it is malformed or carries the
-/// all-zero (invalid) trace or span id.
+/// Parses a W3C Trace Context `traceparent` into hex ids (the shared parser,
+/// [`aep_schemas::time::parse_traceparent`]).
 pub fn parse_traceparent(tp: &str) -> Option<TraceContext> {
-    let parts: Vec<&str> = tp.split('-').collect();
-    let [version, trace, span, flags, rest @ ..] = parts.as_slice() else {
-        return None;
-    };
-    let lower_hex =
-        |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    if !lower_hex(version, 2)
-        || *version == "ff"
-        || !lower_hex(trace, 32)
-        || !lower_hex(span, 16)
-        || !lower_hex(flags, 2)
-    {
-        return None;
-    }
-    // Version 00 has exactly four fields; later versions may append more.
-    if *version == "00" && !rest.is_empty() {
-        return None;
-    }
-    if trace.bytes().all(|b| b == b'0') || span.bytes().all(|b| b == b'0') {
-        return None;
-    }
-    Some(TraceContext {
-        trace_id: (*trace).into(),
-        span_id: (*span).into(),
-        flags: u8::from_str_radix(flags, 16).ok()?,
-    })
+    let t = aep_schemas::time::parse_traceparent(tp)?;
+    Some(TraceContext { trace_id: hex::encode(t.trace_id), span_id: hex::encode(t.span_id), flags: t.flags })
 }
 
 /// Converts an RFC 3339 timestamp to nanoseconds since the Unix epoch; `None` when it is
 /// malformed or before 1970.
 pub fn rfc3339_to_unix_nanos(t: &str) -> Option<u64> {
-    u64::try_from(rfc3339_to_nanos(t)?).ok()
+    aep_schemas::time::parse_rfc3339_nanos(t)
 }
 
 /// `true` when `t` is a well-formed RFC 3339 `date-time` (any year).
 pub fn is_rfc3339(t: &str) -> bool {
-    rfc3339_to_nanos(t).is_some()
-}
-
-/// Signed nanoseconds since the Unix epoch of an RFC 3339 `date-time`.
-fn rfc3339_to_nanos(t: &str) -> Option<i128> {
-    let b = t.as_bytes();
-    if b.len() < 20 {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let s = t.get(r)?;
-        if s.bytes().all(|c| c.is_ascii_digit()) { s.parse().ok() } else { None }
-    };
-    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) || hour > 23 || min > 59 || sec > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut nanos: i64 = 0;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            if i - start < 9 {
-                nanos = nanos * 10 + i64::from(b[i] - b'0');
-            }
-            i += 1;
-        }
-        let digits = i - start;
-        if digits == 0 {
-            return None;
-        }
-        for _ in digits..9 {
-            nanos *= 10;
-        }
-    }
-    let offset_secs = match b.get(i..)? {
-        [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
-            let d = |c: &u8| c.is_ascii_digit().then(|| i64::from(c - b'0'));
-            let (oh, om) = (d(h1)? * 10 + d(h2)?, d(m1)? * 10 + d(m2)?);
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            let off = oh * 3600 + om * 60;
-            if *sign == b'+' { off } else { -off }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset_secs;
-    Some(i128::from(secs) * 1_000_000_000 + i128::from(nanos))
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    aep_schemas::time::parse_rfc3339(t).is_some()
 }
 
 /// A JSON value as an OTLP/JSON `AnyValue` (objects become `kvlistValue`, integers

@@ -14,6 +14,7 @@ pub mod level;
 pub mod redact;
 pub mod registry;
 pub mod sequence;
+pub mod time;
 pub mod validate;
 
 pub use event::{AEP_VERSION, EnvelopeError, Event};

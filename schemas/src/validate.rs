@@ -490,46 +490,9 @@ fn check_form_prose(ty: &str, data: &Map<String, Value>, rule: &'static str) -> 
     Ok(())
 }
 
-fn digits(s: &[u8]) -> bool {
-    !s.is_empty() && s.iter().all(u8::is_ascii_digit)
-}
-
-fn num(s: &[u8]) -> u32 {
-    s.iter().fold(0, |n, d| n * 10 + u32::from(d - b'0'))
-}
-
-/// RFC 3339 `date-time`: `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.
+/// RFC 3339 `date-time` with the `T` separator (AEP-0001 §5.1 #5); the date must exist.
 pub fn is_rfc3339(s: &str) -> bool {
-    let b = s.as_bytes();
-    if b.len() < 20 || !digits(&b[0..4]) || b[4] != b'-' || !digits(&b[5..7]) || b[7] != b'-' || !digits(&b[8..10]) {
-        return false;
-    }
-    if !matches!(b[10], b'T' | b't') || !digits(&b[11..13]) || b[13] != b':' || !digits(&b[14..16]) {
-        return false;
-    }
-    if b[16] != b':' || !digits(&b[17..19]) {
-        return false;
-    }
-    let (month, day, hour, min, sec) =
-        (num(&b[5..7]), num(&b[8..10]), num(&b[11..13]), num(&b[14..16]), num(&b[17..19]));
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
-        return false;
-    }
-    let mut rest = &b[19..];
-    if rest.first() == Some(&b'.') {
-        let n = rest[1..].iter().take_while(|c| c.is_ascii_digit()).count();
-        if n == 0 {
-            return false;
-        }
-        rest = &rest[1 + n..];
-    }
-    match rest {
-        [b'Z' | b'z'] => true,
-        [b'+' | b'-', h1, h2, b':', m1, m2] => {
-            digits(&[*h1, *h2, *m1, *m2]) && num(&[*h1, *h2]) <= 23 && num(&[*m1, *m2]) <= 59
-        }
-        _ => false,
-    }
+    matches!(s.as_bytes().get(10), Some(b'T' | b't')) && crate::time::parse_rfc3339(s).is_some()
 }
 
 /// A URI reference with a scheme (`scheme:rest`, RFC 3986 §3.1), no whitespace.
@@ -542,20 +505,9 @@ pub fn is_uri(s: &str) -> bool {
         && !s.bytes().any(|c| c.is_ascii_whitespace() || c.is_ascii_control())
 }
 
-/// W3C Trace Context `traceparent`: `vv-<32 hex>-<16 hex>-ff`, lowercase, version not
-/// `ff`, trace id and parent id not all zeros.
+/// W3C Trace Context `traceparent` (see [`crate::time::parse_traceparent`]).
 pub fn is_traceparent(s: &str) -> bool {
-    let parts: Vec<&str> = s.split('-').collect();
-    let hex = |p: &str, n: usize| p.len() == n && p.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
-    let nonzero = |p: &str| p.bytes().any(|c| c != b'0');
-    parts.len() == 4
-        && hex(parts[0], 2)
-        && parts[0] != "ff"
-        && hex(parts[1], 32)
-        && nonzero(parts[1])
-        && hex(parts[2], 16)
-        && nonzero(parts[2])
-        && hex(parts[3], 2)
+    crate::time::parse_traceparent(s).is_some()
 }
 
 /// Per `(source, session)` stream state.

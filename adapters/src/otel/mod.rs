@@ -548,44 +548,7 @@ pub(crate) fn tool_object(name: &str, call_id: Option<&str>) -> Value {
 
 /// Formats Unix nanoseconds as RFC 3339 UTC with millisecond precision.
 pub fn rfc3339_from_unix_nanos(nanos: u64) -> String {
-    let secs = nanos / 1_000_000_000;
-    let millis = (nanos % 1_000_000_000) / 1_000_000;
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    // Civil-from-days (H. Hinnant), for days since 1970-01-01.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if mo <= 2 { y + 1 } else { y };
-    if !(0..=9999).contains(&y) {
-        return format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{millis:03}Z");
-    }
-    // `{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}.{millis:03}Z` without the formatting
-    // machinery (this runs once per OTel record).
-    let mut out = String::with_capacity(24);
-    let mut digits = |n: u64, width: u32, sep: char| {
-        for i in (0..width).rev() {
-            out.push(char::from(b'0' + (n / 10u64.pow(i) % 10) as u8));
-        }
-        if sep != '\0' {
-            out.push(sep);
-        }
-    };
-    digits(y as u64, 4, '-');
-    digits(mo as u64, 2, '-');
-    digits(d as u64, 2, 'T');
-    digits(h, 2, ':');
-    digits(m, 2, ':');
-    digits(s, 2, '.');
-    digits(millis, 3, 'Z');
-    out
+    aep_schemas::time::format_rfc3339_ms(nanos / 1_000_000)
 }
 
 /// Which attributes of a tool-result record carry the tool outcome.

@@ -68,104 +68,14 @@ fn non_zero(bytes: &mut [u8]) {
     }
 }
 
-/// Parses a W3C `traceparent` (`00-{32 hex}-{16 hex}-{2 hex}`); `None` when malformed,
-/// all-zero, or version `ff` (W3C Trace Context §3.2).
+/// Parses a W3C `traceparent` (the shared parser, [`aep_schemas::time::parse_traceparent`]).
 pub fn parse_traceparent(tp: &str) -> Option<SpanContext> {
-    let parts: Vec<&str> = tp.trim().split('-').collect();
-    if parts.len() < 4 {
-        return None;
-    }
-    let (version, trace, span, flags) = (parts[0], parts[1], parts[2], parts[3]);
-    if version.len() != 2 || version.eq_ignore_ascii_case("ff") || flags.len() != 2 {
-        return None;
-    }
-    if version == "00" && parts.len() != 4 {
-        return None;
-    }
-    let trace_bytes = hex::decode(trace).ok()?;
-    let span_bytes = hex::decode(span).ok()?;
-    hex::decode(version).ok()?;
-    hex::decode(flags).ok()?;
-    let trace_id: TraceId = trace_bytes.try_into().ok()?;
-    let span_id: SpanId = span_bytes.try_into().ok()?;
-    if trace_id.iter().all(|b| *b == 0) || span_id.iter().all(|b| *b == 0) {
-        return None;
-    }
-    Some(SpanContext { trace_id, span_id })
+    let t = aep_schemas::time::parse_traceparent(tp.trim())?;
+    Some(SpanContext { trace_id: t.trace_id, span_id: t.span_id })
 }
 
-/// Parses an RFC 3339 timestamp (`2026-07-03T10:15:04.221Z`, offsets allowed) to Unix
-/// nanoseconds; `None` when malformed or before 1970.
-pub fn parse_rfc3339_nanos(s: &str) -> Option<u64> {
-    let b = s.as_bytes();
-    if b.len() < 20 {
-        return None;
-    }
-    let num = |from: usize, len: usize| -> Option<i64> {
-        let part = s.get(from..from + len)?;
-        if !part.bytes().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        part.parse().ok()
-    };
-    let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
-    if b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (hour, minute, second) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut frac_nanos: i64 = 0;
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while i < b.len() && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        let digits = &s[start..i];
-        let mut n: i64 = 0;
-        for (k, c) in digits.bytes().enumerate() {
-            if k < 9 {
-                n = n * 10 + i64::from(c - b'0');
-            }
-        }
-        for _ in digits.len()..9 {
-            n *= 10;
-        }
-        frac_nanos = n;
-    }
-    let offset_secs: i64 = match b.get(i) {
-        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
-        Some(sign @ (b'+' | b'-')) if i + 6 == b.len() && b[i + 3] == b':' => {
-            let (oh, om) = (num(i + 1, 2)?, num(i + 4, 2)?);
-            let off = oh * 3600 + om * 60;
-            if *sign == b'+' { off } else { -off }
-        }
-        _ => return None,
-    };
-    let days = days_from_civil(year, month, day);
-    let secs = days * 86_400 + hour * 3600 + minute * 60 + second - offset_secs;
-    if secs < 0 {
-        return None;
-    }
-    u64::try_from(secs).ok()?.checked_mul(1_000_000_000)?.checked_add(u64::try_from(frac_nanos).ok()?)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
+/// Parses an RFC 3339 timestamp to Unix nanoseconds; `None` when malformed or before 1970.
+pub use aep_schemas::time::parse_rfc3339_nanos;
 
 #[cfg(test)]
 mod tests {
