@@ -1,7 +1,7 @@
 //! The `aep-bridge` binary.
 
 // The daemon allocates per event on every hot path (decode, map, stamp, serialize);
-// mimalloc measured ~1.3x over glibc malloc in the OTLP and pipeline profiles.
+// callgrind put ~37% of the OTLP path's instructions in glibc malloc/free.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

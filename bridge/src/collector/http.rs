@@ -67,10 +67,10 @@ async fn discovery(State(ctx): State<Ctx>) -> Response {
 
 /// `true` when an `AEP-Version` value names a major version we speak.
 fn version_ok(v: &str) -> bool {
-    let major = |s: &str| s.trim().split('.').next().map(str::to_owned);
     // 0.x versions are each their own major (pre-1.0 semantics): compare major.minor.
-    let mm = |s: &str| s.trim().split('.').take(2).collect::<Vec<_>>().join(".");
-    if major(v).as_deref() == Some("0") { mm(v) == AEP_VERSION } else { false }
+    let mut parts = v.trim().split('.');
+    let major_minor = (parts.next(), parts.next());
+    AEP_VERSION.split_once('.').is_some_and(|(ma, mi)| major_minor == (Some(ma), Some(mi)))
 }
 
 async fn post_events(
