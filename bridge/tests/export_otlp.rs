@@ -331,24 +331,6 @@ async fn grpc_honours_retry_info_and_sends_gzip() {
 
 // ---------------------------------------------------------------- rotel
 
-fn rotel_path() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("ROTEL_AGENT").map(PathBuf::from).filter(|p| p.is_file()) {
-        return Some(p);
-    }
-    let on_path = std::env::var_os("PATH")
-        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("rotel-agent")).find(|p| p.is_file()));
-    if on_path.is_some() {
-        return on_path;
-    }
-    // `pip install rotel` puts the binary inside the package, not on PATH.
-    let out = Command::new("python3")
-        .args(["-c", "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))"])
-        .output()
-        .ok()?;
-    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (out.status.success() && p.is_file()).then_some(p)
-}
-
 struct Rotel {
     child: Child,
     out: PathBuf,
@@ -369,7 +351,7 @@ fn free_addr() -> SocketAddr {
 }
 
 fn start_rotel(exporter: &[&str]) -> Option<Rotel> {
-    let Some(bin) = rotel_path() else {
+    let Some(bin) = aep_bridge::cmd::bench::rotel_agent() else {
         eprintln!("SKIP: rotel-agent not installed (pip install -r bridge/tests/requirements-export.txt)");
         return None;
     };
@@ -533,7 +515,7 @@ async fn a_second_bridge_receives_the_logs_and_reports_partial_success() {
 #[tokio::test]
 #[ignore = "measurement"]
 async fn throughput_into_rotel() {
-    let Some(bin) = rotel_path() else { return };
+    let Some(bin) = aep_bridge::cmd::bench::rotel_agent() else { return };
     let (grpc, http) = (free_addr(), free_addr());
     let mut child = Command::new(bin)
         .args(["start", "--exporter", "blackhole", "--otlp-grpc-endpoint", &grpc.to_string()])

@@ -406,25 +406,6 @@ fn strip_ansi(text: &str) -> String {
     out
 }
 
-/// Path of `rotel-agent`: `$ROTEL_AGENT`, `PATH`, or the binary inside the `rotel` wheel.
-fn rotel_agent() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("ROTEL_AGENT") {
-        return Some(PathBuf::from(p)).filter(|p| p.is_file());
-    }
-    if let Some(p) = std::env::var_os("PATH")
-        .and_then(|path| std::env::split_paths(&path).map(|d| d.join("rotel-agent")).find(|p| p.is_file()))
-    {
-        return Some(p);
-    }
-    let out = Command::new("python3")
-        .args(["-c", "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))"])
-        .stderr(Stdio::null())
-        .output()
-        .ok()?;
-    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (out.status.success() && p.is_file()).then_some(p)
-}
-
 /// A child process killed on drop.
 struct Guard(Child);
 
@@ -486,7 +467,7 @@ async fn agent_to_rotel_collector_to_bridge_and_tee_to_rotel() {
     if !sdk_available(test) {
         return;
     }
-    let Some(rotel) = rotel_agent() else {
+    let Some(rotel) = aep_bridge::cmd::bench::rotel_agent() else {
         eprintln!("SKIP {test}: rotel-agent is not installed (pip install --pre rotel==0.0.1a15)");
         return;
     };

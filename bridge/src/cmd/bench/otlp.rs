@@ -191,20 +191,7 @@ pub(super) fn start_bridge(data: &Path) -> anyhow::Result<(ChildGuard, String)> 
 fn find_rotel(spec: &str) -> Option<PathBuf> {
     match spec {
         "off" | "" => None,
-        "auto" => {
-            if let Some(p) = std::env::var_os("PATH")
-                .and_then(|p| std::env::split_paths(&p).map(|d| d.join("rotel-agent")).find(|c| c.is_file()))
-            {
-                return Some(p);
-            }
-            let out = Command::new("python3")
-                .args(["-c", "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))"])
-                .stderr(Stdio::null())
-                .output()
-                .ok()?;
-            let p = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
-            p.is_file().then_some(p)
-        }
+        "auto" => super::rotel_agent(),
         p => Some(PathBuf::from(p)),
     }
 }
