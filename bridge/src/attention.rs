@@ -44,15 +44,25 @@ pub struct AttentionBook {
     open: Mutex<HashMap<(String, String), Vec<Pending>>>,
 }
 
-fn resolved(p: &Pending, now_ms: u64, resolution: &str) -> EventDraft {
-    let mut d = EventDraft::new("attention.resolved", Capture::Metadata);
-    d.session = Some(p.session.clone());
-    d.run = p.run.clone();
-    d.subject = Some(p.id.clone());
-    d.cause = Some(p.id.clone());
-    d.data.insert("resolution".into(), json!(resolution));
-    d.data.insert("latency_ms".into(), json!(now_ms.saturating_sub(p.since_ms)));
-    d
+impl Pending {
+    /// A lifecycle draft about this request (AEP-0002 §7.1): its session and run, `subject`
+    /// = the request id, `cause` = the request (callers answering a command re-point it).
+    pub fn lifecycle(&self, ty: &str, capture: Capture) -> EventDraft {
+        let mut d = EventDraft::new(ty, capture);
+        d.session = Some(self.session.clone());
+        d.run = self.run.clone();
+        d.subject = Some(self.id.clone());
+        d.cause = Some(self.id.clone());
+        d
+    }
+
+    /// `attention.resolved` with `resolution` and the wait so far.
+    pub fn resolved(&self, now_ms: u64, resolution: &str) -> EventDraft {
+        let mut d = self.lifecycle("attention.resolved", Capture::Metadata);
+        d.data.insert("resolution".into(), json!(resolution));
+        d.data.insert("latency_ms".into(), json!(now_ms.saturating_sub(self.since_ms)));
+        d
+    }
 }
 
 impl AttentionBook {
@@ -81,13 +91,13 @@ impl AttentionBook {
                             {
                                 let p = list.remove(i);
                                 settled.push(p.id.clone());
-                                out.push(resolved(&p, now_ms, "dismissed"));
+                                out.push(p.resolved(now_ms, "dismissed"));
                             }
                         }
                         "session.ended" => {
                             for p in list.drain(..) {
                                 settled.push(p.id.clone());
-                                out.push(resolved(&p, now_ms, "dismissed"));
+                                out.push(p.resolved(now_ms, "dismissed"));
                             }
                         }
                         _ => {}

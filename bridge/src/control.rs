@@ -190,11 +190,7 @@ impl ControlLoop {
                 let gone = self.waiters.lock().ok().and_then(|mut w| w.remove(&req.id));
                 if gone.is_some() {
                     // The agent's own dialog takes over (fail-open).
-                    let mut d = EventDraft::new("attention.timeout", Capture::Metadata);
-                    d.session = Some(pending.session.clone());
-                    d.run = pending.run.clone();
-                    d.subject = Some(pending.id.clone());
-                    d.cause = Some(pending.id.clone());
+                    let mut d = pending.lifecycle("attention.timeout", Capture::Metadata);
                     d.data.insert("after_ms".into(), json!(self.timeout.as_millis() as u64));
                     if let Ok(s) = self.pipeline.submit_drafts("control", &pending.agent, vec![d]).await {
                         self.book.observe(&s, now_ms());
@@ -296,13 +292,8 @@ impl ControlLoop {
         accepted.run = pending.run.clone();
         accepted.cause = Some(cmd.id.clone());
         let answered = self.answered(&pending, &applied, &cmd.id);
-        let mut resolved = EventDraft::new("attention.resolved", Capture::Metadata);
-        resolved.session = Some(session.clone());
-        resolved.run = pending.run.clone();
-        resolved.subject = Some(pending.id.clone());
+        let mut resolved = pending.resolved(now_ms(), "answered");
         resolved.cause = Some(cmd.id.clone());
-        resolved.data.insert("resolution".into(), json!("answered"));
-        resolved.data.insert("latency_ms".into(), json!(now_ms().saturating_sub(pending.since_ms)));
         let stamped =
             self.pipeline.submit_drafts("control", &pending.agent, vec![accepted, answered, resolved]).await.ok()?;
         self.book.observe(&stamped, now_ms());
@@ -337,10 +328,7 @@ impl ControlLoop {
             }
             answer.insert("values".into(), Value::Object(gated));
         }
-        let mut d = EventDraft::new("attention.answered", level);
-        d.session = Some(p.session.clone());
-        d.run = p.run.clone();
-        d.subject = Some(p.id.clone());
+        let mut d = p.lifecycle("attention.answered", level);
         d.cause = Some(cmd.to_owned());
         d.data.insert("answer".into(), Value::Object(answer));
         d
