@@ -54,6 +54,9 @@ pub fn log_path(root: &Path, agent: &str, session: Option<&str>) -> PathBuf {
     }
 }
 
+/// The lines of one batch bound for one `(agent, session)` log.
+type Group<'a> = (&'a str, Option<&'a str>, Vec<&'a [u8]>);
+
 struct OpenFile {
     file: File,
     size: u64,
@@ -93,25 +96,26 @@ impl JsonlWriter {
         p
     }
 
-    /// Writes a batch: lines are grouped per file and each group goes out in one `write`.
+    /// Writes a batch: lines are grouped per file and each group goes out with vectored
+    /// writes of whole lines straight from the shared line buffers (no copy).
     pub fn write_batch(&mut self, batch: &[Arc<Stamped>]) {
-        // Group by the (agent, session) strings; resolve each group's path once.
-        let mut groups: Vec<(&str, Option<&str>, Vec<u8>)> = Vec::new();
+        // Group by the (agent, session) strings, keeping each group's lines in order; resolve
+        // each group's path once.
+        let mut groups: Vec<Group<'_>> = Vec::new();
         for s in batch {
             let (agent, session) = (s.event.agent.as_str(), s.event.session.as_deref());
             match groups.iter_mut().find(|(a, sess, _)| *a == agent && *sess == session) {
-                Some((_, _, buf)) => buf.extend_from_slice(&s.line),
-                None => groups.push((agent, session, s.line.to_vec())),
+                Some((_, _, lines)) => lines.push(&s.line),
+                None => groups.push((agent, session, vec![&s.line[..]])),
             }
         }
-        let groups: Vec<(PathBuf, Vec<u8>)> =
-            groups.into_iter().map(|(a, sess, buf)| (self.path_of(a, sess), buf)).collect();
-        for (path, buf) in groups {
-            if let Err(e) = self.write_file(&path, &buf) {
+        for (agent, session, lines) in groups {
+            let path = self.path_of(agent, session);
+            if let Err(e) = self.write_file(&path, &lines) {
                 self.metrics.sink_errors.inc(&[("sink", "jsonl")]);
                 tracing::error!(path = %path.display(), error = %e, "JSONL write failed.");
             } else {
-                self.metrics.events_out.add(&[("sink", "jsonl")], buf.iter().filter(|b| **b == b'\n').count() as u64);
+                self.metrics.events_out.add(&[("sink", "jsonl")], lines.len() as u64);
             }
         }
         if self.cfg.fsync == FsyncPolicy::Always
@@ -122,7 +126,7 @@ impl JsonlWriter {
         }
     }
 
-    fn write_file(&mut self, path: &Path, buf: &[u8]) -> std::io::Result<()> {
+    fn write_file(&mut self, path: &Path, lines: &[&[u8]]) -> std::io::Result<()> {
         self.tick += 1;
         if !self.open.contains_key(path) {
             if self.open.len() >= self.cfg.max_open_files {
@@ -135,21 +139,23 @@ impl JsonlWriter {
             let size = file.metadata().map(|m| m.len()).unwrap_or(0);
             self.open.insert(path.to_owned(), OpenFile { file, size, last_used: 0, dirty: false });
         }
+        let total: u64 = lines.iter().map(|l| l.len() as u64).sum();
         if self.cfg.rotate_bytes > 0
-            && self.open.get(path).is_some_and(|f| f.size > 0 && f.size + buf.len() as u64 > self.cfg.rotate_bytes)
+            && self.open.get(path).is_some_and(|f| f.size > 0 && f.size + total > self.cfg.rotate_bytes)
         {
             self.rotate(path)?;
         }
         let tick = self.tick;
         let of = self.open.get_mut(path).ok_or_else(|| std::io::Error::other("file vanished"))?;
-        // One write of whole lines: O_APPEND keeps concurrent appenders from interleaving.
-        if let Err(e) = of.file.write_all(buf) {
+        // Whole lines only, appended with O_APPEND so concurrent appenders never interleave
+        // inside a line.
+        if let Err(e) = write_all_lines(&mut of.file, lines) {
             // A short write (disk full) must not leave a torn line behind: cut the file back
             // to the last whole line we wrote.
             let _ = of.file.set_len(of.size);
             return Err(e);
         }
-        of.size += buf.len() as u64;
+        of.size += total;
         of.last_used = tick;
         of.dirty = true;
         Ok(())
@@ -196,6 +202,27 @@ impl JsonlWriter {
     pub fn open_files(&self) -> usize {
         self.open.len()
     }
+}
+
+/// Most buffers handed to one `writev` (Linux's `IOV_MAX` is 1024).
+const MAX_IOVECS: usize = 1024;
+
+/// Writes every line with vectored writes, resuming after a partial write (the
+/// `write_all_vectored` loop, which std has not stabilized).
+fn write_all_lines(file: &mut File, lines: &[&[u8]]) -> std::io::Result<()> {
+    for chunk in lines.chunks(MAX_IOVECS) {
+        let mut slices: Vec<std::io::IoSlice<'_>> = chunk.iter().map(|l| std::io::IoSlice::new(l)).collect();
+        let mut bufs = &mut slices[..];
+        while !bufs.is_empty() {
+            match file.write_vectored(bufs) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => std::io::IoSlice::advance_slices(&mut bufs, n),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A batch smaller than this waits [`LINGER`] once for more lines.
