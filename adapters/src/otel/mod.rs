@@ -70,57 +70,138 @@ pub struct OtelRecord {
 /// dozen attributes at most, so a scan beats hashing every key on the way in). A later
 /// duplicate key wins, as in most SDKs' maps. Keys are shared (`Arc<str>`): a receiver
 /// decoding a batch gives every record with the same key the same allocation.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Attributes(Vec<(Arc<str>, Value)>);
+///
+/// Values are JSON, either given ([`Attributes::push`]) or *deferred*
+/// ([`Attributes::push_deferred`]): a receiver that has already checked the wire encoding
+/// leaves each value as a range of the request body and a decoder, and a value becomes JSON
+/// only when a profile reads it. Profiles forward a handful of listed attributes per record
+/// (AEP-0003 §9 rule 1), so most values are never built at all.
+#[derive(Clone, Default)]
+pub struct Attributes {
+    entries: Vec<(Arc<str>, Slot)>,
+    wire: Option<Deferred>,
+}
+
+/// The shared source of deferred values: the wire bytes and the function that turns one
+/// value's bytes into JSON.
+#[derive(Clone)]
+struct Deferred {
+    bytes: bytes::Bytes,
+    decode: DecodeValue,
+}
+
+/// Turns the wire bytes of one checked value into JSON (infallible: the receiver checked
+/// the encoding before deferring it).
+pub type DecodeValue = fn(&[u8]) -> Value;
+
+#[derive(Clone)]
+struct Slot {
+    value: std::cell::OnceCell<Value>,
+    /// The value's range in the wire bytes, when deferred.
+    at: u32,
+    len: u32,
+}
+
+impl Slot {
+    fn given(v: Value) -> Self {
+        Self { value: std::cell::OnceCell::from(v), at: 0, len: 0 }
+    }
+}
 
 impl Attributes {
     /// An empty list with room for `n` attributes.
     pub fn with_capacity(n: usize) -> Self {
-        Self(Vec::with_capacity(n))
+        Self { entries: Vec::with_capacity(n), wire: None }
+    }
+
+    /// An empty list with room for `n` attributes whose deferred values are ranges of `wire`,
+    /// turned into JSON by `decode` when read.
+    pub fn deferred(n: usize, wire: bytes::Bytes, decode: DecodeValue) -> Self {
+        Self { entries: Vec::with_capacity(n), wire: Some(Deferred { bytes: wire, decode }) }
+    }
+
+    fn position(&self, key: &str) -> Option<usize> {
+        self.entries.iter().rposition(|(k, _)| &**k == key)
+    }
+
+    fn slot_bytes(&self, slot: &Slot) -> Option<(&[u8], DecodeValue)> {
+        let w = self.wire.as_ref()?;
+        let at = slot.at as usize;
+        Some((w.bytes.get(at..at + slot.len as usize)?, w.decode))
+    }
+
+    /// The value of entry `i`, built (once) when deferred.
+    fn value_at(&self, i: usize) -> &Value {
+        let slot = &self.entries[i].1;
+        slot.value.get_or_init(|| self.slot_bytes(slot).map(|(b, decode)| decode(b)).unwrap_or(Value::Null))
     }
 
     /// The value of `key` (the last one when the key repeats).
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.0.iter().rev().find(|(k, _)| &**k == key).map(|(_, v)| v)
+        self.position(key).map(|i| self.value_at(i))
+    }
+
+    /// The value of `key` as an owned value: a deferred one is built straight into the result
+    /// (no cached copy to clone), a given one is cloned.
+    pub fn get_owned(&self, key: &str) -> Option<Value> {
+        let slot = &self.entries[self.position(key)?].1;
+        Some(match (slot.value.get(), self.slot_bytes(slot)) {
+            (Some(v), _) => v.clone(),
+            (None, Some((b, decode))) => decode(b),
+            (None, None) => Value::Null,
+        })
     }
 
     /// Whether `key` is present.
     pub fn contains_key(&self, key: &str) -> bool {
-        self.get(key).is_some()
+        self.position(key).is_some()
     }
 
     /// Appends an attribute (it shadows an earlier one of the same key).
     pub fn push(&mut self, key: impl Into<Arc<str>>, value: Value) {
-        self.0.push((key.into(), value));
+        self.entries.push((key.into(), Slot::given(value)));
+    }
+
+    /// Appends an attribute whose value is `wire[at..at + len]`, built only when read; `None`
+    /// (nothing appended) when this list has no wire bytes or the range is outside them.
+    pub fn push_deferred(&mut self, key: Arc<str>, at: usize, len: usize) -> Option<()> {
+        let w = self.wire.as_ref()?;
+        let end = at.checked_add(len)?;
+        if end > w.bytes.len() {
+            return None;
+        }
+        let (at, len) = (u32::try_from(at).ok()?, u32::try_from(len).ok()?);
+        self.entries.push((key, Slot { value: std::cell::OnceCell::new(), at, len }));
+        Some(())
     }
 
     /// Sets `key`, replacing an earlier value of the same key.
     pub fn insert(&mut self, key: impl Into<Arc<str>>, value: Value) {
         let key = key.into();
-        match self.0.iter_mut().rev().find(|(k, _)| *k == key) {
-            Some(slot) => slot.1 = value,
-            None => self.0.push((key, value)),
+        match self.entries.iter_mut().rev().find(|(k, _)| *k == key) {
+            Some(slot) => slot.1 = Slot::given(value),
+            None => self.entries.push((key, Slot::given(value))),
         }
     }
 
     /// Removes every attribute.
     pub fn clear(&mut self) {
-        self.0.clear();
+        self.entries.clear();
     }
 
     /// Number of entries (duplicates included).
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.entries.len()
     }
 
     /// Whether there are no attributes.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.entries.is_empty()
     }
 
-    /// The entries in wire order (duplicates included).
+    /// The entries in wire order (duplicates included); deferred values are built.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
-        self.0.iter().map(|(k, v)| (&**k, v))
+        (0..self.entries.len()).map(|i| (&*self.entries[i].0, self.value_at(i)))
     }
 
     /// The attributes as a JSON object (a later duplicate key wins).
@@ -129,9 +210,22 @@ impl Attributes {
     }
 }
 
+impl PartialEq for Attributes {
+    /// Same keys and values in the same order, however each value is held.
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b)
+    }
+}
+
+impl std::fmt::Debug for Attributes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 impl<K: Into<Arc<str>>> FromIterator<(K, Value)> for Attributes {
     fn from_iter<I: IntoIterator<Item = (K, Value)>>(iter: I) -> Self {
-        Self(iter.into_iter().map(|(k, v)| (k.into(), v)).collect())
+        Self { entries: iter.into_iter().map(|(k, v)| (k.into(), Slot::given(v))).collect(), wire: None }
     }
 }
 
@@ -207,7 +301,7 @@ pub trait OtelProfile: Send + Sync {
     }
 
     /// The AEP session id this record belongs to.
-    fn session_id(&self, rec: &OtelRecord) -> Option<String>;
+    fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str>;
 
     /// Maps one record to zero or more drafts (with `session`, `time` and `traceparent` set).
     fn map_record(&self, rec: &OtelRecord, state: &mut SessionState, cx: &MapContext, mode: Mode) -> Vec<EventDraft>;
@@ -315,6 +409,9 @@ pub struct BatchOutcome {
     pub first_unmatched_service: Option<String>,
 }
 
+/// Mapping state per vendor, then per session, kept by the caller across batches.
+pub type ProfileStates = std::collections::HashMap<&'static str, std::collections::HashMap<String, SessionState>>;
+
 /// Maps a batch of records: selects each record's profile, keeps per-`(vendor, session)` state
 /// in `states` (owned by the caller across batches), and collects the drafts.
 pub fn map_batch(
@@ -322,7 +419,7 @@ pub fn map_batch(
     selector: &ProfileSelector,
     cx: &MapContext,
     mode: Mode,
-    states: &mut std::collections::HashMap<(&'static str, String), SessionState>,
+    states: &mut ProfileStates,
 ) -> BatchOutcome {
     let mut out = BatchOutcome { drafts: Vec::with_capacity(records.len()), ..Default::default() };
     for rec in records {
@@ -334,8 +431,13 @@ pub fn map_batch(
             continue;
         };
         let vendor = profile.vendor();
-        let key = (vendor, profile.session_id(rec).unwrap_or_default());
-        let state = states.entry(key).or_default();
+        let sessions = states.entry(vendor).or_default();
+        let session = profile.session_id(rec).unwrap_or_default();
+        // Looked up by the borrowed id: a session's first record is the only one that allocates.
+        if !sessions.contains_key(session) {
+            sessions.insert(session.to_owned(), SessionState::default());
+        }
+        let Some(state) = sessions.get_mut(session) else { continue };
         out.drafts
             .extend(profile.map_record(rec, state, cx, mode).into_iter().map(|draft| MappedDraft { vendor, draft }));
     }
@@ -408,8 +510,8 @@ pub(crate) fn copy_fields(
         if level > ceiling {
             continue;
         }
-        let Some(v) = rec.attributes.get(key) else { continue };
-        if let Some(v) = gated_value(v, level, kind, ceiling, cx) {
+        let Some(v) = rec.attributes.get_owned(key) else { continue };
+        if let Some(v) = gate_owned(v, level, kind, ceiling, cx) {
             data.insert(key.to_owned(), v);
         }
     }
@@ -420,7 +522,15 @@ pub(crate) fn gated_value(v: &Value, level: Capture, kind: Kind, ceiling: Captur
     if level > ceiling || v.is_null() {
         return None;
     }
-    if let Value::String(s) = v
+    gate_owned(v.clone(), level, kind, ceiling, cx)
+}
+
+/// [`gated_value`] for a value the caller owns (moved into the result, not copied).
+fn gate_owned(v: Value, level: Capture, kind: Kind, ceiling: Capture, cx: &MapContext) -> Option<Value> {
+    if level > ceiling || v.is_null() {
+        return None;
+    }
+    if let Value::String(s) = &v
         && kind == Kind::Text
         && is_vendor_redaction_marker(s)
     {
@@ -429,9 +539,9 @@ pub(crate) fn gated_value(v: &Value, level: Capture, kind: Kind, ceiling: Captur
     // AEP-0003 §9.4: redacted-level text passes the pipeline when the ceiling is `redacted`;
     // at `full` it is verbatim.
     if level == Capture::Redacted && ceiling == Capture::Redacted {
-        return Some(aep_schemas::redact::redact_value(v, &cx.redact));
+        return Some(aep_schemas::redact::redact_value(&v, &cx.redact));
     }
-    Some(v.clone())
+    Some(v)
 }
 
 /// Text gated at `redacted` as a string, or `None` when the ceiling or vendor forbids it.

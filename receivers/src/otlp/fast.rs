@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use aep_adapters::otel::{Attributes, OtelRecord};
+use bytes::Bytes;
 use serde_json::{Map, Value};
 
 /// Deepest `AnyValue` nesting read here; deeper bodies go to prost.
@@ -18,17 +19,40 @@ pub const MAX_DEPTH: usize = 32;
 
 /// The log records of a protobuf `ExportLogsServiceRequest`, or `None` when the body is
 /// outside the shape read here (see the module doc) and must be decoded with prost.
-pub fn log_records(body: &[u8]) -> Option<Vec<OtelRecord>> {
+///
+/// Every value is checked here as prost would check it (structure, UTF-8, nesting), but
+/// record attribute values stay deferred: ranges of `body` that become JSON only when a
+/// profile reads them ([`Attributes::push_deferred`]).
+pub fn log_records(body: Bytes) -> Option<Vec<OtelRecord>> {
     let mut out = Vec::new();
-    let mut keys = KeyCache::default();
-    let mut r = Rd::new(body);
+    let mut cx = Cx { keys: KeyCache::default(), body: body.clone() };
+    let mut r = Rd::new(&body);
     while !r.done() {
         match r.key()? {
-            (1, LEN) => resource_logs(r.len_delimited()?, &mut out, &mut keys)?,
+            (1, LEN) => resource_logs(r.len_delimited()?, &mut out, &mut cx)?,
             _ => return None,
         }
     }
     Some(out)
+}
+
+/// What the readers below share over one request.
+struct Cx {
+    keys: KeyCache,
+    /// The whole request body, which deferred values point into.
+    body: Bytes,
+}
+
+impl Cx {
+    /// Where `part` (a subslice of the body) starts in the body.
+    fn offset(&self, part: &[u8]) -> usize {
+        part.as_ptr() as usize - self.body.as_ptr() as usize
+    }
+}
+
+/// Builds a deferred attribute value (checked when it was read off the wire).
+fn decode_deferred(b: &[u8]) -> Value {
+    any_value::<true>(b, 0).unwrap_or(Value::Null)
 }
 
 /// Attribute keys shared across the records of one request. The records of a batch usually
@@ -158,7 +182,7 @@ impl<'a> Rd<'a> {
     }
 }
 
-fn resource_logs(b: &[u8], out: &mut Vec<OtelRecord>, keys: &mut KeyCache) -> Option<()> {
+fn resource_logs(b: &[u8], out: &mut Vec<OtelRecord>, cx: &mut Cx) -> Option<()> {
     let mut r = Rd::new(b);
     let mut resource: Option<Map<String, Value>> = None;
     // Scope blocks may precede the resource on the wire: keep them until the end.
@@ -175,7 +199,7 @@ fn resource_logs(b: &[u8], out: &mut Vec<OtelRecord>, keys: &mut KeyCache) -> Op
     }
     let resource = Arc::new(resource.unwrap_or_default());
     for s in scopes {
-        scope_logs(s, &resource, out, keys)?;
+        scope_logs(s, &resource, out, cx)?;
     }
     Some(())
 }
@@ -198,12 +222,7 @@ fn resource_attrs(b: &[u8]) -> Option<Map<String, Value>> {
     Some(m)
 }
 
-fn scope_logs(
-    b: &[u8],
-    resource: &Arc<Map<String, Value>>,
-    out: &mut Vec<OtelRecord>,
-    keys: &mut KeyCache,
-) -> Option<()> {
+fn scope_logs(b: &[u8], resource: &Arc<Map<String, Value>>, out: &mut Vec<OtelRecord>, cx: &mut Cx) -> Option<()> {
     let mut r = Rd::new(b);
     let mut scope: Option<(&str, &str)> = None;
     let mut records: Vec<&[u8]> = Vec::new();
@@ -220,7 +239,7 @@ fn scope_logs(
     let (name, version) = scope.unwrap_or_default();
     out.reserve(records.len());
     for rec in records {
-        out.push(log_record(rec, resource, name, version, keys)?);
+        out.push(log_record(rec, resource, name, version, cx)?);
     }
     Some(())
 }
@@ -234,7 +253,8 @@ fn instrumentation_scope(b: &[u8]) -> Option<(&str, &str)> {
             (2, LEN) => version = r.str()?,
             // Scope attributes are validated, not kept (the neutral record has no slot for them).
             (3, LEN) => {
-                key_value(r.len_delimited()?, 0)?;
+                let (k, _) = key_value_raw::<false>(r.len_delimited()?, 0)?;
+                std::str::from_utf8(k).ok()?;
             }
             (4, VARINT) => {
                 r.varint()?;
@@ -250,14 +270,14 @@ fn log_record(
     resource: &Arc<Map<String, Value>>,
     scope_name: &str,
     scope_version: &str,
-    keys: &mut KeyCache,
+    cx: &mut Cx,
 ) -> Option<OtelRecord> {
     let mut r = Rd::new(b);
     let mut rec = OtelRecord {
         resource: Arc::clone(resource),
         scope_name: scope_name.to_owned(),
         scope_version: scope_version.to_owned(),
-        attributes: Attributes::with_capacity(24),
+        attributes: Attributes::deferred(24, cx.body.clone(), decode_deferred),
         ..Default::default()
     };
     let (mut trace_id, mut span_id): (&[u8], &[u8]) = (&[], &[]);
@@ -270,12 +290,15 @@ fn log_record(
             (3, LEN) => rec.severity_text = r.str()?.to_owned(),
             (5, LEN) if !body_seen => {
                 body_seen = true;
-                rec.body = Some(any_value(r.len_delimited()?, 0)?);
+                rec.body = Some(any_value::<true>(r.len_delimited()?, 0)?);
             }
             (6, LEN) => {
-                let (k, v) = key_value_raw(r.len_delimited()?, 0)?;
-                let k = keys.key(rec.attributes.len(), k)?;
-                rec.attributes.push(k, v);
+                let (k, v) = key_value_deferred(r.len_delimited()?)?;
+                let k = cx.keys.key(rec.attributes.len(), k)?;
+                match v {
+                    Some(v) => rec.attributes.push_deferred(k, cx.offset(v), v.len())?,
+                    None => rec.attributes.push(k, Value::Null),
+                }
             }
             (7, VARINT) => {
                 r.varint()?;
@@ -318,27 +341,48 @@ pub(crate) fn hex_lower(bytes: &[u8]) -> String {
 
 /// A `KeyValue` with its key as raw bytes (the caller checks the UTF-8); a repeated key
 /// field (prost: the last wins, the first still validated) is left to prost.
-fn key_value_raw(b: &[u8], depth: usize) -> Option<(&[u8], Value)> {
+fn key_value_raw<const BUILD: bool>(b: &[u8], depth: usize) -> Option<(&[u8], Value)> {
     let mut r = Rd::new(b);
     let mut key: Option<&[u8]> = None;
     let mut value: Option<Value> = None;
     while !r.done() {
         match r.key()? {
             (1, LEN) if key.is_none() => key = Some(r.len_delimited()?),
-            (2, LEN) if value.is_none() => value = Some(any_value(r.len_delimited()?, depth)?),
+            (2, LEN) if value.is_none() => value = Some(any_value::<BUILD>(r.len_delimited()?, depth)?),
             _ => return None,
         }
     }
     Some((key.unwrap_or_default(), value.unwrap_or(Value::Null)))
 }
 
+/// A record attribute's `KeyValue`: the key's raw bytes and the checked (not built) bytes
+/// of its `AnyValue`, `None` when it has none.
+fn key_value_deferred(b: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
+    let mut r = Rd::new(b);
+    let mut key: Option<&[u8]> = None;
+    let mut value: Option<&[u8]> = None;
+    while !r.done() {
+        match r.key()? {
+            (1, LEN) if key.is_none() => key = Some(r.len_delimited()?),
+            (2, LEN) if value.is_none() => {
+                let v = r.len_delimited()?;
+                any_value::<false>(v, 0)?;
+                value = Some(v);
+            }
+            _ => return None,
+        }
+    }
+    Some((key.unwrap_or_default(), value))
+}
+
 fn key_value(b: &[u8], depth: usize) -> Option<(String, Value)> {
-    let (k, v) = key_value_raw(b, depth)?;
+    let (k, v) = key_value_raw::<true>(b, depth)?;
     Some((std::str::from_utf8(k).ok()?.to_owned(), v))
 }
 
-/// `AnyValue` -> JSON, as [`any_value`](super::convert::any_value).
-fn any_value(b: &[u8], depth: usize) -> Option<Value> {
+/// `AnyValue` -> JSON, as [`any_value`](super::convert::any_value). With `BUILD` false the
+/// value is only checked (everything prost would refuse is refused) and `null` stands in for it.
+fn any_value<const BUILD: bool>(b: &[u8], depth: usize) -> Option<Value> {
     if depth > MAX_DEPTH {
         return None;
     }
@@ -350,7 +394,15 @@ fn any_value(b: &[u8], depth: usize) -> Option<Value> {
             return None;
         }
         out = Some(match r.key()? {
-            (1, LEN) => Value::String(r.str()?.to_owned()),
+            (1, LEN) if BUILD => Value::String(r.str()?.to_owned()),
+            (1, LEN) => {
+                // Checked only: most values are short ASCII, which needs no full UTF-8 walk.
+                let b = r.len_delimited()?;
+                if !b.is_ascii() {
+                    std::str::from_utf8(b).ok()?;
+                }
+                Value::Null
+            }
             (2, VARINT) => Value::Bool(r.varint()? != 0),
             (3, VARINT) => Value::from(r.varint()? as i64),
             (4, I64) => {
@@ -361,7 +413,12 @@ fn any_value(b: &[u8], depth: usize) -> Option<Value> {
                 let mut items = Vec::new();
                 while !a.done() {
                     match a.key()? {
-                        (1, LEN) => items.push(any_value(a.len_delimited()?, depth + 1)?),
+                        (1, LEN) => {
+                            let v = any_value::<BUILD>(a.len_delimited()?, depth + 1)?;
+                            if BUILD {
+                                items.push(v);
+                            }
+                        }
                         _ => return None,
                     }
                 }
@@ -373,15 +430,21 @@ fn any_value(b: &[u8], depth: usize) -> Option<Value> {
                 while !l.done() {
                     match l.key()? {
                         (1, LEN) => {
-                            let (k, v) = key_value(l.len_delimited()?, depth + 1)?;
-                            m.insert(k, v);
+                            let (k, v) = key_value_raw::<BUILD>(l.len_delimited()?, depth + 1)?;
+                            let k = std::str::from_utf8(k).ok()?;
+                            if BUILD {
+                                m.insert(k.to_owned(), v);
+                            }
                         }
                         _ => return None,
                     }
                 }
                 Value::Object(m)
             }
-            (7, LEN) => Value::String(hex_lower(r.len_delimited()?)),
+            (7, LEN) => {
+                let b = r.len_delimited()?;
+                if BUILD { Value::String(hex_lower(b)) } else { Value::Null }
+            }
             _ => return None,
         });
     }
@@ -506,10 +569,10 @@ mod tests {
     #[test]
     fn same_records_as_prost() {
         let body = request().encode_to_vec();
-        let fast = log_records(&body).expect("the common shape is read directly");
+        let fast = log_records(Bytes::from(body.clone())).expect("the common shape is read directly");
         assert_eq!(fast.len(), 9);
         assert_eq!(Ok(fast), via_prost(&body));
-        assert_eq!(log_records(&[]), Some(Vec::new()));
+        assert_eq!(log_records(Bytes::new()), Some(Vec::new()));
     }
 
     #[test]
@@ -527,7 +590,7 @@ mod tests {
         }
         let mut declined = 0;
         for b in &cases {
-            match log_records(b) {
+            match log_records(Bytes::from(b.clone())) {
                 Some(fast) => assert_eq!(Ok(fast), via_prost(b), "body {b:02x?}"),
                 None => declined += 1,
             }
@@ -540,12 +603,12 @@ mod tests {
         let mut req = request();
         req.resource_logs[0].scope_logs[0].log_records[0].span_id = vec![1; 7];
         let body = req.encode_to_vec();
-        assert_eq!(log_records(&body), None);
+        assert_eq!(log_records(Bytes::from(body.clone())), None);
         assert!(via_prost(&body).is_err(), "prost's path answers 400");
 
         let mut req = request();
         req.resource_logs[0].scope_logs[0].log_records[0].attributes[0].key_strindex = 3;
-        assert_eq!(log_records(&req.encode_to_vec()), None);
+        assert_eq!(log_records(Bytes::from(req.encode_to_vec())), None);
 
         // Nesting past MAX_DEPTH.
         let mut v = AnyValue { value: Some(Av::IntValue(1)) };
@@ -555,7 +618,7 @@ mod tests {
         let mut req = request();
         req.resource_logs[0].scope_logs[0].log_records[0].body = Some(v);
         let body = req.encode_to_vec();
-        assert_eq!(log_records(&body), None);
+        assert_eq!(log_records(Bytes::from(body.clone())), None);
         assert!(via_prost(&body).is_ok());
 
         // A repeated singular message (prost merges) and bad UTF-8 in a key.
@@ -565,7 +628,7 @@ mod tests {
         }
         .encode_to_vec();
         body.extend_from_slice(&extra);
-        assert!(log_records(&body).is_some(), "a second ResourceLogs is just another entry");
+        assert!(log_records(Bytes::from(body.clone())).is_some(), "a second ResourceLogs is just another entry");
         let bad = ExportLogsServiceRequest {
             resource_logs: vec![ResourceLogs {
                 resource: Some(Resource { attributes: vec![kv("k\u{7f}", Av::BoolValue(true))], ..Default::default() }),
@@ -575,7 +638,7 @@ mod tests {
         let mut b = bad.encode_to_vec();
         let at = b.iter().position(|&c| c == 0x7f).unwrap();
         b[at] = 0xff;
-        assert_eq!(log_records(&b), None);
+        assert_eq!(log_records(Bytes::from(b.clone())), None);
         assert!(via_prost(&b).is_err());
     }
 }

@@ -145,11 +145,8 @@ impl OtelProfile for ClaudeCodeOtel {
         Some(n.strip_prefix("claude_code.").map(str::to_owned).unwrap_or(n))
     }
 
-    fn session_id(&self, rec: &OtelRecord) -> Option<String> {
-        rec.attr_str("session.id")
-            .or_else(|| rec.resource_str("session.id"))
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
+    fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str> {
+        rec.attr_str("session.id").or_else(|| rec.resource_str("session.id")).filter(|s| !s.is_empty())
     }
 
     fn map_record(&self, rec: &OtelRecord, _state: &mut SessionState, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
@@ -171,7 +168,7 @@ impl OtelProfile for ClaudeCodeOtel {
         let run = rec.attr_str("prompt.id").filter(|p| !p.is_empty());
         out.into_iter()
             .map(|mut d| {
-                stamp(&mut d, rec, session.as_deref());
+                stamp(&mut d, rec, session);
                 if d.run.is_none() {
                     d.run = run.map(str::to_owned);
                 }

@@ -116,9 +116,9 @@ impl OtelProfile for CodexOtel {
         VENDOR
     }
 
-    fn session_id(&self, rec: &OtelRecord) -> Option<String> {
+    fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str> {
         // Design record "Identity": session = the per-record `conversation.id`.
-        rec.attr_str("conversation.id").filter(|s| !s.is_empty()).map(str::to_owned)
+        rec.attr_str("conversation.id").filter(|s| !s.is_empty())
     }
 
     fn map_record(&self, rec: &OtelRecord, _state: &mut SessionState, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {

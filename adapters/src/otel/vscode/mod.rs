@@ -89,12 +89,9 @@ impl OtelProfile for VscodeOtel {
         VENDOR
     }
 
-    fn session_id(&self, rec: &OtelRecord) -> Option<String> {
+    fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str> {
         // AEP-0002 Annex A.5: the exporter stamps `session.id` at the RESOURCE level.
-        rec.resource_str("session.id")
-            .or_else(|| rec.attr_str("session.id"))
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
+        rec.resource_str("session.id").or_else(|| rec.attr_str("session.id")).filter(|s| !s.is_empty())
     }
 
     fn map_record(&self, rec: &OtelRecord, _state: &mut SessionState, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
@@ -111,7 +108,7 @@ impl OtelProfile for VscodeOtel {
                 core.unwrap_or_else(|| companion(VENDOR, suffix, rec, fields, COMMON, cx))
             }
         };
-        stamp(&mut d, rec, session.as_deref());
+        stamp(&mut d, rec, session);
         vec![d]
     }
 }
