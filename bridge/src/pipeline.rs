@@ -34,13 +34,38 @@ pub struct Stamped {
 }
 
 impl Stamped {
-    /// Serializes `event` once.
+    /// Serializes `event` once, into a line of exactly its size (it is held by the replay
+    /// buffer and every sink queue): the JSON is written into a reused per-thread buffer
+    /// and copied out once, instead of growing a fresh vector by doubling.
     pub fn new(event: Event) -> Self {
-        let mut line = serde_json::to_vec(&event).unwrap_or_default();
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let line = SCRATCH.with(|scratch| {
+            let Ok(mut buf) = scratch.try_borrow_mut() else { return Self::line_of(&event) };
+            buf.clear();
+            event.write_json(&mut buf);
+            buf.push(b'\n');
+            let line = Bytes::copy_from_slice(&buf);
+            // Do not let one huge event pin its buffer for the life of the thread.
+            if buf.capacity() > SCRATCH_KEEP {
+                *buf = Vec::new();
+            }
+            line
+        });
+        Stamped { event, line }
+    }
+
+    fn line_of(event: &Event) -> Bytes {
+        let mut line = Vec::new();
+        event.write_json(&mut line);
         line.push(b'\n');
-        Stamped { event, line: Bytes::from(line) }
+        Bytes::from(line)
     }
 }
+
+/// Largest serialization buffer a thread keeps between events.
+const SCRATCH_KEEP: usize = 256 * 1024;
 
 /// A synchronous consumer called inline for every event, in order (the embedded collector).
 pub trait Tap: Send + Sync {
@@ -218,15 +243,20 @@ impl Pipeline {
     ) -> Result<Vec<Arc<Stamped>>, SubmitError> {
         let mut out = Vec::with_capacity(drafts.len());
         let mut st = self.inner.stamper.lock().await;
+        let mut result = Ok(());
         for d in drafts {
             let now = SystemTime::now();
             let ev = stamp(&mut st, agent, d, now);
             let s = Arc::new(Stamped::new(ev));
-            self.inner.metrics.events_in.inc(&[("input", input), ("agent", agent)]);
-            self.fan_out(&s).await?;
+            result = self.fan_out(&s).await;
             out.push(s);
+            if result.is_err() {
+                break;
+            }
         }
-        Ok(out)
+        // Counted once per call (a label lookup per event costs more than the count).
+        self.inner.metrics.events_in.add(&[("input", input), ("agent", agent)], out.len() as u64);
+        result.map(|()| out)
     }
 
     /// Admits a complete event from an external emitter (already validated): never re-stamped.

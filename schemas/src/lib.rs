@@ -10,6 +10,7 @@ pub mod event;
 pub mod filter;
 pub mod gating;
 pub mod ids;
+pub mod json;
 pub mod level;
 pub mod redact;
 pub mod registry;

@@ -1,0 +1,197 @@
+//! A compact JSON writer for the hot path (one JSONL line per event): byte-for-byte the
+//! output of `serde_json::to_writer`, with a string escaper that scans eight bytes at a time
+//! instead of one (serde_json looks every byte up in a table; event lines are mostly long
+//! runs of plain text).
+
+use serde_json::Value;
+
+/// Writes `s` as a JSON string literal, escaped exactly as serde_json escapes it: `"` and
+/// `\`, the short escapes `\b \f \n \r \t`, other control bytes as `\u00xx` (lowercase hex),
+/// everything else (DEL and non-ASCII included) as is.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    let b = s.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i < b.len() {
+        // Skip whole words that need no escape.
+        while i + 8 <= b.len() && !needs_escape(word(&b[i..i + 8])) {
+            i += 8;
+        }
+        // The escape is within the next eight bytes (or there is none before the end).
+        let stop = (i + 8).min(b.len());
+        while i < stop && !NEEDS[usize::from(b[i])] {
+            i += 1;
+        }
+        if i == stop {
+            continue;
+        }
+        let c = b[i];
+        out.extend_from_slice(&b[start..i]);
+        match c {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            _ => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(c >> 4)]);
+                out.push(HEX[usize::from(c & 0xf)]);
+            }
+        }
+        i += 1;
+        start = i;
+    }
+    out.extend_from_slice(&b[start..]);
+    out.push(b'"');
+}
+
+/// Bytes a JSON string cannot carry raw.
+const NEEDS: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// Eight bytes as a word.
+#[inline]
+fn word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(b);
+    u64::from_le_bytes(w)
+}
+
+/// Whether any byte of the word is a control byte, `"` or `\` (each test is exact for
+/// "some byte is": a borrow may mark the wrong byte, never a clean word).
+#[inline]
+fn needs_escape(x: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    // A byte below 0x20: (x - 0x20 per byte) borrows into its high bit while its own high bit is clear.
+    let control = x.wrapping_sub(ONES * 0x20) & !x & HIGH != 0;
+    control || has_zero(x ^ (ONES * u64::from(b'"'))) || has_zero(x ^ (ONES * u64::from(b'\\')))
+}
+
+/// Writes `v` as compact JSON, as `serde_json::to_writer` does.
+pub fn write_value(out: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                write_u64(out, u);
+            } else {
+                // Negative integers and floats: serde_json's own formatting (itoa / ryu).
+                let _ = serde_json::to_writer(&mut *out, n);
+            }
+        }
+        Value::String(s) => write_str(out, s),
+        Value::Array(a) => {
+            out.push(b'[');
+            for (i, item) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(m) => {
+            out.push(b'{');
+            for (i, (k, item)) in m.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(out, k);
+                out.push(b':');
+                write_value(out, item);
+            }
+            out.push(b'}');
+        }
+    }
+}
+
+/// Writes an unsigned integer in decimal.
+pub fn write_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[at..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn same_as_serde(v: &Value) {
+        let mut ours = Vec::new();
+        write_value(&mut ours, v);
+        assert_eq!(String::from_utf8(ours).unwrap(), serde_json::to_string(v).unwrap());
+    }
+
+    #[test]
+    fn every_byte_class_escapes_like_serde_json() {
+        // Each ASCII byte alone, and at every offset of a word, between plain text.
+        for c in 0u8..0x80 {
+            for pad in 0..17 {
+                let s = format!("{}{}{}", "a".repeat(pad), c as char, "b".repeat(17 - pad));
+                same_as_serde(&Value::String(s));
+            }
+        }
+        for s in ["", "é", "naïve ✓ 日本語", "\u{7f}\u{80}\u{10ffff}", "\"\\\"\\", "x\u{1}\u{1f} \u{20}"] {
+            same_as_serde(&Value::String(s.into()));
+            same_as_serde(&Value::String(s.repeat(9)));
+        }
+    }
+
+    #[test]
+    fn pseudo_random_strings_match() {
+        // A fixed xorshift stream over a skewed alphabet (plain text, escapes, multi-byte).
+        let alphabet: Vec<char> = "abc \"\\\n\t\r\u{8}\u{c}\u{0}\u{1f}\u{7f}é✓😀/".chars().collect();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for len in 0..200 {
+            let s: String = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    alphabet[(x % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            same_as_serde(&Value::String(s));
+        }
+    }
+
+    #[test]
+    fn values_match() {
+        same_as_serde(&json!({
+            "n": null, "t": true, "f": false, "u": 0, "big": u64::MAX, "neg": -3, "min": i64::MIN,
+            "f64": 1.5, "exp": 1e300, "tiny": -2.5e-8, "whole": 3.0,
+            "s": "line\nbreak", "a": [1, "x", [], {}, [null]], "o": {"k\"ey": {"deep": [true]}}
+        }));
+        for n in [0u64, 9, 10, 99, 100, 12345, u64::MAX] {
+            same_as_serde(&json!(n));
+        }
+    }
+}
