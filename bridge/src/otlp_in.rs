@@ -7,11 +7,12 @@
 //! 503 / `UNAVAILABLE` with a retry delay (OTLP backpressure), never a silent drop.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aep_adapters::otel::{MappedDraft, Mode, OtelRecord, ProfileSelector, Vendor, map_batch};
-use aep_adapters::{MapContext, SessionState};
+use aep_adapters::MapContext;
+use aep_adapters::otel::{MappedDraft, Mode, OtelRecord, ProfileSelector, ProfileStates, Vendor, map_batch};
 use aep_receivers::otlp::{
     Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler, Refused,
     into_otel_records, to_otel_records,
@@ -37,9 +38,14 @@ pub struct BridgeOtlp {
     cx: MapContext,
     mode: Mode,
     overrides: HashMap<String, Vendor>,
-    states: Mutex<HashMap<(&'static str, String), SessionState>>,
+    states: Mutex<ProfileStates>,
     metrics: Arc<Metrics>,
     tee: Option<Arc<dyn OtlpTee>>,
+    /// Drafts mapped and not yet through the pipeline; past `max_queued` new exports are
+    /// refused (503 / `UNAVAILABLE`) before they are decoded, so memory stays bounded by
+    /// records, not by requests of any size.
+    queued: Arc<AtomicUsize>,
+    max_queued: usize,
 }
 
 /// Most OTel-profile session states kept; beyond it the map is cleared (only synthesized
@@ -47,19 +53,24 @@ pub struct BridgeOtlp {
 const MAX_STATES: usize = 20_000;
 
 impl BridgeOtlp {
-    /// A handler feeding `pipeline`; returns it with the task draining its queue.
+    /// A handler feeding `pipeline`, holding at most about `max_queued` drafts in flight;
+    /// returns it with the task draining its queue.
     pub fn new(
         pipeline: Pipeline,
         cx: MapContext,
         mode: Mode,
         overrides: HashMap<String, Vendor>,
-        queue: usize,
+        max_queued: usize,
         tee: Option<Arc<dyn OtlpTee>>,
     ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
-        let (tx, mut rx) = mpsc::channel::<Vec<MappedDraft>>(queue.max(1));
+        // Every queued batch holds at least one draft, so the record count binds first.
+        let (tx, mut rx) = mpsc::channel::<Vec<MappedDraft>>(max_queued.max(1));
         let metrics = pipeline.metrics().clone();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let in_flight = queued.clone();
         let task = tokio::spawn(async move {
             while let Some(batch) = rx.recv().await {
+                let n = batch.len();
                 // Keep per-vendor order; each vendor is its own agent identity.
                 let mut run: Vec<aep_adapters::EventDraft> = Vec::with_capacity(batch.len());
                 let mut vendor: Option<&'static str> = None;
@@ -76,18 +87,32 @@ impl BridgeOtlp {
                 {
                     let _ = pipeline.submit_drafts("otlp", v, run).await;
                 }
+                in_flight.fetch_sub(n, Ordering::AcqRel);
             }
         });
-        (Arc::new(Self { tx, cx, mode, overrides, states: Mutex::new(HashMap::new()), metrics, tee }), task)
+        let max_queued = max_queued.max(1);
+        let states = Mutex::new(HashMap::new());
+        (Arc::new(Self { tx, cx, mode, overrides, states, metrics, tee, queued, max_queued }), task)
+    }
+
+    /// Refuses while the pipeline holds `max_queued` drafts or more (one export of any
+    /// size is always taken into an empty queue).
+    fn check_room(&self) -> Result<(), Refused> {
+        if self.queued.load(Ordering::Acquire) >= self.max_queued {
+            self.metrics.rejected.inc(&[("receiver", "otlp"), ("reason", "pipeline_full")]);
+            return Err(Refused::Full { retry_after: Duration::from_secs(1) });
+        }
+        Ok(())
     }
 }
 
 impl BridgeOtlp {
     /// Maps `records` and queues the drafts; `tee` runs once they are accepted.
     fn take_records(&self, records: Vec<OtelRecord>, tee: impl FnOnce()) -> Result<Accepted, Refused> {
+        self.check_room()?;
         let total = records.len();
         let mut states = self.states.lock().map_err(|_| Refused::Full { retry_after: Duration::from_secs(1) })?;
-        if states.len() > MAX_STATES {
+        if states.values().map(HashMap::len).sum::<usize>() > MAX_STATES {
             states.clear();
         }
         let mut drafts = Vec::with_capacity(total);
@@ -120,13 +145,17 @@ impl BridgeOtlp {
         }
         drop(states);
         if !drafts.is_empty() {
+            let n = drafts.len();
+            self.queued.fetch_add(n, Ordering::AcqRel);
             match self.tx.try_send(drafts) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(_)) => {
+                    self.queued.fetch_sub(n, Ordering::AcqRel);
                     self.metrics.rejected.inc(&[("receiver", "otlp"), ("reason", "pipeline_full")]);
                     return Err(Refused::Full { retry_after: Duration::from_secs(1) });
                 }
                 Err(mpsc::error::TrySendError::Closed(_)) => {
+                    self.queued.fetch_sub(n, Ordering::AcqRel);
                     return Err(Refused::Full { retry_after: Duration::from_secs(5) });
                 }
             }
@@ -157,6 +186,10 @@ impl OtlpHandler for BridgeOtlp {
         }
     }
 
+    fn ready_for_logs(&self) -> Result<(), Refused> {
+        self.check_room()
+    }
+
     /// Records straight from the wire, when no tee needs the decoded request.
     fn wants_log_records(&self) -> bool {
         self.tee.is_none()
@@ -178,5 +211,47 @@ impl OtlpHandler for BridgeOtlp {
             t.metrics(&req);
         }
         Ok(Accepted::all())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::PipelineBuilder;
+    use aep_adapters::otel::Attributes;
+    use serde_json::json;
+
+    fn codex_record(conversation: &str) -> OtelRecord {
+        OtelRecord {
+            resource: Arc::new(serde_json::Map::from_iter([("service.name".to_owned(), json!("codex_exec"))])),
+            attributes: Attributes::from_iter([
+                ("event.name", json!("codex.turn_ttft")),
+                ("conversation.id", json!(conversation)),
+                ("duration_ms", json!(12)),
+            ]),
+            ..Default::default()
+        }
+    }
+
+    /// On a current-thread runtime the draining task cannot run between the two calls, so
+    /// the second export meets a full queue: refused before mapping, counted, and taken
+    /// again once the queue has drained.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_full_queue_refuses_with_a_retry_delay_and_recovers() {
+        let metrics = Arc::new(Metrics::default());
+        let pipeline = PipelineBuilder::new(0, "h", metrics.clone()).build();
+        let (otlp, _task) = BridgeOtlp::new(pipeline, MapContext::default(), Mode::Companion, HashMap::new(), 2, None);
+        let batch = || vec![codex_record("c1"), codex_record("c1")];
+        assert_eq!(otlp.log_records(batch()), Ok(Accepted::all()));
+        assert!(matches!(otlp.ready_for_logs(), Err(Refused::Full { .. })));
+        assert!(matches!(otlp.log_records(batch()), Err(Refused::Full { retry_after }) if retry_after.as_secs() >= 1));
+        assert_eq!(metrics.rejected.get(&[("receiver", "otlp"), ("reason", "pipeline_full")]), 2);
+        for _ in 0..100 {
+            if otlp.ready_for_logs().is_ok() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(otlp.log_records(batch()), Ok(Accepted::all()), "taken again once drained");
     }
 }

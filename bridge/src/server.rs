@@ -206,7 +206,7 @@ pub async fn serve(
             aep_adapters::otel::Mode::Companion
         },
         otlp_overrides(&cfg),
-        cfg.pipeline.queue_capacity / 16 + 1,
+        cfg.pipeline.queue_capacity,
         crate::otlp_tee::from_config(&cfg, &metrics),
     );
     let attention = Arc::new(crate::attention::AttentionBook::default());

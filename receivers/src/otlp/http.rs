@@ -66,13 +66,16 @@ async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Res
         Ok(x) => x,
         Err(r) => return r,
     };
+    if let Err(r) = st.handler.ready_for_logs() {
+        return refused(format, r);
+    }
     let answer = if format == Format::Protobuf && st.handler.wants_log_records() {
         match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, decode_log_records).await {
             Ok(records) => st.handler.log_records(records),
             Err(e) => return decode_error(format, e),
         }
     } else {
-        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, decode::logs).await {
+        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, |b: Bytes, f| decode::logs(&b, f)).await {
             Ok(req) => st.handler.logs(req),
             Err(e) => return decode_error(format, e),
         }
@@ -95,7 +98,9 @@ async fn traces(State(st): State<AppState>, headers: HeaderMap, body: Body) -> R
         Ok(x) => x,
         Err(r) => return r,
     };
-    let req = match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, decode::traces).await {
+    let req = match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, |b: Bytes, f| decode::traces(&b, f))
+        .await
+    {
         Ok(r) => r,
         Err(e) => return decode_error(format, e),
     };
@@ -114,7 +119,9 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap, body: Body) -> 
         Ok(x) => x,
         Err(r) => return r,
     };
-    let req = match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, decode::metrics).await {
+    let req = match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, |b: Bytes, f| decode::metrics(&b, f))
+        .await
+    {
         Ok(r) => r,
         Err(e) => return decode_error(format, e),
     };
@@ -142,10 +149,10 @@ const BLOCKING_DECODE_BYTES: usize = 64 * 1024;
 
 /// A protobuf logs body as neutral records: read directly when it has the common shape,
 /// else through prost (whose decision, and error message, is authoritative).
-fn decode_log_records(body: &[u8], format: Format) -> Result<Vec<aep_adapters::otel::OtelRecord>, DecodeError> {
-    match super::fast::log_records(body) {
+fn decode_log_records(body: Bytes, format: Format) -> Result<Vec<aep_adapters::otel::OtelRecord>, DecodeError> {
+    match super::fast::log_records(body.clone()) {
         Some(records) => Ok(records),
-        None => decode::logs(body, format).map(super::into_otel_records),
+        None => decode::logs(&body, format).map(super::into_otel_records),
     }
 }
 
@@ -155,12 +162,12 @@ async fn decode_body<T: Send + 'static>(
     encoding: Encoding,
     format: Format,
     max_decoded: usize,
-    decode: fn(&[u8], Format) -> Result<T, DecodeError>,
+    decode: impl FnOnce(Bytes, Format) -> Result<T, DecodeError> + Send + 'static,
 ) -> Result<T, DecodeError> {
     let len = wire.len();
     let work = move || match encoding {
-        Encoding::Identity => decode(&wire, format),
-        _ => decode(&decode::decompress(&wire, encoding, max_decoded)?, format),
+        Encoding::Identity => decode(wire, format),
+        _ => decode(Bytes::from(decode::decompress(&wire, encoding, max_decoded)?), format),
     };
     // A compressed body may expand a hundredfold or more: judge it by a smaller wire size.
     let threshold = if encoding == Encoding::Identity { BLOCKING_DECODE_BYTES } else { BLOCKING_DECODE_BYTES / 64 };

@@ -104,6 +104,13 @@ pub trait OtlpHandler: Send + Sync + 'static {
         Err(Refused::Invalid("this receiver does not take log records".into()))
     }
 
+    /// Whether a logs export would be taken now. The OTLP/HTTP receiver asks before it decodes
+    /// a logs body, so a full pipeline costs a refused request its read and nothing more
+    /// (the answer is the same 503 + `Retry-After` as a refusal by [`OtlpHandler::logs`]).
+    fn ready_for_logs(&self) -> Result<(), Refused> {
+        Ok(())
+    }
+
     /// A traces export (`/v1/traces`, `TraceService/Export`).
     fn traces(&self, _req: ExportTraceServiceRequest) -> Result<Accepted, Refused> {
         Ok(Accepted::all())
