@@ -7,12 +7,12 @@
 //! 503 / `UNAVAILABLE` with a retry delay (OTLP backpressure), never a silent drop.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aep_adapters::MapContext;
-use aep_adapters::otel::{MappedDraft, Mode, OtelRecord, ProfileSelector, ProfileStates, Vendor, map_batch};
+use aep_adapters::otel::{MappedDraft, Mode, OtelRecord, ProfileSelector, Vendor, map_batch};
 use aep_receivers::otlp::{
     Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler, Refused,
     into_otel_records, to_otel_records,
@@ -38,7 +38,6 @@ pub struct BridgeOtlp {
     cx: MapContext,
     mode: Mode,
     overrides: HashMap<String, Vendor>,
-    states: Mutex<ProfileStates>,
     metrics: Arc<Metrics>,
     tee: Option<Arc<dyn OtlpTee>>,
     /// Drafts mapped and not yet through the pipeline; past `max_queued` new exports are
@@ -47,10 +46,6 @@ pub struct BridgeOtlp {
     queued: Arc<AtomicUsize>,
     max_queued: usize,
 }
-
-/// Most OTel-profile session states kept; beyond it the map is cleared (only synthesized
-/// mapping state is lost, never an event).
-const MAX_STATES: usize = 20_000;
 
 impl BridgeOtlp {
     /// A handler feeding `pipeline`, holding at most about `max_queued` drafts in flight;
@@ -91,8 +86,7 @@ impl BridgeOtlp {
             }
         });
         let max_queued = max_queued.max(1);
-        let states = Mutex::new(HashMap::new());
-        (Arc::new(Self { tx, cx, mode, overrides, states, metrics, tee, queued, max_queued }), task)
+        (Arc::new(Self { tx, cx, mode, overrides, metrics, tee, queued, max_queued }), task)
     }
 
     /// Refuses while the pipeline holds `max_queued` drafts or more (one export of any
@@ -111,10 +105,6 @@ impl BridgeOtlp {
     fn take_records(&self, records: Vec<OtelRecord>, tee: impl FnOnce()) -> Result<Accepted, Refused> {
         self.check_room()?;
         let total = records.len();
-        let mut states = self.states.lock().map_err(|_| Refused::Full { retry_after: Duration::from_secs(1) })?;
-        if states.values().map(HashMap::len).sum::<usize>() > MAX_STATES {
-            states.clear();
-        }
         let mut drafts = Vec::with_capacity(total);
         let mut unmatched = 0u64;
         let mut first_unmatched = None;
@@ -126,16 +116,10 @@ impl BridgeOtlp {
         };
         for r in forced {
             let vendor = r.service_name().and_then(|s| self.overrides.get(s)).copied();
-            let out = map_batch(
-                std::slice::from_ref(&r),
-                &ProfileSelector { forced: vendor },
-                &self.cx,
-                self.mode,
-                &mut states,
-            );
+            let out = map_batch(std::slice::from_ref(&r), &ProfileSelector { forced: vendor }, &self.cx, self.mode);
             drafts.extend(out.drafts);
         }
-        let out = map_batch(&detected, &ProfileSelector::default(), &self.cx, self.mode, &mut states);
+        let out = map_batch(&detected, &ProfileSelector::default(), &self.cx, self.mode);
         unmatched += out.unmatched;
         first_unmatched = first_unmatched.or(out.first_unmatched_service);
         if drafts.is_empty() {
@@ -143,7 +127,6 @@ impl BridgeOtlp {
         } else {
             drafts.extend(out.drafts);
         }
-        drop(states);
         if !drafts.is_empty() {
             let n = drafts.len();
             self.queued.fetch_add(n, Ordering::AcqRel);

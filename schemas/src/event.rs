@@ -269,11 +269,14 @@ impl Event {
 
 /// The category of a type string (see [`Event::category`]).
 pub fn category_of(ty: &str) -> &str {
-    let mut parts = ty.split('.');
-    match parts.next() {
-        Some("x") => parts.nth(1).unwrap_or(""),
-        Some(first) => first,
-        None => "",
+    // Runs for every stamped event: plain searches, no iterator adapters.
+    match ty.strip_prefix("x.") {
+        Some(vendor_on) => match vendor_on.split_once('.') {
+            Some((_, category_on)) => category_on.split_once('.').map_or(category_on, |(c, _)| c),
+            None => "",
+        },
+        None if ty == "x" => "",
+        None => ty.split_once('.').map_or(ty, |(first, _)| first),
     }
 }
 
@@ -448,6 +451,23 @@ mod tests {
             "capture":"full","acmex":1,"data":{"k":"v"}});
         let ev = Event::from_value(raw).unwrap();
         assert_eq!(ev.to_json(), serde_json::to_string(&ev.to_value()).unwrap());
+    }
+
+    #[test]
+    fn category_of_core_and_vendor_types() {
+        for (ty, want) in [
+            ("tool.completed", "tool"),
+            ("agent", "agent"),
+            ("", ""),
+            ("x", ""),
+            ("x.codex", ""),
+            ("x.codex.otel", "otel"),
+            ("x.codex.otel.turn_ttft", "otel"),
+            ("x..a.b", "a"),
+            ("xy.z", "xy"),
+        ] {
+            assert_eq!(category_of(ty), want, "{ty:?}");
+        }
     }
 
     #[test]

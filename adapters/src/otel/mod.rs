@@ -23,7 +23,7 @@ use std::sync::Arc;
 use aep_schemas::Capture;
 use serde_json::{Map, Value};
 
-use crate::{EventDraft, MapContext, SessionState};
+use crate::{EventDraft, MapContext};
 
 pub mod claude_code;
 pub mod codex;
@@ -304,7 +304,8 @@ pub trait OtelProfile: Send + Sync {
     fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str>;
 
     /// Maps one record to zero or more drafts (with `session`, `time` and `traceparent` set).
-    fn map_record(&self, rec: &OtelRecord, state: &mut SessionState, cx: &MapContext, mode: Mode) -> Vec<EventDraft>;
+    /// Profiles are stateless: each record maps on its own (the pipeline links causes).
+    fn map_record(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode) -> Vec<EventDraft>;
 }
 
 /// The built-in profiles; `codex` / `vscode` / `claude-code` in config.
@@ -409,18 +410,8 @@ pub struct BatchOutcome {
     pub first_unmatched_service: Option<String>,
 }
 
-/// Mapping state per vendor, then per session, kept by the caller across batches.
-pub type ProfileStates = std::collections::HashMap<&'static str, std::collections::HashMap<String, SessionState>>;
-
-/// Maps a batch of records: selects each record's profile, keeps per-`(vendor, session)` state
-/// in `states` (owned by the caller across batches), and collects the drafts.
-pub fn map_batch(
-    records: &[OtelRecord],
-    selector: &ProfileSelector,
-    cx: &MapContext,
-    mode: Mode,
-    states: &mut ProfileStates,
-) -> BatchOutcome {
+/// Maps a batch of records: selects each record's profile and collects the drafts.
+pub fn map_batch(records: &[OtelRecord], selector: &ProfileSelector, cx: &MapContext, mode: Mode) -> BatchOutcome {
     let mut out = BatchOutcome { drafts: Vec::with_capacity(records.len()), ..Default::default() };
     for rec in records {
         let Some(profile) = selector.select(rec) else {
@@ -431,15 +422,7 @@ pub fn map_batch(
             continue;
         };
         let vendor = profile.vendor();
-        let sessions = states.entry(vendor).or_default();
-        let session = profile.session_id(rec).unwrap_or_default();
-        // Looked up by the borrowed id: a session's first record is the only one that allocates.
-        if !sessions.contains_key(session) {
-            sessions.insert(session.to_owned(), SessionState::default());
-        }
-        let Some(state) = sessions.get_mut(session) else { continue };
-        out.drafts
-            .extend(profile.map_record(rec, state, cx, mode).into_iter().map(|draft| MappedDraft { vendor, draft }));
+        out.drafts.extend(profile.map_record(rec, cx, mode).into_iter().map(|draft| MappedDraft { vendor, draft }));
     }
     out
 }
@@ -788,13 +771,11 @@ mod tests {
             rec("gemini-cli", "gemini_cli.api_request", "g1"),
             rec("claude-code", "compaction", "s1"),
         ];
-        let mut states = std::collections::HashMap::new();
-        let out = map_batch(&batch, &ProfileSelector::default(), &MapContext::default(), Mode::Companion, &mut states);
+        let out = map_batch(&batch, &ProfileSelector::default(), &MapContext::default(), Mode::Companion);
         let got: Vec<_> = out.drafts.iter().map(|m| (m.vendor, m.draft.r#type.as_str())).collect();
         assert_eq!(got, [("codex", "x.codex.otel.turn_ttft"), ("claude-code", "x.claude-code.otel.compaction")]);
         assert_eq!(out.unmatched, 1);
         assert_eq!(out.first_unmatched_service.as_deref(), Some("gemini-cli"));
-        assert_eq!(states.len(), 2);
     }
 
     #[test]

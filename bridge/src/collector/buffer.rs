@@ -76,7 +76,9 @@ impl ReplayBuffers {
         let Some(session) = ev.event.session.as_deref() else { return false };
         self.clock += 1;
         let clock = self.clock;
-        if !self.sessions.contains_key(session)
+        // One lookup on the common path (the session is held); a new session pays for the rest.
+        let held = self.sessions.contains_key(session);
+        if !held
             && self.sessions.len() >= self.max_sessions
             && let Some(oldest) = self.sessions.iter().min_by_key(|(_, b)| b.last_write).map(|(k, _)| k.clone())
             && let Some(gone) = self.sessions.remove(&oldest)
@@ -92,7 +94,7 @@ impl ReplayBuffers {
                 self.evicted.insert(oldest, last);
             }
         }
-        if !self.sessions.contains_key(session) {
+        if !held {
             let buf = SessionBuffer {
                 events: VecDeque::new(),
                 ids: HashSet::new(),

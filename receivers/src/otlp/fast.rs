@@ -52,7 +52,20 @@ impl Cx {
 
 /// Builds a deferred attribute value (checked when it was read off the wire).
 fn decode_deferred(b: &[u8]) -> Value {
-    any_value::<true>(b, 0).unwrap_or(Value::Null)
+    match lone_string(b) {
+        Some(s) => std::str::from_utf8(s).map_or(Value::Null, |s| Value::String(s.to_owned())),
+        None => any_value::<true>(b, 0).unwrap_or(Value::Null),
+    }
+}
+
+/// The bytes of an `AnyValue` that is exactly one short `string_value` (tag, one-byte
+/// length, the text): the shape of nearly every attribute, read without the general walk.
+#[inline]
+fn lone_string(b: &[u8]) -> Option<&[u8]> {
+    match b {
+        [0x0a, n, text @ ..] if *n < 0x80 && usize::from(*n) == text.len() => Some(text),
+        _ => None,
+    }
 }
 
 /// Attribute keys shared across the records of one request. The records of a batch usually
@@ -331,12 +344,13 @@ fn hex_id(id: &[u8], len: usize) -> Option<Option<String>> {
 /// Lowercase hex, as `hex::encode` (whose char iterator costs more than the table lookup).
 pub(crate) fn hex_lower(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
+    let mut s = Vec::with_capacity(bytes.len() * 2);
     for &b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+        s.push(DIGITS[usize::from(b >> 4)]);
+        s.push(DIGITS[usize::from(b & 0xf)]);
     }
-    s
+    // Hex digits are ASCII: the check cannot fail.
+    String::from_utf8(s).unwrap_or_default()
 }
 
 /// A `KeyValue` with its key as raw bytes (the caller checks the UTF-8); a repeated key
@@ -358,6 +372,21 @@ fn key_value_raw<const BUILD: bool>(b: &[u8], depth: usize) -> Option<(&[u8], Va
 /// A record attribute's `KeyValue`: the key's raw bytes and the checked (not built) bytes
 /// of its `AnyValue`, `None` when it has none.
 fn key_value_deferred(b: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
+    // The usual shape, key then value with one-byte lengths, read without the field loop.
+    if let [0x0a, kl, rest @ ..] = b
+        && *kl < 0x80
+        && let Some((key, [0x12, vl, value @ ..])) = rest.split_at_checked(usize::from(*kl))
+        && *vl < 0x80
+        && usize::from(*vl) == value.len()
+    {
+        match lone_string(value) {
+            Some(text) if text.is_ascii() => {}
+            _ => {
+                any_value::<false>(value, 0)?;
+            }
+        }
+        return Some((key, Some(value)));
+    }
     let mut r = Rd::new(b);
     let mut key: Option<&[u8]> = None;
     let mut value: Option<&[u8]> = None;
@@ -366,7 +395,12 @@ fn key_value_deferred(b: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
             (1, LEN) if key.is_none() => key = Some(r.len_delimited()?),
             (2, LEN) if value.is_none() => {
                 let v = r.len_delimited()?;
-                any_value::<false>(v, 0)?;
+                match lone_string(v) {
+                    Some(text) if text.is_ascii() => {}
+                    _ => {
+                        any_value::<false>(v, 0)?;
+                    }
+                }
                 value = Some(v);
             }
             _ => return None,

@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::{
     Field, Mode, OtelProfile, OtelRecord, companion, full, meta, non_empty, redacted, stamp, tool_object, unknown,
 };
-use crate::{EventDraft, MapContext, SessionState};
+use crate::{EventDraft, MapContext};
 
 /// The agent identity and namespace token.
 pub const VENDOR: &str = "claude-code";
@@ -149,7 +149,7 @@ impl OtelProfile for ClaudeCodeOtel {
         rec.attr_str("session.id").or_else(|| rec.resource_str("session.id")).filter(|s| !s.is_empty())
     }
 
-    fn map_record(&self, rec: &OtelRecord, _state: &mut SessionState, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
+    fn map_record(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
         let name = self.event_name(rec);
         let session = self.session_id(rec);
         let out = match name.as_deref().and_then(known) {
@@ -224,7 +224,7 @@ mod tests {
     }
 
     fn map(r: &OtelRecord, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
-        ClaudeCodeOtel.map_record(r, &mut SessionState::default(), cx, mode)
+        ClaudeCodeOtel.map_record(r, cx, mode)
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::{
     Field, Mode, OtelProfile, OtelRecord, as_bool, as_u64, companion, full, gated_text, meta, non_empty, redacted,
     stamp, tool_object, unknown,
 };
-use crate::{EventDraft, MapContext, SessionState};
+use crate::{EventDraft, MapContext};
 
 /// The agent identity and namespace token.
 pub const VENDOR: &str = "codex";
@@ -121,7 +121,7 @@ impl OtelProfile for CodexOtel {
         rec.attr_str("conversation.id").filter(|s| !s.is_empty())
     }
 
-    fn map_record(&self, rec: &OtelRecord, _state: &mut SessionState, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
+    fn map_record(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
         // The default `event_name`, borrowed (no copy per record).
         let name = super::record_event_name_ref(rec);
         // `session_id`, borrowed.
@@ -240,7 +240,7 @@ mod tests {
     }
 
     fn map(r: &OtelRecord, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
-        CodexOtel.map_record(r, &mut SessionState::default(), cx, mode)
+        CodexOtel.map_record(r, cx, mode)
     }
 
     #[test]

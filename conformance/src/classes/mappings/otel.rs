@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
+use aep_adapters::MapContext;
 use aep_adapters::otel::{Mode, OtelRecord, Vendor};
-use aep_adapters::{MapContext, SessionState};
 use serde_json::{Map, Value};
 
 use crate::{Checks, Fixtures};
@@ -61,7 +61,7 @@ fn check_case(pin: &Value, vendor: Vendor, session_from: &str) -> Result<(), Str
     let want_session = expected_session(input, session_from);
     for (mode, key) in [(Mode::Companion, "companion"), (Mode::Primary, "primary")] {
         let expected = pin.get(key).ok_or_else(|| format!("case has no `{key}` pin"))?;
-        let drafts = profile.map_record(&rec, &mut SessionState::default(), &cx, mode);
+        let drafts = profile.map_record(&rec, &cx, mode);
         super::compare(expected, &drafts).map_err(|e| format!("{key}: {e}"))?;
         if let Some(d) = drafts.iter().find(|d| d.session != want_session) {
             return Err(format!(
