@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aep_adapters::otel::{Mode, Vendor};
-use aep_adapters::{MapContext, SessionState};
+use aep_adapters::MapContext;
 use aep_receivers::otlp::{self, HttpConfig, OtlpHandler};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
 use otlp_common::{Answer, Recorder, codex_request};
@@ -91,7 +91,7 @@ async fn protobuf_logs_reach_the_handler_and_map() {
     assert_eq!(records.len(), 1);
     assert_eq!(records[0].trace_id.as_deref(), Some("5b8efff798038103d269b633813fc60c"));
     let profile = Vendor::detect(&records[0]).unwrap().profile();
-    let drafts = profile.map_record(&records[0], &mut SessionState::default(), &MapContext::default(), Mode::Primary);
+    let drafts = profile.map_record(&records[0], &MapContext::default(), Mode::Primary);
     assert_eq!(drafts[0].r#type, "tool.completed");
     assert_eq!(drafts[0].session.as_deref(), Some("conv-1"));
 }
@@ -281,7 +281,7 @@ async fn captured_agent_exports_decode_and_map() {
         for r in &records {
             assert_eq!(Vendor::detect(r), Some(vendor), "{file}");
             let p = vendor.profile();
-            for d in p.map_record(r, &mut SessionState::default(), &MapContext::default(), Mode::Companion) {
+            for d in p.map_record(r, &MapContext::default(), Mode::Companion) {
                 assert!(d.session.is_some(), "{file}: {} has no session", d.r#type);
                 assert!(d.time.is_some(), "{file}: {} has no time", d.r#type);
                 types.push(d.r#type);
