@@ -7,8 +7,8 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aep_adapters::otel::{Mode, Vendor};
 use aep_adapters::MapContext;
+use aep_adapters::otel::{Mode, Vendor};
 use aep_receivers::otlp::{self, HttpConfig, OtlpHandler};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
 use otlp_common::{Answer, Recorder, codex_request};

@@ -9,9 +9,15 @@ use serde_json::Value;
 /// `\`, the short escapes `\b \f \n \r \t`, other control bytes as `\u00xx` (lowercase hex),
 /// everything else (DEL and non-ASCII included) as is.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    out.reserve(s.len() + 2);
-    out.push(b'"');
     let b = s.as_bytes();
+    out.reserve(b.len() + 2);
+    out.push(b'"');
+    if is_clean(b) {
+        // The common case: one scan, one copy.
+        out.extend_from_slice(b);
+        out.push(b'"');
+        return;
+    }
     let mut start = 0;
     let mut i = 0;
     while i < b.len() {
@@ -49,6 +55,22 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     }
     out.extend_from_slice(&b[start..]);
     out.push(b'"');
+}
+
+/// Whether no byte of `b` needs an escape, eight bytes at a time (the tail padded with a
+/// byte that needs none).
+#[inline]
+fn is_clean(b: &[u8]) -> bool {
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        if needs_escape(word(w)) {
+            return false;
+        }
+    }
+    let tail = words.remainder();
+    let mut last = [b'a'; 8];
+    last[..tail.len()].copy_from_slice(tail);
+    !needs_escape(u64::from_le_bytes(last))
 }
 
 /// Bytes a JSON string cannot carry raw.

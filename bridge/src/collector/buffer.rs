@@ -5,6 +5,9 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
+use aep_schemas::Event;
+use bytes::Bytes;
+
 use crate::pipeline::Stamped;
 
 /// A resume position within a session.
@@ -16,13 +19,31 @@ pub struct Position {
     pub seq: u64,
 }
 
-/// A held event keyed by its `(source, id)`, the dedupe key (AEP-0001 §5.1 #2, §7): hashes and compares
-/// those two attributes of the event it shares, so keys cost no copies.
-struct Key(Arc<Stamped>);
+/// The dedupe key of a held event, `(source, id)` (AEP-0001 §5.1 #2, §7), in one allocation:
+/// the two strings back to back and where the id starts.
+#[derive(Clone)]
+struct Key {
+    both: Arc<str>,
+    id_at: usize,
+}
+
+impl Key {
+    fn of(s: &Stamped) -> Self {
+        let (source, id) = (&s.event.source, &s.event.id);
+        let mut both = String::with_capacity(source.len() + id.len());
+        both.push_str(source);
+        both.push_str(id);
+        Self { both: Arc::from(both), id_at: source.len() }
+    }
+
+    fn id(&self) -> &str {
+        &self.both[self.id_at..]
+    }
+}
 
 impl PartialEq for Key {
     fn eq(&self, other: &Self) -> bool {
-        self.0.event.source == other.0.event.source && self.0.event.id == other.0.event.id
+        self.id_at == other.id_at && self.both == other.both
     }
 }
 
@@ -32,12 +53,32 @@ impl std::hash::Hash for Key {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         // The id alone: equal keys have equal ids, and ids are unique per source in
         // practice, so hashing the (long, shared) source URI as well buys nothing.
-        self.0.event.id.hash(state);
+        self.id().hash(state);
+    }
+}
+
+/// A buffered event as held: its line (shared with the sinks, byte-identical), position and
+/// dedupe key. The parsed event is not kept: a buffer of thousands of events would pin
+/// every payload's allocations and pay a cold miss for each one at eviction; a replay
+/// parses the few lines it sends instead.
+struct Held {
+    line: Bytes,
+    pos: Position,
+    key: Key,
+}
+
+impl Held {
+    /// The event again, with the very line it was held as; `None` if the line does not
+    /// parse (it was written from a valid event, so this does not happen).
+    fn stamped(&self) -> Option<Arc<Stamped>> {
+        let body = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+        let event: Event = serde_json::from_slice(body).ok()?;
+        Some(Arc::new(Stamped { event, line: self.line.clone() }))
     }
 }
 
 struct SessionBuffer {
-    events: VecDeque<Arc<Stamped>>,
+    events: VecDeque<Held>,
     ids: HashSet<Key>,
     /// The latest position evicted: a resume before it has lost events.
     last_evicted: Option<Position>,
@@ -83,7 +124,7 @@ impl ReplayBuffers {
             && let Some(oldest) = self.sessions.iter().min_by_key(|(_, b)| b.last_write).map(|(k, _)| k.clone())
             && let Some(gone) = self.sessions.remove(&oldest)
         {
-            let last = gone.events.back().map(|e| pos(e)).or(gone.last_evicted);
+            let last = gone.events.back().map(|e| e.pos).or(gone.last_evicted);
             if let Some(last) = last {
                 if self.evicted.len() >= self.max_sessions {
                     // Bounded memory: forget an arbitrary tombstone.
@@ -104,7 +145,7 @@ impl ReplayBuffers {
             self.sessions.insert(session.to_owned(), buf);
         }
         let Some(buf) = self.sessions.get_mut(session) else { return false };
-        let key = Key(ev.clone());
+        let key = Key::of(ev);
         let p = pos(ev);
         if buf.last_evicted.is_some_and(|e| p <= e) {
             // Backfill older than what was already evicted: it would be evicted at once
@@ -115,17 +156,17 @@ impl ReplayBuffers {
             return false;
         }
         // One hash: a held `(source, id)` is refused here, a new one recorded.
-        if !buf.ids.insert(key) {
+        if !buf.ids.insert(key.clone()) {
             return false;
         }
         buf.last_write = clock;
         // Insert sorted by (epoch, seq); almost always an append.
-        let at = buf.events.iter().rposition(|e| pos(e) <= p).map(|i| i + 1).unwrap_or(0);
-        buf.events.insert(at, ev.clone());
+        let at = buf.events.iter().rposition(|e| e.pos <= p).map(|i| i + 1).unwrap_or(0);
+        buf.events.insert(at, Held { line: ev.line.clone(), pos: p, key });
         while buf.events.len() > self.depth {
             if let Some(old) = buf.events.pop_front() {
-                buf.last_evicted = Some(pos(&old));
-                buf.ids.remove(&Key(old));
+                buf.last_evicted = Some(old.pos);
+                buf.ids.remove(&old.key);
             }
         }
         true
@@ -135,20 +176,20 @@ impl ReplayBuffers {
     /// buffer no longer covers the gap (replay-exhausted, AEP-0003 §5).
     pub fn after(&self, session: &str, after: Position) -> (Option<Position>, Vec<Arc<Stamped>>) {
         let Some(buf) = self.sessions.get(session) else { return (None, Vec::new()) };
-        let earliest = buf.events.front().map(|e| pos(e));
+        let earliest = buf.events.front().map(|e| e.pos);
         // Exhausted exactly when an event after the requested position was evicted.
         let exhausted = match (buf.last_evicted, earliest) {
             (Some(gone), Some(e)) if gone > after => Some(e),
             _ => None,
         };
-        (exhausted, buf.events.iter().filter(|e| pos(e) > after).cloned().collect())
+        (exhausted, buf.events.iter().filter(|e| e.pos > after).filter_map(Held::stamped).collect())
     }
 
     /// Every held event, session by session, each from its earliest held position.
     pub fn all(&self) -> Vec<Arc<Stamped>> {
         let mut sessions: Vec<&SessionBuffer> = self.sessions.values().collect();
         sessions.sort_by_key(|b| b.last_write);
-        sessions.into_iter().flat_map(|b| b.events.iter().cloned()).collect()
+        sessions.into_iter().flat_map(|b| b.events.iter().filter_map(Held::stamped)).collect()
     }
 
     /// Number of sessions held.
