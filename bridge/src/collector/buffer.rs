@@ -1,8 +1,15 @@
 //! Bounded per-session replay buffers (AEP-0003 §5): admission dedupes on `(source, id)`,
 //! events are kept ordered by `(epoch, seq)`, the oldest are evicted past the depth, and
 //! the least recently written session is evicted past the session cap.
+//!
+//! A buffer holds lines, not parsed events: thousands of held events would otherwise pin
+//! every payload's allocations (and free each one, cold, at eviction). Lines that arrive in
+//! order (nearly all) are copied into one byte ring per session, so admitting and evicting
+//! an event allocates and frees nothing; a line that arrives out of order keeps its own
+//! buffer. A replay parses the lines it sends.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use aep_schemas::Event;
@@ -19,70 +26,114 @@ pub struct Position {
     pub seq: u64,
 }
 
-/// The dedupe key of a held event, `(source, id)` (AEP-0001 §5.1 #2, §7), in one allocation:
-/// the two strings back to back and where the id starts.
-#[derive(Clone)]
-struct Key {
-    both: Arc<str>,
-    id_at: usize,
+/// Where a held line is.
+enum Line {
+    /// In the session's ring, at this absolute offset.
+    Ring { at: u64, len: usize },
+    /// Its own buffer (an out-of-order arrival).
+    Own(Bytes),
 }
 
-impl Key {
-    fn of(s: &Stamped) -> Self {
-        let (source, id) = (&s.event.source, &s.event.id);
-        let mut both = String::with_capacity(source.len() + id.len());
-        both.push_str(source);
-        both.push_str(id);
-        Self { both: Arc::from(both), id_at: source.len() }
-    }
-
-    fn id(&self) -> &str {
-        &self.both[self.id_at..]
-    }
-}
-
-impl PartialEq for Key {
-    fn eq(&self, other: &Self) -> bool {
-        self.id_at == other.id_at && self.both == other.both
-    }
-}
-
-impl Eq for Key {}
-
-impl std::hash::Hash for Key {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        // The id alone: equal keys have equal ids, and ids are unique per source in
-        // practice, so hashing the (long, shared) source URI as well buys nothing.
-        self.id().hash(state);
-    }
-}
-
-/// A buffered event as held: its line (shared with the sinks, byte-identical), position and
-/// dedupe key. The parsed event is not kept: a buffer of thousands of events would pin
-/// every payload's allocations and pay a cold miss for each one at eviction; a replay
-/// parses the few lines it sends instead.
+/// A held event: position, line, and the keyed hash of its `(source, id)`.
 struct Held {
-    line: Bytes,
     pos: Position,
-    key: Key,
+    line: Line,
+    key: u64,
 }
 
-impl Held {
-    /// The event again, with the very line it was held as; `None` if the line does not
-    /// parse (it was written from a valid event, so this does not happen).
-    fn stamped(&self) -> Option<Arc<Stamped>> {
-        let body = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
-        let event: Event = serde_json::from_slice(body).ok()?;
-        Some(Arc::new(Stamped { event, line: self.line.clone() }))
+/// A hasher for keys that already are keyed hashes (the dedupe index): passes them through.
+#[derive(Default)]
+struct PreHashed(u64);
+
+impl Hasher for PreHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; fold anything else in so the hasher stays total.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
     }
 }
 
 struct SessionBuffer {
+    /// Events in `(epoch, seq)` order.
     events: VecDeque<Held>,
-    ids: HashSet<Key>,
+    /// The lines of the ring-held events, in the same order.
+    ring: VecDeque<u8>,
+    /// Absolute offset of `ring[0]`.
+    ring_base: u64,
+    /// Dedupe index: keyed `(source, id)` hash -> position of the held event with that key.
+    /// A hit is confirmed against the held line (the hash only narrows the search).
+    ids: HashMap<u64, Position, BuildHasherDefault<PreHashed>>,
     /// The latest position evicted: a resume before it has lost events.
     last_evicted: Option<Position>,
     last_write: u64,
+}
+
+impl SessionBuffer {
+    fn new(last_evicted: Option<Position>, clock: u64) -> Self {
+        Self {
+            events: VecDeque::new(),
+            ring: VecDeque::new(),
+            ring_base: 0,
+            ids: HashMap::default(),
+            last_evicted,
+            last_write: clock,
+        }
+    }
+
+    /// The bytes of a held line.
+    fn line(&self, h: &Held) -> Bytes {
+        match &h.line {
+            Line::Own(b) => b.clone(),
+            Line::Ring { at, len } => {
+                let start = usize::try_from(at - self.ring_base).unwrap_or(usize::MAX);
+                Bytes::from(self.ring.range(start..start.saturating_add(*len)).copied().collect::<Vec<u8>>())
+            }
+        }
+    }
+
+    /// The held event again, with the very line it was held as; `None` if the line does not
+    /// parse (it was written from a valid event, so this does not happen).
+    fn stamped(&self, h: &Held) -> Option<Arc<Stamped>> {
+        let line = self.line(h);
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        let event: Event = serde_json::from_slice(body).ok()?;
+        Some(Arc::new(Stamped { event, line }))
+    }
+
+    /// Whether an event with `ev`'s `(source, id)` is held: the index narrows it to one
+    /// position, the held line there confirms it.
+    fn holds(&self, key: u64, ev: &Event) -> bool {
+        let Some(&p) = self.ids.get(&key) else { return false };
+        let from = self.events.partition_point(|h| h.pos < p);
+        self.events
+            .range(from..)
+            .take_while(|h| h.pos == p)
+            .filter(|h| h.key == key)
+            .any(|h| self.stamped(h).is_some_and(|held| held.event.source == ev.source && held.event.id == ev.id))
+    }
+
+    /// Drops the oldest event.
+    fn evict_front(&mut self) {
+        let Some(old) = self.events.pop_front() else { return };
+        self.last_evicted = Some(old.pos);
+        if self.ids.get(&old.key) == Some(&old.pos) {
+            self.ids.remove(&old.key);
+        }
+        if let Line::Ring { len, .. } = old.line {
+            // Ring lines leave in the order they came: this one is at the front.
+            self.ring.drain(..len.min(self.ring.len()));
+            self.ring_base += len as u64;
+        }
+    }
 }
 
 fn pos(s: &Stamped) -> Position {
@@ -98,6 +149,8 @@ pub struct ReplayBuffers {
     /// still reports the loss to a resume from before it (AEP-0003 §5).
     evicted: HashMap<String, Position>,
     clock: u64,
+    /// The key of the dedupe hash (random per process: ids are untrusted input).
+    hasher: std::collections::hash_map::RandomState,
 }
 
 impl ReplayBuffers {
@@ -109,6 +162,7 @@ impl ReplayBuffers {
             sessions: HashMap::new(),
             evicted: HashMap::new(),
             clock: 0,
+            hasher: Default::default(),
         }
     }
 
@@ -136,38 +190,38 @@ impl ReplayBuffers {
             }
         }
         if !held {
-            let buf = SessionBuffer {
-                events: VecDeque::new(),
-                ids: HashSet::new(),
-                last_evicted: self.evicted.remove(session),
-                last_write: clock,
-            };
+            let buf = SessionBuffer::new(self.evicted.remove(session), clock);
             self.sessions.insert(session.to_owned(), buf);
         }
+        let key = self.hasher.hash_one((&ev.event.source, &ev.event.id));
         let Some(buf) = self.sessions.get_mut(session) else { return false };
-        let key = Key::of(ev);
         let p = pos(ev);
         if buf.last_evicted.is_some_and(|e| p <= e) {
             // Backfill older than what was already evicted: it would be evicted at once
             // (a write to the session all the same, unless it is a duplicate).
-            if !buf.ids.contains(&key) {
+            if !buf.holds(key, &ev.event) {
                 buf.last_write = clock;
             }
             return false;
         }
-        // One hash: a held `(source, id)` is refused here, a new one recorded.
-        if !buf.ids.insert(key.clone()) {
+        if buf.holds(key, &ev.event) {
             return false;
         }
+        // Index it, unless another held event's key collides (then it is held unindexed).
+        buf.ids.entry(key).or_insert(p);
         buf.last_write = clock;
-        // Insert sorted by (epoch, seq); almost always an append.
+        // Insert sorted by (epoch, seq); almost always an append, whose line joins the ring.
         let at = buf.events.iter().rposition(|e| e.pos <= p).map(|i| i + 1).unwrap_or(0);
-        buf.events.insert(at, Held { line: ev.line.clone(), pos: p, key });
+        let line = if at == buf.events.len() {
+            let at = buf.ring_base + buf.ring.len() as u64;
+            buf.ring.extend(ev.line.iter());
+            Line::Ring { at, len: ev.line.len() }
+        } else {
+            Line::Own(ev.line.clone())
+        };
+        buf.events.insert(at, Held { pos: p, line, key });
         while buf.events.len() > self.depth {
-            if let Some(old) = buf.events.pop_front() {
-                buf.last_evicted = Some(old.pos);
-                buf.ids.remove(&old.key);
-            }
+            buf.evict_front();
         }
         true
     }
@@ -182,14 +236,14 @@ impl ReplayBuffers {
             (Some(gone), Some(e)) if gone > after => Some(e),
             _ => None,
         };
-        (exhausted, buf.events.iter().filter(|e| e.pos > after).filter_map(Held::stamped).collect())
+        (exhausted, buf.events.iter().filter(|e| e.pos > after).filter_map(|h| buf.stamped(h)).collect())
     }
 
     /// Every held event, session by session, each from its earliest held position.
     pub fn all(&self) -> Vec<Arc<Stamped>> {
         let mut sessions: Vec<&SessionBuffer> = self.sessions.values().collect();
         sessions.sort_by_key(|b| b.last_write);
-        sessions.into_iter().flat_map(|b| b.events.iter().filter_map(Held::stamped)).collect()
+        sessions.into_iter().flat_map(|b| b.events.iter().filter_map(|h| b.stamped(h))).collect()
     }
 
     /// Number of sessions held.
@@ -249,6 +303,34 @@ mod tests {
         assert!(b.admit(&ev("a", "s", 0, 3)), "an evicted id is forgotten with its event");
         let (_, got) = b.after("s", Position { epoch: 0, seq: 0 });
         assert_eq!(got.iter().map(|e| e.event.id.as_str()).collect::<Vec<_>>(), ["c", "a"]);
+    }
+
+    #[test]
+    fn replays_the_exact_lines_held_in_the_ring_or_alone() {
+        let mut b = ReplayBuffers::new(4, 10);
+        // In order (ring), then one out of order (its own buffer), then more in order.
+        let admitted: Vec<Arc<Stamped>> = [("a", 0), ("b", 1), ("d", 3), ("c", 2), ("e", 4), ("f", 5)]
+            .iter()
+            .map(|(id, seq)| ev(id, "s", 0, *seq))
+            .collect();
+        for e in &admitted {
+            assert!(b.admit(e));
+        }
+        let (_, got) = b.after("s", Position { epoch: 0, seq: 0 });
+        let ids: Vec<&str> = got.iter().map(|e| e.event.id.as_str()).collect();
+        assert_eq!(ids, ["c", "d", "e", "f"], "ordered by seq, the two oldest evicted");
+        for g in &got {
+            let sent = admitted.iter().find(|a| a.event.id == g.event.id).unwrap();
+            assert_eq!(g.line, sent.line, "byte-identical line for {}", g.event.id);
+            assert_eq!(g.event, sent.event);
+        }
+        // The same id from another source is another event; the same (source, id) is not.
+        let mut other = ev("e", "s", 0, 6);
+        Arc::get_mut(&mut other).unwrap().event.source = "aep://h/agent/b".into();
+        let other = Arc::new(Stamped::new(other.event.clone()));
+        assert!(b.admit(&other));
+        assert!(!b.admit(&ev("e", "s", 0, 4)), "a held (source, id) is refused, whatever its line");
+        assert_eq!(b.all().len(), 4);
     }
 
     #[test]
