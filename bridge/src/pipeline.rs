@@ -112,11 +112,10 @@ pub enum SubmitError {
 const CAUSE_MEMORY: usize = 4096;
 
 struct Stamper {
-    seq: Sequencer,
+    /// Positions per `(agent, session)`, each session with its `source` URI (built once).
+    seq: Sequencer<String>,
     ids: ulid::Generator,
     host: String,
-    /// `source` URIs already built, per agent and session (bounded by [`CAUSE_MEMORY`] x 4 sessions).
-    sources: HashMap<String, HashMap<String, String>>,
     /// The last formatted timestamp: many events share a millisecond.
     last_time: (u64, String),
     /// Correlation key -> minted id, per agent and session, for `cause_key` lookups.
@@ -193,7 +192,6 @@ impl PipelineBuilder {
                     seq: Sequencer::new(self.epoch),
                     ids: ulid::Generator::new(),
                     host: self.host,
-                    sources: HashMap::new(),
                     last_time: (u64::MAX, String::new()),
                     causes: HashMap::new(),
                 }),
@@ -319,21 +317,6 @@ impl Pipeline {
     }
 }
 
-/// The `source` URI of `(agent, session)`, built once per session.
-fn cached_source(st: &mut Stamper, agent: &str, session: Option<&str>) -> String {
-    let Some(session) = session else { return source_uri(&st.host, agent, None) };
-    if let Some(s) = st.sources.get(agent).and_then(|m| m.get(session)) {
-        return s.clone();
-    }
-    let uri = source_uri(&st.host, agent, Some(session));
-    let sessions = st.sources.entry(agent.to_owned()).or_default();
-    if sessions.len() >= CAUSE_MEMORY * 4 {
-        sessions.clear();
-    }
-    sessions.insert(session.to_owned(), uri.clone());
-    uri
-}
-
 fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event {
     let ms = time::unix_ms(now);
     let id = st
@@ -343,12 +326,16 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
         .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)));
     let agent_scoped = aep_schemas::event::category_of(&d.r#type) == "agent";
     let session = if agent_scoped { None } else { d.session };
-    let (seq, epoch) = match &session {
+    // One lookup gives the position and the session's `source` (built the first time).
+    let (seq, epoch, source) = match &session {
         Some(s) => {
-            let (epoch, seq) = st.seq.next(agent, s);
-            (Some(seq), Some(epoch))
+            let (epoch, seq, source) = st.seq.next_with(agent, s);
+            if source.is_empty() {
+                *source = source_uri(&st.host, agent, Some(s));
+            }
+            (Some(seq), Some(epoch), source.clone())
         }
-        None => (None, None),
+        None => (None, None, source_uri(&st.host, agent, None)),
     };
     let mut cause = d.cause;
     if let Some(s) = &session
@@ -395,7 +382,6 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
             st.last_time.1.clone()
         }
     };
-    let source = cached_source(st, agent, session.as_deref());
     Event {
         aep: AEP_VERSION.to_owned(),
         id,

@@ -9,16 +9,29 @@ use std::collections::HashMap;
 ///
 /// One epoch per process: a restart must bump it (AEP-0001 §7 rule 2), so the caller
 /// passes an epoch strictly greater than any it used before.
+///
+/// Each session may carry a payload `T` of the caller's (the bridge keeps the session's
+/// `source` URI there), found by the same lookup that assigns the position.
 #[derive(Debug, Clone)]
-pub struct Sequencer {
+pub struct Sequencer<T = ()> {
     epoch: u64,
-    next: HashMap<String, HashMap<String, u64>>,
+    /// Agent -> index into `per_agent`.
+    agents: HashMap<String, usize>,
+    per_agent: Vec<AgentSessions<T>>,
 }
 
-impl Sequencer {
+/// One agent's sessions: session -> index into `slots` (next seq, payload). Indexes rather
+/// than references keep the lookup to one hash per level, with no allocation once seen.
+#[derive(Debug, Clone)]
+struct AgentSessions<T> {
+    index: HashMap<String, usize>,
+    slots: Vec<(u64, T)>,
+}
+
+impl<T: Default> Sequencer<T> {
     /// A sequencer for this process lifetime's `epoch`.
     pub fn new(epoch: u64) -> Self {
-        Self { epoch, next: HashMap::new() }
+        Self { epoch, agents: HashMap::new(), per_agent: Vec::new() }
     }
 
     /// The epoch of this lifetime.
@@ -29,29 +42,45 @@ impl Sequencer {
     /// Assigns the next position of `(agent, session)`: strictly increasing, never reused
     /// within the epoch (AEP-0001 §7 rule 2).
     pub fn next(&mut self, agent: &str, session: &str) -> (u64, u64) {
-        // Borrowed lookups first so the hot path does not allocate.
-        let sessions = match self.next.get_mut(agent) {
-            Some(m) => m,
-            None => self.next.entry(agent.to_owned()).or_default(),
+        let (epoch, seq, _) = self.next_with(agent, session);
+        (epoch, seq)
+    }
+
+    /// [`Sequencer::next`], also handing back the session's payload (`T::default()` the
+    /// first time the session is seen).
+    pub fn next_with(&mut self, agent: &str, session: &str) -> (u64, u64, &mut T) {
+        let a = match self.agents.get(agent) {
+            Some(&a) => a,
+            None => {
+                self.per_agent.push(AgentSessions { index: HashMap::new(), slots: Vec::new() });
+                self.agents.insert(agent.to_owned(), self.per_agent.len() - 1);
+                self.per_agent.len() - 1
+            }
         };
-        let n = match sessions.get_mut(session) {
-            Some(n) => n,
-            None => sessions.entry(session.to_owned()).or_insert(0),
+        let sessions = &mut self.per_agent[a];
+        let i = match sessions.index.get(session) {
+            Some(&i) => i,
+            None => {
+                sessions.slots.push((0, T::default()));
+                sessions.index.insert(session.to_owned(), sessions.slots.len() - 1);
+                sessions.slots.len() - 1
+            }
         };
+        let (n, payload) = &mut sessions.slots[i];
         let seq = *n;
         *n += 1;
-        (self.epoch, seq)
+        (self.epoch, seq, payload)
     }
 
     /// Number of sessions tracked. Sessions are never forgotten within an epoch: a
     /// forgotten session would restart at `seq` 0 and reuse a position (AEP-0001 §7 rule 2).
     pub fn len(&self) -> usize {
-        self.next.values().map(HashMap::len).sum()
+        self.per_agent.iter().map(|a| a.slots.len()).sum()
     }
 
     /// `true` when no session is tracked.
     pub fn is_empty(&self) -> bool {
-        self.next.is_empty()
+        self.len() == 0
     }
 }
 
@@ -61,12 +90,23 @@ mod tests {
 
     #[test]
     fn sequences_per_agent_and_session() {
-        let mut s = Sequencer::new(3);
+        let mut s = Sequencer::<()>::new(3);
         assert_eq!(s.next("a", "s1"), (3, 0));
         assert_eq!(s.next("a", "s1"), (3, 1));
         assert_eq!(s.next("a", "s2"), (3, 0));
         assert_eq!(s.next("b", "s1"), (3, 0));
         assert_eq!(s.next("a", "s1"), (3, 2));
         assert_eq!(s.len(), 3);
+    }
+
+    #[test]
+    fn keeps_a_payload_per_session() {
+        let mut s: Sequencer<String> = Sequencer::new(0);
+        let (_, seq, p) = s.next_with("a", "s1");
+        assert_eq!((seq, p.as_str()), (0, ""));
+        p.push_str("uri");
+        let (_, seq, p) = s.next_with("a", "s1");
+        assert_eq!((seq, p.as_str()), (1, "uri"));
+        assert_eq!(s.next_with("a", "s2").2.as_str(), "");
     }
 }

@@ -34,7 +34,7 @@ enum Line {
     Own(Bytes),
 }
 
-/// A held event: position, line, and the keyed hash of its `(source, id)`.
+/// A held event: position, line, and the keyed hash of its id (its dedupe key).
 struct Held {
     pos: Position,
     line: Line,
@@ -69,7 +69,7 @@ struct SessionBuffer {
     ring: VecDeque<u8>,
     /// Absolute offset of `ring[0]`.
     ring_base: u64,
-    /// Dedupe index: keyed `(source, id)` hash -> position of the held event with that key.
+    /// Dedupe index: keyed hash of the id -> position of the held event with that key.
     /// A hit is confirmed against the held line (the hash only narrows the search).
     ids: HashMap<u64, Position, BuildHasherDefault<PreHashed>>,
     /// The latest position evicted: a resume before it has lost events.
@@ -193,7 +193,8 @@ impl ReplayBuffers {
             let buf = SessionBuffer::new(self.evicted.remove(session), clock);
             self.sessions.insert(session.to_owned(), buf);
         }
-        let key = self.hasher.hash_one((&ev.event.source, &ev.event.id));
+        // The id alone is hashed (equal keys have equal ids); a hit is confirmed on both.
+        let key = self.hasher.hash_one(&ev.event.id);
         let Some(buf) = self.sessions.get_mut(session) else { return false };
         let p = pos(ev);
         if buf.last_evicted.is_some_and(|e| p <= e) {
