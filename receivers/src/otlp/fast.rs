@@ -533,6 +533,7 @@ mod tests {
                     }),
                 ),
                 KeyValue { key: "none".into(), value: None, ..Default::default() },
+                kv("", Av::StringValue("an empty key".into())),
                 kv("i", Av::IntValue(4)),
             ],
             dropped_attributes_count: 2,
