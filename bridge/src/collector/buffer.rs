@@ -8,6 +8,7 @@
 //! an event allocates and frees nothing; a line that arrives out of order keeps its own
 //! buffer. A replay parses the lines it sends.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Arc;
@@ -89,44 +90,64 @@ impl SessionBuffer {
         }
     }
 
-    /// The bytes of a held line.
-    fn line(&self, h: &Held) -> Bytes {
-        match &h.line {
-            Line::Own(b) => b.clone(),
-            Line::Ring { at, len } => {
-                let start = usize::try_from(at - self.ring_base).unwrap_or(usize::MAX);
-                Bytes::from(self.ring.range(start..start.saturating_add(*len)).copied().collect::<Vec<u8>>())
+    /// The held event again, with the very line it was held as.
+    fn stamped(&self, h: &Held) -> Option<Arc<Stamped>> {
+        stamped(&self.ring, self.ring_base, h)
+    }
+
+    /// Whether an event with `ev`'s `(source, id)` is held (a backfill's question).
+    fn holds(&self, key: u64, ev: &Event) -> bool {
+        self.ids.get(&key).is_some_and(|&at| confirms(&self.events, &self.ring, self.ring_base, at, key, ev))
+    }
+
+    /// Admits `ev` (whose id hashes to `key`) into this session, keeping `depth` events.
+    fn admit(&mut self, ev: &Stamped, key: u64, depth: usize, clock: u64) -> bool {
+        let p = pos(ev);
+        if self.last_evicted.is_some_and(|e| p <= e) {
+            // Backfill older than what was already evicted: it would be evicted at once
+            // (a write to the session all the same, unless it is a duplicate).
+            if !self.holds(key, &ev.event) {
+                self.last_write = clock;
+            }
+            return false;
+        }
+        // One probe: a held (source, id) is refused; a new key is indexed; a key held by
+        // another event (a hash collision) leaves this one held but unindexed.
+        match self.ids.entry(key) {
+            Entry::Occupied(o) => {
+                if confirms(&self.events, &self.ring, self.ring_base, *o.get(), key, &ev.event) {
+                    return false;
+                }
+            }
+            Entry::Vacant(v) => {
+                v.insert(p);
             }
         }
-    }
-
-    /// The held event again, with the very line it was held as; `None` if the line does not
-    /// parse (it was written from a valid event, so this does not happen).
-    fn stamped(&self, h: &Held) -> Option<Arc<Stamped>> {
-        let line = self.line(h);
-        let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        let event: Event = serde_json::from_slice(body).ok()?;
-        Some(Arc::new(Stamped { event, line }))
-    }
-
-    /// Whether an event with `ev`'s `(source, id)` is held: the index narrows it to one
-    /// position, the held line there confirms it.
-    fn holds(&self, key: u64, ev: &Event) -> bool {
-        let Some(&p) = self.ids.get(&key) else { return false };
-        let from = self.events.partition_point(|h| h.pos < p);
-        self.events
-            .range(from..)
-            .take_while(|h| h.pos == p)
-            .filter(|h| h.key == key)
-            .any(|h| self.stamped(h).is_some_and(|held| held.event.source == ev.source && held.event.id == ev.id))
+        self.last_write = clock;
+        // Insert sorted by (epoch, seq); almost always an append, whose line joins the ring.
+        let at = self.events.iter().rposition(|e| e.pos <= p).map(|i| i + 1).unwrap_or(0);
+        let line = if at == self.events.len() {
+            let at = self.ring_base + self.ring.len() as u64;
+            self.ring.extend(ev.line.iter());
+            Line::Ring { at, len: ev.line.len() }
+        } else {
+            Line::Own(ev.line.clone())
+        };
+        self.events.insert(at, Held { pos: p, line, key });
+        while self.events.len() > depth {
+            self.evict_front();
+        }
+        true
     }
 
     /// Drops the oldest event.
     fn evict_front(&mut self) {
         let Some(old) = self.events.pop_front() else { return };
         self.last_evicted = Some(old.pos);
-        if self.ids.get(&old.key) == Some(&old.pos) {
-            self.ids.remove(&old.key);
+        if let Entry::Occupied(o) = self.ids.entry(old.key)
+            && *o.get() == old.pos
+        {
+            o.remove();
         }
         if let Line::Ring { len, .. } = old.line {
             // Ring lines leave in the order they came: this one is at the front.
@@ -134,6 +155,35 @@ impl SessionBuffer {
             self.ring_base += len as u64;
         }
     }
+}
+
+/// The bytes of a held line.
+fn line(ring: &VecDeque<u8>, ring_base: u64, h: &Held) -> Bytes {
+    match &h.line {
+        Line::Own(b) => b.clone(),
+        Line::Ring { at, len } => {
+            let start = usize::try_from(at - ring_base).unwrap_or(usize::MAX);
+            Bytes::from(ring.range(start..start.saturating_add(*len)).copied().collect::<Vec<u8>>())
+        }
+    }
+}
+
+/// A held event again, with the very line it was held as; `None` if the line does not
+/// parse (it was written from a valid event, so this does not happen).
+fn stamped(ring: &VecDeque<u8>, ring_base: u64, h: &Held) -> Option<Arc<Stamped>> {
+    let line = line(ring, ring_base, h);
+    let body = line.strip_suffix(b"\n").unwrap_or(&line);
+    let event: Event = serde_json::from_slice(body).ok()?;
+    Some(Arc::new(Stamped { event, line }))
+}
+
+/// Whether the event the index puts at `at` under `key` has `ev`'s `(source, id)`: the
+/// index only narrows the search, the held line decides.
+fn confirms(events: &VecDeque<Held>, ring: &VecDeque<u8>, ring_base: u64, at: Position, key: u64, ev: &Event) -> bool {
+    let from = events.partition_point(|h| h.pos < at);
+    events.range(from..).take_while(|h| h.pos == at).filter(|h| h.key == key).any(|h| {
+        stamped(ring, ring_base, h).is_some_and(|held| held.event.source == ev.source && held.event.id == ev.id)
+    })
 }
 
 fn pos(s: &Stamped) -> Position {
@@ -171,10 +221,13 @@ impl ReplayBuffers {
         let Some(session) = ev.event.session.as_deref() else { return false };
         self.clock += 1;
         let clock = self.clock;
+        // The id alone is hashed (equal keys have equal ids); a hit is confirmed on both.
+        let key = self.hasher.hash_one(&ev.event.id);
         // One lookup on the common path (the session is held); a new session pays for the rest.
-        let held = self.sessions.contains_key(session);
-        if !held
-            && self.sessions.len() >= self.max_sessions
+        if let Some(buf) = self.sessions.get_mut(session) {
+            return buf.admit(ev, key, self.depth, clock);
+        }
+        if self.sessions.len() >= self.max_sessions
             && let Some(oldest) = self.sessions.iter().min_by_key(|(_, b)| b.last_write).map(|(k, _)| k.clone())
             && let Some(gone) = self.sessions.remove(&oldest)
         {
@@ -189,42 +242,10 @@ impl ReplayBuffers {
                 self.evicted.insert(oldest, last);
             }
         }
-        if !held {
-            let buf = SessionBuffer::new(self.evicted.remove(session), clock);
-            self.sessions.insert(session.to_owned(), buf);
-        }
-        // The id alone is hashed (equal keys have equal ids); a hit is confirmed on both.
-        let key = self.hasher.hash_one(&ev.event.id);
-        let Some(buf) = self.sessions.get_mut(session) else { return false };
-        let p = pos(ev);
-        if buf.last_evicted.is_some_and(|e| p <= e) {
-            // Backfill older than what was already evicted: it would be evicted at once
-            // (a write to the session all the same, unless it is a duplicate).
-            if !buf.holds(key, &ev.event) {
-                buf.last_write = clock;
-            }
-            return false;
-        }
-        if buf.holds(key, &ev.event) {
-            return false;
-        }
-        // Index it, unless another held event's key collides (then it is held unindexed).
-        buf.ids.entry(key).or_insert(p);
-        buf.last_write = clock;
-        // Insert sorted by (epoch, seq); almost always an append, whose line joins the ring.
-        let at = buf.events.iter().rposition(|e| e.pos <= p).map(|i| i + 1).unwrap_or(0);
-        let line = if at == buf.events.len() {
-            let at = buf.ring_base + buf.ring.len() as u64;
-            buf.ring.extend(ev.line.iter());
-            Line::Ring { at, len: ev.line.len() }
-        } else {
-            Line::Own(ev.line.clone())
-        };
-        buf.events.insert(at, Held { pos: p, line, key });
-        while buf.events.len() > self.depth {
-            buf.evict_front();
-        }
-        true
+        let mut buf = SessionBuffer::new(self.evicted.remove(session), clock);
+        let admitted = buf.admit(ev, key, self.depth, clock);
+        self.sessions.insert(session.to_owned(), buf);
+        admitted
     }
 
     /// Events of `session` strictly after `after`, and the earliest held position when the
