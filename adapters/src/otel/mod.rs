@@ -548,7 +548,7 @@ pub(crate) fn stamp(d: &mut EventDraft, rec: &OtelRecord, session: Option<&str>)
     d.time = (nanos != 0).then(|| rfc3339_from_unix_nanos(nanos));
     if let (Some(t), Some(s)) = (&rec.trace_id, &rec.span_id) {
         // `00-{trace}-{span}-{flags:02x}`, built without the formatting machinery (per record).
-        let mut tp = String::with_capacity(6 + t.len() + s.len());
+        let mut tp = String::with_capacity(7 + t.len() + s.len());
         tp.push_str("00-");
         tp.push_str(t);
         tp.push('-');
