@@ -209,7 +209,8 @@ pub struct RelayConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PipelineConfig {
-    /// Capacity of each sink queue.
+    /// Capacity of each sink queue; also the most OTLP records mapped and not yet through
+    /// the pipeline (past it an OTLP logs export is refused with a retry delay).
     pub queue_capacity: usize,
     /// How long a `notice`+ event may wait for room in a full queue before it is
     /// counted as dropped and logged (it is never dropped silently, AEP-0003 §8.4).
