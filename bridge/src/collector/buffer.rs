@@ -382,4 +382,70 @@ mod tests {
         assert_eq!(ex, Some(Position { epoch: 0, seq: 5 }), "seq 1 and 2 were lost with the session");
         assert_eq!(got.len(), 1);
     }
+
+    /// The buffer against a plain model (a sorted list per session, the same rules) over
+    /// pseudo-random admissions: in and out of order, duplicates, the same id from another
+    /// source, backfill behind eviction, varying line sizes. Every replay must name the same
+    /// events with the same bytes, and report the same exhaustion.
+    #[test]
+    fn matches_a_plain_model_under_random_admissions() {
+        struct Model {
+            held: Vec<(Position, String, String, Bytes)>,
+            last_evicted: Option<Position>,
+        }
+        let depth = 6;
+        let mut b = ReplayBuffers::new(depth, 10);
+        let mut models: HashMap<String, Model> = HashMap::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for step in 0..4000 {
+            let session = format!("s{}", next(3));
+            let (epoch, seq) = (next(2), next(24));
+            let id = format!("e{}", next(40));
+            let source = if next(5) == 0 { "aep://h/agent/b" } else { "aep://h/agent/a" };
+            let mut e = ev(&id, &session, epoch, seq);
+            let mut event = e.event.clone();
+            event.source = source.into();
+            event.subject = Some("x".repeat(next(90) as usize));
+            e = Arc::new(Stamped::new(event));
+            let p = Position { epoch, seq };
+            let m = models.entry(session.clone()).or_insert(Model { held: Vec::new(), last_evicted: None });
+            let dup = m.held.iter().any(|(_, s, i, _)| s == source && *i == id);
+            let want = !(m.last_evicted.is_some_and(|l| p <= l) || dup);
+            if want {
+                let at = m.held.iter().rposition(|(q, ..)| *q <= p).map_or(0, |i| i + 1);
+                m.held.insert(at, (p, source.to_owned(), id.clone(), e.line.clone()));
+                while m.held.len() > depth {
+                    m.last_evicted = Some(m.held.remove(0).0);
+                }
+            }
+            assert_eq!(b.admit(&e), want, "step {step}: admit {source} {id} at {p:?} in {session}");
+            if step % 97 == 0 {
+                for (s, m) in &models {
+                    let from = Position { epoch: next(2), seq: next(24) };
+                    let (exhausted, got) = b.after(s, from);
+                    let expect: Vec<_> = m.held.iter().filter(|(q, ..)| *q > from).collect();
+                    assert_eq!(got.len(), expect.len(), "step {step}: replay of {s} after {from:?}");
+                    for (g, (q, src, i, line)) in got.iter().zip(expect) {
+                        assert_eq!(
+                            (pos(g), g.event.source.as_str(), g.event.id.as_str()),
+                            (*q, src.as_str(), i.as_str())
+                        );
+                        assert_eq!(&g.line, line, "the held bytes");
+                    }
+                    let earliest = m.held.first().map(|h| h.0);
+                    let want_ex = match (m.last_evicted, earliest) {
+                        (Some(gone), Some(e)) if gone > from => Some(e),
+                        _ => None,
+                    };
+                    assert_eq!(exhausted, want_ex, "step {step}: exhaustion of {s} after {from:?}");
+                }
+            }
+        }
+    }
 }
