@@ -6,39 +6,10 @@ use sha2::{Digest, Sha256};
 /// Writes `value` as canonical JSON: object keys sorted by code point, no insignificant
 /// whitespace, strings as `serde_json` escapes them (UTF-8 kept raw, as RFC 8785 does).
 pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort_unstable();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[k.as_str()], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, v) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(v, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
+    let mut out = Vec::new();
+    crate::json::write_canonical(&mut out, value);
+    // The writer copies `str`s and ASCII punctuation only: always UTF-8.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The `*_digest` of an original value (computed before any redaction, AEP-0003 §9.3).

@@ -108,6 +108,16 @@ fn needs_escape(x: u64) -> bool {
 
 /// Writes `v` as compact JSON, as `serde_json::to_writer` does.
 pub fn write_value(out: &mut Vec<u8>, v: &Value) {
+    write(out, v, false);
+}
+
+/// Writes `v` as canonical JSON: compact, object keys sorted by code point (the `*_digest`
+/// input, AEP-0003 §9.3).
+pub fn write_canonical(out: &mut Vec<u8>, v: &Value) {
+    write(out, v, true);
+}
+
+fn write(out: &mut Vec<u8>, v: &Value, sort_keys: bool) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -127,23 +137,31 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_value(out, item);
+                write(out, item, sort_keys);
             }
             out.push(b']');
         }
-        Value::Object(m) => {
-            out.push(b'{');
-            for (i, (k, item)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_str(out, k);
-                out.push(b':');
-                write_value(out, item);
-            }
-            out.push(b'}');
+        Value::Object(m) if sort_keys => {
+            let mut sorted: Vec<(&String, &Value)> = m.iter().collect();
+            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            write_members(out, sorted, true);
         }
+        Value::Object(m) => write_members(out, m, false),
     }
+}
+
+/// Writes an object's members, in the order given.
+fn write_members<'a>(out: &mut Vec<u8>, members: impl IntoIterator<Item = (&'a String, &'a Value)>, sort_keys: bool) {
+    out.push(b'{');
+    for (i, (k, item)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, k);
+        out.push(b':');
+        write(out, item, sort_keys);
+    }
+    out.push(b'}');
 }
 
 /// Writes an unsigned integer in decimal.
@@ -203,6 +221,13 @@ mod tests {
                 .collect();
             same_as_serde(&Value::String(s));
         }
+    }
+
+    #[test]
+    fn canonical_sorts_keys_at_every_depth() {
+        let mut out = Vec::new();
+        write_canonical(&mut out, &json!({"b": [{"z": 1, "y": "\n"}], "a": {"d": null, "c": -1.5}}));
+        assert_eq!(String::from_utf8(out).unwrap(), r#"{"a":{"c":-1.5,"d":null},"b":[{"y":"\n","z":1}]}"#);
     }
 
     #[test]
