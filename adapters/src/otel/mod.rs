@@ -500,15 +500,8 @@ pub(crate) fn copy_fields(
     }
 }
 
-/// A value as forwarded at `ceiling`, or `None` when it must not be forwarded.
-pub(crate) fn gated_value(v: &Value, level: Capture, kind: Kind, ceiling: Capture, cx: &MapContext) -> Option<Value> {
-    if level > ceiling || v.is_null() {
-        return None;
-    }
-    gate_owned(v.clone(), level, kind, ceiling, cx)
-}
-
-/// [`gated_value`] for a value the caller owns (moved into the result, not copied).
+/// A value as forwarded at `ceiling` (moved into the result, not copied), or `None` when
+/// it must not be forwarded.
 fn gate_owned(v: Value, level: Capture, kind: Kind, ceiling: Capture, cx: &MapContext) -> Option<Value> {
     if level > ceiling || v.is_null() {
         return None;
@@ -535,7 +528,7 @@ pub(crate) fn gated_text(v: Option<&Value>, ceiling: Capture, cx: &MapContext) -
         Value::Null => return None,
         other => other.to_string(),
     };
-    match gated_value(&Value::String(s), Capture::Redacted, Kind::Text, ceiling, cx)? {
+    match gate_owned(Value::String(s), Capture::Redacted, Kind::Text, ceiling, cx)? {
         Value::String(s) => Some(s),
         _ => None,
     }

@@ -58,6 +58,15 @@ fn decode_deferred(b: &[u8]) -> Value {
     }
 }
 
+/// Checks an attribute's `AnyValue` as prost would, without building it (a short ASCII
+/// string, nearly every attribute, needs no more than a glance).
+fn check_value(v: &[u8]) -> Option<()> {
+    match lone_string(v) {
+        Some(text) if text.is_ascii() => Some(()),
+        _ => any_value::<false>(v, 0).map(drop),
+    }
+}
+
 /// The bytes of an `AnyValue` that is exactly one short `string_value` (tag, one-byte
 /// length, the text): the shape of nearly every attribute, read without the general walk.
 #[inline]
@@ -379,12 +388,7 @@ fn key_value_deferred(b: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
         && *vl < 0x80
         && usize::from(*vl) == value.len()
     {
-        match lone_string(value) {
-            Some(text) if text.is_ascii() => {}
-            _ => {
-                any_value::<false>(value, 0)?;
-            }
-        }
+        check_value(value)?;
         return Some((key, Some(value)));
     }
     let mut r = Rd::new(b);
@@ -395,12 +399,7 @@ fn key_value_deferred(b: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
             (1, LEN) if key.is_none() => key = Some(r.len_delimited()?),
             (2, LEN) if value.is_none() => {
                 let v = r.len_delimited()?;
-                match lone_string(v) {
-                    Some(text) if text.is_ascii() => {}
-                    _ => {
-                        any_value::<false>(v, 0)?;
-                    }
-                }
+                check_value(v)?;
                 value = Some(v);
             }
             _ => return None,
