@@ -110,11 +110,17 @@ pub trait HookAdapter: Send + Sync {
     /// The stable agent identity, e.g. `claude-code`; also the `x.{vendor}.*` token.
     fn vendor(&self) -> &'static str;
 
-    /// The hook name of a call: from the URL, else from the payload's own name field.
-    fn hook_name<'a>(&self, call: &HookCall<'a>) -> Result<String, AdapterError>;
+    /// The hook name of a call: from the URL, else from the payload's own name field
+    /// (by default the hook family's `hook_event_name`).
+    fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
+        vendors::hook_family::hook_name(call)
+    }
 
-    /// The AEP session id this payload belongs to (the vendor's session/thread id).
-    fn session_id(&self, call: &HookCall<'_>) -> Option<String>;
+    /// The AEP session id this payload belongs to (the vendor's session/thread id; by
+    /// default the hook family's non-empty `session_id`).
+    fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
+        vendors::hook_family::session_id(call)
+    }
 
     /// Maps one hook call to zero or more drafts. Unknown hook names map through the
     /// `x.{vendor}.session.{snake_case(hook)}` fallback rather than being dropped.

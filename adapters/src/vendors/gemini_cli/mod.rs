@@ -78,14 +78,6 @@ impl HookAdapter for GeminiCliAdapter {
         VENDOR
     }
 
-    fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
-        hf::hook_name(call)
-    }
-
-    fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
-        hf::session_id(call)
-    }
-
     fn map(
         &self,
         call: &HookCall<'_>,

@@ -47,10 +47,6 @@ impl HookAdapter for HermesAdapter {
         VENDOR
     }
 
-    fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
-        crate::common::hook_name(call, "hook_event_name")
-    }
-
     fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
         let p = call.payload;
         // Approval fire sites pass session_id "": identity rides as extra.session_key;

@@ -150,10 +150,6 @@ impl HookAdapter for KimiCodeAdapter {
         VENDOR
     }
 
-    fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {
-        hf::hook_name(call)
-    }
-
     fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
         Some(ne(call.payload, "session_id").unwrap_or(UNKNOWN_SESSION).to_owned())
     }
