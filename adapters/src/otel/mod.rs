@@ -109,11 +109,6 @@ impl Slot {
 }
 
 impl Attributes {
-    /// An empty list with room for `n` attributes.
-    pub fn with_capacity(n: usize) -> Self {
-        Self { entries: Vec::with_capacity(n), wire: None }
-    }
-
     /// An empty list with room for `n` attributes whose deferred values are ranges of `wire`,
     /// turned into JSON by `decode` when read.
     pub fn deferred(n: usize, wire: bytes::Bytes, decode: DecodeValue) -> Self {
