@@ -354,7 +354,15 @@ impl Config {
             if crate::control::gate_moment(vendor).is_none() {
                 bad(
                     &format!("control.gates.{vendor}"),
-                    "no opt-in gate for this vendor (vscode, kimi-code, hermes, pi)".into(),
+                    format!(
+                        "no opt-in gate for this vendor (vendors with one: {})",
+                        aep_adapters::vendors::SPECS
+                            .iter()
+                            .filter(|s| s.control.gate.is_some())
+                            .map(|s| s.id)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 );
             }
         }

@@ -39,16 +39,7 @@ pub enum Outcome {
     Dismissed,
 }
 
-/// The answer as applied (AEP-0008: `option` states what was actually decided).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Applied {
-    /// The applied option id.
-    pub option: Option<String>,
-    /// Guidance text (the deny reason, or an `other` free answer).
-    pub text: Option<String>,
-    /// Form values (field id -> answer).
-    pub values: Option<Map<String, Value>>,
-}
+pub use aep_adapters::spec::Decision as Applied;
 
 /// A held hook waiting for its outcome.
 struct Waiter {
@@ -85,37 +76,21 @@ fn now_ms() -> u64 {
     crate::time::unix_ms(SystemTime::now())
 }
 
-/// `true` for the hook moments whose reply the vendor consumes as a decision.
+/// `true` for the hook moments whose reply the vendor consumes as a decision (held by
+/// default, or the vendor's opt-in gate), as the vendor's folder declares them.
 pub fn holdable(vendor: &str, hook: &str) -> bool {
-    match vendor {
-        "claude-code" => matches!(hook, "PermissionRequest" | "Elicitation"),
-        "codex" | "qwen-code" => hook == "PermissionRequest",
-        "opencode" | "kilocode" => matches!(hook, "permission.ask" | "permission_ask"),
-        _ => gate_moment(vendor) == Some(hook),
-    }
+    aep_adapters::vendors::spec(vendor).is_some_and(|s| s.control.may_hold(hook))
 }
 
 /// The blockable pre-tool moment of a vendor whose permission gate is opt-in
 /// (`[control.gates]`): the bridge raises and holds the request itself there.
 pub fn gate_moment(vendor: &str) -> Option<&'static str> {
-    match vendor {
-        "vscode" | "kimi-code" => Some("PreToolUse"),
-        "hermes" => Some("pre_tool_call"),
-        "pi" => Some("tool_call"),
-        _ => None,
-    }
+    aep_adapters::vendors::spec(vendor)?.control.gate.map(|g| g.moment)
 }
 
-/// The tool name of a pre-tool payload, whatever the vendor calls the field.
-pub fn tool_of(payload: &Value) -> Option<&str> {
-    ["tool_name", "toolName", "tool"]
-        .iter()
-        .find_map(|k| payload.get(*k).and_then(Value::as_str))
-        .or_else(|| payload.pointer("/event/toolName").and_then(Value::as_str))
-}
+pub use aep_adapters::spec::tool_of;
 
-/// The request an opt-in gate raises (AEP-0004 §5: the core verb, no vendor verb minted).
-/// VS Code offers its own third decision, `ask` (escalate to its own approval flow).
+/// The request an opt-in gate raises on `tool`, in `session` and `run`.
 pub fn gate_request(
     vendor: &str,
     tool: &str,
@@ -123,18 +98,12 @@ pub fn gate_request(
     session: Option<String>,
     run: Option<String>,
     cx: &MapContext,
-) -> EventDraft {
-    let input = payload.get("tool_input").or_else(|| payload.get("args")).or_else(|| payload.pointer("/event/input"));
-    let mut d = aep_adapters::common::permission_request(vendor, tool, input, cx);
-    if vendor == "vscode" {
-        d.data.insert(
-            "options".into(),
-            json!([{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}, {"id": "ask", "label": "Ask in VS Code"}]),
-        );
-    }
+) -> Option<EventDraft> {
+    let gate = aep_adapters::vendors::spec(vendor)?.control.gate?;
+    let mut d = aep_adapters::spec::gate_request(vendor, &gate, tool, payload, cx);
     d.session = session;
     d.run = run;
-    d
+    Some(d)
 }
 
 impl ControlLoop {
@@ -418,96 +387,12 @@ pub fn apply(p: &Pending, answer: &Value) -> Result<Applied, String> {
     Ok(Applied { text: Some(t.to_owned()), ..Default::default() })
 }
 
-/// The vendor's reply for an applied answer to a held moment (`tool_input` from the hook payload).
-pub fn vendor_reply(vendor: &str, hook: &str, payload: &Value, p: &Pending, a: &Applied) -> Vec<u8> {
-    let allow = matches!(a.option.as_deref(), Some("allow" | "once" | "always" | "accept" | "yes"));
-    let reply = match (vendor, hook) {
-        ("claude-code", "PermissionRequest") if p.kind == "form" => {
-            let input = payload.get("tool_input").cloned().unwrap_or(json!({}));
-            let answers = ask_answers(&input, a.values.as_ref());
-            let mut updated = input.as_object().cloned().unwrap_or_default();
-            updated.insert("answers".into(), Value::Object(answers));
-            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
-                "decision": {"behavior": "allow", "updatedInput": Value::Object(updated)}}})
-        }
-        ("claude-code", "Elicitation") => match &a.values {
-            Some(v) => {
-                json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": v}})
-            }
-            None => json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "decline"}}),
-        },
-        ("claude-code" | "codex" | "qwen-code", _) => {
-            let decision = if allow {
-                json!({"behavior": "allow"})
-            } else {
-                json!({"behavior": "deny", "message": a.text.clone().unwrap_or_else(|| "Denied via AEP attention loop".into())})
-            };
-            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}})
-        }
-        ("vscode", _) => {
-            let decision = match a.option.as_deref() {
-                Some("allow") => "allow",
-                Some("ask") => "ask",
-                _ => "deny",
-            };
-            let mut out = json!({"hookEventName": "PreToolUse", "permissionDecision": decision});
-            if decision == "deny" {
-                out["permissionDecisionReason"] =
-                    json!(a.text.clone().unwrap_or_else(|| "Denied via AEP attention loop".into()));
-            }
-            json!({ "hookSpecificOutput": out })
-        }
-        // Kimi's decision surface is binary: allow is "no hook objection".
-        ("kimi-code", _) if allow => json!({}),
-        ("kimi-code", _) => json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
-            "permissionDecisionReason": a.text.clone().unwrap_or_else(|| "Denied via AEP attention loop".into())}}),
-        ("hermes", _) if allow => json!({}),
-        ("hermes", _) => {
-            json!({"action": "block", "message": a.text.clone().unwrap_or_else(|| "Denied via AEP attention loop".into())})
-        }
-        ("pi", _) if allow => json!({}),
-        ("pi", _) => {
-            json!({"block": true, "reason": a.text.clone().unwrap_or_else(|| "Denied via AEP attention loop".into())})
-        }
-        ("opencode" | "kilocode", _) => {
-            let mut r = json!({"status": if allow { "allow" } else { "deny" }});
-            if let (false, Some(t)) = (allow, &a.text) {
-                r["message"] = json!(t);
-            }
-            r
-        }
-        _ => return Vec::new(),
-    };
-    serde_json::to_vec(&reply).unwrap_or_default()
-}
-
-/// AskUserQuestion answers keyed by question text, values mapped back to option labels
-/// (field and choice ids are 1-based indexes; a non-index string is the "Other" text).
-fn ask_answers(input: &Value, values: Option<&Map<String, Value>>) -> Map<String, Value> {
-    let mut out = Map::new();
-    let Some(values) = values else { return out };
-    let questions: &[Value] = input.get("questions").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-    for (i, q) in questions.iter().enumerate() {
-        let Some(v) = values.get(&(i + 1).to_string()) else { continue };
-        let options: &[Value] = q.get("options").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
-        let label = |s: &str| -> String {
-            s.parse::<usize>()
-                .ok()
-                .and_then(|n| options.get(n.wrapping_sub(1)))
-                .and_then(|o| o.get("label"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .unwrap_or_else(|| s.to_owned())
-        };
-        let answer = match v {
-            Value::Array(items) => items.iter().filter_map(Value::as_str).map(label).collect::<Vec<_>>().join(", "),
-            Value::String(s) => label(s),
-            other => other.to_string(),
-        };
-        let key = q.get("question").and_then(Value::as_str).unwrap_or("").to_owned();
-        out.insert(key, json!(answer));
-    }
-    out
+/// The vendor's reply for an applied answer to a held moment (`payload` is the hook's),
+/// shaped by the vendor's folder; empty when the vendor has no reply for it.
+pub fn vendor_reply(vendor: &str, hook: &str, payload: &Value, a: &Applied) -> Vec<u8> {
+    aep_adapters::vendors::spec(vendor)
+        .map(|s| s.control.reply_bytes(&aep_adapters::spec::Held { hook, payload }, a))
+        .unwrap_or_default()
 }
 
 impl LocalControl for ControlLoop {
@@ -597,7 +482,6 @@ mod tests {
             "claude-code",
             "PermissionRequest",
             &json!({"tool_input": input}),
-            &p,
             &a,
         ))
         .unwrap();
@@ -608,12 +492,11 @@ mod tests {
 
     #[test]
     fn gated_vendors_reply_in_their_own_shape() {
-        let p = pending("permission", Value::Null);
         let deny = Applied { option: Some("deny".into()), text: Some("not now".into()), values: None };
         let allow = Applied { option: Some("allow".into()), ..Default::default() };
         let ask = Applied { option: Some("ask".into()), ..Default::default() };
         let r = |v: &str, h: &str, a: &Applied| -> Value {
-            serde_json::from_slice(&vendor_reply(v, h, &json!({}), &p, a)).unwrap()
+            serde_json::from_slice(&vendor_reply(v, h, &json!({}), a)).unwrap()
         };
         assert_eq!(r("vscode", "PreToolUse", &ask)["hookSpecificOutput"]["permissionDecision"], "ask");
         assert_eq!(r("vscode", "PreToolUse", &deny)["hookSpecificOutput"]["permissionDecisionReason"], "not now");
@@ -626,17 +509,15 @@ mod tests {
 
     #[test]
     fn permission_replies_in_each_vendor_shape() {
-        let p = pending("permission", Value::Null);
         let deny = Applied { option: Some("deny".into()), text: Some("no".into()), values: None };
-        let cc: Value =
-            serde_json::from_slice(&vendor_reply("codex", "PermissionRequest", &json!({}), &p, &deny)).unwrap();
+        let cc: Value = serde_json::from_slice(&vendor_reply("codex", "PermissionRequest", &json!({}), &deny)).unwrap();
         assert_eq!(
             cc,
             json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "deny", "message": "no"}}})
         );
         let allow = Applied { option: Some("allow".into()), ..Default::default() };
         let oc: Value =
-            serde_json::from_slice(&vendor_reply("opencode", "permission.ask", &json!({}), &p, &allow)).unwrap();
+            serde_json::from_slice(&vendor_reply("opencode", "permission.ask", &json!({}), &allow)).unwrap();
         assert_eq!(oc, json!({"status": "allow"}));
     }
 }

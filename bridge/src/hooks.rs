@@ -176,7 +176,7 @@ impl HookHandler for BridgeHooks {
         {
             let session = drafts.iter().find_map(|d| d.session.clone()).or_else(|| adapter.session_id(&call));
             let run = drafts.iter().find_map(|d| d.run.clone());
-            drafts.push(crate::control::gate_request(adapter.vendor(), tool, &payload, session, run, &self.cx));
+            drafts.extend(crate::control::gate_request(adapter.vendor(), tool, &payload, session, run, &self.cx));
         }
         if !self.hold {
             // Nothing can deliver an answer (no token, no relay): say so honestly, the
@@ -213,17 +213,10 @@ impl HookHandler for BridgeHooks {
                     .and_then(Value::as_array)
                     .is_some_and(|v| v.iter().any(|x| x == "control"))
         });
-        if let Some(req) = held.filter(|_| crate::control::holdable(adapter.vendor(), &hook)) {
-            let pending = self.attention.get(&req.event.id);
-            if let (Some(applied), Some(p)) = (control.hold(&req.event).await, pending) {
-                return Ok(HookReply::new(crate::control::vendor_reply(
-                    adapter.vendor(),
-                    &hook,
-                    &payload,
-                    &p,
-                    &applied,
-                )));
-            }
+        if let Some(req) = held.filter(|_| crate::control::holdable(adapter.vendor(), &hook))
+            && let Some(applied) = control.hold(&req.event).await
+        {
+            return Ok(HookReply::new(crate::control::vendor_reply(adapter.vendor(), &hook, &payload, &applied)));
         }
         Ok(neutral)
     }

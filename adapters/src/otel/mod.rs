@@ -25,10 +25,6 @@ use serde_json::{Map, Value};
 
 use crate::{EventDraft, MapContext};
 
-pub mod claude_code;
-pub mod codex;
-pub mod vscode;
-
 /// One OTel LogRecord with its resource and scope, in a transport-neutral form.
 ///
 /// Attribute values are flattened to JSON: strings, booleans, integers (`intValue`),
@@ -331,9 +327,9 @@ impl Vendor {
     /// The profile implementing this vendor.
     pub fn profile(self) -> &'static dyn OtelProfile {
         match self {
-            Vendor::Codex => &codex::CodexOtel,
-            Vendor::Vscode => &vscode::VscodeOtel,
-            Vendor::ClaudeCode => &claude_code::ClaudeCodeOtel,
+            Vendor::Codex => &crate::vendors::codex::otel::CodexOtel,
+            Vendor::Vscode => &crate::vendors::vscode::otel::VscodeOtel,
+            Vendor::ClaudeCode => &crate::vendors::claude_code::otel::ClaudeCodeOtel,
         }
     }
 

@@ -142,3 +142,22 @@ pub(crate) fn task(ty: &str, id: Option<&str>, title: Option<&str>, cx: &MapCont
     }
     b.build()
 }
+
+/// The `PermissionRequest` reply of the hook family (Claude Code, Codex, Qwen Code):
+/// `hookSpecificOutput.decision` allows, or denies with the guidance text as its message.
+pub(crate) fn permission_reply(_held: &crate::spec::Held<'_>, d: &crate::spec::Decision) -> Option<Value> {
+    let decision =
+        if d.allows() { json!({"behavior": "allow"}) } else { json!({"behavior": "deny", "message": d.reason()}) };
+    Some(json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}))
+}
+
+/// The `PreToolUse` denial of the hook family's binary decision surface (Kimi Code):
+/// allow is "no hook objection" (`{}`), anything else denies with the reason.
+pub(crate) fn pre_tool_deny_reply(_held: &crate::spec::Held<'_>, d: &crate::spec::Decision) -> Option<Value> {
+    Some(if d.allows() {
+        json!({})
+    } else {
+        json!({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+            "permissionDecisionReason": d.reason()}})
+    })
+}

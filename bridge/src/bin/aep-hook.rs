@@ -11,6 +11,8 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use aep_adapters::spec::VendorSpec;
+
 /// Largest payload forwarded; beyond it the shim answers neutrally without sending.
 const MAX_PAYLOAD: usize = 16 * 1024 * 1024;
 
@@ -28,25 +30,27 @@ fn main() {
     std::process::exit(0);
 }
 
-/// The vendor's neutral reply (what it gets when nothing is decided).
-fn neutral(vendor: &str, event: Option<&str>, payload: &[u8]) -> Vec<u8> {
-    let Some(adapter) = aep_adapters::vendors::by_vendor(vendor) else { return Vec::new() };
-    let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null);
-    let call = aep_adapters::HookCall { event, payload: &value };
-    let hook = adapter.hook_name(&call).unwrap_or_default();
-    adapter.neutral_reply(&hook).as_bytes().to_vec()
+/// The hook name of this call (the argv event, else the payload's own name field) and the
+/// vendor's spec, when the vendor is built in.
+fn moment(vendor: &str, event: Option<&str>, payload: &serde_json::Value) -> Option<(String, &'static VendorSpec)> {
+    let spec = aep_adapters::vendors::spec(vendor)?;
+    let call = aep_adapters::HookCall { event, payload };
+    Some(((spec.adapter)().hook_name(&call).ok()?, spec))
 }
 
-/// `true` for moments the bridge may hold open for a human (the control loop).
-fn is_held_moment(event: Option<&str>, payload: &[u8]) -> bool {
-    const HELD: [&str; 4] = ["PermissionRequest", "permission.ask", "permission_ask", "Elicitation"];
-    if let Some(e) = event {
-        return HELD.iter().any(|h| e.eq_ignore_ascii_case(h)) || e == "PreToolUse";
+/// The vendor's neutral reply (what it gets when nothing is decided).
+fn neutral(vendor: &str, event: Option<&str>, payload: &[u8]) -> Vec<u8> {
+    let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null);
+    match moment(vendor, event, &value) {
+        Some((hook, spec)) => (spec.adapter)().neutral_reply(&hook).as_bytes().to_vec(),
+        None => Vec::new(),
     }
-    // Cheap substring sniff instead of a full parse on the hot path.
-    let head = &payload[..payload.len().min(4096)];
-    let s = String::from_utf8_lossy(head);
-    s.contains("\"PermissionRequest\"") || s.contains("\"Elicitation\"") || s.contains("\"PreToolUse\"")
+}
+
+/// `true` for moments the bridge may hold open for a human (the vendor's folder says which).
+fn is_held_moment(vendor: &str, event: Option<&str>, payload: &[u8]) -> bool {
+    let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null);
+    moment(vendor, event, &value).is_some_and(|(hook, spec)| spec.control.may_hold(&hook))
 }
 
 fn env_ms(name: &str, default: u64) -> Duration {
@@ -79,7 +83,7 @@ fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>>
     }
     // Short bounds normally; held permission moments wait longer, but bounded above the
     // bridge's own attention window (55 s by default) so the agent's dialog takes over.
-    let total = if is_held_moment(event, payload) {
+    let total = if is_held_moment(vendor, event, payload) {
         env_ms("AEP_HOOK_HOLD_TIMEOUT_MS", 65_000)
     } else {
         env_ms("AEP_HOOK_TIMEOUT_MS", 3_000)

@@ -74,151 +74,21 @@ pub struct Manifest {
     pub origin: String,
 }
 
-fn m(id: &str, name: &str, exes: &[&str], channel: &str, control: &str, families: &[&str], setup: &str) -> Manifest {
-    Manifest {
-        id: id.into(),
-        display_name: name.into(),
-        executables: exes.iter().map(|s| (*s).to_owned()).collect(),
-        hook_channel: channel.into(),
-        control: control.into(),
-        families: families.iter().map(|s| (*s).to_owned()).collect(),
-        setup: setup.into(),
-        origin: "builtin".into(),
-    }
-}
-
-const CORE: &[&str] = &["session", "run", "tool", "attention", "error"];
-
-/// Manifests of the built-in adapters (one per `aep_adapters::vendors::all()` entry).
+/// Manifests of the built-in adapters, read from each vendor's folder (its spec).
 pub fn builtin() -> Vec<Manifest> {
-    let known = vec![
-        m(
-            "antigravity",
-            "Antigravity",
-            &["antigravity", "agy"],
-            "command hook (hooks.json, event name on argv)",
-            "observe-only",
-            &["session", "run", "tool"],
-            "register `aep-hook antigravity <EventName>` for each of the five hooks in hooks.json",
-        ),
-        m(
-            "claude-code",
-            "Claude Code",
-            &["claude"],
-            "command hook (stdin JSON)",
-            "hold-open: PermissionRequest, PreToolUse, Elicitation answered by control.attention.respond",
-            &["session", "run", "tool", "attention", "error", "progress"],
-            "aep-bridge install claude-code [--project DIR]",
-        ),
-        m(
-            "cline",
-            "Cline",
-            &["cline"],
-            "subprocess hook (stdin JSON, .cline/hooks/)",
-            "observe-only",
-            CORE,
-            "a hook script in .cline/hooks/ running `aep-hook cline <hookName>`",
-        ),
-        m(
-            "codex",
-            "Codex",
-            &["codex"],
-            "command hook (hooks.json) and notify",
-            "hold-open: PermissionRequest, PreToolUse",
-            CORE,
-            "aep-bridge install codex",
-        ),
-        m(
-            "gemini-cli",
-            "Gemini CLI",
-            &["gemini"],
-            "command hook (settings.json)",
-            "observe-only",
-            &["session", "run", "tool"],
-            "aep-bridge install gemini-cli [--project DIR]",
-        ),
-        m(
-            "hermes",
-            "Hermes Agent",
-            &["hermes"],
-            "shell hook (stdin envelope)",
-            "observe-only",
-            CORE,
-            "configure Hermes shell hooks to run `aep-hook hermes <hook_event_name>`",
-        ),
-        m(
-            "kilocode",
-            "Kilo Code",
-            &["kilo", "kilocode"],
-            "plugin (Bun, fetch to /hooks/kilocode)",
-            "hold-open: permission.ask (<= 7.4.5)",
-            &["session", "run", "tool", "attention", "progress"],
-            "aep-bridge install kilocode, then list the plugin in the Kilo config",
-        ),
-        m(
-            "kimi-code",
-            "Kimi Code CLI",
-            &["kimi"],
-            "command hook (~/.kimi-code/config.toml)",
-            "observe-only",
-            CORE,
-            "add `aep-hook kimi-code` hooks to ~/.kimi-code/config.toml",
-        ),
-        m(
-            "opencode",
-            "OpenCode",
-            &["opencode"],
-            "plugin (Bun, fetch to /hooks/opencode)",
-            "hold-open: permission.ask",
-            &["session", "run", "tool", "attention", "progress"],
-            "aep-bridge install opencode [--project DIR]",
-        ),
-        m(
-            "pi",
-            "pi",
-            &["pi"],
-            "extension (notification handlers, fetch to /hooks/pi)",
-            "observe-only",
-            &["session", "run", "tool", "message"],
-            "aep-bridge install pi [--project DIR]",
-        ),
-        m(
-            "qwen-code",
-            "Qwen Code",
-            &["qwen"],
-            "command hook (settings.json)",
-            "hold-open: PermissionRequest",
-            CORE,
-            "aep-bridge install qwen-code [--project DIR]",
-        ),
-        m(
-            "vscode",
-            "VS Code agent (Copilot)",
-            &["code", "code-insiders"],
-            "command hook (Claude Code contract)",
-            "observe-only",
-            &["session", "run", "tool"],
-            "add `aep-hook vscode` agent hooks in the VS Code settings",
-        ),
-    ];
-    // Keep the table honest: only vendors the adapters crate really has, plus any it has
-    // that the table lacks (listed with what can be said generically).
-    let ids: Vec<&'static str> = aep_adapters::vendors::all().iter().map(|a| a.vendor()).collect();
-    let mut out: Vec<Manifest> = known.into_iter().filter(|m| ids.contains(&m.id.as_str())).collect();
-    for id in ids {
-        if !out.iter().any(|m| m.id == id) {
-            out.push(m(
-                id,
-                id,
-                &[id],
-                "hook",
-                "observe-only",
-                &[],
-                &format!("run `aep-hook {id}` from the agent's hooks"),
-            ));
-        }
-    }
-    out
+    aep_adapters::vendors::SPECS
+        .iter()
+        .map(|s| Manifest {
+            id: s.id.into(),
+            display_name: s.display_name.into(),
+            executables: s.executables.iter().map(|e| (*e).to_owned()).collect(),
+            hook_channel: s.hook_channel.into(),
+            control: s.control.describe(),
+            families: s.families.iter().map(|f| (*f).to_owned()).collect(),
+            setup: s.setup.into(),
+            origin: "builtin".into(),
+        })
+        .collect()
 }
 
 /// A custom adapter manifest (TOML), mapped through the generic fallback.

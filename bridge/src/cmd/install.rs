@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use aep_adapters::spec::{HooksInstall, InstallSpec, VendorSpec};
 use clap::Args;
 use serde_json::{Map, Value, json};
 
@@ -29,111 +30,6 @@ pub struct InstallArgs {
     pub shim: Option<String>,
 }
 
-/// One hook event to wire: its name, whether it takes a tool `matcher`, and its timeout
-/// (in the vendor's own unit).
-#[derive(Debug, Clone, Copy)]
-pub struct HookSpec {
-    /// The vendor's event name.
-    pub event: &'static str,
-    /// `true` for tool events (`"matcher": "*"`).
-    pub matcher: bool,
-    /// Timeout in the vendor's unit (seconds for Claude Code/Codex, ms for Gemini/Qwen).
-    pub timeout: u64,
-}
-
-const fn h(event: &'static str, matcher: bool, timeout: u64) -> HookSpec {
-    HookSpec { event, matcher, timeout }
-}
-
-/// Claude Code (seconds). Held moments (permission, elicitation, pre-tool) get room above
-/// the shim's 65 s hold bound; `FileChanged` is left out (its matcher names files).
-pub const CLAUDE_CODE: &[HookSpec] = &[
-    h("PreToolUse", true, 70),
-    h("PostToolUse", true, 10),
-    h("PostToolUseFailure", true, 10),
-    h("PostToolBatch", false, 10),
-    h("Notification", false, 10),
-    h("UserPromptSubmit", false, 10),
-    h("UserPromptExpansion", false, 10),
-    h("SessionStart", false, 10),
-    h("SessionEnd", false, 10),
-    h("Stop", false, 10),
-    h("StopFailure", false, 10),
-    h("SubagentStart", false, 10),
-    h("SubagentStop", false, 10),
-    h("PreCompact", false, 10),
-    h("PostCompact", false, 10),
-    h("PermissionRequest", true, 70),
-    h("PermissionDenied", true, 10),
-    h("Setup", false, 10),
-    h("TeammateIdle", false, 10),
-    h("TaskCreated", false, 10),
-    h("TaskCompleted", false, 10),
-    h("Elicitation", false, 70),
-    h("ElicitationResult", false, 10),
-    h("ConfigChange", false, 10),
-    h("WorktreeCreate", false, 10),
-    h("WorktreeRemove", false, 10),
-    h("InstructionsLoaded", false, 10),
-    h("CwdChanged", false, 10),
-    h("MessageDisplay", false, 10),
-];
-
-/// Codex `hooks.json` (seconds).
-pub const CODEX: &[HookSpec] = &[
-    h("PreToolUse", true, 70),
-    h("PermissionRequest", true, 70),
-    h("PostToolUse", true, 10),
-    h("PreCompact", false, 10),
-    h("PostCompact", false, 10),
-    h("SessionStart", false, 10),
-    h("SessionEnd", false, 10),
-    h("UserPromptSubmit", false, 10),
-    h("SubagentStart", false, 10),
-    h("SubagentStop", false, 10),
-    h("Stop", false, 10),
-];
-
-/// Gemini CLI (milliseconds).
-pub const GEMINI_CLI: &[HookSpec] = &[
-    h("BeforeTool", true, 70_000),
-    h("AfterTool", true, 10_000),
-    h("BeforeAgent", false, 10_000),
-    h("AfterAgent", false, 10_000),
-    h("BeforeModel", false, 10_000),
-    h("AfterModel", false, 10_000),
-    h("BeforeToolSelection", false, 10_000),
-    h("SessionStart", false, 10_000),
-    h("SessionEnd", false, 10_000),
-    h("Notification", false, 10_000),
-    h("PreCompress", false, 10_000),
-];
-
-/// Qwen Code (milliseconds).
-pub const QWEN_CODE: &[HookSpec] = &[
-    h("PreToolUse", true, 70_000),
-    h("PostToolUse", true, 10_000),
-    h("PostToolUseFailure", true, 10_000),
-    h("UserPromptSubmit", false, 10_000),
-    h("SessionStart", false, 10_000),
-    h("SessionEnd", false, 10_000),
-    h("Stop", false, 10_000),
-    h("StopFailure", false, 10_000),
-    h("SubagentStart", false, 10_000),
-    h("SubagentStop", false, 10_000),
-    h("PreCompact", false, 10_000),
-    h("PostCompact", false, 10_000),
-    h("Notification", false, 10_000),
-    h("PermissionRequest", true, 70_000),
-];
-
-/// The OpenCode plugin shim.
-pub const OPENCODE_PLUGIN: &str = include_str!("../../assets/opencode-plugin.js");
-/// The Kilo Code plugin shim.
-pub const KILOCODE_PLUGIN: &str = include_str!("../../assets/kilocode-plugin.js");
-/// The pi extension shim.
-pub const PI_EXTENSION: &str = include_str!("../../assets/pi-extension.ts");
-
 /// Where to install.
 #[derive(Debug, Clone)]
 pub enum Scope {
@@ -143,17 +39,17 @@ pub enum Scope {
     User(PathBuf),
 }
 
-/// What one vendor's install writes.
+/// What one vendor's install writes, resolved to a file.
 #[derive(Debug, Clone)]
 pub enum Plan {
     /// Merge hook entries into a JSON settings file.
     Hooks {
         /// The settings file.
         file: PathBuf,
-        /// Events to wire.
-        events: &'static [HookSpec],
-        /// Also ensure `hooksConfig.enabled` (Gemini CLI).
-        enable_hooks_config: bool,
+        /// The vendor (its hook list, timeouts and held moments).
+        spec: &'static VendorSpec,
+        /// The hook list of its install spec.
+        install: HooksInstall,
     },
     /// Write a shim file verbatim.
     Asset {
@@ -170,50 +66,29 @@ fn env_dir(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
-/// The install plan of `vendor` at `scope`; `None` for a vendor install does not cover.
+/// The install plan of `vendor` at `scope`, from the vendor's own folder; `None` for a
+/// vendor whose wiring is manual.
 pub fn plan(vendor: &str, scope: &Scope) -> Option<Plan> {
+    let spec = aep_adapters::vendors::spec(vendor)?;
     let (base, user) = match scope {
         Scope::Project(d) => (d.clone(), false),
         Scope::User(h) => (h.clone(), true),
     };
-    let hooks = |file: PathBuf, events, enable| Plan::Hooks { file, events, enable_hooks_config: enable };
-    Some(match vendor {
-        "claude-code" => {
-            let dir = match (user, env_dir("CLAUDE_CONFIG_DIR")) {
-                (true, Some(d)) => d,
-                _ => base.join(".claude"),
+    Some(match spec.install? {
+        InstallSpec::Hooks(install) => {
+            let rel = Path::new(if user { install.user_file } else { install.project_file });
+            // A user-level config dir named by the vendor's own variable replaces the folder.
+            let file = match (user, install.user_dir_env.and_then(env_dir), rel.file_name()) {
+                (true, Some(dir), Some(name)) => dir.join(name),
+                _ => base.join(rel),
             };
-            hooks(dir.join("settings.json"), CLAUDE_CODE, false)
+            Plan::Hooks { file, spec, install }
         }
-        "codex" => {
-            let dir = match (user, env_dir("CODEX_HOME")) {
-                (true, Some(d)) => d,
-                _ => base.join(".codex"),
-            };
-            hooks(dir.join("hooks.json"), CODEX, false)
-        }
-        "gemini-cli" => hooks(base.join(".gemini").join("settings.json"), GEMINI_CLI, true),
-        "qwen-code" => hooks(base.join(".qwen").join("settings.json"), QWEN_CODE, false),
-        "opencode" => Plan::Asset {
-            file: if user { base.join(".config/opencode/plugins") } else { base.join(".opencode/plugins") }
-                .join("aep-bridge.js"),
-            content: OPENCODE_PLUGIN,
-            note: None,
+        InstallSpec::Asset(a) => Plan::Asset {
+            file: base.join(if user { a.user_file } else { a.project_file }),
+            content: a.content,
+            note: a.note,
         },
-        "kilocode" => Plan::Asset {
-            file: if user { base.join(".config/kilo/plugins") } else { base.join(".kilocode/plugins") }
-                .join("aep-bridge.js"),
-            content: KILOCODE_PLUGIN,
-            note: Some("register this file in the Kilo config's `plugin` array"),
-        },
-        "pi" => Plan::Asset {
-            // pi auto-discovers extensions here (project-local ones behind project trust).
-            file: if user { base.join(".pi/agent/extensions") } else { base.join(".pi/extensions") }
-                .join("aep-bridge.ts"),
-            content: PI_EXTENSION,
-            note: None,
-        },
-        _ => return None,
     })
 }
 
@@ -244,20 +119,26 @@ pub fn hook_command(shim: &str, vendor: &str) -> String {
 /// Merges our hook entry into `doc.hooks[event]` for each event: appended only when no
 /// entry of that event already runs `command`. Returns the events that changed. Fails
 /// (touching nothing) when the document's shape is not the vendor's hooks shape.
-pub fn merge_hooks(doc: &mut Value, events: &[HookSpec], command: &str) -> Result<Vec<&'static str>, String> {
+pub fn merge_hooks(
+    doc: &mut Value,
+    vendor: &VendorSpec,
+    install: &HooksInstall,
+    command: &str,
+) -> Result<Vec<&'static str>, String> {
+    let events = install.hooks;
     let Value::Object(root) = doc else { return Err("the settings file is not a JSON object".into()) };
     let hooks = root.entry("hooks").or_insert_with(|| Value::Object(Map::new()));
     let Value::Object(hooks) = hooks else { return Err("`hooks` is not an object".into()) };
-    for spec in events {
-        if let Some(v) = hooks.get(spec.event)
+    for e in events {
+        if let Some(v) = hooks.get(e.event)
             && !v.is_array()
         {
-            return Err(format!("`hooks.{}` is not an array", spec.event));
+            return Err(format!("`hooks.{}` is not an array", e.event));
         }
     }
     let mut changed = Vec::new();
-    for spec in events {
-        let list = hooks.entry(spec.event).or_insert_with(|| Value::Array(Vec::new()));
+    for e in events {
+        let list = hooks.entry(e.event).or_insert_with(|| Value::Array(Vec::new()));
         let Value::Array(list) = list else { continue };
         let present = list.iter().any(|group| {
             group.get("hooks").and_then(Value::as_array).is_some_and(|hs| {
@@ -268,12 +149,13 @@ pub fn merge_hooks(doc: &mut Value, events: &[HookSpec], command: &str) -> Resul
             continue;
         }
         let mut group = Map::new();
-        if spec.matcher {
+        if e.matcher {
             group.insert("matcher".into(), json!("*"));
         }
-        group.insert("hooks".into(), json!([{"type": "command", "command": command, "timeout": spec.timeout}]));
+        let timeout = vendor.hook_timeout(e.event, install.timeout_unit);
+        group.insert("hooks".into(), json!([{"type": "command", "command": command, "timeout": timeout}]));
         list.push(Value::Object(group));
-        changed.push(spec.event);
+        changed.push(e.event);
     }
     Ok(changed)
 }
@@ -312,16 +194,19 @@ pub fn backup_path(file: &Path) -> PathBuf {
 /// Applies a plan (writing nothing when `dry_run`).
 pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, String> {
     let (file, new_text, added) = match plan {
-        Plan::Hooks { file, events, enable_hooks_config } => {
+        Plan::Hooks { file, spec, install } => {
             let old = read_opt(file)?;
             let mut doc = match &old {
                 Some(t) if !t.trim().is_empty() => serde_json::from_str::<Value>(t)
                     .map_err(|e| format!("{}: not valid JSON ({e}); fix or move it first", file.display()))?,
                 _ => json!({}),
             };
-            let added = merge_hooks(&mut doc, events, command).map_err(|e| format!("{}: {e}", file.display()))?;
+            let added =
+                merge_hooks(&mut doc, spec, install, command).map_err(|e| format!("{}: {e}", file.display()))?;
             let mut extra = false;
-            if *enable_hooks_config && let Value::Object(root) = &mut doc {
+            if install.enable_hooks_config
+                && let Value::Object(root) = &mut doc
+            {
                 let hc = root.entry("hooksConfig").or_insert_with(|| json!({}));
                 if let Value::Object(hc) = hc
                     && !hc.contains_key("enabled")
@@ -375,8 +260,10 @@ fn read_opt(file: &Path) -> Result<Option<String>, String> {
     }
 }
 
-/// Vendors `install` covers.
-pub const SUPPORTED: [&str; 7] = ["claude-code", "codex", "gemini-cli", "qwen-code", "opencode", "kilocode", "pi"];
+/// Vendors `install` covers (those whose folder has an install spec).
+pub fn supported() -> Vec<&'static str> {
+    aep_adapters::vendors::SPECS.iter().filter(|s| s.install.is_some()).map(|s| s.id).collect()
+}
 
 /// Runs the command; returns the exit code.
 pub fn run(args: InstallArgs) -> i32 {
@@ -394,7 +281,7 @@ pub fn run(args: InstallArgs) -> i32 {
         eprintln!(
             "aep-bridge install: no installer for {:?}; supported: {} (see `aep-bridge adapters` for the others' setup)",
             args.vendor,
-            SUPPORTED.join(", ")
+            supported().join(", ")
         );
         return 2;
     };
@@ -435,13 +322,16 @@ mod tests {
     #[test]
     fn merge_appends_once_and_keeps_foreign_entries() {
         let mut doc = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "mine"}]}]}, "model": "x"});
-        let added = merge_hooks(&mut doc, &CODEX[..1], "/bin/aep-hook codex").unwrap();
+        let codex = aep_adapters::vendors::spec("codex").unwrap();
+        let Some(InstallSpec::Hooks(plan)) = codex.install else { panic!("codex installs hooks") };
+        let first = HooksInstall { hooks: &plan.hooks[..1], ..plan };
+        let added = merge_hooks(&mut doc, codex, &first, "/bin/aep-hook codex").unwrap();
         assert_eq!(added, vec!["PreToolUse"]);
         assert_eq!(doc["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
         assert_eq!(doc["hooks"]["PreToolUse"][0]["hooks"][0]["command"], "mine");
-        assert!(merge_hooks(&mut doc, &CODEX[..1], "/bin/aep-hook codex").unwrap().is_empty());
-        assert!(merge_hooks(&mut json!({"hooks": {"PreToolUse": {}}}), &CODEX[..1], "c").is_err());
-        assert!(merge_hooks(&mut json!([]), &CODEX[..1], "c").is_err());
+        assert!(merge_hooks(&mut doc, codex, &first, "/bin/aep-hook codex").unwrap().is_empty());
+        assert!(merge_hooks(&mut json!({"hooks": {"PreToolUse": {}}}), codex, &first, "c").is_err());
+        assert!(merge_hooks(&mut json!([]), codex, &first, "c").is_err());
     }
 
     #[test]

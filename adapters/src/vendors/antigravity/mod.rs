@@ -1,5 +1,7 @@
 #![doc = include_str!("README.md")]
 
+pub mod spec;
+
 use aep_schemas::Severity;
 use serde_json::{Value, json};
 
@@ -9,7 +11,8 @@ use crate::vendors::plugin_common::{
 };
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
-const VENDOR: &str = "antigravity";
+/// The vendor token.
+pub const VENDOR: &str = "antigravity";
 /// `state.extra` keys: the (conversationId, stepIdx) join table, first-sight flag, open invocation.
 const JOIN: &str = "antigravity_join";
 const SEEN: &str = "antigravity_seen";

@@ -1,6 +1,8 @@
 #![doc = include_str!("README.md")]
 
 pub mod forms;
+pub mod otel;
+pub mod spec;
 
 use aep_schemas::Severity;
 use serde_json::{Value, json};

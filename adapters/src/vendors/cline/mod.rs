@@ -1,5 +1,7 @@
 #![doc = include_str!("README.md")]
 
+pub mod spec;
+
 use aep_schemas::Severity;
 use serde_json::{Value, json};
 
@@ -9,7 +11,8 @@ use crate::vendors::plugin_common::{
 };
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
-const VENDOR: &str = "cline";
+/// The vendor token.
+pub const VENDOR: &str = "cline";
 /// `state.extra` key: the run each agent id has open (`agent_id` -> run id).
 const RUNS: &str = "cline_runs";
 

@@ -1,6 +1,7 @@
 #![doc = include_str!("README.md")]
 
 pub mod clarify;
+pub mod spec;
 
 use aep_schemas::Severity;
 use aep_schemas::digest::digest;
@@ -13,7 +14,8 @@ use crate::vendors::plugin_common::{
 };
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
-const VENDOR: &str = "hermes";
+/// The vendor token.
+pub const VENDOR: &str = "hermes";
 
 /// The `extra.telemetry_schema_version` this mapping was pinned against (the drift sentinel).
 pub const SCHEMA_SENTINEL: &str = "hermes.observer.v1";

@@ -1,5 +1,7 @@
 #![doc = include_str!("README.md")]
 
+pub mod spec;
+
 use crate::HookAdapter;
 use crate::vendors::opencode::{PluginAdapter, Profile};
 

@@ -1,5 +1,7 @@
 #![doc = include_str!("README.md")]
 
+pub mod spec;
+
 use aep_schemas::Capture;
 use serde_json::{Value, json};
 

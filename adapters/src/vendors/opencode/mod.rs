@@ -1,5 +1,6 @@
 #![doc = include_str!("README.md")]
 
+pub mod spec;
 pub mod todos;
 
 use aep_schemas::Severity;

@@ -1,5 +1,7 @@
 #![doc = include_str!("README.md")]
 
+pub mod spec;
+
 use aep_schemas::Severity;
 use aep_schemas::digest::digest;
 use serde_json::{Value, json};
@@ -11,7 +13,8 @@ use crate::vendors::plugin_common::{
 };
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
-const VENDOR: &str = "pi";
+/// The vendor token.
+pub const VENDOR: &str = "pi";
 
 /// The pi extension-bus adapter (observe-only by non-subscription).
 #[derive(Debug, Clone, Copy, Default)]

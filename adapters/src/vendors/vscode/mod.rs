@@ -1,5 +1,8 @@
 #![doc = include_str!("README.md")]
 
+pub mod otel;
+pub mod spec;
+
 use serde_json::Value;
 
 use super::hook_family::{self as hf, Moment};

@@ -3,7 +3,7 @@
 use aep_schemas::Capture;
 use serde_json::Value;
 
-use super::{
+use crate::otel::{
     Field, Mode, OtelProfile, OtelRecord, as_bool, as_u64, companion, full, gated_text, meta, non_empty, redacted,
     stamp, tool_object, unknown,
 };
@@ -123,7 +123,7 @@ impl OtelProfile for CodexOtel {
 
     fn map_record(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
         // The default `event_name`, borrowed (no copy per record).
-        let name = super::record_event_name_ref(rec);
+        let name = crate::otel::record_event_name_ref(rec);
         // `session_id`, borrowed.
         let session = rec.attr_str("conversation.id").filter(|s| !s.is_empty());
         let Some((suffix, fields)) = name.and_then(known) else {

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{
+use crate::otel::{
     Field, Mode, OtelProfile, OtelRecord, companion, full, meta, non_empty, redacted, stamp, tool_object, unknown,
 };
 use crate::{EventDraft, MapContext};
@@ -139,7 +139,7 @@ impl OtelProfile for ClaudeCodeOtel {
 
     fn event_name(&self, rec: &OtelRecord) -> Option<String> {
         // Older builds carry the name only in the body (`claude_code.tool_result`).
-        let n = super::record_event_name(rec).or_else(|| {
+        let n = crate::otel::record_event_name(rec).or_else(|| {
             rec.body.as_ref().and_then(Value::as_str).filter(|b| b.starts_with("claude_code.")).map(str::to_owned)
         })?;
         Some(n.strip_prefix("claude_code.").map(str::to_owned).unwrap_or(n))
@@ -157,7 +157,7 @@ impl OtelProfile for ClaudeCodeOtel {
             Some((n, fields)) => match (mode, n) {
                 (Mode::Primary, "tool_decision") => tool_denied(rec, cx),
                 (Mode::Primary, "tool_result") => Some(
-                    super::tool_outcome(rec, &TOOL_RESULT, cx)
+                    crate::otel::tool_outcome(rec, &TOOL_RESULT, cx)
                         .unwrap_or_else(|| companion(VENDOR, n, rec, fields, COMMON, cx)),
                 ),
                 _ => Some(companion(VENDOR, n, rec, fields, COMMON, cx)),
@@ -197,7 +197,7 @@ fn tool_denied(rec: &OtelRecord, cx: &MapContext) -> Option<EventDraft> {
 }
 
 /// The attributes of this vendor's tool-result record.
-const TOOL_RESULT: super::ToolResultKeys = super::ToolResultKeys {
+const TOOL_RESULT: crate::otel::ToolResultKeys = crate::otel::ToolResultKeys {
     name: "tool_name",
     call_id: "tool_use_id",
     error_type: "error_type",

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{Field, Mode, OtelProfile, OtelRecord, companion, full, meta, non_empty, redacted, stamp, unknown};
+use crate::otel::{Field, Mode, OtelProfile, OtelRecord, companion, full, meta, non_empty, redacted, stamp, unknown};
 use crate::{EventDraft, MapContext};
 
 /// The agent identity and namespace token.
@@ -102,7 +102,7 @@ impl OtelProfile for VscodeOtel {
             Some((suffix, fields)) => {
                 let core = match (mode, suffix) {
                     (Mode::Primary, "session.start") => Some(session_started(rec, cx)),
-                    (Mode::Primary, "tool.call") => super::tool_outcome(rec, &TOOL_CALL, cx),
+                    (Mode::Primary, "tool.call") => crate::otel::tool_outcome(rec, &TOOL_CALL, cx),
                     _ => None,
                 };
                 core.unwrap_or_else(|| companion(VENDOR, suffix, rec, fields, COMMON, cx))
@@ -125,7 +125,7 @@ fn session_started(rec: &OtelRecord, cx: &MapContext) -> EventDraft {
 }
 
 /// The attributes of this vendor's tool-result record.
-const TOOL_CALL: super::ToolResultKeys = super::ToolResultKeys {
+const TOOL_CALL: crate::otel::ToolResultKeys = crate::otel::ToolResultKeys {
     name: "gen_ai.tool.name",
     call_id: "gen_ai.tool.call.id",
     error_type: "error.type",

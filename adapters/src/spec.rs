@@ -1,0 +1,241 @@
+//! What the bridge knows about a vendor beyond its mapping, as data kept in the vendor's
+//! own folder (`vendors/<vendor>/`): the manifest `aep-bridge adapters` prints, which
+//! moments the control loop may hold and how the vendor's reply to an answer is shaped,
+//! and how `aep-bridge install` wires the agent (settings file, hook list, plugin asset).
+//!
+//! Everything that could drift is derived from one place: the listing's control line, the
+//! install plan's hook timeouts and the bridge's hold decision all read [`ControlSpec`].
+
+use serde_json::{Map, Value, json};
+
+use crate::{EventDraft, HookAdapter, MapContext};
+
+/// One built-in vendor: its hook mapping and everything the bridge does around it.
+pub struct VendorSpec {
+    /// Agent identity and `x.{id}.*` token, e.g. `claude-code`.
+    pub id: &'static str,
+    /// Human name.
+    pub display_name: &'static str,
+    /// Executables whose presence on PATH means "installed".
+    pub executables: &'static [&'static str],
+    /// How hooks reach the bridge, in a few words.
+    pub hook_channel: &'static str,
+    /// AEP families it emits.
+    pub families: &'static [&'static str],
+    /// How to wire it, when `install` does not (or as a hint beside it).
+    pub setup: &'static str,
+    /// Held moments, the opt-in gate and the reply shape.
+    pub control: ControlSpec,
+    /// What `aep-bridge install` writes; `None` when wiring is manual.
+    pub install: Option<InstallSpec>,
+    /// The vendor's OTel profile, when it exports OTLP logs the bridge maps.
+    pub otel: Option<crate::otel::Vendor>,
+    /// The hook adapter.
+    pub adapter: fn() -> Box<dyn HookAdapter>,
+}
+
+impl std::fmt::Debug for VendorSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VendorSpec").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+/// Which moments a vendor lets a human decide through the bridge (AEP-0004 §5).
+#[derive(Debug, Clone, Copy)]
+pub struct ControlSpec {
+    /// Moments held open whenever an answer channel exists (a token or a relay): the
+    /// vendor consumes the hook's reply as the decision.
+    pub held: &'static [&'static str],
+    /// An opt-in gate (`[control.gates]`): a blockable pre-tool moment where the bridge
+    /// raises and holds a permission request itself.
+    pub gate: Option<Gate>,
+    /// Shapes the vendor's reply to an applied decision; `None` for observe-only vendors.
+    pub reply: Option<ReplyFn>,
+}
+
+/// Builds a vendor's hook reply from the held moment and the applied decision. `None`
+/// means "no reply body" (the neutral reply applies).
+pub type ReplyFn = fn(&Held<'_>, &Decision) -> Option<Value>;
+
+/// The held moment a reply answers.
+#[derive(Debug, Clone, Copy)]
+pub struct Held<'a> {
+    /// The hook name.
+    pub hook: &'a str,
+    /// The hook payload as the vendor sent it.
+    pub payload: &'a Value,
+}
+
+/// An opt-in permission gate on a vendor's pre-tool moment.
+#[derive(Debug, Clone, Copy)]
+pub struct Gate {
+    /// The hook name of the blockable pre-tool moment.
+    pub moment: &'static str,
+    /// Options offered beyond allow/deny (VS Code's `ask`: escalate to its own dialog).
+    pub extra_options: &'static [(&'static str, &'static str)],
+}
+
+/// The answer as applied to a request (AEP-0008: `option` states what was decided).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Decision {
+    /// The applied option id.
+    pub option: Option<String>,
+    /// Guidance text (the deny reason, or an `other` free answer).
+    pub text: Option<String>,
+    /// Form values (field id -> answer), AEP-0006.
+    pub values: Option<Map<String, Value>>,
+}
+
+/// The reason given to an agent when a denial carries no text of its own.
+pub const DEFAULT_DENY_REASON: &str = "Denied via AEP attention loop";
+
+impl Decision {
+    /// Whether the applied option lets the action proceed.
+    pub fn allows(&self) -> bool {
+        matches!(self.option.as_deref(), Some("allow" | "once" | "always" | "accept" | "yes"))
+    }
+
+    /// The text to give the agent with a denial.
+    pub fn reason(&self) -> String {
+        self.text.clone().unwrap_or_else(|| DEFAULT_DENY_REASON.to_owned())
+    }
+}
+
+impl ControlSpec {
+    /// A vendor the bridge only observes.
+    pub const OBSERVE_ONLY: ControlSpec = ControlSpec { held: &[], gate: None, reply: None };
+
+    /// Whether `hook` is held by default (when an answer channel exists).
+    pub fn holds(&self, hook: &str) -> bool {
+        self.held.contains(&hook)
+    }
+
+    /// Whether `hook` may be held at all: a default-held moment or the gate's moment.
+    pub fn may_hold(&self, hook: &str) -> bool {
+        self.holds(hook) || self.gate.is_some_and(|g| g.moment == hook)
+    }
+
+    /// The line `aep-bridge adapters` prints for this vendor's control.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.held.is_empty() {
+            parts.push(format!("hold-open: {} answered by control.attention.respond", self.held.join(", ")));
+        }
+        if let Some(g) = self.gate {
+            parts.push(format!("opt-in gate on {} ([control.gates])", g.moment));
+        }
+        if parts.is_empty() { "observe-only".to_owned() } else { parts.join("; ") }
+    }
+
+    /// The vendor's reply bytes for `decision` on a held moment; empty when the vendor
+    /// has no reply shape for it (the neutral reply then applies).
+    pub fn reply_bytes(&self, held: &Held<'_>, decision: &Decision) -> Vec<u8> {
+        self.reply.and_then(|f| f(held, decision)).and_then(|v| serde_json::to_vec(&v).ok()).unwrap_or_default()
+    }
+}
+
+/// The tool name of a pre-tool payload, whatever the vendor calls the field.
+pub fn tool_of(payload: &Value) -> Option<&str> {
+    ["tool_name", "toolName", "tool"]
+        .iter()
+        .find_map(|k| payload.get(*k).and_then(Value::as_str))
+        .or_else(|| payload.pointer("/event/toolName").and_then(Value::as_str))
+}
+
+/// The permission request an opt-in gate raises on `tool` (AEP-0004 §5: the core verb,
+/// no vendor verb minted), with the gate's extra options after allow/deny.
+pub fn gate_request(vendor: &str, gate: &Gate, tool: &str, payload: &Value, cx: &MapContext) -> EventDraft {
+    let input = payload.get("tool_input").or_else(|| payload.get("args")).or_else(|| payload.pointer("/event/input"));
+    let mut d = crate::common::permission_request(vendor, tool, input, cx);
+    if !gate.extra_options.is_empty()
+        && let Some(Value::Array(options)) = d.data.get_mut("options")
+    {
+        for (id, label) in gate.extra_options {
+            options.push(json!({"id": id, "label": label}));
+        }
+    }
+    d
+}
+
+/// How `aep-bridge install` wires a vendor.
+#[derive(Debug, Clone, Copy)]
+pub enum InstallSpec {
+    /// Merge `aep-hook <vendor>` entries into the vendor's JSON (or JSONC) settings file.
+    Hooks(HooksInstall),
+    /// Write a plugin or extension file verbatim.
+    Asset(AssetInstall),
+}
+
+/// A hook-list install into a settings file.
+#[derive(Debug, Clone, Copy)]
+pub struct HooksInstall {
+    /// The settings file, relative to a project directory (`--project DIR`).
+    pub project_file: &'static str,
+    /// The settings file, relative to the home directory (`--user`).
+    pub user_file: &'static str,
+    /// An environment variable that, when set, names the folder holding the user-level
+    /// file instead (e.g. `CLAUDE_CONFIG_DIR`, `CODEX_HOME`).
+    pub user_dir_env: Option<&'static str>,
+    /// The hook events to wire.
+    pub hooks: &'static [HookEntry],
+    /// The unit of the vendor's `timeout` field.
+    pub timeout_unit: TimeUnit,
+    /// Also ensure `hooksConfig.enabled = true` (Gemini CLI).
+    pub enable_hooks_config: bool,
+}
+
+/// One hook event to wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HookEntry {
+    /// The vendor's event name.
+    pub event: &'static str,
+    /// `true` for tool events (written with `"matcher": "*"`).
+    pub matcher: bool,
+}
+
+/// A hook event to wire (const constructor for the vendor tables).
+pub const fn hook(event: &'static str, matcher: bool) -> HookEntry {
+    HookEntry { event, matcher }
+}
+
+/// The unit of a vendor's hook timeout field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeUnit {
+    /// Seconds (Claude Code, Codex).
+    Seconds,
+    /// Milliseconds (Gemini CLI, Qwen Code).
+    Millis,
+}
+
+/// A plugin or extension file.
+#[derive(Debug, Clone, Copy)]
+pub struct AssetInstall {
+    /// The file, relative to a project directory.
+    pub project_file: &'static str,
+    /// The file, relative to the home directory.
+    pub user_file: &'static str,
+    /// Its content.
+    pub content: &'static str,
+    /// A step the user still has to take, if any.
+    pub note: Option<&'static str>,
+}
+
+/// How long the agent lets a held hook run, in seconds: above the bridge's default
+/// attention window (55 s) and the shim's hold bound, so the bridge's own timeout (and
+/// its `attention.timeout` event) comes first and the agent's dialog then takes over.
+pub const HELD_HOOK_TIMEOUT_SECS: u64 = 70;
+
+/// How long the agent lets any other hook run, in seconds (the shim answers within 3 s).
+pub const HOOK_TIMEOUT_SECS: u64 = 10;
+
+impl VendorSpec {
+    /// The timeout to write for `event`, in the install's unit: long for moments the
+    /// control loop may hold, short for the rest.
+    pub fn hook_timeout(&self, event: &str, unit: TimeUnit) -> u64 {
+        let secs = if self.control.may_hold(event) { HELD_HOOK_TIMEOUT_SECS } else { HOOK_TIMEOUT_SECS };
+        match unit {
+            TimeUnit::Seconds => secs,
+            TimeUnit::Millis => secs * 1000,
+        }
+    }
+}

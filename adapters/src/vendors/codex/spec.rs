@@ -1,0 +1,40 @@
+//! Codex around its mapping: manifest, held moments and reply shapes, install plan.
+
+use crate::spec::{ControlSpec, HooksInstall, InstallSpec, TimeUnit, VendorSpec, hook};
+
+/// Codex.
+pub static SPEC: VendorSpec = VendorSpec {
+    id: super::VENDOR,
+    display_name: "Codex",
+    executables: &["codex"],
+    hook_channel: "command hook (hooks.json) and notify",
+    families: &["session", "run", "tool", "attention", "error"],
+    setup: "aep-bridge install codex [--project DIR]",
+    control: ControlSpec {
+        held: &["PermissionRequest"],
+        gate: None,
+        reply: Some(super::super::hook_family::permission_reply),
+    },
+    install: Some(InstallSpec::Hooks(HooksInstall {
+        project_file: ".codex/hooks.json",
+        user_file: ".codex/hooks.json",
+        user_dir_env: Some("CODEX_HOME"),
+        hooks: &[
+            hook("PreToolUse", true),
+            hook("PermissionRequest", true),
+            hook("PostToolUse", true),
+            hook("PreCompact", false),
+            hook("PostCompact", false),
+            hook("SessionStart", false),
+            hook("SessionEnd", false),
+            hook("UserPromptSubmit", false),
+            hook("SubagentStart", false),
+            hook("SubagentStop", false),
+            hook("Stop", false),
+        ],
+        timeout_unit: TimeUnit::Seconds,
+        enable_hooks_config: false,
+    })),
+    otel: Some(crate::otel::Vendor::Codex),
+    adapter: super::adapter,
+};
