@@ -1,15 +1,20 @@
-//! aep-bridge: turns coding agents' hooks and OTLP telemetry into AEP events and delivers
-//! them to a per-session JSONL log, an embedded AEP collector, an upstream relay, and
-//! OpenTelemetry/CloudEvents/OCSF sinks.
+//! aep-bridge, the daemon as a library: turns coding agents' hooks and OTLP telemetry into
+//! AEP events and delivers them to a per-session JSONL log, an embedded AEP collector, an
+//! upstream relay, and OpenTelemetry/CloudEvents/OCSF exporters.
 //!
-//! `main.rs` is tiny; the CLI lives in [`cli`], the daemon in [`server`].
+//! The flow, module by module: receivers (`hooks`, `otlp_in`, the collector's ingest) map
+//! what arrives through the pure adapters into drafts; the [`pipeline`] stamps and fans
+//! them out to the [`sinks`], the [`collector`] and the exporters ([`export`], [`relay`]);
+//! the [`control`] loop holds permission moments until a human answers. [`server`] wires
+//! them and serves them. The `aep-bridge` binary is the CLI over this library
+//! (and [`client`], the collector client it shares with the `aep-bench` load tools).
 
 pub mod attention;
-pub mod cli;
-pub mod cmd;
+pub mod client;
 pub mod collector;
 pub mod config;
 pub mod control;
+pub mod custom;
 pub mod export;
 pub mod hooks;
 pub mod metrics;

@@ -224,7 +224,7 @@ pub async fn serve(
     }
     // Built-in adapters plus custom manifests (`{data}/adapters/*.toml`, generic fallback mapping).
     let mut adapters = aep_adapters::vendors::all();
-    adapters.extend(crate::cmd::adapters::custom_adapters(&cfg.data_dir().join("adapters")));
+    adapters.extend(crate::custom::custom_adapters(&cfg.data_dir().join("adapters")));
     let mut hooks = BridgeHooks::new(pipeline.clone(), adapters, map_context(&cfg), token.clone());
     // Hold moments only when an answer can arrive: control needs an authenticated binding
     // (a token for the embedded collector, or an upstream relay). Otherwise every hook

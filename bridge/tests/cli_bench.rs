@@ -1,16 +1,15 @@
-//! Smoke tests of `aep-bridge bench ...`: each bench runs with a tiny load, completes, and
+//! Smoke tests of `aep-bench ...`: each bench runs with a tiny load, completes, and
 //! prints its report lines. Wall-clock figures are never asserted, only the counts the
 //! benches check themselves (nothing lost between what was pushed and what arrived).
 
 use std::process::Command;
 
 fn bench(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
-        .arg("bench")
+    let out = Command::new(env!("CARGO_BIN_EXE_aep-bench"))
         .args(args)
         .env_remove("AEP_BRIDGE_CONFIG")
         .output()
-        .expect("cannot run aep-bridge");
+        .expect("cannot run aep-bench");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),

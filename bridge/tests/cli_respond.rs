@@ -124,16 +124,16 @@ fn s(v: &[&str]) -> Vec<String> {
 
 /// Waits until the collector's replay holds the open request (what `pending` reads).
 async fn wait_pending(url: &str, req_id: &str) {
-    let ep = aep_bridge::cmd::client::Endpoint::new(Some(url.to_owned()), Some(TOKEN.to_owned()));
+    let ep = aep_bridge::client::Endpoint::new(Some(url.to_owned()), Some(TOKEN.to_owned()));
     for _ in 0..50 {
         let ep = ep.clone();
         let evs = tokio::task::spawn_blocking(move || {
-            aep_bridge::cmd::client::replay_all(&ep, json!({"type": "attention.*"}), Duration::from_millis(150))
+            aep_bridge::client::replay_all(&ep, json!({"type": "attention.*"}), Duration::from_millis(150))
         })
         .await
         .unwrap()
         .expect("replay");
-        let book = aep_bridge::cmd::respond::attention_book(&evs);
+        let book = aep_bridge::client::attention_book(&evs);
         if book.get(req_id).is_some_and(|p| p.closed_by.is_none()) {
             return;
         }
@@ -291,21 +291,19 @@ async fn cancel_target(base: String, session: String, reject: bool) -> Vec<Value
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_accepted_and_rejected() {
-    use aep_bridge::cmd::respond::{CancelArgs, ControlConn, run_cancel};
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
     cfg.server.token = TOKEN.into();
     let b = start(cfg).await;
-    let conn = ControlConn { url: Some(b.url()), token: Some(TOKEN.into()), ack_window_ms: 3000, timeout_ms: 5000 };
     for (session, reject, want) in [("c-ok", false, 0), ("c-no", true, 1)] {
         let t = tokio::spawn(cancel_target(b.url(), session.into(), reject));
         // Wait until the claim exists (the run.started is in the replay).
-        let ep = aep_bridge::cmd::client::Endpoint::new(Some(b.url()), Some(TOKEN.into()));
+        let ep = aep_bridge::client::Endpoint::new(Some(b.url()), Some(TOKEN.into()));
         for _ in 0..50 {
             let ep = ep.clone();
             let s = session.to_owned();
             let evs = tokio::task::spawn_blocking(move || {
-                aep_bridge::cmd::client::replay_all(&ep, json!({"session": s}), Duration::from_millis(100))
+                aep_bridge::client::replay_all(&ep, json!({"session": s}), Duration::from_millis(100))
             })
             .await
             .unwrap()
@@ -314,14 +312,15 @@ async fn cancel_accepted_and_rejected() {
                 break;
             }
         }
-        let args = CancelArgs {
-            session: session.into(),
-            run: Some("r1".into()),
-            reason: Some("enough".into()),
-            conn: conn.clone(),
-        };
-        let code = tokio::task::spawn_blocking(move || run_cancel(args)).await.unwrap();
-        assert_eq!(code, want, "{session}");
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
+            .args(["cancel", session, "r1", "--reason", "enough", "--url", &b.url(), "--token", TOKEN])
+            .args(["--ack-window-ms", "3000", "--timeout-ms", "5000"])
+            .env_remove("AEP_URL")
+            .env_remove("AEP_TOKEN")
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(want), "{session}: {}", String::from_utf8_lossy(&out.stderr));
         let cmds = t.await.unwrap();
         assert_eq!(cmds.len(), 1);
         assert_eq!(cmds[0]["run"], "r1");

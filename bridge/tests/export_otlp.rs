@@ -351,7 +351,7 @@ fn free_addr() -> SocketAddr {
 }
 
 fn start_rotel(exporter: &[&str]) -> Option<Rotel> {
-    let Some(bin) = aep_bridge::cmd::bench::rotel_agent() else {
+    let Some(bin) = common::rotel_agent() else {
         eprintln!("SKIP: rotel-agent not installed (pip install -r bridge/tests/requirements-export.txt)");
         return None;
     };
@@ -515,7 +515,7 @@ async fn a_second_bridge_receives_the_logs_and_reports_partial_success() {
 #[tokio::test]
 #[ignore = "measurement"]
 async fn throughput_into_rotel() {
-    let Some(bin) = aep_bridge::cmd::bench::rotel_agent() else { return };
+    let Some(bin) = common::rotel_agent() else { return };
     let (grpc, http) = (free_addr(), free_addr());
     let mut child = Command::new(bin)
         .args(["start", "--exporter", "blackhole", "--otlp-grpc-endpoint", &grpc.to_string()])

@@ -467,7 +467,7 @@ async fn agent_to_rotel_collector_to_bridge_and_tee_to_rotel() {
     if !sdk_available(test) {
         return;
     }
-    let Some(rotel) = aep_bridge::cmd::bench::rotel_agent() else {
+    let Some(rotel) = common::rotel_agent() else {
         eprintln!("SKIP {test}: rotel-agent is not installed (pip install --pre rotel==0.0.1a15)");
         return;
     };

@@ -1,4 +1,4 @@
-//! The runner's command line, shared by `aep-conformance` and `aep-bridge conformance`.
+//! The runner's command line of `aep-conformance`.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

@@ -9,6 +9,12 @@ use aep_bridge::config::Config;
 use aep_bridge::server::{Bound, serve};
 use tokio_util::sync::CancellationToken;
 
+/// `rotel-agent`, the real OTLP collector some tests talk to (one lookup, shared with `aep-bench`).
+#[path = "../../src/bin/aep-bench/rotel.rs"]
+mod rotel;
+#[allow(unused_imports)]
+pub use rotel::rotel_agent;
+
 /// A running bridge.
 pub struct Running {
     pub bound: Bound,

@@ -2,7 +2,7 @@
 //! `pending`, `adapters verify`): the collector endpoint, a blocking WebSocket client for
 //! `/socket` (AEP-0003 §3.5), an SSE line parser (§3.3), and the one-line event renderer.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::io::IsTerminal;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -429,6 +429,41 @@ pub fn host_name() -> String {
 /// Now as RFC 3339 with milliseconds.
 pub fn now_rfc3339() -> String {
     crate::time::rfc3339_ms(crate::time::unix_ms(std::time::SystemTime::now()))
+}
+
+/// An open (or settled) attention request seen in a replay.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    /// The `attention.requested` Event.
+    pub request: Event,
+    /// Its terminal Event (`attention.resolved` / `attention.timeout`), when seen.
+    pub closed_by: Option<String>,
+}
+
+/// Folds a replay into the attention requests it shows, keyed by request id
+/// (AEP-0002 §7.1: lifecycle Events carry `subject` = the request id).
+pub fn attention_book(events: &[Event]) -> BTreeMap<String, Pending> {
+    let mut book: BTreeMap<String, Pending> = BTreeMap::new();
+    let mut closed: BTreeMap<String, String> = BTreeMap::new();
+    for ev in events {
+        match ev.r#type.as_str() {
+            "attention.requested" => {
+                book.insert(ev.id.clone(), Pending { request: ev.clone(), closed_by: None });
+            }
+            "attention.resolved" | "attention.timeout" => {
+                if let Some(s) = &ev.subject {
+                    closed.insert(s.clone(), ev.r#type.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+    for (id, ty) in closed {
+        if let Some(p) = book.get_mut(&id) {
+            p.closed_by = Some(ty);
+        }
+    }
+    book
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use aep_schemas::Event;
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::client::{Dedupe, Endpoint, clip, paint, replay_all, short_time, stdout_color, summary};
+use aep_bridge::client::{Dedupe, Endpoint, clip, paint, replay_all, short_time, stdout_color, summary};
 
 /// Arguments of `aep-bridge timeline`.
 #[derive(Debug, Clone, Args)]
@@ -76,7 +76,7 @@ pub fn order(events: Vec<Event>) -> Vec<Event> {
 }
 
 fn ms_of(ev: &Event) -> Option<u64> {
-    crate::time::parse_rfc3339_nanos(&ev.time).map(|n| n / 1_000_000)
+    aep_bridge::time::parse_rfc3339_nanos(&ev.time).map(|n| n / 1_000_000)
 }
 
 /// `350ms`, `4.2s`, `2m03s`, `1h05m`.
@@ -330,7 +330,7 @@ fn render_items(evs: &[Event], items: &[Item], indent: &str, color: bool, out: &
                 out.push(format!(
                     "{indent}{} · {}{}",
                     paint(color, "2", &short_time(&e.time)),
-                    paint(color, super::client::event_color(e), &e.r#type),
+                    paint(color, aep_bridge::client::event_color(e), &e.r#type),
                     if sum.is_empty() { String::new() } else { format!(" {sum}") }
                 ));
             }
@@ -384,7 +384,7 @@ fn walk(
     out.push(format!(
         "{prefix}{branch}{} {} [{}]{}",
         paint(color, "2", &short_time(&e.time)),
-        paint(color, super::client::event_color(e), &e.r#type),
+        paint(color, aep_bridge::client::event_color(e), &e.r#type),
         clip(&e.id, 26),
         if sum.is_empty() { String::new() } else { format!(" {sum}") }
     ));
@@ -397,7 +397,7 @@ fn walk(
 
 /// The session's log files under `data/logs/*/`.
 pub fn find_logs(data: &Path, session: &str) -> Vec<PathBuf> {
-    let name = crate::sinks::jsonl::log_path(data, "x", Some(session));
+    let name = aep_bridge::sinks::jsonl::log_path(data, "x", Some(session));
     let Some(file) = name.file_name() else { return Vec::new() };
     let mut out = Vec::new();
     if let Ok(rd) = std::fs::read_dir(data.join("logs")) {

@@ -10,7 +10,7 @@ use aep_schemas::Event;
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::client::{Dedupe, Endpoint, SseItem, SseParser, event_line, paint, stdout_color};
+use aep_bridge::client::{Dedupe, Endpoint, SseItem, SseParser, event_line, paint, stdout_color};
 
 /// Arguments of `aep-bridge tail`.
 #[derive(Debug, Clone, Args)]

@@ -1,26 +1,33 @@
-//! `aep-bridge bench`: load tools. Each prints a small report: the figure, a baseline
+//! `aep-bench`: the load tools of aep-bridge, a binary of their own so the product binary
+//! does not carry them. Each prints a small report: the figure, a baseline
 //! measured in the same run, their ratio, and PASS/MISS against the budget (informational:
 //! the exit code only reflects whether the bench itself ran).
 
-pub mod collector;
-pub mod hook;
-pub mod otlp;
-pub mod pipeline;
+mod collector;
+mod hook;
+mod otlp;
+mod pipeline;
+mod rotel;
+
+// The same allocator as `aep-bridge` (the in-process benches measure the daemon's code).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use clap::{Args, Subcommand};
+use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Config;
-use crate::server::ServeError;
+use aep_bridge::config::Config;
+use aep_bridge::server::ServeError;
 
-/// Arguments of `aep-bridge bench`.
-#[derive(Debug, Clone, Args)]
-pub struct BenchArgs {
+/// aep-bench: load tools that report each figure beside a baseline measured in the same run.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "aep-bench", version, about)]
+struct BenchArgs {
     /// Which bench to run.
     #[command(subcommand)]
     pub which: BenchCmd,
@@ -40,7 +47,7 @@ pub enum BenchCmd {
 }
 
 /// Runs the command; returns the exit code.
-pub fn run(args: BenchArgs) -> i32 {
+fn run(args: BenchArgs) -> i32 {
     let result = match args.which {
         BenchCmd::Pipeline(a) => pipeline::run(&a),
         BenchCmd::Hook(a) => hook::run(&a),
@@ -50,7 +57,7 @@ pub fn run(args: BenchArgs) -> i32 {
     match result {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("aep-bridge bench: {e:#}");
+            eprintln!("aep-bench: {e:#}");
             1
         }
     }
@@ -199,7 +206,7 @@ impl InProcess {
         let (tx, rx) = std::sync::mpsc::channel();
         let s = stop.clone();
         let task = rt.spawn(async move {
-            crate::server::serve(cfg, s, move |b, _| {
+            aep_bridge::server::serve(cfg, s, move |b, _| {
                 let _ = tx.send(b.http);
             })
             .await
@@ -274,28 +281,6 @@ pub(crate) fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Path of `rotel-agent` (the real OTLP collector the benches and tests compare with):
-/// `$ROTEL_AGENT`, then `PATH`, then the binary inside the `rotel` wheel (`pip install
-/// rotel` does not put it on `PATH`).
-pub fn rotel_agent() -> Option<std::path::PathBuf> {
-    use std::path::PathBuf;
-    if let Some(p) = std::env::var_os("ROTEL_AGENT") {
-        return Some(PathBuf::from(p)).filter(|p| p.is_file());
-    }
-    if let Some(p) = std::env::var_os("PATH")
-        .and_then(|path| std::env::split_paths(&path).map(|d| d.join("rotel-agent")).find(|p| p.is_file()))
-    {
-        return Some(p);
-    }
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))"])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    (out.status.success() && p.is_file()).then_some(p)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,4 +303,8 @@ mod tests {
         assert!(proc_status_bytes(None, "VmHWM").is_some());
         assert!(cpu_seconds(None).is_some());
     }
+}
+
+fn main() {
+    std::process::exit(run(BenchArgs::parse()));
 }

@@ -1,4 +1,4 @@
-//! `aep-bridge bench otlp`: OTLP/HTTP protobuf log batches of Codex-shaped records
+//! `aep-bench otlp`: OTLP/HTTP protobuf log batches of Codex-shaped records
 //! (`codex.tool_result`, resource `service.name` `codex_exec`, as in the captures) to a
 //! child `aep-bridge serve`, whose CPU time (`/proc/<pid>/stat` utime + stime) gives
 //! records per CPU-second through decode, mapping, sequencing and JSONL. The same bodies
@@ -19,7 +19,7 @@ use prost::Message as _;
 
 use super::{cpu_seconds, line, metric_sum, rate, scrape, verdict, wait_until};
 
-/// Arguments of `aep-bridge bench otlp`.
+/// Arguments of `aep-bench otlp`.
 #[derive(Debug, Clone, Args)]
 pub struct OtlpArgs {
     /// Export requests sent.
@@ -65,7 +65,9 @@ fn median_spread(mut cpu: Vec<f64>) -> (f64, f64, f64) {
 fn warmup_batches(a: &OtlpArgs) -> usize {
     a.warmup
         .unwrap_or_else(|| {
-            (a.sessions.max(1) * crate::config::CollectorConfig::default().replay_buffer).div_ceil(a.records.max(1)) + 1
+            (a.sessions.max(1) * aep_bridge::config::CollectorConfig::default().replay_buffer)
+                .div_ceil(a.records.max(1))
+                + 1
         })
         .max(1)
 }
@@ -122,7 +124,7 @@ fn request(b: usize, records: usize, sessions: usize) -> ExportLogsServiceReques
                     ),
                     s("mcp_server", ""),
                     s("mcp_server_origin", ""),
-                    s("event.timestamp", crate::time::rfc3339_ms(now / 1_000_000)),
+                    s("event.timestamp", aep_bridge::time::rfc3339_ms(now / 1_000_000)),
                     s("conversation.id", conv),
                     s("app.version", "0.171.0"),
                     s("originator", "codex_exec"),
@@ -217,7 +219,7 @@ pub(super) fn start_bridge(data: &Path) -> anyhow::Result<(ChildGuard, String)> 
 fn find_rotel(spec: &str) -> Option<PathBuf> {
     match spec {
         "off" | "" => None,
-        "auto" => super::rotel_agent(),
+        "auto" => crate::rotel::rotel_agent(),
         p => Some(PathBuf::from(p)),
     }
 }

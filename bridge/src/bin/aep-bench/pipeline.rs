@@ -1,4 +1,4 @@
-//! `aep-bridge bench pipeline`: drafts through a real [`Pipeline`] with the JSONL sink on.
+//! `aep-bench pipeline`: drafts through a real [`Pipeline`] with the JSONL sink on.
 //!
 //! Order: idle RSS, a sustained phase at `--rate`, a max-rate phase of `--events`, peak
 //! RSS, then the baselines (the same pipeline without sinks; a raw `write` of the very
@@ -18,11 +18,11 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::{cpu_seconds, line, mib, proc_status_bytes, rate, verdict};
-use crate::config::JsonlConfig;
-use crate::metrics::Metrics;
-use crate::pipeline::{Pipeline, PipelineBuilder, SinkTx, Stamped};
+use aep_bridge::config::JsonlConfig;
+use aep_bridge::metrics::Metrics;
+use aep_bridge::pipeline::{Pipeline, PipelineBuilder, SinkTx, Stamped};
 
-/// Arguments of `aep-bridge bench pipeline`.
+/// Arguments of `aep-bench pipeline`.
 #[derive(Debug, Clone, Args)]
 pub struct PipelineArgs {
     /// Events pushed at the maximum rate.
@@ -78,9 +78,9 @@ fn rig(root: Option<&Path>) -> Rig {
     let mut b = PipelineBuilder::new(1, "bench-host", metrics.clone());
     let (mut probe, mut jsonl) = (None, None);
     if let Some(root) = root {
-        let cap = crate::config::PipelineConfig::default().queue_capacity;
+        let cap = aep_bridge::config::PipelineConfig::default().queue_capacity;
         let (tx, rx) = mpsc::channel(cap);
-        jsonl = Some(crate::sinks::jsonl::spawn(rx, root.to_owned(), JsonlConfig::default(), metrics.clone()));
+        jsonl = Some(aep_bridge::sinks::jsonl::spawn(rx, root.to_owned(), JsonlConfig::default(), metrics.clone()));
         probe = Some(tx.clone());
         b = b.sink(SinkTx::durable("jsonl", tx));
     }

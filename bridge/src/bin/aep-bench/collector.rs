@@ -1,4 +1,4 @@
-//! `aep-bridge bench collector`: NDJSON batches to `POST /events` of a bridge served in this
+//! `aep-bench collector`: NDJSON batches to `POST /events` of a bridge served in this
 //! process, first with no subscriber (the baseline), then with `--subscribers` SSE clients
 //! on `/stream`. Every event carries the bench clock at POST time in the extension
 //! attribute `benchts`, so each subscriber measures POST-to-receipt delay per event.
@@ -13,7 +13,7 @@ use clap::Args;
 
 use super::{InProcess, bench_config, line, metric_sum, percentile, rate, scrape, verdict};
 
-/// Arguments of `aep-bridge bench collector`.
+/// Arguments of `aep-bench collector`.
 #[derive(Debug, Clone, Args)]
 pub struct CollectorArgs {
     /// Events posted per phase.
@@ -46,8 +46,8 @@ impl Gen {
     /// One NDJSON body of `n` events stamped with `ts` (µs on the bench clock).
     fn body(&mut self, n: u64, ts: u64) -> String {
         let mut out = String::with_capacity(n as usize * 480);
-        let ms = crate::time::unix_ms(std::time::SystemTime::now());
-        let time = crate::time::rfc3339_ms(ms);
+        let ms = aep_bridge::time::unix_ms(std::time::SystemTime::now());
+        let time = aep_bridge::time::rfc3339_ms(ms);
         for _ in 0..n {
             let k = self.next;
             self.next += 1;

@@ -1,4 +1,4 @@
-//! `aep-bridge bench hook`: the real `aep-hook` shim, spawned N times with a recorded
+//! `aep-bench hook`: the real `aep-hook` shim, spawned N times with a recorded
 //! Claude Code `PreToolUse` payload against a bridge running as its own process (as it
 //! does beside an agent; `--in-process` serves it inside the bench instead). Interleaved
 //! with the same number of `/bin/true` spawns (the floor any command hook pays) and of
@@ -14,7 +14,7 @@ use clap::Args;
 
 use super::{InProcess, bench_config, line, metric_sum, percentile, scrape, verdict};
 
-/// Arguments of `aep-bridge bench hook`.
+/// Arguments of `aep-bench hook`.
 #[derive(Debug, Clone, Args)]
 pub struct HookArgs {
     /// Shim invocations measured.

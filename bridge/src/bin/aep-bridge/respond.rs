@@ -3,14 +3,16 @@
 //! collector's authenticated `/socket` binding (AEP-0004 §4.1) with hello role `both` and
 //! identity agent `aep-cli`.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aep_schemas::Event;
 use clap::{ArgGroup, Args};
 use serde_json::{Value, json};
 
-use super::client::{ClientError, Endpoint, Socket, as_event, clip, event_line, now_rfc3339, replay_all, stdout_color};
+use aep_bridge::client::{
+    ClientError, Endpoint, Pending, Socket, as_event, attention_book, clip, event_line, now_rfc3339, replay_all,
+    stdout_color,
+};
 
 /// The sender's agent identity (AEP-0004 §2.2: `agent` names the sender).
 pub const SENDER: &str = "aep-cli";
@@ -88,41 +90,6 @@ pub struct PendingArgs {
     pub json: bool,
 }
 
-/// An open (or settled) attention request seen in a replay.
-#[derive(Debug, Clone)]
-pub struct Pending {
-    /// The `attention.requested` Event.
-    pub request: Event,
-    /// Its terminal Event (`attention.resolved` / `attention.timeout`), when seen.
-    pub closed_by: Option<String>,
-}
-
-/// Folds a replay into the attention requests it shows, keyed by request id
-/// (AEP-0002 §7.1: lifecycle Events carry `subject` = the request id).
-pub fn attention_book(events: &[Event]) -> BTreeMap<String, Pending> {
-    let mut book: BTreeMap<String, Pending> = BTreeMap::new();
-    let mut closed: BTreeMap<String, String> = BTreeMap::new();
-    for ev in events {
-        match ev.r#type.as_str() {
-            "attention.requested" => {
-                book.insert(ev.id.clone(), Pending { request: ev.clone(), closed_by: None });
-            }
-            "attention.resolved" | "attention.timeout" => {
-                if let Some(s) = &ev.subject {
-                    closed.insert(s.clone(), ev.r#type.clone());
-                }
-            }
-            _ => {}
-        }
-    }
-    for (id, ty) in closed {
-        if let Some(p) = book.get_mut(&id) {
-            p.closed_by = Some(ty);
-        }
-    }
-    book
-}
-
 /// How a control exchange ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -138,7 +105,7 @@ pub enum Outcome {
 
 /// Builds a command Event (AEP-0004 §2): seq-less, a fresh ULID id, sender identity.
 pub fn command(ty: &str, session: &str, run: Option<&str>, subject: Option<&str>, capture: &str, data: Value) -> Value {
-    let host = super::client::host_name();
+    let host = aep_bridge::client::host_name();
     let mut ev = json!({
         "aep": aep_schemas::AEP_VERSION,
         "id": ulid::Ulid::new().to_string(),
@@ -435,14 +402,14 @@ pub fn run_pending(args: PendingArgs) -> i32 {
             return 1;
         }
     };
-    let now_ms = crate::time::unix_ms(std::time::SystemTime::now());
+    let now_ms = aep_bridge::time::unix_ms(std::time::SystemTime::now());
     let open: Vec<Pending> = attention_book(&evs).into_values().filter(|p| p.closed_by.is_none()).collect();
     for p in &open {
         let r = &p.request;
         let d = r.data.as_ref();
         let kind = d.and_then(|d| d.get("kind")).and_then(Value::as_str).unwrap_or("?");
         let prompt = d.and_then(|d| d.get("prompt")).and_then(Value::as_str).unwrap_or("");
-        let at = crate::time::parse_rfc3339_nanos(&r.time).map(|n| n / 1_000_000);
+        let at = aep_bridge::time::parse_rfc3339_nanos(&r.time).map(|n| n / 1_000_000);
         let age_ms = at.map(|t| now_ms.saturating_sub(t));
         if args.json {
             let mut o = json!({"id": r.id, "agent": r.agent, "session": r.session, "kind": kind, "prompt": prompt, "time": r.time});
