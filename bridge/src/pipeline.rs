@@ -124,6 +124,8 @@ struct Stamper {
 
 struct Inner {
     stamper: Mutex<Stamper>,
+    /// Ids minted ahead of publication (a sync lock: never held across an await).
+    minter: std::sync::Mutex<ulid::Generator>,
     sinks: std::sync::RwLock<Arc<[SinkTx]>>,
     taps: Vec<Arc<dyn Tap>>,
     metrics: Arc<Metrics>,
@@ -195,6 +197,7 @@ impl PipelineBuilder {
                     last_time: (u64::MAX, String::new()),
                     causes: HashMap::new(),
                 }),
+                minter: std::sync::Mutex::new(ulid::Generator::new()),
                 sinks: std::sync::RwLock::new(self.sinks.into()),
                 taps: self.taps,
                 metrics: self.metrics,
@@ -230,6 +233,12 @@ impl Pipeline {
     /// The shared metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.inner.metrics
+    }
+
+    /// Mints an event id ahead of publication (for [`EventDraft::id`]).
+    pub fn mint_id(&self) -> String {
+        let mut ids = self.inner.minter.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        mint(&mut ids, SystemTime::now())
     }
 
     /// Stamps drafts of `agent` and fans them out, in order. Returns the stamped events.
@@ -317,13 +326,20 @@ impl Pipeline {
     }
 }
 
+/// A fresh ULID for `now` (monotonic within one generator).
+fn mint(ids: &mut ulid::Generator, now: SystemTime) -> String {
+    let ms = time::unix_ms(now);
+    ids.generate_from_datetime(now)
+        .map(|u| u.to_string())
+        .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)))
+}
+
 fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event {
     let ms = time::unix_ms(now);
-    let id = st
-        .ids
-        .generate_from_datetime(now)
-        .map(|u| u.to_string())
-        .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)));
+    let id = match d.id {
+        Some(id) => id,
+        None => mint(&mut st.ids, now),
+    };
     let agent_scoped = aep_schemas::event::category_of(&d.r#type) == "agent";
     let session = if agent_scoped { None } else { d.session };
     // One lookup gives the position and the session's `source` (built the first time).
