@@ -261,7 +261,8 @@ impl Pipeline {
                 break;
             }
         }
-        // Counted once per call (a label lookup per event costs more than the count).
+        // Counted once per call, after the stamper is released (nothing is recorded under it).
+        drop(st);
         self.inner.metrics.events_in.add(&[("input", input), ("agent", agent)], out.len() as u64);
         result.map(|()| out)
     }
@@ -274,10 +275,11 @@ impl Pipeline {
     /// Admits a complete external event carrying the line it arrived as, so every hop
     /// relays it byte-identically (AEP-0001 §4.2): never re-stamped, never re-serialized.
     pub async fn submit_stamped(&self, input: &'static str, s: Arc<Stamped>) -> Result<Arc<Stamped>, SubmitError> {
-        let _guard = self.inner.stamper.lock().await;
+        let guard = self.inner.stamper.lock().await;
+        let admitted = self.fan_out(&s).await;
+        drop(guard);
         self.inner.metrics.events_in.inc(&[("input", input), ("agent", &s.event.agent)]);
-        self.fan_out(&s).await?;
-        Ok(s)
+        admitted.map(|()| s)
     }
 
     async fn fan_out(&self, s: &Arc<Stamped>) -> Result<(), SubmitError> {

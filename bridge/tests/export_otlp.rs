@@ -500,7 +500,7 @@ async fn a_second_bridge_receives_the_logs_and_reports_partial_success() {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let (_, text) = common::get(format!("{}/metrics", peer.url())).await;
-            let want = format!("aep_bridge_events_in_total{{input=\"otlp\",agent=\"codex\"}} {}", 6 * (n + 1));
+            let want = format!("aep_bridge_events_in_total{{agent=\"codex\",input=\"otlp\"}} {}", 6 * (n + 1));
             if text.contains(&want) {
                 break;
             }
@@ -586,7 +586,7 @@ async fn a_collector_forwards_to_the_bridge() {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let (_, text) = common::get(format!("{}/metrics", peer.url())).await;
-        if text.contains("aep_bridge_events_in_total{input=\"otlp\",agent=\"codex\"} 6") {
+        if text.contains("aep_bridge_events_in_total{agent=\"codex\",input=\"otlp\"} 6") {
             break;
         }
         let out = std::fs::read_to_string(&rotel.out).unwrap_or_default();
