@@ -137,9 +137,8 @@ pub fn log_record(ev: &Event, opts: &OtlpOptions) -> LogRecord {
     let mut attrs = Vec::with_capacity(12 + gen_ai.len());
     attrs.push(key_value("aep.agent_id", string(&ev.agent)));
     attrs.push(key_value("aep.event_id", string(&ev.id)));
-    if let Some(c) = ev.capture {
-        attrs.push(key_value("aep.capture", string(c.as_str())));
-    }
+    // The effective level (AEP-0001 §8: absent means `metadata`), as the reference projection writes it.
+    attrs.push(key_value("aep.capture", string(ev.capture().as_str())));
     attrs.push(key_value("aep.source", string(&ev.source)));
     for (k, v) in [("aep.session_id", &ev.session), ("aep.run_id", &ev.run), ("aep.step", &ev.step)] {
         if let Some(v) = v {
@@ -341,7 +340,7 @@ mod tests {
         ev.capture = None;
         let rec = log_record(&ev, &OtlpOptions::default());
         assert!(rec.get("body").is_some());
-        assert!(attr(&rec, "aep.capture").is_none());
+        assert_eq!(attr(&rec, "aep.capture"), Some(&json!({"stringValue":"metadata"})), "the effective level");
         let none = OtlpOptions { max_capture: Capture::None, ..OtlpOptions::default() };
         assert!(log_record(&ev, &none).get("body").is_none());
     }
