@@ -500,7 +500,13 @@ async fn a_second_bridge_receives_the_logs_and_reports_partial_success() {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let (_, text) = common::get(format!("{}/metrics", peer.url())).await;
-            let want = format!("aep_bridge_events_in_total{{agent=\"codex\",input=\"otlp\"}} {}", 6 * (n + 1));
+            // The bridge's own LogRecords name their session as `aep.session_id`, not as a
+            // vendor's `conversation.id`: the receiving bridge maps them through the Codex
+            // profile, finds no session and counts them instead of emitting sessionless events.
+            let want = format!(
+                "aep_bridge_requests_rejected_total{{reason=\"no_session\",receiver=\"otlp\"}} {}",
+                6 * (n + 1)
+            );
             if text.contains(&want) {
                 break;
             }
@@ -586,7 +592,8 @@ async fn a_collector_forwards_to_the_bridge() {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
         let (_, text) = common::get(format!("{}/metrics", peer.url())).await;
-        if text.contains("aep_bridge_events_in_total{agent=\"codex\",input=\"otlp\"} 6") {
+        // Counted, not emitted: the records name no vendor session (see the test above).
+        if text.contains("aep_bridge_requests_rejected_total{reason=\"no_session\",receiver=\"otlp\"} 6") {
             break;
         }
         let out = std::fs::read_to_string(&rotel.out).unwrap_or_default();
