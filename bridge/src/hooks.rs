@@ -166,7 +166,9 @@ impl HookHandler for BridgeHooks {
         let adapter = self.adapters.get(vendor.as_str()).ok_or_else(|| HookError::UnknownVendor(vendor.clone()))?;
         let call = HookCall { event: event.as_deref(), payload: &payload };
         let hook = adapter.hook_name(&call).map_err(|e| HookError::Unmappable(e.to_string()))?;
+        check_hook_name(&hook)?;
         let mut drafts = self.map(adapter.as_ref(), &call)?;
+        check_sessions(&drafts)?;
         // Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes
         // an answerable permission request, scoped by tool name.
         if self.hold
@@ -243,6 +245,50 @@ impl HookHandler for BridgeHooks {
     }
 }
 
+/// Longest hook name accepted (the longest real one, `UserPromptSubmit`-like names, is ~30).
+const MAX_HOOK_NAME: usize = 64;
+/// Longest session id accepted (real ones are UUIDs, ULIDs or `ses_...` ids).
+const MAX_SESSION_ID: usize = 256;
+
+/// A hook name becomes part of an event type (`x.{vendor}.{category}.{hook}`, AEP-0001 §6):
+/// it must be a short token, or the bridge would mint types its own validator rejects.
+fn check_hook_name(hook: &str) -> Result<(), HookError> {
+    let ok = !hook.is_empty()
+        && hook.len() <= MAX_HOOK_NAME
+        && hook.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b':'));
+    if ok {
+        return Ok(());
+    }
+    let shown: String = hook.chars().take(MAX_HOOK_NAME).flat_map(char::escape_default).collect();
+    Err(HookError::Unmappable(format!(
+        "hook name {shown:?} is not a token of at most {MAX_HOOK_NAME} ASCII letters, digits, '_', '.', '-' or ':'"
+    )))
+}
+
+/// Every event but `agent.*` belongs to a session (AEP-0001 §5.1): a payload whose session id
+/// is missing, empty, oversized or carries control characters is refused, not emitted sessionless.
+fn check_sessions(drafts: &[aep_adapters::EventDraft]) -> Result<(), HookError> {
+    for d in drafts {
+        if aep_schemas::event::category_of(&d.r#type) == "agent" {
+            continue;
+        }
+        match d.session.as_deref() {
+            None | Some("") => {
+                return Err(HookError::Unmappable(
+                    "the hook payload names no session (session id missing or empty)".into(),
+                ));
+            }
+            Some(s) if s.len() > MAX_SESSION_ID || s.chars().any(char::is_control) => {
+                return Err(HookError::Unmappable(format!(
+                    "session id is longer than {MAX_SESSION_ID} bytes or contains control characters"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
 /// An `attention.requested` that declares it can be answered over control (AEP-0008 `respond_via`).
 fn answerable(d: &aep_adapters::EventDraft) -> bool {
     d.r#type == "attention.requested"
@@ -316,6 +362,28 @@ mod tests {
         assert_eq!(*tap.seen.lock().unwrap(), [(true, true)], "waiter and session claim exist at admission");
         let reply: Value = serde_json::from_slice(&reply.body).unwrap();
         assert_eq!(reply["hookSpecificOutput"]["decision"]["behavior"], "allow");
+    }
+
+    #[tokio::test]
+    async fn hostile_hook_names_and_session_ids_are_refused() {
+        let pipeline = crate::pipeline::PipelineBuilder::new(1, "h", Arc::new(Metrics::default())).build();
+        let hooks = BridgeHooks::new(pipeline, aep_adapters::vendors::all(), MapContext::default(), None);
+        let call = |name: &str, session: Value| serde_json::json!({"session_id": session, "hook_event_name": name, "tool_name": "Bash"});
+        let long = "X".repeat(1 << 20);
+        for (name, session, why) in [
+            ("Pre\u{0}ToolUse", serde_json::json!("s"), "not a token"),
+            (long.as_str(), serde_json::json!("s"), "not a token"),
+            ("", serde_json::json!("s"), "not a token"),
+            ("PreToolUse", serde_json::json!(""), "names no session"),
+            ("PreToolUse", Value::Null, "names no session"),
+            ("PreToolUse", serde_json::json!("a\nb"), "control characters"),
+            ("PreToolUse", serde_json::json!("s".repeat(300)), "longer than"),
+        ] {
+            let err = hooks.handle("claude-code".into(), None, call(name, session)).await.unwrap_err();
+            assert!(matches!(&err, HookError::Unmappable(m) if m.contains(why)), "{why}: {err}");
+        }
+        let ok = hooks.handle("claude-code".into(), None, call("PreToolUse", serde_json::json!("s-1"))).await;
+        assert!(ok.is_ok(), "{ok:?}");
     }
 
     #[test]
