@@ -464,6 +464,42 @@ async fn post_events_status_codes() {
     b.shutdown().await;
 }
 
+/// A repeated key (`"type"` twice: a control command to a first-wins reader, a run event
+/// to serde_json) is refused on every input binding, and nothing of it is stored or streamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duplicate_json_keys_are_refused_on_every_binding() {
+    let (b, _d) = bridge("", |_| {}).await;
+    let base = b.url();
+    let v = || vec![("aep-version", "0.1".to_owned())];
+    let twice = |session: &str| {
+        let one = line(&ev("run.started", session, 0, None));
+        one.replacen("\"type\":\"run.started\"", "\"type\":\"control.cancel\",\"type\":\"run.started\"", 1)
+    };
+    assert!(twice("d1").contains("control.cancel"), "the fixture really repeats the key");
+    let (st, body) = post_raw(&base, "application/json", twice("d1").into_bytes(), v()).await;
+    assert_eq!(st, 400, "{body}");
+    assert!(body.to_string().contains("duplicate object key"), "{body}");
+    let nested =
+        line(&ev("progress.status", "d1", 1, None)).replacen("\"aep\":", "\"data\":{\"x\":1,\"x\":2},\"aep\":", 1);
+    let ndjson = format!("{}\n{nested}\n", line(&started("d1", 0)));
+    let (st, body) = post_raw(&base, "application/x-ndjson", ndjson.into_bytes(), v()).await;
+    assert_eq!((st, body["line"].clone()), (400, json!(1)), "{body}");
+    assert!(held(&b, "d1").await.is_empty(), "nothing of either body was ingested");
+
+    let (mut ws, _) = Ws::open(&addr(&b), None, "emitter", "t", json!({})).await;
+    ws.send_text(&twice("d2")).await;
+    let f = ws.recv().await.unwrap();
+    assert_eq!((f["type"].as_str(), f["code"].as_str()), (Some("error"), Some("invalid-frame")), "{f}");
+    assert!(f["detail"].as_str().unwrap_or("").contains("duplicate object key"), "{f}");
+    assert!(held(&b, "d2").await.is_empty());
+
+    let hook = r#"{"session_id":"d3","hook_event_name":"SessionStart","hook_event_name":"PreToolUse"}"#;
+    let (st, body) = common::post(format!("{base}/hooks/claude-code"), hook.into(), Vec::new()).await;
+    assert_eq!(st, 400, "{body}");
+    assert!(body.contains("duplicate object key"), "{body}");
+    b.shutdown().await;
+}
+
 // ---- SSE (AEP-0003 §3.3) -------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -147,7 +147,9 @@ async fn run<H: HookHandler>(
         if !h.authorized(bearer(&headers)) {
             return Err(HookError::Unauthorized);
         }
-        let payload: Value = serde_json::from_slice(&body).map_err(|e| HookError::BadJson(e.to_string()))?;
+        // Repeated keys are refused at any depth (RFC 8259 §4 leaves them undefined).
+        let payload: Value =
+            aep_schemas::json::from_slice_strict(&body).map_err(|e| HookError::BadJson(e.to_string()))?;
         h.handle(vendor.clone(), event, payload).await
     }
     .await;

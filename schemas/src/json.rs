@@ -179,6 +179,108 @@ pub fn write_u64(out: &mut Vec<u8>, mut n: u64) {
     out.extend_from_slice(&buf[at..]);
 }
 
+/// Parses JSON text into a `Value`, refusing an object with a repeated key at any depth.
+///
+/// RFC 8259 §4 leaves duplicate names undefined and parsers disagree (serde_json keeps the
+/// last value, others the first): an event accepted with `"type"` twice would read as one
+/// type here and another downstream, so AEP input with duplicates is refused outright.
+pub fn from_str_strict(text: &str) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let v = serde::de::DeserializeSeed::deserialize(Strict { reserve: TOP_LEVEL_MEMBERS }, &mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+/// [`from_str_strict`] over bytes (UTF-8 is checked string by string, as serde_json does).
+pub fn from_slice_strict(bytes: &[u8]) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let v = serde::de::DeserializeSeed::deserialize(Strict { reserve: TOP_LEVEL_MEMBERS }, &mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+/// Members an event object commonly has at its top level (AEP-0001 §5.1): its map is sized
+/// for them up front instead of regrowing member by member.
+const TOP_LEVEL_MEMBERS: usize = 24;
+
+/// Builds a `Value` as serde_json's own visitor does, but fails on a repeated object key.
+#[derive(Clone, Copy)]
+struct Strict {
+    reserve: usize,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Strict {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Strict {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(Strict { reserve: 0 })? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+        let mut map = serde_json::Map::with_capacity(self.reserve);
+        while let Some(key) = access.next_key::<String>()? {
+            let value = access.next_value_seed(Strict { reserve: 0 })?;
+            match map.entry(key) {
+                serde_json::map::Entry::Vacant(slot) => {
+                    slot.insert(value);
+                }
+                serde_json::map::Entry::Occupied(seen) => {
+                    return Err(serde::de::Error::custom(format!("duplicate object key {:?}", seen.key())));
+                }
+            }
+        }
+        Ok(Value::Object(map))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,6 +341,48 @@ mod tests {
         }));
         for n in [0u64, 9, 10, 99, 100, 12345, u64::MAX] {
             same_as_serde(&json!(n));
+        }
+    }
+
+    #[test]
+    fn strict_parsing_refuses_repeated_keys_at_any_depth() {
+        let ok = r#"{"a":1,"b":[{"c":-2,"d":1.5}],"e":null,"f":true,"g":"\u00e9"}"#;
+        assert_eq!(super::from_str_strict(ok).unwrap(), serde_json::from_str::<Value>(ok).unwrap());
+        assert_eq!(super::from_slice_strict(ok.as_bytes()).unwrap(), serde_json::from_str::<Value>(ok).unwrap());
+        for bad in [
+            r#"{"type":"control.cancel","type":"run.started"}"#,
+            r#"{"data":{"x":1,"x":2}}"#,
+            r#"[{"a":{"b":[{"k":1,"k":1}]}}]"#,
+        ] {
+            let e = super::from_str_strict(bad).unwrap_err().to_string();
+            assert!(e.contains("duplicate object key"), "{bad}: {e}");
+            assert!(super::from_slice_strict(bad.as_bytes()).is_err());
+        }
+        assert!(super::from_str_strict("{} x").is_err(), "trailing characters");
+        assert!(super::from_slice_strict(b"{\"a\":\"\xff\"}").is_err(), "invalid UTF-8");
+    }
+
+    #[test]
+    fn strict_parsing_matches_serde_json_without_duplicates() {
+        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(200), "]".repeat(200));
+        let cases = [
+            r#"{"b":1,"a":{"y":2,"x":[1,{"q":null}]},"c":"é\n"}"#,
+            "{}",
+            r#"{"a":1} x"#,
+            r#"{"a":1,}"#,
+            r#"{1:2}"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":1"#,
+            "[1,2]",
+            "\"s\"",
+            "\u{a0}{\"a\":1}",
+            "",
+            &deep,
+        ];
+        for c in cases {
+            let ours = super::from_str_strict(c).map(|v| v.to_string()).map_err(|e| e.to_string());
+            let theirs = serde_json::from_str::<Value>(c).map(|v| v.to_string()).map_err(|e| e.to_string());
+            assert_eq!(ours, theirs, "{c:?}");
         }
     }
 }

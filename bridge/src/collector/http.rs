@@ -106,7 +106,8 @@ async fn post_events(
     // (line index, parsed value, raw bytes) per event; the index names the failing line.
     let mut items: Vec<(usize, Value, &[u8])> = Vec::new();
     let batch = match essence.as_str() {
-        "application/json" => match serde_json::from_slice::<Value>(&body) {
+        // Repeated keys are refused at any depth (aep_schemas::json::from_slice_strict).
+        "application/json" => match aep_schemas::json::from_slice_strict(&body) {
             Ok(v) => {
                 items.push((0, v, &body[..]));
                 false
@@ -117,8 +118,8 @@ async fn post_events(
             // A body that is UTF-8 throughout is checked once and parsed as text (no
             // per-string UTF-8 check); any other goes byte-wise, failing as before.
             let parsed = match std::str::from_utf8(&body) {
-                Ok(text) => ndjson(text.split('\n').map(|l| (l.as_bytes(), l)), parse_event),
-                Err(_) => ndjson(body.split(|b| *b == b'\n').map(|l| (l, l)), serde_json::from_slice::<Value>),
+                Ok(text) => ndjson(text.split('\n').map(|l| (l.as_bytes(), l)), aep_schemas::json::from_str_strict),
+                Err(_) => ndjson(body.split(|b| *b == b'\n').map(|l| (l, l)), aep_schemas::json::from_slice_strict),
             };
             match parsed {
                 Ok(parsed) => items = parsed,
@@ -162,43 +163,6 @@ async fn post_events(
         }
     }
     (StatusCode::ACCEPTED, axum::Json(json!({ "accepted": n }))).into_response()
-}
-
-/// Attributes an event object commonly has at its top level (AEP-0001 §5.1).
-const EVENT_ATTRIBUTES: usize = 24;
-
-/// `serde_json::from_str::<Value>` (the same value, the same errors), with the room for an
-/// event's attributes reserved up front when the text is an object: the map is not regrown
-/// and rehashed attribute by attribute.
-fn parse_event(text: &str) -> serde_json::Result<Value> {
-    // JSON whitespace only (RFC 8259 §2): anything else is for serde_json to refuse.
-    if !text.trim_start_matches([' ', '\t', '\n', '\r']).starts_with('{') {
-        return serde_json::from_str(text);
-    }
-    let mut de = serde_json::Deserializer::from_str(text);
-    let v = serde::Deserializer::deserialize_map(&mut de, EventObject)?;
-    de.end()?;
-    Ok(v)
-}
-
-/// Builds a top-level object as serde_json's own `Value` visitor does (a repeated key keeps
-/// its first position and its last value), in a map sized for an event.
-struct EventObject;
-
-impl<'de> serde::de::Visitor<'de> for EventObject {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut map = serde_json::Map::with_capacity(EVENT_ATTRIBUTES);
-        while let Some((k, v)) = access.next_entry::<String, Value>()? {
-            map.insert(k, v);
-        }
-        Ok(Value::Object(map))
-    }
 }
 
 /// One parsed value per non-blank NDJSON line, with its index and bytes; the first
@@ -526,31 +490,6 @@ mod tests {
         });
         assert_eq!(chunk, [&one[..], &one[..], &one[..]].concat());
         assert_eq!(gather(one.clone(), 0, || None), one);
-    }
-
-    #[test]
-    fn event_parsing_matches_serde_json() {
-        let deep = format!("{{\"a\":{}1{}}}", "[".repeat(200), "]".repeat(200));
-        let cases = [
-            r#"{"b":1,"a":{"y":2,"x":[1,{"q":null}]},"c":"é\n"}"#,
-            r#"  {"k":1,"j":2,"k":3}"#,
-            "{}",
-            r#"{"a":1} x"#,
-            r#"{"a":1,}"#,
-            r#"{1:2}"#,
-            r#"{"a":"\ud800"}"#,
-            r#"{"a":1"#,
-            "[1,2]",
-            "\"s\"",
-            "\u{a0}{\"a\":1}",
-            "",
-            &deep,
-        ];
-        for c in cases {
-            let ours = parse_event(c).map(|v| v.to_string()).map_err(|e| e.to_string());
-            let theirs = serde_json::from_str::<Value>(c).map(|v| v.to_string()).map_err(|e| e.to_string());
-            assert_eq!(ours, theirs, "{c:?}");
-        }
     }
 
     #[test]

@@ -223,8 +223,11 @@ async fn handle_frame(
     cmd_tx: &mpsc::Sender<Arc<Stamped>>,
 ) -> Vec<Out> {
     let c = &ctx.collector;
-    let Ok(v) = serde_json::from_str::<Value>(t) else {
-        return vec![Out::Frame(err_frame(None, "invalid-frame", "frame is not JSON"))];
+    // Repeated keys are refused at any depth: a first-wins reader downstream must not see
+    // another type than the one validated here.
+    let v = match aep_schemas::json::from_str_strict(t) {
+        Ok(v) => v,
+        Err(e) => return vec![Out::Frame(err_frame(None, "invalid-frame", format!("frame is not JSON: {e}")))],
     };
     let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
     // AEP-0003 §2: an Event's type contains a dot; a frame's never does.
