@@ -13,6 +13,8 @@ use std::path::PathBuf;
 use aep_schemas::Capture;
 use serde::Deserialize;
 
+use crate::transport::{Headers, TlsConfig};
+
 /// One problem found in a configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigProblem {
@@ -203,6 +205,8 @@ pub struct RelayConfig {
     pub token: String,
     /// Whether `/healthz` reports `ok: false` while the relay is down.
     pub required: bool,
+    /// `[relay.tls]`: extra CA bundle and client certificate for `wss://` / `https://`.
+    pub tls: TlsConfig,
 }
 
 /// `[pipeline]`: queues between the pipeline and its sinks.
@@ -233,6 +237,10 @@ pub struct OtlpInConfig {
     pub profiles: BTreeMap<String, String>,
     /// Forward every received OTLP request unchanged to this OTLP/HTTP base URL (the tee).
     pub tee: String,
+    /// Extra request headers of the tee (e.g. an API key).
+    pub tee_headers: Headers,
+    /// `[otlp_in.tee_tls]`: extra CA bundle and client certificate for an `https://` tee.
+    pub tee_tls: TlsConfig,
 }
 
 /// `[control]`: the human-approval loop.
@@ -337,10 +345,13 @@ impl Config {
         if !matches!(self.otlp_in.mode.as_str(), "" | "primary" | "companion") {
             bad("otlp_in.mode", format!("{:?} is not primary or companion", self.otlp_in.mode));
         }
-        if !self.otlp_in.tee.is_empty()
-            && let Err(e) = crate::otlp_tee::check_url(&self.otlp_in.tee)
-        {
-            bad("otlp_in.tee", e.to_string());
+        let mut outbound = Vec::new();
+        crate::transport::config::check_otlp_base_url("otlp_in.tee", &self.otlp_in.tee, &mut outbound);
+        crate::transport::config::check_headers("otlp_in.tee_headers", &self.otlp_in.tee_headers, &mut outbound);
+        outbound.extend(self.otlp_in.tee_tls.check("otlp_in.tee_tls"));
+        outbound.extend(self.relay.tls.check("relay.tls"));
+        for (key, message) in outbound {
+            bad(&key, message);
         }
         for (svc, v) in &self.otlp_in.profiles {
             if !aep_adapters::otel::Vendor::ALL.iter().any(|x| x.as_str() == v) {

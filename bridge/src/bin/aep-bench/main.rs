@@ -281,6 +281,10 @@ pub(crate) fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+fn main() {
+    std::process::exit(run(BenchArgs::parse()));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,8 +307,4 @@ mod tests {
         assert!(proc_status_bytes(None, "VmHWM").is_some());
         assert!(cpu_seconds(None).is_some());
     }
-}
-
-fn main() {
-    std::process::exit(run(BenchArgs::parse()));
 }
