@@ -180,6 +180,10 @@ pub async fn serve(
         let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
         let relay_token = if cfg.relay.token.is_empty() { token.clone() } else { Some(cfg.relay.token.clone()) };
         let mut opts = relay::RelayOptions::new(&cfg.relay.url, relay_token);
+        match crate::transport::tls::client_config(&cfg.relay.tls) {
+            Ok(tls) => opts.tls = Some(tls),
+            Err(e) => tracing::error!(error = %e, "relay.tls unusable; wss:// uses the built-in roots only."),
+        }
         opts.accepts = crate::control::ACCEPTS.iter().map(|s| (*s).to_owned()).collect();
         let slot = relay_command.clone();
         opts.on_command = Some(Arc::new(move |cmd| {

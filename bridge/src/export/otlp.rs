@@ -104,6 +104,17 @@ pub fn retry_info_details(code: i32, delay: Duration) -> Vec<u8> {
     crate::transport::retry::status_with_retry_info(tonic::Code::from(code), "", delay).details().to_vec()
 }
 
+/// A failed gRPC call: a refused server certificate is permanent (retrying cannot fix a
+/// missing CA), anything else follows the OTLP/gRPC rules.
+fn grpc_failure<T>(s: &tonic::Status) -> Attempt<T> {
+    match crate::transport::tls::certificate_error(s) {
+        Some(reason) => {
+            Attempt::Fail(format!("gRPC: TLS certificate refused: {reason} (is the server's CA in tls.ca_file?)"))
+        }
+        None => classify_grpc(s),
+    }
+}
+
 /// Reads `partial_success` from an OTLP/HTTP answer, leniently for JSON (the Go collector
 /// writes int64 counts as strings, which opentelemetry-proto's serde rejects).
 fn partial_from_reply(signal: Signal, r: &Reply) -> Partial {
@@ -259,7 +270,7 @@ impl OtlpClient {
                             .map(|p| Partial { rejected: p.rejected_log_records, message: p.error_message })
                             .unwrap_or_default(),
                     ),
-                    Err(s) => classify_grpc(&s),
+                    Err(s) => grpc_failure(&s),
                 }
             }
             Prepared::Traces(req) => {
@@ -275,7 +286,7 @@ impl OtlpClient {
                             .map(|p| Partial { rejected: p.rejected_spans, message: p.error_message })
                             .unwrap_or_default(),
                     ),
-                    Err(s) => classify_grpc(&s),
+                    Err(s) => grpc_failure(&s),
                 }
             }
         }

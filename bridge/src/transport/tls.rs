@@ -124,20 +124,16 @@ pub fn grpc_tls(cfg: &TlsConfig) -> Result<tonic::transport::ClientTlsConfig, Tl
 pub fn certificate_error(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = cur {
-        if let Some(r) = err.downcast_ref::<rustls::Error>()
-            && matches!(r, rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
-        {
-            return Some(r.to_string());
+        if let Some(r) = err.downcast_ref::<rustls::Error>() {
+            return matches!(r, rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
+                .then(|| r.to_string());
         }
-        // rustls errors often travel inside an io::Error.
-        if let Some(io) = err.downcast_ref::<std::io::Error>()
-            && let Some(inner) = io.get_ref()
-            && let Some(r) = inner.downcast_ref::<rustls::Error>()
-            && matches!(r, rustls::Error::InvalidCertificate(_))
-        {
-            return Some(r.to_string());
-        }
-        cur = err.source();
+        // An io::Error's `source()` skips the error it wraps: step into it instead (rustls'
+        // errors travel inside one, sometimes two, io::Errors).
+        cur = match err.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => err.source(),
+        };
     }
     None
 }
