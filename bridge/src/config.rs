@@ -260,6 +260,9 @@ impl Default for ControlConfig {
     }
 }
 
+/// An environment lookup (a closure in tests, `std::env::var` in `serve`).
+type EnvLookup<'a> = dyn Fn(&str) -> Option<String> + 'a;
+
 const SECTIONS: &[&str] =
     &["server", "capture", "jsonl", "collector", "relay", "pipeline", "otlp_in", "control", "export"];
 
@@ -283,6 +286,17 @@ fn section<T: for<'de> Deserialize<'de> + Default>(
 impl Config {
     /// Parses and checks a TOML document, collecting every problem.
     pub fn from_toml(text: &str) -> Result<Config, ConfigErrors> {
+        Self::parse(text, None)
+    }
+
+    /// [`Self::from_toml`], then the standard `OTEL_EXPORTER_OTLP_*` variables read through
+    /// `lookup` fill `[export.otlp]` where the file leaves a key unset (the file wins; see
+    /// [`crate::export::otel_env`]). What `aep-bridge serve` loads.
+    pub fn from_toml_with_env(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigErrors> {
+        Self::parse(text, Some(&lookup))
+    }
+
+    fn parse(text: &str, lookup: Option<&EnvLookup<'_>>) -> Result<Config, ConfigErrors> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             ConfigErrors(vec![ConfigProblem { key: "(file)".into(), message: e.message().trim().to_owned() }])
         })?;
@@ -295,7 +309,7 @@ impl Config {
                 });
             }
         }
-        let cfg = Config {
+        let mut cfg = Config {
             server: section(&table, "server", &mut problems),
             capture: section(&table, "capture", &mut problems),
             jsonl: section(&table, "jsonl", &mut problems),
@@ -306,6 +320,14 @@ impl Config {
             control: section(&table, "control", &mut problems),
             export: section(&table, "export", &mut problems),
         };
+        if let Some(lookup) = lookup {
+            let (env, bad) = crate::export::otel_env::OtelEnv::read(lookup);
+            for (key, message) in bad {
+                problems.push(ConfigProblem { key, message });
+            }
+            let written = table.get("export").and_then(|e| e.get("otlp")).and_then(toml::Value::as_table);
+            env.apply(&mut cfg.export.otlp, written);
+        }
         problems.extend(cfg.check());
         if problems.is_empty() { Ok(cfg) } else { Err(ConfigErrors(problems)) }
     }

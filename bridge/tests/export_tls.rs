@@ -608,3 +608,50 @@ async fn the_relay_refuses_a_wss_server_it_cannot_verify() {
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(10), task).await.expect("relay did not stop").unwrap();
 }
+
+// ---------------------------------------------------------------- OTEL_EXPORTER_OTLP_* variables
+
+/// A config built from the environment alone (through a lookup closure, as `serve` does)
+/// exports over HTTPS to the endpoint, with the headers and CA named only there; a value
+/// written in the file wins over the environment.
+#[tokio::test]
+async fn otel_env_variables_configure_the_exporter_and_the_file_wins() {
+    use aep_bridge::config::Config;
+    let pki = pki();
+    let env_srv = https(&pki, ("authorization", TOKEN), false).await;
+    let file_srv = https(&pki, ("authorization", TOKEN), false).await;
+    let vars: Vec<(&str, String)> = vec![
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("https://localhost:{}", env_srv.addr.port())),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf".into()),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Bearer%20s3cret".into()),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", pki.ca_file.clone()),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", format!("https://localhost:{}/v1/traces", env_srv.addr.port())),
+    ];
+    let lookup = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
+    let cfg = Config::from_toml_with_env("[export.otlp]\nbatch_timeout_ms = 50\n", lookup).unwrap();
+    assert!(Config::from_toml("").unwrap().export.otlp.endpoint.is_empty(), "no env without the closure");
+    let stats = export_all(&cfg.export, &session("codex")).await;
+    assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
+    assert_eq!(stat(&stats, "otlp_spans"), (3, 0, 0, 0));
+    let got = env_srv.rec.got.lock().unwrap().clone();
+    assert_eq!(log_bodies(&got).len(), 6);
+    assert!(got.iter().any(|g| g.path == "/v1/traces"));
+
+    // The file names another endpoint (and the per-signal traces variable is shadowed by it).
+    let file =
+        format!("[export.otlp]\nendpoint = \"https://127.0.0.1:{}\"\nbatch_timeout_ms = 50\n", file_srv.addr.port());
+    let cfg = Config::from_toml_with_env(&file, lookup).unwrap();
+    let before = env_srv.rec.got.lock().unwrap().len();
+    let stats = export_all(&cfg.export, &session("codex")).await;
+    assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
+    assert_eq!(stat(&stats, "otlp_spans"), (3, 0, 0, 0));
+    assert_eq!(env_srv.rec.got.lock().unwrap().len(), before, "the environment's endpoint was used");
+    let got = file_srv.rec.got.lock().unwrap().clone();
+    assert_eq!(log_bodies(&got).len(), 6);
+    assert!(got.iter().any(|g| g.path == "/v1/traces"));
+
+    // A bad value is a config problem named by its variable.
+    let err =
+        Config::from_toml_with_env("", |k| (k == "OTEL_EXPORTER_OTLP_PROTOCOL").then(|| "udp".into())).unwrap_err();
+    assert!(err.to_string().contains("OTEL_EXPORTER_OTLP_PROTOCOL"), "{err}");
+}

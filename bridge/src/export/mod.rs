@@ -6,6 +6,7 @@
 pub mod cloudevents;
 pub mod config;
 pub mod ocsf;
+pub mod otel_env;
 pub mod otlp;
 
 use std::sync::Arc;
