@@ -655,3 +655,45 @@ async fn otel_env_variables_configure_the_exporter_and_the_file_wins() {
         Config::from_toml_with_env("", |k| (k == "OTEL_EXPORTER_OTLP_PROTOCOL").then(|| "udp".into())).unwrap_err();
     assert!(err.to_string().contains("OTEL_EXPORTER_OTLP_PROTOCOL"), "{err}");
 }
+
+// ---------------------------------------------------------------- the OTLP tee over TLS
+
+#[tokio::test]
+async fn the_otlp_tee_forwards_over_https_with_its_headers_and_ca() {
+    use aep_bridge::otlp_in::OtlpTee as _;
+    use aep_bridge::otlp_tee::{HttpTee, TeeOptions};
+    use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+    let pki = pki();
+    let srv = https(&pki, ("x-api-key", "tee-key"), false).await;
+    let mut opts = TeeOptions::new(format!("https://localhost:{}", srv.addr.port()));
+    opts.headers.insert("x-api-key".into(), "tee-key".into());
+    opts.tls = pki.tls();
+    let tee = HttpTee::start(opts, Arc::new(Metrics::default())).unwrap();
+    let req = ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            scope_logs: vec![ScopeLogs {
+                log_records: vec![LogRecord { event_name: "tee.test".into(), ..Default::default() }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    };
+    let t0 = Instant::now();
+    tee.logs(&req);
+    assert!(t0.elapsed() < Duration::from_millis(50), "the tee delayed the sender: {:?}", t0.elapsed());
+    let stats = tee.stats();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while stats.delivered.load(Ordering::Relaxed) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the tee did not deliver (failed: {})",
+            stats.failed.load(Ordering::Relaxed)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let got = srv.rec.got.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].path, "/v1/logs");
+    assert_eq!(ExportLogsServiceRequest::decode(&got[0].body[..]).unwrap(), req);
+    assert_eq!(log_bodies(&got), ["tee.test"]);
+}
