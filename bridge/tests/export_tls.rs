@@ -3,6 +3,8 @@
 //! `wss://`, a refused certificate, and the retry policy over HTTPS. Every server checks a
 //! credential header and records what arrived.
 
+mod common;
+
 use std::collections::VecDeque;
 use std::io::Read as _;
 use std::net::SocketAddr;
@@ -696,4 +698,33 @@ async fn the_otlp_tee_forwards_over_https_with_its_headers_and_ca() {
     assert_eq!(got[0].path, "/v1/logs");
     assert_eq!(ExportLogsServiceRequest::decode(&got[0].body[..]).unwrap(), req);
     assert_eq!(log_bodies(&got), ["tee.test"]);
+}
+
+/// The whole daemon: `[relay] url = "wss://..."` with `[relay.tls] ca_file` delivers hook
+/// events to a TLS relay peer.
+#[tokio::test]
+async fn serve_relays_hook_events_over_wss_with_relay_tls_from_config() {
+    let pki = pki();
+    let (addr, peer) = wss_relay(&pki).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = common::config(dir.path());
+    cfg.relay.url = format!("wss://localhost:{}", addr.port());
+    cfg.relay.token = "s3cret".into();
+    cfg.relay.tls = pki.tls();
+    let bridge = common::start(cfg).await;
+    for p in common::codex_session("s-wss") {
+        let (status, body) = common::post(format!("{}/hooks/codex", bridge.url()), p.to_string(), Vec::new()).await;
+        assert!(status < 300, "{status} {body}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let n = peer.frames.lock().unwrap().iter().filter(|f| f["session"] == "s-wss").count();
+        if n >= 5 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{n} events over wss: {:?}", peer.frames.lock().unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(peer.auth.lock().unwrap().iter().all(|a| a == TOKEN));
+    bridge.shutdown().await;
 }
