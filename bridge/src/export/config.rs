@@ -291,9 +291,12 @@ impl ExportConfig {
         check_http_url("cloudevents.endpoint", &self.cloudevents.endpoint, &mut out);
         check_http_url("ocsf.endpoint", &self.ocsf.endpoint, &mut out);
         check_headers("otlp.headers", &self.otlp.headers, &mut out);
-        if let Some(k) = self.otlp.headers.keys().find(|k| k.to_ascii_lowercase().ends_with("-bin")) {
-            // gRPC metadata named `*-bin` carries binary values; these headers are text.
-            out.push(("otlp.headers".into(), format!("{k:?}: binary (-bin) metadata is not supported")));
+        let signal_headers = [&self.otlp.signals.logs.headers, &self.otlp.signals.traces.headers];
+        for h in std::iter::once(&self.otlp.headers).chain(signal_headers.into_iter().flatten()) {
+            if let Some(k) = h.keys().find(|k| k.to_ascii_lowercase().ends_with("-bin")) {
+                // gRPC metadata named `*-bin` carries binary values; these headers are text.
+                out.push(("otlp.headers".into(), format!("{k:?}: binary (-bin) metadata is not supported")));
+            }
         }
         check_headers("cloudevents.headers", &self.cloudevents.headers, &mut out);
         check_headers("ocsf.headers", &self.ocsf.headers, &mut out);

@@ -125,6 +125,8 @@ impl HttpClient {
             .timeout(timeout)
             .connect_timeout(timeout)
             .pool_idle_timeout(Duration::from_secs(60))
+            // No HTTP(S)_PROXY: exporters talk to the configured peer directly (a proxy
+            // variable meant for the agents must not reroute telemetry, loopback included).
             .no_proxy()
             .build()?;
         Ok(Self { client })
