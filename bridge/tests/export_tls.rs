@@ -728,3 +728,57 @@ async fn serve_relays_hook_events_over_wss_with_relay_tls_from_config() {
     assert!(peer.auth.lock().unwrap().iter().all(|a| a == TOKEN));
     bridge.shutdown().await;
 }
+
+/// The real binary: `aep-bridge serve` with no config file exports hook events over HTTPS
+/// to the endpoint, headers and CA named only in `OTEL_EXPORTER_OTLP_*`.
+#[tokio::test]
+async fn the_serve_binary_honours_otel_exporter_variables() {
+    use std::io::BufRead as _;
+    let pki = pki();
+    let srv = https(&pki, ("authorization", TOKEN), false).await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--otlp-grpc", "", "--otlp-http", ""])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env_remove("AEP_BRIDGE_CONFIG")
+        .env_remove("AEP_BRIDGE_TOKEN")
+        .env("AEP_BRIDGE_LOG", "warn")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("https://localhost:{}", srv.addr.port()))
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        .env("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20s3cret")
+        .env("OTEL_EXPORTER_OTLP_CERTIFICATE", &pki.ca_file)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(a) = l.split_whitespace().find_map(|w| w.strip_prefix("http=")) {
+                let _ = tx.send(a.to_owned());
+            }
+        }
+    });
+    let addr = rx.recv_timeout(Duration::from_secs(15)).expect("the bridge did not start");
+    for p in common::codex_session("s-env") {
+        let (status, body) = common::post(format!("http://{addr}/hooks/codex"), p.to_string(), Vec::new()).await;
+        assert!(status < 300, "{status} {body}");
+    }
+    // Batches leave after batch_timeout_ms (1 s by default).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let got = srv.rec.got.lock().unwrap().clone();
+        let names = log_bodies(&got);
+        if names.iter().any(|n| n == "dev.aep.session.started") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no OTLP logs over HTTPS from serve: {names:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(*srv.rec.refused.lock().unwrap(), 0);
+    let _ = child.kill();
+    let _ = child.wait();
+}
