@@ -1,4 +1,4 @@
-//! The one outbound HTTP client: reqwest on rustls (ring), HTTP/1.1, connection reuse, a
+//! The one outbound HTTP client: reqwest on rustls (ring), HTTP/1.1 (ALPN `http/1.1`), connection reuse, a
 //! per-request timeout, extra headers on every request, gzip request bodies, and answers
 //! classified for [`super::retry::with_retry`].
 
@@ -117,9 +117,11 @@ impl HttpClient {
             headers.insert(name, value);
         }
         let timeout = if opts.timeout.is_zero() { Duration::from_secs(10) } else { opts.timeout };
-        let tls = client_config(&opts.tls)?;
+        let mut tls = (*client_config(&opts.tls)?).clone();
+        // This client speaks HTTP/1.1 only (reqwest's http2 feature is off): say so in ALPN.
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let client = reqwest::Client::builder()
-            .tls_backend_preconfigured((*tls).clone())
+            .tls_backend_preconfigured(tls)
             .user_agent(concat!("aep-bridge/", env!("CARGO_PKG_VERSION")))
             .default_headers(headers)
             .timeout(timeout)
