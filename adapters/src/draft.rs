@@ -8,6 +8,10 @@ use serde_json::{Map, Value};
 /// (AEP-0003 §9 rule 5).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EventDraft {
+    /// The event id, when the caller minted it before publication (the bridge does so for
+    /// a held attention request, so its waiter exists before anyone can answer); else the
+    /// stamper mints one.
+    pub id: Option<String>,
     /// The AEP type.
     pub r#type: String,
     /// The acted-upon entity.

@@ -4,12 +4,12 @@
 //! still open before `session.ended` (AEP-0002 §7.2: pending requests are closed before
 //! the session ends).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use aep_adapters::EventDraft;
 use aep_schemas::Capture;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::pipeline::Stamped;
 
@@ -41,10 +41,42 @@ pub struct Pending {
 /// Open requests per `(agent, session)`.
 #[derive(Debug, Default)]
 pub struct AttentionBook {
-    open: Mutex<HashMap<(String, String), Vec<Pending>>>,
+    open: Mutex<Book>,
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    by_session: HashMap<(String, String), Vec<Pending>>,
+    /// Requests opened before publication ([`AttentionBook::open`]): their own
+    /// `attention.requested`, observed later (possibly after they were answered), opens nothing.
+    preopened: HashSet<String>,
 }
 
 impl Pending {
+    /// The request an `attention.requested` with id `id` and payload `data` raises.
+    pub fn from_request(
+        id: String,
+        agent: &str,
+        session: String,
+        run: Option<String>,
+        subject: Option<String>,
+        data: &Map<String, Value>,
+        since_ms: u64,
+    ) -> Self {
+        Pending {
+            id,
+            agent: agent.to_owned(),
+            session,
+            run,
+            tool: subject,
+            kind: data.get("kind").and_then(Value::as_str).unwrap_or("other").to_owned(),
+            prompt: data.get("prompt").and_then(Value::as_str).map(str::to_owned),
+            options: data.get("options").cloned().unwrap_or(Value::Null),
+            fields: data.get("fields").cloned().unwrap_or(Value::Null),
+            since_ms,
+        }
+    }
+
     /// A lifecycle draft about this request (AEP-0002 §7.1): its session and run, `subject`
     /// = the request id, `cause` = the request (callers answering a command re-point it).
     pub fn lifecycle(&self, ty: &str, capture: Capture) -> EventDraft {
@@ -71,7 +103,8 @@ impl AttentionBook {
     /// and before `session.ended` for every request still open.
     pub fn settle(&self, agent: &str, drafts: &mut Vec<EventDraft>, now_ms: u64) -> Vec<String> {
         let mut settled = Vec::new();
-        let Ok(mut open) = self.open.lock() else { return settled };
+        let Ok(mut book) = self.open.lock() else { return settled };
+        let open = &mut book.by_session;
         let mut out = Vec::with_capacity(drafts.len());
         for d in drafts.drain(..) {
             if let Some(session) = d.session.clone() {
@@ -110,28 +143,39 @@ impl AttentionBook {
         settled
     }
 
+    /// Opens a request before its `attention.requested` is published: an answer may be
+    /// applied (and the request closed) before [`Self::observe`] sees the request itself.
+    pub fn open(&self, p: Pending) {
+        let Ok(mut book) = self.open.lock() else { return };
+        book.preopened.insert(p.id.clone());
+        book.by_session.entry((p.agent.clone(), p.session.clone())).or_default().push(p);
+    }
+
     /// Records what was stamped: opens requests, closes those resolved or timed out.
     pub fn observe(&self, stamped: &[Arc<Stamped>], now_ms: u64) {
-        let Ok(mut open) = self.open.lock() else { return };
+        let Ok(mut book) = self.open.lock() else { return };
+        let Book { by_session: open, preopened } = &mut *book;
         for s in stamped {
             let ev = &s.event;
             let Some(session) = ev.session.clone() else { continue };
             let key = (ev.agent.clone(), session.clone());
             match ev.r#type.as_str() {
                 "attention.requested" => {
-                    let data = ev.data.clone().unwrap_or(Value::Null);
-                    open.entry(key).or_default().push(Pending {
-                        id: ev.id.clone(),
-                        agent: ev.agent.clone(),
+                    if preopened.remove(&ev.id) {
+                        continue;
+                    }
+                    let empty = Map::new();
+                    let data = ev.data.as_ref().and_then(Value::as_object).unwrap_or(&empty);
+                    let p = Pending::from_request(
+                        ev.id.clone(),
+                        &ev.agent,
                         session,
-                        run: ev.run.clone(),
-                        tool: ev.subject.clone(),
-                        kind: data.get("kind").and_then(Value::as_str).unwrap_or("other").to_owned(),
-                        prompt: data.get("prompt").and_then(Value::as_str).map(str::to_owned),
-                        options: data.get("options").cloned().unwrap_or(Value::Null),
-                        fields: data.get("fields").cloned().unwrap_or(Value::Null),
-                        since_ms: now_ms,
-                    });
+                        ev.run.clone(),
+                        ev.subject.clone(),
+                        data,
+                        now_ms,
+                    );
+                    open.entry(key).or_default().push(p);
                 }
                 "attention.resolved" | "attention.timeout" => {
                     if let Some(list) = open.get_mut(&key) {
@@ -152,13 +196,14 @@ impl AttentionBook {
 
     /// A snapshot of every open request.
     pub fn pending(&self) -> Vec<Pending> {
-        self.open.lock().map(|m| m.values().flatten().cloned().collect()).unwrap_or_default()
+        self.open.lock().map(|b| b.by_session.values().flatten().cloned().collect()).unwrap_or_default()
     }
 
     /// Removes one request (answered or timed out by the control loop).
     pub fn take(&self, id: &str) -> Option<Pending> {
-        let mut open = self.open.lock().ok()?;
-        for list in open.values_mut() {
+        let mut book = self.open.lock().ok()?;
+        book.preopened.remove(id);
+        for list in book.by_session.values_mut() {
             if let Some(i) = list.iter().position(|p| p.id == id) {
                 return Some(list.remove(i));
             }
@@ -168,7 +213,7 @@ impl AttentionBook {
 
     /// Looks one request up.
     pub fn get(&self, id: &str) -> Option<Pending> {
-        self.open.lock().ok()?.values().flatten().find(|p| p.id == id).cloned()
+        self.open.lock().ok()?.by_session.values().flatten().find(|p| p.id == id).cloned()
     }
 }
 

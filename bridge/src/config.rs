@@ -384,7 +384,7 @@ impl Config {
             bad(&format!("export.{key}"), message);
         }
         for vendor in self.control.gates.keys() {
-            if crate::control::gate_moment(vendor).is_none() {
+            if aep_adapters::vendors::spec(vendor).and_then(|s| s.control.gate).is_none() {
                 bad(
                     &format!("control.gates.{vendor}"),
                     format!(

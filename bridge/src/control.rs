@@ -3,7 +3,10 @@
 //! the upstream relay, with one ack decision per deduplicated command.
 //!
 //! A hook whose mapping emitted an `attention.requested` declaring `respond_via: ["control"]`
-//! on a moment the vendor lets us answer is held open; it resolves on the first of
+//! on a moment the vendor lets us answer is held open. The request's id is minted and its
+//! waiter registered before the request is published ([`ControlLoop::register`]), so a
+//! command sent the instant the request is seen finds it. The loop owns the receiving end
+//! of the command channel ([`crate::commands`]); it resolves a held moment on the first of
 //! - a `control.attention.respond` command: `control.accepted`, `attention.answered`,
 //!   `attention.resolved` (cause-linked to the command), then the vendor's own reply;
 //! - the timeout: `attention.timeout`, then the neutral reply (fail-open: the vendor's
@@ -21,11 +24,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
 use crate::attention::{AttentionBook, Pending};
-use crate::collector::LocalControl;
+use crate::commands::{ACCEPTS, Inbox, Owned};
 use crate::pipeline::{Pipeline, Stamped};
-
-/// The command types this bridge honours (`control.accepts`, AEP-0003 §4 rule 5).
-pub const ACCEPTS: [&str; 1] = ["control.attention.respond"];
 
 /// Commands remembered for dedupe and byte-identical re-acks (AEP-0004 §2.3, §3).
 const DEDUPE_MEMORY: usize = 4096;
@@ -60,16 +60,25 @@ struct Dedupe {
     order: VecDeque<(String, String)>,
 }
 
-/// The control loop shared by the hook handler, the collector and the relay binding.
+/// The control loop: the hook handler holds moments on it; commands reach it only through
+/// its [`Inbox`].
 pub struct ControlLoop {
     pipeline: Pipeline,
     book: Arc<AttentionBook>,
     cx: MapContext,
     waiters: Mutex<HashMap<String, Waiter>>,
     dedupe: Mutex<Dedupe>,
-    /// Sessions this process owns (maps hooks for), session -> agent.
-    owned: Mutex<HashMap<String, String>>,
+    /// Sessions this process owns (maps hooks for), shared with the command senders.
+    owned: Arc<Owned>,
     timeout: Duration,
+}
+
+/// A moment registered before its request is published; [`Held::wait`] for its outcome.
+/// Dropping it unregisters the waiter (the request was never published, or the hook gave up).
+pub struct Held {
+    control: Arc<ControlLoop>,
+    id: String,
+    rx: Option<oneshot::Receiver<Outcome>>,
 }
 
 fn now_ms() -> u64 {
@@ -107,31 +116,68 @@ pub fn gate_request(
 }
 
 impl ControlLoop {
-    /// A loop over `pipeline` whose held moments wait at most `timeout`.
-    pub fn new(pipeline: Pipeline, book: Arc<AttentionBook>, cx: MapContext, timeout: Duration) -> Arc<Self> {
-        Arc::new(Self {
+    /// A loop over `pipeline` whose held moments wait at most `timeout`, and the task that
+    /// takes commands from `inbox` (it ends when every sender is gone).
+    pub fn start(
+        pipeline: Pipeline,
+        book: Arc<AttentionBook>,
+        cx: MapContext,
+        timeout: Duration,
+        inbox: Inbox,
+    ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
+        let Inbox { mut rx, owned } = inbox;
+        let this = Arc::new(Self {
             pipeline,
             book,
             cx,
             waiters: Mutex::new(HashMap::new()),
             dedupe: Mutex::new(Dedupe::default()),
-            owned: Mutex::new(HashMap::new()),
+            owned,
             timeout,
-        })
+        });
+        let control = this.clone();
+        let task = tokio::spawn(async move {
+            while let Some(cmd) = rx.recv().await {
+                // Each decision awaits the pipeline; one slow decision must not delay the next.
+                tokio::spawn(control.clone().command(cmd));
+            }
+        });
+        (this, task)
     }
 
-    /// Notes which sessions this process owns, from events it stamped.
-    pub fn observe(&self, stamped: &[Arc<Stamped>]) {
-        let Ok(mut owned) = self.owned.lock() else { return };
-        for s in stamped {
-            if let Some(session) = &s.event.session {
-                if s.event.r#type == "session.ended" {
-                    owned.remove(session);
-                } else if s.event.seq.is_some() {
-                    owned.insert(session.clone(), s.event.agent.clone());
-                }
+    /// Claims the sessions of drafts about to be published, so a command routed the
+    /// instant one of them is seen finds its owner.
+    pub fn claim(&self, agent: &str, drafts: &[EventDraft]) {
+        for d in drafts {
+            if let Some(session) = &d.session
+                && d.r#type != "session.ended"
+                && aep_schemas::event::category_of(&d.r#type) != "agent"
+            {
+                self.owned.claim(session, agent);
             }
         }
+    }
+
+    /// Releases the sessions that ended, from events this process stamped.
+    pub fn observe(&self, stamped: &[Arc<Stamped>]) {
+        for s in stamped {
+            if let Some(session) = &s.event.session
+                && s.event.r#type == "session.ended"
+            {
+                self.owned.release(session);
+            }
+        }
+    }
+
+    /// Registers a waiter for `pending`, whose request is about to be published with id
+    /// `pending.id` (minted by the caller): an answer can arrive from then on.
+    pub fn register(self: &Arc<Self>, pending: Pending) -> Held {
+        let (tx, rx) = oneshot::channel();
+        let id = pending.id.clone();
+        if let Ok(mut w) = self.waiters.lock() {
+            w.insert(id.clone(), Waiter { tx, pending });
+        }
+        Held { control: self.clone(), id, rx: Some(rx) }
     }
 
     /// Wakes the waiters of requests the attention book settled elsewhere.
@@ -144,30 +190,13 @@ impl ControlLoop {
         }
     }
 
-    /// Holds a hook for the request `req` until it is answered, settled, or times out.
-    /// `None` means the neutral reply (timeout or dismissal).
-    pub async fn hold(&self, req: &Event) -> Option<Applied> {
-        let pending = self.book.get(&req.id)?;
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut w) = self.waiters.lock() {
-            w.insert(req.id.clone(), Waiter { tx, pending: pending.clone() });
-        }
-        match tokio::time::timeout(self.timeout, rx).await {
-            Ok(Ok(Outcome::Answer(a))) => Some(a),
-            Ok(Ok(Outcome::Dismissed)) | Ok(Err(_)) => None,
-            Err(_) => {
-                let gone = self.waiters.lock().ok().and_then(|mut w| w.remove(&req.id));
-                if gone.is_some() {
-                    // The agent's own dialog takes over (fail-open).
-                    let mut d = pending.lifecycle("attention.timeout", Capture::Metadata);
-                    d.data.insert("after_ms".into(), json!(self.timeout.as_millis() as u64));
-                    if let Ok(s) = self.pipeline.submit_drafts("control", &pending.agent, vec![d]).await {
-                        self.book.observe(&s, now_ms());
-                    }
-                }
-                None
-            }
-        }
+    /// Whether a held moment waits for an answer to request `id`.
+    pub fn is_waiting(&self, id: &str) -> bool {
+        self.waiters.lock().is_ok_and(|w| w.contains_key(id))
+    }
+
+    fn unregister(&self, id: &str) -> Option<Waiter> {
+        self.waiters.lock().ok().and_then(|mut w| w.remove(id))
     }
 
     /// Handles one command (from the collector or the relay); acks go out as events.
@@ -214,26 +243,16 @@ impl ControlLoop {
 
     async fn decide(&self, cmd: &Event) -> Option<Arc<Stamped>> {
         let session = cmd.session.clone().unwrap_or_default();
-        let agent = self.owned.lock().ok().and_then(|o| o.get(&session).cloned())?;
+        let agent = self.owned.agent_of(&session)?;
         if !ACCEPTS.contains(&cmd.r#type.as_str()) {
             return self
                 .reject(&agent, &session, cmd, "unsupported", format!("{} is not accepted here", cmd.r#type))
                 .await;
         }
         let request = cmd.subject.clone().or_else(|| cmd.cause.clone()).unwrap_or_default();
-        // The hook may still be registering its waiter (the request is fanned out before the
-        // waiter exists): give it a moment before calling the request unknown.
-        let mut tries = 0;
-        let pending = loop {
-            if let Some(p) = self.waiters.lock().ok().and_then(|w| w.get(&request).map(|w| w.pending.clone())) {
-                break Some(p);
-            }
-            tries += 1;
-            if tries > 20 {
-                break None;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
+        // The waiter was registered before the request was published: absent means unknown
+        // or already settled, never "not yet".
+        let pending = self.waiters.lock().ok().and_then(|w| w.get(&request).map(|w| w.pending.clone()));
         let Some(pending) = pending else {
             return self
                 .reject(
@@ -251,7 +270,7 @@ impl ControlLoop {
             // AEP-0006: an invalid answer is nacked and the request stays pending.
             Err(why) => return self.reject(&pending.agent, &session, cmd, "invalid", why).await,
         };
-        let Some(waiter) = self.waiters.lock().ok().and_then(|mut w| w.remove(&request)) else {
+        let Some(waiter) = self.unregister(&request) else {
             return self
                 .reject(&pending.agent, &session, cmd, "invalid", "the request was settled meanwhile".into())
                 .await;
@@ -395,43 +414,42 @@ pub fn vendor_reply(vendor: &str, hook: &str, payload: &Value, a: &Applied) -> V
         .unwrap_or_default()
 }
 
-impl LocalControl for ControlLoop {
-    fn owns(&self, session: &str) -> bool {
-        self.owned.lock().map(|o| o.contains_key(session)).unwrap_or(false)
-    }
-
-    fn accepts(&self) -> Vec<String> {
-        ACCEPTS.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    fn deliver(&self, _cmd: Event) {
-        // Routed commands arrive through `deliver_arc` (the collector holds an Arc).
-    }
-
-    fn claims(&self) -> Vec<(String, String)> {
-        self.owned.lock().map(|o| o.iter().map(|(s, a)| (s.clone(), a.clone())).collect()).unwrap_or_default()
+impl Held {
+    /// Waits until the request is answered, settled elsewhere, or times out. `None` means
+    /// the neutral reply (timeout or dismissal: the agent's own dialog takes over).
+    pub async fn wait(mut self) -> Option<Applied> {
+        let rx = self.rx.take()?;
+        match tokio::time::timeout(self.control.timeout, rx).await {
+            Ok(Ok(Outcome::Answer(a))) => Some(a),
+            Ok(Ok(Outcome::Dismissed)) | Ok(Err(_)) => None,
+            Err(_) => {
+                let c = &self.control;
+                if let Some(Waiter { pending, .. }) = c.unregister(&self.id) {
+                    // Fail-open: the agent's own dialog takes over.
+                    let mut d = pending.lifecycle("attention.timeout", Capture::Metadata);
+                    d.data.insert("after_ms".into(), json!(c.timeout.as_millis() as u64));
+                    if let Ok(s) = c.pipeline.submit_drafts("control", &pending.agent, vec![d]).await {
+                        c.book.observe(&s, now_ms());
+                    }
+                }
+                None
+            }
+        }
     }
 }
 
-/// The collector-facing handle (spawns the async decision).
-pub struct LocalHandle(pub Arc<ControlLoop>);
-
-impl LocalControl for LocalHandle {
-    fn owns(&self, session: &str) -> bool {
-        self.0.owns(session)
+impl Held {
+    /// The request id.
+    pub fn id(&self) -> &str {
+        &self.id
     }
+}
 
-    fn accepts(&self) -> Vec<String> {
-        self.0.accepts()
-    }
-
-    fn deliver(&self, cmd: Event) {
-        let c = self.0.clone();
-        tokio::spawn(c.command(cmd));
-    }
-
-    fn claims(&self) -> Vec<(String, String)> {
-        self.0.claims()
+impl Drop for Held {
+    fn drop(&mut self) {
+        // Still registered means nobody waited for it (publication failed) or the hook's
+        // caller went away: nothing can deliver this answer any more.
+        self.control.unregister(&self.id);
     }
 }
 

@@ -8,7 +8,8 @@ use aep_adapters::{HookAdapter, HookCall, MapContext, SessionState};
 use aep_receivers::hooks::{HookError, HookHandler, HookReply};
 use serde_json::Value;
 
-use crate::attention::AttentionBook;
+use crate::attention::{AttentionBook, Pending};
+use crate::auth::constant_time_eq;
 use crate::control::ControlLoop;
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
@@ -188,13 +189,37 @@ impl HookHandler for BridgeHooks {
                 }
             }
         }
+        let vendor = adapter.vendor();
         let now = crate::time::unix_ms(std::time::SystemTime::now());
-        let settled = self.attention.settle(adapter.vendor(), &mut drafts, now);
-        let stamped = self
-            .pipeline
-            .submit_drafts("hook", adapter.vendor(), drafts)
-            .await
-            .map_err(|e| HookError::Unavailable(e.to_string()))?;
+        let settled = self.attention.settle(vendor, &mut drafts, now);
+        // A moment answerable over control is registered before its request is published:
+        // the id is minted here, the book opens it and the waiter exists, so a command sent
+        // the instant the request is seen is applied (AEP-0004 §2, AEP-0008).
+        let held = match &self.control {
+            Some(control) if self.hold && crate::control::holdable(vendor, &hook) => {
+                drafts.iter_mut().find(|d| answerable(d)).and_then(|d| {
+                    let session = d.session.clone()?;
+                    let id = self.pipeline.mint_id();
+                    d.id = Some(id.clone());
+                    let p = Pending::from_request(id, vendor, session, d.run.clone(), d.subject.clone(), &d.data, now);
+                    self.attention.open(p.clone());
+                    Some(control.register(p))
+                })
+            }
+            _ => None,
+        };
+        if let Some(control) = &self.control {
+            control.claim(vendor, &drafts);
+        }
+        let stamped = match self.pipeline.submit_drafts("hook", vendor, drafts).await {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some(h) = &held {
+                    self.attention.take(h.id());
+                }
+                return Err(HookError::Unavailable(e.to_string()));
+            }
+        };
         self.attention.observe(&stamped, now);
         let neutral = HookReply::new(adapter.neutral_reply(&hook).as_bytes());
         let Some(control) = &self.control else { return Ok(neutral) };
@@ -203,20 +228,10 @@ impl HookHandler for BridgeHooks {
             return Ok(neutral);
         }
         control.dismissed(&settled);
-        // Hold the reply when this moment raised a request answerable over control.
-        let held = stamped.iter().find(|s| {
-            s.event.r#type == "attention.requested"
-                && s.event
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("respond_via"))
-                    .and_then(Value::as_array)
-                    .is_some_and(|v| v.iter().any(|x| x == "control"))
-        });
-        if let Some(req) = held.filter(|_| crate::control::holdable(adapter.vendor(), &hook))
-            && let Some(applied) = control.hold(&req.event).await
+        if let Some(h) = held
+            && let Some(applied) = h.wait().await
         {
-            return Ok(HookReply::new(crate::control::vendor_reply(adapter.vendor(), &hook, &payload, &applied)));
+            return Ok(HookReply::new(crate::control::vendor_reply(vendor, &hook, &payload, &applied)));
         }
         Ok(neutral)
     }
@@ -228,12 +243,10 @@ impl HookHandler for BridgeHooks {
     }
 }
 
-/// Compares secrets without an early exit on the first differing byte.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// An `attention.requested` that declares it can be answered over control (AEP-0008 `respond_via`).
+fn answerable(d: &aep_adapters::EventDraft) -> bool {
+    d.r#type == "attention.requested"
+        && d.data.get("respond_via").and_then(Value::as_array).is_some_and(|v| v.iter().any(|x| x == "control"))
 }
 
 #[cfg(test)]
@@ -246,6 +259,63 @@ mod tests {
         let mut d = EventDraft::new(ty, Capture::Metadata);
         d.session = Some("s".into());
         d
+    }
+
+    /// What a subscriber could do the moment the request is admitted: is it answerable yet?
+    #[derive(Default)]
+    struct Answerer {
+        control: std::sync::OnceLock<(Arc<ControlLoop>, crate::commands::Commands)>,
+        seen: Mutex<Vec<(bool, bool)>>,
+    }
+
+    impl crate::pipeline::Tap for Answerer {
+        fn admit(&self, ev: &Arc<crate::pipeline::Stamped>) {
+            let ev = &ev.event;
+            let Some((control, commands)) = self.control.get() else { return };
+            if ev.r#type != "attention.requested" {
+                return;
+            }
+            let session = ev.session.clone().unwrap_or_default();
+            self.seen.lock().unwrap().push((control.is_waiting(&ev.id), commands.owns(&session)));
+            // Answer from inside the admission, before the hook handler has run another line.
+            let cmd = aep_schemas::Event {
+                aep: "0.1".into(),
+                id: "cmd-1".into(),
+                r#type: "control.attention.respond".into(),
+                source: "aep://phone/agent/phone".into(),
+                agent: "phone".into(),
+                session: Some(session),
+                subject: Some(ev.id.clone()),
+                data: Some(serde_json::json!({"answer": {"option": "allow"}})),
+                ..Default::default()
+            };
+            commands.send(cmd).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_is_answerable_before_anyone_can_see_it() {
+        let tap = Arc::new(Answerer::default());
+        let metrics = Arc::new(Metrics::default());
+        let pipeline = crate::pipeline::PipelineBuilder::new(1, "h", metrics).tap(tap.clone()).build();
+        let (commands, inbox) = crate::commands::channel();
+        let book = Arc::new(AttentionBook::default());
+        let (control, _task) = ControlLoop::start(
+            pipeline.clone(),
+            book.clone(),
+            MapContext::default(),
+            std::time::Duration::from_secs(30),
+            inbox,
+        );
+        let _ = tap.control.set((control.clone(), commands));
+        let hooks = BridgeHooks::new(pipeline, aep_adapters::vendors::all(), MapContext::default(), None)
+            .with_control(book, control, true);
+        let payload = serde_json::json!({"session_id": "fresh", "hook_event_name": "PermissionRequest",
+            "tool_name": "Bash", "tool_input": {"command": "ls"}});
+        let reply = hooks.handle("claude-code".into(), None, payload).await.unwrap();
+        assert_eq!(*tap.seen.lock().unwrap(), [(true, true)], "waiter and session claim exist at admission");
+        let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(reply["hookSpecificOutput"]["decision"]["behavior"], "allow");
     }
 
     #[test]

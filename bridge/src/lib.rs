@@ -10,8 +10,10 @@
 //! (and [`client`], the collector client it shares with the `aep-bench` load tools).
 
 pub mod attention;
+pub mod auth;
 pub mod client;
 pub mod collector;
+pub mod commands;
 pub mod config;
 pub mod control;
 pub mod custom;

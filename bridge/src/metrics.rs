@@ -1,45 +1,40 @@
-//! The bridge's own counters, exposed at `GET /metrics` in the Prometheus text format.
+//! The bridge's own metrics: OpenTelemetry instruments on an SDK `MeterProvider` (one per
+//! bridge, not the global one), read at `GET /metrics` in the Prometheus text format
+//! through `opentelemetry-prometheus`.
+//!
+//! The SDK bounds each instrument's label sets (its cardinality limit: further sets fold
+//! into one `otel_metric_overflow` series), so a producer-controlled label (an external
+//! emitter's agent name) cannot grow memory without bound. Recording is lock-free for a
+//! label set seen before (a read lock and an atomic add inside the SDK).
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
-/// Most label sets one family keeps; further new sets are counted under `other` so a
-/// producer-controlled label (an external emitter's agent name) cannot grow memory unbounded.
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Gauge, Meter, MeterProvider as _, ObservableCounter, ObservableGauge};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use prometheus::{Encoder as _, TextEncoder};
+
+/// Most label sets one instrument keeps before folding new ones into the overflow series.
 const MAX_SERIES: usize = 512;
 
-/// A labelled family of monotonic counters. Lookups compare borrowed labels in place, so
-/// counting on the hot path allocates only the first time a label set is seen.
-#[derive(Debug, Default)]
+/// A labelled family of monotonic counters.
+#[derive(Debug, Clone)]
 pub struct CounterVec {
-    values: Mutex<Vec<Series>>,
+    counter: Counter<u64>,
+    /// The exposition name (`{name}_total`), for [`CounterVec::get`].
+    exposed: &'static str,
+    registry: prometheus::Registry,
 }
 
-/// One label set and its count.
-type Series = (Vec<(&'static str, String)>, u64);
-
-fn same(a: &[(&'static str, String)], b: &[(&'static str, &str)]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|((ka, va), (kb, vb))| ka == kb && va == vb)
+fn attributes(labels: &[(&'static str, &str)]) -> Vec<KeyValue> {
+    labels.iter().map(|(k, v)| KeyValue::new(*k, (*v).to_owned())).collect()
 }
 
 impl CounterVec {
     /// Adds `n` to the counter with these labels.
     pub fn add(&self, labels: &[(&'static str, &str)], n: u64) {
-        let Ok(mut m) = self.values.lock() else { return };
-        if let Some((_, v)) = m.iter_mut().find(|(k, _)| same(k, labels)) {
-            *v += n;
-            return;
-        }
-        let key: Vec<(&'static str, String)> = if m.len() < MAX_SERIES {
-            labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
-        } else {
-            labels.iter().map(|(k, _)| (*k, "other".to_owned())).collect()
-        };
-        match m.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => *v += n,
-            None => m.push((key, n)),
-        }
+        self.counter.add(n, &attributes(labels));
     }
 
     /// Adds one.
@@ -47,30 +42,31 @@ impl CounterVec {
         self.add(labels, 1);
     }
 
-    /// The current value for these labels (0 when never touched).
+    /// The current value for exactly these labels (0 when never touched), read back from
+    /// the exposition (for tests and the load tools; not a hot path).
     pub fn get(&self, labels: &[(&'static str, &str)]) -> u64 {
-        self.values.lock().map(|m| m.iter().find(|(k, _)| same(k, labels)).map_or(0, |(_, v)| *v)).unwrap_or(0)
-    }
-
-    fn render(&self, name: &str, help: &str, kind: &str, out: &mut String) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        if let Ok(mut m) = self.values.lock().map(|m| m.clone()) {
-            m.sort();
-            for (labels, v) in m.iter() {
-                let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", escape(v))).collect();
-                let _ = writeln!(out, "{name}{{{}}} {v}", l.join(","));
-            }
-        }
+        series_value(&self.registry, self.exposed, labels).map_or(0, |v| v as u64)
     }
 }
 
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+/// Gauges keyed by one `sink` label, set by their owners.
+#[derive(Debug, Clone)]
+pub struct SinkGauges {
+    gauge: Gauge<i64>,
 }
 
-/// Every counter and gauge the bridge exports.
-#[derive(Debug, Default)]
+impl SinkGauges {
+    /// Sets the gauge of sink `name`.
+    pub fn set(&self, name: &str, v: i64) {
+        self.gauge.record(v, &[KeyValue::new("sink", name.to_owned())]);
+    }
+}
+
+/// Every instrument the bridge exports.
+#[derive(Debug)]
 pub struct Metrics {
+    provider: SdkMeterProvider,
+    registry: prometheus::Registry,
     /// Events entering the pipeline, by `input` (hook, collector, otlp) and `agent`.
     pub events_in: CounterVec,
     /// Events handed to a sink, by `sink`.
@@ -83,70 +79,129 @@ pub struct Metrics {
     pub reconnects: CounterVec,
     /// Sink write errors, by `sink`.
     pub sink_errors: CounterVec,
-    /// Current depth of each sink queue, by `sink` (gauge).
-    pub queue_depth: CounterGauges,
-    /// Connected SSE and WebSocket subscribers (gauge).
-    pub subscribers: AtomicI64,
-    /// Events admitted to the embedded collector's replay buffers.
-    pub collector_admitted: AtomicU64,
+    /// Current depth of each sink queue, by `sink`.
+    pub queue_depth: SinkGauges,
+    /// Connected SSE and WebSocket subscribers (observed at collection).
+    pub subscribers: Arc<AtomicI64>,
+    /// Events admitted to the embedded collector's replay buffers (observed at collection).
+    pub collector_admitted: Arc<AtomicU64>,
+    _observed: (ObservableGauge<i64>, ObservableCounter<u64>),
 }
 
-/// Named gauges set by their owners.
-#[derive(Debug, Default)]
-pub struct CounterGauges {
-    values: Mutex<BTreeMap<String, i64>>,
-}
-
-impl CounterGauges {
-    /// Sets the gauge `name`.
-    pub fn set(&self, name: &str, v: i64) {
-        if let Ok(mut m) = self.values.lock() {
-            m.insert(name.to_owned(), v);
-        }
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 impl Metrics {
+    /// A fresh set of instruments on a meter provider of its own.
+    pub fn new() -> Self {
+        let registry = prometheus::Registry::new();
+        let reader = opentelemetry_prometheus::exporter()
+            .with_registry(registry.clone())
+            .scope_info_enabled(false)
+            .without_target_info()
+            .build();
+        let mut builder = SdkMeterProvider::builder().with_view(|_: &opentelemetry_sdk::metrics::Instrument| {
+            opentelemetry_sdk::metrics::Stream::builder().with_cardinality_limit(MAX_SERIES).build().ok()
+        });
+        match reader {
+            Ok(r) => builder = builder.with_reader(r),
+            // Only a name clash in a fresh registry fails here; metrics then read as empty.
+            Err(e) => tracing::error!(error = %e, "Cannot set up the metrics exporter."),
+        }
+        let provider = builder.build();
+        let meter = provider.meter("aep-bridge");
+        let counter = |name: &'static str, exposed: &'static str, help: &'static str| CounterVec {
+            counter: meter.u64_counter(name).with_description(help).build(),
+            exposed,
+            registry: registry.clone(),
+        };
+        let subscribers = Arc::new(AtomicI64::new(0));
+        let collector_admitted = Arc::new(AtomicU64::new(0));
+        let observed = (observe_gauge(&meter, &subscribers), observe_counter(&meter, &collector_admitted));
+        Self {
+            events_in: counter(
+                "aep_bridge_events_in",
+                "aep_bridge_events_in_total",
+                "Events that entered the pipeline.",
+            ),
+            events_out: counter("aep_bridge_events_out", "aep_bridge_events_out_total", "Events handed to a sink."),
+            dropped: counter(
+                "aep_bridge_events_dropped",
+                "aep_bridge_events_dropped_total",
+                "Events dropped under backpressure.",
+            ),
+            rejected: counter(
+                "aep_bridge_requests_rejected",
+                "aep_bridge_requests_rejected_total",
+                "Requests refused with a 4xx/5xx.",
+            ),
+            reconnects: counter(
+                "aep_bridge_relay_reconnects",
+                "aep_bridge_relay_reconnects_total",
+                "Relay reconnect attempts.",
+            ),
+            sink_errors: counter("aep_bridge_sink_errors", "aep_bridge_sink_errors_total", "Sink write errors."),
+            queue_depth: SinkGauges {
+                gauge: meter
+                    .i64_gauge("aep_bridge_queue_depth")
+                    .with_description("Events waiting in a sink queue.")
+                    .build(),
+            },
+            subscribers,
+            collector_admitted,
+            _observed: observed,
+            provider,
+            registry,
+        }
+    }
+
+    /// The provider's meter, for instruments of other components.
+    pub fn meter(&self, name: &'static str) -> Meter {
+        self.provider.meter(name)
+    }
+
     /// Renders the Prometheus text exposition format (version 0.0.4).
     pub fn render(&self) -> String {
-        let mut out = String::with_capacity(2048);
-        self.events_in.render("aep_bridge_events_in_total", "Events that entered the pipeline.", "counter", &mut out);
-        self.events_out.render("aep_bridge_events_out_total", "Events handed to a sink.", "counter", &mut out);
-        self.dropped.render(
-            "aep_bridge_events_dropped_total",
-            "Events dropped under backpressure.",
-            "counter",
-            &mut out,
-        );
-        self.rejected.render(
-            "aep_bridge_requests_rejected_total",
-            "Requests refused with a 4xx/5xx.",
-            "counter",
-            &mut out,
-        );
-        self.reconnects.render("aep_bridge_relay_reconnects_total", "Relay reconnect attempts.", "counter", &mut out);
-        self.sink_errors.render("aep_bridge_sink_errors_total", "Sink write errors.", "counter", &mut out);
-        let _ = writeln!(
-            out,
-            "# HELP aep_bridge_queue_depth Events waiting in a sink queue.\n# TYPE aep_bridge_queue_depth gauge"
-        );
-        if let Ok(m) = self.queue_depth.values.lock() {
-            for (k, v) in m.iter() {
-                let _ = writeln!(out, "aep_bridge_queue_depth{{sink=\"{}\"}} {v}", escape(k));
-            }
+        let mut out = Vec::with_capacity(4096);
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::warn!(error = %e, "Cannot render the metrics.");
         }
-        let _ = writeln!(
-            out,
-            "# HELP aep_bridge_subscribers Connected SSE and WebSocket subscribers.\n# TYPE aep_bridge_subscribers gauge\naep_bridge_subscribers {}",
-            self.subscribers.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP aep_bridge_collector_admitted_total Events admitted to the replay buffers.\n# TYPE aep_bridge_collector_admitted_total counter\naep_bridge_collector_admitted_total {}",
-            self.collector_admitted.load(Ordering::Relaxed)
-        );
-        out
+        String::from_utf8(out).unwrap_or_default()
     }
+}
+
+fn observe_gauge(meter: &Meter, v: &Arc<AtomicI64>) -> ObservableGauge<i64> {
+    let v = v.clone();
+    meter
+        .i64_observable_gauge("aep_bridge_subscribers")
+        .with_description("Connected SSE and WebSocket subscribers.")
+        .with_callback(move |o| o.observe(v.load(Ordering::Relaxed), &[]))
+        .build()
+}
+
+fn observe_counter(meter: &Meter, v: &Arc<AtomicU64>) -> ObservableCounter<u64> {
+    let v = v.clone();
+    meter
+        .u64_observable_counter("aep_bridge_collector_admitted")
+        .with_description("Events admitted to the replay buffers.")
+        .with_callback(move |o| o.observe(v.load(Ordering::Relaxed), &[]))
+        .build()
+}
+
+/// The value of the series `name` whose labels are exactly `labels`.
+fn series_value(registry: &prometheus::Registry, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let families = registry.gather();
+    let family = families.iter().find(|f| f.name() == name)?;
+    let counter = family.get_field_type() == prometheus::proto::MetricType::COUNTER;
+    family.get_metric().iter().find_map(|m| {
+        let got = m.get_label();
+        let same = got.len() == labels.len()
+            && labels.iter().all(|(k, v)| got.iter().any(|l| l.name() == *k && l.value() == *v));
+        same.then(|| if counter { m.get_counter().get_value() } else { m.get_gauge().get_value() })
+    })
 }
 
 #[cfg(test)]
@@ -154,14 +209,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn renders_labelled_counters() {
+    fn renders_labelled_counters_and_gauges() {
         let m = Metrics::default();
         m.events_in.inc(&[("input", "hook"), ("agent", "codex")]);
         m.events_in.add(&[("input", "hook"), ("agent", "codex")], 2);
         m.dropped.inc(&[("sink", "relay"), ("severity", "de\"bug")]);
+        m.queue_depth.set("jsonl", 7);
+        m.subscribers.fetch_add(2, Ordering::Relaxed);
         let text = m.render();
-        assert!(text.contains("aep_bridge_events_in_total{input=\"hook\",agent=\"codex\"} 3"), "{text}");
+        assert!(text.contains("aep_bridge_events_in_total{agent=\"codex\",input=\"hook\"} 3"), "{text}");
         assert!(text.contains("severity=\"de\\\"bug\""), "{text}");
+        assert!(text.contains("aep_bridge_queue_depth{sink=\"jsonl\"} 7"), "{text}");
+        assert!(text.contains("aep_bridge_subscribers 2"), "{text}");
         assert_eq!(m.events_in.get(&[("input", "hook"), ("agent", "codex")]), 3);
+        assert_eq!(m.events_in.get(&[("input", "hook")]), 0, "labels must match exactly");
+    }
+
+    #[test]
+    fn a_producer_controlled_label_cannot_grow_without_bound() {
+        let m = Metrics::default();
+        for i in 0..(MAX_SERIES * 2) {
+            m.events_in.inc(&[("input", "collector"), ("agent", &format!("a{i}"))]);
+        }
+        let series = m.render().lines().filter(|l| l.starts_with("aep_bridge_events_in_total{")).count();
+        assert!(series <= MAX_SERIES + 1, "{series} series");
     }
 }

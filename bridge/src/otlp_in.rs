@@ -114,12 +114,19 @@ impl BridgeOtlp {
         } else {
             records.into_iter().partition(|r| r.service_name().is_some_and(|s| self.overrides.contains_key(s)))
         };
+        let mut sessionless = 0;
         for r in forced {
             let vendor = r.service_name().and_then(|s| self.overrides.get(s)).copied();
             let out = map_batch(std::slice::from_ref(&r), &ProfileSelector { forced: vendor }, &self.cx, self.mode);
+            sessionless += out.sessionless;
             drafts.extend(out.drafts);
         }
         let out = map_batch(&detected, &ProfileSelector::default(), &self.cx, self.mode);
+        sessionless += out.sessionless;
+        if sessionless > 0 {
+            // Not the sender's error (nothing is rejected in partial_success): counted only.
+            self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_session")], sessionless);
+        }
         unmatched += out.unmatched;
         first_unmatched = first_unmatched.or(out.first_unmatched_service);
         if drafts.is_empty() {

@@ -124,6 +124,8 @@ struct Stamper {
 
 struct Inner {
     stamper: Mutex<Stamper>,
+    /// Ids minted ahead of publication (a sync lock: never held across an await).
+    minter: std::sync::Mutex<ulid::Generator>,
     sinks: std::sync::RwLock<Arc<[SinkTx]>>,
     taps: Vec<Arc<dyn Tap>>,
     metrics: Arc<Metrics>,
@@ -195,6 +197,7 @@ impl PipelineBuilder {
                     last_time: (u64::MAX, String::new()),
                     causes: HashMap::new(),
                 }),
+                minter: std::sync::Mutex::new(ulid::Generator::new()),
                 sinks: std::sync::RwLock::new(self.sinks.into()),
                 taps: self.taps,
                 metrics: self.metrics,
@@ -232,6 +235,12 @@ impl Pipeline {
         &self.inner.metrics
     }
 
+    /// Mints an event id ahead of publication (for [`EventDraft::id`]).
+    pub fn mint_id(&self) -> String {
+        let mut ids = self.inner.minter.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        mint(&mut ids, SystemTime::now())
+    }
+
     /// Stamps drafts of `agent` and fans them out, in order. Returns the stamped events.
     pub async fn submit_drafts(
         &self,
@@ -252,7 +261,8 @@ impl Pipeline {
                 break;
             }
         }
-        // Counted once per call (a label lookup per event costs more than the count).
+        // Counted once per call, after the stamper is released (nothing is recorded under it).
+        drop(st);
         self.inner.metrics.events_in.add(&[("input", input), ("agent", agent)], out.len() as u64);
         result.map(|()| out)
     }
@@ -265,10 +275,11 @@ impl Pipeline {
     /// Admits a complete external event carrying the line it arrived as, so every hop
     /// relays it byte-identically (AEP-0001 §4.2): never re-stamped, never re-serialized.
     pub async fn submit_stamped(&self, input: &'static str, s: Arc<Stamped>) -> Result<Arc<Stamped>, SubmitError> {
-        let _guard = self.inner.stamper.lock().await;
+        let guard = self.inner.stamper.lock().await;
+        let admitted = self.fan_out(&s).await;
+        drop(guard);
         self.inner.metrics.events_in.inc(&[("input", input), ("agent", &s.event.agent)]);
-        self.fan_out(&s).await?;
-        Ok(s)
+        admitted.map(|()| s)
     }
 
     async fn fan_out(&self, s: &Arc<Stamped>) -> Result<(), SubmitError> {
@@ -317,13 +328,20 @@ impl Pipeline {
     }
 }
 
+/// A fresh ULID for `now` (monotonic within one generator).
+fn mint(ids: &mut ulid::Generator, now: SystemTime) -> String {
+    let ms = time::unix_ms(now);
+    ids.generate_from_datetime(now)
+        .map(|u| u.to_string())
+        .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)))
+}
+
 fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event {
     let ms = time::unix_ms(now);
-    let id = st
-        .ids
-        .generate_from_datetime(now)
-        .map(|u| u.to_string())
-        .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)));
+    let id = match d.id {
+        Some(id) => id,
+        None => mint(&mut st.ids, now),
+    };
     let agent_scoped = aep_schemas::event::category_of(&d.r#type) == "agent";
     let session = if agent_scoped { None } else { d.session };
     // One lookup gives the position and the session's `source` (built the first time).

@@ -45,9 +45,6 @@ impl RelayStatus {
     }
 }
 
-/// Receives commands that arrive from the relay for this bridge's sessions.
-pub type CommandHandler = Arc<dyn Fn(Event) + Send + Sync>;
-
 /// Exponential backoff with jitter (linkerd2-proxy's shape).
 #[derive(Debug, Clone, Copy)]
 pub struct Backoff {
@@ -93,8 +90,8 @@ pub struct RelayOptions {
     pub outbox: usize,
     /// Command types this bridge honours (`control.accepts` in hello).
     pub accepts: Vec<String>,
-    /// Where inbound commands go.
-    pub on_command: Option<CommandHandler>,
+    /// Where inbound commands go (the control loop's channel).
+    pub commands: Option<crate::commands::Commands>,
 }
 
 impl RelayOptions {
@@ -108,7 +105,7 @@ impl RelayOptions {
             ping_every: Duration::from_secs(30),
             outbox: 65_536,
             accepts: Vec::new(),
-            on_command: None,
+            commands: None,
         }
     }
 }
@@ -351,8 +348,9 @@ async fn session(
                         last_pong = Instant::now();
                     } else if ty.starts_with("control.") {
                         match Event::from_value(v) {
-                            Ok(cmd) => match &opts.on_command {
-                                Some(h) => h(cmd),
+                            Ok(cmd) => match opts.commands.as_ref().map(|c| c.send(cmd)) {
+                                Some(Ok(())) => {}
+                                Some(Err(e)) => tracing::warn!(agent, error = %e, "Command from relay not queued."),
                                 None => tracing::warn!(agent, "Command received but no control loop is attached."),
                             },
                             Err(e) => tracing::warn!(agent, error = %e, "Malformed command from relay."),

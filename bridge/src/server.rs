@@ -169,12 +169,15 @@ pub async fn serve(
         jsonl_thread = Some(sinks::jsonl::spawn(rx, data_dir.clone(), cfg.jsonl.clone(), metrics.clone()));
         builder = builder.sink(SinkTx::durable("jsonl", tx));
     }
-    let collector = collector::Collector::new(cfg.collector.clone(), token.clone(), metrics.clone());
+    // The command channel exists before anything that can receive a command: the collector
+    // and the relay binding send, the control loop (started once the pipeline exists) owns
+    // the inbox.
+    let (commands, inbox) = crate::commands::channel();
+    let collector =
+        collector::Collector::new(cfg.collector.clone(), token.clone(), metrics.clone(), Some(commands.clone()));
     if cfg.collector.enabled {
         builder = builder.tap(collector.clone());
     }
-    // The relay binding delivers commands to the control loop, created once the pipeline exists.
-    let relay_command: Arc<std::sync::Mutex<Option<Arc<crate::control::ControlLoop>>>> = Arc::default();
     let mut relay_tasks = Vec::new();
     if !cfg.relay.url.is_empty() {
         let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
@@ -184,13 +187,8 @@ pub async fn serve(
             Ok(tls) => opts.tls = Some(tls),
             Err(e) => tracing::error!(error = %e, "relay.tls unusable; wss:// uses the built-in roots only."),
         }
-        opts.accepts = crate::control::ACCEPTS.iter().map(|s| (*s).to_owned()).collect();
-        let slot = relay_command.clone();
-        opts.on_command = Some(Arc::new(move |cmd| {
-            if let Some(c) = slot.lock().ok().and_then(|c| c.clone()) {
-                tokio::spawn(c.command(cmd));
-            }
-        }));
+        opts.accepts = commands.accepts();
+        opts.commands = Some(commands.clone());
         relay_tasks.push(tokio::spawn(relay::run(rx, opts, relay_status.clone(), metrics.clone(), shutdown.clone())));
         builder = builder.sink(SinkTx::new("relay", tx));
     }
@@ -214,18 +212,16 @@ pub async fn serve(
         crate::otlp_tee::from_config(&cfg, &metrics),
     );
     let attention = Arc::new(crate::attention::AttentionBook::default());
-    let control = crate::control::ControlLoop::new(
+    // Control flows only on authenticated bindings (AEP-0004 §4.1): without a token the
+    // collector refuses commands in-band before they reach this loop.
+    drop(commands);
+    let (control, _control_task) = crate::control::ControlLoop::start(
         pipeline.clone(),
         attention.clone(),
         map_context(&cfg),
         Duration::from_secs(cfg.control.attention_timeout_secs),
+        inbox,
     );
-    // Control flows only on authenticated bindings (AEP-0004 §4.1): without a token the
-    // collector refuses commands in-band before they reach this loop.
-    collector.set_local_control(Arc::new(crate::control::LocalHandle(control.clone())));
-    if let Ok(mut h) = relay_command.lock() {
-        *h = Some(control.clone());
-    }
     // Built-in adapters plus custom manifests (`{data}/adapters/*.toml`, generic fallback mapping).
     let mut adapters = aep_adapters::vendors::all();
     adapters.extend(crate::custom::custom_adapters(&cfg.data_dir().join("adapters")));

@@ -396,3 +396,34 @@ async fn a_command_through_an_upstream_relay_reaches_the_held_hook() {
     b.shutdown().await;
     relay.shutdown().await;
 }
+
+/// The request id is minted and its waiter registered before the request is published, and
+/// the session is claimed before its first event is seen: a command sent the moment the
+/// request frame arrives is applied, every time. Each round opens a new session whose
+/// first event is the permission request (the tightest race: nothing was known of the
+/// session before the frame the phone answers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_sent_the_instant_the_request_appears_is_applied_100_times() {
+    let (b, _dir) = bridge(30, true).await;
+    let mut phone = Phone::connect(b.bound.http, Some(TOKEN)).await;
+    for round in 0..100 {
+        let session = format!("instant-{round}");
+        let mut payload = cc_permission();
+        payload["session_id"] = json!(session);
+        let shim = spawn_shim(b.url(), "claude-code", payload);
+        let req = phone.next(|v| v["type"] == "attention.requested" && v["session"] == session.as_str()).await;
+        let cmd = format!("cmd-instant-{round}");
+        phone.respond(&cmd, &req, json!({"option": "allow"})).await;
+        let ack = phone
+            .next(|v| {
+                (v["type"] == "control.accepted" || v["type"] == "control.rejected" || v["type"] == "error")
+                    && (v["cause"] == cmd.as_str())
+            })
+            .await;
+        assert_eq!(ack["type"], "control.accepted", "round {round}: {ack}");
+        let (code, out) = shim.await.unwrap();
+        assert_eq!(code, 0);
+        let reply: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+        assert_eq!(reply["hookSpecificOutput"]["decision"]["behavior"], "allow", "round {round}: {out}");
+    }
+}

@@ -1,10 +1,11 @@
 //! Pure projections of AEP events to the formats observability stacks already read
 //! (AEP-0005): CloudEvents (both ways), OTLP LogRecords, synthesized OTLP spans, OCSF.
 //!
-//! Outputs are `serde_json::Value`s in each target's JSON encoding (OTLP in OTLP/JSON);
-//! the exporters in the bridge turn OTLP/JSON into protobuf where a peer wants that.
+//! CloudEvents and OCSF are `serde_json::Value`s in their JSON encodings; the OTLP
+//! projections return `opentelemetry-proto` messages ([`otlp`]), ready to encode.
 
 pub mod ce;
 pub mod ocsf;
+pub mod otlp;
 pub mod otlp_logs;
 pub mod spans;

@@ -1,15 +1,19 @@
-//! OTLP export (AEP-0005 §3): AEP Events as OTLP LogRecords, in the OTLP/JSON encoding
-//! (camelCase keys, hex trace/span ids, 64-bit integers as decimal strings, enums as
-//! integers), ready for `opentelemetry-proto`'s serde or an OTLP/HTTP JSON peer.
+//! OTLP export (AEP-0005 §3): AEP Events as OTLP LogRecords, built as
+//! `opentelemetry-proto` messages (encode with prost, send with tonic, or read as OTLP/JSON
+//! through [`crate::otlp::to_json`]).
 //!
 //! The `max_capture` ceiling (default `metadata`) is applied before projection (§3.3):
 //! an Event whose payload does not survive the ceiling exports envelope-derived
 //! attributes only, with no `body` and no hoisted `gen_ai.*` attributes.
 
 use aep_schemas::{Capture, Event, Severity};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Av;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValueList};
+use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use serde_json::{Map, Value};
 
 use crate::ce::TYPE_ROOT;
+use crate::otlp::{ExportLogsServiceRequest, any_value_keep_null, group_by, key_value, resource, scope, string, uint};
 
 /// Exporter settings (AEP-0005 §3.3, §3.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,48 +99,6 @@ pub fn is_rfc3339(t: &str) -> bool {
     aep_schemas::time::parse_rfc3339(t).is_some()
 }
 
-/// A JSON value as an OTLP/JSON `AnyValue` (objects become `kvlistValue`, integers
-/// `intValue` strings, `null` the empty AnyValue).
-pub fn any_value(v: &Value) -> Value {
-    match v {
-        Value::Null => Value::Object(Map::new()),
-        Value::Bool(b) => obj1("boolValue", Value::Bool(*b)),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => obj1("intValue", Value::String(i.to_string())),
-            // u64 above i64::MAX or a float: the nearest double.
-            None => obj1("doubleValue", n.as_f64().map_or(Value::Null, Value::from)),
-        },
-        Value::String(s) => str_value(s),
-        Value::Array(a) => obj1("arrayValue", obj1("values", Value::Array(a.iter().map(any_value).collect()))),
-        Value::Object(o) => obj1(
-            "kvlistValue",
-            obj1("values", Value::Array(o.iter().map(|(k, v)| key_value(k, any_value(v))).collect())),
-        ),
-    }
-}
-
-/// A one-member JSON object, built without the serializer round trip of `json!`.
-fn obj1(key: &str, value: Value) -> Value {
-    let mut m = Map::with_capacity(1);
-    m.insert(key.to_owned(), value);
-    Value::Object(m)
-}
-
-fn key_value(key: &str, value: Value) -> Value {
-    let mut m = Map::with_capacity(2);
-    m.insert("key".into(), Value::String(key.to_owned()));
-    m.insert("value".into(), value);
-    Value::Object(m)
-}
-
-fn str_value(s: &str) -> Value {
-    obj1("stringValue", Value::String(s.to_owned()))
-}
-
-fn uint_value(n: u64) -> Value {
-    obj1("intValue", Value::String(n.to_string()))
-}
-
 /// The payload that survives the ceiling (AEP-0005 §3.3): none for `capture: none` Events
 /// and for Events above `max_capture`. The fixture corpus pins this envelope-only
 /// projection for above-ceiling Events (the declared `aep.capture` is kept as evidence).
@@ -153,17 +115,12 @@ pub fn service_name<'a>(ev: &'a Event, opts: &'a OtlpOptions) -> &'a str {
     opts.service_name.as_deref().unwrap_or(&ev.agent)
 }
 
-/// One Event as an OTLP/JSON `LogRecord` (AEP-0005 §3.2), the ceiling applied first.
-pub fn log_record(ev: &Event, opts: &OtlpOptions) -> Value {
-    let mut rec = Map::new();
-    // RFC 3339 → epoch nanos; an unparseable time stays 0 (unknown) by omission.
-    if let Some(ns) = rfc3339_to_unix_nanos(&ev.time) {
-        rec.insert("timeUnixNano".into(), Value::String(ns.to_string()));
-    }
+/// One Event as an OTLP `LogRecord` (AEP-0005 §3.2), the ceiling applied first.
+pub fn log_record(ev: &Event, opts: &OtlpOptions) -> LogRecord {
+    // RFC 3339 → epoch nanos; an unparseable time stays 0 (unknown).
+    let time_unix_nano = rfc3339_to_unix_nanos(&ev.time).unwrap_or(0);
     // AEP-0005 §3.4: severity defaults to info through the accessor.
     let (text, number) = severity_to_otlp(ev.severity());
-    rec.insert("severityNumber".into(), number.into());
-    rec.insert("severityText".into(), text.into());
 
     let data = surviving_data(ev, opts.max_capture);
     // `gen_ai.*` members hoist to attributes verbatim; the rest is the body.
@@ -171,99 +128,95 @@ pub fn log_record(ev: &Event, opts: &OtlpOptions) -> Value {
     let mut gen_ai = Vec::new();
     if let Some(d) = data {
         for (k, v) in d {
-            let kv = key_value(k, any_value(v));
+            let kv = key_value(k, any_value_keep_null(v));
             if k.starts_with("gen_ai.") { gen_ai.push(kv) } else { body.push(kv) }
         }
     }
-    if !body.is_empty() {
-        rec.insert("body".into(), obj1("kvlistValue", obj1("values", Value::Array(body))));
-    }
+    let body = (!body.is_empty()).then_some(AnyValue { value: Some(Av::KvlistValue(KeyValueList { values: body })) });
 
-    let mut attrs = vec![key_value("aep.agent_id", str_value(&ev.agent)), key_value("aep.event_id", str_value(&ev.id))];
-    if let Some(c) = ev.capture {
-        attrs.push(key_value("aep.capture", str_value(c.as_str())));
-    }
-    attrs.push(key_value("aep.source", str_value(&ev.source)));
+    let mut attrs = Vec::with_capacity(12 + gen_ai.len());
+    attrs.push(key_value("aep.agent_id", string(&ev.agent)));
+    attrs.push(key_value("aep.event_id", string(&ev.id)));
+    // The effective level (AEP-0001 §8: absent means `metadata`), as the reference projection writes it.
+    attrs.push(key_value("aep.capture", string(ev.capture().as_str())));
+    attrs.push(key_value("aep.source", string(&ev.source)));
     for (k, v) in [("aep.session_id", &ev.session), ("aep.run_id", &ev.run), ("aep.step", &ev.step)] {
         if let Some(v) = v {
-            attrs.push(key_value(k, str_value(v)));
+            attrs.push(key_value(k, string(v)));
         }
     }
     if let Some(v) = ev.seq {
-        attrs.push(key_value("aep.sequence", uint_value(v)));
+        attrs.push(key_value("aep.sequence", uint(v)));
     }
     if let Some(v) = ev.epoch {
-        attrs.push(key_value("aep.epoch", uint_value(v)));
+        attrs.push(key_value("aep.epoch", uint(v)));
     }
     if let Some(v) = &ev.cause {
-        attrs.push(key_value("aep.causation_id", str_value(v)));
+        attrs.push(key_value("aep.causation_id", string(v)));
     }
     if let Some(v) = &ev.subject {
-        attrs.push(key_value("aep.subject", str_value(v)));
+        attrs.push(key_value("aep.subject", string(v)));
     }
     attrs.extend(gen_ai);
     if opts.extension_attributes {
         for (k, v) in &ev.extensions {
-            attrs.push(key_value(&format!("aep.ext.{k}"), any_value(v)));
+            attrs.push(key_value(&format!("aep.ext.{k}"), any_value_keep_null(v)));
         }
     }
-    rec.insert("attributes".into(), Value::Array(attrs));
 
-    // Events land on existing traces: parsed W3C fields (AEP-0005 §3.2).
-    if let Some(tc) = ev.traceparent.as_deref().and_then(parse_traceparent) {
-        rec.insert("flags".into(), tc.flags.into());
-        rec.insert("traceId".into(), tc.trace_id.into());
-        rec.insert("spanId".into(), tc.span_id.into());
+    let mut rec = LogRecord {
+        time_unix_nano,
+        severity_number: i32::from(number),
+        severity_text: text.to_owned(),
+        body,
+        attributes: attrs,
+        event_name: format!("{TYPE_ROOT}{}", ev.r#type),
+        ..Default::default()
+    };
+    // Events land on existing traces: the parsed W3C fields (AEP-0005 §3.2).
+    if let Some(t) = ev.traceparent.as_deref().and_then(aep_schemas::time::parse_traceparent) {
+        rec.flags = u32::from(t.flags);
+        rec.trace_id = t.trace_id.to_vec();
+        rec.span_id = t.span_id.to_vec();
     }
-    rec.insert("eventName".into(), Value::String(format!("{TYPE_ROOT}{}", ev.r#type)));
-    Value::Object(rec)
+    rec
 }
 
-/// The OTLP/JSON `Resource` of a `service.name`.
-pub fn resource(service_name: &str) -> Value {
-    obj1("attributes", Value::Array(vec![key_value("service.name", str_value(service_name))]))
-}
-
-fn scope(opts: &OtlpOptions) -> Value {
-    let mut s = Map::new();
-    s.insert("name".into(), opts.scope_name.clone().into());
-    if let Some(v) = &opts.scope_version {
-        s.insert("version".into(), v.clone().into());
-    }
-    Value::Object(s)
-}
-
-/// A whole OTLP/JSON `ExportLogsServiceRequest`: one `resourceLogs` entry per distinct
-/// `service.name` (first-seen order), one scope each, records in input order.
-pub fn logs_request(events: &[Event], opts: &OtlpOptions) -> Value {
-    let mut groups: Vec<(&str, Vec<Value>)> = Vec::new();
-    for ev in events {
-        let name = service_name(ev, opts);
-        let rec = log_record(ev, opts);
-        match groups.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, recs)) => recs.push(rec),
-            None => groups.push((name, vec![rec])),
-        }
-    }
-    let resource_logs = groups
+/// A whole OTLP `ExportLogsServiceRequest`: one `resourceLogs` entry per distinct
+/// `service.name` (first-seen order), one scope each, records in input order. Events are
+/// read where they are (no copy of a batch before projecting it).
+pub fn logs_request<'a>(
+    events: impl IntoIterator<Item = &'a Event>,
+    opts: &'a OtlpOptions,
+) -> ExportLogsServiceRequest {
+    let resource_logs = group_by(events, |ev| service_name(ev, opts))
         .into_iter()
-        .map(|(name, recs)| {
-            let mut scope_logs = Map::with_capacity(2);
-            scope_logs.insert("scope".into(), scope(opts));
-            scope_logs.insert("logRecords".into(), Value::Array(recs));
-            let mut rl = Map::with_capacity(2);
-            rl.insert("resource".into(), resource(name));
-            rl.insert("scopeLogs".into(), Value::Array(vec![Value::Object(scope_logs)]));
-            Value::Object(rl)
+        .map(|(name, evs)| ResourceLogs {
+            resource: Some(resource(name)),
+            scope_logs: vec![ScopeLogs {
+                scope: Some(scope(&opts.scope_name, opts.scope_version.as_deref())),
+                log_records: evs.into_iter().map(|ev| log_record(ev, opts)).collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
         })
         .collect();
-    obj1("resourceLogs", Value::Array(resource_logs))
+    ExportLogsServiceRequest { resource_logs }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The OTLP/JSON view the assertions read.
+    fn log_record(ev: &Event, opts: &OtlpOptions) -> Value {
+        crate::otlp::to_json(&super::log_record(ev, opts))
+    }
+
+    fn logs_request(evs: &[Event], opts: &OtlpOptions) -> Value {
+        crate::otlp::to_json(&super::logs_request(evs, opts))
+    }
 
     fn event(v: Value) -> Event {
         Event::from_value(v).unwrap()
@@ -387,7 +340,7 @@ mod tests {
         ev.capture = None;
         let rec = log_record(&ev, &OtlpOptions::default());
         assert!(rec.get("body").is_some());
-        assert!(attr(&rec, "aep.capture").is_none());
+        assert_eq!(attr(&rec, "aep.capture"), Some(&json!({"stringValue":"metadata"})), "the effective level");
         let none = OtlpOptions { max_capture: Capture::None, ..OtlpOptions::default() };
         assert!(log_record(&ev, &none).get("body").is_none());
     }
@@ -425,6 +378,6 @@ mod tests {
         let shared = OtlpOptions { service_name: Some("relay".into()), ..OtlpOptions::default() };
         let req = logs_request(&[completed(), b], &shared);
         assert_eq!(req["resourceLogs"].as_array().unwrap().len(), 1);
-        assert_eq!(logs_request(&[], &shared), json!({"resourceLogs": []}));
+        assert_eq!(logs_request(&[], &shared), json!({}), "an empty request is all defaults");
     }
 }

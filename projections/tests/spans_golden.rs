@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use aep_projections::otlp::to_json;
 use aep_projections::spans::{
     Span, SpanAssembler, SpanConfig, assemble, parse_rfc3339_nanos, session_root_context, traces_request,
 };
@@ -220,7 +221,7 @@ fn normal_session() {
     durations.sort();
     assert_eq!(durations, [800, 800]);
     // No content-level data leaks into attributes (AEP-0005 §3.3).
-    let text = traces_request(&spans).to_string();
+    let text = to_json(&traces_request(&spans)).to_string();
     for secret in ["secret-project", "fix the build", "compiling 12 crates", "Finished"] {
         assert!(!text.contains(secret), "{secret} leaked");
     }
@@ -229,7 +230,7 @@ fn normal_session() {
 #[test]
 fn traces_request_groups_by_agent() {
     let spans = all_spans(&golden("subagent"));
-    let req = traces_request(&spans);
+    let req = to_json(&traces_request(&spans));
     let rs = req["resourceSpans"].as_array().unwrap();
     assert_eq!(rs.len(), 1);
     assert_eq!(rs[0]["resource"]["attributes"][0]["value"]["stringValue"], "claude-code");
@@ -590,7 +591,7 @@ fn random_streams_keep_invariants() {
                 );
             }
         }
-        let req = traces_request(&out);
+        let req = to_json(&traces_request(&out));
         assert!(req["resourceSpans"].as_array().is_some_and(|r| !r.is_empty()) || out.is_empty());
     }
 }

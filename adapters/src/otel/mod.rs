@@ -399,6 +399,8 @@ pub struct BatchOutcome {
     pub unmatched: u64,
     /// The `service.name` of the first unmatched record, for the rejection message.
     pub first_unmatched_service: Option<String>,
+    /// Drafts left out because their record named no session (and they are not `agent.*`).
+    pub sessionless: u64,
 }
 
 /// Maps a batch of records: selects each record's profile and collects the drafts.
@@ -413,7 +415,18 @@ pub fn map_batch(records: &[OtelRecord], selector: &ProfileSelector, cx: &MapCon
             continue;
         };
         let vendor = profile.vendor();
-        out.drafts.extend(profile.map_record(rec, cx, mode).into_iter().map(|draft| MappedDraft { vendor, draft }));
+        for draft in profile.map_record(rec, cx, mode) {
+            // AEP-0001 §5.1: every event but `agent.*` belongs to a session. A record that
+            // names none (Codex's own "flushing OTEL metrics" line, no attributes at all)
+            // carries no session activity: it is left out, not emitted sessionless.
+            if draft.session.as_deref().is_none_or(str::is_empty)
+                && aep_schemas::event::category_of(&draft.r#type) != "agent"
+            {
+                out.sessionless += 1;
+                continue;
+            }
+            out.drafts.push(MappedDraft { vendor, draft });
+        }
     }
     out
 }
@@ -694,6 +707,35 @@ mod tests {
         assert_eq!(d.traceparent.as_deref(), Some("00-f265d907520a2f7507b8e0326c8769db-00f067aa0ba902b7-ab"));
         assert_eq!(d.time.as_deref(), Some("2026-11-30T04:04:11.385Z"));
         assert_eq!(d.session.as_deref(), Some("s1"));
+    }
+
+    /// Codex's own "flushing OTEL metrics" log line, as the real CLI exports it (recorded in
+    /// captures/codex/c01_exec_json, request 0007): no attributes, so no session.
+    #[test]
+    fn records_without_a_session_emit_nothing() {
+        let resource = Arc::new(Map::from_iter([("service.name".to_owned(), json!("codex_exec"))]));
+        let flush = OtelRecord {
+            resource: resource.clone(),
+            scope_name: "codex_otel.log_only".into(),
+            event_name: Some("event otel/src/metrics/client.rs:330".into()),
+            body: Some(json!("flushing OTEL metrics")),
+            observed_time_unix_nano: 1_796_011_454_376_911_375,
+            severity_number: 5,
+            severity_text: "DEBUG".into(),
+            ..Default::default()
+        };
+        let mut prompt = flush.clone();
+        prompt.event_name = Some("event otel/src/events/session_telemetry.rs:737".into());
+        prompt.attributes.insert("event.name", json!("codex.user_prompt"));
+        prompt.attributes.insert("conversation.id", json!("019a-conv"));
+        for mode in [Mode::Companion, Mode::Primary] {
+            let out =
+                map_batch(&[flush.clone(), prompt.clone()], &ProfileSelector::default(), &MapContext::default(), mode);
+            assert_eq!(out.sessionless, 1, "{mode:?}");
+            assert_eq!(out.unmatched, 0);
+            assert!(mode == Mode::Primary || !out.drafts.is_empty(), "the prompt is a companion event");
+            assert!(out.drafts.iter().all(|d| d.draft.session.as_deref() == Some("019a-conv")), "{mode:?}: {out:?}");
+        }
     }
 
     #[test]

@@ -20,14 +20,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Collector, Delivery, From, Position, parse_sse_id, sse_id};
+use super::{Collector, Ctx, Delivery, From, Position, parse_from, parse_sse_id, sse_id};
 use crate::pipeline::{Pipeline, Stamped};
-
-#[derive(Clone)]
-pub(super) struct Ctx {
-    pub(super) collector: Arc<Collector>,
-    pub(super) pipeline: Pipeline,
-}
 
 /// The collector routes.
 pub fn router(collector: Arc<Collector>, pipeline: Pipeline) -> Router {
@@ -247,33 +241,6 @@ struct StreamQuery {
     from: Option<String>,
     live: Option<String>,
     access_token: Option<String>,
-}
-
-/// Parses `from`: `all` or a JSON array of `{session, epoch, seq}`.
-pub(super) fn parse_from(v: &Value, max: usize) -> Result<From, (&'static str, String)> {
-    if v.as_str() == Some("all") {
-        return Ok(From::All);
-    }
-    let Some(items) = v.as_array() else {
-        return Err(("invalid-filter", "`from` must be \"all\" or an array of {session, epoch, seq}".into()));
-    };
-    if items.len() > max {
-        return Err((
-            "limit-exceeded",
-            format!("`from` has {} positions; this endpoint replays at most {max}", items.len()),
-        ));
-    }
-    let mut out = Vec::new();
-    for it in items {
-        let session = it.get("session").and_then(Value::as_str).filter(|s| !s.is_empty());
-        let epoch = it.get("epoch").map_or(Some(0), Value::as_u64);
-        let seq = it.get("seq").and_then(Value::as_u64);
-        match (session, epoch, seq) {
-            (Some(s), Some(epoch), Some(seq)) => out.push((s.to_owned(), Position { epoch, seq })),
-            _ => return Err(("invalid-filter", format!("malformed `from` position {it}"))),
-        }
-    }
-    Ok(From::Positions(out))
 }
 
 async fn stream(State(ctx): State<Ctx>, Query(q): Query<StreamQuery>, headers: HeaderMap) -> Response {

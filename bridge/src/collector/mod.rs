@@ -22,6 +22,7 @@ use tokio::sync::{Notify, mpsc};
 pub use buffer::{Position, ReplayBuffers};
 pub use http::router;
 
+use crate::commands::Commands;
 use crate::config::CollectorConfig;
 use crate::metrics::Metrics;
 use crate::pipeline::{Stamped, Tap};
@@ -125,21 +126,6 @@ pub struct Claim {
     pub tx: mpsc::Sender<Arc<Stamped>>,
 }
 
-/// A control target inside this process (the bridge's own control loop for the sessions
-/// its hook adapters own).
-pub trait LocalControl: Send + Sync {
-    /// `true` when this process owns `(agent?, session)` and can take commands for it.
-    fn owns(&self, session: &str) -> bool;
-    /// The command types it honours (`control.accepts`).
-    fn accepts(&self) -> Vec<String>;
-    /// Delivers a command; acks and outcomes come back as ordinary events.
-    fn deliver(&self, cmd: aep_schemas::Event);
-    /// The sessions it owns now, each with the agent emitting it (roster entries, AEP-0003 §4.1).
-    fn claims(&self) -> Vec<(String, String)> {
-        Vec::new()
-    }
-}
-
 /// Where a command goes (AEP-0004 §4).
 #[derive(Debug)]
 pub enum Route {
@@ -164,14 +150,22 @@ pub struct Collector {
     metrics: Arc<Metrics>,
     state: Mutex<State>,
     next_id: AtomicU64,
-    local: Mutex<Option<Arc<dyn LocalControl>>>,
+    /// This process's own control loop, for the sessions its hook adapters own.
+    local: Option<Commands>,
     closing: tokio_util::sync::CancellationToken,
 }
 
 impl Collector {
     /// A collector with these settings. With `token` set, every binding requires it and
     /// control is enabled; without, the endpoint is watch-only (control refused in-band).
-    pub fn new(cfg: CollectorConfig, token: Option<String>, metrics: Arc<Metrics>) -> Arc<Self> {
+    /// `local` sends commands to this process's own control loop (a claimant for the
+    /// sessions it owns).
+    pub fn new(
+        cfg: CollectorConfig,
+        token: Option<String>,
+        metrics: Arc<Metrics>,
+        local: Option<Commands>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
                 buffers: ReplayBuffers::new(cfg.replay_buffer, MAX_SESSIONS),
@@ -182,16 +176,9 @@ impl Collector {
             token,
             metrics,
             next_id: AtomicU64::new(1),
-            local: Mutex::new(None),
+            local,
             closing: tokio_util::sync::CancellationToken::new(),
         })
-    }
-
-    /// Registers the bridge's own control loop as a claimant for the sessions it owns.
-    pub fn set_local_control(&self, local: Arc<dyn LocalControl>) {
-        if let Ok(mut l) = self.local.lock() {
-            *l = Some(local);
-        }
     }
 
     /// Tells every subscriber the endpoint is going away.
@@ -218,7 +205,7 @@ impl Collector {
     pub fn authorized(&self, presented: Option<&str>) -> bool {
         match &self.token {
             None => true,
-            Some(t) => presented.is_some_and(|p| crate::hooks::constant_time_eq(p.as_bytes(), t.as_bytes())),
+            Some(t) => presented.is_some_and(|p| crate::auth::constant_time_eq(p.as_bytes(), t.as_bytes())),
         }
     }
 
@@ -234,7 +221,7 @@ impl Collector {
     }
 
     fn local_accepts(&self) -> Vec<String> {
-        self.local.lock().ok().and_then(|l| l.as_ref().map(|l| l.accepts())).unwrap_or_default()
+        self.local.as_ref().map(Commands::accepts).unwrap_or_default()
     }
 
     fn capabilities(&self, accepts: Vec<String>) -> Value {
@@ -353,7 +340,7 @@ impl Collector {
     /// they are listed), declaring what this endpoint's `hello` declares for control.
     pub fn roster(&self) -> Vec<Value> {
         let mut entries = Vec::new();
-        if let Some(l) = self.local.lock().ok().and_then(|l| l.clone()) {
+        if let Some(l) = &self.local {
             let accepts = if self.control_enabled() { l.accepts() } else { Vec::new() };
             for (session, agent) in l.claims() {
                 entries.push(json!({
@@ -394,7 +381,7 @@ impl Collector {
             .lock()
             .map(|st| st.claims.iter().filter(|c| c.session == session).cloned().collect())
             .unwrap_or_default();
-        let local = self.local.lock().ok().and_then(|l| l.clone()).filter(|l| l.owns(session));
+        let local = self.local.as_ref().filter(|l| l.owns(session));
         let n = remote.len() + usize::from(local.is_some());
         if n == 0 {
             return Route::Refused("no-route", format!("no connected emitter owns session {session:?}"));
@@ -419,9 +406,10 @@ impl Collector {
     }
 
     /// Hands a command [`Route::Local`] to this process's control loop.
-    pub fn deliver_local(&self, cmd: aep_schemas::Event) {
-        if let Some(l) = self.local.lock().ok().and_then(|l| l.clone()) {
-            l.deliver(cmd);
+    pub fn deliver_local(&self, cmd: aep_schemas::Event) -> Result<(), crate::commands::SendError> {
+        match &self.local {
+            Some(l) => l.send(cmd),
+            None => Err(crate::commands::SendError::Closed),
         }
     }
 }
@@ -542,6 +530,40 @@ pub fn parse_sse_id(s: &str) -> Option<(String, Position)> {
     let epoch = it.next()?.parse().ok()?;
     let session = it.next()?;
     (!session.is_empty()).then(|| (session.to_owned(), Position { epoch, seq }))
+}
+
+/// What every collector binding (HTTP, SSE, WebSocket) is served with.
+#[derive(Clone)]
+pub(crate) struct Ctx {
+    pub(crate) collector: Arc<Collector>,
+    pub(crate) pipeline: crate::pipeline::Pipeline,
+}
+
+/// Parses `from`: `all` or a JSON array of `{session, epoch, seq}`.
+pub(crate) fn parse_from(v: &Value, max: usize) -> Result<From, (&'static str, String)> {
+    if v.as_str() == Some("all") {
+        return Ok(From::All);
+    }
+    let Some(items) = v.as_array() else {
+        return Err(("invalid-filter", "`from` must be \"all\" or an array of {session, epoch, seq}".into()));
+    };
+    if items.len() > max {
+        return Err((
+            "limit-exceeded",
+            format!("`from` has {} positions; this endpoint replays at most {max}", items.len()),
+        ));
+    }
+    let mut out = Vec::new();
+    for it in items {
+        let session = it.get("session").and_then(Value::as_str).filter(|s| !s.is_empty());
+        let epoch = it.get("epoch").map_or(Some(0), Value::as_u64);
+        let seq = it.get("seq").and_then(Value::as_u64);
+        match (session, epoch, seq) {
+            (Some(s), Some(epoch), Some(seq)) => out.push((s.to_owned(), Position { epoch, seq })),
+            _ => return Err(("invalid-filter", format!("malformed `from` position {it}"))),
+        }
+    }
+    Ok(From::Positions(out))
 }
 
 #[cfg(test)]

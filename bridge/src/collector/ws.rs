@@ -12,8 +12,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::http::{Ctx, parse_from};
-use super::{Claim, Delivery, Route, Shed};
+use super::{Claim, Ctx, Delivery, Route, Shed, parse_from};
 use crate::pipeline::Stamped;
 
 /// Most concurrent subscriptions per connection (`limit-exceeded` beyond, AEP-0003 §6.5).
@@ -366,10 +365,12 @@ async fn handle_event(
                 Err(_) => vec![json!({"type": "error", "cause": cause, "code": "no-route",
                     "detail": "the claimant disconnected before the command could be delivered"})],
             },
-            Route::Local => {
-                c.deliver_local(cmd);
-                Vec::new()
-            }
+            Route::Local => match c.deliver_local(cmd) {
+                Ok(()) => Vec::new(),
+                Err(e) => {
+                    vec![json!({"type": "error", "cause": cause, "code": "unavailable", "detail": e.to_string()})]
+                }
+            },
             Route::Refused(..) => Vec::new(),
         };
     }

@@ -148,27 +148,45 @@ fn partial_from_reply(signal: Signal, r: &Reply) -> Partial {
 }
 
 /// Converts (and encodes, and compresses) one request for `protocol`.
-fn prepare(protocol: Protocol, gzip: bool, signal: Signal, json: Value) -> Result<Prepared, ConvertError> {
-    let encode =
-        |bytes: Vec<u8>| if gzip { Bytes::from(crate::transport::http::gzip(&bytes)) } else { Bytes::from(bytes) };
-    Ok(match (protocol, signal) {
-        (Protocol::HttpJson, _) => {
-            let body = serde_json::to_vec(&json)?;
-            // Validate through the proto types anyway: never send what a peer cannot decode.
-            match signal {
-                Signal::Logs => drop(logs_from_json(json)?),
-                Signal::Traces => drop(traces_from_json(json)?),
-            }
-            Prepared::Body("application/json", encode(body), gzip)
+/// One OTLP export request, as the projections build it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OtlpRequest {
+    /// Log records.
+    Logs(ExportLogsServiceRequest),
+    /// Spans.
+    Traces(ExportTraceServiceRequest),
+}
+
+impl OtlpRequest {
+    /// The signal it carries.
+    pub fn signal(&self) -> Signal {
+        match self {
+            OtlpRequest::Logs(_) => Signal::Logs,
+            OtlpRequest::Traces(_) => Signal::Traces,
         }
-        (Protocol::HttpProtobuf, Signal::Logs) => {
-            Prepared::Body("application/x-protobuf", encode(logs_from_json(json)?.encode_to_vec()), gzip)
+    }
+}
+
+/// Encodes a request for the wire once (protobuf or OTLP/JSON, gzip when asked); gRPC
+/// keeps the message for tonic.
+fn prepare(protocol: Protocol, gzip: bool, req: OtlpRequest) -> Result<Prepared, ConvertError> {
+    let encode = |bytes: Vec<u8>| if gzip { Bytes::from(crate::transport::http::gzip(&bytes)) } else { Bytes::from(bytes) };
+    Ok(match (protocol, req) {
+        // The proto crate's serde writes OTLP/JSON (camelCase, hex ids, int64 as strings).
+        (Protocol::HttpJson, OtlpRequest::Logs(r)) => {
+            Prepared::Body("application/json", encode(serde_json::to_vec(&r)?), gzip)
         }
-        (Protocol::HttpProtobuf, Signal::Traces) => {
-            Prepared::Body("application/x-protobuf", encode(traces_from_json(json)?.encode_to_vec()), gzip)
+        (Protocol::HttpJson, OtlpRequest::Traces(r)) => {
+            Prepared::Body("application/json", encode(serde_json::to_vec(&r)?), gzip)
         }
-        (Protocol::Grpc, Signal::Logs) => Prepared::Logs(logs_from_json(json)?),
-        (Protocol::Grpc, Signal::Traces) => Prepared::Traces(traces_from_json(json)?),
+        (Protocol::HttpProtobuf, OtlpRequest::Logs(r)) => {
+            Prepared::Body("application/x-protobuf", encode(r.encode_to_vec()), gzip)
+        }
+        (Protocol::HttpProtobuf, OtlpRequest::Traces(r)) => {
+            Prepared::Body("application/x-protobuf", encode(r.encode_to_vec()), gzip)
+        }
+        (Protocol::Grpc, OtlpRequest::Logs(r)) => Prepared::Logs(r),
+        (Protocol::Grpc, OtlpRequest::Traces(r)) => Prepared::Traces(r),
     })
 }
 
@@ -292,17 +310,16 @@ impl OtlpClient {
         }
     }
 
-    /// Sends one OTLP/JSON request with retries; `Ok` carries the peer's partial success.
+    /// Sends one request with retries; `Ok` carries the peer's partial success.
     pub async fn send(
         &self,
-        signal: Signal,
-        json: Value,
+        req: OtlpRequest,
         policy: &RetryConfig,
         shutdown: &CancellationToken,
     ) -> (Result<Partial, String>, u32) {
-        // Conversion and encoding are CPU work: keep them off the async workers.
-        let (protocol, gzip) = (self.protocol, self.gzip);
-        let p = match tokio::task::spawn_blocking(move || prepare(protocol, gzip, signal, json)).await {
+        // Encoding is CPU work: keep it off the async workers.
+        let (protocol, gzip, signal) = (self.protocol, self.gzip, req.signal());
+        let p = match tokio::task::spawn_blocking(move || prepare(protocol, gzip, req)).await {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => return (Err(e.to_string()), 0),
             Err(e) => return (Err(format!("encoder task: {e}")), 0),
@@ -366,9 +383,9 @@ pub(crate) async fn run_logs(
         let (batch, closed) = next_batch(&mut rx, cfg.batch_size, linger, Duration::from_secs(3600)).await;
         metrics.queue_depth.set(SINK, rx.len() as i64);
         if !batch.is_empty() {
-            let events: Vec<aep_schemas::Event> = batch.iter().map(|s| s.event.clone()).collect();
-            let json = logs_request(&events, &opts);
-            let outcome = client.send(Signal::Logs, json, &policy, &shutdown).await;
+            // Projected from the shared events where they are: no copy of the batch.
+            let req = OtlpRequest::Logs(logs_request(batch.iter().map(|s| &s.event), &opts));
+            let outcome = client.send(req, &policy, &shutdown).await;
             account(SINK, &metrics, &stats, outcome, &batch, batch.len());
         }
         if closed {
@@ -454,7 +471,7 @@ pub(crate) async fn run_spans(
         {
             let n = pending.len().min(cfg.batch_size);
             let chunk: Vec<Span> = pending.drain(..n).collect();
-            let outcome = client.send(Signal::Traces, traces_request(&chunk), &policy, &shutdown).await;
+            let outcome = client.send(OtlpRequest::Traces(traces_request(&chunk)), &policy, &shutdown).await;
             // Events were counted when consumed; a failed span batch counts one sink error.
             account(SINK, &metrics, &stats, outcome, &[], chunk.len());
             pending_since = if pending.is_empty() { None } else { Some(Instant::now()) };
@@ -506,53 +523,43 @@ mod tests {
         ]
     }
 
-    /// Drops the defaults opentelemetry-proto's serde writes, so a projection's output and
-    /// its round trip compare equal.
-    fn normalize(v: &Value) -> Value {
-        match v {
-            Value::Object(m) => Value::Object(
-                m.iter()
-                    .map(|(k, x)| (k.clone(), normalize(x)))
-                    .filter(|(_, x)| !matches!(x, Value::Null) && *x != json!(0) && *x != json!("") && *x != json!([]))
-                    .filter(|(_, x)| *x != json!("0") && *x != json!({}))
-                    .collect(),
-            ),
-            Value::Array(a) => Value::Array(a.iter().map(normalize).collect()),
-            Value::String(s) if s.len() == 32 || s.len() == 16 => Value::String(s.to_ascii_lowercase()),
-            x => x.clone(),
+    /// The body `prepare` writes for `protocol`, uncompressed.
+    fn body(protocol: Protocol, req: OtlpRequest) -> Bytes {
+        match prepare(protocol, false, req).unwrap() {
+            Prepared::Body(_, b, _) => b,
+            p => panic!("not an HTTP body: {p:?}"),
         }
     }
 
     #[test]
-    fn logs_projection_round_trips_through_the_proto_types() {
-        let json = logs_request(&events(), &OtlpOptions::default());
-        let req = logs_from_json(json.clone()).unwrap();
+    fn logs_go_out_as_otlp_json_and_protobuf_that_read_back_identically() {
+        let req = logs_request(&events(), &OtlpOptions::default());
         let recs = &req.resource_logs[0].scope_logs[0].log_records;
         assert_eq!(recs.len(), 6);
-        // camelCase fields really landed (snake_case would leave them empty).
         assert_eq!(recs[3].severity_number, 10);
         assert_eq!(recs[3].trace_id.len(), 16);
         assert!(recs.iter().all(|r| r.time_unix_nano > 0 && !r.attributes.is_empty()));
-        let back = serde_json::to_value(&req).unwrap();
-        assert_eq!(normalize(&back), normalize(&json));
-        // And through protobuf bytes.
-        let bytes = req.encode_to_vec();
-        assert_eq!(ExportLogsServiceRequest::decode(&bytes[..]).unwrap(), req);
+        let json = body(Protocol::HttpJson, OtlpRequest::Logs(req.clone()));
+        assert!(std::str::from_utf8(&json).unwrap().contains(r#""severityNumber":10"#), "camelCase OTLP/JSON");
+        assert_eq!(logs_from_json(serde_json::from_slice(&json).unwrap()).unwrap(), req);
+        let pb = body(Protocol::HttpProtobuf, OtlpRequest::Logs(req.clone()));
+        assert_eq!(ExportLogsServiceRequest::decode(&pb[..]).unwrap(), req);
     }
 
     #[test]
-    fn spans_projection_round_trips_through_the_proto_types() {
+    fn spans_go_out_as_otlp_json_and_protobuf_that_read_back_identically() {
         let spans = aep_projections::spans::assemble(&events(), SpanConfig::default());
         assert!(spans.len() >= 3, "{spans:?}");
-        let json = traces_request(&spans);
-        let req = traces_from_json(json.clone()).unwrap();
+        let req = traces_request(&spans);
         let got: Vec<&opentelemetry_proto::tonic::trace::v1::Span> =
             req.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
         assert_eq!(got.len(), spans.len());
         assert!(got.iter().all(|s| s.trace_id.len() == 16 && s.span_id.len() == 8 && s.end_time_unix_nano > 0));
         assert!(got.iter().any(|s| s.name.starts_with("execute_tool")));
-        let back = serde_json::to_value(&req).unwrap();
-        assert_eq!(normalize(&back), normalize(&json));
+        let json = body(Protocol::HttpJson, OtlpRequest::Traces(req.clone()));
+        assert_eq!(traces_from_json(serde_json::from_slice(&json).unwrap()).unwrap(), req);
+        let pb = body(Protocol::HttpProtobuf, OtlpRequest::Traces(req.clone()));
+        assert_eq!(ExportTraceServiceRequest::decode(&pb[..]).unwrap(), req);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! The pins use the OTLP data model's field names with flat attribute maps; the projection
 //! emits OTLP/JSON, so each check decodes the exported request back into that shape first.
 
+use aep_projections::otlp::to_json;
 use aep_projections::otlp_logs::{OtlpOptions, logs_request};
 use aep_schemas::Event;
 use serde_json::{Map, Value};
@@ -32,7 +33,7 @@ pub fn run(fx: &Fixtures, out: &mut Checks) {
             None => Err(format!("no golden Event at index {key}")),
             Some(raw) => Event::from_value(raw.clone())
                 .map_err(|e| format!("golden[{key}] does not parse: {e}"))
-                .and_then(|ev| data_model(&logs_request(&[ev], &OtlpOptions::default())))
+                .and_then(|ev| data_model(&to_json(&logs_request(&[ev], &OtlpOptions::default()))))
                 .and_then(|actual| diff(expected, &actual)),
         };
         out.record(format!("otlp: golden[{key}] {ty}"), result);

@@ -39,7 +39,7 @@ pub use config::SpanConfig;
 pub use ids::{
     SpanContext, SpanId, TraceId, parse_rfc3339_nanos, parse_traceparent, run_trace_id, session_trace_id, span_id,
 };
-pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, StatusCode, any_value, attributes_json, traces_request};
+pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, StatusCode, attributes, traces_request};
 
 use aep_schemas::event::Event;
 

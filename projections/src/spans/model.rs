@@ -1,6 +1,10 @@
-//! The finished span and its OTLP/JSON encoding (ExportTraceServiceRequest).
+//! The finished span and its OTLP encoding (ExportTraceServiceRequest).
 
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::trace::v1 as proto;
 use serde_json::{Map, Value};
+
+use crate::otlp::{ExportTraceServiceRequest, any_value, group_by, resource, scope};
 
 use super::ids::{SpanContext, SpanId, TraceId};
 
@@ -87,136 +91,75 @@ impl Span {
         self.attributes.get("aep.incomplete") == Some(&Value::Bool(true))
     }
 
-    /// The span as one OTLP/JSON `Span` object (camelCase, hex ids, int64 as strings).
-    pub fn to_otlp_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("traceId".into(), hex::encode(self.trace_id).into());
-        m.insert("spanId".into(), hex::encode(self.span_id).into());
-        if let Some(p) = self.parent_span_id {
-            m.insert("parentSpanId".into(), hex::encode(p).into());
-        }
-        m.insert("name".into(), self.name.clone().into());
-        m.insert("kind".into(), 1.into()); // SPAN_KIND_INTERNAL: agent and tool spans are INTERNAL.
-        m.insert("startTimeUnixNano".into(), self.start_unix_nanos.to_string().into());
-        m.insert("endTimeUnixNano".into(), self.end_unix_nanos.to_string().into());
-        m.insert("attributes".into(), attributes_json(&self.attributes));
-        if !self.events.is_empty() {
-            let events = self
+    /// The span as an OTLP `Span` (kind INTERNAL: agent and tool spans are internal).
+    pub fn to_otlp(&self) -> proto::Span {
+        proto::Span {
+            trace_id: self.trace_id.to_vec(),
+            span_id: self.span_id.to_vec(),
+            parent_span_id: self.parent_span_id.map(|p| p.to_vec()).unwrap_or_default(),
+            name: self.name.clone(),
+            kind: proto::span::SpanKind::Internal as i32,
+            start_time_unix_nano: self.start_unix_nanos,
+            end_time_unix_nano: self.end_unix_nanos,
+            attributes: attributes(&self.attributes),
+            events: self
                 .events
                 .iter()
-                .map(|e| {
-                    let mut m = Map::with_capacity(3);
-                    m.insert("timeUnixNano".into(), e.time_unix_nanos.to_string().into());
-                    m.insert("name".into(), e.name.clone().into());
-                    m.insert("attributes".into(), attributes_json(&e.attributes));
-                    Value::Object(m)
+                .map(|e| proto::span::Event {
+                    time_unix_nano: e.time_unix_nanos,
+                    name: e.name.clone(),
+                    attributes: attributes(&e.attributes),
+                    ..Default::default()
                 })
-                .collect();
-            m.insert("events".into(), Value::Array(events));
-        }
-        if self.dropped_events_count > 0 {
-            m.insert("droppedEventsCount".into(), self.dropped_events_count.into());
-        }
-        if !self.links.is_empty() {
-            let links = self
+                .collect(),
+            dropped_events_count: self.dropped_events_count,
+            links: self
                 .links
                 .iter()
-                .map(|l| {
-                    let mut m = Map::with_capacity(3);
-                    m.insert("traceId".into(), hex::encode(l.context.trace_id).into());
-                    m.insert("spanId".into(), hex::encode(l.context.span_id).into());
-                    m.insert("attributes".into(), attributes_json(&l.attributes));
-                    Value::Object(m)
+                .map(|l| proto::span::Link {
+                    trace_id: l.context.trace_id.to_vec(),
+                    span_id: l.context.span_id.to_vec(),
+                    attributes: attributes(&l.attributes),
+                    ..Default::default()
                 })
-                .collect();
-            m.insert("links".into(), Value::Array(links));
+                .collect(),
+            status: Some(proto::Status { message: self.status_message.clone(), code: self.status.as_i64() as i32 }),
+            ..Default::default()
         }
-        let mut status = Map::new();
-        if !self.status_message.is_empty() {
-            status.insert("message".into(), self.status_message.clone().into());
-        }
-        if self.status != StatusCode::Unset {
-            status.insert("code".into(), self.status.as_i64().into());
-        }
-        m.insert("status".into(), Value::Object(status));
-        Value::Object(m)
+    }
+
+    /// The span's OTLP/JSON encoding (through [`crate::otlp::to_json`]).
+    pub fn to_otlp_json(&self) -> Value {
+        crate::otlp::to_json(&self.to_otlp())
     }
 }
 
-/// An OTLP/JSON `ExportTraceServiceRequest` for `spans`: one `resourceSpans` entry per
+/// An OTLP `ExportTraceServiceRequest` for `spans`: one `resourceSpans` entry per
 /// `service.name` (the agent), in order of first appearance, one scope each.
-pub fn traces_request(spans: &[Span]) -> Value {
-    let mut groups: Vec<(&str, Vec<Value>)> = Vec::new();
-    for span in spans {
-        let json = span.to_otlp_json();
-        match groups.iter_mut().find(|(name, _)| *name == span.service_name) {
-            Some((_, list)) => list.push(json),
-            None => groups.push((&span.service_name, vec![json])),
-        }
-    }
-    let resource_spans: Vec<Value> = groups
+pub fn traces_request<'a>(spans: impl IntoIterator<Item = &'a Span>) -> ExportTraceServiceRequest {
+    let resource_spans = group_by(spans, |s| s.service_name.as_str())
         .into_iter()
-        .map(|(service, spans)| {
-            // Built by hand: `json!` would re-serialize every span value.
-            let resource =
-                obj1("attributes", Value::Array(vec![key_value("service.name", obj1("stringValue", service.into()))]));
-            let mut scope = Map::with_capacity(2);
-            scope.insert("name".into(), SCOPE_NAME.into());
-            scope.insert("version".into(), env!("CARGO_PKG_VERSION").into());
-            let mut scope_spans = Map::with_capacity(2);
-            scope_spans.insert("scope".into(), Value::Object(scope));
-            scope_spans.insert("spans".into(), Value::Array(spans));
-            let mut rs = Map::with_capacity(2);
-            rs.insert("resource".into(), resource);
-            rs.insert("scopeSpans".into(), Value::Array(vec![Value::Object(scope_spans)]));
-            Value::Object(rs)
+        .map(|(service, spans)| proto::ResourceSpans {
+            resource: Some(resource(service)),
+            scope_spans: vec![proto::ScopeSpans {
+                scope: Some(scope(SCOPE_NAME, Some(env!("CARGO_PKG_VERSION")))),
+                spans: spans.into_iter().map(Span::to_otlp).collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
         })
         .collect();
-    obj1("resourceSpans", Value::Array(resource_spans))
+    ExportTraceServiceRequest { resource_spans }
 }
 
-/// A one-member JSON object, built without `json!` (which re-serializes its arguments).
-fn obj1(k: &str, v: Value) -> Value {
-    let mut m = Map::with_capacity(1);
-    m.insert(k.to_owned(), v);
-    Value::Object(m)
-}
-
-/// An OTLP/JSON `KeyValue`.
-fn key_value(k: &str, v: Value) -> Value {
-    let mut m = Map::with_capacity(2);
-    m.insert("key".to_owned(), Value::String(k.to_owned()));
-    m.insert("value".to_owned(), v);
-    Value::Object(m)
-}
-
-/// Attributes as an OTLP/JSON `KeyValue` list, sorted by key (deterministic output).
-pub fn attributes_json(attrs: &Map<String, Value>) -> Value {
+/// Attributes as OTLP `KeyValue`s, sorted by key (deterministic output); `null`s are left out.
+pub fn attributes(attrs: &Map<String, Value>) -> Vec<KeyValue> {
     let mut pairs: Vec<(&String, &Value)> = attrs.iter().collect();
     pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    Value::Array(pairs.into_iter().filter_map(|(k, v)| any_value(v).map(|v| key_value(k, v))).collect())
-}
-
-/// A JSON value as an OTLP/JSON `AnyValue`; `None` for `null`.
-pub fn any_value(v: &Value) -> Option<Value> {
-    Some(match v {
-        Value::Null => return None,
-        Value::Bool(b) => obj1("boolValue", Value::Bool(*b)),
-        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-            // OTLP/JSON encodes int64 as a decimal string.
-            (Some(i), _) => obj1("intValue", Value::String(i.to_string())),
-            (None, Some(u)) => obj1("intValue", Value::String(u.to_string())),
-            _ => obj1("doubleValue", n.as_f64().map_or(Value::Null, Value::from)),
-        },
-        Value::String(s) => obj1("stringValue", Value::String(s.clone())),
-        Value::Array(items) => {
-            obj1("arrayValue", obj1("values", Value::Array(items.iter().filter_map(any_value).collect())))
-        }
-        Value::Object(map) => {
-            let values = map.iter().filter_map(|(k, v)| any_value(v).map(|v| key_value(k, v))).collect();
-            obj1("kvlistValue", obj1("values", Value::Array(values)))
-        }
-    })
+    pairs
+        .into_iter()
+        .filter_map(|(k, v)| Some(KeyValue { key: k.clone(), value: Some(any_value(v)?), ..Default::default() }))
+        .collect()
 }
 
 #[cfg(test)]
@@ -255,7 +198,7 @@ mod tests {
         assert_eq!(v["status"], json!({"message":"boom","code":2}));
         let mut other = span.clone();
         other.service_name = "other".into();
-        let req = traces_request(&[span.clone(), other, span]);
+        let req = crate::otlp::to_json(&traces_request(&[span.clone(), other, span]));
         assert_eq!(req["resourceSpans"].as_array().unwrap().len(), 2);
         assert_eq!(req["resourceSpans"][0]["scopeSpans"][0]["spans"].as_array().unwrap().len(), 2);
     }

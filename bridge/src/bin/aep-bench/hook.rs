@@ -87,9 +87,9 @@ pub fn run(a: &HookArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.n > 0, "--n must be at least 1");
     let hook = match &a.hook {
         Some(h) => h.clone(),
-        None => std::env::current_exe()?.with_file_name("aep-hook"),
+        None => super::sibling_binary("aep-hook")?,
     };
-    anyhow::ensure!(hook.is_file(), "no shim at {} (build it: cargo build -p aep-bridge --bins)", hook.display());
+    anyhow::ensure!(hook.is_file(), "no shim at {}", hook.display());
     let scratch = super::Scratch::new("hook")?;
     let (result, text) = if a.in_process {
         let bridge = InProcess::start(bench_config(scratch.path()), 2)?;

@@ -186,9 +186,9 @@ impl Drop for ChildGuard {
     }
 }
 
-/// Starts `aep-bridge serve` as a child; returns it with its HTTP address.
+/// Starts `aep-bridge serve` (the binary beside this one) as a child; returns it with its HTTP address.
 pub(super) fn start_bridge(data: &Path) -> anyhow::Result<(ChildGuard, String)> {
-    let exe = std::env::current_exe()?;
+    let exe = super::sibling_binary("aep-bridge")?;
     let mut child = Command::new(&exe)
         .args(["serve", "--listen", "127.0.0.1:0", "--otlp-grpc", "", "--otlp-http", ""])
         .arg("--data-dir")

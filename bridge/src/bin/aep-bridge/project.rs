@@ -5,6 +5,7 @@ use std::io::{BufRead as _, Write as _};
 
 use aep_projections::ce::{to_cloudevent, to_cloudevents_batch};
 use aep_projections::ocsf::{OcsfOptions, to_ocsf};
+use aep_projections::otlp::to_json;
 use aep_projections::otlp_logs::{OtlpOptions, logs_request};
 use aep_projections::spans::{SpanConfig, assemble, traces_request};
 use aep_schemas::downlevel::downlevel;
@@ -99,12 +100,12 @@ pub fn project(args: &ProjectArgs, events: &[Event]) -> String {
         }
         Target::OtlpLogs => {
             let opts = OtlpOptions { max_capture: args.max_capture, ..OtlpOptions::default() };
-            out.push_str(&doc(&logs_request(events, &opts)));
+            out.push_str(&doc(&to_json(&logs_request(events, &opts))));
             out.push('\n');
         }
         Target::OtlpSpans => {
             let spans = assemble(events, SpanConfig { trace_per_run: args.trace_per_run, ..SpanConfig::default() });
-            out.push_str(&doc(&traces_request(&spans)));
+            out.push_str(&doc(&to_json(&traces_request(&spans))));
             out.push('\n');
         }
         Target::Ocsf => {
