@@ -170,7 +170,8 @@ impl OtlpRequest {
 /// Encodes a request for the wire once (protobuf or OTLP/JSON, gzip when asked); gRPC
 /// keeps the message for tonic.
 fn prepare(protocol: Protocol, gzip: bool, req: OtlpRequest) -> Result<Prepared, ConvertError> {
-    let encode = |bytes: Vec<u8>| if gzip { Bytes::from(crate::transport::http::gzip(&bytes)) } else { Bytes::from(bytes) };
+    let encode =
+        |bytes: Vec<u8>| if gzip { Bytes::from(crate::transport::http::gzip(&bytes)) } else { Bytes::from(bytes) };
     Ok(match (protocol, req) {
         // The proto crate's serde writes OTLP/JSON (camelCase, hex ids, int64 as strings).
         (Protocol::HttpJson, OtlpRequest::Logs(r)) => {
