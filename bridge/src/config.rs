@@ -13,6 +13,8 @@ use std::path::PathBuf;
 use aep_schemas::Capture;
 use serde::Deserialize;
 
+use crate::transport::{Headers, TlsConfig};
+
 /// One problem found in a configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigProblem {
@@ -203,6 +205,8 @@ pub struct RelayConfig {
     pub token: String,
     /// Whether `/healthz` reports `ok: false` while the relay is down.
     pub required: bool,
+    /// `[relay.tls]`: extra CA bundle and client certificate for `wss://` / `https://`.
+    pub tls: TlsConfig,
 }
 
 /// `[pipeline]`: queues between the pipeline and its sinks.
@@ -233,6 +237,10 @@ pub struct OtlpInConfig {
     pub profiles: BTreeMap<String, String>,
     /// Forward every received OTLP request unchanged to this OTLP/HTTP base URL (the tee).
     pub tee: String,
+    /// Extra request headers of the tee (e.g. an API key).
+    pub tee_headers: Headers,
+    /// `[otlp_in.tee_tls]`: extra CA bundle and client certificate for an `https://` tee.
+    pub tee_tls: TlsConfig,
 }
 
 /// `[control]`: the human-approval loop.
@@ -251,6 +259,9 @@ impl Default for ControlConfig {
         Self { attention_timeout_secs: 55, gates: BTreeMap::new() }
     }
 }
+
+/// An environment lookup (a closure in tests, `std::env::var` in `serve`).
+type EnvLookup<'a> = dyn Fn(&str) -> Option<String> + 'a;
 
 const SECTIONS: &[&str] =
     &["server", "capture", "jsonl", "collector", "relay", "pipeline", "otlp_in", "control", "export"];
@@ -275,6 +286,17 @@ fn section<T: for<'de> Deserialize<'de> + Default>(
 impl Config {
     /// Parses and checks a TOML document, collecting every problem.
     pub fn from_toml(text: &str) -> Result<Config, ConfigErrors> {
+        Self::parse(text, None)
+    }
+
+    /// [`Self::from_toml`], then the standard `OTEL_EXPORTER_OTLP_*` variables read through
+    /// `lookup` fill `[export.otlp]` where the file leaves a key unset (the file wins; see
+    /// [`crate::export::otel_env`]). What `aep-bridge serve` loads.
+    pub fn from_toml_with_env(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigErrors> {
+        Self::parse(text, Some(&lookup))
+    }
+
+    fn parse(text: &str, lookup: Option<&EnvLookup<'_>>) -> Result<Config, ConfigErrors> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             ConfigErrors(vec![ConfigProblem { key: "(file)".into(), message: e.message().trim().to_owned() }])
         })?;
@@ -287,7 +309,7 @@ impl Config {
                 });
             }
         }
-        let cfg = Config {
+        let mut cfg = Config {
             server: section(&table, "server", &mut problems),
             capture: section(&table, "capture", &mut problems),
             jsonl: section(&table, "jsonl", &mut problems),
@@ -298,6 +320,14 @@ impl Config {
             control: section(&table, "control", &mut problems),
             export: section(&table, "export", &mut problems),
         };
+        if let Some(lookup) = lookup {
+            let (env, bad) = crate::export::otel_env::OtelEnv::read(lookup);
+            for (key, message) in bad {
+                problems.push(ConfigProblem { key, message });
+            }
+            let written = table.get("export").and_then(|e| e.get("otlp")).and_then(toml::Value::as_table);
+            env.apply(&mut cfg.export.otlp, written);
+        }
         problems.extend(cfg.check());
         if problems.is_empty() { Ok(cfg) } else { Err(ConfigErrors(problems)) }
     }
@@ -337,10 +367,13 @@ impl Config {
         if !matches!(self.otlp_in.mode.as_str(), "" | "primary" | "companion") {
             bad("otlp_in.mode", format!("{:?} is not primary or companion", self.otlp_in.mode));
         }
-        if !self.otlp_in.tee.is_empty()
-            && let Err(e) = crate::otlp_tee::check_url(&self.otlp_in.tee)
-        {
-            bad("otlp_in.tee", e.to_string());
+        let mut outbound = Vec::new();
+        crate::transport::config::check_otlp_base_url("otlp_in.tee", &self.otlp_in.tee, &mut outbound);
+        crate::transport::config::check_headers("otlp_in.tee_headers", &self.otlp_in.tee_headers, &mut outbound);
+        outbound.extend(self.otlp_in.tee_tls.check("otlp_in.tee_tls"));
+        outbound.extend(self.relay.tls.check("relay.tls"));
+        for (key, message) in outbound {
+            bad(&key, message);
         }
         for (svc, v) in &self.otlp_in.profiles {
             if !aep_adapters::otel::Vendor::ALL.iter().any(|x| x.as_str() == v) {

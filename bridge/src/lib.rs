@@ -28,4 +28,5 @@ pub mod server;
 pub mod sinks;
 pub mod state;
 pub mod time;
+pub mod transport;
 pub mod validate;

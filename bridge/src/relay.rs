@@ -77,6 +77,9 @@ fn random_unit() -> f64 {
 pub struct RelayOptions {
     /// The `/socket` URL (`ws://` or `wss://`).
     pub url: String,
+    /// TLS client configuration for `wss://` (from [`crate::transport::tls::client_config`]);
+    /// `None` = the Mozilla roots only.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
     /// Bearer token.
     pub token: Option<String>,
     /// Reconnect backoff.
@@ -96,6 +99,7 @@ impl RelayOptions {
     pub fn new(base: &str, token: Option<String>) -> Self {
         Self {
             url: socket_url(base),
+            tls: None,
             token,
             backoff: Backoff { min: Duration::from_millis(200), max: Duration::from_secs(30), jitter: 0.5 },
             ping_every: Duration::from_secs(30),
@@ -266,10 +270,18 @@ async fn session(
     {
         req.headers_mut().insert("authorization", v);
     }
-    let ws = match timeout(Duration::from_secs(10), tokio_tungstenite::connect_async(req)).await {
+    let connector = opts.tls.clone().map(tokio_tungstenite::Connector::Rustls);
+    let connect = tokio_tungstenite::connect_async_tls_with_config(req, None, false, connector);
+    let ws = match timeout(Duration::from_secs(10), connect).await {
         Ok(Ok((ws, _))) => ws,
         Ok(Err(e)) => {
-            tracing::debug!(agent, error = %e, "Relay connect failed.");
+            // A refused certificate will not fix itself: say so where it is seen.
+            match crate::transport::tls::certificate_error(&e) {
+                Some(reason) => {
+                    tracing::error!(agent, url = %opts.url, reason, "Relay TLS certificate refused (relay.tls.ca_file?).")
+                }
+                None => tracing::debug!(agent, error = %e, "Relay connect failed."),
+            }
             return Outcome::Retry;
         }
         Err(_) => return Outcome::Retry,

@@ -183,6 +183,10 @@ pub async fn serve(
         let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
         let relay_token = if cfg.relay.token.is_empty() { token.clone() } else { Some(cfg.relay.token.clone()) };
         let mut opts = relay::RelayOptions::new(&cfg.relay.url, relay_token);
+        match crate::transport::tls::client_config(&cfg.relay.tls) {
+            Ok(tls) => opts.tls = Some(tls),
+            Err(e) => tracing::error!(error = %e, "relay.tls unusable; wss:// uses the built-in roots only."),
+        }
         opts.accepts = commands.accepts();
         opts.commands = Some(commands.clone());
         relay_tasks.push(tokio::spawn(relay::run(rx, opts, relay_status.clone(), metrics.clone(), shutdown.clone())));

@@ -13,10 +13,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{CeMode, CloudEventsConfig, RetryConfig};
-use super::http::{HttpClient, with_retry};
 use super::{Stats, count_dropped, next_batch};
 use crate::metrics::Metrics;
 use crate::pipeline::Stamped;
+use crate::transport::{HttpClient, with_retry};
 
 const SINK: &str = "cloudevents";
 
@@ -56,12 +56,12 @@ impl Sender {
 pub(crate) async fn run(
     mut rx: mpsc::Receiver<Arc<Stamped>>,
     cfg: CloudEventsConfig,
+    client: HttpClient,
     policy: RetryConfig,
     metrics: Arc<Metrics>,
     stats: Arc<Stats>,
     shutdown: CancellationToken,
 ) {
-    let client = HttpClient::new(Duration::from_millis(cfg.timeout_ms.max(1)), cfg.headers.clone());
     let metrics2 = metrics.clone();
     let tx = Sender { client, endpoint: cfg.endpoint.clone(), policy, metrics: metrics2, stats, shutdown };
     let linger = match cfg.mode {

@@ -1,10 +1,10 @@
 //! The `[export]` section of `aep-bridge.toml`.
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
 use aep_schemas::Capture;
 use serde::Deserialize;
+
+pub use crate::transport::RetryConfig;
+use crate::transport::config::{Headers, TlsConfig, check_headers, check_http_url};
 
 /// `[export]`: which exporters run. Each is off until it has an endpoint (or a file).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -62,7 +62,7 @@ pub struct OtlpConfig {
     /// Capture ceiling of exported payloads (AEP-0005 §3.3); default `metadata`.
     pub max_capture: Capture,
     /// Extra request headers (gRPC metadata), e.g. an authorization header.
-    pub headers: BTreeMap<String, String>,
+    pub headers: Headers,
     /// Most records (or spans) per request.
     pub batch_size: usize,
     /// Longest a record waits for its batch to fill, in milliseconds.
@@ -77,6 +77,103 @@ pub struct OtlpConfig {
     pub span_idle_timeout_secs: u64,
     /// Give every run its own trace, linked to the session span.
     pub trace_per_run: bool,
+    /// `[export.otlp.tls]`: extra CA bundle and client certificate for `https://`.
+    pub tls: TlsConfig,
+    /// `[export.otlp.signals.logs]` / `[export.otlp.signals.traces]`: per-signal overrides.
+    pub signals: SignalsConfig,
+}
+
+/// `[export.otlp.signals]`: per-signal overrides (the `OTEL_EXPORTER_OTLP_LOGS_*` /
+/// `OTEL_EXPORTER_OTLP_TRACES_*` variables land here).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SignalsConfig {
+    /// Overrides of the logs exporter.
+    pub logs: SignalConfig,
+    /// Overrides of the spans (traces) exporter.
+    pub traces: SignalConfig,
+}
+
+/// Overrides of `[export.otlp]` for one signal; unset keys inherit.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SignalConfig {
+    /// The full URL of this signal, used as-is (no `/v1/...` appended); `""` = inherit.
+    pub endpoint: String,
+    /// Protocol of this signal.
+    pub protocol: Option<Protocol>,
+    /// Headers of this signal (replace, not merge, the section's).
+    pub headers: Option<Headers>,
+    /// Compression of this signal.
+    pub compression: Option<Compression>,
+    /// Per-request timeout of this signal, in milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// TLS options of this signal.
+    pub tls: Option<TlsConfig>,
+}
+
+/// Which OTLP signal an exporter carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// `/v1/logs`, `LogsService/Export`.
+    Logs,
+    /// `/v1/traces`, `TraceService/Export`.
+    Traces,
+}
+
+impl Signal {
+    /// The OTLP/HTTP path appended to a base endpoint.
+    pub fn path(self) -> &'static str {
+        match self {
+            Signal::Logs => "/v1/logs",
+            Signal::Traces => "/v1/traces",
+        }
+    }
+}
+
+/// The settings one OTLP exporter runs with, per-signal overrides applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SignalSettings {
+    /// gRPC: the endpoint; HTTP: the full URL requests are POSTed to.
+    pub url: String,
+    /// Transport.
+    pub protocol: Protocol,
+    /// Extra headers / metadata.
+    pub headers: Headers,
+    /// Body compression.
+    pub compression: Compression,
+    /// Per-request timeout, in milliseconds.
+    pub timeout_ms: u64,
+    /// TLS options.
+    pub tls: TlsConfig,
+}
+
+impl OtlpConfig {
+    /// The settings of `signal`, or `None` when it has no endpoint (or is switched off).
+    pub fn for_signal(&self, signal: Signal) -> Option<SignalSettings> {
+        let (on, o) = match signal {
+            Signal::Logs => (self.logs, &self.signals.logs),
+            Signal::Traces => (self.spans, &self.signals.traces),
+        };
+        let protocol = o.protocol.unwrap_or(self.protocol);
+        let url = if !o.endpoint.is_empty() {
+            o.endpoint.clone()
+        } else if self.endpoint.is_empty() {
+            return None;
+        } else if protocol == Protocol::Grpc {
+            self.endpoint.clone()
+        } else {
+            format!("{}{}", self.endpoint.trim_end_matches('/'), signal.path())
+        };
+        on.then(|| SignalSettings {
+            url,
+            protocol,
+            headers: o.headers.clone().unwrap_or_else(|| self.headers.clone()),
+            compression: o.compression.unwrap_or(self.compression),
+            timeout_ms: o.timeout_ms.unwrap_or(self.timeout_ms),
+            tls: o.tls.clone().unwrap_or_else(|| self.tls.clone()),
+        })
+    }
 }
 
 impl Default for OtlpConfig {
@@ -87,7 +184,7 @@ impl Default for OtlpConfig {
             logs: true,
             spans: true,
             max_capture: Capture::Metadata,
-            headers: BTreeMap::new(),
+            headers: Headers::new(),
             batch_size: 512,
             batch_timeout_ms: 1000,
             compression: Compression::Gzip,
@@ -95,6 +192,8 @@ impl Default for OtlpConfig {
             service_name: String::new(),
             span_idle_timeout_secs: 1800,
             trace_per_run: false,
+            tls: TlsConfig::default(),
+            signals: SignalsConfig::default(),
         }
     }
 }
@@ -116,12 +215,14 @@ pub enum CeMode {
 pub struct CloudEventsConfig {
     /// URL every CloudEvent is POSTed to; `""` = off.
     pub endpoint: String,
+    /// `[export.cloudevents.tls]`: extra CA bundle and client certificate for `https://`.
+    pub tls: TlsConfig,
     /// `structured` or `batch`.
     pub mode: CeMode,
     /// Capture ceiling: Events above it are down-levelled first (AEP-0001 §8.2); default `metadata`.
     pub max_capture: Capture,
     /// Extra request headers.
-    pub headers: BTreeMap<String, String>,
+    pub headers: Headers,
     /// Most events per batch (batch mode) or per burst of POSTs.
     pub batch_size: usize,
     /// Longest an event waits for its batch, in milliseconds.
@@ -134,9 +235,10 @@ impl Default for CloudEventsConfig {
     fn default() -> Self {
         Self {
             endpoint: String::new(),
+            tls: TlsConfig::default(),
             mode: CeMode::Structured,
             max_capture: Capture::Metadata,
-            headers: BTreeMap::new(),
+            headers: Headers::new(),
             batch_size: 100,
             batch_timeout_ms: 1000,
             timeout_ms: 10_000,
@@ -152,10 +254,12 @@ pub struct OcsfConfig {
     pub file: String,
     /// URL a JSON array of OCSF records is POSTed to per batch; `""` = none.
     pub endpoint: String,
+    /// `[export.ocsf.tls]`: extra CA bundle and client certificate for `https://`.
+    pub tls: TlsConfig,
     /// Capture ceiling of projected payloads (AEP-0005 §4.6); default `metadata`.
     pub max_capture: Capture,
     /// Extra request headers.
-    pub headers: BTreeMap<String, String>,
+    pub headers: Headers,
     /// Most records per batch.
     pub batch_size: usize,
     /// Longest a record waits for its batch, in milliseconds.
@@ -169,62 +273,12 @@ impl Default for OcsfConfig {
         Self {
             file: String::new(),
             endpoint: String::new(),
+            tls: TlsConfig::default(),
             max_capture: Capture::Metadata,
-            headers: BTreeMap::new(),
+            headers: Headers::new(),
             batch_size: 256,
             batch_timeout_ms: 1000,
             timeout_ms: 10_000,
-        }
-    }
-}
-
-/// `[export.retry]`: exponential backoff on retryable failures (the collector's defaults,
-/// with a shorter first wait).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RetryConfig {
-    /// First wait, in milliseconds.
-    pub initial_ms: u64,
-    /// Longest single wait, in milliseconds.
-    pub max_ms: u64,
-    /// Give a batch up after this long, in milliseconds (0 = never retry).
-    pub max_elapsed_ms: u64,
-    /// Growth factor of the wait.
-    pub multiplier: f64,
-}
-
-impl Default for RetryConfig {
-    fn default() -> Self {
-        Self { initial_ms: 1000, max_ms: 30_000, max_elapsed_ms: 300_000, multiplier: 1.5 }
-    }
-}
-
-impl RetryConfig {
-    /// The wait before retry number `n` (0-based), without a server hint.
-    pub fn backoff(&self, n: u32) -> Duration {
-        let f = self.multiplier.max(1.0).powi(i32::try_from(n).unwrap_or(i32::MAX));
-        let ms = (self.initial_ms as f64 * f).min(self.max_ms as f64);
-        Duration::from_millis(ms as u64)
-    }
-}
-
-fn check_url(key: &str, url: &str, out: &mut Vec<(String, String)>) {
-    if url.is_empty() {
-        return;
-    }
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        out.push((key.into(), format!("{url:?} is not an http:// or https:// URL")));
-    } else if url.starts_with("https://") {
-        // The exporters speak plain HTTP/2 and HTTP/1.1; put a local collector in front for TLS.
-        out.push((key.into(), "https is not supported: export to a local OTel Collector for TLS".into()));
-    }
-}
-
-fn check_headers(key: &str, h: &BTreeMap<String, String>, out: &mut Vec<(String, String)>) {
-    for (k, v) in h {
-        let name_ok = !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-        if !name_ok || v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-            out.push((key.into(), format!("bad header {k:?}")));
         }
     }
 }
@@ -233,13 +287,16 @@ impl ExportConfig {
     /// Problems in this section, as `(key, message)`.
     pub fn check(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        check_url("otlp.endpoint", &self.otlp.endpoint, &mut out);
-        check_url("cloudevents.endpoint", &self.cloudevents.endpoint, &mut out);
-        check_url("ocsf.endpoint", &self.ocsf.endpoint, &mut out);
+        check_http_url("otlp.endpoint", &self.otlp.endpoint, &mut out);
+        check_http_url("cloudevents.endpoint", &self.cloudevents.endpoint, &mut out);
+        check_http_url("ocsf.endpoint", &self.ocsf.endpoint, &mut out);
         check_headers("otlp.headers", &self.otlp.headers, &mut out);
-        if let Some(k) = self.otlp.headers.keys().find(|k| k.to_ascii_lowercase().ends_with("-bin")) {
-            // gRPC metadata named `*-bin` carries binary values; these headers are text.
-            out.push(("otlp.headers".into(), format!("{k:?}: binary (-bin) metadata is not supported")));
+        let signal_headers = [&self.otlp.signals.logs.headers, &self.otlp.signals.traces.headers];
+        for h in std::iter::once(&self.otlp.headers).chain(signal_headers.into_iter().flatten()) {
+            if let Some(k) = h.keys().find(|k| k.to_ascii_lowercase().ends_with("-bin")) {
+                // gRPC metadata named `*-bin` carries binary values; these headers are text.
+                out.push(("otlp.headers".into(), format!("{k:?}: binary (-bin) metadata is not supported")));
+            }
         }
         check_headers("cloudevents.headers", &self.cloudevents.headers, &mut out);
         check_headers("ocsf.headers", &self.ocsf.headers, &mut out);
@@ -255,11 +312,25 @@ impl ExportConfig {
         if self.otlp.span_idle_timeout_secs == 0 {
             out.push(("otlp.span_idle_timeout_secs".into(), "must be at least 1".into()));
         }
-        if !(self.retry.multiplier.is_finite() && self.retry.multiplier >= 1.0) {
-            out.push(("retry.multiplier".into(), "must be a number >= 1".into()));
+        out.extend(self.retry.check("retry"));
+        for (key, tls) in [
+            ("otlp.tls", Some(&self.otlp.tls)),
+            ("otlp.signals.logs.tls", self.otlp.signals.logs.tls.as_ref()),
+            ("otlp.signals.traces.tls", self.otlp.signals.traces.tls.as_ref()),
+            ("cloudevents.tls", Some(&self.cloudevents.tls)),
+            ("ocsf.tls", Some(&self.ocsf.tls)),
+        ] {
+            if let Some(t) = tls {
+                out.extend(t.check(key));
+            }
         }
-        if self.retry.max_ms < self.retry.initial_ms {
-            out.push(("retry.max_ms".into(), "must be >= retry.initial_ms".into()));
+        for (key, sig) in
+            [("otlp.signals.logs", &self.otlp.signals.logs), ("otlp.signals.traces", &self.otlp.signals.traces)]
+        {
+            check_http_url(&format!("{key}.endpoint"), &sig.endpoint, &mut out);
+            if let Some(h) = &sig.headers {
+                check_headers(&format!("{key}.headers"), h, &mut out);
+            }
         }
         out
     }
@@ -304,11 +375,5 @@ mod tests {
             toml::from_str(include_str!("../../../collector-config/aep-bridge.export.toml")).unwrap();
         let export: ExportConfig = snippet["export"].clone().try_into().unwrap();
         assert!(export.check().is_empty() && export.otlp.trace_per_run);
-    }
-
-    #[test]
-    fn backoff_grows_to_the_cap() {
-        let r = RetryConfig { initial_ms: 100, max_ms: 300, max_elapsed_ms: 1000, multiplier: 2.0 };
-        assert_eq!((0..4).map(|n| r.backoff(n).as_millis()).collect::<Vec<_>>(), [100, 200, 300, 300]);
     }
 }

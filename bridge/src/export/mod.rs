@@ -5,8 +5,8 @@
 
 pub mod cloudevents;
 pub mod config;
-pub mod http;
 pub mod ocsf;
+pub mod otel_env;
 pub mod otlp;
 
 use std::sync::Arc;
@@ -16,7 +16,10 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{CeMode, CloudEventsConfig, Compression, ExportConfig, OcsfConfig, OtlpConfig, Protocol, RetryConfig};
+pub use config::{
+    CeMode, CloudEventsConfig, Compression, ExportConfig, OcsfConfig, OtlpConfig, Protocol, RetryConfig, Signal,
+    SignalConfig, SignalSettings, SignalsConfig,
+};
 
 use crate::metrics::Metrics;
 use crate::pipeline::{SinkTx, Stamped};
@@ -110,6 +113,28 @@ pub(crate) async fn next_batch(
     (out, false)
 }
 
+/// The transport client of an HTTP exporter, or `None` (logged) when its options are unusable.
+fn http_client(
+    name: &str,
+    timeout_ms: u64,
+    headers: &crate::transport::Headers,
+    tls: &crate::transport::TlsConfig,
+) -> Option<crate::transport::HttpClient> {
+    let opts = crate::transport::HttpOptions {
+        timeout: Duration::from_millis(timeout_ms.max(1)),
+        headers: headers.clone(),
+        tls: tls.clone(),
+    };
+    match crate::transport::HttpClient::new(&opts) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::error!(sink = name, error = %e, "Exporter not started.");
+            eprintln!("aep-bridge: error: export.{name}: {e}; the exporter is off");
+            None
+        }
+    }
+}
+
 /// Starts every configured exporter, with their delivery counters.
 pub fn start(
     cfg: &ExportConfig,
@@ -127,51 +152,67 @@ pub fn start(
         (rx, stats)
     };
     let o = &cfg.otlp;
-    if !o.endpoint.is_empty() && (o.logs || o.spans) {
-        match otlp::OtlpClient::new(o) {
-            Ok(client) => {
-                if o.logs {
-                    let (rx, stats) = add("otlp_logs", &mut ex);
-                    ex.tasks.push(tokio::spawn(otlp::run_logs(
-                        rx,
-                        o.clone(),
-                        client.clone(),
-                        cfg.retry.clone(),
-                        metrics.clone(),
-                        stats,
-                        shutdown.clone(),
-                    )));
-                }
-                if o.spans {
-                    let (rx, stats) = add("otlp_spans", &mut ex);
-                    ex.tasks.push(tokio::spawn(otlp::run_spans(
-                        rx,
-                        o.clone(),
-                        client,
-                        cfg.retry.clone(),
-                        metrics.clone(),
-                        stats,
-                        shutdown.clone(),
-                    )));
-                }
+    for signal in [Signal::Logs, Signal::Traces] {
+        let Some(settings) = o.for_signal(signal) else { continue };
+        let client = match otlp::OtlpClient::new(&settings) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(?signal, error = %e, "OTLP exporter not started.");
+                eprintln!("aep-bridge: error: export.otlp: {e}; the OTLP {signal:?} exporter is off");
+                continue;
             }
-            Err(e) => tracing::error!(error = %e, "OTLP exporter not started."),
-        }
+        };
+        let task = match signal {
+            Signal::Logs => {
+                let (rx, stats) = add("otlp_logs", &mut ex);
+                tokio::spawn(otlp::run_logs(
+                    rx,
+                    o.clone(),
+                    client,
+                    cfg.retry.clone(),
+                    metrics.clone(),
+                    stats,
+                    shutdown.clone(),
+                ))
+            }
+            Signal::Traces => {
+                let (rx, stats) = add("otlp_spans", &mut ex);
+                tokio::spawn(otlp::run_spans(
+                    rx,
+                    o.clone(),
+                    client,
+                    cfg.retry.clone(),
+                    metrics.clone(),
+                    stats,
+                    shutdown.clone(),
+                ))
+            }
+        };
+        ex.tasks.push(task);
     }
-    if !cfg.cloudevents.endpoint.is_empty() {
+    let c = &cfg.cloudevents;
+    if !c.endpoint.is_empty()
+        && let Some(client) = http_client("cloudevents", c.timeout_ms, &c.headers, &c.tls)
+    {
         let (rx, stats) = add("cloudevents", &mut ex);
         ex.tasks.push(tokio::spawn(cloudevents::run(
             rx,
-            cfg.cloudevents.clone(),
+            c.clone(),
+            client,
             cfg.retry.clone(),
             metrics.clone(),
             stats,
             shutdown.clone(),
         )));
     }
-    if !cfg.ocsf.endpoint.is_empty() || !cfg.ocsf.file.is_empty() {
-        let (rx, stats) = add("ocsf", &mut ex);
-        ex.tasks.push(tokio::spawn(ocsf::run(rx, cfg.ocsf.clone(), cfg.retry.clone(), metrics, stats, shutdown)));
+    let c = &cfg.ocsf;
+    if !c.endpoint.is_empty() || !c.file.is_empty() {
+        // The file alone needs no client; an unusable client with an endpoint stops the sink.
+        let client = if c.endpoint.is_empty() { None } else { http_client("ocsf", c.timeout_ms, &c.headers, &c.tls) };
+        if c.endpoint.is_empty() || client.is_some() {
+            let (rx, stats) = add("ocsf", &mut ex);
+            ex.tasks.push(tokio::spawn(ocsf::run(rx, c.clone(), client, cfg.retry.clone(), metrics, stats, shutdown)));
+        }
     }
     ex
 }

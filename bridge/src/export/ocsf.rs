@@ -11,10 +11,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{OcsfConfig, RetryConfig};
-use super::http::{HttpClient, with_retry};
 use super::{Stats, count_dropped, next_batch};
 use crate::metrics::Metrics;
 use crate::pipeline::Stamped;
+use crate::transport::{HttpClient, with_retry};
 
 const SINK: &str = "ocsf";
 
@@ -38,12 +38,12 @@ async fn append(path: String, lines: Vec<u8>) -> std::io::Result<()> {
 pub(crate) async fn run(
     mut rx: mpsc::Receiver<Arc<Stamped>>,
     cfg: OcsfConfig,
+    client: Option<HttpClient>,
     policy: RetryConfig,
     metrics: Arc<Metrics>,
     stats: Arc<Stats>,
     shutdown: CancellationToken,
 ) {
-    let client = HttpClient::new(Duration::from_millis(cfg.timeout_ms.max(1)), cfg.headers.clone());
     let opts = OcsfOptions { max_capture: cfg.max_capture };
     let linger = Duration::from_millis(cfg.batch_timeout_ms);
     loop {
@@ -64,7 +64,7 @@ pub(crate) async fn run(
                 tracing::error!(sink = SINK, path = %cfg.file, error = %e, "OCSF file write failed.");
             }
         }
-        if !records.is_empty() && !cfg.endpoint.is_empty() {
+        if let Some(client) = client.as_ref().filter(|_| !records.is_empty()) {
             let body = Bytes::from(serde_json::to_vec(&records).unwrap_or_default());
             let d = with_retry(&policy, &shutdown, || {
                 client.attempt(&cfg.endpoint, "application/json", body.clone(), false)

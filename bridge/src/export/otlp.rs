@@ -26,29 +26,14 @@ use tonic::codec::CompressionEncoding;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
 
-use super::config::{Compression, OtlpConfig, Protocol, RetryConfig};
-use super::http::{Attempt, HttpClient, Reply, with_retry};
+pub use super::config::Signal;
+use super::config::{Compression, OtlpConfig, Protocol, RetryConfig, SignalSettings};
 use super::{Stats, next_batch};
 use crate::metrics::Metrics;
 use crate::pipeline::Stamped;
-
-/// Which OTLP signal a request carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    /// `/v1/logs`, `LogsService/Export`.
-    Logs,
-    /// `/v1/traces`, `TraceService/Export`.
-    Traces,
-}
-
-impl Signal {
-    fn path(self) -> &'static str {
-        match self {
-            Signal::Logs => "/v1/logs",
-            Signal::Traces => "/v1/traces",
-        }
-    }
-}
+use crate::transport::http::HttpOptions;
+pub use crate::transport::retry::classify_grpc;
+use crate::transport::{Attempt, HttpClient, Reply, with_retry};
 
 /// What the peer rejected of a delivered request (OTLP `partial_success`): logged and
 /// counted, never retried.
@@ -113,83 +98,20 @@ enum Prepared {
     Body(&'static str, Bytes, bool),
 }
 
-// google.rpc.Status / RetryInfo, decoded from `grpc-status-details-bin`.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    code: i32,
-    #[prost(string, tag = "2")]
-    message: String,
-    #[prost(message, repeated, tag = "3")]
-    details: Vec<ProtoAny>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct ProtoAny {
-    #[prost(string, tag = "1")]
-    type_url: String,
-    #[prost(bytes = "vec", tag = "2")]
-    value: Vec<u8>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct RetryInfo {
-    #[prost(message, optional, tag = "1")]
-    retry_delay: Option<ProtoDuration>,
-}
-
-#[derive(Clone, PartialEq, prost::Message)]
-struct ProtoDuration {
-    #[prost(int64, tag = "1")]
-    seconds: i64,
-    #[prost(int32, tag = "2")]
-    nanos: i32,
-}
-
-/// The `RetryInfo.retry_delay` in a gRPC status's details, if any.
-pub fn retry_info(details: &[u8]) -> Option<Duration> {
-    let st = RpcStatus::decode(details).ok()?;
-    st.details.iter().filter(|a| a.type_url.ends_with("/google.rpc.RetryInfo")).find_map(|a| {
-        let d = RetryInfo::decode(&a.value[..]).ok()?.retry_delay?;
-        let secs = u64::try_from(d.seconds).ok()?;
-        Some(Duration::from_secs(secs) + Duration::from_nanos(u64::try_from(d.nanos).unwrap_or(0)))
-    })
-}
-
-/// Encodes a `RetryInfo` status detail (tests and the docs' examples).
+/// A `google.rpc.Status` with a `RetryInfo` detail, as `grpc-status-details-bin` carries it
+/// (tests and the docs' examples; encoded by tonic-types).
 pub fn retry_info_details(code: i32, delay: Duration) -> Vec<u8> {
-    let info = RetryInfo {
-        retry_delay: Some(ProtoDuration {
-            seconds: i64::try_from(delay.as_secs()).unwrap_or(i64::MAX),
-            nanos: i32::try_from(delay.subsec_nanos()).unwrap_or(0),
-        }),
-    };
-    RpcStatus {
-        code,
-        message: String::new(),
-        details: vec![ProtoAny {
-            type_url: "type.googleapis.com/google.rpc.RetryInfo".into(),
-            value: info.encode_to_vec(),
-        }],
-    }
-    .encode_to_vec()
+    crate::transport::retry::status_with_retry_info(tonic::Code::from(code), "", delay).details().to_vec()
 }
 
-/// Classifies a gRPC failure by the OTLP/gRPC rules.
-pub fn classify_grpc<T>(s: &tonic::Status) -> Attempt<T> {
-    use tonic::Code;
-    let hint = retry_info(s.details());
-    let msg = format!("gRPC {:?}: {}", s.code(), s.message());
-    match s.code() {
-        Code::Cancelled
-        | Code::DeadlineExceeded
-        | Code::Aborted
-        | Code::OutOfRange
-        | Code::Unavailable
-        | Code::DataLoss => Attempt::Retry(hint, msg),
-        // RESOURCE_EXHAUSTED is retried only when the server says it may recover.
-        Code::ResourceExhausted if hint.is_some() => Attempt::Retry(hint, msg),
-        _ => Attempt::Fail(msg),
+/// A failed gRPC call: a refused server certificate is permanent (retrying cannot fix a
+/// missing CA), anything else follows the OTLP/gRPC rules.
+fn grpc_failure<T>(s: &tonic::Status) -> Attempt<T> {
+    match crate::transport::tls::certificate_error(s) {
+        Some(reason) => {
+            Attempt::Fail(format!("gRPC: TLS certificate refused: {reason} (is the server's CA in tls.ca_file?)"))
+        }
+        None => classify_grpc(s),
     }
 }
 
@@ -248,7 +170,8 @@ impl OtlpRequest {
 /// Encodes a request for the wire once (protobuf or OTLP/JSON, gzip when asked); gRPC
 /// keeps the message for tonic.
 fn prepare(protocol: Protocol, gzip: bool, req: OtlpRequest) -> Result<Prepared, ConvertError> {
-    let encode = |bytes: Vec<u8>| if gzip { Bytes::from(super::http::gzip(&bytes)) } else { Bytes::from(bytes) };
+    let encode =
+        |bytes: Vec<u8>| if gzip { Bytes::from(crate::transport::http::gzip(&bytes)) } else { Bytes::from(bytes) };
     Ok(match (protocol, req) {
         // The proto crate's serde writes OTLP/JSON (camelCase, hex ids, int64 as strings).
         (Protocol::HttpJson, OtlpRequest::Logs(r)) => {
@@ -268,47 +191,69 @@ fn prepare(protocol: Protocol, gzip: bool, req: OtlpRequest) -> Result<Prepared,
     })
 }
 
-/// An OTLP client for one endpoint and protocol.
+/// An OTLP client for one signal's endpoint and protocol.
 #[derive(Debug, Clone)]
 pub struct OtlpClient {
     protocol: Protocol,
-    base: String,
+    url: String,
     gzip: bool,
-    http: HttpClient,
+    http: Option<HttpClient>,
     channel: Option<Channel>,
     metadata: MetadataMap,
 }
 
+/// Why an OTLP client cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum OtlpClientError {
+    /// The gRPC endpoint is not a URI.
+    #[error("endpoint {0:?}: {1}")]
+    Endpoint(String, String),
+    /// A header is not valid gRPC metadata.
+    #[error("headers: {0:?}: {1}")]
+    Metadata(String, String),
+    /// The TLS options are unusable.
+    #[error("tls.{0}")]
+    Tls(#[from] crate::transport::tls::TlsError),
+    /// The HTTP client could not be built.
+    #[error(transparent)]
+    Http(#[from] crate::transport::http::ClientError),
+}
+
 impl OtlpClient {
-    /// A client for `[export.otlp]` (the gRPC channel connects lazily).
-    pub fn new(cfg: &OtlpConfig) -> Result<Self, String> {
-        let timeout = Duration::from_millis(cfg.timeout_ms.max(1));
-        let base = cfg.endpoint.trim_end_matches('/').to_owned();
-        let channel = match cfg.protocol {
-            Protocol::Grpc => Some(
-                Endpoint::from_str(&base)
-                    .map_err(|e| format!("export.otlp.endpoint: {e}"))?
+    /// A client for one signal's settings (the gRPC channel connects lazily; `https://`
+    /// gRPC endpoints use TLS with the configured CA and client certificate).
+    pub fn new(s: &SignalSettings) -> Result<Self, OtlpClientError> {
+        let timeout = Duration::from_millis(s.timeout_ms.max(1));
+        let url = s.url.trim_end_matches('/').to_owned();
+        let (channel, http) = match s.protocol {
+            Protocol::Grpc => {
+                let mut ep = Endpoint::from_str(&url)
+                    .map_err(|e| OtlpClientError::Endpoint(url.clone(), e.to_string()))?
                     .timeout(timeout)
-                    .connect_timeout(timeout)
-                    .connect_lazy(),
-            ),
-            _ => None,
+                    .connect_timeout(timeout);
+                if url.starts_with("https://") {
+                    ep = ep
+                        .tls_config(crate::transport::tls::grpc_tls(&s.tls)?)
+                        .map_err(|e| OtlpClientError::Endpoint(url.clone(), e.to_string()))?;
+                }
+                (Some(ep.connect_lazy()), None)
+            }
+            _ => {
+                let opts = HttpOptions { timeout, headers: s.headers.clone(), tls: s.tls.clone() };
+                (None, Some(HttpClient::new(&opts)?))
+            }
         };
         let mut metadata = MetadataMap::new();
-        for (k, v) in &cfg.headers {
-            let key = MetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
-                .map_err(|e| format!("export.otlp.headers: {k:?}: {e}"))?;
-            let val = MetadataValue::try_from(v.as_str()).map_err(|e| format!("export.otlp.headers: {k:?}: {e}"))?;
-            metadata.insert(key, val);
+        if s.protocol == Protocol::Grpc {
+            for (k, v) in &s.headers {
+                let key = MetadataKey::from_bytes(k.to_ascii_lowercase().as_bytes())
+                    .map_err(|e| OtlpClientError::Metadata(k.clone(), e.to_string()))?;
+                let val = MetadataValue::try_from(v.as_str())
+                    .map_err(|e| OtlpClientError::Metadata(k.clone(), e.to_string()))?;
+                metadata.insert(key, val);
+            }
         }
-        Ok(Self {
-            protocol: cfg.protocol,
-            base,
-            gzip: cfg.compression == Compression::Gzip,
-            http: HttpClient::new(timeout, cfg.headers.clone()),
-            channel,
-            metadata,
-        })
+        Ok(Self { protocol: s.protocol, url, gzip: s.compression == Compression::Gzip, http, channel, metadata })
     }
 
     fn request<T>(&self, msg: T) -> tonic::Request<T> {
@@ -324,8 +269,8 @@ impl OtlpClient {
     async fn attempt(&self, signal: Signal, p: &Prepared) -> Attempt<Partial> {
         match p {
             Prepared::Body(ct, body, gz) => {
-                let url = format!("{}{}", self.base, signal.path());
-                match self.http.attempt(&url, ct, body.clone(), *gz).await {
+                let Some(http) = &self.http else { return Attempt::Fail("no HTTP client".into()) };
+                match http.attempt(&self.url, ct, body.clone(), *gz).await {
                     Attempt::Done(r) => Attempt::Done(partial_from_reply(signal, &r)),
                     Attempt::Retry(h, e) => Attempt::Retry(h, e),
                     Attempt::Fail(e) => Attempt::Fail(e),
@@ -344,7 +289,7 @@ impl OtlpClient {
                             .map(|p| Partial { rejected: p.rejected_log_records, message: p.error_message })
                             .unwrap_or_default(),
                     ),
-                    Err(s) => classify_grpc(&s),
+                    Err(s) => grpc_failure(&s),
                 }
             }
             Prepared::Traces(req) => {
@@ -360,7 +305,7 @@ impl OtlpClient {
                             .map(|p| Partial { rejected: p.rejected_spans, message: p.error_message })
                             .unwrap_or_default(),
                     ),
-                    Err(s) => classify_grpc(&s),
+                    Err(s) => grpc_failure(&s),
                 }
             }
         }

@@ -114,18 +114,17 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// Loads the file (if any) and applies the flags; every problem is reported at once.
+    /// Loads the file (if any), then the `OTEL_EXPORTER_OTLP_*` variables (where the file
+    /// leaves a key unset), then applies the flags; every problem is reported at once.
     pub fn load(&self) -> Result<Config, aep_bridge::config::ConfigErrors> {
         use aep_bridge::config::{ConfigErrors, ConfigProblem};
-        let mut cfg = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    ConfigErrors(vec![ConfigProblem { key: path.display().to_string(), message: e.to_string() }])
-                })?;
-                Config::from_toml(&text)?
-            }
-            None => Config::default(),
+        let text = match &self.config {
+            Some(path) => std::fs::read_to_string(path).map_err(|e| {
+                ConfigErrors(vec![ConfigProblem { key: path.display().to_string(), message: e.to_string() }])
+            })?,
+            None => String::new(),
         };
+        let mut cfg = Config::from_toml_with_env(&text, |k| std::env::var(k).ok())?;
         let mut problems = Vec::new();
         if let Some(v) = &self.data_dir {
             cfg.server.data_dir = v.clone();

@@ -1,0 +1,367 @@
+//! The standard `OTEL_EXPORTER_OTLP_*` environment variables, read in one place for
+//! `[export.otlp]` (the OTel spec's "OTLP Exporter Configuration").
+//!
+//! [`OtelEnv::read`] takes a lookup closure (tests never touch the process environment);
+//! [`OtelEnv::apply`] merges the values into an [`OtlpConfig`] by these rules:
+//! - a per-signal variable (`OTEL_EXPORTER_OTLP_LOGS_*`, `..._TRACES_*`) wins over the
+//!   generic one; a per-signal endpoint is used as-is, the generic endpoint gets
+//!   `/v1/logs` / `/v1/traces` appended for OTLP/HTTP (it is `[export.otlp] endpoint`);
+//! - **the config file wins over the environment**: a key written in `[export.otlp]` (or
+//!   its `signals.<signal>` / `tls` tables) is never overridden, and a generic key written
+//!   in the file also shadows the per-signal variables of that key.
+
+use super::config::{Compression, OtlpConfig, Protocol, SignalConfig};
+use crate::transport::{Headers, TlsConfig};
+
+/// `OTEL_EXPORTER_OTLP_ENDPOINT`: base URL of every signal.
+pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// `OTEL_EXPORTER_OTLP_HEADERS`: `k=v,k2=v2`, values percent-decoded.
+pub const OTEL_EXPORTER_OTLP_HEADERS: &str = "OTEL_EXPORTER_OTLP_HEADERS";
+/// `OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc`, `http/protobuf` or `http/json`.
+pub const OTEL_EXPORTER_OTLP_PROTOCOL: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
+/// `OTEL_EXPORTER_OTLP_COMPRESSION`: `gzip` or `none`.
+pub const OTEL_EXPORTER_OTLP_COMPRESSION: &str = "OTEL_EXPORTER_OTLP_COMPRESSION";
+/// `OTEL_EXPORTER_OTLP_TIMEOUT`: per-request timeout in milliseconds.
+pub const OTEL_EXPORTER_OTLP_TIMEOUT: &str = "OTEL_EXPORTER_OTLP_TIMEOUT";
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE`: PEM file of CA certificates to trust.
+pub const OTEL_EXPORTER_OTLP_CERTIFICATE: &str = "OTEL_EXPORTER_OTLP_CERTIFICATE";
+/// `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`: PEM client certificate chain (mTLS).
+pub const OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: &str = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE";
+/// `OTEL_EXPORTER_OTLP_CLIENT_KEY`: PEM private key of the client certificate.
+pub const OTEL_EXPORTER_OTLP_CLIENT_KEY: &str = "OTEL_EXPORTER_OTLP_CLIENT_KEY";
+
+/// The variables of one scope (generic, logs or traces), parsed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SignalEnv {
+    /// `*_ENDPOINT`.
+    pub endpoint: Option<String>,
+    /// `*_HEADERS`, decoded.
+    pub headers: Option<Headers>,
+    /// `*_PROTOCOL`.
+    pub protocol: Option<Protocol>,
+    /// `*_COMPRESSION`.
+    pub compression: Option<Compression>,
+    /// `*_TIMEOUT`, milliseconds.
+    pub timeout_ms: Option<u64>,
+    /// `*_CERTIFICATE`.
+    pub certificate: Option<String>,
+    /// `*_CLIENT_CERTIFICATE`.
+    pub client_certificate: Option<String>,
+    /// `*_CLIENT_KEY`.
+    pub client_key: Option<String>,
+}
+
+impl SignalEnv {
+    fn read(prefix: &str, lookup: &dyn Fn(&str) -> Option<String>, problems: &mut Vec<(String, String)>) -> Self {
+        let get = |suffix: &str| -> Option<(String, String)> {
+            let name = format!("{prefix}{suffix}");
+            let v = lookup(&name)?;
+            let v = v.trim().to_owned();
+            (!v.is_empty()).then_some((name, v))
+        };
+        let mut out = SignalEnv { endpoint: get("ENDPOINT").map(|(_, v)| v), ..SignalEnv::default() };
+        if let Some((name, v)) = get("HEADERS") {
+            match parse_headers(&v) {
+                Ok(h) => out.headers = Some(h),
+                Err(e) => problems.push((name, e)),
+            }
+        }
+        if let Some((name, v)) = get("PROTOCOL") {
+            match v.as_str() {
+                "grpc" => out.protocol = Some(Protocol::Grpc),
+                "http/protobuf" => out.protocol = Some(Protocol::HttpProtobuf),
+                "http/json" => out.protocol = Some(Protocol::HttpJson),
+                _ => problems.push((name, format!("{v:?} is not grpc, http/protobuf or http/json"))),
+            }
+        }
+        if let Some((name, v)) = get("COMPRESSION") {
+            match v.as_str() {
+                "gzip" => out.compression = Some(Compression::Gzip),
+                "none" => out.compression = Some(Compression::None),
+                _ => problems.push((name, format!("{v:?} is not gzip or none"))),
+            }
+        }
+        if let Some((name, v)) = get("TIMEOUT") {
+            match v.parse::<u64>() {
+                Ok(ms) if ms > 0 => out.timeout_ms = Some(ms),
+                _ => problems.push((name, format!("{v:?} is not a timeout in milliseconds"))),
+            }
+        }
+        out.certificate = get("CERTIFICATE").map(|(_, v)| v);
+        out.client_certificate = get("CLIENT_CERTIFICATE").map(|(_, v)| v);
+        out.client_key = get("CLIENT_KEY").map(|(_, v)| v);
+        out
+    }
+
+    fn is_empty(&self) -> bool {
+        *self == SignalEnv::default()
+    }
+}
+
+/// Every `OTEL_EXPORTER_OTLP_*` variable the bridge honours.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OtelEnv {
+    /// `OTEL_EXPORTER_OTLP_*`.
+    pub generic: SignalEnv,
+    /// `OTEL_EXPORTER_OTLP_LOGS_*`.
+    pub logs: SignalEnv,
+    /// `OTEL_EXPORTER_OTLP_TRACES_*`.
+    pub traces: SignalEnv,
+}
+
+/// `[export.otlp]` as written in the file (to know which keys it sets).
+type Written<'a> = Option<&'a toml::Table>;
+
+fn has(t: Written<'_>, path: &[&str]) -> bool {
+    let Some((last, parents)) = path.split_last() else { return false };
+    let mut cur = t;
+    for p in parents {
+        cur = cur.and_then(|t| t.get(*p)).and_then(toml::Value::as_table);
+    }
+    cur.is_some_and(|t| t.contains_key(*last))
+}
+
+impl OtelEnv {
+    /// Reads and parses the variables through `lookup`; unparsable values come back as
+    /// `(variable, message)` problems (and are ignored).
+    pub fn read(lookup: impl Fn(&str) -> Option<String>) -> (Self, Vec<(String, String)>) {
+        let mut problems = Vec::new();
+        let env = OtelEnv {
+            generic: SignalEnv::read("OTEL_EXPORTER_OTLP_", &lookup, &mut problems),
+            logs: SignalEnv::read("OTEL_EXPORTER_OTLP_LOGS_", &lookup, &mut problems),
+            traces: SignalEnv::read("OTEL_EXPORTER_OTLP_TRACES_", &lookup, &mut problems),
+        };
+        (env, problems)
+    }
+
+    /// Whether no variable is set.
+    pub fn is_empty(&self) -> bool {
+        self.generic.is_empty() && self.logs.is_empty() && self.traces.is_empty()
+    }
+
+    /// Merges the variables into `cfg`; `written` is `[export.otlp]` as the file has it
+    /// (`None` without a file or section): what it sets wins.
+    pub fn apply(&self, cfg: &mut OtlpConfig, written: Written<'_>) {
+        let g = &self.generic;
+        let set = |key: &str| !has(written, &[key]);
+        if let Some(v) = g.endpoint.as_ref().filter(|_| set("endpoint")) {
+            cfg.endpoint = v.clone();
+        }
+        if let Some(v) = g.headers.as_ref().filter(|_| set("headers")) {
+            cfg.headers = v.clone();
+        }
+        if let Some(v) = g.protocol.filter(|_| set("protocol")) {
+            cfg.protocol = v;
+        }
+        if let Some(v) = g.compression.filter(|_| set("compression")) {
+            cfg.compression = v;
+        }
+        if let Some(v) = g.timeout_ms.filter(|_| set("timeout_ms")) {
+            cfg.timeout_ms = v;
+        }
+        apply_tls(g, &mut cfg.tls, |k| has(written, &["tls", k]));
+        let base_tls = cfg.tls.clone();
+        for (name, env, sig) in
+            [("logs", &self.logs, &mut cfg.signals.logs), ("traces", &self.traces, &mut cfg.signals.traces)]
+        {
+            // A per-signal variable fills its key unless the file sets it, per signal or generic.
+            let free = |key: &str| !has(written, &["signals", name, key]) && !has(written, &[key]);
+            apply_signal(env, sig, &free, &base_tls, |k| {
+                has(written, &["signals", name, "tls", k]) || has(written, &["tls", k])
+            });
+        }
+    }
+}
+
+fn apply_signal(
+    env: &SignalEnv,
+    sig: &mut SignalConfig,
+    free: &dyn Fn(&str) -> bool,
+    base_tls: &TlsConfig,
+    tls_written: impl Fn(&str) -> bool,
+) {
+    if let Some(v) = env.endpoint.as_ref().filter(|_| free("endpoint")) {
+        sig.endpoint = v.clone();
+    }
+    if let Some(v) = env.headers.as_ref().filter(|_| free("headers")) {
+        sig.headers = Some(v.clone());
+    }
+    if let Some(v) = env.protocol.filter(|_| free("protocol")) {
+        sig.protocol = Some(v);
+    }
+    if let Some(v) = env.compression.filter(|_| free("compression")) {
+        sig.compression = Some(v);
+    }
+    if let Some(v) = env.timeout_ms.filter(|_| free("timeout_ms")) {
+        sig.timeout_ms = Some(v);
+    }
+    if env.certificate.is_some() || env.client_certificate.is_some() || env.client_key.is_some() {
+        let mut tls = sig.tls.clone().unwrap_or_else(|| base_tls.clone());
+        apply_tls(env, &mut tls, tls_written);
+        sig.tls = Some(tls);
+    }
+}
+
+fn apply_tls(env: &SignalEnv, tls: &mut TlsConfig, written: impl Fn(&str) -> bool) {
+    for (v, key, field) in [
+        (&env.certificate, "ca_file", &mut tls.ca_file),
+        (&env.client_certificate, "cert_file", &mut tls.cert_file),
+        (&env.client_key, "key_file", &mut tls.key_file),
+    ] {
+        if let Some(v) = v.as_ref().filter(|_| !written(key)) {
+            *field = v.clone();
+        }
+    }
+}
+
+/// Parses `OTEL_EXPORTER_OTLP_HEADERS`: comma-separated `key=value` pairs (W3C baggage
+/// style), keys and values trimmed, values percent-decoded; keys are lowercased.
+pub fn parse_headers(s: &str) -> Result<Headers, String> {
+    let mut out = Headers::new();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((k, v)) = pair.split_once('=') else { return Err(format!("{pair:?} is not key=value")) };
+        let k = k.trim();
+        if k.is_empty() {
+            return Err(format!("{pair:?} has an empty key"));
+        }
+        out.insert(k.to_ascii_lowercase(), percent_decode(v.trim())?);
+    }
+    Ok(out)
+}
+
+/// Decodes `%XX` escapes (UTF-8); a stray `%` is an error.
+fn percent_decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+            let byte =
+                hex.and_then(|h| u8::from_str_radix(h, 16).ok()).ok_or_else(|| format!("bad escape in {s:?}"))?;
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{s:?} does not decode to UTF-8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(vars: &[(&str, &str)]) -> (OtelEnv, Vec<(String, String)>) {
+        let m: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        OtelEnv::read(move |k| m.get(k).cloned())
+    }
+
+    fn written(toml_text: &str) -> toml::Table {
+        toml_text.parse().unwrap()
+    }
+
+    #[test]
+    fn headers_are_baggage_style_and_percent_decoded() {
+        let h = parse_headers(" Authorization=Bearer%20abc%3D%3D , x-tenant = t1,,").unwrap();
+        assert_eq!(h.get("authorization").map(String::as_str), Some("Bearer abc=="));
+        assert_eq!(h.get("x-tenant").map(String::as_str), Some("t1"));
+        assert!(parse_headers("novalue").is_err());
+        assert!(parse_headers("k=%zz").is_err());
+        assert!(parse_headers("=v").is_err());
+    }
+
+    #[test]
+    fn reads_every_variable_and_reports_bad_values() {
+        let (e, problems) = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4318"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=k1"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "none"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2500"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/etc/ca.pem"),
+            ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/etc/c.pem"),
+            ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "/etc/k.pem"),
+            ("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "https://logs.example/ingest"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "udp"),
+            ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "soon"),
+        ]);
+        assert_eq!(e.generic.endpoint.as_deref(), Some("https://collector:4318"));
+        assert_eq!(e.generic.protocol, Some(Protocol::HttpProtobuf));
+        assert_eq!(e.generic.compression, Some(Compression::None));
+        assert_eq!(e.generic.timeout_ms, Some(2500));
+        assert_eq!(e.generic.client_key.as_deref(), Some("/etc/k.pem"));
+        assert_eq!(e.logs.endpoint.as_deref(), Some("https://logs.example/ingest"));
+        let vars: Vec<&str> = problems.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(vars, ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"]);
+        assert!(env(&[]).0.is_empty());
+    }
+
+    #[test]
+    fn generic_endpoint_gets_paths_and_per_signal_is_used_as_is_and_wins() {
+        let (e, _) = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "a=1"),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://traces.example/custom"),
+            ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "b=2"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json"),
+            ("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "/t/ca.pem"),
+        ]);
+        let mut cfg = OtlpConfig::default();
+        e.apply(&mut cfg, None);
+        let logs = cfg.for_signal(crate::export::Signal::Logs).unwrap();
+        assert_eq!(logs.url, "http://collector:4318/v1/logs");
+        assert_eq!(logs.protocol, Protocol::HttpProtobuf);
+        assert_eq!(logs.headers.get("a").map(String::as_str), Some("1"));
+        let traces = cfg.for_signal(crate::export::Signal::Traces).unwrap();
+        assert_eq!(traces.url, "https://traces.example/custom");
+        assert_eq!(traces.protocol, Protocol::HttpJson);
+        assert_eq!(traces.headers.get("b").map(String::as_str), Some("2"));
+        assert!(!traces.headers.contains_key("a"), "per-signal headers replace the generic ones");
+        assert_eq!(traces.tls.ca_file, "/t/ca.pem");
+        assert_eq!(logs.tls.ca_file, "");
+        // gRPC: the generic endpoint is used as-is.
+        let (e, _) = env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector:4317")]);
+        let mut cfg = OtlpConfig::default();
+        e.apply(&mut cfg, None);
+        assert_eq!(cfg.for_signal(crate::export::Signal::Logs).unwrap().url, "https://collector:4317");
+        // Only a per-signal endpoint: that signal runs, the other stays off.
+        let (e, _) = env(&[("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "http://l:4318/v1/logs")]);
+        let mut cfg = OtlpConfig::default();
+        e.apply(&mut cfg, None);
+        assert!(cfg.for_signal(crate::export::Signal::Logs).is_some());
+        assert!(cfg.for_signal(crate::export::Signal::Traces).is_none());
+    }
+
+    #[test]
+    fn the_file_wins_over_the_environment() {
+        let (e, _) = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://from-env:4318"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "123"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/env/ca.pem"),
+            ("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "http://logs-env/v1/logs"),
+            ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "none"),
+            ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "456"),
+        ]);
+        let file = written(
+            "endpoint = \"http://from-file:4318\"\nprotocol = \"http/protobuf\"\ncompression = \"gzip\"\n\
+             [tls]\nca_file = \"/file/ca.pem\"\n",
+        );
+        let mut cfg: OtlpConfig = file.clone().try_into().unwrap();
+        e.apply(&mut cfg, Some(&file));
+        assert_eq!(cfg.endpoint, "http://from-file:4318");
+        assert_eq!(cfg.protocol, Protocol::HttpProtobuf);
+        assert_eq!(cfg.timeout_ms, 123, "not in the file: the environment applies");
+        assert_eq!(cfg.tls.ca_file, "/file/ca.pem");
+        // The file's generic endpoint and compression shadow the per-signal variables too.
+        assert_eq!(cfg.signals.logs.endpoint, "");
+        assert_eq!(cfg.signals.traces.compression, None);
+        assert_eq!(cfg.signals.traces.timeout_ms, Some(456));
+        let traces = cfg.for_signal(crate::export::Signal::Traces).unwrap();
+        assert_eq!((traces.url.as_str(), traces.timeout_ms), ("http://from-file:4318/v1/traces", 456));
+    }
+}

@@ -1,0 +1,202 @@
+//! The one outbound HTTP client: reqwest on rustls (ring), HTTP/1.1 (ALPN `http/1.1`), connection reuse, a
+//! per-request timeout, extra headers on every request, gzip request bodies, and answers
+//! classified for [`super::retry::with_retry`].
+
+use std::io::Write as _;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+
+use super::config::{Headers, TlsConfig};
+use super::retry::{Attempt, parse_retry_after, retryable_status};
+use super::tls::{TlsError, certificate_error, client_config};
+
+/// How a client sends.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// Timeout of one request (connect, send, answer); zero means 10 s.
+    pub timeout: Duration,
+    /// Extra headers on every request.
+    pub headers: Headers,
+    /// TLS trust and client certificate for `https://`.
+    pub tls: TlsConfig,
+}
+
+/// Why a client cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The TLS options are unusable.
+    #[error("tls.{0}")]
+    Tls(#[from] TlsError),
+    /// A configured header is not a valid HTTP header.
+    #[error("headers: {0:?} is not a valid header")]
+    Header(String),
+    /// reqwest refused the settings.
+    #[error("HTTP client: {0}")]
+    Build(#[from] reqwest::Error),
+}
+
+/// An HTTP answer.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// Status code.
+    pub status: u16,
+    /// `Retry-After`, parsed (either form).
+    pub retry_after: Option<Duration>,
+    /// `Content-Type`.
+    pub content_type: String,
+    /// Body (capped at 4 MiB).
+    pub body: Vec<u8>,
+}
+
+/// Why a request got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// The server's certificate was refused: retrying will not help.
+    #[error("POST {url}: TLS certificate refused: {reason} (is the server's CA in tls.ca_file?)")]
+    Certificate {
+        /// The URL.
+        url: String,
+        /// rustls' reason.
+        reason: String,
+    },
+    /// Connection refused, reset, timed out, ...: worth retrying.
+    #[error("POST {url}: {reason}")]
+    Transport {
+        /// The URL.
+        url: String,
+        /// The error and its causes.
+        reason: String,
+    },
+}
+
+/// Gzips `body`.
+pub fn gzip(body: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4 + 64), flate2::Compression::fast());
+    // Writing to a Vec cannot fail.
+    let _ = enc.write_all(body);
+    enc.finish().unwrap_or_default()
+}
+
+/// An error and its causes on one line.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// The async HTTP client every exporter and the tee use (cheap to clone: one pool).
+#[derive(Clone)]
+pub struct HttpClient {
+    client: reqwest::Client,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClient").finish_non_exhaustive()
+    }
+}
+
+impl HttpClient {
+    /// A client for `opts` (reads the TLS files now).
+    pub fn new(opts: &HttpOptions) -> Result<Self, ClientError> {
+        let mut headers = reqwest::header::HeaderMap::new();
+        for (k, v) in &opts.headers {
+            let name =
+                reqwest::header::HeaderName::from_bytes(k.as_bytes()).map_err(|_| ClientError::Header(k.clone()))?;
+            let mut value = reqwest::header::HeaderValue::from_str(v).map_err(|_| ClientError::Header(k.clone()))?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        let timeout = if opts.timeout.is_zero() { Duration::from_secs(10) } else { opts.timeout };
+        let mut tls = (*client_config(&opts.tls)?).clone();
+        // This client speaks HTTP/1.1 only (reqwest's http2 feature is off): say so in ALPN.
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .user_agent(concat!("aep-bridge/", env!("CARGO_PKG_VERSION")))
+            .default_headers(headers)
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .pool_idle_timeout(Duration::from_secs(60))
+            // No HTTP(S)_PROXY: exporters talk to the configured peer directly (a proxy
+            // variable meant for the agents must not reroute telemetry, loopback included).
+            .no_proxy()
+            .build()?;
+        Ok(Self { client })
+    }
+
+    /// POSTs `body` once (marked `Content-Encoding: gzip` when `gzipped`).
+    pub async fn post(&self, url: &str, content_type: &str, body: Bytes, gzipped: bool) -> Result<Reply, SendError> {
+        let mut req = self.client.post(url).header("content-type", content_type).body(body);
+        if gzipped {
+            req = req.header("content-encoding", "gzip");
+        }
+        let fail = |e: reqwest::Error| match certificate_error(&e) {
+            Some(reason) => SendError::Certificate { url: url.to_owned(), reason },
+            None => SendError::Transport { url: url.to_owned(), reason: chain(&e) },
+        };
+        let resp = req.send().await.map_err(fail)?;
+        let status = resp.status().as_u16();
+        let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let retry_after = header("retry-after").as_deref().and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let content_type = header("content-type").unwrap_or_default();
+        let body = read_capped(resp, 4 << 20).await;
+        Ok(Reply { status, retry_after, content_type, body })
+    }
+
+    /// POSTs once and classifies the answer: 2xx done; 429/502/503/504 and transport
+    /// errors retried; a refused certificate and any other status a permanent failure.
+    pub async fn attempt(&self, url: &str, content_type: &str, body: Bytes, gzipped: bool) -> Attempt<Reply> {
+        match self.post(url, content_type, body, gzipped).await {
+            Err(e @ SendError::Certificate { .. }) => Attempt::Fail(e.to_string()),
+            Err(e) => Attempt::Retry(None, e.to_string()),
+            Ok(r) if (200..300).contains(&r.status) => Attempt::Done(r),
+            Ok(r) => {
+                let snippet = String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).into_owned();
+                let msg = format!("POST {url}: HTTP {} {snippet}", r.status);
+                if retryable_status(r.status) { Attempt::Retry(r.retry_after, msg) } else { Attempt::Fail(msg) }
+            }
+        }
+    }
+}
+
+/// Reads at most `cap` bytes of an answer (the rest is dropped with the connection).
+async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        let room = cap.saturating_sub(out.len());
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if out.len() >= cap {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_refused_connection_is_retryable_and_bad_headers_are_refused() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/x", l.local_addr().unwrap());
+        drop(l);
+        let c = HttpClient::new(&HttpOptions { timeout: Duration::from_secs(2), ..HttpOptions::default() }).unwrap();
+        assert!(matches!(c.attempt(&url, "text/plain", Bytes::new(), false).await, Attempt::Retry(None, _)));
+        let bad = HttpOptions { headers: [("a b".to_owned(), "v".to_owned())].into(), ..HttpOptions::default() };
+        assert!(matches!(HttpClient::new(&bad), Err(ClientError::Header(_))));
+        let mut raw = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gzip(b"hello")[..]), &mut raw).unwrap();
+        assert_eq!(raw, b"hello");
+    }
+}

@@ -1,0 +1,21 @@
+//! The one outbound transport (issue 13): every exporter, the OTLP tee and the relay client
+//! leave the process through here.
+//!
+//! - [`http`]: one async HTTP client (reqwest on rustls with the ring provider), gzip
+//!   request bodies, extra headers, per-request timeouts, answers classified for retry.
+//! - [`retry`]: one retry policy: exponential backoff with jitter, `Retry-After` in both
+//!   forms, gRPC `RetryInfo`, a total time budget, prompt give-up on shutdown.
+//! - [`tls`]: one rustls `ClientConfig` from a [`TlsConfig`] (the Mozilla roots from
+//!   webpki-roots plus an optional extra CA bundle, an optional client certificate for
+//!   mTLS), shared by HTTPS, gRPC and `wss://`. Verification cannot be turned off.
+//! - [`config`]: the small config types ([`TlsConfig`], headers) the exporters', the tee's
+//!   and the relay's sections reuse, and the URL / header checks of `config validate`.
+
+pub mod config;
+pub mod http;
+pub mod retry;
+pub mod tls;
+
+pub use config::{Headers, TlsConfig};
+pub use http::{HttpClient, HttpOptions, Reply};
+pub use retry::{Attempt, Delivery, RetryConfig, with_retry};
