@@ -26,20 +26,6 @@ impl TlsConfig {
     pub fn is_default(&self) -> bool {
         self.ca_file.is_empty() && self.cert_file.is_empty() && self.key_file.is_empty()
     }
-
-    /// Problems of these options, as `(key, message)` with `key` prefixed by `prefix`
-    /// (`export.otlp.tls`): missing pairs, unreadable or empty PEM files.
-    pub fn check(&self, prefix: &str) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        if self.cert_file.is_empty() != self.key_file.is_empty() {
-            out.push((format!("{prefix}.cert_file"), "cert_file and key_file go together".into()));
-            return out;
-        }
-        if let Err(e) = super::tls::client_config(self) {
-            out.push((format!("{prefix}.{}", e.key()), e.to_string()));
-        }
-        out
-    }
 }
 
 /// Checks an outbound HTTP URL: `http://` or `https://` with a host; `""` is fine (off).

@@ -138,6 +138,22 @@ pub fn certificate_error(e: &(dyn std::error::Error + 'static)) -> Option<String
     None
 }
 
+impl TlsConfig {
+    /// Problems of these options, as `(key, message)` with `key` prefixed by `prefix`
+    /// (`export.otlp.tls`): missing pairs, unreadable or empty PEM files.
+    pub fn check(&self, prefix: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if self.cert_file.is_empty() != self.key_file.is_empty() {
+            out.push((format!("{prefix}.cert_file"), "cert_file and key_file go together".into()));
+            return out;
+        }
+        if let Err(e) = client_config(self) {
+            out.push((format!("{prefix}.{}", e.key()), e.to_string()));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
