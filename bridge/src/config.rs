@@ -232,9 +232,10 @@ impl Default for PipelineConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct OtlpInConfig {
     /// `primary` or `companion` (default).
-    pub mode: String,
-    /// Overrides of profile selection: resource `service.name` -> profile vendor.
-    pub profiles: BTreeMap<String, String>,
+    pub mode: aep_adapters::otel::Mode,
+    /// Overrides of profile selection: resource `service.name` -> profile
+    /// (`codex`, `vscode`, `claude-code`).
+    pub profiles: BTreeMap<String, aep_adapters::otel::Vendor>,
     /// Forward every received OTLP request unchanged to this OTLP/HTTP base URL (the tee).
     pub tee: String,
     /// Extra request headers of the tee (e.g. an API key).
@@ -364,9 +365,6 @@ impl Config {
         if self.jsonl.max_open_files == 0 {
             bad("jsonl.max_open_files", "must be at least 1".into());
         }
-        if !matches!(self.otlp_in.mode.as_str(), "" | "primary" | "companion") {
-            bad("otlp_in.mode", format!("{:?} is not primary or companion", self.otlp_in.mode));
-        }
         let mut outbound = Vec::new();
         crate::transport::config::check_otlp_base_url("otlp_in.tee", &self.otlp_in.tee, &mut outbound);
         crate::transport::config::check_headers("otlp_in.tee_headers", &self.otlp_in.tee_headers, &mut outbound);
@@ -374,11 +372,6 @@ impl Config {
         outbound.extend(self.relay.tls.check("relay.tls"));
         for (key, message) in outbound {
             bad(&key, message);
-        }
-        for (svc, v) in &self.otlp_in.profiles {
-            if !aep_adapters::otel::Vendor::ALL.iter().any(|x| x.as_str() == v) {
-                bad(&format!("otlp_in.profiles.{svc}"), format!("{v:?} is not a profile (codex, vscode, claude-code)"));
-            }
         }
         for (key, message) in self.export.check() {
             bad(&format!("export.{key}"), message);
@@ -438,15 +431,23 @@ mod tests {
             max = "everything"
             [relay]
             url = "ftp://x"
+            [otlp_in]
+            mode = "sideways"
             [bogus]
             "#,
         )
         .unwrap_err();
         let keys: Vec<&str> = err.0.iter().map(|p| p.key.as_str()).collect();
-        for k in ["bogus", "jsonl", "capture", "server.listen", "relay.url"] {
+        for k in ["bogus", "jsonl", "capture", "server.listen", "relay.url", "otlp_in"] {
             assert!(keys.contains(&k), "{k} missing from {keys:?}");
         }
         assert!(err.to_string().contains("sometimes"), "{err}");
+        assert!(err.to_string().contains("sideways") && err.to_string().contains("primary"), "{err}");
+        let typed =
+            Config::from_toml("[otlp_in]\nmode = \"primary\"\nprofiles = { \"my-codex\" = \"codex\" }").unwrap();
+        assert_eq!(typed.otlp_in.mode, aep_adapters::otel::Mode::Primary);
+        assert_eq!(typed.otlp_in.profiles["my-codex"], aep_adapters::otel::Vendor::Codex);
+        assert!(Config::from_toml("[otlp_in]\nprofiles = { x = \"gemini\" }").is_err(), "no such profile");
     }
 
     #[test]

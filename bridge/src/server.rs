@@ -95,14 +95,7 @@ impl Bound {
 }
 
 fn otlp_overrides(cfg: &Config) -> std::collections::HashMap<String, aep_adapters::otel::Vendor> {
-    cfg.otlp_in
-        .profiles
-        .iter()
-        .filter_map(|(svc, v)| {
-            let vendor = aep_adapters::otel::Vendor::ALL.into_iter().find(|x| x.as_str() == v)?;
-            Some((svc.clone(), vendor))
-        })
-        .collect()
+    cfg.otlp_in.profiles.iter().map(|(svc, v)| (svc.clone(), *v)).collect()
 }
 
 async fn bind(addr: &str, flag: &'static str) -> Result<TcpListener, ServeError> {
@@ -202,11 +195,7 @@ pub async fn serve(
     let (otlp, otlp_task) = crate::otlp_in::BridgeOtlp::new(
         pipeline.clone(),
         map_context(&cfg),
-        if cfg.otlp_in.mode == "primary" {
-            aep_adapters::otel::Mode::Primary
-        } else {
-            aep_adapters::otel::Mode::Companion
-        },
+        cfg.otlp_in.mode,
         otlp_overrides(&cfg),
         cfg.pipeline.queue_capacity,
         crate::otlp_tee::from_config(&cfg, &metrics),

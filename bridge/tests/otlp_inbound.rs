@@ -157,7 +157,7 @@ async fn python_sdk_in_primary_mode_emits_core_types() {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = grpc_config(dir.path());
-    cfg.otlp_in.mode = "primary".into();
+    cfg.otlp_in.mode = aep_adapters::otel::Mode::Primary;
     let bridge = start(cfg).await;
     let grpc = format!("http://{}", bridge.bound.otlp_grpc.unwrap());
     sdk(sdk_args(&grpc, "grpc", "vscode", "sdk-vscode-primary", &["--gzip"])).await;
