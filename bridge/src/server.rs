@@ -69,6 +69,36 @@ async fn metrics_page(State(s): State<AppState>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render())
 }
 
+/// Everything the main port serves.
+pub struct AppParts {
+    /// Health and metrics state.
+    pub state: AppState,
+    /// The hook receiver's handler.
+    pub hooks: Arc<BridgeHooks>,
+    /// Largest hook body accepted, bytes.
+    pub max_hook_body: usize,
+    /// The OTLP receivers' handler (OTLP/HTTP on this port).
+    pub otlp: Arc<crate::otlp_in::BridgeOtlp>,
+    /// The embedded collector and the pipeline its emitters submit to, when enabled.
+    pub collector: Option<(Arc<collector::Collector>, Pipeline)>,
+}
+
+/// The bridge's HTTP app: `/healthz`, `/metrics`, `/hooks/*`, OTLP/HTTP `/v1/*` and, when
+/// enabled, the collector (`/events`, `/stream`, `/socket`, `/.well-known/aep`). Served on
+/// the main listener and on the extra OTLP/HTTP one; testable without a socket.
+pub fn app(parts: AppParts) -> Router {
+    let mut app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_page))
+        .with_state(parts.state)
+        .merge(aep_receivers::hooks::router(parts.hooks, parts.max_hook_body))
+        .merge(aep_receivers::otlp::router(parts.otlp));
+    if let Some((collector, pipeline)) = parts.collector {
+        app = app.merge(collector::router(collector, pipeline));
+    }
+    app
+}
+
 /// The running bridge's bound addresses.
 #[derive(Debug, Clone)]
 pub struct Bound {
@@ -221,17 +251,13 @@ pub async fn serve(
     let can_answer = token.is_some() || !cfg.relay.url.is_empty();
     hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
     let hooks = Arc::new(hooks);
-    let app_state =
-        AppState { metrics: metrics.clone(), relay: relay_status.clone(), relay_required: cfg.relay.required };
-    let mut app = Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics_page))
-        .with_state(app_state)
-        .merge(aep_receivers::hooks::router(hooks, cfg.server.max_hook_body))
-        .merge(aep_receivers::otlp::router(otlp.clone()));
-    if cfg.collector.enabled {
-        app = app.merge(collector::router(collector.clone(), pipeline.clone()));
-    }
+    let app = app(AppParts {
+        state: AppState { metrics: metrics.clone(), relay: relay_status.clone(), relay_required: cfg.relay.required },
+        hooks,
+        max_hook_body: cfg.server.max_hook_body,
+        otlp: otlp.clone(),
+        collector: cfg.collector.enabled.then(|| (collector.clone(), pipeline.clone())),
+    });
 
     let bound = Bound {
         http: http_listener.local_addr().map_err(|e| dd_err(e.to_string()))?,
@@ -326,5 +352,92 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+
+    /// The app over a pipeline without sinks: the routes, their status codes and what they
+    /// count, without binding a socket.
+    fn test_app(collector: bool) -> (Router, Arc<Metrics>) {
+        test_app_with(collector, false)
+    }
+
+    fn test_app_with(collector: bool, relay_required: bool) -> (Router, Arc<Metrics>) {
+        let metrics = Arc::new(Metrics::default());
+        let cfg = Config::default();
+        let c = collector::Collector::new(cfg.collector.clone(), None, metrics.clone(), None);
+        let pipeline = PipelineBuilder::new(1, "test", metrics.clone()).tap(c.clone()).build();
+        let (otlp, _task) = crate::otlp_in::BridgeOtlp::new(
+            pipeline.clone(),
+            map_context(&cfg),
+            cfg.otlp_in.mode,
+            Default::default(),
+            cfg.pipeline.queue_capacity,
+            None,
+        );
+        let hooks = Arc::new(BridgeHooks::new(pipeline.clone(), aep_adapters::vendors::all(), map_context(&cfg), None));
+        let state = AppState { metrics: metrics.clone(), relay: Arc::default(), relay_required };
+        let app = app(AppParts {
+            state,
+            hooks,
+            max_hook_body: cfg.server.max_hook_body,
+            otlp,
+            collector: collector.then(|| (c, pipeline)),
+        });
+        (app, metrics)
+    }
+
+    async fn call(app: &Router, req: Request<Body>) -> (StatusCode, String) {
+        let res = app.clone().oneshot(req).await.unwrap();
+        let status = res.status();
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn post(uri: &str, content_type: &str, body: impl Into<Body>) -> Request<Body> {
+        Request::post(uri).header("content-type", content_type).body(body.into()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn every_route_answers_without_a_socket() {
+        let (app, metrics) = test_app(true);
+        let (st, body) = call(&app, Request::get("/healthz").body(Body::empty()).unwrap()).await;
+        assert_eq!((st, body.as_str()), (StatusCode::OK, r#"{"ok":true,"relay":false}"#));
+        let hook = r#"{"session_id":"s1","hook_event_name":"SessionStart","source":"startup"}"#;
+        let (st, body) = call(&app, post("/hooks/claude-code", "application/json", hook)).await;
+        assert_eq!(st, StatusCode::OK, "{body}");
+        assert_eq!(metrics.events_in.get(&[("input", "hook"), ("agent", "claude-code")]), 1);
+        let (st, body) = call(&app, post("/hooks/nobody", "application/json", hook)).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{body}");
+        let (st, body) = call(&app, post("/v1/logs", "application/x-protobuf", vec![0xff, 0xff, 0xff])).await;
+        assert_eq!(st, StatusCode::BAD_REQUEST, "{body}");
+        let (st, body) = call(&app, post("/v1/logs", "text/plain", "x")).await;
+        assert_eq!(st, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{body}");
+        let (st, body) = call(&app, Request::get("/.well-known/aep").body(Body::empty()).unwrap()).await;
+        assert_eq!(st, StatusCode::OK);
+        assert!(body.contains(r#""role":"collector""#), "{body}");
+        let (st, body) = call(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
+        assert_eq!(st, StatusCode::OK);
+        assert!(body.contains(r#"aep_bridge_events_in_total{agent="claude-code",input="hook"} 1"#), "{body}");
+    }
+
+    #[tokio::test]
+    async fn the_collector_routes_exist_only_when_enabled() {
+        let (app, _) = test_app(false);
+        let (st, _) = call(&app, Request::get("/.well-known/aep").body(Body::empty()).unwrap()).await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+        let (st, _) = call(&app, Request::get("/healthz").body(Body::empty()).unwrap()).await;
+        assert_eq!(st, StatusCode::OK);
+        // A required relay that is not connected makes the bridge unhealthy.
+        let (app, _) = test_app_with(true, true);
+        let (st, body) = call(&app, Request::get("/healthz").body(Body::empty()).unwrap()).await;
+        assert_eq!((st, body.as_str()), (StatusCode::SERVICE_UNAVAILABLE, r#"{"ok":false,"relay":false}"#));
     }
 }
