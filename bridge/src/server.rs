@@ -389,7 +389,7 @@ mod tests {
             hooks,
             max_hook_body: cfg.server.max_hook_body,
             otlp,
-            collector: collector.then(|| (c, pipeline)),
+            collector: collector.then_some((c, pipeline)),
         });
         (app, metrics)
     }
