@@ -337,8 +337,17 @@ impl Config {
     pub fn check(&self) -> Vec<ConfigProblem> {
         let mut p = Vec::new();
         let mut bad = |key: &str, message: String| p.push(ConfigProblem { key: key.into(), message });
-        if self.server.listen.parse::<SocketAddr>().is_err() {
-            bad("server.listen", format!("{:?} is not an address like 127.0.0.1:8787", self.server.listen));
+        match self.server.listen.parse::<SocketAddr>() {
+            Err(_) => bad("server.listen", format!("{:?} is not an address like 127.0.0.1:8787", self.server.listen)),
+            // AEP-0003 §8.1: any off-host binding requires a bearer token (and TLS, which a
+            // proxy in front terminates: serve warns about it).
+            Ok(a) if !a.ip().is_loopback() && self.server.token.is_empty() => bad(
+                "server.listen",
+                format!(
+                    "{a} is reachable off-host: set a token (--token or AEP_BRIDGE_TOKEN; AEP-0003 §8.1 requires one beyond loopback)"
+                ),
+            ),
+            Ok(_) => {}
         }
         for (key, v) in [("server.otlp_grpc", &self.server.otlp_grpc), ("server.otlp_http", &self.server.otlp_http)] {
             if !v.is_empty() && v.parse::<SocketAddr>().is_err() {
@@ -448,6 +457,16 @@ mod tests {
         assert_eq!(typed.otlp_in.mode, aep_adapters::otel::Mode::Primary);
         assert_eq!(typed.otlp_in.profiles["my-codex"], aep_adapters::otel::Vendor::Codex);
         assert!(Config::from_toml("[otlp_in]\nprofiles = { x = \"gemini\" }").is_err(), "no such profile");
+    }
+
+    #[test]
+    fn an_off_host_listener_needs_a_token() {
+        let problems = |text: &str| Config::from_toml(text).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(problems("[server]\nlisten = \"0.0.0.0:8787\"").contains("off-host"));
+        assert!(problems("[server]\nlisten = \"[::]:8787\"").contains("off-host"));
+        assert_eq!(problems("[server]\nlisten = \"0.0.0.0:8787\"\ntoken = \"t0k3n\""), "");
+        assert_eq!(problems("[server]\nlisten = \"127.0.0.2:8787\""), "", "all of 127/8 is loopback");
+        assert_eq!(problems("[server]\nlisten = \"[::1]:0\""), "");
     }
 
     #[test]

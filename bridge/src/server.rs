@@ -264,6 +264,10 @@ pub async fn serve(
         otlp_grpc: grpc_listener.as_ref().and_then(|l| l.local_addr().ok()),
         otlp_http: otlp_http_listener.as_ref().and_then(|l| l.local_addr().ok()),
     };
+    if !bound.http.ip().is_loopback() {
+        // AEP-0003 §8.1: off-host bindings need TLS; this listener speaks plain HTTP.
+        tracing::warn!(http = %bound.http, "Listening off-host without TLS: terminate TLS in front of the bridge (AEP-0003 §8.1).");
+    }
     on_bound(&bound, epoch);
     tracing::info!(http = %bound.http, epoch, "Bridge started.");
 

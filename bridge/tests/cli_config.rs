@@ -36,3 +36,19 @@ fn the_example_file_validates() {
     let out = bridge().args(["config", "validate", example]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// AEP-0003 §8.1: `serve --listen 0.0.0.0` without a token does not start (exit 64).
+#[test]
+fn serve_refuses_an_off_host_listener_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bridge()
+        .args(["serve", "--listen", "0.0.0.0:0", "--otlp-grpc", "", "--otlp-http", "", "--data-dir"])
+        .arg(dir.path())
+        .env_remove("AEP_BRIDGE_TOKEN")
+        .env_remove("AEP_BRIDGE_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("off-host") && err.contains("--token"), "{err}");
+}
