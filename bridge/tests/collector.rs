@@ -500,6 +500,23 @@ async fn duplicate_json_keys_are_refused_on_every_binding() {
     b.shutdown().await;
 }
 
+/// A WebSocket message is bounded like one POST body: a larger one closes that connection
+/// (nothing of it is buffered beyond the bound) and the endpoint carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_websocket_message_closes_only_its_connection() {
+    let (b, _d) = bridge("", |c| c.collector.max_body = 64 * 1024).await;
+    let (mut big, _) = Ws::open(&addr(&b), None, "emitter", "t", json!({})).await;
+    let (mut other, _) = Ws::open(&addr(&b), None, "emitter", "t", json!({})).await;
+    let e = ev("session.started", "w1", 0, Some(json!({"client": {"name": "x".repeat(65 * 1024)}})));
+    big.send(&e).await;
+    assert!(big.drain_for(Duration::from_secs(2)).await.is_empty() && big.closed, "closed on the oversized message");
+    other.send(&started("w1", 0)).await;
+    other.send(&json!({"type": "ping", "t": 1})).await;
+    assert_eq!(other.recv().await.unwrap(), json!({"type": "pong", "t": 1}));
+    assert_eq!(held(&b, "w1").await.len(), 1, "only the small event was ingested");
+    b.shutdown().await;
+}
+
 // ---- SSE (AEP-0003 §3.3) -------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -422,7 +422,10 @@ async fn socket(
     if !ctx.collector.authorized(presented) {
         return check_auth(&ctx.collector, presented).err().unwrap_or_else(|| StatusCode::UNAUTHORIZED.into_response());
     }
-    ws.on_upgrade(move |socket| super::ws::run(socket, ctx, authenticated))
+    // One message is one event or frame: bounded like one POST body (not tungstenite's
+    // 64 MiB default, which an idle sender could hold per connection).
+    let max = ctx.collector.cfg.max_body;
+    ws.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| super::ws::run(socket, ctx, authenticated))
 }
 
 #[cfg(test)]
