@@ -147,6 +147,87 @@ async fn a_bridge_that_never_answers_is_bounded_by_the_timeout() {
     assert!(out.stdout.is_empty());
 }
 
+/// A fake listener: accepts one connection, reads the request, then sends `reply` (or
+/// nothing, holding the connection open until the test ends).
+fn fake_bridge(reply: Option<Vec<u8>>) -> (String, std::thread::JoinHandle<Vec<u8>>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let t = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut c, _) = l.accept().unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_millis(500))).unwrap();
+        let mut req = vec![0u8; 64 * 1024];
+        let n = c.read(&mut req).unwrap_or(0);
+        match reply {
+            Some(r) => {
+                let _ = c.write_all(&r);
+            }
+            None => std::thread::sleep(std::time::Duration::from_secs(30)),
+        }
+        req.truncate(n);
+        req
+    });
+    (url, t)
+}
+
+/// Runs the shim on a Claude Code PermissionRequest (a held moment) with `env`; returns
+/// its exit code and stdout, or `None` if it did not finish within `limit` (a hang).
+fn held_shim(url: &str, env: &[(&str, &str)], limit: std::time::Duration) -> Option<(i32, Vec<u8>)> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aep-hook"));
+    cmd.arg("claude-code").env("AEP_BRIDGE_URL", url).env_remove("AEP_TOKEN").env_remove("AEP_HOOK_HOLD_TIMEOUT_MS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let payload = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/claude-code-permission-request.json"));
+    child.stdin.take().unwrap().write_all(&payload.unwrap()).unwrap();
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            return Some((out.status.code().unwrap_or(-1), out.stdout));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    None
+}
+
+/// Without a token nothing can answer a held moment, so the shim does not wait the hold
+/// budget on a bridge that never replies: the short bound applies (here 200 ms, checked
+/// against a 20 s hang limit, not timed).
+#[test]
+fn without_a_token_a_permission_moment_is_not_held() {
+    let (url, _t) = fake_bridge(None);
+    let out = held_shim(&url, &[("AEP_HOOK_TIMEOUT_MS", "200")], std::time::Duration::from_secs(20));
+    assert_eq!(out.map(|o| o.0), Some(0), "the shim waited the hold budget without a token");
+    // With a token the same moment waits its hold budget (bounded here by a short one).
+    let (url, _t) = fake_bridge(None);
+    let env = [("AEP_TOKEN", "t"), ("AEP_HOOK_TIMEOUT_MS", "1"), ("AEP_HOOK_HOLD_TIMEOUT_MS", "300")];
+    assert_eq!(held_shim(&url, &env, std::time::Duration::from_secs(20)).map(|o| o.0), Some(0));
+}
+
+/// A reply larger than any vendor decision is not relayed (nor buffered whole): neutral.
+#[test]
+fn an_oversized_reply_is_refused_and_answered_neutrally() {
+    let body = format!(
+        "{{\"hookSpecificOutput\":{{\"decision\":{{\"behavior\":\"allow\"}}}},\"pad\":\"{}\"}}",
+        "x".repeat(2 << 20)
+    );
+    let reply = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes();
+    let (url, t) = fake_bridge(Some(reply));
+    let (code, out) = held_shim(&url, &[("AEP_TOKEN", "t")], std::time::Duration::from_secs(20)).expect("hung");
+    assert_eq!(code, 0);
+    assert!(!String::from_utf8_lossy(&out).contains("allow"), "the oversized allow was relayed");
+    assert!(String::from_utf8_lossy(&t.join().unwrap()).contains("PermissionRequest"), "the request went out");
+    // The same decision at a normal size is relayed.
+    let body = r#"{"hookSpecificOutput":{"decision":{"behavior":"allow"}}}"#;
+    let reply = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes();
+    let (url, _t) = fake_bridge(Some(reply));
+    let (_, out) = held_shim(&url, &[("AEP_TOKEN", "t")], std::time::Duration::from_secs(20)).expect("hung");
+    assert_eq!(String::from_utf8_lossy(&out), body);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_vendor_goes_through_the_shim_into_its_own_log() {
     use serde_json::json;

@@ -16,6 +16,10 @@ use aep_adapters::spec::VendorSpec;
 /// Largest payload forwarded; beyond it the shim answers neutrally without sending.
 const MAX_PAYLOAD: usize = 16 * 1024 * 1024;
 
+/// Largest reply read (status line, headers and body): a vendor reply is one small JSON
+/// decision, so anything larger is not the bridge's and the shim answers neutrally.
+const MAX_REPLY: usize = 1024 * 1024;
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let vendor = args.next().unwrap_or_default();
@@ -83,7 +87,12 @@ fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>>
     }
     // Short bounds normally; held permission moments wait longer, but bounded above the
     // bridge's own attention window (55 s by default) so the agent's dialog takes over.
-    let total = if is_held_moment(vendor, event, payload) {
+    // A moment is held only when an answer can arrive, which needs an authenticated
+    // binding: without a token (and without an explicit hold budget, for relay-only
+    // set-ups) nothing can answer, so a bridge that never replies costs the short bound.
+    let token = std::env::var("AEP_TOKEN").ok().filter(|t| !t.is_empty());
+    let may_wait = token.is_some() || std::env::var_os("AEP_HOOK_HOLD_TIMEOUT_MS").is_some();
+    let total = if may_wait && is_held_moment(vendor, event, payload) {
         env_ms("AEP_HOOK_HOLD_TIMEOUT_MS", 65_000)
     } else {
         env_ms("AEP_HOOK_TIMEOUT_MS", 3_000)
@@ -97,9 +106,7 @@ fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>>
         "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         payload.len()
     );
-    if let Ok(t) = std::env::var("AEP_TOKEN")
-        && !t.is_empty()
-    {
+    if let Some(t) = &token {
         req.push_str(&format!("Authorization: Bearer {t}\r\n"));
     }
     req.push_str("\r\n");
@@ -114,6 +121,9 @@ fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>>
         match stream.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => {
+                if resp.len() + n > MAX_REPLY {
+                    return None;
+                }
                 resp.extend_from_slice(&chunk[..n]);
                 if complete(&resp) {
                     break;
