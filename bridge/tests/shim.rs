@@ -190,6 +190,7 @@ fn held_shim(url: &str, env: &[(&str, &str)], limit: std::time::Duration) -> Opt
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let _ = child.kill();
+    let _ = child.wait();
     None
 }
 
