@@ -7,7 +7,6 @@
 //! with exponential backoff and jitter; ping/pong keeps liveness; shutdown sends `closing`.
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -23,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::pipeline::Stamped;
+use crate::transport::retry::{RetryConfig, random_unit};
 
 /// Liveness of every upstream relay connection, for `/healthz`.
 #[derive(Debug, Default)]
@@ -45,33 +45,6 @@ impl RelayStatus {
     }
 }
 
-/// Exponential backoff with jitter (linkerd2-proxy's shape).
-#[derive(Debug, Clone, Copy)]
-pub struct Backoff {
-    /// First delay.
-    pub min: Duration,
-    /// Largest delay.
-    pub max: Duration,
-    /// Fraction of the delay randomized, 0.0..=1.0.
-    pub jitter: f64,
-}
-
-impl Backoff {
-    /// The delay before attempt `n` (0-based), jittered by `rand` in `[0, 1)`.
-    pub fn delay(&self, n: u32, rand: f64) -> Duration {
-        let base = self.min.as_secs_f64() * 2f64.powi(n.min(30) as i32);
-        let capped = base.min(self.max.as_secs_f64());
-        let j = capped * self.jitter * rand;
-        Duration::from_secs_f64((capped - j).max(0.0))
-    }
-}
-
-fn random_unit() -> f64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(0);
-    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
-}
-
 /// How to reach the relay.
 #[derive(Clone)]
 pub struct RelayOptions {
@@ -82,8 +55,9 @@ pub struct RelayOptions {
     pub tls: Option<Arc<rustls::ClientConfig>>,
     /// Bearer token.
     pub token: Option<String>,
-    /// Reconnect backoff.
-    pub backoff: Backoff,
+    /// Reconnect backoff: the transport's one policy (its budget is unused: a relay is
+    /// reconnected for as long as the bridge runs).
+    pub backoff: RetryConfig,
     /// Ping interval; the connection is considered dead after three missed pongs.
     pub ping_every: Duration,
     /// Outbox capacity per agent; beyond it debug/info events are dropped first.
@@ -101,7 +75,7 @@ impl RelayOptions {
             url: socket_url(base),
             tls: None,
             token,
-            backoff: Backoff { min: Duration::from_millis(200), max: Duration::from_secs(30), jitter: 0.5 },
+            backoff: RetryConfig { initial_ms: 200, max_ms: 30_000, max_elapsed_ms: 0, multiplier: 2.0, jitter: 0.5 },
             ping_every: Duration::from_secs(30),
             outbox: 65_536,
             accepts: Vec::new(),
@@ -210,7 +184,7 @@ async fn connection(
                     return;
                 }
                 metrics.reconnects.inc(&[("agent", &agent)]);
-                let delay = opts.backoff.delay(attempt, random_unit());
+                let delay = opts.backoff.backoff_jittered(attempt, random_unit());
                 attempt = attempt.saturating_add(1);
                 // Keep filling the outbox while we wait.
                 let until = Instant::now() + delay;
@@ -388,12 +362,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_grows_caps_and_jitters() {
-        let b = Backoff { min: Duration::from_millis(100), max: Duration::from_secs(2), jitter: 0.5 };
-        assert_eq!(b.delay(0, 0.0), Duration::from_millis(100));
-        assert_eq!(b.delay(3, 0.0), Duration::from_millis(800));
-        assert_eq!(b.delay(10, 0.0), Duration::from_secs(2));
-        assert_eq!(b.delay(10, 0.999_999), Duration::from_secs_f64(2.0 - 2.0 * 0.5 * 0.999_999));
+    fn reconnects_back_off_with_the_transport_policy() {
+        let b = RelayOptions::new("ws://127.0.0.1:9", None).backoff;
+        assert_eq!(b.backoff(0), Duration::from_millis(200));
+        assert_eq!(b.backoff(3), Duration::from_millis(1600));
+        assert_eq!(b.backoff(10), Duration::from_secs(30));
+        let spread = (0..8).map(|i| b.backoff_jittered(2, f64::from(i) / 8.0)).collect::<Vec<_>>();
+        assert!(
+            spread.iter().all(|d| *d >= Duration::from_millis(400) && *d <= Duration::from_millis(1200)),
+            "{spread:?}"
+        );
         assert_eq!(socket_url("http://127.0.0.1:9/"), "ws://127.0.0.1:9/socket");
         assert_eq!(socket_url("wss://r.example/socket"), "wss://r.example/socket");
     }

@@ -109,14 +109,22 @@ impl JsonlWriter {
                 None => groups.push((agent, session, vec![&s.line[..]])),
             }
         }
+        let (mut written, mut failed) = (0u64, 0u64);
         for (agent, session, lines) in groups {
             let path = self.path_of(agent, session);
             if let Err(e) = self.write_file(&path, &lines) {
-                self.metrics.sink_errors.inc(&[("sink", "jsonl")]);
+                failed += 1;
                 tracing::error!(path = %path.display(), error = %e, "JSONL write failed.");
             } else {
-                self.metrics.events_out.add(&[("sink", "jsonl")], lines.len() as u64);
+                written += lines.len() as u64;
             }
+        }
+        // Recorded once per batch, not per file: a metric update costs more than a write's bookkeeping.
+        if written > 0 {
+            self.metrics.events_out.add(&[("sink", "jsonl")], written);
+        }
+        if failed > 0 {
+            self.metrics.sink_errors.add(&[("sink", "jsonl")], failed);
         }
         if self.cfg.fsync == FsyncPolicy::Always
             || (self.cfg.fsync == FsyncPolicy::Interval
