@@ -111,6 +111,26 @@ pub enum SubmitError {
 
 const CAUSE_MEMORY: usize = 4096;
 
+/// Events a sink queue did not take, per `(sink, severity)`, counted while the stamper is
+/// held and recorded after it is released.
+#[derive(Default)]
+struct Drops(Vec<((&'static str, Severity), u64)>);
+
+impl Drops {
+    fn note(&mut self, sink: &'static str, sev: Severity) {
+        match self.0.iter_mut().find(|(k, _)| *k == (sink, sev)) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push(((sink, sev), 1)),
+        }
+    }
+
+    fn record(&self, metrics: &Metrics) {
+        for ((sink, sev), n) in &self.0 {
+            metrics.dropped.add(&[("sink", sink), ("severity", sev.as_str())], *n);
+        }
+    }
+}
+
 struct Stamper {
     /// Positions per `(agent, session)`, each session with its `source` URI (built once).
     seq: Sequencer<String>,
@@ -249,13 +269,14 @@ impl Pipeline {
         drafts: Vec<EventDraft>,
     ) -> Result<Vec<Arc<Stamped>>, SubmitError> {
         let mut out = Vec::with_capacity(drafts.len());
+        let mut drops = Drops::default();
         let mut st = self.inner.stamper.lock().await;
         let mut result = Ok(());
         for d in drafts {
             let now = SystemTime::now();
             let ev = stamp(&mut st, agent, d, now);
             let s = Arc::new(Stamped::new(ev));
-            result = self.fan_out(&s).await;
+            result = self.fan_out(&s, &mut drops).await;
             out.push(s);
             if result.is_err() {
                 break;
@@ -263,6 +284,7 @@ impl Pipeline {
         }
         // Counted once per call, after the stamper is released (nothing is recorded under it).
         drop(st);
+        drops.record(&self.inner.metrics);
         self.inner.metrics.events_in.add(&[("input", input), ("agent", agent)], out.len() as u64);
         result.map(|()| out)
     }
@@ -276,13 +298,17 @@ impl Pipeline {
     /// relays it byte-identically (AEP-0001 §4.2): never re-stamped, never re-serialized.
     pub async fn submit_stamped(&self, input: &'static str, s: Arc<Stamped>) -> Result<Arc<Stamped>, SubmitError> {
         let guard = self.inner.stamper.lock().await;
-        let admitted = self.fan_out(&s).await;
+        let mut drops = Drops::default();
+        let admitted = self.fan_out(&s, &mut drops).await;
         drop(guard);
+        drops.record(&self.inner.metrics);
         self.inner.metrics.events_in.inc(&[("input", input), ("agent", &s.event.agent)]);
         admitted.map(|()| s)
     }
 
-    async fn fan_out(&self, s: &Arc<Stamped>) -> Result<(), SubmitError> {
+    /// Hands one event to the taps and sink queues; drops are noted in `drops` and
+    /// recorded by the caller once the stamper is released (no metric under the lock).
+    async fn fan_out(&self, s: &Arc<Stamped>, drops: &mut Drops) -> Result<(), SubmitError> {
         for t in &self.inner.taps {
             t.admit(s);
         }
@@ -294,23 +320,21 @@ impl Pipeline {
         for sink in sinks.iter() {
             match sink.tx.try_send(s.clone()) {
                 Ok(()) => {}
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    self.inner.metrics.dropped.inc(&[("sink", sink.name), ("severity", sev.as_str())]);
-                }
+                Err(mpsc::error::TrySendError::Closed(_)) => drops.note(sink.name, sev),
                 Err(mpsc::error::TrySendError::Full(item)) if sink.durable => {
                     if sink.tx.send_timeout(item, DURABLE_WAIT).await.is_err() {
-                        self.inner.metrics.dropped.inc(&[("sink", sink.name), ("severity", sev.as_str())]);
+                        drops.note(sink.name, sev);
                         tracing::error!(sink = sink.name, id = %s.event.id, "Durable sink stalled: dropped an event.");
                     }
                 }
                 Err(mpsc::error::TrySendError::Full(item)) => {
                     if sev < Severity::Notice {
-                        self.inner.metrics.dropped.inc(&[("sink", sink.name), ("severity", sev.as_str())]);
+                        drops.note(sink.name, sev);
                         continue;
                     }
                     // AEP-0003 §8.4: notice+ is never dropped silently; wait, then count and log.
                     if sink.tx.send_timeout(item, self.inner.notice_wait).await.is_err() {
-                        self.inner.metrics.dropped.inc(&[("sink", sink.name), ("severity", sev.as_str())]);
+                        drops.note(sink.name, sev);
                         tracing::error!(sink = sink.name, id = %s.event.id, severity = %sev, "Sink queue full: dropped a notice-or-higher event.");
                     }
                 }
