@@ -517,6 +517,30 @@ async fn an_oversized_websocket_message_closes_only_its_connection() {
     b.shutdown().await;
 }
 
+/// A subscription filter is bounded (values and bytes): a 10,000-value filter is refused
+/// `limit-exceeded` on both consuming bindings, and the connection carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_subscription_filters_are_refused() {
+    let (b, _d) = bridge("", |_| {}).await;
+    let sessions: Vec<String> = (0..10_000).map(|i| format!("s{i}")).collect();
+    let (mut ws, _) = Ws::open(&addr(&b), None, "consumer", "c", json!({})).await;
+    ws.send(&json!({"type": "subscribe", "id": "big", "filter": {"session": sessions}})).await;
+    let f = ws.recv().await.unwrap();
+    assert_eq!(f["code"], "limit-exceeded", "{f}");
+    ws.send(&json!({"type": "ping", "t": 7})).await;
+    assert_eq!(ws.recv().await.unwrap(), json!({"type": "pong", "t": 7}), "the connection carries on");
+    let filter = json!({"session": &sessions[..2000]}).to_string();
+    let s = Sse::open(&addr(&b), &format!("/stream?live=0&filter={}", urlencode(&filter)), &[]).await;
+    assert_eq!(s.status, 400);
+    // A filter within the bound is taken.
+    ws.subscribe(json!({"type": "subscribe", "id": "ok", "filter": {"session": &sessions[..100]}})).await;
+    b.shutdown().await;
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+}
+
 // ---- SSE (AEP-0003 §3.3) -------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -216,12 +216,12 @@ async fn stream(State(ctx): State<Ctx>, Query(q): Query<StreamQuery>, headers: H
     }
     let filter = match q.filter.as_deref() {
         None | Some("") => Filter::all(),
-        Some(f) => match serde_json::from_str::<Value>(f)
-            .map_err(|e| e.to_string())
-            .and_then(|v| Filter::parse(&v).map_err(|e| e.to_string()))
-        {
+        Some(f) => match serde_json::from_str::<Value>(f).map_err(|e| ("invalid-filter", e.to_string())).and_then(|v| {
+            super::check_filter_size(&v).map_err(|e| ("limit-exceeded", e))?;
+            Filter::parse(&v).map_err(|e| ("invalid-filter", e.to_string()))
+        }) {
             Ok(f) => f,
-            Err(e) => return error(StatusCode::BAD_REQUEST, "invalid-filter", e),
+            Err((code, e)) => return error(StatusCode::BAD_REQUEST, code, e),
         },
     };
     let ceiling = match q.capture.as_deref() {

@@ -532,6 +532,39 @@ pub fn parse_sse_id(s: &str) -> Option<(String, Position)> {
     (!session.is_empty()).then(|| (session.to_owned(), Position { epoch, seq }))
 }
 
+/// Most values one subscription filter may list, over all its members: matching runs for
+/// every admitted event, so a filter's cost is bounded, not its sender's to choose.
+pub const MAX_FILTER_VALUES: usize = 1024;
+/// Most bytes of strings one subscription filter may hold.
+pub const MAX_FILTER_BYTES: usize = 64 * 1024;
+
+/// Refuses a filter above [`MAX_FILTER_VALUES`] values or [`MAX_FILTER_BYTES`] bytes of
+/// strings, before it is parsed (AEP-0003 §6.5 `limit-exceeded`).
+pub(crate) fn check_filter_size(v: &Value) -> Result<(), String> {
+    let (mut values, mut bytes) = (0usize, 0usize);
+    let mut stack = vec![v];
+    while let Some(x) = stack.pop() {
+        match x {
+            Value::Array(a) => stack.extend(a),
+            Value::Object(m) => {
+                bytes += m.keys().map(String::len).sum::<usize>();
+                stack.extend(m.values());
+            }
+            Value::String(s) => {
+                values += 1;
+                bytes += s.len();
+            }
+            _ => values += 1,
+        }
+        if values > MAX_FILTER_VALUES || bytes > MAX_FILTER_BYTES {
+            return Err(format!(
+                "the filter lists more than {MAX_FILTER_VALUES} values or {MAX_FILTER_BYTES} bytes; this endpoint matches at most that"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What every collector binding (HTTP, SSE, WebSocket) is served with.
 #[derive(Clone)]
 pub(crate) struct Ctx {

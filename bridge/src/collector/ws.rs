@@ -253,6 +253,9 @@ async fn handle_frame(
             }
             let filter = match v.get("filter") {
                 None => Filter::all(),
+                Some(f) if super::check_filter_size(f).is_err() => {
+                    return refuse("limit-exceeded", super::check_filter_size(f).err().unwrap_or_default());
+                }
                 Some(f) => match Filter::parse(f) {
                     Ok(f) => f,
                     Err(e) => return refuse("invalid-filter", e.to_string()),
