@@ -151,7 +151,7 @@ impl ControlLoop {
         for d in drafts {
             if let Some(session) = &d.session
                 && d.r#type != "session.ended"
-                && aep_schemas::event::category_of(&d.r#type) != "agent"
+                && !aep_schemas::event::is_agent_scoped(&d.r#type)
             {
                 self.owned.claim(session, agent);
             }

@@ -269,7 +269,7 @@ fn check_hook_name(hook: &str) -> Result<(), HookError> {
 /// is missing, empty, oversized or carries control characters is refused, not emitted sessionless.
 fn check_sessions(drafts: &[aep_adapters::EventDraft]) -> Result<(), HookError> {
     for d in drafts {
-        if aep_schemas::event::category_of(&d.r#type) == "agent" {
+        if aep_schemas::event::is_agent_scoped(&d.r#type) {
             continue;
         }
         match d.session.as_deref() {

@@ -366,7 +366,7 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
         Some(id) => id,
         None => mint(&mut st.ids, now),
     };
-    let agent_scoped = aep_schemas::event::category_of(&d.r#type) == "agent";
+    let agent_scoped = aep_schemas::event::is_agent_scoped(&d.r#type);
     let session = if agent_scoped { None } else { d.session };
     // One lookup gives the position and the session's `source` (built the first time).
     let (seq, epoch, source) = match &session {

@@ -116,7 +116,7 @@ impl Event {
 
     /// `true` for `agent.*` Events, which carry no session (AEP-0001 §5.2).
     pub fn is_agent_scoped(&self) -> bool {
-        self.category() == "agent"
+        is_agent_scoped(&self.r#type)
     }
 
     /// The `(epoch, seq)` position, when the Event is sequenced.
@@ -265,6 +265,11 @@ impl Event {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
     }
+}
+
+/// `true` for a type in the `agent` category: the only Events without a session (AEP-0001 §5.2).
+pub fn is_agent_scoped(ty: &str) -> bool {
+    category_of(ty) == "agent"
 }
 
 /// The category of a type string (see [`Event::category`]).

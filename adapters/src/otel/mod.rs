@@ -419,8 +419,7 @@ pub fn map_batch(records: &[OtelRecord], selector: &ProfileSelector, cx: &MapCon
             // AEP-0001 §5.1: every event but `agent.*` belongs to a session. A record that
             // names none (Codex's own "flushing OTEL metrics" line, no attributes at all)
             // carries no session activity: it is left out, not emitted sessionless.
-            if draft.session.as_deref().is_none_or(str::is_empty)
-                && aep_schemas::event::category_of(&draft.r#type) != "agent"
+            if draft.session.as_deref().is_none_or(str::is_empty) && !aep_schemas::event::is_agent_scoped(&draft.r#type)
             {
                 out.sessionless += 1;
                 continue;
