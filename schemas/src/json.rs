@@ -185,15 +185,15 @@ pub fn write_u64(out: &mut Vec<u8>, mut n: u64) {
 /// last value, others the first): an event accepted with `"type"` twice would read as one
 /// type here and another downstream, so AEP input with duplicates is refused outright.
 pub fn from_str_strict(text: &str) -> serde_json::Result<Value> {
-    let mut de = serde_json::Deserializer::from_str(text);
-    let v = serde::de::DeserializeSeed::deserialize(Strict { reserve: TOP_LEVEL_MEMBERS }, &mut de)?;
-    de.end()?;
-    Ok(v)
+    strict(serde_json::Deserializer::from_str(text))
 }
 
 /// [`from_str_strict`] over bytes (UTF-8 is checked string by string, as serde_json does).
 pub fn from_slice_strict(bytes: &[u8]) -> serde_json::Result<Value> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
+    strict(serde_json::Deserializer::from_slice(bytes))
+}
+
+fn strict<'de, R: serde_json::de::Read<'de>>(mut de: serde_json::Deserializer<R>) -> serde_json::Result<Value> {
     let v = serde::de::DeserializeSeed::deserialize(Strict { reserve: TOP_LEVEL_MEMBERS }, &mut de)?;
     de.end()?;
     Ok(v)

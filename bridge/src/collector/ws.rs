@@ -253,12 +253,12 @@ async fn handle_frame(
             }
             let filter = match v.get("filter") {
                 None => Filter::all(),
-                Some(f) if super::check_filter_size(f).is_err() => {
-                    return refuse("limit-exceeded", super::check_filter_size(f).err().unwrap_or_default());
-                }
-                Some(f) => match Filter::parse(f) {
-                    Ok(f) => f,
-                    Err(e) => return refuse("invalid-filter", e.to_string()),
+                Some(f) => match super::check_filter_size(f) {
+                    Err(e) => return refuse("limit-exceeded", e),
+                    Ok(()) => match Filter::parse(f) {
+                        Ok(f) => f,
+                        Err(e) => return refuse("invalid-filter", e.to_string()),
+                    },
                 },
             };
             let ceiling = match v.get("capture") {
