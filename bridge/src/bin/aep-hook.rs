@@ -91,11 +91,11 @@ fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>>
     // binding: without a token (and without an explicit hold budget, for relay-only
     // set-ups) nothing can answer, so a bridge that never replies costs the short bound.
     let token = std::env::var("AEP_TOKEN").ok().filter(|t| !t.is_empty());
-    let may_wait = token.is_some() || std::env::var_os("AEP_HOOK_HOLD_TIMEOUT_MS").is_some();
-    let total = if may_wait && is_held_moment(vendor, event, payload) {
-        env_ms("AEP_HOOK_HOLD_TIMEOUT_MS", 65_000)
-    } else {
-        env_ms("AEP_HOOK_TIMEOUT_MS", 3_000)
+    let hold_budget = std::env::var("AEP_HOOK_HOLD_TIMEOUT_MS").ok().and_then(|v| v.parse().ok());
+    let total = match (hold_budget, token.is_some()) {
+        (Some(ms), _) if is_held_moment(vendor, event, payload) => Duration::from_millis(ms),
+        (None, true) if is_held_moment(vendor, event, payload) => Duration::from_millis(65_000),
+        _ => env_ms("AEP_HOOK_TIMEOUT_MS", 3_000),
     };
     let deadline = Instant::now() + total;
     let addr = hostport.to_socket_addrs().ok()?.next()?;
