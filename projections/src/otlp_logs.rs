@@ -70,24 +70,6 @@ pub fn severity_from_otlp(number: i32) -> Option<Severity> {
     })
 }
 
-/// The parsed fields of a W3C `traceparent` (version `00` layout).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TraceContext {
-    /// 32 lowercase hex digits, not all zero.
-    pub trace_id: String,
-    /// 16 lowercase hex digits, not all zero.
-    pub span_id: String,
-    /// The trace-flags byte.
-    pub flags: u8,
-}
-
-/// Parses a W3C Trace Context `traceparent` into hex ids (the shared parser,
-/// [`aep_schemas::time::parse_traceparent`]).
-pub fn parse_traceparent(tp: &str) -> Option<TraceContext> {
-    let t = aep_schemas::time::parse_traceparent(tp)?;
-    Some(TraceContext { trace_id: hex::encode(t.trace_id), span_id: hex::encode(t.span_id), flags: t.flags })
-}
-
 /// Converts an RFC 3339 timestamp to nanoseconds since the Unix epoch; `None` when it is
 /// malformed or before 1970.
 pub fn rfc3339_to_unix_nanos(t: &str) -> Option<u64> {
@@ -276,25 +258,6 @@ mod tests {
         ] {
             assert_eq!(rfc3339_to_unix_nanos(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn parses_traceparent() {
-        let tc = parse_traceparent("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").unwrap();
-        assert_eq!(tc.flags, 1);
-        assert_eq!(tc.span_id, "b7ad6b7169203331");
-        for bad in [
-            "00-00000000000000000000000000000000-b7ad6b7169203331-01",
-            "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
-            "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
-            "ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra",
-            "00-0af7651916cd43dd8448eb211c8031-b7ad6b7169203331-01",
-            "garbage",
-        ] {
-            assert!(parse_traceparent(bad).is_none(), "{bad}");
-        }
-        assert!(parse_traceparent("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-future").is_some());
     }
 
     #[test]
