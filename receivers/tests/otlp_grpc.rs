@@ -116,7 +116,7 @@ async fn partial_success_is_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_size_limit_applies_before_and_after_decompression() {
     let rec = Recorder::new();
-    let ch = start(rec.clone(), GrpcConfig { max_decoding_message_size: 4096 }).await;
+    let ch = start(rec.clone(), GrpcConfig { max_decoding_message_size: 4096, ..Default::default() }).await;
     let mut big = codex_request(Vec::new());
     big.resource_logs[0].scope_logs[0].log_records[0].severity_text = "x".repeat(64 * 1024);
     // Uncompressed: the frame itself is too large.

@@ -94,6 +94,10 @@ pub enum DecodeError {
     /// The protobuf or JSON is malformed, or violates an OTLP rule (HTTP 400).
     #[error("{0}")]
     Invalid(String),
+    /// The receiver is already decoding as many bytes as its [`DecodeBudget`](super::DecodeBudget)
+    /// allows (HTTP 503 + `Retry-After`: retried by exporters).
+    #[error("the receiver is decoding as much as it may at once; retry later")]
+    Busy,
 }
 
 /// Undoes `encoding`, reading at most `limit` decompressed bytes: a decompression bomb stops

@@ -21,7 +21,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use prost::Message;
 use tonic::codec::CompressionEncoding;
-use tonic::service::Routes;
+use tonic::service::{Interceptor, Routes, interceptor::InterceptedService};
 use tonic::{Code, Request, Response, Status};
 
 use super::status::{self, CODE_UNAVAILABLE};
@@ -34,11 +34,15 @@ pub struct GrpcConfig {
     /// default is 4 MiB). tonic refuses a larger frame with `OUT_OF_RANGE` and stops a
     /// decompression at this cap with `RESOURCE_EXHAUSTED` (neither is retried).
     pub max_decoding_message_size: usize,
+    /// Exports handled at once over all connections; the others wait their turn (tonic
+    /// decodes a message before the handler sees it, so this bounds decode memory at about
+    /// this many times the message limit). Default 2.
+    pub max_concurrency: usize,
 }
 
 impl Default for GrpcConfig {
     fn default() -> Self {
-        Self { max_decoding_message_size: DEFAULT_MAX_REQUEST_BYTES }
+        Self { max_decoding_message_size: DEFAULT_MAX_REQUEST_BYTES, max_concurrency: 2 }
     }
 }
 
@@ -51,7 +55,7 @@ struct Otlp {
 /// The OTLP gRPC services as tonic routes, ready for
 /// `tonic::transport::Server::builder().add_routes(routes)` (or [`Routes::into_axum_router`]).
 pub fn grpc_routes(handler: Arc<dyn OtlpHandler>, cfg: &GrpcConfig) -> Routes {
-    let svc = Otlp { handler };
+    let svc = Otlp { handler: handler.clone() };
     let max = cfg.max_decoding_message_size;
     let logs = LogsServiceServer::new(svc.clone())
         .accept_compressed(CompressionEncoding::Gzip)
@@ -68,7 +72,34 @@ pub fn grpc_routes(handler: Arc<dyn OtlpHandler>, cfg: &GrpcConfig) -> Routes {
         .accept_compressed(CompressionEncoding::Zstd)
         .send_compressed(CompressionEncoding::Gzip)
         .max_decoding_message_size(max);
-    Routes::new(logs).add_service(traces).add_service(metrics)
+    // The token is checked by an interceptor, on the headers, before tonic reads and decodes
+    // the message: an unauthenticated client costs no decode.
+    let check = BearerCheck { handler };
+    Routes::new(InterceptedService::new(logs, check.clone()))
+        .add_service(InterceptedService::new(traces, check.clone()))
+        .add_service(InterceptedService::new(metrics, check))
+}
+
+/// The bearer token in the `authorization` metadata, through [`OtlpHandler::authorized`].
+#[derive(Clone)]
+struct BearerCheck {
+    handler: Arc<dyn OtlpHandler>,
+}
+
+impl Interceptor for BearerCheck {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let token = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        if self.handler.authorized(token) {
+            Ok(request)
+        } else {
+            Err(Status::unauthenticated("missing or invalid bearer token in the `authorization` metadata"))
+        }
+    }
 }
 
 /// Serves OTLP/gRPC on `listener` until `shutdown` resolves (conventionally port 4317).
@@ -79,6 +110,7 @@ pub async fn serve_grpc(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
     tonic::transport::Server::builder()
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(cfg.max_concurrency.max(1)))
         .add_routes(grpc_routes(handler, &cfg))
         .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener), shutdown)
         .await

@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::decode::{self, DecodeError, Encoding, Format};
 use super::status::{self, RpcStatus};
-use super::{Accepted, DEFAULT_MAX_REQUEST_BYTES, OtlpHandler, Refused, Signal};
+use super::{Accepted, Admitted, DEFAULT_MAX_REQUEST_BYTES, DecodeBudget, OtlpHandler, Refused, Signal};
 
 /// OTLP/HTTP limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +62,12 @@ pub fn router_with(handler: Arc<dyn OtlpHandler>, cfg: HttpConfig) -> Router {
 }
 
 async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let (format, encoding, wire) = match read_request(&st.cfg, &headers, body).await {
+    if let Some(r) = unauthorized(st.handler.as_ref(), &headers) {
+        drain(body, st.cfg.max_request_bytes).await;
+        return r;
+    }
+    let budget = st.handler.decode_budget().cloned();
+    let (format, encoding, wire, read) = match read_request(&st.cfg, &headers, body, budget.as_ref()).await {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -70,13 +75,17 @@ async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Res
         return refused(format, r);
     }
     let answer = if format == Format::Protobuf && st.handler.wants_log_records() {
-        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, decode_log_records).await {
-            Ok(records) => st.handler.log_records(records),
+        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, decode_log_records).await {
+            Ok((records, _admitted)) => st.handler.log_records(records),
             Err(e) => return decode_error(format, e),
         }
     } else {
-        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, |b: Bytes, f| decode::logs(&b, f)).await {
-            Ok(req) => st.handler.logs(req),
+        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, |b: Bytes, f| {
+            decode::logs(&b, f)
+        })
+        .await
+        {
+            Ok((req, _admitted)) => st.handler.logs(req),
             Err(e) => return decode_error(format, e),
         }
     };
@@ -94,16 +103,24 @@ async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Res
 }
 
 async fn traces(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let (format, encoding, wire) = match read_request(&st.cfg, &headers, body).await {
+    if let Some(r) = unauthorized(st.handler.as_ref(), &headers) {
+        drain(body, st.cfg.max_request_bytes).await;
+        return r;
+    }
+    let budget = st.handler.decode_budget().cloned();
+    let (format, encoding, wire, read) = match read_request(&st.cfg, &headers, body, budget.as_ref()).await {
         Ok(x) => x,
         Err(r) => return r,
     };
-    let req = match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, |b: Bytes, f| decode::traces(&b, f))
+    let (req, _admitted) =
+        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, |b: Bytes, f| {
+            decode::traces(&b, f)
+        })
         .await
-    {
-        Ok(r) => r,
-        Err(e) => return decode_error(format, e),
-    };
+        {
+            Ok(r) => r,
+            Err(e) => return decode_error(format, e),
+        };
     match st.handler.traces(req) {
         Ok(a) => {
             let partial_success = partial(&a)
@@ -115,16 +132,24 @@ async fn traces(State(st): State<AppState>, headers: HeaderMap, body: Body) -> R
 }
 
 async fn metrics(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let (format, encoding, wire) = match read_request(&st.cfg, &headers, body).await {
+    if let Some(r) = unauthorized(st.handler.as_ref(), &headers) {
+        drain(body, st.cfg.max_request_bytes).await;
+        return r;
+    }
+    let budget = st.handler.decode_budget().cloned();
+    let (format, encoding, wire, read) = match read_request(&st.cfg, &headers, body, budget.as_ref()).await {
         Ok(x) => x,
         Err(r) => return r,
     };
-    let req = match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, |b: Bytes, f| decode::metrics(&b, f))
+    let (req, _admitted) =
+        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, |b: Bytes, f| {
+            decode::metrics(&b, f)
+        })
         .await
-    {
-        Ok(r) => r,
-        Err(e) => return decode_error(format, e),
-    };
+        {
+            Ok(r) => r,
+            Err(e) => return decode_error(format, e),
+        };
     match st.handler.metrics(req) {
         Ok(a) => {
             let partial_success = partial(&a).then(|| ExportMetricsPartialSuccess {
@@ -135,6 +160,31 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap, body: Body) -> 
         }
         Err(r) => refused(format, r),
     }
+}
+
+/// The bearer token check, before the body is read: `Some` 401 with an OTLP `Status` body (in the
+/// request's format when it names one) and `WWW-Authenticate` (RFC 6750 §3).
+fn unauthorized(handler: &dyn OtlpHandler, headers: &HeaderMap) -> Option<Response> {
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    if handler.authorized(token) {
+        return None;
+    }
+    let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let format = Format::from_content_type(ct).unwrap_or(Format::Json);
+    let mut resp = error_response(
+        format,
+        StatusCode::UNAUTHORIZED,
+        status::CODE_UNAUTHENTICATED,
+        "missing or invalid bearer token: set `authorization=Bearer <token>` in the exporter's headers \
+         (OTEL_EXPORTER_OTLP_HEADERS)"
+            .into(),
+    );
+    resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"aep-bridge\""));
+    Some(resp)
 }
 
 /// `partial_success` is set only when something was rejected or the handler has a message
@@ -157,17 +207,36 @@ fn decode_log_records(body: Bytes, format: Format) -> Result<Vec<aep_adapters::o
 }
 
 /// Undoes the content coding (capped) and decodes the message.
+/// The decoded message comes back with its share of the decode budget, held until the
+/// handler has taken it.
 async fn decode_body<T: Send + 'static>(
     wire: Bytes,
     encoding: Encoding,
     format: Format,
     max_decoded: usize,
+    read: Option<Admitted>,
+    budget: Option<DecodeBudget>,
     decode: impl FnOnce(Bytes, Format) -> Result<T, DecodeError> + Send + 'static,
-) -> Result<T, DecodeError> {
+) -> Result<(T, Option<Admitted>), DecodeError> {
     let len = wire.len();
-    let work = move || match encoding {
-        Encoding::Identity => decode(wire, format),
-        _ => decode(Bytes::from(decode::decompress(&wire, encoding, max_decoded)?), format),
+    let work = move || {
+        let (body, admitted) = match encoding {
+            // Already admitted by its size when it was read.
+            Encoding::Identity => (wire, read),
+            _ => {
+                let body = Bytes::from(decode::decompress(&wire, encoding, max_decoded)?);
+                // The compressed bytes are done with: their share goes back, and the
+                // decompressed body is admitted before the decode multiplies it.
+                drop(wire);
+                drop(read);
+                let admitted = match &budget {
+                    Some(b) => Some(b.try_admit(body.len()).ok_or(DecodeError::Busy)?),
+                    None => None,
+                };
+                (body, admitted)
+            }
+        };
+        decode(body, format).map(|t| (t, admitted))
     };
     // A compressed body may expand a hundredfold or more: judge it by a smaller wire size.
     let threshold = if encoding == Encoding::Identity { BLOCKING_DECODE_BYTES } else { BLOCKING_DECODE_BYTES / 64 };
@@ -184,7 +253,8 @@ async fn read_request(
     cfg: &HttpConfig,
     headers: &HeaderMap,
     body: Body,
-) -> Result<(Format, Encoding, Bytes), Response> {
+    budget: Option<&DecodeBudget>,
+) -> Result<(Format, Encoding, Bytes, Option<Admitted>), Response> {
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let Some(format) = Format::from_content_type(ct) else {
         return Err(error_response(
@@ -216,6 +286,25 @@ async fn read_request(
     if declared.is_some_and(|n| n > cfg.max_request_bytes as u64) {
         return Err(too_large(cfg.max_request_bytes));
     }
+    // The body is held in memory while it is read: admitted by its declared size (or the
+    // limit, when undeclared) before a byte of it is read, so many concurrent senders
+    // cannot each park a large body here.
+    let admitted = match budget {
+        Some(b) => {
+            let want = declared.map_or(cfg.max_request_bytes, |n| usize::try_from(n).unwrap_or(usize::MAX));
+            match b.try_admit(want) {
+                Some(a) => Some(a),
+                None => {
+                    // Read and discard the body first: a sender that writes its whole
+                    // request before reading the answer would otherwise see a broken pipe
+                    // instead of the 503 that tells it to retry.
+                    drain(body, cfg.max_request_bytes).await;
+                    return Err(refused(format, Refused::Full { retry_after: std::time::Duration::from_secs(1) }));
+                }
+            }
+        }
+        None => None,
+    };
     let wire: Bytes = match Limited::new(body, cfg.max_request_bytes).collect().await {
         Ok(c) => c.to_bytes(),
         Err(e) if e.is::<LengthLimitError>() => return Err(too_large(cfg.max_request_bytes)),
@@ -231,13 +320,29 @@ async fn read_request(
     if encoding == Encoding::Identity && wire.len() > cfg.max_decoded_bytes {
         return Err(too_large(cfg.max_decoded_bytes));
     }
-    Ok((format, encoding, wire))
+    let mut admitted = admitted;
+    if let Some(a) = &mut admitted {
+        a.shrink_to(wire.len());
+    }
+    Ok((format, encoding, wire, admitted))
+}
+
+/// Reads and discards up to `limit` bytes of `body` (no memory held).
+async fn drain(mut body: Body, limit: usize) {
+    let mut seen = 0usize;
+    while seen < limit {
+        match body.frame().await {
+            Some(Ok(f)) => seen += f.data_ref().map_or(0, |d| d.len()),
+            _ => break,
+        }
+    }
 }
 
 fn decode_error(format: Format, e: DecodeError) -> Response {
     let code = match e {
         DecodeError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         DecodeError::Decompress { .. } | DecodeError::Invalid(_) => StatusCode::BAD_REQUEST,
+        DecodeError::Busy => return refused(format, Refused::Full { retry_after: std::time::Duration::from_secs(1) }),
     };
     let grpc = if code == StatusCode::PAYLOAD_TOO_LARGE {
         status::CODE_RESOURCE_EXHAUSTED

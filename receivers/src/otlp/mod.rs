@@ -13,6 +13,9 @@
 //! | `Err(Refused::Full { retry_after })` | 503 + `Retry-After` | `UNAVAILABLE` + `RetryInfo` |
 //! | `Err(Refused::Invalid(msg))` | 400 | `INVALID_ARGUMENT` |
 //!
+//! Before anything is read, a handler that wants a bearer token ([`OtlpHandler::authorized`])
+//! answers a missing or wrong one with 401 / `UNAUTHENTICATED`.
+//!
 //! Before the handler: undecodable bodies and bad ids are 400 / `INVALID_ARGUMENT`; bodies over
 //! the limit (on the wire or once decompressed) are 413 over HTTP; over gRPC tonic answers
 //! `OUT_OF_RANGE` for an oversized frame and `RESOURCE_EXHAUSTED` when decompression passes the
@@ -86,6 +89,14 @@ pub enum Refused {
 /// channel with `try_send` and answer [`Refused::Full`] when it is full). Traces and metrics
 /// are accepted and dropped by default, so exporters that send every signal do not fail.
 pub trait OtlpHandler: Send + Sync + 'static {
+    /// `true` when `token` (the request's bearer credential, if any) may export. Checked
+    /// before the body is read: HTTP 401, gRPC `UNAUTHENTICATED` otherwise (neither is
+    /// retried by OTLP exporters). Open by default.
+    fn authorized(&self, token: Option<&str>) -> bool {
+        let _ = token;
+        true
+    }
+
     /// A logs export (`/v1/logs`, `LogsService/Export`).
     fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused>;
 
@@ -111,6 +122,11 @@ pub trait OtlpHandler: Send + Sync + 'static {
         Ok(())
     }
 
+    /// The byte budget OTLP/HTTP bodies are decoded within, if any ([`DecodeBudget`]).
+    fn decode_budget(&self) -> Option<&DecodeBudget> {
+        None
+    }
+
     /// A traces export (`/v1/traces`, `TraceService/Export`).
     fn traces(&self, _req: ExportTraceServiceRequest) -> Result<Accepted, Refused> {
         Ok(Accepted::all())
@@ -119,6 +135,54 @@ pub trait OtlpHandler: Send + Sync + 'static {
     /// A metrics export (`/v1/metrics`, `MetricsService/Export`).
     fn metrics(&self, _req: ExportMetricsServiceRequest) -> Result<Accepted, Refused> {
         Ok(Accepted::all())
+    }
+}
+
+/// Bytes of export bodies decoded and handed on at once, shared by every receiver of one
+/// handler. A decoded export takes many times its wire size, so concurrent large exports
+/// must not all pass a check made before any of them is decoded: each body takes its
+/// decompressed size from the budget before it is decoded and gives it back once the
+/// handler has taken the records. Over the budget an export is refused with 503 +
+/// `Retry-After` (retried by exporters); one export of any size (up to the body limit) is
+/// taken when nothing else is in flight.
+#[derive(Debug, Clone)]
+pub struct DecodeBudget {
+    sem: std::sync::Arc<tokio::sync::Semaphore>,
+    total: usize,
+}
+
+/// A share of a [`DecodeBudget`], given back on drop.
+#[derive(Debug)]
+pub struct Admitted(tokio::sync::OwnedSemaphorePermit);
+
+impl Admitted {
+    /// Gives back all but `bytes` of this share (a body read in full turned out smaller
+    /// than what was set aside for it).
+    pub fn shrink_to(&mut self, bytes: usize) {
+        let keep = bytes.max(1);
+        if let Some(extra) = self.0.num_permits().checked_sub(keep).filter(|n| *n > 0) {
+            drop(self.0.split(extra));
+        }
+    }
+}
+
+impl DecodeBudget {
+    /// A budget of `bytes` (at least 1 KiB).
+    pub fn new(bytes: usize) -> Self {
+        let total = bytes.clamp(1024, u32::MAX as usize);
+        Self { sem: std::sync::Arc::new(tokio::sync::Semaphore::new(total)), total }
+    }
+
+    /// Takes `bytes` from the budget now, or `None` (a body larger than the whole budget
+    /// takes all of it, so it is admitted only when nothing else is in flight).
+    pub fn try_admit(&self, bytes: usize) -> Option<Admitted> {
+        let n = u32::try_from(bytes.clamp(1, self.total)).unwrap_or(u32::MAX);
+        self.sem.clone().try_acquire_many_owned(n).ok().map(Admitted)
+    }
+
+    /// Bytes not taken right now.
+    pub fn available(&self) -> usize {
+        self.sem.available_permits()
     }
 }
 

@@ -46,6 +46,7 @@ pub(crate) const RETRY_INFO_TYPE: &str = "type.googleapis.com/google.rpc.RetryIn
 pub(crate) const CODE_INVALID_ARGUMENT: i32 = 3;
 pub(crate) const CODE_RESOURCE_EXHAUSTED: i32 = 8;
 pub(crate) const CODE_UNAVAILABLE: i32 = 14;
+pub(crate) const CODE_UNAUTHENTICATED: i32 = 16;
 
 /// A `google.rpc.Status` carrying a `RetryInfo` with `delay`.
 pub(crate) fn with_retry(code: i32, message: String, delay: Duration) -> RpcStatus {
