@@ -45,10 +45,63 @@ fn serve_refuses_an_off_host_listener_without_a_token() {
         .args(["serve", "--listen", "0.0.0.0:0", "--otlp-grpc", "", "--otlp-http", "", "--data-dir"])
         .arg(dir.path())
         .env_remove("AEP_BRIDGE_TOKEN")
+        .env_remove("AEP_TOKEN")
         .env_remove("AEP_BRIDGE_CONFIG")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("off-host") && err.contains("--token"), "{err}");
+}
+
+/// Issue 15 #10: the token need not be in argv. `AEP_TOKEN` (the shim's variable) or
+/// `--token-file` satisfies the off-host rule; an unreadable token file does not start.
+#[test]
+fn serve_takes_its_token_from_the_environment_or_a_file() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-token");
+    let out = bridge()
+        .args(["serve", "--listen", "127.0.0.1:0", "--otlp-grpc", "", "--otlp-http", "", "--token-file"])
+        .arg(&missing)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env_remove("AEP_BRIDGE_TOKEN")
+        .env_remove("AEP_BRIDGE_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--token-file"));
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "from-a-file\n").unwrap();
+    for (env, file) in [(Some("from-env"), None), (None, Some(&token_file))] {
+        let mut cmd = bridge();
+        cmd.args(["serve", "--listen", "0.0.0.0:0", "--otlp-grpc", "", "--otlp-http", "", "--data-dir"])
+            .arg(dir.path())
+            .env_remove("AEP_BRIDGE_TOKEN")
+            .env_remove("AEP_TOKEN")
+            .env_remove("AEP_BRIDGE_CONFIG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        if let Some(v) = env {
+            cmd.env("AEP_TOKEN", v);
+        }
+        if let Some(f) = file {
+            cmd.arg("--token-file").arg(f);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut err = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut started = false;
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap_or(0) > 0 {
+            if line.contains("aep-bridge listening") {
+                started = true;
+                break;
+            }
+            line.clear();
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(started, "env {env:?} file {file:?}: {line}");
+    }
 }

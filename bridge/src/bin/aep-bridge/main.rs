@@ -99,9 +99,14 @@ pub struct ServeArgs {
     /// Extra OTLP/HTTP listener ("" disables). Default 127.0.0.1:4318.
     #[arg(long, env = "AEP_BRIDGE_OTLP_HTTP")]
     pub otlp_http: Option<String>,
-    /// Bearer token; enables control. Without it the collector is watch-only.
+    /// Bearer token; enables control. Without it the collector is watch-only. Prefer
+    /// `--token-file` or the environment (`AEP_BRIDGE_TOKEN`, else `AEP_TOKEN`, the one the
+    /// shim reads): a flag's value is visible to every user in `ps`.
     #[arg(long, env = "AEP_BRIDGE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Read the bearer token from this file (its first line).
+    #[arg(long, env = "AEP_BRIDGE_TOKEN_FILE", conflicts_with = "token")]
+    pub token_file: Option<PathBuf>,
     /// Upstream AEP relay base URL.
     #[arg(long, env = "AEP_BRIDGE_RELAY")]
     pub relay: Option<String>,
@@ -140,6 +145,17 @@ impl ServeArgs {
         }
         if let Some(v) = &self.token {
             cfg.server.token = v.clone();
+        } else if let Some(path) = &self.token_file {
+            match std::fs::read_to_string(path) {
+                Ok(text) => cfg.server.token = text.lines().next().unwrap_or("").trim().to_owned(),
+                Err(e) => problems
+                    .push(ConfigProblem { key: "--token-file".into(), message: format!("{}: {e}", path.display()) }),
+            }
+        } else if cfg.server.token.is_empty()
+            && let Ok(v) = std::env::var("AEP_TOKEN")
+        {
+            // The variable the shim, `tail` and `respond` read: one export serves them all.
+            cfg.server.token = v.trim().to_owned();
         }
         if let Some(v) = &self.relay {
             cfg.relay.url = v.clone();
