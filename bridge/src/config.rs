@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use aep_schemas::Capture;
 use serde::Deserialize;
@@ -78,6 +79,27 @@ pub struct ServerConfig {
     pub shutdown_grace_ms: u64,
     /// Largest hook payload accepted, in bytes.
     pub max_hook_body: usize,
+    /// Connections served at once per HTTP listener; past it a connection gets 503 and is
+    /// closed (lowered to fit the open-file limit).
+    pub max_connections: usize,
+    /// A new connection must send a complete request head within this many milliseconds.
+    pub header_timeout_ms: u64,
+    /// A connection with no request in flight is closed after this many milliseconds.
+    pub idle_timeout_ms: u64,
+    /// A request body must arrive in full within this many milliseconds of its head.
+    pub body_timeout_ms: u64,
+}
+
+impl ServerConfig {
+    /// The per-connection bounds of the HTTP listeners.
+    pub fn limits(&self) -> crate::listener::Limits {
+        crate::listener::Limits {
+            max_connections: self.max_connections,
+            header_timeout: Duration::from_millis(self.header_timeout_ms.max(1)),
+            idle_timeout: Duration::from_millis(self.idle_timeout_ms.max(1)),
+            body_timeout: Duration::from_millis(self.body_timeout_ms.max(1)),
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -91,6 +113,10 @@ impl Default for ServerConfig {
             data_dir: String::new(),
             shutdown_grace_ms: 5000,
             max_hook_body: 8 * 1024 * 1024,
+            max_connections: 4096,
+            header_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+            body_timeout_ms: 60_000,
         }
     }
 }
@@ -175,6 +201,8 @@ pub struct CollectorConfig {
     pub enabled: bool,
     /// Replay buffer depth per session.
     pub replay_buffer: usize,
+    /// Bytes the replay buffers hold over all sessions, at most (oldest evicted first).
+    pub replay_bytes: usize,
     /// SSE `: ping` heartbeat interval, seconds.
     pub heartbeat_secs: u64,
     /// Largest `POST /events` body, bytes.
@@ -188,6 +216,7 @@ impl Default for CollectorConfig {
         Self {
             enabled: true,
             replay_buffer: 1024,
+            replay_bytes: 64 * 1024 * 1024,
             heartbeat_secs: 15,
             max_body: 4 * 1024 * 1024,
             subscriber_queue: 4096,
@@ -228,7 +257,7 @@ impl Default for PipelineConfig {
 }
 
 /// `[otlp_in]`: the OTLP receivers' vendor profiles.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OtlpInConfig {
     /// `primary` or `companion` (default).
@@ -242,6 +271,26 @@ pub struct OtlpInConfig {
     pub tee_headers: Headers,
     /// `[otlp_in.tee_tls]`: extra CA bundle and client certificate for an `https://` tee.
     pub tee_tls: TlsConfig,
+    /// Decompressed OTLP/HTTP bytes decoded at once over every receiver; past it an
+    /// export gets 503 + `Retry-After` (one export is always taken when none is in flight).
+    pub max_decode_bytes: usize,
+    /// OTLP/gRPC exports handled at once (tonic decodes a message before the bridge sees
+    /// it, so gRPC is bounded by count: memory is about this many times the message limit).
+    pub max_grpc_concurrency: usize,
+}
+
+impl Default for OtlpInConfig {
+    fn default() -> Self {
+        Self {
+            mode: aep_adapters::otel::Mode::default(),
+            profiles: BTreeMap::new(),
+            tee: String::new(),
+            tee_headers: Headers::default(),
+            tee_tls: TlsConfig::default(),
+            max_decode_bytes: 16 * 1024 * 1024,
+            max_grpc_concurrency: 2,
+        }
+    }
 }
 
 /// `[control]`: the human-approval loop.
@@ -344,7 +393,7 @@ impl Config {
             Ok(a) if !a.ip().is_loopback() && self.server.token.is_empty() => bad(
                 "server.listen",
                 format!(
-                    "{a} is reachable off-host: set a token (--token or AEP_BRIDGE_TOKEN; AEP-0003 §8.1 requires one beyond loopback)"
+                    "{a} is reachable off-host: set a token (AEP_TOKEN, --token-file or --token; AEP-0003 §8.1 requires one beyond loopback)"
                 ),
             ),
             Ok(_) => {}

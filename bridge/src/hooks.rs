@@ -9,7 +9,6 @@ use aep_receivers::hooks::{HookError, HookHandler, HookReply};
 use serde_json::Value;
 
 use crate::attention::{AttentionBook, Pending};
-use crate::auth::constant_time_eq;
 use crate::control::ControlLoop;
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
@@ -154,12 +153,12 @@ impl BridgeHooks {
     }
 }
 
+/// Longest a hook answer waits for the log writer (below the shim's 3 s short budget).
+const ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl HookHandler for BridgeHooks {
     fn authorized(&self, token: Option<&str>) -> bool {
-        match &self.token {
-            None => true,
-            Some(want) => token.is_some_and(|t| constant_time_eq(t.as_bytes(), want.as_bytes())),
-        }
+        crate::auth::bearer_ok(self.token.as_deref(), token)
     }
 
     async fn handle(&self, vendor: String, event: Option<String>, payload: Value) -> Result<HookReply, HookError> {
@@ -222,6 +221,12 @@ impl HookHandler for BridgeHooks {
                 return Err(HookError::Unavailable(e.to_string()));
             }
         };
+        // Answer only once the events are in the log file (written, not yet fsynced), so a
+        // kill -9 after the answer loses nothing acknowledged (issue 15 #13). A stalled
+        // writer costs the agent at most ACK_WAIT: hooks fail open.
+        if !self.pipeline.written(ACK_WAIT).await {
+            tracing::warn!(vendor, "The log writer did not confirm within {ACK_WAIT:?}; answering anyway.");
+        }
         self.attention.observe(&stamped, now);
         let neutral = HookReply::new(adapter.neutral_reply(&hook).as_bytes());
         let Some(control) = &self.control else { return Ok(neutral) };

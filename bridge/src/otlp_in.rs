@@ -45,11 +45,16 @@ pub struct BridgeOtlp {
     /// records, not by requests of any size.
     queued: Arc<AtomicUsize>,
     max_queued: usize,
+    /// The bearer token every export must carry, when set (issue 15: one token on every ingress).
+    token: Option<String>,
+    /// Decompressed bytes decoded at once (issue 15 #4).
+    budget: aep_receivers::otlp::DecodeBudget,
 }
 
 impl BridgeOtlp {
-    /// A handler feeding `pipeline`, holding at most about `max_queued` drafts in flight;
-    /// returns it with the task draining its queue.
+    /// A handler feeding `pipeline`, holding at most about `max_queued` drafts in flight,
+    /// decoding within `budget` and, with `token`, requiring it as every export's bearer
+    /// credential; returns it with the task draining its queue.
     pub fn new(
         pipeline: Pipeline,
         cx: MapContext,
@@ -57,6 +62,8 @@ impl BridgeOtlp {
         overrides: HashMap<String, Vendor>,
         max_queued: usize,
         tee: Option<Arc<dyn OtlpTee>>,
+        token: Option<String>,
+        budget: aep_receivers::otlp::DecodeBudget,
     ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
         // Every queued batch holds at least one draft, so the record count binds first.
         let (tx, mut rx) = mpsc::channel::<Vec<MappedDraft>>(max_queued.max(1));
@@ -86,7 +93,7 @@ impl BridgeOtlp {
             }
         });
         let max_queued = max_queued.max(1);
-        (Arc::new(Self { tx, cx, mode, overrides, metrics, tee, queued, max_queued }), task)
+        (Arc::new(Self { tx, cx, mode, overrides, metrics, tee, queued, max_queued, token, budget }), task)
     }
 
     /// Refuses while the pipeline holds `max_queued` drafts or more (one export of any
@@ -168,6 +175,14 @@ impl BridgeOtlp {
 }
 
 impl OtlpHandler for BridgeOtlp {
+    fn authorized(&self, token: Option<&str>) -> bool {
+        crate::auth::bearer_ok(self.token.as_deref(), token)
+    }
+
+    fn decode_budget(&self) -> Option<&aep_receivers::otlp::DecodeBudget> {
+        Some(&self.budget)
+    }
+
     fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused> {
         match &self.tee {
             Some(t) => self.take_records(to_otel_records(&req), || t.logs(&req)),
@@ -209,6 +224,7 @@ mod tests {
     use super::*;
     use crate::pipeline::PipelineBuilder;
     use aep_adapters::otel::Attributes;
+    use aep_receivers::otlp::DecodeBudget;
     use serde_json::json;
 
     fn codex_record(conversation: &str) -> OtelRecord {
@@ -230,7 +246,16 @@ mod tests {
     async fn a_full_queue_refuses_with_a_retry_delay_and_recovers() {
         let metrics = Arc::new(Metrics::default());
         let pipeline = PipelineBuilder::new(0, "h", metrics.clone()).build();
-        let (otlp, _task) = BridgeOtlp::new(pipeline, MapContext::default(), Mode::Companion, HashMap::new(), 2, None);
+        let (otlp, _task) = BridgeOtlp::new(
+            pipeline,
+            MapContext::default(),
+            Mode::Companion,
+            HashMap::new(),
+            2,
+            None,
+            None,
+            DecodeBudget::new(1 << 20),
+        );
         let batch = || vec![codex_record("c1"), codex_record("c1")];
         assert_eq!(otlp.log_records(batch()), Ok(Accepted::all()));
         assert!(matches!(otlp.ready_for_logs(), Err(Refused::Full { .. })));

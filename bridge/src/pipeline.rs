@@ -84,6 +84,41 @@ pub struct SinkTx {
     /// producer wait (backpressure reaches the receivers: OTLP answers 503), up to
     /// [`DURABLE_WAIT`], and only then is an event counted as dropped and logged.
     pub durable: bool,
+    /// How far the sink has got, when it reports it ([`Pipeline::written`] waits on it).
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// How far a durable sink has got: events handed to its queue, and events it has finished
+/// with (written, or failed and counted as dropped). A caller that must not acknowledge
+/// before its events reached the writer waits for `done` to pass what was handed (issue 15
+/// #13: a hook is answered once its events are written to the log file, not yet fsynced).
+#[derive(Debug)]
+pub struct Progress {
+    handed: std::sync::atomic::AtomicU64,
+    done: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Self { handed: std::sync::atomic::AtomicU64::new(0), done: tokio::sync::watch::Sender::new(0) }
+    }
+}
+
+impl Progress {
+    /// The sink has finished with `n` more events, in queue order.
+    pub fn finished(&self, n: u64) {
+        self.done.send_modify(|d| *d += n);
+    }
+
+    /// Waits until every event handed so far is finished; `false` after `timeout`.
+    async fn caught_up(&self, timeout: Duration) -> bool {
+        let target = self.handed.load(Ordering::Acquire);
+        let mut rx = self.done.subscribe();
+        if *rx.borrow() >= target {
+            return true;
+        }
+        matches!(tokio::time::timeout(timeout, rx.wait_for(|d| *d >= target)).await, Ok(Ok(_)))
+    }
 }
 
 /// How long a producer waits for room in a durable sink's queue.
@@ -92,12 +127,18 @@ pub const DURABLE_WAIT: Duration = Duration::from_secs(5);
 impl SinkTx {
     /// A best-effort sink: debug/info are shed when its queue is full.
     pub fn new(name: &'static str, tx: mpsc::Sender<Arc<Stamped>>) -> Self {
-        Self { name, tx, durable: false }
+        Self { name, tx, durable: false, progress: None }
     }
 
     /// A durable sink: nothing is shed while the producer can wait.
     pub fn durable(name: &'static str, tx: mpsc::Sender<Arc<Stamped>>) -> Self {
-        Self { name, tx, durable: true }
+        Self { name, tx, durable: true, progress: None }
+    }
+
+    /// Reports the sink's progress through `p` (the sink calls [`Progress::finished`]).
+    pub fn with_progress(mut self, p: Arc<Progress>) -> Self {
+        self.progress = Some(p);
+        self
     }
 }
 
@@ -318,13 +359,20 @@ impl Pipeline {
         let sinks: Arc<[SinkTx]> = self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()));
         let sev = s.event.severity();
         for sink in sinks.iter() {
+            let handed = || {
+                if let Some(p) = &sink.progress {
+                    p.handed.fetch_add(1, Ordering::AcqRel);
+                }
+            };
             match sink.tx.try_send(s.clone()) {
-                Ok(()) => {}
+                Ok(()) => handed(),
                 Err(mpsc::error::TrySendError::Closed(_)) => drops.note(sink.name, sev),
                 Err(mpsc::error::TrySendError::Full(item)) if sink.durable => {
                     if sink.tx.send_timeout(item, DURABLE_WAIT).await.is_err() {
                         drops.note(sink.name, sev);
                         tracing::error!(sink = sink.name, id = %s.event.id, "Durable sink stalled: dropped an event.");
+                    } else {
+                        handed();
                     }
                 }
                 Err(mpsc::error::TrySendError::Full(item)) => {
@@ -341,6 +389,18 @@ impl Pipeline {
             }
         }
         Ok(())
+    }
+
+    /// Waits until every durable sink that reports progress has finished with everything
+    /// handed to it so far (so with the events of a submit that returned); `false` when
+    /// `timeout` passed first (the caller answers anyway: hooks fail open).
+    pub async fn written(&self, timeout: Duration) -> bool {
+        let sinks: Arc<[SinkTx]> = self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()));
+        let mut ok = true;
+        for p in sinks.iter().filter_map(|s| s.progress.as_ref()) {
+            ok &= p.caught_up(timeout).await;
+        }
+        ok
     }
 
     /// Closes every sink queue: sinks drain what they hold, flush, and end.

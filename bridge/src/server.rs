@@ -56,13 +56,22 @@ pub struct AppState {
     pub relay: Arc<RelayStatus>,
     /// Whether the relay is required for `ok`.
     pub relay_required: bool,
+    /// Failing sinks and state.
+    pub health: Arc<crate::health::Health>,
 }
 
+/// 200 `{"ok":true,...}`, or 503 naming what fails: a required relay that is down, or a
+/// sink that cannot write (`"failing":{"jsonl":"...: No space left on device"}`).
 async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
     let relay = s.relay.all_live();
-    let ok = !s.relay_required || relay;
+    let failing = s.health.failures();
+    let ok = (!s.relay_required || relay) && failing.is_empty();
     let status = if ok { axum::http::StatusCode::OK } else { axum::http::StatusCode::SERVICE_UNAVAILABLE };
-    (status, axum::Json(serde_json::json!({ "ok": ok, "relay": relay })))
+    let mut body = serde_json::json!({ "ok": ok, "relay": relay });
+    if !failing.is_empty() {
+        body["failing"] = serde_json::json!(failing);
+    }
+    (status, axum::Json(body))
 }
 
 async fn metrics_page(State(s): State<AppState>) -> impl IntoResponse {
@@ -167,7 +176,15 @@ pub async fn serve(
     let dd_err = |message: String| ServeError::DataDir { path: data_dir.display().to_string(), message };
     std::fs::create_dir_all(&data_dir).map_err(|e| dd_err(e.to_string()))?;
     let now_secs = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let epoch = state::bump_epoch(&data_dir, now_secs).map_err(|e| dd_err(e.to_string()))?;
+    // A full disk must not stop the bridge from starting (issue 15 #8): the epoch is then
+    // kept in place or seeded from the clock, and /healthz says the state is not durable.
+    let (epoch, epoch_warning) = match state::bump_epoch(&data_dir, now_secs).map_err(|e| dd_err(e.to_string()))? {
+        state::Epoch { value, not_durable: None } => (value, None),
+        state::Epoch { value, not_durable: Some(e) } => {
+            tracing::error!(epoch = value, error = %e, "The epoch could not be written durably; continuing.");
+            (value, Some(e))
+        }
+    };
 
     // Bind first, so a port clash fails before anything else starts.
     let http_listener = bind(&cfg.server.listen, "--listen").await?;
@@ -181,6 +198,10 @@ pub async fn serve(
     };
 
     let metrics = Arc::new(Metrics::default());
+    let health = Arc::new(crate::health::Health::default());
+    if let Some(e) = &epoch_warning {
+        health.failing("state", e);
+    }
     let relay_status = Arc::new(RelayStatus::default());
     let token = (!cfg.server.token.is_empty()).then(|| cfg.server.token.clone());
     let mut builder = PipelineBuilder::new(epoch, host_name(&cfg), metrics.clone())
@@ -189,8 +210,16 @@ pub async fn serve(
     let mut jsonl_thread = None;
     if cfg.jsonl.enabled {
         let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
-        jsonl_thread = Some(sinks::jsonl::spawn(rx, data_dir.clone(), cfg.jsonl.clone(), metrics.clone()));
-        builder = builder.sink(SinkTx::durable("jsonl", tx));
+        let progress = Arc::new(crate::pipeline::Progress::default());
+        jsonl_thread = Some(sinks::jsonl::spawn(
+            rx,
+            data_dir.clone(),
+            cfg.jsonl.clone(),
+            metrics.clone(),
+            Some(progress.clone()),
+            Some(health.clone()),
+        ));
+        builder = builder.sink(SinkTx::durable("jsonl", tx).with_progress(progress));
     }
     // The command channel exists before anything that can receive a command: the collector
     // and the relay binding send, the control loop (started once the pipeline exists) owns
@@ -229,6 +258,8 @@ pub async fn serve(
         otlp_overrides(&cfg),
         cfg.pipeline.queue_capacity,
         crate::otlp_tee::from_config(&cfg, &metrics),
+        token.clone(),
+        aep_receivers::otlp::DecodeBudget::new(cfg.otlp_in.max_decode_bytes),
     );
     let attention = Arc::new(crate::attention::AttentionBook::default());
     // Control flows only on authenticated bindings (AEP-0004 §4.1): without a token the
@@ -252,7 +283,12 @@ pub async fn serve(
     hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
     let hooks = Arc::new(hooks);
     let app = app(AppParts {
-        state: AppState { metrics: metrics.clone(), relay: relay_status.clone(), relay_required: cfg.relay.required },
+        state: AppState {
+            metrics: metrics.clone(),
+            relay: relay_status.clone(),
+            relay_required: cfg.relay.required,
+            health: health.clone(),
+        },
         hooks,
         max_hook_body: cfg.server.max_hook_body,
         otlp: otlp.clone(),
@@ -277,24 +313,24 @@ pub async fn serve(
         stop.cancel();
     });
     let mut servers = Vec::new();
-    let s = shutdown.clone();
-    let main_app = app.clone();
-    servers.push(tokio::spawn(async move {
-        let _ = axum::serve(http_listener, main_app).with_graceful_shutdown(s.cancelled_owned()).await;
-    }));
+    let limits = cfg.server.limits().fitted_to_file_limit();
+    servers.push(tokio::spawn(crate::listener::serve(
+        http_listener,
+        app.clone(),
+        limits,
+        metrics.clone(),
+        shutdown.clone(),
+    )));
     if let Some(l) = otlp_http_listener {
         // The extra OTLP/HTTP port serves the same app (the OTLP paths live on both).
-        let s = shutdown.clone();
-        let a = app.clone();
-        servers.push(tokio::spawn(async move {
-            let _ = axum::serve(l, a).with_graceful_shutdown(s.cancelled_owned()).await;
-        }));
+        servers.push(tokio::spawn(crate::listener::serve(l, app.clone(), limits, metrics.clone(), shutdown.clone())));
     }
     if let Some(l) = grpc_listener {
         let s = shutdown.clone();
+        let grpc_concurrency = cfg.otlp_in.max_grpc_concurrency.max(1);
         let h: Arc<dyn aep_receivers::otlp::OtlpHandler> = otlp.clone();
         servers.push(tokio::spawn(async move {
-            let cfg = aep_receivers::otlp::GrpcConfig::default();
+            let cfg = aep_receivers::otlp::GrpcConfig { max_concurrency: grpc_concurrency, ..Default::default() };
             if let Err(e) = aep_receivers::otlp::serve_grpc(l, h, cfg, s.cancelled_owned()).await {
                 tracing::error!(error = %e, "OTLP/gRPC receiver stopped.");
             }
@@ -385,9 +421,12 @@ mod tests {
             Default::default(),
             cfg.pipeline.queue_capacity,
             None,
+            None,
+            aep_receivers::otlp::DecodeBudget::new(cfg.otlp_in.max_decode_bytes),
         );
         let hooks = Arc::new(BridgeHooks::new(pipeline.clone(), aep_adapters::vendors::all(), map_context(&cfg), None));
-        let state = AppState { metrics: metrics.clone(), relay: Arc::default(), relay_required };
+        let state =
+            AppState { metrics: metrics.clone(), relay: Arc::default(), relay_required, health: Arc::default() };
         let app = app(AppParts {
             state,
             hooks,

@@ -76,6 +76,8 @@ struct SessionBuffer {
     /// The latest position evicted: a resume before it has lost events.
     last_evicted: Option<Position>,
     last_write: u64,
+    /// Bytes of the held lines.
+    bytes: usize,
 }
 
 impl SessionBuffer {
@@ -87,6 +89,7 @@ impl SessionBuffer {
             ids: HashMap::default(),
             last_evicted,
             last_write: clock,
+            bytes: 0,
         }
     }
 
@@ -134,6 +137,7 @@ impl SessionBuffer {
             Line::Own(ev.line.clone())
         };
         self.events.insert(at, Held { pos: p, line, key });
+        self.bytes += ev.line.len();
         while self.events.len() > depth {
             self.evict_front();
         }
@@ -149,13 +153,24 @@ impl SessionBuffer {
         {
             o.remove();
         }
-        if let Line::Ring { len, .. } = old.line {
-            // Ring lines leave in the order they came: this one is at the front.
-            self.ring.drain(..len.min(self.ring.len()));
-            self.ring_base += len as u64;
+        match old.line {
+            Line::Ring { len, .. } => {
+                // Ring lines leave in the order they came: this one is at the front.
+                self.ring.drain(..len.min(self.ring.len()));
+                self.ring_base += len as u64;
+                self.bytes -= len;
+                // Give back the room a burst of large lines left behind.
+                if self.ring.capacity() > RING_KEEP && self.ring.capacity() > 4 * self.ring.len() {
+                    self.ring.shrink_to(self.ring.len() * 2);
+                }
+            }
+            Line::Own(b) => self.bytes -= b.len(),
         }
     }
 }
+
+/// Ring capacity a session keeps however little it holds.
+const RING_KEEP: usize = 256 * 1024;
 
 /// The bytes of a held line.
 fn line(ring: &VecDeque<u8>, ring_base: u64, h: &Held) -> Bytes {
@@ -194,6 +209,10 @@ fn pos(s: &Stamped) -> Position {
 pub struct ReplayBuffers {
     depth: usize,
     max_sessions: usize,
+    /// Bytes of held lines over all sessions, at most (AEP-0003 §5 leaves the depth to the
+    /// collector; issue 15 #5: bounded in bytes, not only in events).
+    max_bytes: usize,
+    bytes: usize,
     sessions: HashMap<String, SessionBuffer>,
     /// The last position each wholly evicted session held, so a session that comes back
     /// still reports the loss to a resume from before it (AEP-0003 §5).
@@ -206,9 +225,18 @@ pub struct ReplayBuffers {
 impl ReplayBuffers {
     /// Buffers holding `depth` events per session, for at most `max_sessions` sessions.
     pub fn new(depth: usize, max_sessions: usize) -> Self {
+        Self::with_bytes(depth, max_sessions, usize::MAX)
+    }
+
+    /// Buffers as [`ReplayBuffers::new`], holding at most about `max_bytes` of lines in all:
+    /// past it the oldest events go first from the session just written, then from the
+    /// least recently written sessions (an event larger than the bound is held alone).
+    pub fn with_bytes(depth: usize, max_sessions: usize, max_bytes: usize) -> Self {
         Self {
             depth: depth.max(1),
             max_sessions: max_sessions.max(1),
+            max_bytes: max_bytes.max(1),
+            bytes: 0,
             sessions: HashMap::new(),
             evicted: HashMap::new(),
             clock: 0,
@@ -225,12 +253,19 @@ impl ReplayBuffers {
         let key = self.hasher.hash_one(&ev.event.id);
         // One lookup on the common path (the session is held); a new session pays for the rest.
         if let Some(buf) = self.sessions.get_mut(session) {
-            return buf.admit(ev, key, self.depth, clock);
+            let before = buf.bytes;
+            let admitted = buf.admit(ev, key, self.depth, clock);
+            self.bytes = self.bytes + buf.bytes - before;
+            if self.bytes > self.max_bytes {
+                self.shed(session);
+            }
+            return admitted;
         }
         if self.sessions.len() >= self.max_sessions
             && let Some(oldest) = self.sessions.iter().min_by_key(|(_, b)| b.last_write).map(|(k, _)| k.clone())
             && let Some(gone) = self.sessions.remove(&oldest)
         {
+            self.bytes -= gone.bytes;
             let last = gone.events.back().map(|e| e.pos).or(gone.last_evicted);
             if let Some(last) = last {
                 if self.evicted.len() >= self.max_sessions {
@@ -244,8 +279,45 @@ impl ReplayBuffers {
         }
         let mut buf = SessionBuffer::new(self.evicted.remove(session), clock);
         let admitted = buf.admit(ev, key, self.depth, clock);
+        self.bytes += buf.bytes;
         self.sessions.insert(session.to_owned(), buf);
+        if self.bytes > self.max_bytes {
+            self.shed(session);
+        }
         admitted
+    }
+
+    /// Evicts oldest events until the byte bound holds: first from `session` (keeping its
+    /// newest event), then from the least recently written other sessions.
+    fn shed(&mut self, session: &str) {
+        if let Some(buf) = self.sessions.get_mut(session) {
+            while self.bytes > self.max_bytes && buf.events.len() > 1 {
+                let before = buf.bytes;
+                buf.evict_front();
+                self.bytes -= before - buf.bytes;
+            }
+        }
+        while self.bytes > self.max_bytes {
+            let Some(buf) = self
+                .sessions
+                .iter_mut()
+                .filter(|(k, b)| k.as_str() != session && !b.events.is_empty())
+                .min_by_key(|(_, b)| b.last_write)
+                .map(|(_, b)| b)
+            else {
+                break;
+            };
+            while self.bytes > self.max_bytes && !buf.events.is_empty() {
+                let before = buf.bytes;
+                buf.evict_front();
+                self.bytes -= before - buf.bytes;
+            }
+        }
+    }
+
+    /// Bytes of lines held over all sessions.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Events of `session` strictly after `after`, and the earliest held position when the
@@ -311,6 +383,46 @@ mod tests {
         assert_eq!(got.len(), 3);
         let (ex, _) = b.after("s", Position { epoch: 0, seq: 2 });
         assert_eq!(ex, None, "nothing between (0,2) and the earliest held (0,2)");
+    }
+
+    fn sized(id: &str, session: &str, seq: u64, pad: usize) -> Arc<Stamped> {
+        let mut e = Arc::into_inner(ev(id, session, 0, seq)).unwrap().event;
+        e.data = Some(serde_json::json!({ "pad": "x".repeat(pad) }));
+        Arc::new(Stamped::new(e))
+    }
+
+    /// Issue 15 #5: 150 events of 4 MB held 1.2 GB when only the count was bounded.
+    #[test]
+    fn the_byte_bound_evicts_oldest_first_here_then_from_idle_sessions() {
+        let mut b = ReplayBuffers::with_bytes(1024, 10, 10_000);
+        for i in 0..150 {
+            assert!(b.admit(&sized(&format!("a{i}"), "big", i, 3_000)));
+            assert!(
+                b.bytes() <= 10_000 || b.sessions() == 1 && b.after("big", Position { epoch: 0, seq: 0 }).1.len() == 1
+            );
+        }
+        let (exhausted, held) = b.after("big", Position { epoch: 0, seq: 0 });
+        assert_eq!(held.len(), 3, "three 3 KB lines fit in 10 KB");
+        assert_eq!(held.last().unwrap().event.id, "a149");
+        assert!(exhausted.is_some(), "a resume from the start learns events were lost");
+        // A new session's first event pushes out the idle session's oldest; its second
+        // then pushes out its own first.
+        assert!(b.admit(&sized("n0", "new", 0, 3_000)));
+        assert_eq!(b.after("big", Position { epoch: 0, seq: 0 }).1.len(), 2);
+        assert!(b.admit(&sized("n1", "new", 1, 3_000)));
+        assert!(b.bytes() <= 10_000);
+        let ids = |s: &str| {
+            b.all()
+                .into_iter()
+                .filter(|e| e.event.session.as_deref() == Some(s))
+                .map(|e| e.event.id.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids("new"), ["n1"]);
+        assert_eq!(ids("big"), ["a148", "a149"]);
+        // One event larger than the bound is held alone.
+        assert!(b.admit(&sized("huge", "new", 5, 20_000)));
+        assert_eq!(b.all().len(), 1);
     }
 
     #[test]

@@ -168,7 +168,7 @@ impl Collector {
     ) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
-                buffers: ReplayBuffers::new(cfg.replay_buffer, MAX_SESSIONS),
+                buffers: ReplayBuffers::with_bytes(cfg.replay_buffer, MAX_SESSIONS, cfg.replay_bytes),
                 subscribers: Vec::new(),
                 claims: Vec::new(),
             }),

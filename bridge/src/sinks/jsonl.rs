@@ -17,7 +17,10 @@ use tokio::sync::mpsc;
 
 use crate::config::{FsyncPolicy, JsonlConfig};
 use crate::metrics::Metrics;
-use crate::pipeline::Stamped;
+use aep_schemas::Severity;
+
+use crate::health::Health;
+use crate::pipeline::{Progress, Stamped};
 
 /// Maps an untrusted id to one safe path component: `[A-Za-z0-9._-]` kept, every other
 /// byte percent-encoded, a leading `.` encoded (no `..`, no hidden files), empty -> `_`,
@@ -73,12 +76,28 @@ pub struct JsonlWriter {
     tick: u64,
     last_sync: Instant,
     metrics: Arc<Metrics>,
+    health: Option<Arc<Health>>,
 }
 
 impl JsonlWriter {
     /// A writer below `root`.
     pub fn new(root: PathBuf, cfg: JsonlConfig, metrics: Arc<Metrics>) -> Self {
-        Self { root, cfg, open: HashMap::new(), paths: HashMap::new(), tick: 0, last_sync: Instant::now(), metrics }
+        Self {
+            root,
+            cfg,
+            open: HashMap::new(),
+            paths: HashMap::new(),
+            tick: 0,
+            last_sync: Instant::now(),
+            metrics,
+            health: None,
+        }
+    }
+
+    /// Reports write failures (and recovery) as the `jsonl` part of `/healthz`.
+    pub fn with_health(mut self, health: Arc<Health>) -> Self {
+        self.health = Some(health);
+        self
     }
 
     /// The log path of `(agent, session)`, built once per session.
@@ -110,13 +129,34 @@ impl JsonlWriter {
             }
         }
         let (mut written, mut failed) = (0u64, 0u64);
+        let mut last_error = None;
         for (agent, session, lines) in groups {
             let path = self.path_of(agent, session);
             if let Err(e) = self.write_file(&path, &lines) {
                 failed += 1;
                 tracing::error!(path = %path.display(), error = %e, "JSONL write failed.");
+                // Every event of the group is lost: counted exactly, by severity (issue 15 #8).
+                let mut lost: Vec<(Severity, u64)> = Vec::new();
+                for s in batch.iter().filter(|s| s.event.agent == agent && s.event.session.as_deref() == session) {
+                    let sev = s.event.severity();
+                    match lost.iter_mut().find(|(k, _)| *k == sev) {
+                        Some((_, n)) => *n += 1,
+                        None => lost.push((sev, 1)),
+                    }
+                }
+                for (sev, n) in lost {
+                    self.metrics.dropped.add(&[("sink", "jsonl"), ("severity", sev.as_str())], n);
+                }
+                last_error = Some(format!("{}: {e}", path.display()));
             } else {
                 written += lines.len() as u64;
+            }
+        }
+        if let Some(h) = &self.health {
+            match &last_error {
+                Some(e) => h.failing("jsonl", e),
+                None if failed == 0 => h.recovered("jsonl"),
+                None => {}
             }
         }
         // Recorded once per batch, not per file: a metric update costs more than a write's bookkeeping.
@@ -248,16 +288,23 @@ fn drain(rx: &mut mpsc::Receiver<Arc<Stamped>>, batch: &mut Vec<Arc<Stamped>>) {
 }
 
 /// Runs the sink on a dedicated thread until the queue closes, then fsyncs everything.
+/// `progress` learns of every batch once it is written (or failed and counted); `health`
+/// of write failures.
 pub fn spawn(
     mut rx: mpsc::Receiver<Arc<Stamped>>,
     root: PathBuf,
     cfg: JsonlConfig,
     metrics: Arc<Metrics>,
+    progress: Option<Arc<Progress>>,
+    health: Option<Arc<Health>>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("aep-jsonl".into())
         .spawn(move || {
             let mut w = JsonlWriter::new(root, cfg, metrics.clone());
+            if let Some(h) = health {
+                w = w.with_health(h);
+            }
             let mut batch = Vec::with_capacity(1024);
             while let Some(first) = rx.blocking_recv() {
                 batch.push(first);
@@ -269,6 +316,9 @@ pub fn spawn(
                     drain(&mut rx, &mut batch);
                 }
                 w.write_batch(&batch);
+                if let Some(p) = &progress {
+                    p.finished(batch.len() as u64);
+                }
                 batch.clear();
                 metrics.queue_depth.set("jsonl", rx.len() as i64);
             }

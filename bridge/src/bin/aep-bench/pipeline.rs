@@ -80,7 +80,14 @@ fn rig(root: Option<&Path>) -> Rig {
     if let Some(root) = root {
         let cap = aep_bridge::config::PipelineConfig::default().queue_capacity;
         let (tx, rx) = mpsc::channel(cap);
-        jsonl = Some(aep_bridge::sinks::jsonl::spawn(rx, root.to_owned(), JsonlConfig::default(), metrics.clone()));
+        jsonl = Some(aep_bridge::sinks::jsonl::spawn(
+            rx,
+            root.to_owned(),
+            JsonlConfig::default(),
+            metrics.clone(),
+            None,
+            None,
+        ));
         probe = Some(tx.clone());
         b = b.sink(SinkTx::durable("jsonl", tx));
     }
