@@ -161,6 +161,10 @@ impl HookHandler for BridgeHooks {
         crate::auth::bearer_ok(self.token.as_deref(), token)
     }
 
+    fn reply_proof(&self, nonce: &str, body: &[u8]) -> Option<String> {
+        self.token.as_deref().map(|t| aep_schemas::digest::reply_proof(t, nonce, body))
+    }
+
     async fn handle(&self, vendor: String, event: Option<String>, payload: Value) -> Result<HookReply, HookError> {
         let adapter = self.adapters.get(vendor.as_str()).ok_or_else(|| HookError::UnknownVendor(vendor.clone()))?;
         let call = HookCall { event: event.as_deref(), payload: &payload };

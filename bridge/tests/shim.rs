@@ -150,6 +150,13 @@ async fn a_bridge_that_never_answers_is_bounded_by_the_timeout() {
 /// A fake listener: accepts one connection, reads the request, then sends `reply` (or
 /// nothing, holding the connection open until the test ends).
 fn fake_bridge(reply: Option<Vec<u8>>) -> (String, std::thread::JoinHandle<Vec<u8>>) {
+    fake_bridge_with(move |_| reply)
+}
+
+/// A fake listener whose reply is made from the request it read.
+fn fake_bridge_with(
+    reply: impl FnOnce(&[u8]) -> Option<Vec<u8>> + Send + 'static,
+) -> (String, std::thread::JoinHandle<Vec<u8>>) {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", l.local_addr().unwrap());
     let t = std::thread::spawn(move || {
@@ -158,7 +165,7 @@ fn fake_bridge(reply: Option<Vec<u8>>) -> (String, std::thread::JoinHandle<Vec<u
         c.set_read_timeout(Some(std::time::Duration::from_millis(500))).unwrap();
         let mut req = vec![0u8; 64 * 1024];
         let n = c.read(&mut req).unwrap_or(0);
-        match reply {
+        match reply(&req[..n]) {
             Some(r) => {
                 let _ = c.write_all(&r);
             }
@@ -221,12 +228,43 @@ fn an_oversized_reply_is_refused_and_answered_neutrally() {
     assert_eq!(code, 0);
     assert!(!String::from_utf8_lossy(&out).contains("allow"), "the oversized allow was relayed");
     assert!(String::from_utf8_lossy(&t.join().unwrap()).contains("PermissionRequest"), "the request went out");
-    // The same decision at a normal size is relayed.
-    let body = r#"{"hookSpecificOutput":{"decision":{"behavior":"allow"}}}"#;
-    let reply = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes();
-    let (url, _t) = fake_bridge(Some(reply));
+    // The same decision at a normal size is relayed (from a listener that can prove it).
+    let (url, _t) = fake_bridge_with(|req| Some(proven_allow("t", req)));
     let (_, out) = held_shim(&url, &[("AEP_TOKEN", "t")], std::time::Duration::from_secs(20)).expect("hung");
-    assert_eq!(String::from_utf8_lossy(&out), body);
+    assert_eq!(String::from_utf8_lossy(&out), ALLOW);
+}
+
+const ALLOW: &str = r#"{"hookSpecificOutput":{"decision":{"behavior":"allow"}}}"#;
+
+/// An allow reply with the proof over the request's nonce under `token`.
+fn proven_allow(token: &str, req: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(req);
+    let nonce = text
+        .lines()
+        .find_map(|l| l.strip_prefix("X-AEP-Nonce: ").or_else(|| l.strip_prefix("x-aep-nonce: ")))
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    let proof = aep_schemas::digest::reply_proof(token, &nonce, ALLOW.as_bytes());
+    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nx-aep-proof: {proof}\r\n\r\n{ALLOW}", ALLOW.len()).into_bytes()
+}
+
+/// Issue 15 #9: whatever listens on the port is not trusted with a decision. With a token
+/// the shim relays only a reply proven under it: a fake's bare "allow", or one proven
+/// under another token, gets the neutral reply.
+#[test]
+fn a_listener_that_cannot_prove_its_reply_is_not_relayed() {
+    let bare = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{ALLOW}", ALLOW.len()).into_bytes();
+    let (url, _t) = fake_bridge(Some(bare));
+    let (code, out) = held_shim(&url, &[("AEP_TOKEN", "t")], std::time::Duration::from_secs(20)).expect("hung");
+    assert_eq!(code, 0);
+    assert!(!String::from_utf8_lossy(&out).contains("allow"), "a fake's allow was relayed");
+    let (url, _t) = fake_bridge_with(|req| Some(proven_allow("other-token", req)));
+    let (_, out) = held_shim(&url, &[("AEP_TOKEN", "t")], std::time::Duration::from_secs(20)).expect("hung");
+    assert!(!String::from_utf8_lossy(&out).contains("allow"), "a reply proven under another token was relayed");
+    let (url, _t) = fake_bridge_with(|req| Some(proven_allow("t", req)));
+    let (_, out) = held_shim(&url, &[("AEP_TOKEN", "t")], std::time::Duration::from_secs(20)).expect("hung");
+    assert_eq!(String::from_utf8_lossy(&out), ALLOW, "a proven reply is relayed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

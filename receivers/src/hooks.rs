@@ -102,6 +102,14 @@ pub trait HookHandler: Send + Sync + 'static {
 
     /// Counts a refused call.
     fn rejected(&self, vendor: &str, err: &HookError);
+
+    /// The `x-aep-proof` of a reply `body` for a caller that sent `nonce` (`x-aep-nonce`):
+    /// lets a shim holding the token tell this bridge from any other listener on the port.
+    /// `None` (the default) sends no proof.
+    fn reply_proof(&self, nonce: &str, body: &[u8]) -> Option<String> {
+        let _ = (nonce, body);
+        None
+    }
 }
 
 /// The hook routes, with a body limit of `max_body` bytes (413 beyond).
@@ -154,7 +162,15 @@ async fn run<H: HookHandler>(
     }
     .await;
     match result {
-        Ok(reply) => reply.into_response(),
+        Ok(reply) => {
+            let nonce = headers.get("x-aep-nonce").and_then(|v| v.to_str().ok()).filter(|n| n.len() <= 128);
+            let proof = nonce.and_then(|n| h.reply_proof(n, &reply.body));
+            let mut resp = reply.into_response();
+            if let Some(p) = proof.and_then(|p| axum::http::HeaderValue::from_str(&p).ok()) {
+                resp.headers_mut().insert("x-aep-proof", p);
+            }
+            resp
+        }
         Err(e) => {
             h.rejected(&vendor, &e);
             e.into_response()

@@ -18,10 +18,48 @@ pub fn digest(value: &Value) -> String {
     hex::encode(&hash[..16])
 }
 
+/// HMAC-SHA256 (RFC 2104) of `msg` under `key`.
+pub fn hmac_sha256(key: &[u8], msg: &[&[u8]]) -> [u8; 32] {
+    const BLOCK: usize = 64;
+    let mut k = [0u8; BLOCK];
+    if key.len() > BLOCK {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let pad = |byte: u8| k.map(|b| b ^ byte);
+    let mut inner = Sha256::new();
+    inner.update(pad(0x36));
+    for part in msg {
+        inner.update(part);
+    }
+    let mut outer = Sha256::new();
+    outer.update(pad(0x5c));
+    outer.update(inner.finalize());
+    outer.finalize().into()
+}
+
+/// The proof a hook reply carries for a shim that holds the token (`x-aep-proof`): hex
+/// HMAC-SHA256 under the token of the shim's nonce, a newline, and the reply body. A
+/// listener that does not know the token cannot make a decision the shim will relay.
+pub fn reply_proof(token: &str, nonce: &str, body: &[u8]) -> String {
+    hex::encode(hmac_sha256(token.as_bytes(), &[nonce.as_bytes(), b"\n", body]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// RFC 4231 test cases 1 and 6 (a key longer than the block).
+    #[test]
+    fn hmac_matches_rfc_4231() {
+        let tc1 = hmac_sha256(&[0x0b; 20], &[b"Hi There"]);
+        assert_eq!(hex::encode(tc1), "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+        let tc6 = hmac_sha256(&[0xaa; 131], &[b"Test Using Larger Than Block-Size Key - Hash Key First"]);
+        assert_eq!(hex::encode(tc6), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+        assert_eq!(hmac_sha256(b"k", &[b"ab", b"c"]), hmac_sha256(b"k", &[b"abc"]), "parts are concatenated");
+    }
 
     #[test]
     fn digest_is_over_sorted_compact_json() {

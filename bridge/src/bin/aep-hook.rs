@@ -4,6 +4,9 @@
 //! `http://127.0.0.1:8787`; bearer `AEP_TOKEN` when set) at `/hooks/{vendor}[/{event}]`,
 //! and writes the bridge's reply to stdout. Fail-open is absolute: whatever goes wrong
 //! (bridge down, slow, erroring), the agent gets the vendor's neutral reply and exit 0.
+//! With a token the shim also sends a fresh nonce and relays a reply only when it carries
+//! the bridge's proof over it (`x-aep-proof`, HMAC under the token): another program
+//! listening on the port cannot answer for the bridge.
 //! Plain blocking std I/O, no async runtime: start-up cost is what the agent pays on
 //! every tool call.
 
@@ -106,8 +109,9 @@ fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>>
         "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         payload.len()
     );
+    let nonce = ulid::Ulid::new().to_string();
     if let Some(t) = &token {
-        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        req.push_str(&format!("Authorization: Bearer {t}\r\nX-AEP-Nonce: {nonce}\r\n"));
     }
     req.push_str("\r\n");
     let mut buf = req.into_bytes();
@@ -133,7 +137,28 @@ fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>>
             Err(_) => return None,
         }
     }
-    parse_ok_body(&resp)
+    let body = parse_ok_body(&resp)?;
+    if let Some(t) = &token {
+        // Only a bridge that knows the token can prove its reply (a neutral reply needs no proof).
+        let proof = header(&resp, "x-aep-proof");
+        let want = aep_schemas::digest::reply_proof(t, &nonce, &body);
+        if !body.is_empty() && proof.as_deref() != Some(want.as_str()) {
+            eprintln!(
+                "aep-hook: ignoring a reply without the bridge's proof (is something else listening on {hostport}?)"
+            );
+            return None;
+        }
+    }
+    Some(body)
+}
+
+/// A response header's value.
+fn header(resp: &[u8], name: &str) -> Option<String> {
+    let end = header_end(resp)?;
+    String::from_utf8_lossy(&resp[..end]).lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+    })
 }
 
 fn header_end(resp: &[u8]) -> Option<usize> {
