@@ -22,6 +22,12 @@ use tokio::sync::mpsc;
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 
+/// Drafts submitted to the pipeline at once from an OTLP export.
+const BULK_CHUNK: usize = 256;
+
+/// Events the log writer may have queued and unwritten before more OTLP drafts go in.
+const BULK_BACKLOG: u64 = 1024;
+
 /// Something else that wants every OTLP request unchanged (the tee).
 pub trait OtlpTee: Send + Sync {
     /// A logs request as received.
@@ -73,11 +79,14 @@ impl BridgeOtlp {
         let task = tokio::spawn(async move {
             while let Some(batch) = rx.recv().await {
                 let n = batch.len();
-                // Keep per-vendor order; each vendor is its own agent identity.
-                let mut run: Vec<aep_adapters::EventDraft> = Vec::with_capacity(batch.len());
+                // Keep per-vendor order; each vendor is its own agent identity. Submitted in
+                // chunks, each only once the log writer is near caught up: the stamper lock
+                // is never held for a whole export, and hooks never queue behind one.
+                let mut run: Vec<aep_adapters::EventDraft> = Vec::with_capacity(batch.len().min(BULK_CHUNK));
                 let mut vendor: Option<&'static str> = None;
                 for m in batch {
-                    if vendor.is_some_and(|v| v != m.vendor) && !run.is_empty() {
+                    if !run.is_empty() && (run.len() >= BULK_CHUNK || vendor.is_some_and(|v| v != m.vendor)) {
+                        pipeline.room_for_bulk(BULK_BACKLOG).await;
                         let _ =
                             pipeline.submit_drafts("otlp", vendor.unwrap_or_default(), std::mem::take(&mut run)).await;
                     }
@@ -87,6 +96,7 @@ impl BridgeOtlp {
                 if let Some(v) = vendor
                     && !run.is_empty()
                 {
+                    pipeline.room_for_bulk(BULK_BACKLOG).await;
                     let _ = pipeline.submit_drafts("otlp", v, run).await;
                 }
                 in_flight.fetch_sub(n, Ordering::AcqRel);

@@ -110,6 +110,18 @@ impl Progress {
         self.done.send_modify(|d| *d += n);
     }
 
+    /// Events handed and not yet finished.
+    fn backlog(&self) -> u64 {
+        self.handed.load(Ordering::Acquire).saturating_sub(*self.done.borrow())
+    }
+
+    /// Waits until at most `limit` events are handed and not finished.
+    async fn below(&self, limit: u64) {
+        let mut rx = self.done.subscribe();
+        let handed = &self.handed;
+        let _ = rx.wait_for(|d| handed.load(Ordering::Acquire).saturating_sub(*d) <= limit).await;
+    }
+
     /// Waits until every event handed so far is finished; `false` after `timeout`.
     async fn caught_up(&self, timeout: Duration) -> bool {
         let target = self.handed.load(Ordering::Acquire);
@@ -401,6 +413,19 @@ impl Pipeline {
             ok &= p.caught_up(timeout).await;
         }
         ok
+    }
+
+    /// Waits (holding no lock) until no durable sink has more than `limit` events queued
+    /// and unwritten. Bulk producers (OTLP) call it between batches, so a flood cannot
+    /// queue so far ahead of the writer that a hook's answer, which waits for its events
+    /// to be written, waits behind it.
+    pub async fn room_for_bulk(&self, limit: u64) {
+        let sinks: Arc<[SinkTx]> = self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()));
+        for p in sinks.iter().filter_map(|s| s.progress.as_ref()) {
+            if p.backlog() > limit {
+                p.below(limit).await;
+            }
+        }
     }
 
     /// Closes every sink queue: sinks drain what they hold, flush, and end.

@@ -483,10 +483,17 @@ impl Tap for Collector {
         }
         let sev = ev.event.severity();
         let mut dead = Vec::new();
+        // Drops are counted here and recorded once, after the lock: a stalled subscriber
+        // costs each event one capacity check, not a delivery built and a metric update.
+        let mut shed = 0u64;
         // One SSE frame per event, shared by every subscriber that gets it unchanged.
         let mut shared: Option<SharedFrame> = None;
         for s in &st.subscribers {
             if !s.filter.matches(&ev.event) {
+                continue;
+            }
+            if sev < Severity::Notice && s.tx.capacity() == 0 {
+                shed += 1;
                 continue;
             }
             let event = down(ev, s.ceiling);
@@ -498,9 +505,7 @@ impl Tap for Collector {
             let d = Delivery::Event { sub: s.sub.clone(), event, frame };
             match s.tx.try_send(d) {
                 Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(_)) if sev < Severity::Notice => {
-                    self.metrics.dropped.inc(&[("sink", "subscriber"), ("severity", sev.as_str())]);
-                }
+                Err(mpsc::error::TrySendError::Full(_)) if sev < Severity::Notice => shed += 1,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     // AEP-0003 §8.4: deliver or disconnect, never drop notice+ silently.
                     self.metrics.dropped.inc(&[("sink", "subscriber"), ("severity", sev.as_str())]);
@@ -514,6 +519,10 @@ impl Tap for Collector {
             let before = st.subscribers.len();
             st.subscribers.retain(|s| !dead.contains(&s.id));
             self.metrics.subscribers.fetch_sub((before - st.subscribers.len()) as i64, Ordering::Relaxed);
+        }
+        drop(st);
+        if shed > 0 {
+            self.metrics.dropped.add(&[("sink", "subscriber"), ("severity", sev.as_str())], shed);
         }
     }
 }

@@ -295,10 +295,7 @@ async fn read_request(
             match b.try_admit(want) {
                 Some(a) => Some(a),
                 None => {
-                    // Read and discard the body first: a sender that writes its whole
-                    // request before reading the answer would otherwise see a broken pipe
-                    // instead of the 503 that tells it to retry.
-                    drain(body, cfg.max_request_bytes).await;
+                    refuse_pace(body, declared).await;
                     return Err(refused(format, Refused::Full { retry_after: std::time::Duration::from_secs(1) }));
                 }
             }
@@ -327,8 +324,28 @@ async fn read_request(
     Ok((format, encoding, wire, admitted))
 }
 
+/// Most of a refused body read and discarded so its sender sees the answer; past it the
+/// connection is closed instead (a flood of large refused exports must not cost a copy of
+/// every byte: a sender that writes first sees a broken pipe and retries).
+const DRAIN_MAX: usize = 64 * 1024;
+
+/// How long a refusal of a body too large to drain waits before it is sent: a sender
+/// retrying at once is slowed to a few attempts a second, at no cost to the bridge.
+const REFUSE_PACE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Before a 503 for want of budget: a small body is drained (its sender reads the answer),
+/// a large one waits [`REFUSE_PACE`] unread and its connection is closed after the answer.
+async fn refuse_pace(body: Body, declared: Option<u64>) {
+    if declared.is_some_and(|n| n <= DRAIN_MAX as u64) {
+        drain(body, DRAIN_MAX).await;
+    } else {
+        tokio::time::sleep(REFUSE_PACE).await;
+    }
+}
+
 /// Reads and discards up to `limit` bytes of `body` (no memory held).
 async fn drain(mut body: Body, limit: usize) {
+    let limit = limit.min(DRAIN_MAX);
     let mut seen = 0usize;
     while seen < limit {
         match body.frame().await {

@@ -59,7 +59,7 @@ fn payload(i: usize) -> String {
 }
 
 /// Spawns `cmd`, writes `stdin`, reads stdout to the end, waits; returns the elapsed time.
-fn spawn_once(cmd: &Path, args: &[&str], url: &str, stdin: &[u8]) -> anyhow::Result<(Duration, Vec<u8>)> {
+pub(super) fn spawn_once(cmd: &Path, args: &[&str], url: &str, stdin: &[u8]) -> anyhow::Result<(Duration, Vec<u8>)> {
     let t = Instant::now();
     let mut child = Command::new(cmd)
         .args(args)

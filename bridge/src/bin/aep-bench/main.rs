@@ -5,6 +5,7 @@
 
 mod collector;
 mod hook;
+mod hostile;
 mod otlp;
 mod pipeline;
 mod rotel;
@@ -44,6 +45,9 @@ pub enum BenchCmd {
     Collector(collector::CollectorArgs),
     /// OTLP/HTTP protobuf logs into a child `aep-bridge serve`: records per CPU-second.
     Otlp(otlp::OtlpArgs),
+    /// The shim's latency and the bridge's RSS under idle connections, stalled
+    /// subscribers and an OTLP flood, against the same run's quiet figures.
+    Hostile(hostile::HostileArgs),
 }
 
 /// Runs the command; returns the exit code.
@@ -53,6 +57,7 @@ fn run(args: BenchArgs) -> i32 {
         BenchCmd::Hook(a) => hook::run(&a),
         BenchCmd::Collector(a) => collector::run(&a),
         BenchCmd::Otlp(a) => otlp::run(&a),
+        BenchCmd::Hostile(a) => hostile::run(&a),
     };
     match result {
         Ok(()) => 0,
