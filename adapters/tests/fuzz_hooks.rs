@@ -6,7 +6,8 @@
 //! project's own validator (`aep_schemas::validate`) accepts.
 //!
 //! Fixed case counts and a fixed seed source (proptest's deterministic runner): the run is
-//! reproducible and stays within a few seconds.
+//! reproducible and stays within a few seconds. `AEP_FUZZ_SCALE=N` runs N times the cases
+//! (a longer local or scheduled run).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -451,8 +452,10 @@ fn contexts() -> [MapContext; 3] {
     [MapContext::default(), at(Capture::Metadata), at(Capture::Full)]
 }
 
+/// A runner of `cases` cases (`AEP_FUZZ_SCALE` multiplies them for a longer local run).
 fn runner(cases: u32) -> TestRunner {
-    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    let scale = std::env::var("AEP_FUZZ_SCALE").ok().and_then(|v| v.parse::<u32>().ok()).unwrap_or(1).max(1);
+    let config = Config { cases: cases.saturating_mul(scale), failure_persistence: None, ..Config::default() };
     TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha))
 }
 
