@@ -480,11 +480,14 @@ fn random_json_never_panics_and_every_admitted_event_validates() {
     assert!(validated > 1500, "only {validated} events validated");
 }
 
+/// A captured session: its vendor's adapter and its `(hook, payload)` records.
+type Session = (Box<dyn HookAdapter>, Vec<(String, Value)>);
+
 /// The captured sessions replayed with up to three fields of each of a few payloads dropped,
 /// replaced, retyped or made huge, through the vendor that produced them.
 #[test]
 fn mutated_real_payloads_never_panic_and_every_admitted_event_validates() {
-    let sessions: Vec<(Box<dyn HookAdapter>, Vec<(String, Value)>)> = CAPTURES
+    let sessions: Vec<Session> = CAPTURES
         .iter()
         .map(|(vendor, jsonl)| {
             let records = jsonl
