@@ -176,13 +176,14 @@ fn line_indent(text: &str, at: usize) -> &str {
     &line[..line.len() - line.trim_start().len()]
 }
 
-/// `value` pretty-printed with `unit` per level, every line after the first prefixed by `indent`.
-fn pretty(value: &Value, unit: &str, indent: &str) -> String {
+/// `value` pretty-printed with `unit` per level, lines ending in `nl`, every line after the
+/// first prefixed by `indent`.
+fn pretty(value: &Value, unit: &str, indent: &str, nl: &str) -> String {
     let mut out = Vec::new();
     let fmt = serde_json::ser::PrettyFormatter::with_indent(unit.as_bytes());
     // Serializing a `Value` into a `Vec` cannot fail.
     let _ = value.serialize(&mut serde_json::Serializer::with_formatter(&mut out, fmt));
-    String::from_utf8_lossy(&out).replace('\n', &format!("\n{indent}"))
+    String::from_utf8_lossy(&out).replace('\n', &format!("{nl}{indent}"))
 }
 
 /// Applies one insertion to `text` without changing any byte of it: a comma after the
@@ -202,13 +203,15 @@ pub fn insert(text: &str, ins: Insert<'_>) -> Option<String> {
     let last = (node.start..close).rev().find(|&i| !blank[i].is_ascii_whitespace())?;
     let needs_comma = last != node.start && blank[last] != b',';
     let unit = indent_unit(text);
+    // A file with CRLF line ends gets CRLF in what is inserted too.
+    let nl = if text.contains("\r\n") { "\r\n" } else { "\n" };
     let close_indent = line_indent(text, close);
     // The items' own indentation when the first one starts a line, else one level in.
     let child = match node.items.first() {
         Some(&first) if text[node.start..first].contains('\n') => line_indent(text, first).to_owned(),
         _ => format!("{close_indent}{unit}"),
     };
-    let value = pretty(ins.value, unit, &child);
+    let value = pretty(ins.value, unit, &child, nl);
     let body = match ins.key {
         Some(key) => format!("{}: {value}", Value::String(key.to_owned())),
         None => value,
@@ -222,11 +225,11 @@ pub fn insert(text: &str, ins: Insert<'_>) -> Option<String> {
     if own_line {
         let at = line_start(text, close);
         out.push_str(&text[last + 1..at]);
-        out.push_str(&format!("{child}{body}\n"));
+        out.push_str(&format!("{child}{body}{nl}"));
         out.push_str(&text[at..]);
     } else {
         out.push_str(&text[last + 1..close]);
-        out.push_str(&format!("\n{child}{body}\n{close_indent}"));
+        out.push_str(&format!("{nl}{child}{body}{nl}{close_indent}"));
         out.push_str(&text[close..]);
     }
     Some(out)
@@ -267,6 +270,15 @@ mod tests {
         assert!(kept(text, &c), "{c}");
         assert!(c.contains("\"x\": 1, // last\n  \"y\": true\n}\n"), "{c}");
         assert!(c.contains("\"A\": [1,\n      {\n        \"k\": 2\n      }\n    ], /* and me */\n    \"B\": [\n      3\n    ]\n  },"), "{c}");
+    }
+
+    #[test]
+    fn crlf_files_get_crlf_insertions() {
+        let text = "{\r\n  \"a\": 1 // one\r\n}\r\n";
+        let out = insert(text, ins(&[], Some("h"), &json!({"k": [1]}))).unwrap();
+        assert_eq!(parse(&out).unwrap(), json!({"a": 1, "h": {"k": [1]}}));
+        assert!(kept(text, &out));
+        assert!(!out.replace("\r\n", "").contains('\n'), "a bare LF slipped in: {out:?}");
     }
 
     #[test]
