@@ -295,4 +295,118 @@ mod tests {
         assert!(insert("{\"a\": 1}", ins(&["b"], Some("k"), &json!(1))).is_none(), "no such key");
         assert!(insert("{\"a\": [}", ins(&["a"], None, &json!(1))).is_none(), "not JSONC");
     }
+
+    mod prop {
+        use super::super::*;
+        use super::kept;
+        use proptest::prelude::*;
+        use serde_json::json;
+
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(json!(null)),
+                any::<bool>().prop_map(Value::from),
+                any::<i32>().prop_map(Value::from),
+                "[a-z/*\\\\\" ,\\]\\[{}é]{0,6}".prop_map(Value::from),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::btree_map("[a-z]{1,3}", inner, 0..4)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// JSONC text of `v`: between tokens, by the `noise` bits, nothing, a newline with
+        /// indentation, a `//` comment or a `/* */` one; after a container's last item,
+        /// sometimes a trailing comma.
+        fn write(v: &Value, noise: &mut impl Iterator<Item = u8>, depth: usize, out: &mut String) {
+            let gap = |out: &mut String, noise: &mut dyn Iterator<Item = u8>| match noise.next().unwrap_or(0) % 6 {
+                0 => out.push_str(&format!("\n{}", "  ".repeat(depth + 1))),
+                1 => out.push_str(" // a \"quoted\" comment, with {braces}\n"),
+                2 => out.push_str(" /* block, ] */ "),
+                _ => {}
+            };
+            match v {
+                Value::Object(m) => {
+                    out.push('{');
+                    for (i, (k, x)) in m.iter().enumerate() {
+                        gap(out, noise);
+                        out.push_str(&Value::String(k.clone()).to_string());
+                        out.push(':');
+                        gap(out, noise);
+                        write(x, noise, depth + 1, out);
+                        if i + 1 < m.len() || noise.next().unwrap_or(0).is_multiple_of(3) {
+                            out.push(',');
+                        }
+                    }
+                    gap(out, noise);
+                    out.push('}');
+                }
+                Value::Array(a) => {
+                    out.push('[');
+                    for (i, x) in a.iter().enumerate() {
+                        gap(out, noise);
+                        write(x, noise, depth + 1, out);
+                        if i + 1 < a.len() || noise.next().unwrap_or(0).is_multiple_of(3) {
+                            out.push(',');
+                        }
+                    }
+                    gap(out, noise);
+                    out.push(']');
+                }
+                other => out.push_str(&other.to_string()),
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 1024, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Any JSONC rendering of an object parses to it, and a member inserted at the
+            /// root or into any nested object lands there with every original byte kept.
+            #[test]
+            fn insertions_into_any_jsonc_keep_the_text_and_land(
+                map in prop::collection::btree_map("[a-z]{1,3}", value(), 0..5),
+                noise in prop::collection::vec(any::<u8>(), 0..400),
+                new in value(),
+                pick in any::<usize>(),
+            ) {
+                let doc = Value::Object(map.into_iter().collect());
+                let mut text = String::new();
+                write(&doc, &mut noise.into_iter(), 0, &mut text);
+                prop_assert_eq!(parse(&text).unwrap(), doc.clone(), "{}", text);
+                // Every object in the document, by its key path.
+                let mut objects: Vec<Vec<String>> = vec![Vec::new()];
+                let mut i = 0;
+                while i < objects.len() {
+                    let mut node = &doc;
+                    for k in &objects[i] {
+                        node = &node[k.as_str()];
+                    }
+                    if let Value::Object(m) = node {
+                        for (k, x) in m {
+                            if x.is_object() {
+                                let mut p = objects[i].clone();
+                                p.push(k.clone());
+                                objects.push(p);
+                            }
+                        }
+                    }
+                    i += 1;
+                }
+                let path = &objects[pick % objects.len()];
+                let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                let out = insert(&text, Insert { path: &path, key: Some("new_key"), value: &new }).unwrap();
+                let mut want = doc;
+                let mut node = &mut want;
+                for k in &path {
+                    node = &mut node[*k];
+                }
+                node.as_object_mut().unwrap().insert("new_key".into(), new);
+                prop_assert_eq!(parse(&out).unwrap(), want, "{}\n=>\n{}", text, out);
+                prop_assert!(kept(&text, &out));
+            }
+        }
+    }
 }
