@@ -15,7 +15,8 @@ use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 
 /// Most `(vendor, session)` mapping states kept; beyond it the least recently used is dropped
-/// (a dropped state only loses synthesized-run memory, never an event).
+/// (a dropped state only loses synthesized-run memory and, for a session its vendor never
+/// ends, the idle close; never an event).
 const MAX_SESSIONS: usize = 10_000;
 
 /// The clock the handler reads (Unix milliseconds); tests substitute a fake one.
@@ -185,7 +186,7 @@ impl BridgeHooks {
                             control.dismissed(&settled);
                         }
                     }
-                    tracing::info!(vendor, "Idle session ended (reason timeout).");
+                    tracing::info!(vendor, "Idle session ended.");
                 }
                 Err(e) => tracing::warn!(vendor, error = %e, "Idle session end not admitted."),
             }
