@@ -13,6 +13,20 @@ use serde_json::{Map, Value, json};
 use crate::generic::fallback_draft;
 use crate::{AdapterError, EventDraft, HookCall, MapContext, SessionState};
 
+/// A tool's content as its payload schema types it (AEP-0002 §5, `tool.requested` /
+/// `tool.completed`): `args` an object, else omitted (the digest over the original still
+/// stands for it); `result` an object or a string, other JSON as its compact text, `null`
+/// omitted. Other prefixes as they are.
+pub fn content_shape<'a>(prefix: &str, v: &'a Value) -> Option<std::borrow::Cow<'a, Value>> {
+    use std::borrow::Cow;
+    match (prefix, v) {
+        ("args", Value::Object(_)) | ("result", Value::Object(_) | Value::String(_)) => Some(Cow::Borrowed(v)),
+        ("args", _) | ("result", Value::Null) => None,
+        ("result", other) => Some(Cow::Owned(Value::String(other.to_string()))),
+        _ => Some(Cow::Borrowed(v)),
+    }
+}
+
 /// Correlation key of a tool call: `tool.requested` sets it, the outcome points at it.
 pub fn tool_key(call_id: &str) -> String {
     format!("tool:{call_id}")
@@ -147,6 +161,8 @@ impl<'a> Builder<'a> {
         if self.ceiling() >= Capture::Metadata {
             self.draft.data.insert(format!("{prefix}_digest"), Value::String(digest(v)));
         }
+        let Some(v) = content_shape(prefix, v) else { return self };
+        let v = v.as_ref();
         match self.ceiling() {
             Capture::Redacted => {
                 self.draft.data.insert(format!("{prefix}_redacted"), redact_value(v, &self.cx.redact));
@@ -354,9 +370,10 @@ pub fn session_started<'a>(vendor: &str, source: Option<&str>, model: Option<&st
         .meta_opt("gen_ai.request.model", model)
 }
 
-/// Sets the vendor timestamp (`timestamp`, RFC 3339) on every draft that has none.
+/// Sets the vendor timestamp (`timestamp`) on every draft that has none, when it is an
+/// RFC 3339 timestamp (AEP-0001 §5.1 #5); anything else leaves the bridge's clock to it.
 pub fn stamp_time(drafts: &mut [EventDraft], payload: &Value) {
-    if let Some(t) = ne(payload, "timestamp") {
+    if let Some(t) = ne(payload, "timestamp").filter(|t| aep_schemas::validate::is_rfc3339(t)) {
         for d in drafts.iter_mut().filter(|d| d.time.is_none()) {
             d.time = Some(t.to_owned());
         }
@@ -510,6 +527,28 @@ mod tests {
         assert_eq!(f.data.get("args"), Some(&v));
         let n = Builder::new("tool.requested", &cx(Capture::None)).content("args", Some(&v)).build();
         assert!(n.data.is_empty());
+    }
+
+    #[test]
+    fn only_an_rfc3339_vendor_timestamp_becomes_the_event_time() {
+        let mut ds = vec![EventDraft::new("run.started", Capture::Metadata)];
+        stamp_time(&mut ds, &json!({"timestamp": "yesterday"}));
+        assert_eq!(ds[0].time, None);
+        stamp_time(&mut ds, &json!({"timestamp": "2026-11-30T04:04:13.812Z"}));
+        assert_eq!(ds[0].time.as_deref(), Some("2026-11-30T04:04:13.812Z"));
+    }
+
+    #[test]
+    fn tool_content_takes_the_shape_its_schema_types() {
+        let full = cx(Capture::Full);
+        let args = Builder::new("tool.requested", &full).content("args", Some(&json!(["a", 1]))).build();
+        assert!(args.data.contains_key("args_digest") && !args.data.contains_key("args"));
+        let r = Builder::new("tool.completed", &full).content("result", Some(&json!([1, "x"]))).build();
+        assert_eq!(r.data["result"], json!("[1,\"x\"]"));
+        let n = Builder::new("tool.completed", &full).content("result", Some(&Value::Null)).build();
+        assert!(n.data.contains_key("result_digest") && !n.data.contains_key("result"));
+        let o = Builder::new("tool.completed", &full).content("result", Some(&json!({"k": 1}))).build();
+        assert_eq!(o.data["result"], json!({"k": 1}));
     }
 
     #[test]

@@ -132,6 +132,14 @@ pub trait HookAdapter: Send + Sync {
         cx: &MapContext,
     ) -> Result<Vec<EventDraft>, AdapterError>;
 
+    /// The drafts that end `session` when the bridge has heard nothing from it for its idle
+    /// window (the bridge owns the clock; the adapter decides whether and how): for a session
+    /// the vendor will never end itself. By default none: a session without an end stays
+    /// open, which AEP-0002 §4.1 lets consumers handle (recency-based retention).
+    fn close_idle(&self, _session: &str, _state: &mut SessionState, _cx: &MapContext) -> Vec<EventDraft> {
+        Vec::new()
+    }
+
     /// The reply to give the agent when nothing is decided (fail-open).
     fn neutral_reply(&self, _hook: &str) -> NeutralReply {
         NeutralReply::Empty

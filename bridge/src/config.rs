@@ -55,6 +55,8 @@ pub struct Config {
     pub otlp_in: OtlpInConfig,
     /// `[control]`
     pub control: ControlConfig,
+    /// `[hooks]`
+    pub hooks: HooksConfig,
     /// `[export]`
     pub export: crate::export::ExportConfig,
 }
@@ -293,6 +295,21 @@ impl Default for OtlpInConfig {
     }
 }
 
+/// `[hooks]`: the hook receiver's session memory.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    /// A session silent this long, whose vendor never ends it itself (Qwen Code's headless
+    /// mode), is ended as `session.ended` with reason `timeout`; seconds, 0 never.
+    pub idle_session_secs: u64,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        Self { idle_session_secs: 1800 }
+    }
+}
+
 /// `[control]`: the human-approval loop.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -314,7 +331,7 @@ impl Default for ControlConfig {
 type EnvLookup<'a> = dyn Fn(&str) -> Option<String> + 'a;
 
 const SECTIONS: &[&str] =
-    &["server", "capture", "jsonl", "collector", "relay", "pipeline", "otlp_in", "control", "export"];
+    &["server", "capture", "jsonl", "collector", "relay", "pipeline", "otlp_in", "control", "hooks", "export"];
 
 fn section<T: for<'de> Deserialize<'de> + Default>(
     table: &toml::Table,
@@ -368,6 +385,7 @@ impl Config {
             pipeline: section(&table, "pipeline", &mut problems),
             otlp_in: section(&table, "otlp_in", &mut problems),
             control: section(&table, "control", &mut problems),
+            hooks: section(&table, "hooks", &mut problems),
             export: section(&table, "export", &mut problems),
         };
         if let Some(lookup) = lookup {

@@ -14,8 +14,12 @@ use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
 
 /// Most `(vendor, session)` mapping states kept; beyond it the least recently used is dropped
-/// (a dropped state only loses synthesized-run memory, never an event).
+/// (a dropped state only loses synthesized-run memory and, for a session its vendor never
+/// ends, the idle close; never an event).
 const MAX_SESSIONS: usize = 10_000;
+
+/// The clock the handler reads (Unix milliseconds); tests substitute a fake one.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 /// Maps hook calls and admits the drafts.
 pub struct BridgeHooks {
@@ -29,11 +33,26 @@ pub struct BridgeHooks {
     control: Option<Arc<ControlLoop>>,
     hold: bool,
     gates: std::collections::BTreeMap<String, Vec<String>>,
+    /// How long a session may be silent before its adapter may end it (`close_idle`).
+    idle: Option<std::time::Duration>,
+    clock: Clock,
+}
+
+/// One `(vendor, session)` mapping state and when it was last used.
+#[derive(Default)]
+struct Slot {
+    state: SessionState,
+    /// The LRU tick of the last call.
+    tick: u64,
+    /// When the last call came (the handler's clock, Unix ms).
+    last_ms: u64,
+    /// The event time of the last call's drafts (the vendor's timestamp when it gave one).
+    last_time: Option<String>,
 }
 
 #[derive(Default)]
 struct SessionStates {
-    map: HashMap<(String, String), (SessionState, u64)>,
+    map: HashMap<(String, String), Slot>,
     /// Per vendor session: the AEP session generation and whether it has ended.
     lifetimes: HashMap<(String, String), Lifetime>,
     tick: u64,
@@ -96,7 +115,82 @@ impl BridgeHooks {
             control: None,
             hold: false,
             gates: Default::default(),
+            idle: None,
+            clock: Arc::new(|| crate::time::unix_ms(std::time::SystemTime::now())),
         }
+    }
+
+    /// Lets adapters end sessions silent for `idle` ([`BridgeHooks::close_idle`]); `None`
+    /// (or zero) never does.
+    pub fn with_idle_close(mut self, idle: Option<std::time::Duration>) -> Self {
+        self.idle = idle.filter(|d| !d.is_zero());
+        self
+    }
+
+    /// Replaces the clock (tests).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The idle window, when sessions may be closed for silence.
+    pub fn idle_window(&self) -> Option<std::time::Duration> {
+        self.idle
+    }
+
+    /// Ends the sessions silent for the idle window whose adapter says their vendor never
+    /// will (Qwen Code's headless sessions: `session.ended`, reason `timeout`), each once,
+    /// stamped at the last moment the session was heard from. Their mapping state is
+    /// dropped, so a later call is a first sight: a continuation (`{id}.2`, lineage to the
+    /// ended one). Returns how many sessions were ended.
+    pub async fn close_idle(&self) -> usize {
+        let Some(idle) = self.idle else { return 0 };
+        let now = (self.clock)();
+        let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+        let batches: Vec<(&'static str, Vec<aep_adapters::EventDraft>)> = {
+            let Ok(mut states) = self.states.lock() else { return 0 };
+            let due: Vec<_> = states
+                .map
+                .iter()
+                .filter(|(_, slot)| now.saturating_sub(slot.last_ms) >= idle_ms)
+                .map(|(k, _)| k.clone())
+                .collect();
+            let mut out = Vec::new();
+            for key in due {
+                let Some(adapter) = self.adapters.get(key.0.as_str()) else { continue };
+                let Some(slot) = states.map.get_mut(&key) else { continue };
+                let mut drafts = adapter.close_idle(&key.1, &mut slot.state, &self.cx);
+                if drafts.is_empty() {
+                    continue;
+                }
+                let time = slot.last_time.clone().unwrap_or_else(|| aep_schemas::time::format_rfc3339_ms(slot.last_ms));
+                for d in &mut drafts {
+                    d.time.get_or_insert_with(|| time.clone());
+                }
+                states.map.remove(&key);
+                apply_lifetime(states.lifetimes.entry(key).or_default(), &mut drafts);
+                out.push((adapter.vendor(), drafts));
+            }
+            out
+        };
+        let closed = batches.len();
+        for (vendor, mut drafts) in batches {
+            let settled = self.attention.settle(vendor, &mut drafts, now);
+            match self.pipeline.submit_drafts("hook", vendor, drafts).await {
+                Ok(stamped) => {
+                    self.attention.observe(&stamped, now);
+                    if let Some(control) = &self.control {
+                        control.observe(&stamped);
+                        if self.hold {
+                            control.dismissed(&settled);
+                        }
+                    }
+                    tracing::info!(vendor, "Idle session ended.");
+                }
+                Err(e) => tracing::warn!(vendor, error = %e, "Idle session end not admitted."),
+            }
+        }
+        closed
     }
 
     /// Enables the opt-in permission gates: vendor -> tool names (empty = every tool).
@@ -129,7 +223,12 @@ impl BridgeHooks {
         v
     }
 
-    fn map(&self, adapter: &dyn HookAdapter, call: &HookCall<'_>) -> Result<Vec<aep_adapters::EventDraft>, HookError> {
+    fn map(
+        &self,
+        adapter: &dyn HookAdapter,
+        call: &HookCall<'_>,
+        now_ms: u64,
+    ) -> Result<Vec<aep_adapters::EventDraft>, HookError> {
         let session = adapter.session_id(call).unwrap_or_default();
         let key = (adapter.vendor().to_owned(), session);
         let mut states = self.states.lock().map_err(|_| HookError::Unavailable("state lock poisoned".into()))?;
@@ -137,16 +236,23 @@ impl BridgeHooks {
         let tick = states.tick;
         if !states.map.contains_key(&key)
             && states.map.len() >= MAX_SESSIONS
-            && let Some(oldest) = states.map.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| k.clone())
+            && let Some(oldest) = states.map.iter().min_by_key(|(_, slot)| slot.tick).map(|(k, _)| k.clone())
         {
             states.map.remove(&oldest);
         }
         if !states.lifetimes.contains_key(&key) && states.lifetimes.len() >= MAX_SESSIONS * 4 {
             states.lifetimes.clear();
         }
-        let (state, last) = states.map.entry(key.clone()).or_default();
-        *last = tick;
-        let mut drafts = adapter.map(call, state, &self.cx).map_err(|e| HookError::Unmappable(e.to_string()))?;
+        let slot = states.map.entry(key.clone()).or_default();
+        slot.tick = tick;
+        slot.last_ms = now_ms;
+        let mut drafts =
+            adapter.map(call, &mut slot.state, &self.cx).map_err(|e| HookError::Unmappable(e.to_string()))?;
+        if let Some(t) = drafts.iter().rev().find_map(|d| d.time.clone()) {
+            slot.last_time = Some(t);
+        } else if !drafts.is_empty() {
+            slot.last_time = None;
+        }
         let life = states.lifetimes.entry(key).or_default();
         apply_lifetime(life, &mut drafts);
         Ok(drafts)
@@ -170,7 +276,8 @@ impl HookHandler for BridgeHooks {
         let call = HookCall { event: event.as_deref(), payload: &payload };
         let hook = adapter.hook_name(&call).map_err(|e| HookError::Unmappable(e.to_string()))?;
         check_hook_name(&hook)?;
-        let mut drafts = self.map(adapter.as_ref(), &call)?;
+        let now = (self.clock)();
+        let mut drafts = self.map(adapter.as_ref(), &call, now)?;
         check_sessions(&drafts)?;
         // Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes
         // an answerable permission request, scoped by tool name.
@@ -195,7 +302,6 @@ impl HookHandler for BridgeHooks {
             }
         }
         let vendor = adapter.vendor();
-        let now = crate::time::unix_ms(std::time::SystemTime::now());
         let settled = self.attention.settle(vendor, &mut drafts, now);
         // A moment answerable over control is registered before its request is published:
         // the id is minted here, the book opens it and the waiter exists, so a command sent
@@ -251,6 +357,21 @@ impl HookHandler for BridgeHooks {
         let vendor = if self.adapters.contains_key(vendor) { vendor } else { "(unknown)" };
         self.metrics.rejected.inc(&[("receiver", "hooks"), ("reason", err.reason()), ("vendor", vendor)]);
         tracing::warn!(vendor, reason = err.reason(), "Hook call refused.");
+    }
+}
+
+/// Runs [`BridgeHooks::close_idle`] until `shutdown`, every tenth of the idle window
+/// (between 1 s and 60 s); returns at once when idle sessions are never closed.
+pub async fn run_idle_close(hooks: Arc<BridgeHooks>, shutdown: tokio_util::sync::CancellationToken) {
+    let Some(idle) = hooks.idle_window() else { return };
+    let every = (idle / 10).clamp(std::time::Duration::from_secs(1), std::time::Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(every) => {
+                hooks.close_idle().await;
+            }
+        }
     }
 }
 
@@ -393,6 +514,66 @@ mod tests {
         }
         let ok = hooks.handle("claude-code".into(), None, call("PreToolUse", serde_json::json!("s-1"))).await;
         assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    /// Every admitted event, in order.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<aep_schemas::Event>>);
+
+    impl crate::pipeline::Tap for Seen {
+        fn admit(&self, ev: &Arc<crate::pipeline::Stamped>) {
+            self.0.lock().unwrap().push(ev.event.clone());
+        }
+    }
+
+    /// A headless Qwen Code run (`qwen -p`, recorded: no SessionStart, no SessionEnd) starts
+    /// on first sight and, once silent for the idle window, ends once as `timeout`, stamped
+    /// at the last moment it was heard from; a later hook continues it as `{id}.2`. A
+    /// session that announced itself is never ended for silence (issue 15 item 15).
+    #[tokio::test]
+    async fn a_silent_headless_session_ends_once_as_timeout() {
+        let seen = Arc::new(Seen::default());
+        let pipeline =
+            crate::pipeline::PipelineBuilder::new(1, "h", Arc::new(Metrics::default())).tap(seen.clone()).build();
+        let clock = Arc::new(std::sync::atomic::AtomicU64::new(1_000_000));
+        let c = clock.clone();
+        let hooks = BridgeHooks::new(pipeline, aep_adapters::vendors::all(), MapContext::default(), None)
+            .with_idle_close(Some(std::time::Duration::from_secs(60)))
+            .with_clock(Arc::new(move || c.load(std::sync::atomic::Ordering::SeqCst)));
+        let records: Vec<Value> = include_str!("../tests/data/qwen-code-headless.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        for r in &records {
+            let hook = r["hook"].as_str().map(str::to_owned);
+            hooks.handle("qwen-code".into(), hook, r["payload"].clone()).await.unwrap();
+        }
+        let claude = serde_json::json!({"session_id": "cc", "hook_event_name": "SessionStart", "source": "startup"});
+        hooks.handle("claude-code".into(), None, claude).await.unwrap();
+        let session = records[0]["payload"]["session_id"].as_str().unwrap();
+        let types = || seen.0.lock().unwrap().iter().map(|e| e.r#type.clone()).collect::<Vec<_>>();
+        assert_eq!(types()[..2], ["session.started", "progress.status"]);
+
+        clock.fetch_add(59_999, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(hooks.close_idle().await, 0, "not silent for the window yet");
+        clock.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(hooks.close_idle().await, 1, "the headless session only");
+        let last = seen.0.lock().unwrap().last().cloned().unwrap();
+        assert_eq!(last.r#type, "session.ended");
+        assert_eq!(last.session.as_deref(), Some(session));
+        assert_eq!(last.data.as_ref().unwrap()["reason"], "timeout");
+        assert_eq!(last.time, records.last().unwrap()["payload"]["timestamp"].as_str().unwrap(), "last heard from");
+        clock.fetch_add(3_600_000, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(hooks.close_idle().await, 0, "one end per session");
+        assert_eq!(types().iter().filter(|t| *t == "session.ended").count(), 1);
+
+        // The same session heard from again: a continuation, linked to the ended one.
+        hooks.handle("qwen-code".into(), Some("UserPromptSubmit".into()), records[1]["payload"].clone()).await.unwrap();
+        let evs = seen.0.lock().unwrap().clone();
+        let again = &evs[evs.len() - 2];
+        assert_eq!(again.r#type, "session.started");
+        assert_eq!(again.session.as_deref(), Some(format!("{session}.2").as_str()));
+        assert_eq!(again.data.as_ref().unwrap()["parent"]["session"], session);
     }
 
     #[test]

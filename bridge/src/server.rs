@@ -281,7 +281,8 @@ pub async fn serve(
     // answers at once and the agent's own dialog decides.
     let can_answer = token.is_some() || !cfg.relay.url.is_empty();
     hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
-    let hooks = Arc::new(hooks);
+    let hooks = Arc::new(hooks.with_idle_close(Some(Duration::from_secs(cfg.hooks.idle_session_secs))));
+    tokio::spawn(crate::hooks::run_idle_close(hooks.clone(), shutdown.clone()));
     let app = app(AppParts {
         state: AppState {
             metrics: metrics.clone(),

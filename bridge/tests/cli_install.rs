@@ -169,3 +169,132 @@ fn refuses_unknown_vendors_and_malformed_settings() {
     assert!(err.contains("hooks.Stop"), "{err}");
     assert_eq!(std::fs::read_to_string(&f).unwrap(), r#"{"hooks": {"Stop": "not a list"}}"#, "untouched");
 }
+
+/// Gemini CLI and Qwen Code read their settings as JSONC: a file with line and block
+/// comments and trailing commas installs, keeps every comment and the user's other keys,
+/// and a second run changes nothing (issue 15 item 17).
+#[test]
+fn jsonc_settings_with_comments_and_trailing_commas_install_and_keep_the_comments() {
+    let original = r#"// Personal Gemini settings.
+{
+  /* The model I use,
+     with a block comment. */
+  "model": {"name": "gemini-2.5-pro",}, // trailing comma inside
+  "ui": {
+    "theme": "GitHub", // a line comment after a value
+    "url": "http://example.invalid/a//b/*c*/", // comment markers inside a string stay
+  },
+  "hooks": {
+    // my own guard
+    "BeforeTool": [
+      {"matcher": "run_shell_command", "hooks": [{"type": "command", "command": "python3 guard.py"}]},
+    ],
+  },
+}
+"#;
+    for (vendor, dir) in [("gemini-cli", ".gemini"), ("qwen-code", ".qwen")] {
+        let home = tempfile::tempdir().unwrap();
+        let proj = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(proj.path().join(dir)).unwrap();
+        let file = proj.path().join(dir).join("settings.json");
+        std::fs::write(&file, original).unwrap();
+        let p = proj.path().to_str().unwrap();
+        let (code, out, err) = install(&[vendor, "--project", p, "--shim", "/opt/aep/aep-hook"], home.path());
+        assert_eq!(code, 0, "{vendor}: {out}{err}");
+        assert!(out.contains("updated"), "{vendor}: {out}");
+        let text = std::fs::read_to_string(&file).unwrap();
+        for comment in [
+            "// Personal Gemini settings.",
+            "/* The model I use,\n     with a block comment. */",
+            "// trailing comma inside",
+            "// a line comment after a value",
+            "// comment markers inside a string stay",
+            "// my own guard",
+        ] {
+            assert!(text.contains(comment), "{vendor}: lost {comment:?}:\n{text}");
+        }
+        let doc = read_jsonc(&text);
+        assert_eq!(doc["model"]["name"], "gemini-2.5-pro", "{vendor}");
+        assert_eq!(doc["ui"]["theme"], "GitHub", "{vendor}");
+        assert_eq!(doc["ui"]["url"], "http://example.invalid/a//b/*c*/", "{vendor}");
+        let ours = format!("/opt/aep/aep-hook {vendor}");
+        let first = if vendor == "gemini-cli" { "BeforeTool" } else { "PreToolUse" };
+        let mut want = if vendor == "gemini-cli" { vec!["python3 guard.py".to_owned()] } else { Vec::new() };
+        want.push(ours.clone());
+        assert_eq!(commands(&doc, first), want, "{vendor}");
+        assert_eq!(commands(&doc, "SessionStart"), vec![ours.clone()], "{vendor}");
+        if vendor == "gemini-cli" {
+            assert_eq!(commands(&doc, "BeforeTool").len(), 2);
+            assert_eq!(doc["hooksConfig"]["enabled"], true);
+        }
+        assert_eq!(std::fs::read_to_string(proj.path().join(dir).join("settings.json.aep-backup")).unwrap(), original);
+
+        let after_first = std::fs::read(&file).unwrap();
+        let (code, out, err) = install(&[vendor, "--project", p, "--shim", "/opt/aep/aep-hook"], home.path());
+        assert_eq!(code, 0, "{vendor}: {out}{err}");
+        assert!(out.contains("unchanged"), "{vendor}: {out}");
+        assert_eq!(std::fs::read(&file).unwrap(), after_first, "{vendor}: the second run changes nothing");
+    }
+}
+
+/// Reads JSONC the way the vendors do, independently of the installer: comments and
+/// trailing commas dropped by a character walk, then strict JSON.
+fn read_jsonc(text: &str) -> Value {
+    let c: Vec<char> = text.chars().collect();
+    let (mut out, mut i, mut in_string) = (String::new(), 0, false);
+    while i < c.len() {
+        let next = c.get(i + 1).copied();
+        if in_string {
+            out.push(c[i]);
+            if c[i] == '\\' {
+                out.extend(next);
+                i += 1;
+            } else if c[i] == '"' {
+                in_string = false;
+            }
+        } else if c[i] == '/' && next == Some('/') {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+            continue;
+        } else if c[i] == '/' && next == Some('*') {
+            i += 2;
+            while i + 1 < c.len() && !(c[i] == '*' && c[i + 1] == '/') {
+                i += 1;
+            }
+            i += 1;
+        } else if c[i] == ',' && out_next_closes(&c[i + 1..]) {
+            // a trailing comma: dropped
+        } else {
+            in_string = c[i] == '"';
+            out.push(c[i]);
+        }
+        i += 1;
+    }
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSONC ({e}):\n{out}"))
+}
+
+/// Whether the next significant character (skipping whitespace and comments) closes a
+/// container.
+fn out_next_closes(rest: &[char]) -> bool {
+    let mut i = 0;
+    while i < rest.len() {
+        match (rest[i], rest.get(i + 1)) {
+            (c, _) if c.is_whitespace() => i += 1,
+            ('/', Some('/')) => {
+                while i < rest.len() && rest[i] != '\n' {
+                    i += 1;
+                }
+            }
+            ('/', Some('*')) => {
+                i += 2;
+                while i + 1 < rest.len() && !(rest[i] == '*' && rest[i + 1] == '/') {
+                    i += 1;
+                }
+                i += 2;
+            }
+            (c, _) => return c == '}' || c == ']',
+        }
+    }
+    false
+}

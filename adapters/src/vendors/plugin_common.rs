@@ -65,6 +65,8 @@ pub(crate) fn tool_ref(name: &str, call_id: Option<&str>) -> Value {
 /// `args_redacted` at `redacted`, verbatim `args` at `full`.
 pub(crate) fn put_args(d: &mut EventDraft, cx: &MapContext, args: &Value) {
     d.data.insert("args_digest".into(), Value::String(digest(args)));
+    let Some(args) = crate::common::content_shape("args", args) else { return };
+    let args = args.as_ref();
     match d.capture {
         Capture::Full => {
             d.data.insert("args".into(), args.clone());
@@ -79,6 +81,8 @@ pub(crate) fn put_args(d: &mut EventDraft, cx: &MapContext, args: &Value) {
 /// Tool results: `result_digest` always, `result_redacted` at `redacted`, `result` at `full`.
 pub(crate) fn put_result(d: &mut EventDraft, cx: &MapContext, result: &Value) {
     d.data.insert("result_digest".into(), Value::String(digest(result)));
+    let Some(result) = crate::common::content_shape("result", result) else { return };
+    let result = result.as_ref();
     match d.capture {
         Capture::Full => {
             d.data.insert("result".into(), result.clone());
@@ -110,11 +114,18 @@ pub(crate) fn x_type(vendor: &str, rest: &str) -> String {
 
 /// The dotted fallback of the hook vendors whose pins split the hook's words into
 /// segments (`some_future_hook` -> `x.cline.some.future.hook`, `pre_verify` ->
-/// `x.hermes.pre.verify`). Characters outside `[a-z0-9]` separate segments.
+/// `x.hermes.pre.verify`). Characters outside `[a-z0-9]` separate segments. A one-word hook
+/// has no segment left after its category, so it lands in `session`
+/// (`notification` -> `x.cline.session.notification`): AEP-0001 §6 wants
+/// `x.{vendor}.{category}.{rest}`.
 pub(crate) fn dotted_fallback(vendor: &str, hook: &str) -> String {
     let snake = crate::snake_case(hook);
     let segs: Vec<&str> = snake.split(|c: char| !c.is_ascii_alphanumeric()).filter(|s| !s.is_empty()).collect();
-    if segs.is_empty() { x_type(vendor, "session.unknown") } else { x_type(vendor, &segs.join(".")) }
+    match segs.as_slice() {
+        [] => x_type(vendor, "session.unknown"),
+        [one] => x_type(vendor, &format!("session.{one}")),
+        _ => x_type(vendor, &segs.join(".")),
+    }
 }
 
 /// Opens a synthesized run (`r1`, `r2`, ...) unless one is open; returns it when newly opened.
@@ -237,6 +248,17 @@ mod tests {
         assert_eq!(dotted_fallback("cline", "some_future_hook"), "x.cline.some.future.hook");
         assert_eq!(dotted_fallback("hermes", "PreVerify"), "x.hermes.pre.verify");
         assert_eq!(dotted_fallback("hermes", "--"), "x.hermes.session.unknown");
+    }
+
+    #[test]
+    fn dotted_fallbacks_are_vendor_types() {
+        assert_eq!(dotted_fallback("cline", "some_future_hook"), "x.cline.some.future.hook");
+        assert_eq!(dotted_fallback("cline", "Notification"), "x.cline.session.notification");
+        assert_eq!(dotted_fallback("hermes", "%%"), "x.hermes.session.unknown");
+        for hook in ["Notification", "a", "x_y", "🦀", "PreToolUse"] {
+            let ty = dotted_fallback("cline", hook);
+            assert!(aep_schemas::validate::check_type(&ty).is_ok(), "{hook} -> {ty}");
+        }
     }
 
     #[test]

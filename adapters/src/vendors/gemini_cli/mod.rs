@@ -12,7 +12,8 @@ use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, Session
 /// The vendor token.
 pub const VENDOR: &str = "gemini-cli";
 
-/// Scratch bucket of pending tool calls keyed by tool name (Gemini exposes no call id).
+/// Scratch bucket of pending tool calls keyed by tool name (Gemini exposes no call id):
+/// `{key, input}` per call, `input` the digest of its `tool_input`.
 const PENDING_TOOLS: &str = "gemini_pending_tools";
 
 /// The Gemini CLI hook adapter.
@@ -21,7 +22,7 @@ pub fn adapter() -> Box<dyn HookAdapter> {
 }
 
 /// Gemini CLI hooks (AEP-0002 Annex A.3): observe-only; runs synthesized per
-/// `BeforeAgent`/`AfterAgent` pair; tool calls paired in order per tool name.
+/// `BeforeAgent`/`AfterAgent` pair; tool calls paired by tool name and input digest.
 /// The neutral reply is the trait's empty one: observe-only, no hook output is ever needed.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GeminiCliAdapter;
@@ -29,6 +30,22 @@ pub struct GeminiCliAdapter;
 /// The model id of a model-plane payload (`llm_request.model`).
 fn model(p: &Value) -> Option<&str> {
     p.get("llm_request").and_then(|r| r.get("model")).and_then(Value::as_str)
+}
+
+/// The digest of a payload's `tool_input` (canonical JSON, so key order does not matter).
+fn input_digest(p: &Value) -> Option<String> {
+    p.get("tool_input").map(aep_schemas::digest::digest)
+}
+
+/// Takes the pending call of `tool` an AfterTool completes: the earliest one whose input
+/// digest is the AfterTool's (Gemini runs tool calls concurrently and repeats `tool_input`
+/// on AfterTool), else, when the input is absent or matches none, the earliest of that
+/// tool (the only order left). Returns its correlation key.
+fn take_pending(state: &mut SessionState, tool: &str, input: Option<&str>) -> Option<String> {
+    let queue = state.extra.get_mut(PENDING_TOOLS)?.as_object_mut()?.get_mut(tool)?.as_array_mut()?;
+    let by_input = input.and_then(|d| queue.iter().position(|e| e.get("input").and_then(Value::as_str) == Some(d)));
+    let i = by_input.or_else(|| (!queue.is_empty()).then_some(0))?;
+    queue.remove(i).get("key").and_then(Value::as_str).map(str::to_owned)
 }
 
 /// The stateless per-hook mapping (what `conformance/fixtures/mappings/gemini-cli.json` pins).
@@ -97,17 +114,19 @@ impl HookAdapter for GeminiCliAdapter {
                 end_run(state, sess, &mut m.drafts);
             }
             "BeforeTool" => {
-                // No vendor call id: number the calls per session and pair in order per tool.
+                // No vendor call id: number the calls per session; remember each with the
+                // digest of its input, which AfterTool repeats.
                 let n = state.extra.get("gemini_tool_seq").and_then(Value::as_u64).unwrap_or(0) + 1;
                 state.extra.insert("gemini_tool_seq".into(), json!(n));
                 let key = format!("{}:{n}", common::tool_key(tool));
-                common::push_queue(state, PENDING_TOOLS, tool, Value::String(key.clone()));
+                let pending = json!({"key": key, "input": input_digest(m.p)});
+                common::push_queue(state, PENDING_TOOLS, tool, pending);
                 for d in &mut m.drafts {
                     d.correlation_key = Some(key.clone());
                 }
             }
             "AfterTool" => {
-                if let Some(Value::String(key)) = common::pop_queue(state, PENDING_TOOLS, tool) {
+                if let Some(key) = take_pending(state, tool, input_digest(m.p).as_deref()) {
                     for d in &mut m.drafts {
                         d.cause_key = Some(key.clone());
                     }

@@ -11,6 +11,11 @@ use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, Session
 /// The vendor token.
 pub const VENDOR: &str = "qwen-code";
 
+/// `state.extra` keys: the session has been seen (its start emitted, real or synthesized);
+/// it was first seen without a `SessionStart`, so the vendor will not end it either.
+const SEEN: &str = "qwen_seen";
+const HEADLESS: &str = "qwen_headless";
+
 /// The Qwen Code hook adapter.
 pub fn adapter() -> Box<dyn HookAdapter> {
     Box::new(QwenCodeAdapter)
@@ -79,6 +84,16 @@ impl HookAdapter for QwenCodeAdapter {
     ) -> Result<Vec<EventDraft>, AdapterError> {
         let mut m = Moment::open(self, call, cx, map_pinned)?;
         let sess = m.session.as_deref();
+        // Headless Qwen (`-p`) fires no SessionStart: the session starts on first sight, as
+        // Annex A.11 does for Antigravity, with only what this payload says.
+        if state.extra.insert(SEEN.into(), Value::Bool(true)).is_none() && m.hook != "SessionStart" {
+            state.extra.insert(HEADLESS.into(), Value::Bool(true));
+            let start = common::session_started(VENDOR, None, None, cx)
+                .meta_opt("permission_mode", s(m.p, "permission_mode"))
+                .text("cwd", s(m.p, "cwd"))
+                .build();
+            m.before.push(start);
+        }
         match m.hook.as_str() {
             // Qwen fires UserPromptSubmit again on every model turn with an empty prompt:
             // inside an open run that is a continuation, not a new run.
@@ -91,10 +106,30 @@ impl HookAdapter for QwenCodeAdapter {
             "Stop" | "StopFailure" => {
                 end_run(state, sess, &mut m.drafts);
             }
-            "SessionEnd" => m.drain_open_run(state, cx),
+            "SessionEnd" => {
+                m.drain_open_run(state, cx);
+                // The vendor ended it: nothing to close when idle; a later hook is a first sight.
+                state.extra.remove(SEEN);
+                state.extra.remove(HEADLESS);
+            }
             _ => {}
         }
         Ok(m.finish_timed(state))
+    }
+
+    /// A headless session never fires SessionEnd: once idle it ends as `timeout` (the
+    /// AEP-0002 §5 reason for an end the emitter inferred, never `normal`), with the runs it
+    /// had. A run still open gets no terminal: how it ended is unknown (zero terminals is
+    /// legal, AEP-0002 §2 convention 5). Once per session: the flag is taken.
+    fn close_idle(&self, session: &str, state: &mut SessionState, cx: &MapContext) -> Vec<EventDraft> {
+        if state.extra.remove(HEADLESS).is_none() {
+            return Vec::new();
+        }
+        state.extra.remove(SEEN);
+        let mut d =
+            Builder::new("session.ended", cx).meta("reason", "timeout").meta("runs", state.runs_synthesized).build();
+        d.session = Some(session.to_owned());
+        vec![d]
     }
 }
 
@@ -111,7 +146,8 @@ mod tests {
     fn model_turn_refires_continue_the_open_run() {
         let mut st = SessionState::default();
         let a = run(&mut st, json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "go"}));
-        assert_eq!(a[0].run.as_deref(), Some("r1"));
+        assert_eq!(a[0].r#type, "session.started", "first sight");
+        assert_eq!(a[1].run.as_deref(), Some("r1"));
         let b = run(&mut st, json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": ""}));
         assert_eq!(b.len(), 1);
         assert_eq!(b[0].r#type, "x.qwen-code.run.model_turn");
@@ -122,7 +158,7 @@ mod tests {
         );
         assert_eq!(c[0].r#type, "run.finished");
         assert_eq!(c[0].run.as_deref(), Some("r1"));
-        assert_eq!(c[0].cause_key, a[0].correlation_key);
+        assert_eq!(c[0].cause_key, a[1].correlation_key);
         assert_eq!(c[0].time.as_deref(), Some("2026-11-30T04:04:20.447Z"));
         // A new prompt after Stop opens r2.
         let d = run(&mut st, json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt": "again"}));

@@ -2,13 +2,16 @@
 //! `aep-hook <vendor>` command into the vendor's own settings file (or writing its plugin
 //! or extension shim). Idempotent; a `.aep-backup` copy is written before a file changes;
 //! the user's other hooks are never touched (our entry is appended to an event's list
-//! only when no entry already runs the same command).
+//! only when no entry already runs the same command). Settings files are read as JSONC
+//! and edited by insertion, so the user's comments, trailing commas and layout stay.
 
 use std::path::{Path, PathBuf};
 
 use aep_adapters::spec::{HooksInstall, InstallSpec, VendorSpec};
 use clap::Args;
 use serde_json::{Map, Value, json};
+
+use crate::jsonc;
 
 /// Arguments of `aep-bridge install`.
 #[derive(Debug, Clone, Args)]
@@ -182,6 +185,9 @@ pub struct Applied {
     pub added: Vec<&'static str>,
     /// The backup written, if any.
     pub backup: Option<PathBuf>,
+    /// The user's file had to be rewritten whole (its content kept, its comments and
+    /// layout not), because inserting our entries in place did not reproduce the merge.
+    pub rewritten: bool,
 }
 
 /// The backup path of `file` (`<file>.aep-backup`).
@@ -193,14 +199,18 @@ pub fn backup_path(file: &Path) -> PathBuf {
 
 /// Applies a plan (writing nothing when `dry_run`).
 pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, String> {
+    let mut rewritten = false;
     let (file, new_text, added) = match plan {
         Plan::Hooks { file, spec, install } => {
             let old = read_opt(file)?;
-            let mut doc = match &old {
-                Some(t) if !t.trim().is_empty() => serde_json::from_str::<Value>(t)
-                    .map_err(|e| format!("{}: not valid JSON ({e}); fix or move it first", file.display()))?,
-                _ => json!({}),
+            // Gemini CLI and Qwen Code read JSONC: comments and trailing commas are theirs to keep.
+            let user_text = old.as_deref().filter(|t| !t.trim().is_empty());
+            let mut doc = match user_text {
+                Some(t) => jsonc::parse(t)
+                    .map_err(|e| format!("{}: not valid JSON or JSONC ({e}); fix or move it first", file.display()))?,
+                None => json!({}),
             };
+            let before = doc.clone();
             let added =
                 merge_hooks(&mut doc, spec, install, command).map_err(|e| format!("{}: {e}", file.display()))?;
             let mut extra = false;
@@ -216,16 +226,30 @@ pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, Strin
                 }
             }
             if added.is_empty() && !extra && old.is_some() {
-                return Ok(Applied { file: file.clone(), change: Change::Unchanged, added, backup: None });
+                return Ok(Applied { file: file.clone(), change: Change::Unchanged, added, backup: None, rewritten });
             }
-            let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-            text.push('\n');
+            let edited = user_text.and_then(|t| edit_in_place(t, &before, &doc, &added));
+            rewritten = user_text.is_some() && edited.is_none();
+            let text = match edited {
+                Some(t) => t,
+                None => {
+                    let mut t = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+                    t.push('\n');
+                    t
+                }
+            };
             (file.clone(), text, added)
         }
         Plan::Asset { file, content, .. } => {
             let old = read_opt(file)?;
             if old.as_deref() == Some(*content) {
-                return Ok(Applied { file: file.clone(), change: Change::Unchanged, added: Vec::new(), backup: None });
+                return Ok(Applied {
+                    file: file.clone(),
+                    change: Change::Unchanged,
+                    added: Vec::new(),
+                    backup: None,
+                    rewritten,
+                });
             }
             (file.clone(), (*content).to_owned(), Vec::new())
         }
@@ -249,7 +273,39 @@ pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, Strin
         std::fs::write(&tmp, new_text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
         std::fs::rename(&tmp, &file).map_err(|e| format!("cannot replace {}: {e}", file.display()))?;
     }
-    Ok(Applied { file, change, added, backup })
+    Ok(Applied { file, change, added, backup, rewritten })
+}
+
+/// The user's settings text with our additions inserted (every byte they wrote, comments
+/// included, kept), when the insertions reproduce `after` exactly; else `None`.
+fn edit_in_place(text: &str, before: &Value, after: &Value, added: &[&str]) -> Option<String> {
+    let mut text = text.to_owned();
+    let mut put = |path: &[&str], key: Option<&str>, value: &Value| -> Option<()> {
+        text = jsonc::insert(&text, jsonc::Insert { path, key, value })?;
+        Some(())
+    };
+    match before.get("hooks") {
+        None if !added.is_empty() => put(&[], Some("hooks"), after.get("hooks")?)?,
+        None => {}
+        Some(old) => {
+            for &event in added {
+                let list = after.get("hooks")?.get(event)?;
+                match old.get(event) {
+                    Some(_) => put(&["hooks", event], None, list.as_array()?.last()?)?,
+                    None => put(&["hooks"], Some(event), list)?,
+                }
+            }
+        }
+    }
+    if let Some(enabled) = after.get("hooksConfig").and_then(|h| h.get("enabled"))
+        && before.get("hooksConfig").and_then(|h| h.get("enabled")).is_none()
+    {
+        match before.get("hooksConfig") {
+            Some(_) => put(&["hooksConfig"], Some("enabled"), enabled)?,
+            None => put(&[], Some("hooksConfig"), after.get("hooksConfig")?)?,
+        }
+    }
+    (jsonc::parse(&text).ok().as_ref() == Some(after)).then_some(text)
 }
 
 fn read_opt(file: &Path) -> Result<Option<String>, String> {
@@ -300,6 +356,11 @@ pub fn run(args: InstallArgs) -> i32 {
             if !a.added.is_empty() {
                 println!("  hooks -> `{command}`: {}", a.added.join(", "));
             }
+            if a.rewritten {
+                println!(
+                    "  note: the file was rewritten whole; its comments and layout were not kept (see the backup)"
+                );
+            }
             if let Some(b) = &a.backup {
                 println!("  backup: {}{}", b.display(), if args.dry_run { " (not written: dry run)" } else { "" });
             }
@@ -332,6 +393,22 @@ mod tests {
         assert!(merge_hooks(&mut doc, codex, &first, "/bin/aep-hook codex").unwrap().is_empty());
         assert!(merge_hooks(&mut json!({"hooks": {"PreToolUse": {}}}), codex, &first, "c").is_err());
         assert!(merge_hooks(&mut json!([]), codex, &first, "c").is_err());
+    }
+
+    /// A text the insertions cannot address (a lone comma the vendors' JSONC readers drop)
+    /// is rewritten whole from the merged content, and says so.
+    #[test]
+    fn an_unaddressable_text_is_rewritten_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settings.json");
+        std::fs::write(&file, "{\"ui\": {,}, // mine\n}").unwrap();
+        let spec = aep_adapters::vendors::spec("qwen-code").unwrap();
+        let Some(InstallSpec::Hooks(install)) = spec.install else { panic!("qwen-code installs hooks") };
+        let a = apply(&Plan::Hooks { file: file.clone(), spec, install }, "aep-hook qwen-code", false).unwrap();
+        assert!(a.rewritten);
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(doc["ui"], json!({}));
+        assert_eq!(doc["hooks"]["Stop"][0]["hooks"][0]["command"], "aep-hook qwen-code");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 mod adapters;
 mod install;
+mod jsonc;
 mod project;
 mod respond;
 mod tail;

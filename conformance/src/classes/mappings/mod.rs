@@ -39,7 +39,7 @@ pub fn run(fx: &Fixtures, out: &mut Checks) {
     kimi_code::run(fx, out);
     opencode::run(fx, out);
     pi::run(fx, out);
-    run_adapter_table(fx, out, "qwen-code", vendors::qwen_code::adapter().as_ref());
+    run_preluded(fx, out, "qwen-code", vendors::qwen_code::adapter().as_ref(), session_seen);
     run_adapter_table(fx, out, "vscode", vendors::vscode::adapter().as_ref());
     otel::run_otel_pins(fx, out, "vscode-otel", Vendor::Vscode);
     for stem in NOT_BUILT {
@@ -172,6 +172,14 @@ pub(crate) fn run_adapter_table(fx: &Fixtures, out: &mut Checks, stem: &str, ada
 
 /// The moments (URL event name, payload) a case's pin presumes already happened.
 pub(crate) type Prelude = fn(&Value) -> Vec<(Option<String>, Value)>;
+
+/// The prelude of a hook-family pin that is a fact of a session already under way: the same
+/// session's `SessionStart` (drafts discarded), so a first sight that synthesizes
+/// `session.started` (Qwen Code's headless mode, runtime state like Antigravity's) is behind it.
+pub(crate) fn session_seen(case: &Value) -> Vec<(Option<String>, Value)> {
+    let session = case.pointer("/input/session_id").cloned().unwrap_or(Value::Null);
+    vec![(None, json!({"hook_event_name": "SessionStart", "session_id": session}))]
+}
 
 /// The prelude of a pin that presumes nothing.
 pub(crate) fn no_prelude(_case: &Value) -> Vec<(Option<String>, Value)> {
