@@ -2,6 +2,29 @@
 //! 127.0.0.1:0. Each test reproduces one item of the issue and checks that it holds now:
 //! nothing stalls the agent, memory and connections stay bounded, the token covers every
 //! ingress, and nothing acknowledged is lost.
+//!
+//! The items tested here: 2 (connections, timeouts), 3 (token on OTLP), 4 (decode budget),
+//! 8 (full disk), 13 (acknowledged after written). The others are reproduced where their
+//! component's tests live, against the same real parts:
+//!
+//! | item | test |
+//! |---|---|
+//! | 1 shim hold budget without an answer channel | `shim::without_a_token_a_permission_moment_is_not_held` |
+//! | 5 replay buffer in bytes | `collector::buffer::tests::the_byte_bound_evicts_oldest_first_here_then_from_idle_sessions` |
+//! | 6 filter size | `collector::oversized_subscription_filters_are_refused` |
+//! | 7 duplicate JSON keys | `collector::duplicate_json_keys_are_refused_on_every_binding` |
+//! | 9 reply size, fake listener | `shim::an_oversized_reply_is_refused_and_answered_neutrally`, `shim::a_listener_that_cannot_prove_its_reply_is_not_relayed` |
+//! | 10 off-host without a token, token out of argv | `cli_config::serve_refuses_an_off_host_listener_without_a_token`, `cli_config::serve_takes_its_token_from_the_environment_or_a_file` |
+//! | 11 hook names and session ids | `hooks::tests::hostile_hook_names_and_session_ids_are_refused`, `serve::hostile_session_ids_stay_inside_the_log_root` |
+//! | 12 WebSocket message size | `collector::an_oversized_websocket_message_closes_only_its_connection` |
+//! | 14 Codex records without a session | `export_otlp::a_second_bridge_receives_the_logs_and_reports_partial_success` (`no_session` counted) |
+//! | 15 Qwen headless sessions | `adapters/tests/qwen_code.rs`, `hooks::tests::a_silent_headless_session_ends_once_as_timeout` |
+//! | 16 Gemini concurrent tools | `adapters/tests/gemini_cli.rs::concurrent_tool_calls_pair_by_their_input_in_every_order` |
+//! | 17 JSONC settings | `cli_install::jsonc_settings_with_comments_and_trailing_commas_install_and_keep_the_comments` |
+//! | 18 effective `aep.capture` | `projections::otlp_logs::tests::ceiling_strips_payload_before_projection` |
+//!
+//! The load figures (1,000 idle connections, 200 stalled subscribers, an 8 x 20 MB flood)
+//! come from `aep-bench hostile`, not from a test: no wall-clock assertion here.
 
 mod common;
 
