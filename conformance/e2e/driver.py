@@ -177,6 +177,8 @@ def claude_env(env, otlp=True):
         e.update({
             "CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_LOGS_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none",
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{BRIDGE}",
+            # the bridge's token covers OTLP too (issue 15 #3), set as a user would
+            "OTEL_EXPORTER_OTLP_HEADERS": f"authorization=Bearer {TOKEN}",
             "OTEL_LOGS_EXPORT_INTERVAL": "300", "OTEL_LOG_TOOL_DETAILS": "1",
         })
     return e
@@ -398,7 +400,8 @@ def scenario_permission(a):
 # ------------------------------------------------------------------ Codex
 def codex_config(env, codex_home):
     os.makedirs(codex_home, exist_ok=True)
-    otlp = lambda sig: (f'{{ otlp-http = {{ endpoint = "http://{BRIDGE}/v1/{sig}", protocol = "binary" }} }}')
+    otlp = lambda sig: (f'{{ otlp-http = {{ endpoint = "http://{BRIDGE}/v1/{sig}", protocol = "binary", '
+                        f'headers = {{ "authorization" = "Bearer {TOKEN}" }} }} }}')
     with open(os.path.join(codex_home, "config.toml"), "w") as f:
         f.write(f'''model = "gpt-5-codex"
 model_provider = "e2e"
