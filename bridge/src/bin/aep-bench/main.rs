@@ -5,6 +5,7 @@
 
 mod collector;
 mod hook;
+mod mix;
 mod otlp;
 mod pipeline;
 mod rotel;
