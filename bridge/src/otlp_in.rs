@@ -66,22 +66,8 @@ impl BridgeOtlp {
         let task = tokio::spawn(async move {
             while let Some(batch) = rx.recv().await {
                 let n = batch.len();
-                // Keep per-vendor order; each vendor is its own agent identity.
-                let mut run: Vec<aep_adapters::EventDraft> = Vec::with_capacity(batch.len());
-                let mut vendor: Option<&'static str> = None;
-                for m in batch {
-                    if vendor.is_some_and(|v| v != m.vendor) && !run.is_empty() {
-                        let _ =
-                            pipeline.submit_drafts("otlp", vendor.unwrap_or_default(), std::mem::take(&mut run)).await;
-                    }
-                    vendor = Some(m.vendor);
-                    run.push(m.draft);
-                }
-                if let Some(v) = vendor
-                    && !run.is_empty()
-                {
-                    let _ = pipeline.submit_drafts("otlp", v, run).await;
-                }
+                // In order; each draft stamped as its vendor (each vendor is its own agent identity).
+                let _ = pipeline.submit_mapped("otlp", batch).await;
                 in_flight.fetch_sub(n, Ordering::AcqRel);
             }
         });

@@ -468,7 +468,7 @@ mod tests {
         ] {
             assert!(k.get(name).is_some_and(|n| *n > 0), "{name} missing: {k:?}");
         }
-        assert!(recs.iter().all(|r| r.scope_name == "com.anthropic.claude_code.events"));
+        assert!(recs.iter().all(|r| &*r.scope_name == "com.anthropic.claude_code.events"));
     }
 
     #[test]
