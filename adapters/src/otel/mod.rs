@@ -440,13 +440,16 @@ pub struct BatchOutcome {
     pub sessionless: u64,
 }
 
+/// The resource and scope of the previous record and the profile selected for them.
+type LastSelected<'r> = (&'r Arc<Map<String, Value>>, &'r Arc<str>, Option<&'static dyn OtelProfile>);
+
 /// Maps a batch of records: selects each record's profile and collects the drafts.
 pub fn map_batch(records: &[OtelRecord], selector: &ProfileSelector, cx: &MapContext, mode: Mode) -> BatchOutcome {
     let mut out = BatchOutcome { drafts: Vec::with_capacity(records.len()), ..Default::default() };
     let mut scratch = Vec::new();
     // Records of one resource and scope share the same allocations (the receivers share
     // them per `ResourceLogs` / scope): the profile is selected once per run of them.
-    let mut last: Option<(&Arc<Map<String, Value>>, &Arc<str>, Option<&'static dyn OtelProfile>)> = None;
+    let mut last: Option<LastSelected<'_>> = None;
     for rec in records {
         let selected = match last {
             Some((res, scope, p)) if Arc::ptr_eq(res, &rec.resource) && Arc::ptr_eq(scope, &rec.scope_name) => p,

@@ -48,8 +48,14 @@ pub fn log_records(body: Bytes) -> Option<Vec<OtelRecord>> {
 #[derive(Default)]
 struct Pending<'a> {
     records: Vec<(&'a [u8], usize)>,
-    scopes: Vec<(Arc<Map<String, Value>>, Arc<str>, Arc<str>)>,
+    scopes: Vec<Scope>,
 }
+
+/// A scope's resource attributes, name and version.
+type Scope = (Arc<Map<String, Value>>, Arc<str>, Arc<str>);
+
+/// An attribute as read: its key and the range of its value in the body (`None`: no value).
+type ReadAttr = (Arc<str>, Option<(usize, usize)>);
 
 /// What the readers below share over one request.
 struct Cx {
@@ -58,7 +64,7 @@ struct Cx {
     body: Bytes,
     /// One record's attributes as read (key, value range), reused from record to record so
     /// each record's list is allocated once at its final size.
-    attrs: Vec<(Arc<str>, Option<(usize, usize)>)>,
+    attrs: Vec<ReadAttr>,
 }
 
 impl Cx {
