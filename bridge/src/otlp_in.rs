@@ -79,25 +79,23 @@ impl BridgeOtlp {
         let task = tokio::spawn(async move {
             while let Some(batch) = rx.recv().await {
                 let n = batch.len();
-                // Keep per-vendor order; each vendor is its own agent identity. Submitted in
-                // chunks, each only once the log writer is near caught up: the stamper lock
-                // is never held for a whole export, and hooks never queue behind one.
-                let mut run: Vec<aep_adapters::EventDraft> = Vec::with_capacity(batch.len().min(BULK_CHUNK));
-                let mut vendor: Option<&'static str> = None;
-                for m in batch {
-                    if !run.is_empty() && (run.len() >= BULK_CHUNK || vendor.is_some_and(|v| v != m.vendor)) {
-                        pipeline.room_for_bulk(BULK_BACKLOG).await;
-                        let _ =
-                            pipeline.submit_drafts("otlp", vendor.unwrap_or_default(), std::mem::take(&mut run)).await;
-                    }
-                    vendor = Some(m.vendor);
-                    run.push(m.draft);
-                }
-                if let Some(v) = vendor
-                    && !run.is_empty()
-                {
+                // In order; each draft stamped as its vendor (each vendor is its own agent
+                // identity). Submitted in chunks, each only once the log writer is near caught
+                // up: the stamper lock is never held for a whole export, and a hook, which
+                // waits for its own events to be written, never queues behind one.
+                if batch.len() <= BULK_CHUNK {
                     pipeline.room_for_bulk(BULK_BACKLOG).await;
-                    let _ = pipeline.submit_drafts("otlp", v, run).await;
+                    let _ = pipeline.submit_mapped("otlp", batch).await;
+                } else {
+                    let mut rest = batch.into_iter();
+                    loop {
+                        let chunk: Vec<MappedDraft> = rest.by_ref().take(BULK_CHUNK).collect();
+                        if chunk.is_empty() {
+                            break;
+                        }
+                        pipeline.room_for_bulk(BULK_BACKLOG).await;
+                        let _ = pipeline.submit_mapped("otlp", chunk).await;
+                    }
                 }
                 in_flight.fetch_sub(n, Ordering::AcqRel);
             }

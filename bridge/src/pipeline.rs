@@ -342,6 +342,40 @@ impl Pipeline {
         result.map(|()| out)
     }
 
+    /// Stamps drafts mapped from OTLP records, each as its vendor's (agent identity), and fans
+    /// them out in order, as [`Pipeline::submit_drafts`] run by run, but in one pass under the
+    /// stamper and without collecting the stamped events (nothing waits on them).
+    pub async fn submit_mapped(
+        &self,
+        input: &'static str,
+        batch: Vec<aep_adapters::otel::MappedDraft>,
+    ) -> Result<(), SubmitError> {
+        let mut drops = Drops::default();
+        let mut counts: Vec<(&'static str, u64)> = Vec::new();
+        let mut st = self.inner.stamper.lock().await;
+        let sinks = self.sinks();
+        let mut result = Ok(());
+        for m in batch {
+            let ev = stamp(&mut st, m.vendor, m.draft, SystemTime::now());
+            let s = Arc::new(Stamped::new(ev));
+            result = self.fan_out_to(&sinks, &s, &mut drops).await;
+            match counts.last_mut() {
+                Some((v, n)) if *v == m.vendor => *n += 1,
+                _ => counts.push((m.vendor, 1)),
+            }
+            if result.is_err() {
+                break;
+            }
+        }
+        // Counted after the stamper is released (nothing is recorded under it).
+        drop(st);
+        drops.record(&self.inner.metrics);
+        for (agent, n) in counts {
+            self.inner.metrics.events_in.add(&[("input", input), ("agent", agent)], n);
+        }
+        result
+    }
+
     /// Admits a complete event from an external emitter (already validated): never re-stamped.
     pub async fn submit_event(&self, input: &'static str, ev: Event) -> Result<Arc<Stamped>, SubmitError> {
         self.submit_stamped(input, Arc::new(Stamped::new(ev))).await
@@ -362,13 +396,23 @@ impl Pipeline {
     /// Hands one event to the taps and sink queues; drops are noted in `drops` and
     /// recorded by the caller once the stamper is released (no metric under the lock).
     async fn fan_out(&self, s: &Arc<Stamped>, drops: &mut Drops) -> Result<(), SubmitError> {
+        self.fan_out_to(&self.sinks(), s, drops).await
+    }
+
+    /// The current sink queues (read once per batch by the batch submitters).
+    fn sinks(&self) -> Arc<[SinkTx]> {
+        self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()))
+    }
+
+    /// [`Pipeline::fan_out`] to `sinks`. A close between two events of a batch is seen
+    /// through the `closed` flag, checked for every event.
+    async fn fan_out_to(&self, sinks: &[SinkTx], s: &Arc<Stamped>, drops: &mut Drops) -> Result<(), SubmitError> {
         for t in &self.inner.taps {
             t.admit(s);
         }
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(SubmitError::Closed);
         }
-        let sinks: Arc<[SinkTx]> = self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()));
         let sev = s.event.severity();
         for sink in sinks.iter() {
             let handed = || {

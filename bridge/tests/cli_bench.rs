@@ -71,11 +71,43 @@ fn collector_bench_delivers_every_event_to_every_subscriber() {
 
 #[test]
 fn otlp_bench_maps_every_record_into_the_jsonl_log() {
-    let r = bench(&["otlp", "--batches", "4", "--records", "50", "--warmup", "2", "--rounds", "2", "--rotel", "off"]);
+    let r = bench(&[
+        "otlp",
+        "--mix",
+        "synthetic",
+        "--batches",
+        "4",
+        "--records",
+        "50",
+        "--warmup",
+        "2",
+        "--rounds",
+        "2",
+        "--rotel",
+        "off",
+    ]);
     assert!(has_verdict(report_line(&r, "serve idle RSS")), "{r}");
     report_line(&r, "bridge: records per CPU-second");
     // Two measured rounds of 4 x 50 records (the warm-up is not counted).
     let jsonl = report_line(&r, "bridge: events to JSONL");
     assert!(jsonl.contains(" 400 ") && jsonl.contains("admitted 400,") && jsonl.contains("dropped 0"), "{jsonl}");
     assert!(report_line(&r, "baseline: rotel").contains("skipped"), "{r}");
+}
+
+/// The real Codex mix: every record is an event in the log except Codex's own sessionless
+/// "flushing OTEL metrics" lines, which are counted, not emitted (AEP-0001 §5.1).
+#[test]
+fn otlp_bench_codex_mix_accounts_for_every_record() {
+    let r = bench(&["otlp", "--batches", "4", "--records", "200", "--warmup", "2", "--rounds", "1", "--rotel", "off"]);
+    assert!(r.contains("--mix codex"), "the default mix: {r}");
+    let jsonl = report_line(&r, "bridge: events to JSONL");
+    let num = |after: &str| -> u64 {
+        let rest = &jsonl[jsonl.find(after).unwrap_or_else(|| panic!("{after:?} in {jsonl}")) + after.len()..];
+        rest.trim_start().split(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok()).unwrap()
+    };
+    let (events, admitted, sessionless) = (num("JSONL"), num("admitted"), num("without a session"));
+    assert_eq!(events, admitted, "{jsonl}");
+    assert!(sessionless > 0 && sessionless < 40, "{jsonl}");
+    assert_eq!(admitted + sessionless, 800, "{jsonl}");
+    assert!(jsonl.contains("dropped 0"), "{jsonl}");
 }

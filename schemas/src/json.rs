@@ -12,12 +12,27 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     let b = s.as_bytes();
     out.reserve(b.len() + 2);
     out.push(b'"');
-    if is_clean(b) {
-        // The common case: one scan, one copy.
-        out.extend_from_slice(b);
+    // The common case in one pass: clean words are copied as they are checked (a fixed
+    // eight-byte copy is one store, not a call), then a short clean tail.
+    let mut rest = b;
+    while let Some((w, after)) = rest.split_first_chunk::<8>() {
+        if needs_escape(u64::from_le_bytes(*w)) {
+            break;
+        }
+        out.extend_from_slice(w);
+        rest = after;
+    }
+    if rest.len() < 8 && rest.iter().all(|&c| !NEEDS[usize::from(c)]) {
+        out.extend_from_slice(rest);
         out.push(b'"');
         return;
     }
+    escape_into(out, rest);
+    out.push(b'"');
+}
+
+/// Writes `b` escaped (no quotes): runs of clean bytes are copied whole.
+fn escape_into(out: &mut Vec<u8>, b: &[u8]) {
     let mut start = 0;
     let mut i = 0;
     while i < b.len() {
@@ -54,23 +69,6 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
         start = i;
     }
     out.extend_from_slice(&b[start..]);
-    out.push(b'"');
-}
-
-/// Whether no byte of `b` needs an escape, eight bytes at a time (the tail padded with a
-/// byte that needs none).
-#[inline]
-fn is_clean(b: &[u8]) -> bool {
-    let mut words = b.chunks_exact(8);
-    for w in &mut words {
-        if needs_escape(word(w)) {
-            return false;
-        }
-    }
-    let tail = words.remainder();
-    let mut last = [b'a'; 8];
-    last[..tail.len()].copy_from_slice(tail);
-    !needs_escape(u64::from_le_bytes(last))
 }
 
 /// Bytes a JSON string cannot carry raw.

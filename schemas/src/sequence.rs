@@ -18,6 +18,9 @@ pub struct Sequencer<T = ()> {
     /// Agent -> index into `per_agent`.
     agents: HashMap<String, usize>,
     per_agent: Vec<AgentSessions<T>>,
+    /// The last `(agent, session)` looked up and where it is: consecutive events mostly
+    /// belong to one session, which then costs two string comparisons instead of two hashes.
+    last: Option<(String, String, usize, usize)>,
 }
 
 /// One agent's sessions: session -> index into `slots` (next seq, payload). Indexes rather
@@ -31,7 +34,7 @@ struct AgentSessions<T> {
 impl<T: Default> Sequencer<T> {
     /// A sequencer for this process lifetime's `epoch`.
     pub fn new(epoch: u64) -> Self {
-        Self { epoch, agents: HashMap::new(), per_agent: Vec::new() }
+        Self { epoch, agents: HashMap::new(), per_agent: Vec::new(), last: None }
     }
 
     /// The epoch of this lifetime.
@@ -49,6 +52,18 @@ impl<T: Default> Sequencer<T> {
     /// [`Sequencer::next`], also handing back the session's payload (`T::default()` the
     /// first time the session is seen).
     pub fn next_with(&mut self, agent: &str, session: &str) -> (u64, u64, &mut T) {
+        let (a, i) = match &self.last {
+            Some((la, ls, a, i)) if la == agent && ls == session => (*a, *i),
+            _ => self.lookup(agent, session),
+        };
+        let (n, payload) = &mut self.per_agent[a].slots[i];
+        let seq = *n;
+        *n += 1;
+        (self.epoch, seq, payload)
+    }
+
+    /// Where `(agent, session)` is (added when new), remembered as the last one seen.
+    fn lookup(&mut self, agent: &str, session: &str) -> (usize, usize) {
         let a = match self.agents.get(agent) {
             Some(&a) => a,
             None => {
@@ -66,10 +81,17 @@ impl<T: Default> Sequencer<T> {
                 sessions.slots.len() - 1
             }
         };
-        let (n, payload) = &mut sessions.slots[i];
-        let seq = *n;
-        *n += 1;
-        (self.epoch, seq, payload)
+        match &mut self.last {
+            Some((la, ls, la_i, ls_i)) => {
+                la.clear();
+                la.push_str(agent);
+                ls.clear();
+                ls.push_str(session);
+                (*la_i, *ls_i) = (a, i);
+            }
+            None => self.last = Some((agent.to_owned(), session.to_owned(), a, i)),
+        }
+        (a, i)
     }
 
     /// Number of sessions tracked. Sessions are never forgotten within an epoch: a

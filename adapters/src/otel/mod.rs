@@ -37,11 +37,12 @@ pub struct OtelRecord {
     /// record of one `ResourceLogs`.
     pub resource: Arc<Map<String, Value>>,
     /// Instrumentation scope name (e.g. `com.anthropic.claude_code.events`); empty when unset.
-    pub scope_name: String,
+    /// Shared: every record of a scope (and a receiver's batch) holds the same string.
+    pub scope_name: Arc<str>,
     /// Instrumentation scope version; empty when unset.
-    pub scope_version: String,
+    pub scope_version: Arc<str>,
     /// The `LogRecord.event_name` field as sent (Codex puts a source location here).
-    pub event_name: Option<String>,
+    pub event_name: Option<Arc<str>>,
     /// The record's attributes.
     pub attributes: Attributes,
     /// The record body, flattened like an attribute value.
@@ -53,7 +54,7 @@ pub struct OtelRecord {
     /// `severity_number` (0 when unset).
     pub severity_number: i32,
     /// `severity_text`; empty when unset.
-    pub severity_text: String,
+    pub severity_text: Arc<str>,
     /// Trace id as 32 lowercase hex digits; `None` when absent or all zero.
     pub trace_id: Option<String>,
     /// Span id as 16 lowercase hex digits; `None` when absent or all zero.
@@ -78,21 +79,28 @@ pub struct Attributes {
     wire: Option<Deferred>,
 }
 
-/// The shared source of deferred values: the wire bytes and the function that turns one
-/// value's bytes into JSON.
+/// The shared source of deferred values: the wire bytes and the functions that read one
+/// value's bytes.
 #[derive(Clone)]
 struct Deferred {
     bytes: bytes::Bytes,
     decode: DecodeValue,
+    peek: PeekStr,
 }
 
 /// Turns the wire bytes of one checked value into JSON (infallible: the receiver checked
 /// the encoding before deferring it).
 pub type DecodeValue = fn(&[u8]) -> Value;
 
+/// The text of one checked value's wire bytes when it is a plain string, borrowed from them
+/// (no JSON built); `None` when it is anything else (then [`DecodeValue`] decides).
+pub type PeekStr = fn(&[u8]) -> Option<&str>;
+
+/// One value: built (boxed, so an unread deferred value costs its range and one word) or
+/// a range of the wire bytes.
 #[derive(Clone)]
 struct Slot {
-    value: std::cell::OnceCell<Value>,
+    value: std::cell::OnceCell<Box<Value>>,
     /// The value's range in the wire bytes, when deferred.
     at: u32,
     len: u32,
@@ -100,19 +108,22 @@ struct Slot {
 
 impl Slot {
     fn given(v: Value) -> Self {
-        Self { value: std::cell::OnceCell::from(v), at: 0, len: 0 }
+        Self { value: std::cell::OnceCell::from(Box::new(v)), at: 0, len: 0 }
     }
 }
 
 impl Attributes {
     /// An empty list with room for `n` attributes whose deferred values are ranges of `wire`,
-    /// turned into JSON by `decode` when read.
-    pub fn deferred(n: usize, wire: bytes::Bytes, decode: DecodeValue) -> Self {
-        Self { entries: Vec::with_capacity(n), wire: Some(Deferred { bytes: wire, decode }) }
+    /// turned into JSON by `decode` when read (and read as text by `peek`).
+    pub fn deferred(n: usize, wire: bytes::Bytes, decode: DecodeValue, peek: PeekStr) -> Self {
+        Self { entries: Vec::with_capacity(n), wire: Some(Deferred { bytes: wire, decode, peek }) }
     }
 
     fn position(&self, key: &str) -> Option<usize> {
-        self.entries.iter().rposition(|(k, _)| &**k == key)
+        // Length and last byte first: most keys differ there, and the full comparison is a
+        // call (this runs for every listed field of every record).
+        let (len, last) = (key.len(), key.as_bytes().last());
+        self.entries.iter().rposition(|(k, _)| k.len() == len && k.as_bytes().last() == last && &**k == key)
     }
 
     fn slot_bytes(&self, slot: &Slot) -> Option<(&[u8], DecodeValue)> {
@@ -124,7 +135,7 @@ impl Attributes {
     /// The value of entry `i`, built (once) when deferred.
     fn value_at(&self, i: usize) -> &Value {
         let slot = &self.entries[i].1;
-        slot.value.get_or_init(|| self.slot_bytes(slot).map(|(b, decode)| decode(b)).unwrap_or(Value::Null))
+        slot.value.get_or_init(|| Box::new(self.slot_bytes(slot).map(|(b, decode)| decode(b)).unwrap_or(Value::Null)))
     }
 
     /// The value of `key` (the last one when the key repeats).
@@ -132,15 +143,35 @@ impl Attributes {
         self.position(key).map(|i| self.value_at(i))
     }
 
+    /// The value of `key` when it is a string, as [`Attributes::get`] then [`Value::as_str`]; a
+    /// deferred plain string is read straight from the wire bytes (nothing built or cached).
+    pub fn get_str(&self, key: &str) -> Option<&str> {
+        let i = self.position(key)?;
+        let slot = &self.entries[i].1;
+        if slot.value.get().is_none()
+            && let Some(w) = self.wire.as_ref()
+            && let Some(b) = w.bytes.get(slot.at as usize..slot.at as usize + slot.len as usize)
+            && let Some(s) = (w.peek)(b)
+        {
+            return Some(s);
+        }
+        self.value_at(i).as_str()
+    }
+
     /// The value of `key` as an owned value: a deferred one is built straight into the result
     /// (no cached copy to clone), a given one is cloned.
     pub fn get_owned(&self, key: &str) -> Option<Value> {
-        let slot = &self.entries[self.position(key)?].1;
-        Some(match (slot.value.get(), self.slot_bytes(slot)) {
-            (Some(v), _) => v.clone(),
+        self.position(key).map(|i| self.owned_at(i))
+    }
+
+    /// The value of entry `i` as an owned value (see [`Attributes::get_owned`]).
+    fn owned_at(&self, i: usize) -> Value {
+        let slot = &self.entries[i].1;
+        match (slot.value.get(), self.slot_bytes(slot)) {
+            (Some(v), _) => (**v).clone(),
             (None, Some((b, decode))) => decode(b),
             (None, None) => Value::Null,
-        })
+        }
     }
 
     /// Whether `key` is present.
@@ -243,7 +274,7 @@ impl OtelRecord {
 
     /// An attribute as a string.
     pub fn attr_str(&self, key: &str) -> Option<&str> {
-        self.attributes.get(key).and_then(Value::as_str)
+        self.attributes.get_str(key)
     }
 
     /// The resource `host.name`, when set: the host part of the envelope `source`
@@ -297,6 +328,12 @@ pub trait OtelProfile: Send + Sync {
     /// Maps one record to zero or more drafts (with `session`, `time` and `traceparent` set).
     /// Profiles are stateless: each record maps on its own (the pipeline links causes).
     fn map_record(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode) -> Vec<EventDraft>;
+
+    /// [`OtelProfile::map_record`], appending the drafts to `out` (a batch reuses one vector
+    /// instead of allocating one per record).
+    fn map_record_into(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode, out: &mut Vec<EventDraft>) {
+        out.extend(self.map_record(rec, cx, mode));
+    }
 }
 
 /// The built-in profiles; `codex` / `vscode` / `claude-code` in config.
@@ -403,11 +440,26 @@ pub struct BatchOutcome {
     pub sessionless: u64,
 }
 
+/// The resource and scope of the previous record and the profile selected for them.
+type LastSelected<'r> = (&'r Arc<Map<String, Value>>, &'r Arc<str>, Option<&'static dyn OtelProfile>);
+
 /// Maps a batch of records: selects each record's profile and collects the drafts.
 pub fn map_batch(records: &[OtelRecord], selector: &ProfileSelector, cx: &MapContext, mode: Mode) -> BatchOutcome {
     let mut out = BatchOutcome { drafts: Vec::with_capacity(records.len()), ..Default::default() };
+    let mut scratch = Vec::new();
+    // Records of one resource and scope share the same allocations (the receivers share
+    // them per `ResourceLogs` / scope): the profile is selected once per run of them.
+    let mut last: Option<LastSelected<'_>> = None;
     for rec in records {
-        let Some(profile) = selector.select(rec) else {
+        let selected = match last {
+            Some((res, scope, p)) if Arc::ptr_eq(res, &rec.resource) && Arc::ptr_eq(scope, &rec.scope_name) => p,
+            _ => {
+                let p = selector.select(rec);
+                last = Some((&rec.resource, &rec.scope_name, p));
+                p
+            }
+        };
+        let Some(profile) = selected else {
             out.unmatched += 1;
             if out.first_unmatched_service.is_none() {
                 out.first_unmatched_service = Some(rec.service_name().unwrap_or("").to_owned());
@@ -415,7 +467,9 @@ pub fn map_batch(records: &[OtelRecord], selector: &ProfileSelector, cx: &MapCon
             continue;
         };
         let vendor = profile.vendor();
-        for draft in profile.map_record(rec, cx, mode) {
+        scratch.clear();
+        profile.map_record_into(rec, cx, mode, &mut scratch);
+        for draft in scratch.drain(..) {
             // AEP-0001 §5.1: every event but `agent.*` belongs to a session. A record that
             // names none (Codex's own "flushing OTEL metrics" line, no attributes at all)
             // carries no session activity: it is left out, not emitted sessionless.
@@ -580,11 +634,40 @@ pub(crate) fn companion(
     let ty = otel_type(vendor, suffix);
     let ceiling = cx.ceiling_for(&ty);
     let mut d = EventDraft::new(ty, ceiling);
-    d.data = Map::with_capacity(fields.len() + common.len());
-    copy_fields(rec, fields, ceiling, cx, &mut d.data);
-    copy_fields(rec, common, ceiling, cx, &mut d.data);
+    if fields.len() + common.len() > MAX_LISTED {
+        d.data = Map::with_capacity(fields.len() + common.len());
+        copy_fields(rec, fields, ceiling, cx, &mut d.data);
+        copy_fields(rec, common, ceiling, cx, &mut d.data);
+        return d;
+    }
+    // Where each listed attribute the ceiling admits sits in the record, looked up once, so
+    // the payload map is allocated at its final size (most records carry a few of the
+    // listed fields: a map sized for all of them would be mostly empty).
+    let mut at = [usize::MAX; MAX_LISTED];
+    let mut n = 0;
+    for (i, &(key, level, _)) in fields.iter().chain(common).enumerate() {
+        if level <= ceiling
+            && let Some(p) = rec.attributes.position(key)
+        {
+            at[i] = p;
+            n += 1;
+        }
+    }
+    d.data = Map::with_capacity(n);
+    for (i, &(key, level, kind)) in fields.iter().chain(common).enumerate() {
+        if at[i] == usize::MAX {
+            continue;
+        }
+        if let Some(v) = gate_owned(rec.attributes.owned_at(at[i]), level, kind, ceiling, cx) {
+            d.data.insert(key.to_owned(), v);
+        }
+    }
     d
 }
+
+/// Most attributes one companion event lists (its own and the common ones); longer lists
+/// take the general path.
+const MAX_LISTED: usize = 32;
 
 /// The `x.<vendor>.otel.unknown` draft: only the event name rides along (design record, non-goals).
 pub(crate) fn unknown(vendor: &str, name: Option<&str>, cx: &MapContext) -> EventDraft {

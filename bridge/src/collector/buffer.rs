@@ -213,13 +213,15 @@ pub struct ReplayBuffers {
     /// collector; issue 15 #5: bounded in bytes, not only in events).
     max_bytes: usize,
     bytes: usize,
-    sessions: HashMap<String, SessionBuffer>,
+    /// Looked up once per event: foldhash, seeded per process (session ids are untrusted
+    /// input), at a fraction of SipHash's cost on these short keys.
+    sessions: HashMap<String, SessionBuffer, foldhash::fast::RandomState>,
     /// The last position each wholly evicted session held, so a session that comes back
     /// still reports the loss to a resume from before it (AEP-0003 §5).
     evicted: HashMap<String, Position>,
     clock: u64,
     /// The key of the dedupe hash (random per process: ids are untrusted input).
-    hasher: std::collections::hash_map::RandomState,
+    hasher: foldhash::quality::RandomState,
 }
 
 impl ReplayBuffers {
@@ -237,7 +239,7 @@ impl ReplayBuffers {
             max_sessions: max_sessions.max(1),
             max_bytes: max_bytes.max(1),
             bytes: 0,
-            sessions: HashMap::new(),
+            sessions: HashMap::default(),
             evicted: HashMap::new(),
             clock: 0,
             hasher: Default::default(),

@@ -16,14 +16,14 @@ pub fn to_otel_records(req: &ExportLogsServiceRequest) -> Vec<OtelRecord> {
     for rl in &req.resource_logs {
         let resource = Arc::new(rl.resource.as_ref().map(|r| attributes(&r.attributes)).unwrap_or_default());
         for sl in &rl.scope_logs {
-            let (scope_name, scope_version) =
-                sl.scope.as_ref().map(|s| (s.name.clone(), s.version.clone())).unwrap_or_default();
+            let (scope_name, scope_version): (Arc<str>, Arc<str>) =
+                sl.scope.as_ref().map(|s| (s.name.as_str().into(), s.version.as_str().into())).unwrap_or_default();
             for r in &sl.log_records {
                 out.push(OtelRecord {
                     resource: Arc::clone(&resource),
                     scope_name: scope_name.clone(),
                     scope_version: scope_version.clone(),
-                    event_name: (!r.event_name.is_empty()).then(|| r.event_name.clone()),
+                    event_name: (!r.event_name.is_empty()).then(|| r.event_name.as_str().into()),
                     attributes: r
                         .attributes
                         .iter()
@@ -33,7 +33,7 @@ pub fn to_otel_records(req: &ExportLogsServiceRequest) -> Vec<OtelRecord> {
                     time_unix_nano: r.time_unix_nano,
                     observed_time_unix_nano: r.observed_time_unix_nano,
                     severity_number: r.severity_number,
-                    severity_text: r.severity_text.clone(),
+                    severity_text: r.severity_text.as_str().into(),
                     trace_id: hex_id(&r.trace_id, 16),
                     span_id: hex_id(&r.span_id, 8),
                     flags: r.flags,
@@ -52,13 +52,14 @@ pub fn into_otel_records(req: ExportLogsServiceRequest) -> Vec<OtelRecord> {
     for rl in req.resource_logs {
         let resource = Arc::new(rl.resource.map(|r| attributes_owned(r.attributes)).unwrap_or_default());
         for sl in rl.scope_logs {
-            let (scope_name, scope_version) = sl.scope.map(|s| (s.name, s.version)).unwrap_or_default();
+            let (scope_name, scope_version): (Arc<str>, Arc<str>) =
+                sl.scope.map(|s| (s.name.into(), s.version.into())).unwrap_or_default();
             for r in sl.log_records {
                 out.push(OtelRecord {
                     resource: Arc::clone(&resource),
                     scope_name: scope_name.clone(),
                     scope_version: scope_version.clone(),
-                    event_name: (!r.event_name.is_empty()).then_some(r.event_name),
+                    event_name: (!r.event_name.is_empty()).then(|| r.event_name.into()),
                     attributes: r
                         .attributes
                         .into_iter()
@@ -69,7 +70,7 @@ pub fn into_otel_records(req: ExportLogsServiceRequest) -> Vec<OtelRecord> {
                     time_unix_nano: r.time_unix_nano,
                     observed_time_unix_nano: r.observed_time_unix_nano,
                     severity_number: r.severity_number,
-                    severity_text: r.severity_text,
+                    severity_text: r.severity_text.into(),
                     trace_id: hex_id(&r.trace_id, 16),
                     span_id: hex_id(&r.span_id, 8),
                     flags: r.flags,
@@ -171,7 +172,7 @@ mod tests {
         assert!(Arc::ptr_eq(&out[0].resource, &out[1].resource));
         let r = &out[0];
         assert_eq!(r.service_name(), Some("codex_exec"));
-        assert_eq!(r.scope_name, "sc");
+        assert_eq!(&*r.scope_name, "sc");
         assert_eq!(
             Value::Object(r.attributes.to_map()),
             json!({"s": "x", "i": -3, "d": null, "b": "ab01", "a": [true], "m": {"k": 1}})

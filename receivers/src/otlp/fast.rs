@@ -24,23 +24,47 @@ pub const MAX_DEPTH: usize = 32;
 /// record attribute values stay deferred: ranges of `body` that become JSON only when a
 /// profile reads them ([`Attributes::push_deferred`]).
 pub fn log_records(body: Bytes) -> Option<Vec<OtelRecord>> {
-    let mut out = Vec::new();
-    let mut cx = Cx { keys: KeyCache::default(), body: body.clone() };
+    let mut cx = Cx { keys: KeyCache::default(), body: body.clone(), attrs: Vec::new() };
+    // First the structure (resources and scopes, each record's bytes), then the records into
+    // a vector of their exact number (growing it would move every record read so far).
+    let mut pending = Pending::default();
     let mut r = Rd::new(&body);
     while !r.done() {
         match r.key()? {
-            (1, LEN) => resource_logs(r.len_delimited()?, &mut out, &mut cx)?,
+            (1, LEN) => resource_logs(r.len_delimited()?, &mut pending, &mut cx)?,
             _ => return None,
         }
     }
+    let mut out = Vec::with_capacity(pending.records.len());
+    for &(rec, scope) in &pending.records {
+        let (resource, name, version) = &pending.scopes[scope];
+        out.push(log_record(rec, resource, name, version, &mut cx)?);
+    }
     Some(out)
 }
+
+/// The structure of a request: each record's bytes with the index of the scope (and
+/// resource) it was sent under.
+#[derive(Default)]
+struct Pending<'a> {
+    records: Vec<(&'a [u8], usize)>,
+    scopes: Vec<Scope>,
+}
+
+/// A scope's resource attributes, name and version.
+type Scope = (Arc<Map<String, Value>>, Arc<str>, Arc<str>);
+
+/// An attribute as read: its key and the range of its value in the body (`None`: no value).
+type ReadAttr = (Arc<str>, Option<(usize, usize)>);
 
 /// What the readers below share over one request.
 struct Cx {
     keys: KeyCache,
     /// The whole request body, which deferred values point into.
     body: Bytes,
+    /// One record's attributes as read (key, value range), reused from record to record so
+    /// each record's list is allocated once at its final size.
+    attrs: Vec<ReadAttr>,
 }
 
 impl Cx {
@@ -56,6 +80,12 @@ fn decode_deferred(b: &[u8]) -> Value {
         Some(s) => std::str::from_utf8(s).map_or(Value::Null, |s| Value::String(s.to_owned())),
         None => any_value::<true>(b, 0).unwrap_or(Value::Null),
     }
+}
+
+/// The text of a deferred attribute value that is one short string (checked when it was
+/// read off the wire), borrowed from the wire bytes.
+fn peek_str(b: &[u8]) -> Option<&str> {
+    std::str::from_utf8(lone_string(b)?).ok()
 }
 
 /// Checks an attribute's `AnyValue` as prost would, without building it (a short ASCII
@@ -81,6 +111,10 @@ fn lone_string(b: &[u8]) -> Option<&[u8]> {
 /// carry the same keys in the same order, so the key at position `i` is compared with the
 /// one the previous record had there and, when equal, shared: no allocation and no second
 /// UTF-8 check (the bytes equal an already checked string).
+///
+/// A mixed batch (records of several kinds, whose keys differ from position 1 on) misses
+/// that first guess; this thread's [`Interner`] then still finds the key among those seen
+/// before (in this request or an earlier one).
 #[derive(Default)]
 pub(crate) struct KeyCache(Vec<Arc<str>>);
 
@@ -92,9 +126,15 @@ impl KeyCache {
         {
             return Some(Arc::clone(prev));
         }
-        let key: Arc<str> = Arc::from(std::str::from_utf8(k).ok()?);
+        let key = intern(k)?;
         self.remember(i, &key);
         Some(key)
+    }
+
+    /// Any other string of the request that repeats from record to record (scope names,
+    /// severity texts, event names), shared.
+    fn text(&mut self, b: &[u8]) -> Option<Arc<str>> {
+        intern(b)
     }
 
     /// The key at position `i` from a decoded string.
@@ -116,6 +156,67 @@ impl KeyCache {
             self.0.push(Arc::clone(key));
         }
     }
+}
+
+/// Strings seen earlier in one request, shared instead of allocated again: a direct-mapped
+/// table indexed by a cheap hash of the length and the first and last eight bytes (a slot
+/// holds the latest string that hashed there; a hit is confirmed on the bytes).
+pub(crate) struct Interner(Vec<Option<Arc<str>>>);
+
+impl Default for Interner {
+    fn default() -> Self {
+        Self(vec![None; INTERNED])
+    }
+}
+
+/// Slots of an [`Interner`] (a power of two).
+const INTERNED: usize = 1024;
+
+/// Longest string an [`Interner`] keeps (longer ones are allocated each time): with
+/// [`INTERNED`] slots, a thread's table holds at most 128 KiB of strings, whatever it is sent.
+const MAX_INTERNED: usize = 128;
+
+thread_local! {
+    /// The strings this thread interned, kept from request to request (attribute keys, scope
+    /// names and event names repeat across the requests of one exporter).
+    static INTERNER: std::cell::RefCell<Interner> = std::cell::RefCell::new(Interner::default());
+}
+
+/// The string of `b` (`None` when it is not UTF-8), shared with earlier ones when short.
+fn intern(b: &[u8]) -> Option<Arc<str>> {
+    let fresh = || std::str::from_utf8(b).ok().map(Arc::from);
+    if b.len() > MAX_INTERNED {
+        return fresh();
+    }
+    INTERNER.with(|i| match i.try_borrow_mut() {
+        Ok(mut i) => i.get(b),
+        Err(_) => fresh(),
+    })
+}
+
+impl Interner {
+    /// The string of `b`, shared when seen before; `None` when `b` is not UTF-8.
+    pub(crate) fn get(&mut self, b: &[u8]) -> Option<Arc<str>> {
+        let slot = &mut self.0[slot_of(b)];
+        if let Some(s) = slot
+            && s.as_bytes() == b
+        {
+            return Some(Arc::clone(s));
+        }
+        let s: Arc<str> = Arc::from(std::str::from_utf8(b).ok()?);
+        *slot = Some(Arc::clone(&s));
+        Some(s)
+    }
+}
+
+fn slot_of(b: &[u8]) -> usize {
+    let n = b.len();
+    let (head, tail) = match (b.first_chunk::<8>(), b.last_chunk::<8>()) {
+        (Some(h), Some(t)) => (u64::from_le_bytes(*h), u64::from_le_bytes(*t)),
+        _ => (b.iter().fold(0u64, |h, &c| (h << 8) | u64::from(c)), 0),
+    };
+    let h = (head ^ tail.rotate_left(29) ^ n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> 56) as usize & (INTERNED - 1)
 }
 
 const VARINT: u8 = 0;
@@ -204,7 +305,7 @@ impl<'a> Rd<'a> {
     }
 }
 
-fn resource_logs(b: &[u8], out: &mut Vec<OtelRecord>, cx: &mut Cx) -> Option<()> {
+fn resource_logs<'a>(b: &'a [u8], out: &mut Pending<'a>, cx: &mut Cx) -> Option<()> {
     let mut r = Rd::new(b);
     let mut resource: Option<Map<String, Value>> = None;
     // Scope blocks may precede the resource on the wire: keep them until the end.
@@ -244,25 +345,23 @@ fn resource_attrs(b: &[u8]) -> Option<Map<String, Value>> {
     Some(m)
 }
 
-fn scope_logs(b: &[u8], resource: &Arc<Map<String, Value>>, out: &mut Vec<OtelRecord>, cx: &mut Cx) -> Option<()> {
+fn scope_logs<'a>(b: &'a [u8], resource: &Arc<Map<String, Value>>, out: &mut Pending<'a>, cx: &mut Cx) -> Option<()> {
     let mut r = Rd::new(b);
     let mut scope: Option<(&str, &str)> = None;
-    let mut records: Vec<&[u8]> = Vec::new();
+    let index = out.scopes.len();
     while !r.done() {
         match r.key()? {
             (1, LEN) if scope.is_none() => scope = Some(instrumentation_scope(r.len_delimited()?)?),
-            (2, LEN) => records.push(r.len_delimited()?),
+            (2, LEN) => out.records.push((r.len_delimited()?, index)),
             (3, LEN) => {
                 r.str()?;
             }
             _ => return None,
         }
     }
+    // The scope may follow its records on the wire.
     let (name, version) = scope.unwrap_or_default();
-    out.reserve(records.len());
-    for rec in records {
-        out.push(log_record(rec, resource, name, version, cx)?);
-    }
+    out.scopes.push((Arc::clone(resource), cx.keys.text(name.as_bytes())?, cx.keys.text(version.as_bytes())?));
     Some(())
 }
 
@@ -290,18 +389,18 @@ fn instrumentation_scope(b: &[u8]) -> Option<(&str, &str)> {
 fn log_record(
     b: &[u8],
     resource: &Arc<Map<String, Value>>,
-    scope_name: &str,
-    scope_version: &str,
+    scope_name: &Arc<str>,
+    scope_version: &Arc<str>,
     cx: &mut Cx,
 ) -> Option<OtelRecord> {
     let mut r = Rd::new(b);
     let mut rec = OtelRecord {
         resource: Arc::clone(resource),
-        scope_name: scope_name.to_owned(),
-        scope_version: scope_version.to_owned(),
-        attributes: Attributes::deferred(24, cx.body.clone(), decode_deferred),
+        scope_name: Arc::clone(scope_name),
+        scope_version: Arc::clone(scope_version),
         ..Default::default()
     };
+    cx.attrs.clear();
     let (mut trace_id, mut span_id): (&[u8], &[u8]) = (&[], &[]);
     let mut body_seen = false;
     while !r.done() {
@@ -309,18 +408,16 @@ fn log_record(
             (1, I64) => rec.time_unix_nano = r.fixed64()?,
             (11, I64) => rec.observed_time_unix_nano = r.fixed64()?,
             (2, VARINT) => rec.severity_number = r.varint()? as i32,
-            (3, LEN) => rec.severity_text = r.str()?.to_owned(),
+            (3, LEN) => rec.severity_text = cx.keys.text(r.len_delimited()?)?,
             (5, LEN) if !body_seen => {
                 body_seen = true;
                 rec.body = Some(any_value::<true>(r.len_delimited()?, 0)?);
             }
             (6, LEN) => {
                 let (k, v) = key_value_deferred(r.len_delimited()?)?;
-                let k = cx.keys.key(rec.attributes.len(), k)?;
-                match v {
-                    Some(v) => rec.attributes.push_deferred(k, cx.offset(v), v.len())?,
-                    None => rec.attributes.push(k, Value::Null),
-                }
+                let k = cx.keys.key(cx.attrs.len(), k)?;
+                let v = v.map(|v| (cx.offset(v), v.len()));
+                cx.attrs.push((k, v));
             }
             (7, VARINT) => {
                 r.varint()?;
@@ -329,10 +426,17 @@ fn log_record(
             (9, LEN) => trace_id = r.len_delimited()?,
             (10, LEN) => span_id = r.len_delimited()?,
             (12, LEN) => {
-                let n = r.str()?;
-                rec.event_name = (!n.is_empty()).then(|| n.to_owned());
+                let n = r.len_delimited()?;
+                rec.event_name = if n.is_empty() { None } else { Some(cx.keys.text(n)?) };
             }
             _ => return None,
+        }
+    }
+    rec.attributes = Attributes::deferred(cx.attrs.len(), cx.body.clone(), decode_deferred, peek_str);
+    for (k, v) in cx.attrs.drain(..) {
+        match v {
+            Some((at, len)) => rec.attributes.push_deferred(k, at, len)?,
+            None => rec.attributes.push(k, Value::Null),
         }
     }
     // Wrong-size ids are a 400 (decode::check_ids_logs): prost's path words the error.

@@ -75,8 +75,12 @@ async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Res
         return refused(format, r);
     }
     let answer = if format == Format::Protobuf && st.handler.wants_log_records() {
-        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, decode_log_records).await {
-            Ok((records, _admitted)) => st.handler.log_records(records),
+        // The records go to the handler on the thread that read them (the blocking pool for
+        // a large body): they are built, mapped and dropped there, never handed across.
+        let handler = Arc::clone(&st.handler);
+        let take = move |b: Bytes, f| decode_log_records(b, f).map(|records| handler.log_records(records));
+        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, take).await {
+            Ok((answer, _admitted)) => answer,
             Err(e) => return decode_error(format, e),
         }
     } else {

@@ -109,7 +109,8 @@ pub trait OtlpHandler: Send + Sync + 'static {
     }
 
     /// A logs export as neutral records, in request order (only called when
-    /// [`OtlpHandler::wants_log_records`] is true). Same contract as [`OtlpHandler::logs`].
+    /// [`OtlpHandler::wants_log_records`] is true). Same contract as [`OtlpHandler::logs`];
+    /// it may be called on the blocking pool, on the thread that decoded a large body.
     fn log_records(&self, records: Vec<aep_adapters::otel::OtelRecord>) -> Result<Accepted, Refused> {
         let _ = records;
         Err(Refused::Invalid("this receiver does not take log records".into()))

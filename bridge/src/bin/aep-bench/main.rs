@@ -6,6 +6,7 @@
 mod collector;
 mod hook;
 mod hostile;
+mod mix;
 mod otlp;
 mod pipeline;
 mod rotel;

@@ -1,8 +1,10 @@
-//! `aep-bench otlp`: OTLP/HTTP protobuf log batches of Codex-shaped records
-//! (`codex.tool_result`, resource `service.name` `codex_exec`, as in the captures) to a
-//! child `aep-bridge serve`, whose CPU time (`/proc/<pid>/stat` utime + stime) gives
-//! records per CPU-second through decode, mapping, sequencing and JSONL. The same bodies
-//! then go to rotel (`rotel-agent --exporter blackhole`: decode only) as the baseline.
+//! `aep-bench otlp`: OTLP/HTTP protobuf log batches of a real record mix (`--mix`, see
+//! [`super::mix`]) to a child `aep-bridge serve`, whose CPU time (`/proc/<pid>/stat` utime +
+//! stime) gives records per CPU-second through decode, mapping, sequencing, the embedded
+//! collector and JSONL. The same bodies go to rotel (`rotel-agent --exporter blackhole`:
+//! decode only) as the baseline, round for round: each measured round sends the batches to
+//! the bridge, then to rotel, so both see the same machine load, and the ratio is taken per
+//! round (median and spread reported).
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -11,17 +13,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
-use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
-use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
-use opentelemetry_proto::tonic::resource::v1::Resource;
 use prost::Message as _;
 
+use super::mix::{Mix, Source};
 use super::{cpu_seconds, line, metric_sum, rate, scrape, verdict, wait_until};
 
 /// Arguments of `aep-bench otlp`.
 #[derive(Debug, Clone, Args)]
 pub struct OtlpArgs {
+    /// The record mix: real Codex or Claude Code exports, VS Code-shaped records, or the
+    /// synthetic `codex.tool_result` shape; several (comma-separated) run one after another.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "codex")]
+    pub mix: Vec<Mix>,
     /// Export requests sent.
     #[arg(long, default_value_t = 200)]
     pub batches: usize,
@@ -72,90 +75,23 @@ fn warmup_batches(a: &OtlpArgs) -> usize {
         .max(1)
 }
 
-fn kv(key: &str, v: any_value::Value) -> KeyValue {
-    KeyValue { key: key.into(), value: Some(AnyValue { value: Some(v) }), ..Default::default() }
-}
-
-fn s(key: &str, v: impl Into<String>) -> KeyValue {
-    kv(key, any_value::Value::StringValue(v.into()))
-}
-
-/// Export request `b`: `records` Codex `codex.tool_result` log records.
-fn request(b: usize, records: usize, sessions: usize) -> ExportLogsServiceRequest {
-    let now =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    let resource = Resource {
-        attributes: vec![
-            s("host.name", "vm"),
-            s("service.name", "codex_exec"),
-            s("telemetry.sdk.language", "rust"),
-            s("telemetry.sdk.version", "0.31.0"),
-            s("env", "bench"),
-            s("telemetry.sdk.name", "opentelemetry"),
-            s("service.version", "0.171.0"),
-        ],
-        ..Default::default()
-    };
-    let log_records = (0..records)
-        .map(|i| {
-            let k = b * records + i;
-            let conv = format!("01a22aa0-0c16-7b32-bb14-{:012x}", k % sessions.max(1));
-            LogRecord {
-                observed_time_unix_nano: now + i as u64,
-                severity_number: 9,
-                severity_text: "INFO".into(),
-                flags: 1,
-                trace_id: (k as u128).to_be_bytes().to_vec(),
-                span_id: (k as u64 + 1).to_be_bytes().to_vec(),
-                event_name: "event otel/src/tool_result.rs:54".into(),
-                attributes: vec![
-                    s("event.name", "codex.tool_result"),
-                    s("tool_name", "exec_command"),
-                    s("tool_namespace", "functions"),
-                    s("call_id", format!("call_{k:020x}")),
-                    s("duration_ms", format!("{}", 40 + k % 100)),
-                    s("success", "true"),
-                    kv("output_truncated", any_value::Value::BoolValue(false)),
-                    s("agent_name", "/root"),
-                    s("arguments", "{\"cmd\": \"echo hi\", \"workdir\": \"/home/dev/agents/work/codex/project\"}"),
-                    s(
-                        "output",
-                        "Chunk ID: 62bb11\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 1\nOutput:\nhi\n",
-                    ),
-                    s("mcp_server", ""),
-                    s("mcp_server_origin", ""),
-                    s("event.timestamp", aep_bridge::time::rfc3339_ms(now / 1_000_000)),
-                    s("conversation.id", conv),
-                    s("app.version", "0.171.0"),
-                    s("originator", "codex_exec"),
-                    s("terminal.type", "xterm"),
-                    s("model", "gpt-5-codex-mock"),
-                    s("slug", "gpt-5-codex-mock"),
-                ],
-                ..Default::default()
-            }
-        })
-        .collect();
-    ExportLogsServiceRequest {
-        resource_logs: vec![ResourceLogs {
-            resource: Some(resource),
-            scope_logs: vec![ScopeLogs {
-                scope: Some(InstrumentationScope { name: "codex_otel.log_only".into(), ..Default::default() }),
-                log_records,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
+/// The request bodies a run sends: `count` batches from batch number `first` on.
+struct Batches<'a> {
+    src: &'a Source,
+    first: usize,
+    count: usize,
+    records: usize,
+    sessions: usize,
+    now: u64,
 }
 
 /// Sends every batch to `{base}/v1/logs`; a 503/429 is retried after a short pause.
 /// Returns (wall seconds, retries).
-fn send_all(agent: &ureq::Agent, base: &str, a: &OtlpArgs) -> anyhow::Result<(f64, u64)> {
+fn send_all(agent: &ureq::Agent, base: &str, w: &Batches<'_>) -> anyhow::Result<(f64, u64)> {
     let t = Instant::now();
     let mut retries = 0;
-    for b in 0..a.batches {
-        let body = request(b, a.records, a.sessions).encode_to_vec();
+    for b in w.first..w.first + w.count {
+        let body = w.src.request(b, w.records, w.sessions, w.now).encode_to_vec();
         loop {
             let mut resp = agent
                 .post(&format!("{base}/v1/logs"))
@@ -224,9 +160,8 @@ fn find_rotel(spec: &str) -> Option<PathBuf> {
     }
 }
 
-/// Runs rotel with the blackhole exporter on the same bodies and rounds; returns (records per
-/// CPU-second of the median round, its CPU seconds, wall seconds per round).
-fn rotel_baseline(bin: &Path, dir: &Path, a: &OtlpArgs) -> anyhow::Result<(f64, f64, f64)> {
+/// Starts rotel with the blackhole exporter; returns it with its pid and HTTP base URL.
+fn start_rotel(bin: &Path, dir: &Path) -> anyhow::Result<(ChildGuard, u32, String)> {
     let (http, grpc) = (super::free_port()?, super::free_port()?);
     let child = Command::new(bin)
         .arg("start")
@@ -241,28 +176,52 @@ fn rotel_baseline(bin: &Path, dir: &Path, a: &OtlpArgs) -> anyhow::Result<(f64, 
         .spawn()
         .with_context(|| format!("cannot run {}", bin.display()))?;
     let pid = child.id();
-    let _guard = ChildGuard(child);
+    let guard = ChildGuard(child);
     let up = wait_until(Duration::from_secs(15), || std::net::TcpStream::connect(("127.0.0.1", http)).is_ok());
     anyhow::ensure!(up, "rotel did not listen on 127.0.0.1:{http}");
-    let agent = super::agent();
-    let base = format!("http://127.0.0.1:{http}");
-    send_all(&agent, &base, &OtlpArgs { batches: warmup_batches(a), ..a.clone() })?;
-    let (mut cpus, mut wall) = (Vec::new(), 0.0);
-    for _ in 0..a.rounds.max(1) {
-        let cpu0 = cpu_seconds(Some(pid)).context("rotel cpu")?;
-        wall += send_all(&agent, &base, a)?.0;
-        std::thread::sleep(Duration::from_millis(200));
-        cpus.push(cpu_seconds(Some(pid)).context("rotel cpu")? - cpu0);
-    }
-    let rounds = cpus.len() as f64;
-    let n = (a.batches * a.records) as f64;
-    let (cpu, _, _) = median_spread(cpus);
-    Ok((n / cpu.max(1e-9), cpu, wall / rounds))
+    Ok((guard, pid, format!("http://127.0.0.1:{http}")))
 }
 
-/// Runs the bench.
+/// Counters of the bridge once it is quiet: the JSONL sink has everything the OTLP queue
+/// admitted. (events in, events out to JSONL, dropped by JSONL, records without a session)
+fn settled(agent: &ureq::Agent, url: &str) -> anyhow::Result<(u64, u64, u64, u64)> {
+    let mut last = (u64::MAX, Instant::now());
+    let mut out = (0, 0, 0, 0);
+    wait_until(Duration::from_secs(120), || {
+        let Ok(t) = scrape(agent, url) else { return false };
+        let ins = metric_sum(&t, "aep_bridge_events_in_total", &["input=\"otlp\""]);
+        let outs = metric_sum(&t, "aep_bridge_events_out_total", &["sink=\"jsonl\""]);
+        let dropped = metric_sum(&t, "aep_bridge_events_dropped_total", &["sink=\"jsonl\""]);
+        let sessionless =
+            metric_sum(&t, "aep_bridge_requests_rejected_total", &["receiver=\"otlp\"", "reason=\"no_session\""]);
+        out = (ins, outs, dropped, sessionless);
+        if ins != last.0 {
+            last = (ins, Instant::now());
+        }
+        outs + dropped >= ins && last.1.elapsed() > Duration::from_millis(300)
+    });
+    Ok(out)
+}
+
+/// Runs the bench: each mix in turn.
 pub fn run(a: &OtlpArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.batches > 0 && a.records > 0, "--batches and --records must be at least 1");
+    for (i, mix) in a.mix.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        run_mix(a, *mix)?;
+    }
+    Ok(())
+}
+
+/// The median of `v` with its smallest and largest value.
+fn median_of(v: &[f64]) -> (f64, f64, f64) {
+    median_spread(v.to_vec())
+}
+
+fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
+    let src = Source::new(mix)?;
     let scratch = super::Scratch::new("otlp")?;
     let (child, url, pid) = match (&a.url, a.pid) {
         (Some(u), Some(pid)) => (None, u.trim_end_matches('/').to_owned(), pid),
@@ -273,13 +232,18 @@ pub fn run(a: &OtlpArgs) -> anyhow::Result<()> {
         }
     };
     let agent = super::agent();
-    let body_len = request(0, a.records, a.sessions).encode_to_vec().len();
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let body_len = src.request(0, a.records, a.sessions, now).encode_to_vec().len();
     println!(
-        "bench otlp: batches={} records={} ({} KiB protobuf per request) sessions={} -> aep-bridge serve (pid {pid})",
+        "bench otlp --mix {}: batches={} records={} ({} KiB protobuf per request, {} template records) sessions={} rounds={} -> aep-bridge serve (pid {pid})",
+        mix.as_str(),
         a.batches,
         a.records,
         body_len / 1024,
-        a.sessions
+        src.len(),
+        a.sessions,
+        a.rounds.max(1),
     );
     // The real daemon at rest: every listener up, nothing received yet.
     let idle = super::proc_status_bytes(Some(pid), "VmRSS").unwrap_or(0);
@@ -288,40 +252,49 @@ pub fn run(a: &OtlpArgs) -> anyhow::Result<()> {
         &super::mib(idle),
         &format!("budget < 20 MiB: {}", verdict(idle > 0 && idle < 20 << 20)),
     );
+    let rotel = match find_rotel(&a.rotel) {
+        None => None,
+        Some(bin) => match start_rotel(&bin, scratch.path()) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                line("baseline: rotel (decode only)", "failed", &format!("{e:#}"));
+                None
+            }
+        },
+    };
     // Warm up: connections, allocator, profile detection, and the replay buffers filled to
     // their depth (from then on every event admitted evicts one: the steady state).
-    send_all(&agent, &url, &OtlpArgs { batches: warmup_batches(a), ..a.clone() })?;
-    let settled = |agent: &ureq::Agent| -> anyhow::Result<(u64, u64, u64)> {
-        // Quiet: the JSONL sink has everything the OTLP queue admitted.
-        let mut last = (u64::MAX, Instant::now());
-        let mut out = (0, 0, 0);
-        wait_until(Duration::from_secs(120), || {
-            let Ok(t) = scrape(agent, &url) else { return false };
-            let ins = metric_sum(&t, "aep_bridge_events_in_total", &["input=\"otlp\""]);
-            let outs = metric_sum(&t, "aep_bridge_events_out_total", &["sink=\"jsonl\""]);
-            let dropped = metric_sum(&t, "aep_bridge_events_dropped_total", &["sink=\"jsonl\""]);
-            out = (ins, outs, dropped);
-            if ins != last.0 {
-                last = (ins, Instant::now());
-            }
-            outs + dropped >= ins && last.1.elapsed() > Duration::from_millis(300)
-        });
-        Ok(out)
-    };
-    let (in0, out0, drop0) = settled(&agent)?;
-    let (mut cpus, mut wall, mut retries) = (Vec::new(), 0.0, 0);
-    let (mut in1, mut out1, mut drop1) = (in0, out0, drop0);
-    for _ in 0..a.rounds.max(1) {
+    let warm = warmup_batches(a);
+    let batches = |first, count| Batches { src: &src, first, count, records: a.records, sessions: a.sessions, now };
+    send_all(&agent, &url, &batches(0, warm))?;
+    if let Some((_, _, base)) = &rotel {
+        send_all(&agent, base, &batches(0, warm))?;
+    }
+    let (in0, out0, drop0, noses0) = settled(&agent, &url)?;
+    let (mut cpus, mut rcpus, mut ratios, mut wall, mut rwall, mut retries) =
+        (Vec::new(), Vec::new(), Vec::new(), 0.0, 0.0, 0);
+    let (mut in1, mut out1, mut drop1, mut noses1) = (in0, out0, drop0, noses0);
+    let n = (a.batches * a.records) as f64;
+    for round in 0..a.rounds.max(1) {
+        let w = batches(warm + round * a.batches, a.batches);
         let cpu0 = cpu_seconds(Some(pid)).context("cannot read the child's CPU time")?;
-        let (w, r) = send_all(&agent, &url, a)?;
-        (in1, out1, drop1) = settled(&agent)?;
-        cpus.push(cpu_seconds(Some(pid)).context("cannot read the child's CPU time")? - cpu0);
-        (wall, retries) = (wall + w, retries + r);
+        let (t, r) = send_all(&agent, &url, &w)?;
+        (in1, out1, drop1, noses1) = settled(&agent, &url)?;
+        let cpu = cpu_seconds(Some(pid)).context("cannot read the child's CPU time")? - cpu0;
+        cpus.push(cpu);
+        (wall, retries) = (wall + t, retries + r);
+        if let Some((_, rpid, base)) = &rotel {
+            let c0 = cpu_seconds(Some(*rpid)).context("rotel cpu")?;
+            rwall += send_all(&agent, base, &w)?.0;
+            std::thread::sleep(Duration::from_millis(200));
+            let rcpu = cpu_seconds(Some(*rpid)).context("rotel cpu")? - c0;
+            rcpus.push(rcpu);
+            ratios.push(rcpu / cpu.max(1e-9));
+        }
     }
     let rss = super::proc_status_bytes(Some(pid), "VmHWM").unwrap_or(0);
     drop(child);
     let rounds = cpus.len();
-    let n = (a.batches * a.records) as f64;
     let (cpu, fastest, slowest) = median_spread(cpus);
     let per_cpu = n / cpu.max(1e-9);
     if cpu < 0.05 {
@@ -346,44 +319,43 @@ pub fn run(a: &OtlpArgs) -> anyhow::Result<()> {
     line(
         "bridge: events to JSONL",
         &format!("{}", out1 - out0),
-        &format!("pipeline admitted {}, sink dropped {}", in1 - in0, drop1 - drop0),
+        &format!(
+            "pipeline admitted {}, sink dropped {}, records without a session {}",
+            in1 - in0,
+            drop1 - drop0,
+            noses1 - noses0
+        ),
     );
     anyhow::ensure!(in1 > in0, "the bridge mapped no record to an event (profile detection failed?)");
-    match find_rotel(&a.rotel) {
+    match rotel {
         None if a.rotel == "off" => line("baseline: rotel (decode only)", "skipped", "--rotel off"),
         None => line(
             "baseline: rotel (decode only)",
             "skipped",
             "rotel-agent not found (pip install --pre rotel==0.0.1a15)",
         ),
-        Some(bin) => match rotel_baseline(&bin, scratch.path(), a) {
-            Ok((_, rcpu, _)) if rcpu < 0.05 => {
-                line("baseline: rotel blackhole (decode only)", "too short", "under 0.05 CPU-s: raise --batches")
-            }
-            Ok((r, rcpu, rwall)) => {
+        Some(_) => {
+            let (rcpu, _, _) = median_of(&rcpus);
+            if rcpu < 0.05 {
+                line("baseline: rotel blackhole (decode only)", "too short", "under 0.05 CPU-s: raise --batches");
+            } else {
+                let (ratio, lo, hi) = median_of(&ratios);
                 line(
                     "baseline: rotel blackhole (decode only)",
-                    &rate(r, "rec/CPU-s"),
-                    &format!("{rcpu:.2} CPU-s, wall {:.0} rec/s; bridge at {:.2}x of it", n / rwall, per_cpu / r),
+                    &rate(n / rcpu, "rec/CPU-s"),
+                    &format!("median {rcpu:.2} CPU-s, wall {:.0} rec/s", n * rounds as f64 / rwall),
+                );
+                let target = if mix == Mix::ClaudeCode { 0.9 } else { 1.0 };
+                line(
+                    "bridge / rotel (same rounds)",
+                    &format!("{ratio:.2}x"),
+                    &format!(
+                        "target >= {target:.1}x: {} (median of {rounds} per-round ratios; spread {lo:.2}x..{hi:.2}x)",
+                        verdict(ratio >= target)
+                    ),
                 );
             }
-            Err(e) => line("baseline: rotel (decode only)", "failed", &format!("{e:#}")),
-        },
+        }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_round_trip_through_the_receiver_conversion() {
-        let req = request(3, 5, 2);
-        let bytes = req.encode_to_vec();
-        let back = ExportLogsServiceRequest::decode(&bytes[..]).unwrap();
-        let recs = aep_receivers::otlp::to_otel_records(&back);
-        assert_eq!(recs.len(), 5);
-        assert_eq!(recs[0].service_name(), Some("codex_exec"));
-    }
 }

@@ -138,11 +138,7 @@ impl OtelProfile for ClaudeCodeOtel {
     }
 
     fn event_name(&self, rec: &OtelRecord) -> Option<String> {
-        // Older builds carry the name only in the body (`claude_code.tool_result`).
-        let n = crate::otel::record_event_name(rec).or_else(|| {
-            rec.body.as_ref().and_then(Value::as_str).filter(|b| b.starts_with("claude_code.")).map(str::to_owned)
-        })?;
-        Some(n.strip_prefix("claude_code.").map(str::to_owned).unwrap_or(n))
+        name_ref(rec).map(str::to_owned)
     }
 
     fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str> {
@@ -150,10 +146,16 @@ impl OtelProfile for ClaudeCodeOtel {
     }
 
     fn map_record(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
-        let name = self.event_name(rec);
+        let mut out = Vec::with_capacity(1);
+        self.map_record_into(rec, cx, mode, &mut out);
+        out
+    }
+
+    fn map_record_into(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode, drafts: &mut Vec<EventDraft>) {
+        let name = name_ref(rec);
         let session = self.session_id(rec);
-        let out = match name.as_deref().and_then(known) {
-            None => Some(unknown(VENDOR, name.as_deref(), cx)),
+        let out = match name.and_then(known) {
+            None => Some(unknown(VENDOR, name, cx)),
             Some((n, fields)) => match (mode, n) {
                 (Mode::Primary, "tool_decision") => tool_denied(rec, cx),
                 (Mode::Primary, "tool_result") => Some(
@@ -166,16 +168,22 @@ impl OtelProfile for ClaudeCodeOtel {
         // `prompt.id` is the run the hook channel names (its `prompt_id`), so both channels
         // of one turn land under the same AEP run.
         let run = rec.attr_str("prompt.id").filter(|p| !p.is_empty());
-        out.into_iter()
-            .map(|mut d| {
-                stamp(&mut d, rec, session);
-                if d.run.is_none() {
-                    d.run = run.map(str::to_owned);
-                }
-                d
-            })
-            .collect()
+        drafts.extend(out.map(|mut d| {
+            stamp(&mut d, rec, session);
+            if d.run.is_none() {
+                d.run = run.map(str::to_owned);
+            }
+            d
+        }));
     }
+}
+
+/// The bare event name, borrowed: the `event.name` attribute (or field), else the body of
+/// older builds (`claude_code.tool_result`), without the `claude_code.` prefix.
+fn name_ref(rec: &OtelRecord) -> Option<&str> {
+    let n = crate::otel::record_event_name_ref(rec)
+        .or_else(|| rec.body.as_ref().and_then(Value::as_str).filter(|b| b.starts_with("claude_code.")))?;
+    Some(n.strip_prefix("claude_code.").unwrap_or(n))
 }
 
 /// `tool_decision` with `reject` from config or a hook -> `tool.denied by=policy`; a user

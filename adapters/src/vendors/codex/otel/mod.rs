@@ -122,6 +122,12 @@ impl OtelProfile for CodexOtel {
     }
 
     fn map_record(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
+        let mut out = Vec::with_capacity(1);
+        self.map_record_into(rec, cx, mode, &mut out);
+        out
+    }
+
+    fn map_record_into(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode, drafts: &mut Vec<EventDraft>) {
         // The default `event_name`, borrowed (no copy per record).
         let name = crate::otel::record_event_name_ref(rec);
         // `session_id`, borrowed.
@@ -129,7 +135,8 @@ impl OtelProfile for CodexOtel {
         let Some((suffix, fields)) = name.and_then(known) else {
             let mut d = unknown(VENDOR, name, cx);
             stamp(&mut d, rec, session);
-            return vec![d];
+            drafts.push(d);
+            return;
         };
         let out = match mode {
             Mode::Companion => Some(companion(VENDOR, suffix, rec, fields, COMMON, cx)),
@@ -142,12 +149,10 @@ impl OtelProfile for CodexOtel {
                 _ => Some(companion(VENDOR, suffix, rec, fields, COMMON, cx)),
             },
         };
-        out.into_iter()
-            .map(|mut d| {
-                stamp(&mut d, rec, session);
-                d
-            })
-            .collect()
+        drafts.extend(out.map(|mut d| {
+            stamp(&mut d, rec, session);
+            d
+        }));
     }
 }
 

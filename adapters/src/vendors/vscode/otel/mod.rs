@@ -95,10 +95,17 @@ impl OtelProfile for VscodeOtel {
     }
 
     fn map_record(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode) -> Vec<EventDraft> {
-        let name = self.event_name(rec);
+        let mut out = Vec::with_capacity(1);
+        self.map_record_into(rec, cx, mode, &mut out);
+        out
+    }
+
+    fn map_record_into(&self, rec: &OtelRecord, cx: &MapContext, mode: Mode, out: &mut Vec<EventDraft>) {
+        // The default `event_name`, borrowed (no copy per record).
+        let name = crate::otel::record_event_name_ref(rec);
         let session = self.session_id(rec);
-        let mut d = match name.as_deref().and_then(known) {
-            None => unknown(VENDOR, name.as_deref(), cx),
+        let mut d = match name.and_then(known) {
+            None => unknown(VENDOR, name, cx),
             Some((suffix, fields)) => {
                 let core = match (mode, suffix) {
                     (Mode::Primary, "session.start") => Some(session_started(rec, cx)),
@@ -109,7 +116,7 @@ impl OtelProfile for VscodeOtel {
             }
         };
         stamp(&mut d, rec, session);
-        vec![d]
+        out.push(d);
     }
 }
 
