@@ -1150,3 +1150,27 @@ async fn slow_ws_consumer_gets_closing_with_positions_on_notice_overflow() {
     assert!(ws.drain_for(Duration::from_secs(2)).await.is_empty() && ws.closed, "then the close");
     b.shutdown().await;
 }
+
+/// The listener's idle clock (issue 15 #2) cuts only connections with nothing in flight:
+/// an SSE stream (a response in progress) and a WebSocket (upgraded, out of the HTTP loop)
+/// outlive it many times over and still deliver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_lived_subscribers_outlive_the_idle_timeout() {
+    let (b, _d) = bridge("", |c| {
+        c.server.idle_timeout_ms = 100;
+        c.server.header_timeout_ms = 100;
+    })
+    .await;
+    let mut sse = Sse::open(&addr(&b), "/stream", &[]).await;
+    assert_eq!(sse.status, 200);
+    let (mut ws, _) = Ws::open(&addr(&b), None, "consumer", "idle-test", json!({})).await;
+    ws.subscribe(json!({"type": "subscribe", "id": "all", "filter": {}})).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let body = format!("{}\n", line(&started("idle-1", 0)));
+    let (st, _) =
+        post_raw(&b.url(), "application/x-ndjson", body.into_bytes(), vec![("aep-version", "0.1".into())]).await;
+    assert_eq!(st, 202);
+    assert_eq!(sse.events(1).await.len(), 1, "the SSE stream was cut: {}", sse.raw);
+    let (got, _) = ws.until(|v| v["type"] == "session.started").await;
+    assert!(got.is_some(), "the WebSocket was cut");
+}

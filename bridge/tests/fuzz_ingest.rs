@@ -1,8 +1,8 @@
 //! The collector's per-line ingest under random input (a bounded fuzz run, part of
 //! `cargo test`): every NDJSON line (and every JSON body) goes through the strict parser
 //! (`aep_schemas::json`, text or bytes) and then `collector::validate_received`. Both are
-//! pure and public; the line splitter around them is private to the collector's HTTP module
-//! and is not reached here.
+//! pure and public. The last test sends the same lines over the real sockets (`POST
+//! /events` bodies, WebSocket frames) to a running bridge.
 //!
 //! Properties: no panic; the text and byte parsers agree; the strict parser accepts exactly
 //! what serde_json accepts, except repeated keys, with the same value; an accepted line's
@@ -171,4 +171,95 @@ fn seeds_pass_and_repeated_keys_never_do() {
         dup.extend_from_slice(&s.to_string().as_bytes()[1..]);
         assert!(!ingest(&dup).unwrap());
     }
+}
+
+/// The same lines over the real sockets: random and damaged NDJSON bodies to `POST /events`
+/// and random frames on a WebSocket emitter connection, against a running bridge. Every
+/// body gets a clear answer (202, or 400 naming the line, 413, 415), every bad frame an
+/// in-band error or a close of that connection only, and the bridge stays healthy and takes
+/// new connections.
+#[test]
+fn random_bodies_and_frames_over_the_sockets() {
+    use futures_util::{SinkExt as _, StreamExt as _};
+    use proptest::strategy::ValueTree as _;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = aep_bridge::config::Config::default();
+        cfg.server.listen = "127.0.0.1:0".into();
+        cfg.server.otlp_grpc = String::new();
+        cfg.server.otlp_http = String::new();
+        cfg.server.data_dir = dir.path().display().to_string();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let s = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut tx = Some(tx);
+            aep_bridge::server::serve(cfg, s, move |b, _| {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(b.http);
+                }
+            })
+            .await
+            .unwrap();
+        });
+        let addr = rx.await.unwrap();
+        let mut runner = runner(48);
+        let mut bodies = Vec::new();
+        let body = prop::collection::vec(line(), 1..6);
+        for _ in 0..48 {
+            let lines = body.new_tree(&mut runner).unwrap().current();
+            bodies.push(lines.join(&b'\n'));
+        }
+        let url = format!("http://{addr}/events");
+        let answers = tokio::task::spawn_blocking(move || {
+            let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+            bodies
+                .into_iter()
+                .map(|b| {
+                    let r = agent
+                        .post(&url)
+                        .header("content-type", "application/x-ndjson")
+                        .header("aep-version", "0.1")
+                        .send(&b[..])
+                        .expect("the bridge answers every body");
+                    r.status().as_u16()
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap();
+        assert!(answers.iter().all(|s| matches!(s, 202 | 400 | 413 | 415)), "{answers:?}");
+        assert!(answers.contains(&400), "the damaged bodies were refused: {answers:?}");
+
+        // WebSocket: hello, then random frames (text and binary).
+        let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/socket")).await.unwrap();
+        let hello = json!({"type": "hello", "versions": ["0.1"], "role": "emitter", "agent": "fuzz"});
+        ws.send(Message::text(hello.to_string())).await.unwrap();
+        let frame = line();
+        for i in 0..48 {
+            let raw = frame.new_tree(&mut runner).unwrap().current();
+            let msg = if i % 5 == 0 {
+                Message::binary(raw)
+            } else {
+                Message::text(String::from_utf8_lossy(&raw).into_owned())
+            };
+            if ws.send(msg).await.is_err() {
+                break; // the bridge closed this connection: allowed, checked below
+            }
+        }
+        // Whatever happened to that connection, the bridge is healthy and takes a new one.
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(500), ws.next()).await;
+        let health = tokio::task::spawn_blocking(move || {
+            ureq::get(&format!("http://{addr}/healthz")).call().map(|r| r.status().as_u16()).unwrap_or(0)
+        })
+        .await
+        .unwrap();
+        assert_eq!(health, 200);
+        assert!(tokio_tungstenite::connect_async(format!("ws://{addr}/socket")).await.is_ok());
+        stop.cancel();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), task).await;
+    });
 }
