@@ -36,6 +36,8 @@ pub struct BridgeHooks {
     /// How long a session may be silent before its adapter may end it (`close_idle`).
     idle: Option<std::time::Duration>,
     clock: Clock,
+    /// Nonces of MAC-authenticated calls (each taken once).
+    nonces: crate::auth::Nonces,
 }
 
 /// One `(vendor, session)` mapping state and when it was last used.
@@ -117,6 +119,7 @@ impl BridgeHooks {
             gates: Default::default(),
             idle: None,
             clock: Arc::new(|| crate::time::unix_ms(std::time::SystemTime::now())),
+            nonces: crate::auth::Nonces::default(),
         }
     }
 
@@ -265,6 +268,18 @@ const ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 impl HookHandler for BridgeHooks {
     fn authorized(&self, token: Option<&str>) -> bool {
         crate::auth::bearer_ok(self.token.as_deref(), token)
+    }
+
+    fn authorized_mac(&self, nonce: &str, mac: &str, body: &[u8]) -> bool {
+        match &self.token {
+            None => true,
+            Some(t) => {
+                let want = aep_schemas::digest::request_mac(t, nonce, body);
+                // The MAC first, so forged calls cannot fill the nonce memory.
+                crate::auth::constant_time_eq(want.as_bytes(), mac.as_bytes())
+                    && self.nonces.fresh(nonce, (self.clock)())
+            }
+        }
     }
 
     fn reply_proof(&self, nonce: &str, body: &[u8]) -> Option<String> {
@@ -492,6 +507,30 @@ mod tests {
         assert_eq!(*tap.seen.lock().unwrap(), [(true, true)], "waiter and session claim exist at admission");
         let reply: Value = serde_json::from_slice(&reply.body).unwrap();
         assert_eq!(reply["hookSpecificOutput"]["decision"]["behavior"], "allow");
+    }
+
+    /// Issue 15 #9: the shim's credential is a MAC, not the token. It passes once, for its
+    /// body, under the right token, with a nonce minted within the window; a bearer token
+    /// still works for other clients.
+    #[test]
+    fn a_request_mac_passes_once_for_its_body_and_token_only() {
+        use aep_schemas::digest::request_mac;
+        let pipeline = crate::pipeline::PipelineBuilder::new(1, "h", Arc::new(Metrics::default())).build();
+        let now = 1_800_000_000_000u64;
+        let hooks = BridgeHooks::new(pipeline, aep_adapters::vendors::all(), MapContext::default(), Some("tok".into()))
+            .with_clock(Arc::new(move || now));
+        let nonce = |ms: u64, r: u128| ulid::Ulid::from_parts(ms, r).to_string();
+        let (n1, body) = (nonce(now - 5, 1), br#"{"a":1}"#);
+        assert!(hooks.authorized_mac(&n1, &request_mac("tok", &n1, body), body));
+        assert!(!hooks.authorized_mac(&n1, &request_mac("tok", &n1, body), body), "a replay is refused");
+        let n2 = nonce(now, 2);
+        assert!(!hooks.authorized_mac(&n2, &request_mac("tok", &n2, body), br#"{"a":2}"#), "another body");
+        assert!(!hooks.authorized_mac(&n2, &request_mac("other", &n2, body), body), "another token");
+        let stale = nonce(now - crate::auth::NONCE_WINDOW_MS - 1, 3);
+        assert!(!hooks.authorized_mac(&stale, &request_mac("tok", &stale, body), body), "a stale nonce");
+        assert!(!hooks.authorized_mac("not-a-ulid", &request_mac("tok", "not-a-ulid", body), body));
+        assert!(hooks.authorized_mac(&n2, &request_mac("tok", &n2, body), body), "refusals took no nonce");
+        assert!(hooks.authorized(Some("tok")) && !hooks.authorized(Some("nope")), "bearer tokens still work");
     }
 
     #[tokio::test]

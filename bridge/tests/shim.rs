@@ -262,9 +262,14 @@ fn a_listener_that_cannot_prove_its_reply_is_not_relayed() {
     let (url, _t) = fake_bridge_with(|req| Some(proven_allow("other-token", req)));
     let (_, out) = held_shim(&url, &[("AEP_TOKEN", "t")], std::time::Duration::from_secs(20)).expect("hung");
     assert!(!String::from_utf8_lossy(&out).contains("allow"), "a reply proven under another token was relayed");
-    let (url, _t) = fake_bridge_with(|req| Some(proven_allow("t", req)));
-    let (_, out) = held_shim(&url, &[("AEP_TOKEN", "t")], std::time::Duration::from_secs(20)).expect("hung");
+    let (url, t) = fake_bridge_with(|req| Some(proven_allow("t-secret-token", req)));
+    let (_, out) =
+        held_shim(&url, &[("AEP_TOKEN", "t-secret-token")], std::time::Duration::from_secs(20)).expect("hung");
     assert_eq!(String::from_utf8_lossy(&out), ALLOW, "a proven reply is relayed");
+    // And the listener never saw the token: only a MAC under it.
+    let req = String::from_utf8_lossy(&t.join().unwrap()).into_owned();
+    assert!(!req.contains("t-secret-token"), "the token went out: {req}");
+    assert!(req.contains("Authorization: AEP-HMAC "), "{req}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -103,6 +103,13 @@ pub trait HookHandler: Send + Sync + 'static {
     /// Counts a refused call.
     fn rejected(&self, vendor: &str, err: &HookError);
 
+    /// `true` when `mac` proves the caller holds the token for this `nonce` and `body`
+    /// (see [`aep_schemas::digest::request_mac`]); a nonce may be used once. Refused by default.
+    fn authorized_mac(&self, nonce: &str, mac: &str, body: &[u8]) -> bool {
+        let _ = (nonce, mac, body);
+        false
+    }
+
     /// The `x-aep-proof` of a reply `body` for a caller that sent `nonce` (`x-aep-nonce`):
     /// lets a shim holding the token tell this bridge from any other listener on the port.
     /// `None` (the default) sends no proof.
@@ -152,7 +159,18 @@ async fn run<H: HookHandler>(
     body: Bytes,
 ) -> Response {
     let result = async {
-        if !h.authorized(bearer(&headers)) {
+        // A shim holding the token proves it without sending it (`AEP-HMAC <mac>` over the
+        // `x-aep-nonce` and the body), so a listener that is not the bridge never learns it;
+        // other clients send it as a bearer token.
+        let auth = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let ok = match auth.strip_prefix("AEP-HMAC ") {
+            Some(mac) => headers
+                .get("x-aep-nonce")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|nonce| h.authorized_mac(nonce, mac.trim(), &body)),
+            None => h.authorized(bearer(&headers)),
+        };
+        if !ok {
             return Err(HookError::Unauthorized);
         }
         // Repeated keys are refused at any depth (RFC 8259 §4 leaves them undefined).

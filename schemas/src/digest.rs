@@ -46,6 +46,13 @@ pub fn reply_proof(token: &str, nonce: &str, body: &[u8]) -> String {
     hex::encode(hmac_sha256(token.as_bytes(), &[nonce.as_bytes(), b"\n", body]))
 }
 
+/// The credential a shim sends instead of its token (`Authorization: AEP-HMAC <mac>`): hex
+/// HMAC-SHA256 under the token of a request label, the nonce and the body. Distinct from
+/// [`reply_proof`] by its label, so a reply can never be replayed as a request.
+pub fn request_mac(token: &str, nonce: &str, body: &[u8]) -> String {
+    hex::encode(hmac_sha256(token.as_bytes(), &[b"aep-hook request\n", nonce.as_bytes(), b"\n", body]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,8 @@
 //! `aep-hook <vendor> [event]`: the fail-open command shim an agent runs for each hook.
 //!
 //! Reads the hook payload on stdin, POSTs it to the bridge (`AEP_BRIDGE_URL`, default
-//! `http://127.0.0.1:8787`; bearer `AEP_TOKEN` when set) at `/hooks/{vendor}[/{event}]`,
+//! `http://127.0.0.1:8787`; with `AEP_TOKEN`, a MAC under it, never the token itself) at
+//! `/hooks/{vendor}[/{event}]`,
 //! and writes the bridge's reply to stdout. Fail-open is absolute: whatever goes wrong
 //! (bridge down, slow, erroring), the agent gets the vendor's neutral reply and exit 0.
 //! With a token the shim also sends a fresh nonce and relays a reply only when it carries
@@ -109,9 +110,12 @@ fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>>
         "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         payload.len()
     );
+    // The token never leaves the shim: the request carries a MAC under it over a fresh
+    // nonce and the body, so whatever listens on the port learns nothing it can reuse.
     let nonce = ulid::Ulid::new().to_string();
     if let Some(t) = &token {
-        req.push_str(&format!("Authorization: Bearer {t}\r\nX-AEP-Nonce: {nonce}\r\n"));
+        let mac = aep_schemas::digest::request_mac(t, &nonce, payload);
+        req.push_str(&format!("Authorization: AEP-HMAC {mac}\r\nX-AEP-Nonce: {nonce}\r\n"));
     }
     req.push_str("\r\n");
     let mut buf = req.into_bytes();
