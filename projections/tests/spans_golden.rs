@@ -622,3 +622,52 @@ fn trace_per_run_roots_each_run() {
         aep_projections::spans::SpanContext { trace_id: parent_run.trace_id, span_id: parent_run.span_id }
     );
 }
+
+/// Issue 14: a session whose vendor timestamps lag another session's by hours (clock skew,
+/// late OTLP, a replay) keeps its own idle and reorder clocks: it stays one trace, with
+/// one root and every run and tool under it, however often idle flushing runs.
+#[test]
+fn a_lagging_session_stays_one_trace() {
+    let live = parse_rfc3339_nanos("2026-07-03T15:00:00Z").unwrap();
+    let lag = 5 * 3_600_000_000_000u64; // five hours behind
+    let cfg = SpanConfig { idle_timeout_nanos: 60_000_000_000, ..SpanConfig::default() };
+    let mut asm = SpanAssembler::new(cfg);
+    let mk = |session: &str, seq: u64, ty: &str, at: u64, extra: Value| {
+        let time = aep_schemas::time::format_rfc3339_ms(at / 1_000_000);
+        let mut v = json!({"aep":"0.1","id":format!("{session}-{seq}"),"type":ty,"time":time,
+            "source":format!("aep://h/agent/codex/session/{session}"),"agent":"codex","session":session,"seq":seq});
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        Event::from_value(v).unwrap()
+    };
+    let script = [
+        ("session.started", json!({})),
+        ("run.started", json!({"run":"r1"})),
+        ("tool.requested", json!({"run":"r1","data":{"tool":{"name":"Bash","call_id":"c1"}}})),
+        ("tool.completed", json!({"run":"r1","data":{"tool":{"name":"Bash","call_id":"c1"}}})),
+        ("run.finished", json!({"run":"r1"})),
+        ("run.started", json!({"run":"r2"})),
+        ("tool.requested", json!({"run":"r2","data":{"tool":{"name":"Read","call_id":"c2"}}})),
+        ("tool.completed", json!({"run":"r2","data":{"tool":{"name":"Read","call_id":"c2"}}})),
+        ("run.finished", json!({"run":"r2"})),
+        ("session.ended", json!({})),
+    ];
+    let mut out = Vec::new();
+    for (i, (ty, extra)) in script.iter().enumerate() {
+        // Ten seconds of wall time per step; idle flushing every second of it.
+        let wall = live + i as u64 * 10_000_000_000;
+        out.extend(asm.push_at(&mk("live", i as u64, ty, wall, extra.clone()), wall));
+        out.extend(asm.push_at(&mk("lagging", i as u64, ty, wall - lag, extra.clone()), wall));
+        for s in 0..10 {
+            out.extend(asm.flush_idle(wall + s * 1_000_000_000));
+        }
+    }
+    out.extend(asm.flush_all());
+    for session in ["live", "lagging"] {
+        let mine: Vec<&Span> = out.iter().filter(|s| attr(s, "aep.session_id") == session).collect();
+        let roots: Vec<&&Span> = mine.iter().filter(|s| s.parent_span_id.is_none()).collect();
+        assert_eq!(roots.len(), 1, "{session}: one root, got {:?}", mine.iter().map(|s| &s.name).collect::<Vec<_>>());
+        assert!(mine.iter().all(|s| s.trace_id == roots[0].trace_id), "{session}: one trace");
+        assert!(mine.iter().all(|s| !s.is_incomplete() && attr(s, "aep.continuation").is_null()), "{session}");
+        assert_eq!(mine.len(), 1 + 2 + 2, "{session}: root, two runs, two tools");
+    }
+}

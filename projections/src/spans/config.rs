@@ -4,12 +4,14 @@
 /// and marked `aep.incomplete=true`; nothing is dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpanConfig {
-    /// A span (or a whole session) with no Event for this long, measured against the `now`
-    /// given to [`super::SpanAssembler::flush_idle`], is closed as incomplete.
+    /// A span (or a whole session) with no Event for this long, measured on its session's
+    /// own clock (its newest Event time plus the caller time since that Event arrived, see
+    /// [`super::SpanAssembler::push_at`]) at the `now` given to
+    /// [`super::SpanAssembler::flush_idle`], is closed as incomplete.
     pub idle_timeout_nanos: u64,
     /// How late an Event may arrive and still land inside a finished pair: a terminal is
     /// held until every earlier `(epoch, seq)` was seen or the session's newest Event
-    /// (or `now`) is this far past it (AEP-0001 §7 #2: gaps are legal, so contiguity alone
+    /// (or the session's own clock) is this far past it (AEP-0001 §7 #2: gaps are legal, so contiguity alone
     /// cannot be waited on).
     pub reorder_window_nanos: u64,
     /// Give every run its own trace (a root `invoke_agent` span linked to the session span)

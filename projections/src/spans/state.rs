@@ -298,6 +298,8 @@ pub(crate) struct Session {
     pub first: u64,
     pub last: u64,
     pub order: u64,
+    /// The caller-clock arrival of the session's newest Event (see [`Session::clock`]).
+    pub arrived: u64,
     pub runs: HashMap<String, Run>,
     pub calls: BTreeMap<u64, Call>,
     /// Spans already exported (late Events must not export them twice), oldest first.
@@ -347,6 +349,13 @@ impl Session {
     /// was seen, or the stream (or `now`) is already `window` past it.
     pub fn settled_rec(&self, rec: &Rec, window: u64, now: u64) -> bool {
         (rec.foreign_source.is_none() && self.settled(rec.pos)) || self.last.max(now) >= rec.time.saturating_add(window)
+    }
+
+    /// The session's own clock at caller time `now`: its newest Event time plus the time
+    /// since that Event arrived. Sessions whose vendor clocks disagree keep their own
+    /// timelines; for a stream fed by [`super::SpanAssembler::push`] it is `now` itself.
+    pub fn clock(&self, now: u64) -> u64 {
+        self.last.saturating_add(now.saturating_sub(self.arrived))
     }
 
     pub fn see(&mut self, rec: &Rec) {
