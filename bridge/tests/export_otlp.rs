@@ -191,7 +191,7 @@ async fn http_protobuf_and_json_deliver_exactly_the_projection() {
             .collect();
         let mut names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
         names.sort_unstable();
-        assert_eq!(names, ["aep.session", "execute_tool Bash", "invoke_agent codex"], "{protocol:?}");
+        assert_eq!(names, ["execute_tool Bash", "invoke_agent codex", "session codex"], "{protocol:?}");
         assert!(spans.iter().all(|s| s.trace_id == spans[0].trace_id));
         assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
         assert_eq!(stat(&stats, "otlp_spans"), (3, 0, 0, 0));
@@ -424,7 +424,7 @@ async fn rotel_receives_logs_and_spans_over_grpc_and_http() {
                 && logs.contains("EventName: dev.aep.tool.completed")
                 && spans.contains("execute_tool Bash")
                 && spans.contains(&format!("invoke_agent {agent}"))
-                && spans.contains("aep.session")
+                && spans.contains(&format!("session {agent}"))
         });
         if ok {
             break;

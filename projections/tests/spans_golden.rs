@@ -201,7 +201,7 @@ fn normal_session() {
     let spans = all_spans(&golden("normal"));
     assert_eq!(spans.len(), 1 + 2 + 4, "root, two runs, four tools");
     assert!(spans.iter().all(|s| !s.is_incomplete()));
-    let root = find(&spans, "aep.session");
+    let root = root_of(&spans);
     assert_eq!(root.parent_span_id, None);
     assert!(spans.iter().all(|s| s.trace_id == root.trace_id), "one trace per session");
     let bash = find(&spans, "execute_tool Bash");
@@ -301,7 +301,7 @@ fn missing_terminal_closes_incomplete() {
     assert_eq!(tool.end_unix_nanos, ended, "open children end at session.ended");
     let run = find(&spans, "invoke_agent claude-code");
     assert!(run.is_incomplete());
-    assert!(!find(&spans, "aep.session").is_incomplete());
+    assert!(!root_of(&spans).is_incomplete());
 }
 
 #[test]
@@ -327,7 +327,8 @@ fn subagent_links_both_ways() {
     let spans = all_spans(&golden("subagent"));
     let deleg = find(&spans, "invoke_agent Explore");
     assert_eq!(attr(deleg, "aep.delegation.child.session"), "s_child");
-    let child_root = spans.iter().find(|s| s.name == "aep.session" && attr(s, "aep.session_id") == "s_child").unwrap();
+    let child_root =
+        spans.iter().find(|s| s.name.starts_with("session ") && attr(s, "aep.session_id") == "s_child").unwrap();
     let parent_run = spans
         .iter()
         .find(|s| {
@@ -395,7 +396,7 @@ fn attention_answered_and_timeout() {
     assert_eq!(attr(input, "aep.attention.outcome"), "timeout");
     assert_eq!((input.end_unix_nanos - input.start_unix_nanos) / 1_000_000, 30_000);
     // The router's Events joined the owner's session: no stray session for its source.
-    assert_eq!(spans.iter().filter(|s| s.name == "aep.session").count(), 1);
+    assert_eq!(spans.iter().filter(|s| s.name.starts_with("session ")).count(), 1);
 }
 
 #[test]
@@ -405,9 +406,9 @@ fn idle_flush_closes_incomplete_and_continues() {
     let (_, flushed) = batches.iter().find(|(l, _)| l == "#flush_idle 2026-07-03T10:01:05Z").unwrap();
     assert_eq!(flushed.len(), 3);
     assert!(flushed.iter().all(Span::is_incomplete));
-    let root = find(flushed, "aep.session");
+    let root = root_of(flushed);
     let later = all_spans(&batches[1..]);
-    let cont = find(&later, "aep.session");
+    let cont = root_of(&later);
     assert_eq!(cont.trace_id, root.trace_id, "a late Event continues the trace");
     assert_eq!(cont.parent_span_id, Some(root.span_id));
     assert_eq!(attr(cont, "aep.continuation"), 1);
@@ -423,8 +424,11 @@ fn caps_flush_oldest_first() {
     let (label, evicted) = &batches[0];
     assert!(label.contains("s_cap_b-e04") || label.contains("s_cap_c"), "{label}");
     assert!(evicted.iter().all(Span::is_incomplete));
-    let sessions: Vec<&str> =
-        spans.iter().filter(|s| s.name == "aep.session").map(|s| attr(s, "aep.session_id").as_str().unwrap()).collect();
+    let sessions: Vec<&str> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("session "))
+        .map(|s| attr(s, "aep.session_id").as_str().unwrap())
+        .collect();
     assert_eq!(sessions.len(), 3, "nothing dropped: {sessions:?}");
     assert_eq!(sessions[0], "s_cap_a");
     let mut asm = SpanAssembler::new(SpanConfig { max_open_spans: 5, max_open_sessions: 2, ..SpanConfig::default() });
@@ -438,7 +442,7 @@ fn caps_flush_oldest_first() {
 #[test]
 fn traceparent_is_honored() {
     let spans = all_spans(&golden("traceparent"));
-    let root = find(&spans, "aep.session");
+    let root = root_of(&spans);
     assert_eq!(hex::encode(root.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
     assert_eq!(root.parent_span_id.map(hex::encode).as_deref(), Some("00f067aa0ba902b7"));
     let r1 = spans.iter().find(|s| attr(s, "aep.run_id") == "r1" && s.name.starts_with("invoke_agent")).unwrap();
@@ -601,7 +605,7 @@ fn trace_per_run_roots_each_run() {
     let (_, steps) = load("subagent");
     let cfg = SpanConfig { trace_per_run: true, ..SpanConfig::default() };
     let spans = assemble(&events_of(&steps), cfg);
-    let roots: Vec<&Span> = spans.iter().filter(|s| s.name == "aep.session").collect();
+    let roots: Vec<&Span> = spans.iter().filter(|s| s.name.starts_with("session ")).collect();
     let runs: Vec<&Span> = spans.iter().filter(|s| s.name == "invoke_agent claude-code").collect();
     assert_eq!((roots.len(), runs.len()), (2, 2));
     for run in &runs {
@@ -670,4 +674,38 @@ fn a_lagging_session_stays_one_trace() {
         assert!(mine.iter().all(|s| !s.is_incomplete() && attr(s, "aep.continuation").is_null()), "{session}");
         assert_eq!(mine.len(), 1 + 2 + 2, "{session}: root, two runs, two tools");
     }
+}
+
+/// The first session root span (`session {agent}`).
+fn root_of(spans: &[Span]) -> &Span {
+    spans.iter().find(|s| s.name.starts_with("session ")).expect("no session root")
+}
+
+/// Issue 14: the root is named for what it is (`session {agent}`) and carries the session
+/// identity; it is no GenAI operation, so it carries no model (a UI would show a span with a
+/// model and no `gen_ai.operation.name` as an LLM call). Every GenAI span names its
+/// operation, runs carry the session's model, and finished runs and tools are OK.
+#[test]
+fn one_readable_trace_per_session() {
+    let spans = all_spans(&golden("normal"));
+    let root = root_of(&spans);
+    assert_eq!(root.name, "session claude-code");
+    assert_eq!(attr(root, "gen_ai.agent.name"), "claude-code");
+    assert_eq!(attr(root, "gen_ai.conversation.id"), "s_norm");
+    assert_eq!(attr(root, "session.id"), "s_norm");
+    assert!(attr(root, "gen_ai.operation.name").is_null() && attr(root, "gen_ai.request.model").is_null());
+    assert_eq!(attr(root, "aep.session.model"), "claude-sonnet-5");
+    assert_eq!(root.status, aep_projections::spans::StatusCode::Ok, "the session ended");
+    for s in spans.iter().filter(|s| s.parent_span_id.is_some()) {
+        let op = if s.name.starts_with("invoke_agent") { "invoke_agent" } else { "execute_tool" };
+        assert_eq!(attr(s, "gen_ai.operation.name"), op, "{}", s.name);
+        assert_eq!(s.status, aep_projections::spans::StatusCode::Ok, "{}", s.name);
+        assert_eq!(attr(s, "session.id"), "s_norm");
+    }
+    let run = spans.iter().find(|s| s.name == "invoke_agent claude-code").unwrap();
+    assert_eq!(attr(run, "gen_ai.request.model"), "claude-sonnet-5");
+    assert_eq!(attr(run, "gen_ai.provider.name"), "anthropic");
+    // A failed run marks the session root ERROR too, so the trace list shows it.
+    let failed = all_spans(&golden("failed_tool"));
+    assert_eq!(root_of(&failed).status, aep_projections::spans::StatusCode::Error);
 }

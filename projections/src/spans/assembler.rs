@@ -300,6 +300,7 @@ impl SpanAssembler {
             ended: None,
             events: Vec::new(),
             dropped_events: 0,
+            failed_runs: 0,
             events_cap: self.cfg.max_events_per_span,
             first: u64::MAX,
             last: 0,
@@ -951,7 +952,11 @@ fn emit_run(sess: &mut Session, book: &mut Book, name: &str, forced_end: Option<
     sess.mark_emitted(ctx.span_id);
     sess.mark_run_closed(name);
     let parent = if foreign { parent } else { Some(sess.ctx.span_id) };
-    Some(build::run_span(sess, name, st, ctx, parent, forced_end))
+    let span = build::run_span(sess, name, st, ctx, parent, forced_end);
+    if span.status == super::model::StatusCode::Error {
+        sess.failed_runs += 1;
+    }
+    Some(span)
 }
 
 #[cfg(test)]
@@ -1088,7 +1093,7 @@ mod tests {
         asm.push(&routed);
         let spans = asm.flush_all();
         let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["attention other", "aep.session"]);
+        assert_eq!(names, ["attention other", "session router"]);
         assert!(spans.iter().all(Span::is_incomplete));
     }
 

@@ -2,8 +2,10 @@
 //! additively beside the LogRecord export.
 //!
 //! A [`SpanAssembler`] is fed Events in any order and returns finished spans:
-//! - a root `aep.session` span per session keyed by `(source, session)` (AEP-0001 §5.2);
-//! - an `invoke_agent {agent}` child per run;
+//! - a root `session {agent}` span per session keyed by `(source, session)` (AEP-0001
+//!   §5.2), with `gen_ai.agent.name`, `gen_ai.conversation.id` and `session.id`;
+//! - an `invoke_agent {agent}` child per run (GenAI agent-span conventions), status OK or
+//!   ERROR, with the session's model;
 //! - an `execute_tool {tool}` child per tool call, paired by `data.tool.call_id`, else by
 //!   `cause`, else by `(epoch, seq)` order among same-named calls;
 //! - an `attention {kind}` span per attention request, from `attention.requested` to

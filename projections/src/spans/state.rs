@@ -293,6 +293,8 @@ pub(crate) struct Session {
     pub ended: Option<Rec>,
     pub events: Vec<Rec>,
     pub dropped_events: u32,
+    /// Runs of this session exported with status ERROR (the root's status).
+    pub failed_runs: u64,
     /// Cap on span events per span (see `SpanConfig::max_events_per_span`).
     pub events_cap: usize,
     pub first: u64,
