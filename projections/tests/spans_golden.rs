@@ -709,3 +709,63 @@ fn one_readable_trace_per_session() {
     let failed = all_spans(&golden("failed_tool"));
     assert_eq!(root_of(&failed).status, aep_projections::spans::StatusCode::Error);
 }
+
+/// Issue 14: a run's prompt and final answer and a tool call's arguments and result become
+/// GenAI content attributes only as far as the capture ceiling allows (AEP-0005 §3.3,
+/// AEP-0003 §6.4 / §9: down-leveled mechanically, never up-leveled).
+#[test]
+fn content_attributes_follow_the_capture_ceiling() {
+    use aep_schemas::Capture;
+    let session = |capture: &str, redacted: bool| -> Vec<Event> {
+        let (args, result) = if redacted { ("args_redacted", "result_redacted") } else { ("args", "result") };
+        let rows = [
+            ("session.started", None, json!({})),
+            ("run.started", Some("r1"), json!({"trigger":"user","prompt":"list the files"})),
+            ("tool.requested", Some("r1"), json!({"tool":{"name":"Bash","call_id":"c1"},(args):{"command":"ls"}})),
+            ("tool.completed", Some("r1"), json!({"tool":{"name":"Bash","call_id":"c1"},(result):"a.txt"})),
+            ("run.finished", Some("r1"), json!({"summary":"One file: a.txt."})),
+            ("session.ended", None, json!({})),
+        ];
+        rows.iter()
+            .enumerate()
+            .map(|(i, (ty, run, data))| {
+                let mut v = json!({"aep":"0.1","id":format!("c-{i}"),"type":ty,"time":format!("2026-07-03T10:00:0{i}Z"),
+                    "source":"aep://h/agent/codex/session/s","agent":"codex","session":"s","seq":i,"capture":capture,"data":data});
+                if let Some(r) = run {
+                    v["run"] = json!(r);
+                }
+                Event::from_value(v).unwrap()
+            })
+            .collect()
+    };
+    let content = |events: &[Event], ceiling: Capture| -> Vec<(String, String)> {
+        let spans = assemble(events, SpanConfig { max_capture: ceiling, ..SpanConfig::default() });
+        let mut out: Vec<(String, String)> = spans
+            .iter()
+            .flat_map(|s| s.attributes.iter())
+            .filter(|(k, _)| k.contains("messages") || k.starts_with("gen_ai.tool.call.a") || k.ends_with(".result"))
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+            .collect();
+        out.sort();
+        out
+    };
+    let full = session("full", false);
+    assert!(content(&full, Capture::Metadata).is_empty(), "the default ceiling shows no content");
+    assert!(content(&full, Capture::Redacted).is_empty(), "a full Event under a redacted ceiling is metadata");
+    let got = content(&full, Capture::Full);
+    let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"]
+    );
+    assert_eq!(got[2].1, r#"{"command":"ls"}"#);
+    assert_eq!(got[3].1, "a.txt");
+    let input: Value = serde_json::from_str(&got[0].1).unwrap();
+    assert_eq!(input, json!([{"role":"user","parts":[{"type":"text","content":"list the files"}]}]));
+    let output: Value = serde_json::from_str(&got[1].1).unwrap();
+    assert_eq!(output[0]["parts"][0]["content"], "One file: a.txt.");
+    // Redacted Events under a redacted ceiling: the redacted members.
+    let red = content(&session("redacted", true), Capture::Redacted);
+    assert_eq!(red.len(), 4, "{red:?}");
+    assert!(content(&session("metadata", false), Capture::Full).is_empty(), "never up-leveled");
+}

@@ -434,6 +434,7 @@ pub(crate) async fn run_spans(
     let mut asm = SpanAssembler::new(SpanConfig {
         idle_timeout_nanos: cfg.span_idle_timeout_secs.saturating_mul(1_000_000_000),
         trace_per_run: cfg.trace_per_run,
+        max_capture: cfg.max_capture,
         ..SpanConfig::default()
     });
     let batch_timeout = Duration::from_millis(cfg.batch_timeout_ms);

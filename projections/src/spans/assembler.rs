@@ -13,6 +13,8 @@ use super::state::{Call, CallKind, Rec, Run, RunState, Session, before, push_cap
 type SessKey = (String, String);
 /// An optional `(epoch, seq)` position.
 type Position = Option<(u64, u64)>;
+/// Foreign Events waiting for their session, each with its caller-clock arrival.
+type Orphans = VecDeque<(Event, u64)>;
 
 /// Which open span a global order number refers to.
 #[derive(Debug, Clone)]
@@ -61,8 +63,7 @@ pub struct SpanAssembler {
     seen_fifo: VecDeque<(String, String)>,
     closed: HashMap<SessKey, Closed>,
     closed_fifo: VecDeque<SessKey>,
-    /// Foreign Events waiting for their session, with their arrival time.
-    orphans: VecDeque<(Event, u64)>,
+    orphans: Orphans,
 }
 
 /// The root span context of a session's first generation, as derived (no `traceparent`).
@@ -159,7 +160,7 @@ impl SpanAssembler {
         }
         self.place(ev, arrived, &mut out);
         if !known && !self.orphans.is_empty() {
-            let (mine, rest): (VecDeque<(Event, u64)>, VecDeque<(Event, u64)>) =
+            let (mine, rest): (Orphans, Orphans) =
                 std::mem::take(&mut self.orphans).into_iter().partition(|(o, _)| o.session.as_deref() == Some(name));
             self.orphans = rest;
             for (o, at) in mine {
@@ -174,7 +175,7 @@ impl SpanAssembler {
         let Some(name) = ev.session.as_deref() else { return };
         let key = self.resolve_session(ev, name, out);
         let Some(sess) = self.sessions.get_mut(&key) else { return };
-        let rec = Rec::new(ev, sess.last, (&sess.source, &sess.agent));
+        let rec = Rec::new(ev, sess.last, (&sess.source, &sess.agent), self.cfg.max_capture);
         if rec.time >= sess.last {
             // The session's clock is anchored at its newest Event (see `Session::clock`).
             sess.arrived = sess.arrived.max(arrived);
@@ -187,7 +188,7 @@ impl SpanAssembler {
     /// Places foreign Events whose session never showed up: oldest first, those that
     /// arrived up to `until` (caller clock), each then opening a session of its own.
     fn place_orphans(&mut self, until: u64, out: &mut Vec<Span>) {
-        let (old, keep): (VecDeque<(Event, u64)>, VecDeque<(Event, u64)>) =
+        let (old, keep): (Orphans, Orphans) =
             std::mem::take(&mut self.orphans).into_iter().partition(|(_, at)| *at <= until);
         self.orphans = keep;
         for (o, at) in old {

@@ -1,7 +1,8 @@
 //! Span construction from the recorded Events: names, attributes, status, span events.
 //!
-//! Only metadata-level facts become attributes (AEP-0005 §3.3): structural tokens, ids,
-//! counts and `gen_ai.*` numbers; prompts, arguments, results and free text never do.
+//! Metadata-level facts become attributes (AEP-0005 §3.3): structural tokens, ids, counts
+//! and `gen_ai.*` numbers. Prompts, answers, arguments and results only as far as the
+//! capture ceiling let them into the records (`Rec::content`); other free text never.
 
 use serde_json::{Map, Value};
 
@@ -19,6 +20,16 @@ const EVENT_STRING_KEYS: [&str; 12] =
 /// `gen_ai.*` string members that are identifiers, not content.
 const GEN_AI_STRING_KEYS: [&str; 4] =
     ["gen_ai.request.model", "gen_ai.response.model", "gen_ai.provider.name", "gen_ai.evaluation.name"];
+
+/// One GenAI message as the conventions' `gen_ai.input.messages` / `gen_ai.output.messages`
+/// JSON: a role and one text part.
+fn messages(role: &str, text: &str, finish_reason: Option<&str>) -> String {
+    let mut m = serde_json::json!({"role": role, "parts": [{"type": "text", "content": text}]});
+    if let Some(f) = finish_reason {
+        m["finish_reason"] = f.into();
+    }
+    Value::Array(vec![m]).to_string()
+}
 
 /// A span link with its `aep.link.kind`.
 pub(crate) fn link(ctx: SpanContext, kind: &str) -> SpanLink {
@@ -242,6 +253,9 @@ pub(crate) fn run_span(
         put(&mut a, "aep.event_id", s.id.as_str());
         put_opt(&mut a, "aep.run.trigger", s.str_at("/trigger"));
         gen_ai_attrs(&mut a, s);
+        if let Some(prompt) = &s.content {
+            put(&mut a, "gen_ai.input.messages", messages("user", prompt, None));
+        }
     }
     let (mut status, mut message) = (StatusCode::Unset, String::new());
     let end = match &st.terminal {
@@ -255,6 +269,9 @@ pub(crate) fn run_span(
             gen_ai_attrs(&mut a, t);
             if t.ty == "run.finished" {
                 status = StatusCode::Ok;
+                if let Some(answer) = &t.content {
+                    put(&mut a, "gen_ai.output.messages", messages("assistant", answer, Some("stop")));
+                }
             }
             if t.ty == "run.failed" {
                 // AEP-0002 §5.3 run.failed: `reason` is a machine token, `error.type` low-cardinality.
@@ -322,6 +339,9 @@ pub(crate) fn call_span(sess: &Session, call: Call, ctx: SpanContext, parent: Sp
             put(&mut a, "gen_ai.tool.name", call.name.as_str());
             put_opt(&mut a, "gen_ai.tool.call.id", call.key.as_deref());
             put_opt(&mut a, "aep.tool.args_digest", call.opener.as_ref().and_then(|o| o.str_at("/args_digest")));
+            // Content only as far as the capture ceiling let it into the record.
+            put_opt(&mut a, "gen_ai.tool.call.arguments", call.opener.as_ref().and_then(|o| o.content.as_deref()));
+            put_opt(&mut a, "gen_ai.tool.call.result", call.terminal.as_ref().and_then(|t| t.content.as_deref()));
             if let Some(t) = &call.terminal {
                 put_opt(&mut a, "aep.tool.result_digest", t.str_at("/result_digest"));
                 match t.ty.as_str() {

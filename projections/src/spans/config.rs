@@ -1,4 +1,6 @@
-//! Assembler settings: idle timeout and memory caps.
+//! Assembler settings: idle timeout, capture ceiling and memory caps.
+
+use aep_schemas::Capture;
 
 /// Settings of a [`super::SpanAssembler`]. Every cap flushes the oldest state first, closed
 /// and marked `aep.incomplete=true`; nothing is dropped.
@@ -18,6 +20,12 @@ pub struct SpanConfig {
     /// instead of nesting runs under one session trace: backends then show a run as soon
     /// as it ends, not when an hours-long session does.
     pub trace_per_run: bool,
+    /// Capture ceiling of span content (AEP-0005 §3.3, default `metadata`: none). At
+    /// `redacted` or `full`, what the Events carry at that level (after mechanical
+    /// down-leveling, AEP-0003 §6.4) becomes GenAI content attributes: a run's prompt and
+    /// summary (`gen_ai.input.messages`, `gen_ai.output.messages`), a tool call's arguments
+    /// and result (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`).
+    pub max_capture: Capture,
     /// Most sessions held open at once.
     pub max_open_sessions: usize,
     /// Most open spans (session roots, runs, tools, attention requests, delegations).
@@ -43,6 +51,7 @@ impl Default for SpanConfig {
             idle_timeout_nanos: 30 * 60 * 1_000_000_000,
             reorder_window_nanos: 10 * 1_000_000_000,
             trace_per_run: false,
+            max_capture: Capture::Metadata,
             max_open_sessions: 10_000,
             max_open_spans: 100_000,
             max_session_history: 65_536,

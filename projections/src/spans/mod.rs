@@ -26,8 +26,11 @@
 //! the window. Foreign-emitter Events (no `seq`: routers, control commands) that arrive
 //! before their session wait for it, bounded by [`SpanConfig::max_orphans`].
 //!
-//! Capture (AEP-0005 §3.3): only metadata-level members reach attributes (ids, structural
-//! tokens, numbers, `gen_ai.*` usage); prompts, arguments, results and messages never do.
+//! Capture (AEP-0005 §3.3): at the default ceiling (`metadata`) only metadata-level members
+//! reach attributes (ids, structural tokens, numbers, `gen_ai.*` usage). Raising
+//! [`SpanConfig::max_capture`] lets a run's prompt and summary and a tool call's arguments
+//! and result through as GenAI content attributes, as far as the Events carry them at that
+//! level (AEP-0003 §6.4, §9); other free text never reaches a span.
 
 mod assembler;
 mod build;

@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
+use aep_schemas::Capture;
 use aep_schemas::event::Event;
 use serde_json::Value;
 
@@ -26,12 +27,16 @@ pub(crate) struct Rec {
     pub traceparent: Option<SpanContext>,
     pub severity: &'static str,
     pub data: Value,
+    /// Content the capture ceiling lets through (see [`captured`]): a run's prompt or
+    /// summary, a tool call's arguments or result, as text.
+    pub content: Option<String>,
 }
 
 impl Rec {
     /// `fallback_time` stands in for an unparseable `time` (the session's last known time);
-    /// `owner` is the session's `(source, agent)`.
-    pub fn new(ev: &Event, fallback_time: u64, owner: (&str, &str)) -> Rec {
+    /// `owner` is the session's `(source, agent)`; `ceiling` is the exporter's capture
+    /// ceiling for content attributes.
+    pub fn new(ev: &Event, fallback_time: u64, owner: (&str, &str), ceiling: Capture) -> Rec {
         Rec {
             id: ev.id.clone(),
             ty: ev.r#type.clone(),
@@ -46,6 +51,7 @@ impl Rec {
             traceparent: ev.traceparent.as_deref().and_then(parse_traceparent),
             severity: ev.severity().as_str(),
             data: ev.data.as_ref().map_or(Value::Null, slim),
+            content: captured(ev, ceiling),
         }
     }
 
@@ -64,6 +70,38 @@ impl Rec {
     pub fn u64_at(&self, path: &str) -> Option<u64> {
         self.at(path).and_then(Value::as_u64)
     }
+}
+
+/// The content member a span shows for an Event type, most detailed first: what a run was
+/// asked (`run.started.prompt`, redacted) and answered (`run.finished.summary`, redacted),
+/// a tool call's arguments (`args` full, `args_redacted` redacted) and result (AEP-0002
+/// §5.3).
+fn content_members(ty: &str) -> &'static [&'static str] {
+    match ty {
+        "run.started" => &["prompt"],
+        "run.finished" => &["summary"],
+        "tool.requested" => &["args", "args_redacted"],
+        "tool.completed" => &["result", "result_redacted"],
+        _ => &[],
+    }
+}
+
+/// The Event's content that survives the capture ceiling, as text (objects as JSON), or
+/// `None`. The Event is first down-leveled to the ceiling mechanically (AEP-0003 §6.4,
+/// AEP-0005 §3.3: never up-leveled; a `full` Event under a `redacted` ceiling drops to
+/// `metadata`), so only members the schema annotations allow at that level remain.
+fn captured(ev: &Event, ceiling: Capture) -> Option<String> {
+    let members = content_members(&ev.r#type);
+    if members.is_empty() || ceiling < Capture::Redacted || ev.capture() < Capture::Redacted {
+        return None;
+    }
+    let kept = aep_schemas::downlevel::downlevel(ev, ceiling);
+    let data = kept.data.as_ref()?;
+    members.iter().find_map(|m| match data.get(*m)? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Null | Value::String(_) => None,
+        v => Some(v.to_string()),
+    })
 }
 
 /// `data` members the span builder reads; content-bearing members (arguments, results,
