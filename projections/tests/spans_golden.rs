@@ -769,3 +769,30 @@ fn content_attributes_follow_the_capture_ceiling() {
     assert_eq!(red.len(), 4, "{red:?}");
     assert!(content(&session("metadata", false), Capture::Full).is_empty(), "never up-leveled");
 }
+
+/// Issue 14: a late Event after `session.ended` (Codex `notify` on exit) opens no session
+/// left open until idle or shutdown: it is exported at once, complete, on an `aep.late`
+/// continuation under the ended root, in the same trace.
+#[test]
+fn a_late_event_after_the_end_is_exported_at_once() {
+    let mk = |seq: u64, ty: &str| {
+        Event::from_value(
+            json!({"aep":"0.1","id":format!("n-{seq}"),"type":ty,"time":format!("2026-07-03T10:00:0{seq}Z"),
+            "source":"aep://h/agent/codex/session/th","agent":"codex","session":"th","seq":seq}),
+        )
+        .unwrap()
+    };
+    let mut asm = SpanAssembler::new(SpanConfig::default());
+    asm.push(&mk(0, "session.started"));
+    let ended = asm.push(&mk(1, "session.ended"));
+    assert_eq!(ended.len(), 1);
+    let late = asm.push(&mk(2, "x.codex.session.notify"));
+    assert_eq!(asm.open_sessions(), 0, "nothing left open");
+    assert_eq!(late.len(), 1);
+    let l = &late[0];
+    assert_eq!(l.name, "session codex (late)");
+    assert_eq!((l.trace_id, l.parent_span_id), (ended[0].trace_id, Some(ended[0].span_id)));
+    assert!(!l.is_incomplete() && attr(l, "aep.late") == true);
+    assert_eq!(l.events[0].name, "x.codex.session.notify");
+    assert!(asm.flush_all().is_empty());
+}

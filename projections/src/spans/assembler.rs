@@ -44,6 +44,8 @@ impl Book {
 struct Closed {
     generation: u64,
     ctx: SpanContext,
+    /// The session had ended (`session.ended`), not been flushed for idleness or a cap.
+    ended: bool,
 }
 
 /// Assembles OTLP spans from AEP Events (AEP-0005 §3.1, the deferred span-synthesis mode).
@@ -182,6 +184,17 @@ impl SpanAssembler {
         }
         self.apply(&key, rec);
         self.settle(&key, 0, out);
+        // AEP-0002 §2 #5: Events after `session.ended` stay legal (late completions, e.g.
+        // Codex `notify` on exit). One that opens nothing of its own is exported at once on
+        // a short `aep.late` continuation under the ended root, not held open until idle.
+        if let Some(sess) = self.sessions.get(&key)
+            && sess.after_end
+            && sess.started.is_none()
+            && sess.calls.is_empty()
+            && sess.runs.values().all(|r| r.open.is_none())
+        {
+            self.close_session(&key, out);
+        }
         self.enforce_span_cap(out);
     }
 
@@ -277,14 +290,14 @@ impl SpanAssembler {
             let Some((_, oldest)) = self.session_order.iter().next().map(|(o, k)| (*o, k.clone())) else { break };
             self.close_session(&oldest, out);
         }
-        let (generation, ctx, parent) = match self.closed.get(&own) {
+        let (generation, ctx, parent, after_end) = match self.closed.get(&own) {
             // A late Event after the session closed continues its trace under the old root.
             Some(c) => {
                 let generation = c.generation + 1;
                 let sid = span_id("session", &[&own.0, &own.1, &generation.to_string()]);
-                (generation, SpanContext { trace_id: c.ctx.trace_id, span_id: sid }, Some(c.ctx.span_id))
+                (generation, SpanContext { trace_id: c.ctx.trace_id, span_id: sid }, Some(c.ctx.span_id), c.ended)
             }
-            None => (0, session_root_context(&own.0, &own.1), None),
+            None => (0, session_root_context(&own.0, &own.1), None, false),
         };
         let order = self.book.register(&own, SpanRef::Root);
         let sess = Session {
@@ -293,6 +306,7 @@ impl SpanAssembler {
             agent: ev.agent.clone(),
             trace_per_run: self.cfg.trace_per_run,
             generation,
+            after_end,
             ctx,
             parent,
             links: Vec::new(),
@@ -569,7 +583,9 @@ impl SpanAssembler {
                 }
             }
             let root = SpanContext { trace_id: sess.ctx.trace_id, span_id: sess.parent_root() };
-            if self.closed.insert(key.clone(), Closed { generation: sess.generation, ctx: root }).is_none() {
+            let ended = sess.ended.is_some() || sess.after_end;
+            let closed = Closed { generation: sess.generation, ctx: root, ended };
+            if self.closed.insert(key.clone(), closed).is_none() {
                 self.closed_fifo.push_back(key.clone());
             }
         }

@@ -199,17 +199,27 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
             }
             e.time.max(start)
         }
+        // Late Events after the session ended: complete as they are (AEP-0002 §2 #5).
+        None if sess.after_end => {
+            put(&mut a, "aep.late", true);
+            sess.last.max(start)
+        }
         None => {
             put(&mut a, "aep.incomplete", true);
             sess.last.max(start)
         }
+    };
+    let name = if sess.after_end && sess.ended.is_none() {
+        format!("session {} (late)", sess.agent)
+    } else {
+        format!("session {}", sess.agent)
     };
     Span {
         service_name: sess.agent.clone(),
         trace_id: sess.ctx.trace_id,
         span_id: sess.ctx.span_id,
         parent_span_id: sess.parent,
-        name: format!("session {}", sess.agent),
+        name,
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,

@@ -323,6 +323,8 @@ pub(crate) struct Session {
     pub trace_per_run: bool,
     /// 0, or the count of earlier closures of this session (late Events after a flush).
     pub generation: u64,
+    /// A continuation of a session that had ended: late Events only (AEP-0002 §2 #5).
+    pub after_end: bool,
     pub ctx: SpanContext,
     pub parent: Option<SpanId>,
     pub links: Vec<SpanLink>,
