@@ -140,6 +140,14 @@ pub trait HookAdapter: Send + Sync {
         Vec::new()
     }
 
+    /// Whether a call of `hook` heard after its session ended resumes the session (the
+    /// bridge opens a continuation `{id}.{n}`) rather than reporting late on the ended one:
+    /// session-scoped Events after a terminal stay legal and belong to that session
+    /// (AEP-0002 §2 #5). By default every hook resumes.
+    fn resumes_session(&self, _hook: &str) -> bool {
+        true
+    }
+
     /// The reply to give the agent when nothing is decided (fail-open).
     fn neutral_reply(&self, _hook: &str) -> NeutralReply {
         NeutralReply::Empty

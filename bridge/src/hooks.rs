@@ -76,12 +76,14 @@ fn generation_name(id: &str, g: u32) -> String {
 /// (Claude Code `--resume` reuses the session id) would otherwise emit a second
 /// `session.ended` for one AEP session (AEP-0002 §2 convention 5); the continuation
 /// becomes a new AEP session `{id}.{n}` whose `session.started` names the previous one as
-/// `parent` (lineage), so an observer still sees one conversation.
-fn apply_lifetime(life: &mut Lifetime, drafts: &mut [aep_adapters::EventDraft]) {
+/// `parent` (lineage), so an observer still sees one conversation. A call that does not
+/// `resume` (a late completion, e.g. Codex `notify` after `SessionEnd`) stays on the ended
+/// session: Events after a terminal are legal there (AEP-0002 §2 #5).
+fn apply_lifetime(life: &mut Lifetime, drafts: &mut [aep_adapters::EventDraft], resume: bool) {
     if life.generation == 0 {
         life.generation = 1;
     }
-    if life.ended && !drafts.is_empty() {
+    if life.ended && resume && !drafts.is_empty() {
         life.generation += 1;
         life.ended = false;
     }
@@ -171,7 +173,7 @@ impl BridgeHooks {
                     d.time.get_or_insert_with(|| time.clone());
                 }
                 states.map.remove(&key);
-                apply_lifetime(states.lifetimes.entry(key).or_default(), &mut drafts);
+                apply_lifetime(states.lifetimes.entry(key).or_default(), &mut drafts, true);
                 out.push((adapter.vendor(), drafts));
             }
             out
@@ -230,6 +232,7 @@ impl BridgeHooks {
         &self,
         adapter: &dyn HookAdapter,
         call: &HookCall<'_>,
+        hook: &str,
         now_ms: u64,
     ) -> Result<Vec<aep_adapters::EventDraft>, HookError> {
         let session = adapter.session_id(call).unwrap_or_default();
@@ -257,7 +260,7 @@ impl BridgeHooks {
             slot.last_time = None;
         }
         let life = states.lifetimes.entry(key).or_default();
-        apply_lifetime(life, &mut drafts);
+        apply_lifetime(life, &mut drafts, adapter.resumes_session(hook));
         Ok(drafts)
     }
 }
@@ -292,7 +295,7 @@ impl HookHandler for BridgeHooks {
         let hook = adapter.hook_name(&call).map_err(|e| HookError::Unmappable(e.to_string()))?;
         check_hook_name(&hook)?;
         let now = (self.clock)();
-        let mut drafts = self.map(adapter.as_ref(), &call, now)?;
+        let mut drafts = self.map(adapter.as_ref(), &call, &hook, now)?;
         check_sessions(&drafts)?;
         // Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes
         // an answerable permission request, scoped by tool name.
@@ -615,18 +618,50 @@ mod tests {
         assert_eq!(again.data.as_ref().unwrap()["parent"]["session"], session);
     }
 
+    /// Issue 14: the recorded `codex exec` run (hooks then `notify` after `SessionEnd`, as
+    /// Codex sends them on exit) is one AEP session; the notify lands on it, late, and
+    /// opens no `{id}.2` continuation that would stay open until shutdown.
+    #[tokio::test]
+    async fn codex_notify_after_session_end_opens_no_continuation() {
+        let seen = Arc::new(Seen::default());
+        let pipeline =
+            crate::pipeline::PipelineBuilder::new(1, "h", Arc::new(Metrics::default())).tap(seen.clone()).build();
+        let hooks = BridgeHooks::new(pipeline, aep_adapters::vendors::all(), MapContext::default(), None);
+        let records: Vec<Value> = include_str!("../tests/data/codex-exec-notify.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(records.last().unwrap()["hook"], "notify");
+        for r in &records {
+            let hook = r["hook"].as_str().map(str::to_owned);
+            hooks.handle("codex".into(), hook, r["payload"].clone()).await.unwrap();
+        }
+        let evs = seen.0.lock().unwrap().clone();
+        let thread = records[0]["payload"]["session_id"].as_str().unwrap();
+        let sessions: std::collections::BTreeSet<_> = evs.iter().filter_map(|e| e.session.as_deref()).collect();
+        assert_eq!(sessions.into_iter().collect::<Vec<_>>(), [thread], "one session, no continuation");
+        let last = evs.last().unwrap();
+        assert_eq!(last.r#type, "x.codex.session.notify");
+        assert_eq!(evs.iter().filter(|e| e.r#type == "session.started").count(), 1);
+        // A real resumption after the end still continues as `{id}.2`.
+        let resume = serde_json::json!({"session_id": thread, "hook_event_name": "SessionStart", "source": "resume"});
+        hooks.handle("codex".into(), None, resume).await.unwrap();
+        let again = seen.0.lock().unwrap().last().cloned().unwrap();
+        assert_eq!(again.session.as_deref(), Some(format!("{thread}.2").as_str()));
+    }
+
     #[test]
     fn a_resumed_session_becomes_a_linked_continuation() {
         let mut life = Lifetime::default();
         let mut a = vec![d("session.started"), d("session.ended")];
-        apply_lifetime(&mut life, &mut a);
+        apply_lifetime(&mut life, &mut a, true);
         assert_eq!(a[1].session.as_deref(), Some("s"));
         let mut b = vec![d("session.started")];
-        apply_lifetime(&mut life, &mut b);
+        apply_lifetime(&mut life, &mut b, true);
         assert_eq!(b[0].session.as_deref(), Some("s.2"));
         assert_eq!(b[0].data["parent"]["session"], "s");
         let mut c = vec![d("run.started")];
-        apply_lifetime(&mut life, &mut c);
+        apply_lifetime(&mut life, &mut c, true);
         assert_eq!(c[0].session.as_deref(), Some("s.2"));
     }
 }

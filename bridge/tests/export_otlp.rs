@@ -191,7 +191,7 @@ async fn http_protobuf_and_json_deliver_exactly_the_projection() {
             .collect();
         let mut names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
         names.sort_unstable();
-        assert_eq!(names, ["aep.session", "execute_tool Bash", "invoke_agent codex"], "{protocol:?}");
+        assert_eq!(names, ["execute_tool Bash", "invoke_agent codex", "session codex"], "{protocol:?}");
         assert!(spans.iter().all(|s| s.trace_id == spans[0].trace_id));
         assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
         assert_eq!(stat(&stats, "otlp_spans"), (3, 0, 0, 0));
@@ -424,7 +424,7 @@ async fn rotel_receives_logs_and_spans_over_grpc_and_http() {
                 && logs.contains("EventName: dev.aep.tool.completed")
                 && spans.contains("execute_tool Bash")
                 && spans.contains(&format!("invoke_agent {agent}"))
-                && spans.contains("aep.session")
+                && spans.contains(&format!("session {agent}"))
         });
         if ok {
             break;
@@ -645,4 +645,48 @@ async fn idle_spans_are_flushed_by_the_tick() {
     for t in ex.tasks {
         t.await.unwrap();
     }
+}
+
+/// Issue 14: idle and reorder clocks are per session. A session whose timestamps lag a
+/// live session's by months (here: the fixture's January 2026 times beside Events stamped
+/// now) is not idle-flushed by the live one's timeline: nothing is cut off while both are
+/// open, and at close each is one trace with one root and no continuation.
+#[tokio::test]
+async fn a_lagging_session_is_not_cut_by_another_sessions_clock() {
+    let rec = Recorder::default();
+    let addr = start_recorder(rec.clone()).await;
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
+    cfg.otlp.logs = false;
+    cfg.otlp.span_idle_timeout_secs = 600;
+    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), CancellationToken::new());
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let live: Vec<Event> = session("claude-code")[..3]
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let mut e = e.clone();
+            e.time = aep_schemas::time::format_rfc3339_ms(now_ms + i as u64);
+            e
+        })
+        .collect();
+    for e in live.iter().chain(&session("codex")[..3]) {
+        ex.sinks[0].tx.send(Arc::new(Stamped::new(e.clone()))).await.unwrap();
+    }
+    // Two idle ticks (one a second) pass with both sessions open and recent on their own clocks.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(rec.got.lock().unwrap().is_empty(), "a session was flushed by another session's clock");
+    drop(ex.sinks);
+    for t in ex.tasks {
+        t.await.unwrap();
+    }
+    let got = rec.got.lock().unwrap().clone();
+    let spans: Vec<_> = got
+        .iter()
+        .flat_map(|g| decode_traces(g).resource_spans)
+        .flat_map(|r| r.scope_spans)
+        .flat_map(|s| s.spans)
+        .collect();
+    let roots: Vec<_> = spans.iter().filter(|s| s.parent_span_id.is_empty()).collect();
+    assert_eq!(roots.len(), 2, "one root per session: {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>());
+    assert!(spans.iter().all(|s| !s.attributes.iter().any(|kv| kv.key == "aep.continuation")));
 }

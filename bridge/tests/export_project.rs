@@ -73,7 +73,7 @@ fn every_target_from_stdin_and_from_a_file() {
     let mut names: Vec<String> =
         req.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).map(|s| s.name.clone()).collect();
     names.sort();
-    assert_eq!(names, ["aep.session", "execute_tool Bash", "invoke_agent codex"]);
+    assert_eq!(names, ["execute_tool Bash", "invoke_agent codex", "session codex"]);
 
     let (code, out, _) = project(&["ocsf", "--max-capture", "none", "-"], &input);
     assert_eq!(code, 0);

@@ -311,7 +311,7 @@ async fn otlp_logs_and_spans_over_https_with_the_ca_from_config() {
     assert!(names.iter().any(|n| n == "dev.aep.tool.completed"), "{names:?}");
     let traces =
         got.iter().filter(|g| g.path == "/v1/traces").map(|g| ExportTraceServiceRequest::decode(&g.body[..]).unwrap());
-    assert_eq!(span_names(traces), ["aep.session", "execute_tool Bash", "invoke_agent codex"]);
+    assert_eq!(span_names(traces), ["execute_tool Bash", "invoke_agent codex", "session codex"]);
     assert_eq!(*srv.rec.refused.lock().unwrap(), 0);
     assert_eq!(*srv.handshake_failures.lock().unwrap(), 0);
 }
@@ -495,7 +495,7 @@ async fn otlp_logs_and_spans_over_grpc_tls_with_metadata() {
     assert_eq!(n, 6);
     assert_eq!(
         span_names(grpc.traces.lock().unwrap().clone()),
-        ["aep.session", "execute_tool Bash", "invoke_agent codex"]
+        ["execute_tool Bash", "invoke_agent codex", "session codex"]
     );
     assert!(!grpc.refused.load(Ordering::SeqCst));
 

@@ -201,7 +201,7 @@ fn normal_session() {
     let spans = all_spans(&golden("normal"));
     assert_eq!(spans.len(), 1 + 2 + 4, "root, two runs, four tools");
     assert!(spans.iter().all(|s| !s.is_incomplete()));
-    let root = find(&spans, "aep.session");
+    let root = root_of(&spans);
     assert_eq!(root.parent_span_id, None);
     assert!(spans.iter().all(|s| s.trace_id == root.trace_id), "one trace per session");
     let bash = find(&spans, "execute_tool Bash");
@@ -301,7 +301,7 @@ fn missing_terminal_closes_incomplete() {
     assert_eq!(tool.end_unix_nanos, ended, "open children end at session.ended");
     let run = find(&spans, "invoke_agent claude-code");
     assert!(run.is_incomplete());
-    assert!(!find(&spans, "aep.session").is_incomplete());
+    assert!(!root_of(&spans).is_incomplete());
 }
 
 #[test]
@@ -327,7 +327,8 @@ fn subagent_links_both_ways() {
     let spans = all_spans(&golden("subagent"));
     let deleg = find(&spans, "invoke_agent Explore");
     assert_eq!(attr(deleg, "aep.delegation.child.session"), "s_child");
-    let child_root = spans.iter().find(|s| s.name == "aep.session" && attr(s, "aep.session_id") == "s_child").unwrap();
+    let child_root =
+        spans.iter().find(|s| s.name.starts_with("session ") && attr(s, "aep.session_id") == "s_child").unwrap();
     let parent_run = spans
         .iter()
         .find(|s| {
@@ -395,7 +396,7 @@ fn attention_answered_and_timeout() {
     assert_eq!(attr(input, "aep.attention.outcome"), "timeout");
     assert_eq!((input.end_unix_nanos - input.start_unix_nanos) / 1_000_000, 30_000);
     // The router's Events joined the owner's session: no stray session for its source.
-    assert_eq!(spans.iter().filter(|s| s.name == "aep.session").count(), 1);
+    assert_eq!(spans.iter().filter(|s| s.name.starts_with("session ")).count(), 1);
 }
 
 #[test]
@@ -405,9 +406,9 @@ fn idle_flush_closes_incomplete_and_continues() {
     let (_, flushed) = batches.iter().find(|(l, _)| l == "#flush_idle 2026-07-03T10:01:05Z").unwrap();
     assert_eq!(flushed.len(), 3);
     assert!(flushed.iter().all(Span::is_incomplete));
-    let root = find(flushed, "aep.session");
+    let root = root_of(flushed);
     let later = all_spans(&batches[1..]);
-    let cont = find(&later, "aep.session");
+    let cont = root_of(&later);
     assert_eq!(cont.trace_id, root.trace_id, "a late Event continues the trace");
     assert_eq!(cont.parent_span_id, Some(root.span_id));
     assert_eq!(attr(cont, "aep.continuation"), 1);
@@ -423,8 +424,11 @@ fn caps_flush_oldest_first() {
     let (label, evicted) = &batches[0];
     assert!(label.contains("s_cap_b-e04") || label.contains("s_cap_c"), "{label}");
     assert!(evicted.iter().all(Span::is_incomplete));
-    let sessions: Vec<&str> =
-        spans.iter().filter(|s| s.name == "aep.session").map(|s| attr(s, "aep.session_id").as_str().unwrap()).collect();
+    let sessions: Vec<&str> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("session "))
+        .map(|s| attr(s, "aep.session_id").as_str().unwrap())
+        .collect();
     assert_eq!(sessions.len(), 3, "nothing dropped: {sessions:?}");
     assert_eq!(sessions[0], "s_cap_a");
     let mut asm = SpanAssembler::new(SpanConfig { max_open_spans: 5, max_open_sessions: 2, ..SpanConfig::default() });
@@ -438,7 +442,7 @@ fn caps_flush_oldest_first() {
 #[test]
 fn traceparent_is_honored() {
     let spans = all_spans(&golden("traceparent"));
-    let root = find(&spans, "aep.session");
+    let root = root_of(&spans);
     assert_eq!(hex::encode(root.trace_id), "4bf92f3577b34da6a3ce929d0e0e4736");
     assert_eq!(root.parent_span_id.map(hex::encode).as_deref(), Some("00f067aa0ba902b7"));
     let r1 = spans.iter().find(|s| attr(s, "aep.run_id") == "r1" && s.name.starts_with("invoke_agent")).unwrap();
@@ -601,7 +605,7 @@ fn trace_per_run_roots_each_run() {
     let (_, steps) = load("subagent");
     let cfg = SpanConfig { trace_per_run: true, ..SpanConfig::default() };
     let spans = assemble(&events_of(&steps), cfg);
-    let roots: Vec<&Span> = spans.iter().filter(|s| s.name == "aep.session").collect();
+    let roots: Vec<&Span> = spans.iter().filter(|s| s.name.starts_with("session ")).collect();
     let runs: Vec<&Span> = spans.iter().filter(|s| s.name == "invoke_agent claude-code").collect();
     assert_eq!((roots.len(), runs.len()), (2, 2));
     for run in &runs {
@@ -621,4 +625,174 @@ fn trace_per_run_roots_each_run() {
         child.links[0].context,
         aep_projections::spans::SpanContext { trace_id: parent_run.trace_id, span_id: parent_run.span_id }
     );
+}
+
+/// Issue 14: a session whose vendor timestamps lag another session's by hours (clock skew,
+/// late OTLP, a replay) keeps its own idle and reorder clocks: it stays one trace, with
+/// one root and every run and tool under it, however often idle flushing runs.
+#[test]
+fn a_lagging_session_stays_one_trace() {
+    let live = parse_rfc3339_nanos("2026-07-03T15:00:00Z").unwrap();
+    let lag = 5 * 3_600_000_000_000u64; // five hours behind
+    let cfg = SpanConfig { idle_timeout_nanos: 60_000_000_000, ..SpanConfig::default() };
+    let mut asm = SpanAssembler::new(cfg);
+    let mk = |session: &str, seq: u64, ty: &str, at: u64, extra: Value| {
+        let time = aep_schemas::time::format_rfc3339_ms(at / 1_000_000);
+        let mut v = json!({"aep":"0.1","id":format!("{session}-{seq}"),"type":ty,"time":time,
+            "source":format!("aep://h/agent/codex/session/{session}"),"agent":"codex","session":session,"seq":seq});
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        Event::from_value(v).unwrap()
+    };
+    let script = [
+        ("session.started", json!({})),
+        ("run.started", json!({"run":"r1"})),
+        ("tool.requested", json!({"run":"r1","data":{"tool":{"name":"Bash","call_id":"c1"}}})),
+        ("tool.completed", json!({"run":"r1","data":{"tool":{"name":"Bash","call_id":"c1"}}})),
+        ("run.finished", json!({"run":"r1"})),
+        ("run.started", json!({"run":"r2"})),
+        ("tool.requested", json!({"run":"r2","data":{"tool":{"name":"Read","call_id":"c2"}}})),
+        ("tool.completed", json!({"run":"r2","data":{"tool":{"name":"Read","call_id":"c2"}}})),
+        ("run.finished", json!({"run":"r2"})),
+        ("session.ended", json!({})),
+    ];
+    let mut out = Vec::new();
+    for (i, (ty, extra)) in script.iter().enumerate() {
+        // Ten seconds of wall time per step; idle flushing every second of it.
+        let wall = live + i as u64 * 10_000_000_000;
+        out.extend(asm.push_at(&mk("live", i as u64, ty, wall, extra.clone()), wall));
+        out.extend(asm.push_at(&mk("lagging", i as u64, ty, wall - lag, extra.clone()), wall));
+        for s in 0..10 {
+            out.extend(asm.flush_idle(wall + s * 1_000_000_000));
+        }
+    }
+    out.extend(asm.flush_all());
+    for session in ["live", "lagging"] {
+        let mine: Vec<&Span> = out.iter().filter(|s| attr(s, "aep.session_id") == session).collect();
+        let roots: Vec<&&Span> = mine.iter().filter(|s| s.parent_span_id.is_none()).collect();
+        assert_eq!(roots.len(), 1, "{session}: one root, got {:?}", mine.iter().map(|s| &s.name).collect::<Vec<_>>());
+        assert!(mine.iter().all(|s| s.trace_id == roots[0].trace_id), "{session}: one trace");
+        assert!(mine.iter().all(|s| !s.is_incomplete() && attr(s, "aep.continuation").is_null()), "{session}");
+        assert_eq!(mine.len(), 1 + 2 + 2, "{session}: root, two runs, two tools");
+    }
+}
+
+/// The first session root span (`session {agent}`).
+fn root_of(spans: &[Span]) -> &Span {
+    spans.iter().find(|s| s.name.starts_with("session ")).expect("no session root")
+}
+
+/// Issue 14: the root is named for what it is (`session {agent}`) and carries the session
+/// identity; it is no GenAI operation, so it carries no model (a UI would show a span with a
+/// model and no `gen_ai.operation.name` as an LLM call). Every GenAI span names its
+/// operation, runs carry the session's model, and finished runs and tools are OK.
+#[test]
+fn one_readable_trace_per_session() {
+    let spans = all_spans(&golden("normal"));
+    let root = root_of(&spans);
+    assert_eq!(root.name, "session claude-code");
+    assert_eq!(attr(root, "gen_ai.agent.name"), "claude-code");
+    assert_eq!(attr(root, "gen_ai.conversation.id"), "s_norm");
+    assert_eq!(attr(root, "session.id"), "s_norm");
+    assert!(attr(root, "gen_ai.operation.name").is_null() && attr(root, "gen_ai.request.model").is_null());
+    assert_eq!(attr(root, "aep.session.model"), "claude-sonnet-5");
+    assert_eq!(root.status, aep_projections::spans::StatusCode::Ok, "the session ended");
+    for s in spans.iter().filter(|s| s.parent_span_id.is_some()) {
+        let op = if s.name.starts_with("invoke_agent") { "invoke_agent" } else { "execute_tool" };
+        assert_eq!(attr(s, "gen_ai.operation.name"), op, "{}", s.name);
+        assert_eq!(s.status, aep_projections::spans::StatusCode::Ok, "{}", s.name);
+        assert_eq!(attr(s, "session.id"), "s_norm");
+    }
+    let run = spans.iter().find(|s| s.name == "invoke_agent claude-code").unwrap();
+    assert_eq!(attr(run, "gen_ai.request.model"), "claude-sonnet-5");
+    assert_eq!(attr(run, "gen_ai.provider.name"), "anthropic");
+    // A failed run marks the session root ERROR too, so the trace list shows it.
+    let failed = all_spans(&golden("failed_tool"));
+    assert_eq!(root_of(&failed).status, aep_projections::spans::StatusCode::Error);
+}
+
+/// Issue 14: a run's prompt and final answer and a tool call's arguments and result become
+/// GenAI content attributes only as far as the capture ceiling allows (AEP-0005 §3.3,
+/// AEP-0003 §6.4 / §9: down-leveled mechanically, never up-leveled).
+#[test]
+fn content_attributes_follow_the_capture_ceiling() {
+    use aep_schemas::Capture;
+    let session = |capture: &str, redacted: bool| -> Vec<Event> {
+        let (args, result) = if redacted { ("args_redacted", "result_redacted") } else { ("args", "result") };
+        let rows = [
+            ("session.started", None, json!({})),
+            ("run.started", Some("r1"), json!({"trigger":"user","prompt":"list the files"})),
+            ("tool.requested", Some("r1"), json!({"tool":{"name":"Bash","call_id":"c1"},(args):{"command":"ls"}})),
+            ("tool.completed", Some("r1"), json!({"tool":{"name":"Bash","call_id":"c1"},(result):"a.txt"})),
+            ("run.finished", Some("r1"), json!({"summary":"One file: a.txt."})),
+            ("session.ended", None, json!({})),
+        ];
+        rows.iter()
+            .enumerate()
+            .map(|(i, (ty, run, data))| {
+                let mut v = json!({"aep":"0.1","id":format!("c-{i}"),"type":ty,"time":format!("2026-07-03T10:00:0{i}Z"),
+                    "source":"aep://h/agent/codex/session/s","agent":"codex","session":"s","seq":i,"capture":capture,"data":data});
+                if let Some(r) = run {
+                    v["run"] = json!(r);
+                }
+                Event::from_value(v).unwrap()
+            })
+            .collect()
+    };
+    let content = |events: &[Event], ceiling: Capture| -> Vec<(String, String)> {
+        let spans = assemble(events, SpanConfig { max_capture: ceiling, ..SpanConfig::default() });
+        let mut out: Vec<(String, String)> = spans
+            .iter()
+            .flat_map(|s| s.attributes.iter())
+            .filter(|(k, _)| k.contains("messages") || k.starts_with("gen_ai.tool.call.a") || k.ends_with(".result"))
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+            .collect();
+        out.sort();
+        out
+    };
+    let full = session("full", false);
+    assert!(content(&full, Capture::Metadata).is_empty(), "the default ceiling shows no content");
+    assert!(content(&full, Capture::Redacted).is_empty(), "a full Event under a redacted ceiling is metadata");
+    let got = content(&full, Capture::Full);
+    let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"]
+    );
+    assert_eq!(got[2].1, r#"{"command":"ls"}"#);
+    assert_eq!(got[3].1, "a.txt");
+    let input: Value = serde_json::from_str(&got[0].1).unwrap();
+    assert_eq!(input, json!([{"role":"user","parts":[{"type":"text","content":"list the files"}]}]));
+    let output: Value = serde_json::from_str(&got[1].1).unwrap();
+    assert_eq!(output[0]["parts"][0]["content"], "One file: a.txt.");
+    // Redacted Events under a redacted ceiling: the redacted members.
+    let red = content(&session("redacted", true), Capture::Redacted);
+    assert_eq!(red.len(), 4, "{red:?}");
+    assert!(content(&session("metadata", false), Capture::Full).is_empty(), "never up-leveled");
+}
+
+/// Issue 14: a late Event after `session.ended` (Codex `notify` on exit) opens no session
+/// left open until idle or shutdown: it is exported at once, complete, on an `aep.late`
+/// continuation under the ended root, in the same trace.
+#[test]
+fn a_late_event_after_the_end_is_exported_at_once() {
+    let mk = |seq: u64, ty: &str| {
+        Event::from_value(
+            json!({"aep":"0.1","id":format!("n-{seq}"),"type":ty,"time":format!("2026-07-03T10:00:0{seq}Z"),
+            "source":"aep://h/agent/codex/session/th","agent":"codex","session":"th","seq":seq}),
+        )
+        .unwrap()
+    };
+    let mut asm = SpanAssembler::new(SpanConfig::default());
+    asm.push(&mk(0, "session.started"));
+    let ended = asm.push(&mk(1, "session.ended"));
+    assert_eq!(ended.len(), 1);
+    let late = asm.push(&mk(2, "x.codex.session.notify"));
+    assert_eq!(asm.open_sessions(), 0, "nothing left open");
+    assert_eq!(late.len(), 1);
+    let l = &late[0];
+    assert_eq!(l.name, "session codex (late)");
+    assert_eq!((l.trace_id, l.parent_span_id), (ended[0].trace_id, Some(ended[0].span_id)));
+    assert!(!l.is_incomplete() && attr(l, "aep.late") == true);
+    assert_eq!(l.events[0].name, "x.codex.session.notify");
+    assert!(asm.flush_all().is_empty());
 }

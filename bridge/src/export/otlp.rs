@@ -399,28 +399,23 @@ fn unix_nanos() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(0))
 }
 
-/// The stream's own clock for idle flushing: the newest Event time seen plus the wall time
-/// since it was seen. Live Events make it the wall clock; a replay of old Events keeps
-/// their timeline (sessions are not all "idle" just because the Events are old).
-#[derive(Debug, Default)]
-struct StreamClock {
-    newest: Option<(u64, Instant)>,
+/// The caller clock of the span assembler: wall time at start plus monotonic time since,
+/// so an NTP step does not make every session look idle. Each session measures idleness
+/// and reordering on its own timeline against it (`SpanAssembler::push_at`): a session
+/// whose vendor timestamps lag another's, or a replay of old Events, is not cut up.
+#[derive(Debug)]
+struct SinkClock {
+    base: u64,
+    start: Instant,
 }
 
-impl StreamClock {
-    fn see(&mut self, time: &str) {
-        if let Some(t) = aep_projections::spans::parse_rfc3339_nanos(time)
-            && self.newest.is_none_or(|(n, _)| t > n)
-        {
-            self.newest = Some((t, Instant::now()));
-        }
+impl SinkClock {
+    fn new() -> Self {
+        Self { base: unix_nanos(), start: Instant::now() }
     }
 
     fn now(&self) -> u64 {
-        match self.newest {
-            Some((t, at)) => t.saturating_add(u64::try_from(at.elapsed().as_nanos()).unwrap_or(u64::MAX)),
-            None => unix_nanos(),
-        }
+        self.base.saturating_add(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
     }
 }
 
@@ -439,6 +434,7 @@ pub(crate) async fn run_spans(
     let mut asm = SpanAssembler::new(SpanConfig {
         idle_timeout_nanos: cfg.span_idle_timeout_secs.saturating_mul(1_000_000_000),
         trace_per_run: cfg.trace_per_run,
+        max_capture: cfg.max_capture,
         ..SpanConfig::default()
     });
     let batch_timeout = Duration::from_millis(cfg.batch_timeout_ms);
@@ -446,14 +442,14 @@ pub(crate) async fn run_spans(
     let mut pending: Vec<Span> = Vec::new();
     let mut pending_since: Option<Instant> = None;
     let mut last_idle = Instant::now();
-    let mut clock = StreamClock::default();
+    let clock = SinkClock::new();
     loop {
         let (batch, closed) = next_batch(&mut rx, cfg.batch_size, Duration::ZERO, tick).await;
         metrics.queue_depth.set(SINK, rx.len() as i64);
         metrics.events_out.add(&[("sink", SINK)], batch.len() as u64);
+        let arrived = clock.now();
         for s in &batch {
-            clock.see(&s.event.time);
-            pending.extend(asm.push(&s.event));
+            pending.extend(asm.push_at(&s.event, arrived));
         }
         if last_idle.elapsed() >= Duration::from_secs(1) {
             last_idle = Instant::now();
@@ -573,17 +569,11 @@ mod tests {
     }
 
     #[test]
-    fn the_stream_clock_follows_event_time() {
-        let mut c = StreamClock::default();
-        let wall = unix_nanos();
-        assert!(c.now() >= wall);
-        c.see("2026-01-02T03:04:05Z");
-        c.see("2026-01-02T03:04:01Z"); // older: ignored
-        let t = aep_projections::spans::parse_rfc3339_nanos("2026-01-02T03:04:05Z").unwrap();
-        let now = c.now();
-        assert!(now >= t && now < t + 1_000_000_000, "{now} vs {t}");
-        c.see("not a time");
-        assert!(c.now() < t + 1_000_000_000);
+    fn the_sink_clock_is_wall_time_and_monotonic() {
+        let c = SinkClock::new();
+        let (a, wall) = (c.now(), unix_nanos());
+        assert!(a <= wall + 1_000_000_000 && wall <= a + 1_000_000_000);
+        assert!(c.now() >= a);
     }
 
     #[test]

@@ -13,6 +13,8 @@ use super::state::{Call, CallKind, Rec, Run, RunState, Session, before, push_cap
 type SessKey = (String, String);
 /// An optional `(epoch, seq)` position.
 type Position = Option<(u64, u64)>;
+/// Foreign Events waiting for their session, each with its caller-clock arrival.
+type Orphans = VecDeque<(Event, u64)>;
 
 /// Which open span a global order number refers to.
 #[derive(Debug, Clone)]
@@ -42,6 +44,8 @@ impl Book {
 struct Closed {
     generation: u64,
     ctx: SpanContext,
+    /// The session had ended (`session.ended`), not been flushed for idleness or a cap.
+    ended: bool,
 }
 
 /// Assembles OTLP spans from AEP Events (AEP-0005 §3.1, the deferred span-synthesis mode).
@@ -61,7 +65,7 @@ pub struct SpanAssembler {
     seen_fifo: VecDeque<(String, String)>,
     closed: HashMap<SessKey, Closed>,
     closed_fifo: VecDeque<SessKey>,
-    orphans: VecDeque<Event>,
+    orphans: Orphans,
 }
 
 /// The root span context of a session's first generation, as derived (no `traceparent`).
@@ -119,7 +123,22 @@ impl SpanAssembler {
 
     /// Feeds one Event; returns the spans it finished. Agent-scoped Events (no session)
     /// open no span; a replayed `(source, id)` changes nothing (AEP-0001 §7 #4).
+    ///
+    /// The Event's own `time` stands for its arrival: the `now` later given to
+    /// [`SpanAssembler::flush_idle`] is then on the Events' timeline. A live stream whose
+    /// sessions' clocks disagree should use [`SpanAssembler::push_at`].
     pub fn push(&mut self, ev: &Event) -> Vec<Span> {
+        let arrived = super::ids::parse_rfc3339_nanos(&ev.time).unwrap_or(0);
+        self.push_at(ev, arrived)
+    }
+
+    /// Feeds one Event that arrived at `arrived_unix_nanos` on the caller's clock (the
+    /// clock later given to [`SpanAssembler::flush_idle`]). Each session keeps its own
+    /// clock: its newest Event time plus the caller time since that Event arrived, so a
+    /// session whose vendor timestamps lag others (clock skew, late OTLP, a replay) is
+    /// neither idle-flushed nor settled early by another session's timeline.
+    pub fn push_at(&mut self, ev: &Event, arrived_unix_nanos: u64) -> Vec<Span> {
+        let arrived = arrived_unix_nanos;
         let mut out = Vec::new();
         let Some(name) = ev.session.as_deref() else {
             return out; // AEP-0001 §5.2: agent-scoped Events belong to no session trace.
@@ -133,64 +152,80 @@ impl SpanAssembler {
         if ev.seq.is_none() && !known {
             // AEP-0001 §5.2: a foreign-emitter Event (a router's attention.routed, a
             // control command) waits for the owner's session instead of opening its own.
-            self.orphans.push_back(ev.clone());
+            self.orphans.push_back((ev.clone(), arrived));
             while self.orphans.len() > self.cfg.max_orphans {
-                if let Some(o) = self.orphans.pop_front() {
-                    self.place(&o, &mut out);
+                if let Some((o, at)) = self.orphans.pop_front() {
+                    self.place(&o, at, &mut out);
                 }
             }
             return out;
         }
-        self.place(ev, &mut out);
+        self.place(ev, arrived, &mut out);
         if !known && !self.orphans.is_empty() {
-            let (mine, rest): (VecDeque<Event>, VecDeque<Event>) =
-                std::mem::take(&mut self.orphans).into_iter().partition(|o| o.session.as_deref() == Some(name));
+            let (mine, rest): (Orphans, Orphans) =
+                std::mem::take(&mut self.orphans).into_iter().partition(|(o, _)| o.session.as_deref() == Some(name));
             self.orphans = rest;
-            for o in mine {
-                self.place(&o, &mut out);
+            for (o, at) in mine {
+                self.place(&o, at, &mut out);
             }
         }
         out
     }
 
     /// Routes one session-scoped Event into its session and emits what it finished.
-    fn place(&mut self, ev: &Event, out: &mut Vec<Span>) {
+    fn place(&mut self, ev: &Event, arrived: u64, out: &mut Vec<Span>) {
         let Some(name) = ev.session.as_deref() else { return };
         let key = self.resolve_session(ev, name, out);
-        let Some(sess) = self.sessions.get(&key) else { return };
-        let rec = Rec::new(ev, sess.last, (&sess.source, &sess.agent));
+        let Some(sess) = self.sessions.get_mut(&key) else { return };
+        let rec = Rec::new(ev, sess.last, (&sess.source, &sess.agent), self.cfg.max_capture);
+        if rec.time >= sess.last {
+            // The session's clock is anchored at its newest Event (see `Session::clock`).
+            sess.arrived = sess.arrived.max(arrived);
+        }
         self.apply(&key, rec);
         self.settle(&key, 0, out);
+        // AEP-0002 §2 #5: Events after `session.ended` stay legal (late completions, e.g.
+        // Codex `notify` on exit). One that opens nothing of its own is exported at once on
+        // a short `aep.late` continuation under the ended root, not held open until idle.
+        if let Some(sess) = self.sessions.get(&key)
+            && sess.after_end
+            && sess.started.is_none()
+            && sess.calls.is_empty()
+            && sess.runs.values().all(|r| r.open.is_none())
+        {
+            self.close_session(&key, out);
+        }
         self.enforce_span_cap(out);
     }
 
-    /// Places foreign Events whose session never showed up: oldest first, up to `until`
-    /// (Event time, Unix nanos), each then opening a session of its own.
+    /// Places foreign Events whose session never showed up: oldest first, those that
+    /// arrived up to `until` (caller clock), each then opening a session of its own.
     fn place_orphans(&mut self, until: u64, out: &mut Vec<Span>) {
-        let (old, keep): (VecDeque<Event>, VecDeque<Event>) = std::mem::take(&mut self.orphans)
-            .into_iter()
-            .partition(|o| super::ids::parse_rfc3339_nanos(&o.time).is_none_or(|t| t <= until));
+        let (old, keep): (Orphans, Orphans) =
+            std::mem::take(&mut self.orphans).into_iter().partition(|(_, at)| *at <= until);
         self.orphans = keep;
-        for o in old {
-            self.place(&o, out);
+        for (o, at) in old {
+            self.place(&o, at, out);
         }
     }
 
     /// Closes, as incomplete, every span with no Event for the configured idle time before
-    /// `now_unix_nanos`; a session idle that long is closed whole.
+    /// `now_unix_nanos` (the caller clock of [`SpanAssembler::push_at`]); a session idle
+    /// that long is closed whole. Idle and reorder windows run on each session's own clock.
     pub fn flush_idle(&mut self, now_unix_nanos: u64) -> Vec<Span> {
         let mut out = Vec::new();
-        // Terminals older than the reorder window are settled by the clock, too.
+        let idle = self.cfg.idle_timeout_nanos;
+        // Terminals older than the reorder window are settled by the session's clock, too.
         let keys: Vec<SessKey> = self.session_order.values().cloned().collect();
         for key in &keys {
-            self.settle(key, now_unix_nanos, &mut out);
+            let Some(now) = self.sessions.get(key).map(|s| s.clock(now_unix_nanos)) else { continue };
+            self.settle(key, now, &mut out);
         }
-        let limit = now_unix_nanos.saturating_sub(self.cfg.idle_timeout_nanos);
-        self.place_orphans(limit, &mut out);
+        self.place_orphans(now_unix_nanos.saturating_sub(idle), &mut out);
         let idle_sessions: Vec<SessKey> = self
             .session_order
             .values()
-            .filter(|k| self.sessions.get(*k).is_some_and(|s| s.last <= limit))
+            .filter(|k| self.sessions.get(*k).is_some_and(|s| s.last <= s.clock(now_unix_nanos).saturating_sub(idle)))
             .cloned()
             .collect();
         for key in idle_sessions {
@@ -199,6 +234,7 @@ impl SpanAssembler {
         let mut stale: Vec<(u64, SessKey, SpanRef)> = Vec::new();
         for (order, (key, r)) in &self.book.open {
             let Some(sess) = self.sessions.get(key) else { continue };
+            let limit = sess.clock(now_unix_nanos).saturating_sub(idle);
             let last = match r {
                 SpanRef::Root => continue,
                 SpanRef::Run(run) => sess.runs.get(run).and_then(|r| r.open.as_ref()).map(|s| s.last),
@@ -254,14 +290,14 @@ impl SpanAssembler {
             let Some((_, oldest)) = self.session_order.iter().next().map(|(o, k)| (*o, k.clone())) else { break };
             self.close_session(&oldest, out);
         }
-        let (generation, ctx, parent) = match self.closed.get(&own) {
+        let (generation, ctx, parent, after_end) = match self.closed.get(&own) {
             // A late Event after the session closed continues its trace under the old root.
             Some(c) => {
                 let generation = c.generation + 1;
                 let sid = span_id("session", &[&own.0, &own.1, &generation.to_string()]);
-                (generation, SpanContext { trace_id: c.ctx.trace_id, span_id: sid }, Some(c.ctx.span_id))
+                (generation, SpanContext { trace_id: c.ctx.trace_id, span_id: sid }, Some(c.ctx.span_id), c.ended)
             }
-            None => (0, session_root_context(&own.0, &own.1), None),
+            None => (0, session_root_context(&own.0, &own.1), None, false),
         };
         let order = self.book.register(&own, SpanRef::Root);
         let sess = Session {
@@ -270,6 +306,7 @@ impl SpanAssembler {
             agent: ev.agent.clone(),
             trace_per_run: self.cfg.trace_per_run,
             generation,
+            after_end,
             ctx,
             parent,
             links: Vec::new(),
@@ -278,10 +315,12 @@ impl SpanAssembler {
             ended: None,
             events: Vec::new(),
             dropped_events: 0,
+            failed_runs: 0,
             events_cap: self.cfg.max_events_per_span,
             first: u64::MAX,
             last: 0,
             order,
+            arrived: 0,
             runs: HashMap::new(),
             calls: BTreeMap::new(),
             emitted: HashSet::new(),
@@ -544,7 +583,9 @@ impl SpanAssembler {
                 }
             }
             let root = SpanContext { trace_id: sess.ctx.trace_id, span_id: sess.parent_root() };
-            if self.closed.insert(key.clone(), Closed { generation: sess.generation, ctx: root }).is_none() {
+            let ended = sess.ended.is_some() || sess.after_end;
+            let closed = Closed { generation: sess.generation, ctx: root, ended };
+            if self.closed.insert(key.clone(), closed).is_none() {
                 self.closed_fifo.push_back(key.clone());
             }
         }
@@ -928,7 +969,11 @@ fn emit_run(sess: &mut Session, book: &mut Book, name: &str, forced_end: Option<
     sess.mark_emitted(ctx.span_id);
     sess.mark_run_closed(name);
     let parent = if foreign { parent } else { Some(sess.ctx.span_id) };
-    Some(build::run_span(sess, name, st, ctx, parent, forced_end))
+    let span = build::run_span(sess, name, st, ctx, parent, forced_end);
+    if span.status == super::model::StatusCode::Error {
+        sess.failed_runs += 1;
+    }
+    Some(span)
 }
 
 #[cfg(test)]
@@ -1065,7 +1110,7 @@ mod tests {
         asm.push(&routed);
         let spans = asm.flush_all();
         let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, ["attention other", "aep.session"]);
+        assert_eq!(names, ["attention other", "session router"]);
         assert!(spans.iter().all(Span::is_incomplete));
     }
 

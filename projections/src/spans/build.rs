@@ -1,7 +1,8 @@
 //! Span construction from the recorded Events: names, attributes, status, span events.
 //!
-//! Only metadata-level facts become attributes (AEP-0005 §3.3): structural tokens, ids,
-//! counts and `gen_ai.*` numbers; prompts, arguments, results and free text never do.
+//! Metadata-level facts become attributes (AEP-0005 §3.3): structural tokens, ids, counts
+//! and `gen_ai.*` numbers. Prompts, answers, arguments and results only as far as the
+//! capture ceiling let them into the records (`Rec::content`); other free text never.
 
 use serde_json::{Map, Value};
 
@@ -19,6 +20,16 @@ const EVENT_STRING_KEYS: [&str; 12] =
 /// `gen_ai.*` string members that are identifiers, not content.
 const GEN_AI_STRING_KEYS: [&str; 4] =
     ["gen_ai.request.model", "gen_ai.response.model", "gen_ai.provider.name", "gen_ai.evaluation.name"];
+
+/// One GenAI message as the conventions' `gen_ai.input.messages` / `gen_ai.output.messages`
+/// JSON: a role and one text part.
+fn messages(role: &str, text: &str, finish_reason: Option<&str>) -> String {
+    let mut m = serde_json::json!({"role": role, "parts": [{"type": "text", "content": text}]});
+    if let Some(f) = finish_reason {
+        m["finish_reason"] = f.into();
+    }
+    Value::Array(vec![m]).to_string()
+}
 
 /// A span link with its `aep.link.kind`.
 pub(crate) fn link(ctx: SpanContext, kind: &str) -> SpanLink {
@@ -42,7 +53,10 @@ fn base(sess: &Session) -> Map<String, Value> {
     let mut m = Map::new();
     put(&mut m, "gen_ai.agent.name", sess.agent.as_str());
     put(&mut m, "aep.agent_id", sess.agent.as_str()); // AEP-0005 §3.2: the names the LogRecord export uses
+    // The session is the GenAI conversation (there is no session span in the GenAI
+    // conventions) and the `session.id` of the general session conventions.
     put(&mut m, "gen_ai.conversation.id", sess.session.as_str());
+    put(&mut m, "session.id", sess.session.as_str());
     put(&mut m, "aep.source", sess.source.as_str());
     put(&mut m, "aep.session_id", sess.session.as_str());
     if sess.generation > 0 {
@@ -146,7 +160,12 @@ fn forced(forced_end: Option<u64>, last: u64, start: u64) -> u64 {
     }
 }
 
-/// The session root span (`aep.session`): no GenAI operation, the conversation itself.
+/// The session root span (`session {agent}`): the conversation itself, not a GenAI
+/// operation. The GenAI conventions define no session span (`gen_ai.conversation.id` names
+/// the conversation) and keep `invoke_agent` for one agent invocation, which is a run here;
+/// so the root carries no `gen_ai.operation.name` and no `gen_ai.request.model` (a trace UI
+/// would show a span with a model and no operation as an LLM call). The session's model
+/// lands on its runs and, as `aep.session.model`, here.
 pub(crate) fn root_span(sess: &mut Session) -> Span {
     let mut dropped = sess.dropped_events;
     let events = span_events(std::mem::take(&mut sess.events), sess.events_cap, &mut dropped);
@@ -155,11 +174,21 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
     let start = sess.started.as_ref().map_or(first, |r| r.time);
     if let Some(s) = &sess.started {
         put(&mut a, "aep.event_id", s.id.as_str());
-        gen_ai_attrs(&mut a, s);
+        put_opt(&mut a, "aep.session.model", s.str_at("/gen_ai.request.model"));
+        put_opt(&mut a, "aep.session.provider", s.str_at("/gen_ai.provider.name"));
         put_opt(&mut a, "aep.client.name", s.str_at("/client/name"));
         put_opt(&mut a, "aep.client.version", s.str_at("/client/version"));
         put_opt(&mut a, "aep.parent.session", s.str_at("/parent/session"));
         put_opt(&mut a, "aep.parent.run", s.str_at("/parent/run"));
+    }
+    // Status: ERROR when a run of the session failed, OK when it ended, else unset.
+    let (mut status, mut message) = (StatusCode::Unset, String::new());
+    if sess.ended.is_some() {
+        status = StatusCode::Ok;
+    }
+    if sess.failed_runs > 0 {
+        status = StatusCode::Error;
+        message = format!("{} run(s) failed", sess.failed_runs);
     }
     let end = match &sess.ended {
         Some(e) => {
@@ -170,25 +199,35 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
             }
             e.time.max(start)
         }
+        // Late Events after the session ended: complete as they are (AEP-0002 §2 #5).
+        None if sess.after_end => {
+            put(&mut a, "aep.late", true);
+            sess.last.max(start)
+        }
         None => {
             put(&mut a, "aep.incomplete", true);
             sess.last.max(start)
         }
+    };
+    let name = if sess.after_end && sess.ended.is_none() {
+        format!("session {} (late)", sess.agent)
+    } else {
+        format!("session {}", sess.agent)
     };
     Span {
         service_name: sess.agent.clone(),
         trace_id: sess.ctx.trace_id,
         span_id: sess.ctx.span_id,
         parent_span_id: sess.parent,
-        name: "aep.session".into(),
+        name,
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,
         events,
         dropped_events_count: dropped,
         links: sess.links.clone(),
-        status: StatusCode::Unset,
-        status_message: String::new(),
+        status,
+        status_message: message,
     }
 }
 
@@ -224,6 +263,9 @@ pub(crate) fn run_span(
         put(&mut a, "aep.event_id", s.id.as_str());
         put_opt(&mut a, "aep.run.trigger", s.str_at("/trigger"));
         gen_ai_attrs(&mut a, s);
+        if let Some(prompt) = &s.content {
+            put(&mut a, "gen_ai.input.messages", messages("user", prompt, None));
+        }
     }
     let (mut status, mut message) = (StatusCode::Unset, String::new());
     let end = match &st.terminal {
@@ -235,6 +277,12 @@ pub(crate) fn run_span(
             let outcome = t.ty.strip_prefix("run.").unwrap_or(&t.ty);
             put(&mut a, "aep.run.outcome", outcome);
             gen_ai_attrs(&mut a, t);
+            if t.ty == "run.finished" {
+                status = StatusCode::Ok;
+                if let Some(answer) = &t.content {
+                    put(&mut a, "gen_ai.output.messages", messages("assistant", answer, Some("stop")));
+                }
+            }
             if t.ty == "run.failed" {
                 // AEP-0002 §5.3 run.failed: `reason` is a machine token, `error.type` low-cardinality.
                 let et = t.str_at("/error/type").or(t.str_at("/reason")).unwrap_or("_OTHER");
@@ -301,10 +349,20 @@ pub(crate) fn call_span(sess: &Session, call: Call, ctx: SpanContext, parent: Sp
             put(&mut a, "gen_ai.tool.name", call.name.as_str());
             put_opt(&mut a, "gen_ai.tool.call.id", call.key.as_deref());
             put_opt(&mut a, "aep.tool.args_digest", call.opener.as_ref().and_then(|o| o.str_at("/args_digest")));
+            // Content only as far as the capture ceiling let it into the record.
+            put_opt(&mut a, "gen_ai.tool.call.arguments", call.opener.as_ref().and_then(|o| o.content.as_deref()));
+            put_opt(&mut a, "gen_ai.tool.call.result", call.terminal.as_ref().and_then(|t| t.content.as_deref()));
             if let Some(t) = &call.terminal {
                 put_opt(&mut a, "aep.tool.result_digest", t.str_at("/result_digest"));
                 match t.ty.as_str() {
-                    "tool.completed" => put(&mut a, "aep.tool.outcome", t.str_at("/status").unwrap_or("success")),
+                    "tool.completed" => {
+                        // AEP-0002 §5.3 tool.completed: `status` defaults to `success`.
+                        let outcome = t.str_at("/status").unwrap_or("success");
+                        put(&mut a, "aep.tool.outcome", outcome);
+                        if outcome == "success" {
+                            status = StatusCode::Ok;
+                        }
+                    }
                     "tool.failed" => {
                         put(&mut a, "aep.tool.outcome", "failed");
                         put(&mut a, "error.type", t.str_at("/error/type").unwrap_or("_OTHER"));

@@ -2,8 +2,10 @@
 //! additively beside the LogRecord export.
 //!
 //! A [`SpanAssembler`] is fed Events in any order and returns finished spans:
-//! - a root `aep.session` span per session keyed by `(source, session)` (AEP-0001 §5.2);
-//! - an `invoke_agent {agent}` child per run;
+//! - a root `session {agent}` span per session keyed by `(source, session)` (AEP-0001
+//!   §5.2), with `gen_ai.agent.name`, `gen_ai.conversation.id` and `session.id`;
+//! - an `invoke_agent {agent}` child per run (GenAI agent-span conventions), status OK or
+//!   ERROR, with the session's model;
 //! - an `execute_tool {tool}` child per tool call, paired by `data.tool.call_id`, else by
 //!   `cause`, else by `(epoch, seq)` order among same-named calls;
 //! - an `attention {kind}` span per attention request, from `attention.requested` to
@@ -24,8 +26,11 @@
 //! the window. Foreign-emitter Events (no `seq`: routers, control commands) that arrive
 //! before their session wait for it, bounded by [`SpanConfig::max_orphans`].
 //!
-//! Capture (AEP-0005 §3.3): only metadata-level members reach attributes (ids, structural
-//! tokens, numbers, `gen_ai.*` usage); prompts, arguments, results and messages never do.
+//! Capture (AEP-0005 §3.3): at the default ceiling (`metadata`) only metadata-level members
+//! reach attributes (ids, structural tokens, numbers, `gen_ai.*` usage). Raising
+//! [`SpanConfig::max_capture`] lets a run's prompt and summary and a tool call's arguments
+//! and result through as GenAI content attributes, as far as the Events carry them at that
+//! level (AEP-0003 §6.4, §9); other free text never reaches a span.
 
 mod assembler;
 mod build;

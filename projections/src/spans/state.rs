@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
+use aep_schemas::Capture;
 use aep_schemas::event::Event;
 use serde_json::Value;
 
@@ -26,12 +27,16 @@ pub(crate) struct Rec {
     pub traceparent: Option<SpanContext>,
     pub severity: &'static str,
     pub data: Value,
+    /// Content the capture ceiling lets through (see [`captured`]): a run's prompt or
+    /// summary, a tool call's arguments or result, as text.
+    pub content: Option<String>,
 }
 
 impl Rec {
     /// `fallback_time` stands in for an unparseable `time` (the session's last known time);
-    /// `owner` is the session's `(source, agent)`.
-    pub fn new(ev: &Event, fallback_time: u64, owner: (&str, &str)) -> Rec {
+    /// `owner` is the session's `(source, agent)`; `ceiling` is the exporter's capture
+    /// ceiling for content attributes.
+    pub fn new(ev: &Event, fallback_time: u64, owner: (&str, &str), ceiling: Capture) -> Rec {
         Rec {
             id: ev.id.clone(),
             ty: ev.r#type.clone(),
@@ -46,6 +51,7 @@ impl Rec {
             traceparent: ev.traceparent.as_deref().and_then(parse_traceparent),
             severity: ev.severity().as_str(),
             data: ev.data.as_ref().map_or(Value::Null, slim),
+            content: captured(ev, ceiling),
         }
     }
 
@@ -64,6 +70,38 @@ impl Rec {
     pub fn u64_at(&self, path: &str) -> Option<u64> {
         self.at(path).and_then(Value::as_u64)
     }
+}
+
+/// The content member a span shows for an Event type, most detailed first: what a run was
+/// asked (`run.started.prompt`, redacted) and answered (`run.finished.summary`, redacted),
+/// a tool call's arguments (`args` full, `args_redacted` redacted) and result (AEP-0002
+/// §5.3).
+fn content_members(ty: &str) -> &'static [&'static str] {
+    match ty {
+        "run.started" => &["prompt"],
+        "run.finished" => &["summary"],
+        "tool.requested" => &["args", "args_redacted"],
+        "tool.completed" => &["result", "result_redacted"],
+        _ => &[],
+    }
+}
+
+/// The Event's content that survives the capture ceiling, as text (objects as JSON), or
+/// `None`. The Event is first down-leveled to the ceiling mechanically (AEP-0003 §6.4,
+/// AEP-0005 §3.3: never up-leveled; a `full` Event under a `redacted` ceiling drops to
+/// `metadata`), so only members the schema annotations allow at that level remain.
+fn captured(ev: &Event, ceiling: Capture) -> Option<String> {
+    let members = content_members(&ev.r#type);
+    if members.is_empty() || ceiling < Capture::Redacted || ev.capture() < Capture::Redacted {
+        return None;
+    }
+    let kept = aep_schemas::downlevel::downlevel(ev, ceiling);
+    let data = kept.data.as_ref()?;
+    members.iter().find_map(|m| match data.get(*m)? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Null | Value::String(_) => None,
+        v => Some(v.to_string()),
+    })
 }
 
 /// `data` members the span builder reads; content-bearing members (arguments, results,
@@ -285,6 +323,8 @@ pub(crate) struct Session {
     pub trace_per_run: bool,
     /// 0, or the count of earlier closures of this session (late Events after a flush).
     pub generation: u64,
+    /// A continuation of a session that had ended: late Events only (AEP-0002 §2 #5).
+    pub after_end: bool,
     pub ctx: SpanContext,
     pub parent: Option<SpanId>,
     pub links: Vec<SpanLink>,
@@ -293,11 +333,15 @@ pub(crate) struct Session {
     pub ended: Option<Rec>,
     pub events: Vec<Rec>,
     pub dropped_events: u32,
+    /// Runs of this session exported with status ERROR (the root's status).
+    pub failed_runs: u64,
     /// Cap on span events per span (see `SpanConfig::max_events_per_span`).
     pub events_cap: usize,
     pub first: u64,
     pub last: u64,
     pub order: u64,
+    /// The caller-clock arrival of the session's newest Event (see [`Session::clock`]).
+    pub arrived: u64,
     pub runs: HashMap<String, Run>,
     pub calls: BTreeMap<u64, Call>,
     /// Spans already exported (late Events must not export them twice), oldest first.
@@ -347,6 +391,13 @@ impl Session {
     /// was seen, or the stream (or `now`) is already `window` past it.
     pub fn settled_rec(&self, rec: &Rec, window: u64, now: u64) -> bool {
         (rec.foreign_source.is_none() && self.settled(rec.pos)) || self.last.max(now) >= rec.time.saturating_add(window)
+    }
+
+    /// The session's own clock at caller time `now`: its newest Event time plus the time
+    /// since that Event arrived. Sessions whose vendor clocks disagree keep their own
+    /// timelines; for a stream fed by [`super::SpanAssembler::push`] it is `now` itself.
+    pub fn clock(&self, now: u64) -> u64 {
+        self.last.saturating_add(now.saturating_sub(self.arrived))
     }
 
     pub fn see(&mut self, rec: &Rec) {

@@ -69,6 +69,13 @@ impl HookAdapter for CodexAdapter {
         }
     }
 
+    /// `notify` (`agent-turn-complete`) reports a turn that already ended, and Codex sends
+    /// it after `SessionEnd` on exit: a late completion of the ended session (AEP-0002 §2
+    /// #5), never a resumption.
+    fn resumes_session(&self, hook: &str) -> bool {
+        hook != "notify"
+    }
+
     fn session_id(&self, call: &HookCall<'_>) -> Option<String> {
         ne(call.payload, "session_id").or_else(|| ne(call.payload, "thread-id")).map(str::to_owned)
     }

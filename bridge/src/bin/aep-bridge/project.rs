@@ -104,7 +104,12 @@ pub fn project(args: &ProjectArgs, events: &[Event]) -> String {
             out.push('\n');
         }
         Target::OtlpSpans => {
-            let spans = assemble(events, SpanConfig { trace_per_run: args.trace_per_run, ..SpanConfig::default() });
+            let cfg = SpanConfig {
+                trace_per_run: args.trace_per_run,
+                max_capture: args.max_capture,
+                ..SpanConfig::default()
+            };
+            let spans = assemble(events, cfg);
             out.push_str(&doc(&to_json(&traces_request(&spans))));
             out.push('\n');
         }
