@@ -132,6 +132,7 @@ pub(super) fn start_bridge(data: &Path) -> anyhow::Result<(ChildGuard, String)> 
         .env("AEP_BRIDGE_LOG", "warn")
         .env_remove("AEP_BRIDGE_CONFIG")
         .env_remove("AEP_BRIDGE_TOKEN")
+        .env_remove("AEP_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
