@@ -111,3 +111,17 @@ fn otlp_bench_codex_mix_accounts_for_every_record() {
     assert_eq!(admitted + sessionless, 800, "{jsonl}");
     assert!(jsonl.contains("dropped 0"), "{jsonl}");
 }
+
+#[test]
+fn hostile_bench_keeps_the_bridge_healthy_under_its_load() {
+    let r = bench(&["hostile", "--n", "5", "--idle", "20", "--subscribers", "5", "--flood", "1", "--flood-mb", "1"]);
+    report_line(&r, "shim quiet (same run)");
+    report_line(&r, "shim under load");
+    let held = report_line(&r, "load held");
+    assert!(held.contains("20 idle") && held.contains("5 subscribers") && held.contains("/healthz 200"), "{held}");
+    let flood = report_line(&r, "flood");
+    let taken: u64 = flood.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+    assert!(taken > 0, "the flood never got through: {flood}");
+    assert!(has_verdict(report_line(&r, "budget RSS")), "{r}");
+    assert!(has_verdict(report_line(&r, "budget shim p99")), "{r}");
+}

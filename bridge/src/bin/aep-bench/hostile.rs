@@ -7,15 +7,13 @@
 //! p50/p99 quiet and loaded (same run), the bridge's peak RSS against `--rss-bound-mb`, and
 //! what the flood got (taken, refused with 503, failed).
 
-use std::io::{BufRead as _, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use clap::Args;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
@@ -50,46 +48,6 @@ pub struct HostileArgs {
 
 /// A recorded Claude Code `PostToolUse` (captures/claude-code/s01_tools_bypass_json).
 const POST_TOOL_USE: &str = r#"{"session_id":"45a2eddb-be16-44a0-9158-5f92e545154f","transcript_path":"/home/dev/agents/work/cc/home/.claude/projects/-home-dev-agents-work-cc-project/45a2eddb-be16-44a0-9158-5f92e545154f.jsonl","cwd":"/home/dev/agents/work/cc/project","prompt_id":"a2b1d621-0fb2-478b-861d-296eb69f52f0","permission_mode":"bypassPermissions","effort":{"level":"high"},"hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"echo hi","description":"Print hi"},"tool_response":{"stdout":"hi","stderr":"","interrupted":false,"isImage":false,"noOutputExpected":false},"tool_use_id":"toolu_67d9d1a6f9a842d3bfba0042","duration_ms":68}"#;
-
-/// Kills and reaps the child bridge when dropped.
-struct Bridge {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_bridge(data: &Path) -> anyhow::Result<Bridge> {
-    let exe = super::sibling_binary("aep-bridge")?;
-    let mut child = Command::new(&exe)
-        .args(["serve", "--listen", "127.0.0.1:0", "--otlp-grpc", "", "--otlp-http", ""])
-        .arg("--data-dir")
-        .arg(data)
-        .env("AEP_BRIDGE_LOG", "error")
-        .env_remove("AEP_BRIDGE_CONFIG")
-        .env_remove("AEP_BRIDGE_TOKEN")
-        .env_remove("AEP_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("cannot run {} serve", exe.display()))?;
-    let stdout = child.stdout.take().context("no stdout")?;
-    let mut lines = std::io::BufReader::new(stdout).lines();
-    let addr = loop {
-        let l = lines.next().context("the child bridge exited")??;
-        if let Some(a) = l.split_whitespace().find_map(|w| w.strip_prefix("http=")) {
-            break a.parse::<SocketAddr>()?;
-        }
-    };
-    std::thread::spawn(move || for _ in lines {});
-    Ok(Bridge { child, addr })
-}
 
 fn kv(k: &str, v: String) -> KeyValue {
     KeyValue {
@@ -153,9 +111,9 @@ pub fn run(a: &HostileArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.n > 0, "--n must be at least 1");
     let hook = super::sibling_binary("aep-hook")?;
     let scratch = super::Scratch::new("hostile")?;
-    let bridge = start_bridge(scratch.path())?;
-    let (addr, pid) = (bridge.addr, bridge.child.id());
-    let url = format!("http://{addr}");
+    let (bridge, url) = super::otlp::start_bridge(scratch.path())?;
+    let pid = bridge.id();
+    let addr: SocketAddr = url.trim_start_matches("http://").parse()?;
     shim_series(&hook, &url, 10)?; // warm-up
     let quiet = shim_series(&hook, &url, a.n)?;
     let rss_quiet = proc_status_bytes(Some(pid), "VmRSS").unwrap_or(0);

@@ -115,6 +115,13 @@ fn send_all(agent: &ureq::Agent, base: &str, w: &Batches<'_>) -> anyhow::Result<
 /// Kills and reaps the child bridge when dropped.
 pub(super) struct ChildGuard(Child);
 
+impl ChildGuard {
+    /// The child's process id.
+    pub(super) fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
 impl Drop for ChildGuard {
     fn drop(&mut self) {
         let _ = self.0.kill();
