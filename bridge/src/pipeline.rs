@@ -451,9 +451,8 @@ impl Pipeline {
     /// handed to it so far (so with the events of a submit that returned); `false` when
     /// `timeout` passed first (the caller answers anyway: hooks fail open).
     pub async fn written(&self, timeout: Duration) -> bool {
-        let sinks: Arc<[SinkTx]> = self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()));
         let mut ok = true;
-        for p in sinks.iter().filter_map(|s| s.progress.as_ref()) {
+        for p in self.sinks().iter().filter_map(|s| s.progress.as_ref()) {
             ok &= p.caught_up(timeout).await;
         }
         ok
@@ -464,8 +463,7 @@ impl Pipeline {
     /// queue so far ahead of the writer that a hook's answer, which waits for its events
     /// to be written, waits behind it.
     pub async fn room_for_bulk(&self, limit: u64) {
-        let sinks: Arc<[SinkTx]> = self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()));
-        for p in sinks.iter().filter_map(|s| s.progress.as_ref()) {
+        for p in self.sinks().iter().filter_map(|s| s.progress.as_ref()) {
             if p.backlog() > limit {
                 p.below(limit).await;
             }

@@ -130,7 +130,12 @@ pub fn router<H: HookHandler>(handler: Arc<H>, max_body: usize) -> Router {
 
 /// The bearer token of a request, if any.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers.get(header::AUTHORIZATION)?.to_str().ok()?.strip_prefix("Bearer ").map(str::trim)
+    bearer_value(headers.get(header::AUTHORIZATION)?.to_str().ok()?)
+}
+
+/// The token of an `authorization` value `Bearer <token>` (an HTTP header or gRPC metadata).
+pub fn bearer_value(authorization: &str) -> Option<&str> {
+    authorization.strip_prefix("Bearer ").map(str::trim)
 }
 
 async fn hook_no_event<H: HookHandler>(

@@ -144,6 +144,16 @@ impl SessionBuffer {
         true
     }
 
+    /// Evicts oldest events, keeping at least `keep`, until `total` (all sessions' bytes,
+    /// this one's included) is at most `max`.
+    fn shed_to(&mut self, total: &mut usize, max: usize, keep: usize) {
+        while *total > max && self.events.len() > keep {
+            let before = self.bytes;
+            self.evict_front();
+            *total -= before - self.bytes;
+        }
+    }
+
     /// Drops the oldest event.
     fn evict_front(&mut self) {
         let Some(old) = self.events.pop_front() else { return };
@@ -292,14 +302,11 @@ impl ReplayBuffers {
     /// Evicts oldest events until the byte bound holds: first from `session` (keeping its
     /// newest event), then from the least recently written other sessions.
     fn shed(&mut self, session: &str) {
+        let (max, total) = (self.max_bytes, &mut self.bytes);
         if let Some(buf) = self.sessions.get_mut(session) {
-            while self.bytes > self.max_bytes && buf.events.len() > 1 {
-                let before = buf.bytes;
-                buf.evict_front();
-                self.bytes -= before - buf.bytes;
-            }
+            buf.shed_to(total, max, 1);
         }
-        while self.bytes > self.max_bytes {
+        while *total > max {
             let Some(buf) = self
                 .sessions
                 .iter_mut()
@@ -309,11 +316,7 @@ impl ReplayBuffers {
             else {
                 break;
             };
-            while self.bytes > self.max_bytes && !buf.events.is_empty() {
-                let before = buf.bytes;
-                buf.evict_front();
-                self.bytes -= before - buf.bytes;
-            }
+            buf.shed_to(total, max, 0);
         }
     }
 

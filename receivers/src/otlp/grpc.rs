@@ -88,12 +88,8 @@ struct BearerCheck {
 
 impl Interceptor for BearerCheck {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        let token = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+        let token =
+            request.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(crate::hooks::bearer_value);
         if self.handler.authorized(token) {
             Ok(request)
         } else {

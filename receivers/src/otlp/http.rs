@@ -169,12 +169,7 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap, body: Body) -> 
 /// The bearer token check, before the body is read: `Some` 401 with an OTLP `Status` body (in the
 /// request's format when it names one) and `WWW-Authenticate` (RFC 6750 §3).
 fn unauthorized(handler: &dyn OtlpHandler, headers: &HeaderMap) -> Option<Response> {
-    let token = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    if handler.authorized(token) {
+    if handler.authorized(crate::hooks::bearer(headers)) {
         return None;
     }
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
