@@ -313,7 +313,7 @@ impl SseParser {
 
 /// `true` when colour should be used on stdout (a TTY and no `NO_COLOR`).
 pub fn stdout_color() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+    std::io::stdout().is_terminal() && !crate::env::Env::process().is_set(crate::env::NO_COLOR)
 }
 
 /// Plain ANSI styling.
@@ -418,8 +418,8 @@ pub fn event_line(ev: &Event, color: bool) -> String {
 
 /// The host part of this sender's `source` (`aep://{host}/agent/aep-cli`).
 pub fn host_name() -> String {
-    std::env::var("AEP_HOST")
-        .ok()
+    crate::env::Env::process()
+        .var(crate::env::AEP_HOST)
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)))

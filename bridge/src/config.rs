@@ -14,6 +14,8 @@ use std::time::Duration;
 use aep_schemas::Capture;
 use serde::Deserialize;
 
+use crate::env::Env;
+use crate::transport::config::{HttpUrl, RelayUrl, off_if_empty};
 use crate::transport::{Headers, TlsConfig};
 
 /// One problem found in a configuration file.
@@ -59,6 +61,9 @@ pub struct Config {
     pub hooks: HooksConfig,
     /// `[export]`
     pub export: crate::export::ExportConfig,
+    /// The environment this configuration was loaded in (`HOME`, the redaction list's
+    /// secret variables); [`Env::process`] unless a test gives its own.
+    pub env: Env,
 }
 
 /// `[server]`: listeners and identity.
@@ -66,11 +71,14 @@ pub struct Config {
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// The one HTTP port: hooks, collector, OTLP/HTTP paths, `/healthz`, `/metrics`.
-    pub listen: String,
-    /// OTLP/gRPC listener; empty disables it.
-    pub otlp_grpc: String,
-    /// Extra OTLP/HTTP listener; empty disables it.
-    pub otlp_http: String,
+    #[serde(deserialize_with = "listen_addr")]
+    pub listen: SocketAddr,
+    /// OTLP/gRPC listener; `""` disables it.
+    #[serde(deserialize_with = "off_if_empty")]
+    pub otlp_grpc: Option<SocketAddr>,
+    /// Extra OTLP/HTTP listener; `""` disables it.
+    #[serde(deserialize_with = "off_if_empty")]
+    pub otlp_http: Option<SocketAddr>,
     /// Bearer token for control and emit bindings; empty means watch-only without auth.
     pub token: String,
     /// Host name used in `source` URIs; empty means the machine's host name.
@@ -107,9 +115,9 @@ impl ServerConfig {
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
-            listen: "127.0.0.1:8787".into(),
-            otlp_grpc: "127.0.0.1:4317".into(),
-            otlp_http: "127.0.0.1:4318".into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            otlp_grpc: Some(SocketAddr::from(([127, 0, 0, 1], 4317))),
+            otlp_http: Some(SocketAddr::from(([127, 0, 0, 1], 4318))),
             token: String::new(),
             host: String::new(),
             data_dir: String::new(),
@@ -230,8 +238,9 @@ impl Default for CollectorConfig {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct RelayConfig {
-    /// Upstream relay base URL (`ws://` / `wss://` / `http(s)://`); empty disables the binding.
-    pub url: String,
+    /// Upstream relay base URL (`ws://` / `wss://` / `http(s)://`); `""` disables the binding.
+    #[serde(deserialize_with = "off_if_empty")]
+    pub url: Option<RelayUrl>,
     /// Bearer token for the relay; empty falls back to `server.token`.
     pub token: String,
     /// Whether `/healthz` reports `ok: false` while the relay is down.
@@ -267,8 +276,10 @@ pub struct OtlpInConfig {
     /// Overrides of profile selection: resource `service.name` -> profile
     /// (`codex`, `vscode`, `claude-code`).
     pub profiles: BTreeMap<String, aep_adapters::otel::Vendor>,
-    /// Forward every received OTLP request unchanged to this OTLP/HTTP base URL (the tee).
-    pub tee: String,
+    /// Forward every received OTLP request unchanged to this OTLP/HTTP base URL (the tee);
+    /// `""` = off.
+    #[serde(deserialize_with = "off_if_empty")]
+    pub tee: Option<HttpUrl>,
     /// Extra request headers of the tee (e.g. an API key).
     pub tee_headers: Headers,
     /// `[otlp_in.tee_tls]`: extra CA bundle and client certificate for an `https://` tee.
@@ -286,7 +297,7 @@ impl Default for OtlpInConfig {
         Self {
             mode: aep_adapters::otel::Mode::default(),
             profiles: BTreeMap::new(),
-            tee: String::new(),
+            tee: None,
             tee_headers: Headers::default(),
             tee_tls: TlsConfig::default(),
             max_decode_bytes: 16 * 1024 * 1024,
@@ -327,9 +338,6 @@ impl Default for ControlConfig {
     }
 }
 
-/// An environment lookup (a closure in tests, `std::env::var` in `serve`).
-type EnvLookup<'a> = dyn Fn(&str) -> Option<String> + 'a;
-
 const SECTIONS: &[&str] =
     &["server", "capture", "jsonl", "collector", "relay", "pipeline", "otlp_in", "control", "hooks", "export"];
 
@@ -338,32 +346,82 @@ fn section<T: for<'de> Deserialize<'de> + Default>(
     name: &str,
     problems: &mut Vec<ConfigProblem>,
 ) -> T {
-    match table.get(name) {
-        None => T::default(),
-        Some(v) => match T::deserialize(v.clone()) {
-            Ok(t) => t,
-            Err(e) => {
+    let Some(v) = table.get(name) else { return T::default() };
+    match T::deserialize(v.clone()) {
+        Ok(t) => t,
+        Err(e) => {
+            // serde stops at the first bad key; read the section again one key at a time so
+            // every problem is reported at once, each under its full key (`server.listen`).
+            let before = problems.len();
+            let fails = |v: toml::Value| T::deserialize(v).err().map(|e| e.message().trim().to_owned());
+            bad_keys(v, name, &|v| v, &fails, problems);
+            if problems.len() == before {
                 problems.push(ConfigProblem { key: name.into(), message: e.message().trim().to_owned() });
-                T::default()
             }
-        },
+            T::default()
+        }
+    }
+}
+
+/// Pushes a problem for every key of `v` that fails on its own: `wrap` puts a one-key table
+/// back at its place in the section, so the section's own type judges it with every other
+/// key at its default; a failing sub-table is searched the same way for its bad leaves.
+fn bad_keys(
+    v: &toml::Value,
+    path: &str,
+    wrap: &dyn Fn(toml::Value) -> toml::Value,
+    fails: &dyn Fn(toml::Value) -> Option<String>,
+    problems: &mut Vec<ConfigProblem>,
+) {
+    let Some(table) = v.as_table() else { return };
+    for (k, item) in table {
+        let key = format!("{path}.{k}");
+        let at = |x: toml::Value| wrap(toml::Value::Table(toml::Table::from_iter([(k.clone(), x)])));
+        let Some(message) = fails(at(item.clone())) else { continue };
+        let before = problems.len();
+        if item.is_table() {
+            bad_keys(item, &key, &at, fails, problems);
+        }
+        if problems.len() == before {
+            problems.push(ConfigProblem { key, message });
+        }
+    }
+}
+
+/// `server.listen`: an address, with the message naming the expected form.
+fn listen_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_listen(&text).map_err(serde::de::Error::custom)
+}
+
+/// Parses a listen address (`127.0.0.1:8787`, `[::1]:0`).
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| format!("{text:?} is not an address like 127.0.0.1:8787"))
+}
+
+/// Parses an optional listen address: `""` disables the listener.
+pub fn parse_optional_listen(text: &str) -> Result<Option<SocketAddr>, String> {
+    match text.trim() {
+        "" => Ok(None),
+        t => parse_listen(t).map(Some).map_err(|e| format!("{e} (use \"\" to disable)")),
     }
 }
 
 impl Config {
-    /// Parses and checks a TOML document, collecting every problem.
+    /// Parses and checks a TOML document, collecting every problem; the `OTEL_*` variables
+    /// are not read.
     pub fn from_toml(text: &str) -> Result<Config, ConfigErrors> {
-        Self::parse(text, None)
+        Self::parse(text, &Env::process(), false)
     }
 
-    /// [`Self::from_toml`], then the standard `OTEL_EXPORTER_OTLP_*` variables read through
-    /// `lookup` fill `[export.otlp]` where the file leaves a key unset (the file wins; see
+    /// [`Self::from_toml`] in `env`: the standard `OTEL_EXPORTER_OTLP_*` variables fill
+    /// `[export.otlp]` where the file leaves a key unset (the file wins; see
     /// [`crate::export::otel_env`]). What `aep-bridge serve` loads.
-    pub fn from_toml_with_env(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigErrors> {
-        Self::parse(text, Some(&lookup))
+    pub fn from_toml_with_env(text: &str, env: &Env) -> Result<Config, ConfigErrors> {
+        Self::parse(text, env, true)
     }
 
-    fn parse(text: &str, lookup: Option<&EnvLookup<'_>>) -> Result<Config, ConfigErrors> {
+    fn parse(text: &str, env: &Env, otel: bool) -> Result<Config, ConfigErrors> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             ConfigErrors(vec![ConfigProblem { key: "(file)".into(), message: e.message().trim().to_owned() }])
         })?;
@@ -387,9 +445,10 @@ impl Config {
             control: section(&table, "control", &mut problems),
             hooks: section(&table, "hooks", &mut problems),
             export: section(&table, "export", &mut problems),
+            env: env.clone(),
         };
-        if let Some(lookup) = lookup {
-            let (env, bad) = crate::export::otel_env::OtelEnv::read(lookup);
+        if otel {
+            let (env, bad) = crate::export::otel_env::OtelEnv::read(|k| env.raw(k));
             for (key, message) in bad {
                 problems.push(ConfigProblem { key, message });
             }
@@ -404,29 +463,18 @@ impl Config {
     pub fn check(&self) -> Vec<ConfigProblem> {
         let mut p = Vec::new();
         let mut bad = |key: &str, message: String| p.push(ConfigProblem { key: key.into(), message });
-        match self.server.listen.parse::<SocketAddr>() {
-            Err(_) => bad("server.listen", format!("{:?} is not an address like 127.0.0.1:8787", self.server.listen)),
-            // AEP-0003 §8.1: any off-host binding requires a bearer token (and TLS, which a
-            // proxy in front terminates: serve warns about it).
-            Ok(a) if !a.ip().is_loopback() && self.server.token.is_empty() => bad(
+        // AEP-0003 §8.1: any off-host binding requires a bearer token (and TLS, which a
+        // proxy in front terminates: serve warns about it).
+        let a = self.server.listen;
+        if !a.ip().is_loopback() && self.server.token.is_empty() {
+            bad(
                 "server.listen",
                 format!(
                     "{a} is reachable off-host: set a token (AEP_TOKEN, --token-file or --token; AEP-0003 §8.1 requires one beyond loopback)"
                 ),
-            ),
-            Ok(_) => {}
+            );
         }
-        for (key, v) in [("server.otlp_grpc", &self.server.otlp_grpc), ("server.otlp_http", &self.server.otlp_http)] {
-            if !v.is_empty() && v.parse::<SocketAddr>().is_err() {
-                bad(key, format!("{v:?} is not an address (use \"\" to disable)"));
-            }
-        }
-        if !self.relay.url.is_empty()
-            && !["ws://", "wss://", "http://", "https://"].iter().any(|s| self.relay.url.starts_with(s))
-        {
-            bad("relay.url", format!("{:?} must start with ws://, wss://, http:// or https://", self.relay.url));
-        }
-        if self.relay.required && self.relay.url.is_empty() {
+        if self.relay.required && self.relay.url.is_none() {
             bad("relay.required", "is true but relay.url is empty".into());
         }
         if self.capture.attention > self.capture.max.max(Capture::Redacted) {
@@ -442,7 +490,9 @@ impl Config {
             bad("jsonl.max_open_files", "must be at least 1".into());
         }
         let mut outbound = Vec::new();
-        crate::transport::config::check_otlp_base_url("otlp_in.tee", &self.otlp_in.tee, &mut outbound);
+        if let Some(tee) = &self.otlp_in.tee {
+            crate::transport::config::check_otlp_base_url("otlp_in.tee", tee, &mut outbound);
+        }
         crate::transport::config::check_headers("otlp_in.tee_headers", &self.otlp_in.tee_headers, &mut outbound);
         outbound.extend(self.otlp_in.tee_tls.check("otlp_in.tee_tls"));
         outbound.extend(self.relay.tls.check("relay.tls"));
@@ -474,12 +524,13 @@ impl Config {
         p
     }
 
-    /// The data directory: the configured one, else `~/.aep`.
+    /// The data directory: the configured one, else the environment's default
+    /// ([`Env::data_dir`]: `$AEP_BRIDGE_DATA_DIR`, else `~/.aep`).
     pub fn data_dir(&self) -> PathBuf {
         if !self.server.data_dir.is_empty() {
             return PathBuf::from(&self.server.data_dir);
         }
-        std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".aep")
+        self.env.data_dir()
     }
 }
 
@@ -490,7 +541,7 @@ mod tests {
     #[test]
     fn empty_file_is_the_safe_default() {
         let c = Config::from_toml("").unwrap();
-        assert_eq!(c.server.listen, "127.0.0.1:8787");
+        assert_eq!(c.server.listen, "127.0.0.1:8787".parse().unwrap());
         assert_eq!(c.capture.max, Capture::Metadata);
         assert!(c.collector.enabled && c.jsonl.enabled);
     }
@@ -514,9 +565,7 @@ mod tests {
         )
         .unwrap_err();
         let keys: Vec<&str> = err.0.iter().map(|p| p.key.as_str()).collect();
-        for k in ["bogus", "jsonl", "capture", "server.listen", "relay.url", "otlp_in"] {
-            assert!(keys.contains(&k), "{k} missing from {keys:?}");
-        }
+        assert_eq!(keys, ["bogus", "server.listen", "capture.max", "jsonl.fsync", "relay.url", "otlp_in.mode"]);
         assert!(err.to_string().contains("sometimes"), "{err}");
         assert!(err.to_string().contains("sideways") && err.to_string().contains("primary"), "{err}");
         let typed =
@@ -524,6 +573,44 @@ mod tests {
         assert_eq!(typed.otlp_in.mode, aep_adapters::otel::Mode::Primary);
         assert_eq!(typed.otlp_in.profiles["my-codex"], aep_adapters::otel::Vendor::Codex);
         assert!(Config::from_toml("[otlp_in]\nprofiles = { x = \"gemini\" }").is_err(), "no such profile");
+    }
+
+    #[test]
+    fn addresses_and_urls_are_typed_and_every_bad_key_is_named() {
+        let c = Config::from_toml(
+            "[server]\nlisten = \"[::1]:9000\"\notlp_grpc = \"\"\n[relay]\nurl = \"wss://relay.example/aep\"\n\
+             [otlp_in]\ntee = \"https://collector:4318\"",
+        )
+        .unwrap();
+        assert_eq!(c.server.listen, "[::1]:9000".parse().unwrap());
+        assert_eq!((c.server.otlp_grpc, c.server.otlp_http), (None, Some("127.0.0.1:4318".parse().unwrap())));
+        assert_eq!(c.relay.url.unwrap().url().scheme(), "wss");
+        assert_eq!(c.otlp_in.tee.unwrap().as_str(), "https://collector:4318");
+        // Two bad keys in one section and bad leaves in nested tables: each under its own key.
+        let err = Config::from_toml(
+            "[server]\nlisten = \"nowhere\"\notlp_http = \"4318\"\nmax_connections = 10\n\
+             [export.otlp]\nendpoint = \"collector:4318\"\nbatch_size = \"many\"\n\
+             [export.cloudevents]\nendpoint = \"ftp://x\"\n[otlp_in]\ntee = \"https://x/v1/logs\"",
+        )
+        .unwrap_err();
+        let keys: Vec<&str> = err.0.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "server.listen",
+                "server.otlp_http",
+                "export.cloudevents.endpoint",
+                "export.otlp.batch_size",
+                "export.otlp.endpoint",
+                "otlp_in.tee"
+            ]
+        );
+        let text = err.to_string();
+        for says in
+            ["\"nowhere\" is not an address like 127.0.0.1:8787", "must start with http://, https://", "base URL"]
+        {
+            assert!(text.contains(says), "{says}: {text}");
+        }
     }
 
     #[test]

@@ -61,13 +61,8 @@ pub fn parse_manifest(text: &str) -> Result<CustomManifest, String> {
 }
 
 /// The default custom manifest directory: `$AEP_BRIDGE_DATA_DIR/adapters` or `~/.aep/adapters`.
-pub fn default_dir() -> PathBuf {
-    let data = std::env::var_os("AEP_BRIDGE_DATA_DIR")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".aep")))
-        .unwrap_or_else(|| PathBuf::from(".aep"));
-    data.join("adapters")
+pub fn default_dir(env: &crate::env::Env) -> PathBuf {
+    env.data_dir().join("adapters")
 }
 
 /// Valid manifests with their files, and `(file, error)` for the rejected ones.

@@ -17,6 +17,7 @@ pub mod commands;
 pub mod config;
 pub mod control;
 pub mod custom;
+pub mod env;
 pub mod export;
 pub mod health;
 pub mod hooks;

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::otlp_in::OtlpTee;
+use crate::transport::config::HttpUrl;
 use crate::transport::http::{ClientError, gzip};
 use crate::transport::{Attempt, Headers, HttpClient, HttpOptions, RetryConfig, TlsConfig, with_retry};
 
@@ -94,13 +95,14 @@ pub enum TeeError {
 }
 
 /// Checks an upstream base URL: `http(s)://host[:port][/prefix]` without `/v1/...`.
-pub fn check_url(url: &str) -> Result<(), TeeError> {
+pub fn check_url(url: &str) -> Result<HttpUrl, TeeError> {
+    let bad = |reason: String| TeeError::BadUrl { url: url.to_owned(), reason };
+    let parsed = HttpUrl::parse(url).map_err(bad)?;
     let mut out = Vec::new();
-    crate::transport::config::check_otlp_base_url("otlp_in.tee", url, &mut out);
+    crate::transport::config::check_otlp_base_url("otlp_in.tee", &parsed, &mut out);
     match out.into_iter().next() {
-        Some((_, reason)) => Err(TeeError::BadUrl { url: url.to_owned(), reason }),
-        None if url.is_empty() => Err(TeeError::BadUrl { url: String::new(), reason: "empty".into() }),
-        None => Ok(()),
+        Some((_, reason)) => Err(bad(reason)),
+        None => Ok(parsed),
     }
 }
 
@@ -246,17 +248,15 @@ impl OtlpTee for HttpTee {
 /// it is empty. An unusable setting is logged and leaves the tee off (the receivers still run).
 /// Call it inside the runtime.
 pub fn from_config(cfg: &crate::config::Config, metrics: &Arc<Metrics>) -> Option<Arc<dyn OtlpTee>> {
-    if cfg.otlp_in.tee.is_empty() {
-        return None;
-    }
+    let tee = cfg.otlp_in.tee.as_ref()?;
     let opts = TeeOptions {
         headers: cfg.otlp_in.tee_headers.clone(),
         tls: cfg.otlp_in.tee_tls.clone(),
-        ..TeeOptions::new(cfg.otlp_in.tee.clone())
+        ..TeeOptions::new(tee.as_str().to_owned())
     };
     match HttpTee::start(opts, metrics.clone()) {
         Ok(t) => {
-            tracing::info!(upstream = %cfg.otlp_in.tee, "OTLP tee on.");
+            tracing::info!(upstream = %tee, "OTLP tee on.");
             Some(t)
         }
         Err(e) => {

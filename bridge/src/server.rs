@@ -137,8 +137,8 @@ fn otlp_overrides(cfg: &Config) -> std::collections::HashMap<String, aep_adapter
     cfg.otlp_in.profiles.iter().map(|(svc, v)| (svc.clone(), *v)).collect()
 }
 
-async fn bind(addr: &str, flag: &'static str) -> Result<TcpListener, ServeError> {
-    TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr: addr.to_owned(), flag, source })
+async fn bind(addr: SocketAddr, flag: &'static str) -> Result<TcpListener, ServeError> {
+    TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr: addr.to_string(), flag, source })
 }
 
 fn host_name(cfg: &Config) -> String {
@@ -158,10 +158,10 @@ pub fn map_context(cfg: &Config) -> MapContext {
         MapContext { capture: cfg.capture.max, attention_capture: cfg.capture.attention, ..MapContext::default() };
     cx.redact.pii = cfg.capture.pii;
     cx.redact.home =
-        if cfg.capture.home.is_empty() { std::env::var("HOME").ok() } else { Some(cfg.capture.home.clone()) };
+        if cfg.capture.home.is_empty() { cfg.env.var(crate::env::HOME) } else { Some(cfg.capture.home.clone()) };
     cx.redact.secret_names = cfg.capture.secret_names.clone();
     cx.redact.secret_values =
-        cfg.capture.secret_names.iter().filter_map(|n| std::env::var(n).ok()).filter(|v| v.len() >= 4).collect();
+        cfg.capture.secret_names.iter().filter_map(|n| cfg.env.var(n)).filter(|v| v.len() >= 4).collect();
     cx
 }
 
@@ -187,14 +187,14 @@ pub async fn serve(
     };
 
     // Bind first, so a port clash fails before anything else starts.
-    let http_listener = bind(&cfg.server.listen, "--listen").await?;
-    let grpc_listener = match cfg.server.otlp_grpc.as_str() {
-        "" => None,
-        a => Some(bind(a, "--otlp-grpc").await?),
+    let http_listener = bind(cfg.server.listen, "--listen").await?;
+    let grpc_listener = match cfg.server.otlp_grpc {
+        None => None,
+        Some(a) => Some(bind(a, "--otlp-grpc").await?),
     };
-    let otlp_http_listener = match cfg.server.otlp_http.as_str() {
-        "" => None,
-        a => Some(bind(a, "--otlp-http").await?),
+    let otlp_http_listener = match cfg.server.otlp_http {
+        None => None,
+        Some(a) => Some(bind(a, "--otlp-http").await?),
     };
 
     let metrics = Arc::new(Metrics::default());
@@ -231,10 +231,10 @@ pub async fn serve(
         builder = builder.tap(collector.clone());
     }
     let mut relay_tasks = Vec::new();
-    if !cfg.relay.url.is_empty() {
+    if let Some(relay_url) = &cfg.relay.url {
         let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
         let relay_token = if cfg.relay.token.is_empty() { token.clone() } else { Some(cfg.relay.token.clone()) };
-        let mut opts = relay::RelayOptions::new(&cfg.relay.url, relay_token);
+        let mut opts = relay::RelayOptions::new(relay_url.as_str(), relay_token);
         match crate::transport::tls::client_config(&cfg.relay.tls) {
             Ok(tls) => opts.tls = Some(tls),
             Err(e) => tracing::error!(error = %e, "relay.tls unusable; wss:// uses the built-in roots only."),
@@ -279,7 +279,7 @@ pub async fn serve(
     // Hold moments only when an answer can arrive: control needs an authenticated binding
     // (a token for the embedded collector, or an upstream relay). Otherwise every hook
     // answers at once and the agent's own dialog decides.
-    let can_answer = token.is_some() || !cfg.relay.url.is_empty();
+    let can_answer = token.is_some() || cfg.relay.url.is_some();
     hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
     let hooks = Arc::new(hooks.with_idle_close(Some(Duration::from_secs(cfg.hooks.idle_session_secs))));
     tokio::spawn(crate::hooks::run_idle_close(hooks.clone(), shutdown.clone()));

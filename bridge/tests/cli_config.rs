@@ -28,6 +28,21 @@ fn invalid_config_reports_every_problem_and_exits_64() {
     let out = bridge().args(["serve", "--max-capture", "everything", "--data-dir"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--max-capture"));
+    // Typed flags: every bad address or URL is named by its flag, all at once.
+    let out = bridge()
+        .args(["serve", "--listen", "nowhere", "--otlp-grpc", "4317", "--relay", "ftp://relay", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for says in [
+        "--listen: \"nowhere\" is not an address",
+        "--otlp-grpc: \"4317\"",
+        "--relay: \"ftp://relay\" must start with ws://",
+    ] {
+        assert!(err.contains(says), "{says} missing from:\n{err}");
+    }
 }
 
 #[test]

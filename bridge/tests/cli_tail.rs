@@ -159,7 +159,7 @@ async fn tail_reconnects_with_backoff_after_the_bridge_goes_away() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let dir2 = tempfile::tempdir().unwrap();
     let mut cfg = config(dir2.path());
-    cfg.server.listen = addr.to_string();
+    cfg.server.listen = addr;
     let b2 = start(cfg).await;
     // Post until the reconnected tail has seen enough (it resumes on its own schedule).
     let mut n = 0;

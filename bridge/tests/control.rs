@@ -361,7 +361,7 @@ async fn a_command_through_an_upstream_relay_reaches_the_held_hook() {
     let relay = start(rcfg).await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
-    cfg.relay.url = relay.url();
+    cfg.relay.url = Some(relay.url().parse().unwrap());
     cfg.relay.token = TOKEN.into();
     cfg.control.attention_timeout_secs = 30;
     let b = start(cfg).await;

@@ -59,7 +59,7 @@ fn session(agent: &str) -> Vec<Event> {
 
 fn otlp_cfg(endpoint: String, protocol: Protocol) -> ExportConfig {
     let mut cfg = ExportConfig::default();
-    cfg.otlp.endpoint = endpoint;
+    cfg.otlp.endpoint = Some(endpoint.parse().unwrap());
     cfg.otlp.protocol = protocol;
     cfg.otlp.batch_timeout_ms = 50;
     cfg.retry.initial_ms = 20;
@@ -480,7 +480,7 @@ async fn serve_exports_hook_events_as_otlp_logs() {
 async fn a_second_bridge_receives_the_logs_and_reports_partial_success() {
     let dir = tempfile::tempdir().unwrap();
     let mut peer_cfg = common::config(dir.path());
-    peer_cfg.server.otlp_grpc = "127.0.0.1:0".into();
+    peer_cfg.server.otlp_grpc = Some("127.0.0.1:0".parse().unwrap());
     let peer = common::start(peer_cfg).await;
     let grpc = peer.bound.otlp_grpc.expect("no gRPC listener");
     for (n, (endpoint, protocol)) in [
@@ -567,7 +567,7 @@ async fn throughput_into_rotel() {
 async fn a_collector_forwards_to_the_bridge() {
     let dir = tempfile::tempdir().unwrap();
     let mut peer_cfg = common::config(dir.path());
-    peer_cfg.server.otlp_grpc = "127.0.0.1:0".into();
+    peer_cfg.server.otlp_grpc = Some("127.0.0.1:0".parse().unwrap());
     let peer = common::start(peer_cfg).await;
     let grpc = peer.bound.otlp_grpc.expect("no gRPC listener");
     let upstream = format!("http://{grpc}");

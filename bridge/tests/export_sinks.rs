@@ -105,7 +105,7 @@ async fn cloudevents_structured_one_post_per_event_with_a_retry() {
     let addr = start_recorder(rec.clone()).await;
     let mut cfg = ExportConfig::default();
     fast_retry(&mut cfg);
-    cfg.cloudevents.endpoint = format!("http://{addr}/ce");
+    cfg.cloudevents.endpoint = Some(format!("http://{addr}/ce").parse().unwrap());
     let events = session("codex");
     let (stats, metrics) = export_all(&cfg, &events).await;
     let got = rec.got.lock().unwrap().clone();
@@ -127,7 +127,7 @@ async fn cloudevents_batch_mode_posts_arrays() {
     let addr = start_recorder(rec.clone()).await;
     let mut cfg = ExportConfig::default();
     fast_retry(&mut cfg);
-    cfg.cloudevents.endpoint = format!("http://{addr}/ce");
+    cfg.cloudevents.endpoint = Some(format!("http://{addr}/ce").parse().unwrap());
     cfg.cloudevents.mode = CeMode::Batch;
     cfg.cloudevents.batch_size = 4;
     cfg.cloudevents.batch_timeout_ms = 60_000;
@@ -156,7 +156,7 @@ async fn cloudevents_permanent_failure_is_counted_as_dropped() {
     let addr = start_recorder(rec.clone()).await;
     let mut cfg = ExportConfig::default();
     fast_retry(&mut cfg);
-    cfg.cloudevents.endpoint = format!("http://{addr}/ce");
+    cfg.cloudevents.endpoint = Some(format!("http://{addr}/ce").parse().unwrap());
     let (stats, metrics) = export_all(&cfg, &session("codex")[..2]).await;
     assert_eq!(rec.got.lock().unwrap().len(), 2, "400 is not retried");
     assert_eq!(stats[0].1.snapshot().1, 2);
@@ -174,7 +174,7 @@ async fn ocsf_to_a_jsonl_file_and_http() {
     let mut cfg = ExportConfig::default();
     fast_retry(&mut cfg);
     cfg.ocsf.file = file.display().to_string();
-    cfg.ocsf.endpoint = format!("http://{addr}/ocsf");
+    cfg.ocsf.endpoint = Some(format!("http://{addr}/ocsf").parse().unwrap());
     let events = session("codex");
     let (stats, _) = export_all(&cfg, &events).await;
     let lines: Vec<Value> =

@@ -297,7 +297,7 @@ async fn otlp_logs_and_spans_over_https_with_the_ca_from_config() {
     let pki = pki();
     let srv = https(&pki, ("authorization", TOKEN), false).await;
     let mut cfg = fast(ExportConfig::default());
-    cfg.otlp.endpoint = format!("https://localhost:{}", srv.addr.port());
+    cfg.otlp.endpoint = Some(format!("https://localhost:{}", srv.addr.port()).parse().unwrap());
     cfg.otlp.protocol = Protocol::HttpProtobuf;
     cfg.otlp.headers.insert("authorization".into(), TOKEN.into());
     cfg.otlp.tls = pki.tls();
@@ -329,7 +329,7 @@ async fn without_the_ca_https_export_fails_with_a_certificate_error() {
     assert!(msg.contains("certificate refused") && msg.contains("UnknownIssuer"), "{msg}");
     // The exporter: the batch fails at once (a refused certificate is not retried).
     let mut cfg = fast(ExportConfig::default());
-    cfg.otlp.endpoint = format!("https://127.0.0.1:{}", srv.addr.port());
+    cfg.otlp.endpoint = Some(format!("https://127.0.0.1:{}", srv.addr.port()).parse().unwrap());
     cfg.otlp.protocol = Protocol::HttpProtobuf;
     cfg.otlp.spans = false;
     cfg.otlp.headers.insert("authorization".into(), TOKEN.into());
@@ -350,7 +350,7 @@ async fn mtls_client_certificate_is_presented_when_configured() {
     let pki = pki();
     let srv = https(&pki, ("x-api-key", "k1"), true).await;
     let mut cfg = fast(ExportConfig::default());
-    cfg.otlp.endpoint = format!("https://127.0.0.1:{}", srv.addr.port());
+    cfg.otlp.endpoint = Some(format!("https://127.0.0.1:{}", srv.addr.port()).parse().unwrap());
     cfg.otlp.protocol = Protocol::HttpProtobuf;
     cfg.otlp.spans = false;
     cfg.otlp.headers.insert("x-api-key".into(), "k1".into());
@@ -372,7 +372,7 @@ async fn http_429_then_503_with_an_http_date_then_success_delivers_once() {
     let at = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(2));
     srv.rec.script.lock().unwrap().extend([(429, Some("0".to_owned())), (503, Some(at))]);
     let mut cfg = fast(ExportConfig::default());
-    cfg.otlp.endpoint = format!("https://127.0.0.1:{}", srv.addr.port());
+    cfg.otlp.endpoint = Some(format!("https://127.0.0.1:{}", srv.addr.port()).parse().unwrap());
     cfg.otlp.protocol = Protocol::HttpProtobuf;
     cfg.otlp.spans = false;
     cfg.otlp.headers.insert("authorization".into(), TOKEN.into());
@@ -396,7 +396,7 @@ async fn cloudevents_over_https_arrive_with_the_header() {
     let pki = pki();
     let srv = https(&pki, ("x-api-key", "ce-key"), false).await;
     let mut cfg = fast(ExportConfig::default());
-    cfg.cloudevents.endpoint = format!("https://localhost:{}/ce", srv.addr.port());
+    cfg.cloudevents.endpoint = Some(format!("https://localhost:{}/ce", srv.addr.port()).parse().unwrap());
     cfg.cloudevents.headers.insert("x-api-key".into(), "ce-key".into());
     cfg.cloudevents.tls = pki.tls();
     let events = session("codex");
@@ -476,7 +476,7 @@ async fn otlp_logs_and_spans_over_grpc_tls_with_metadata() {
         .serve_with_incoming(tonic::transport::server::TcpIncoming::from(l));
     tokio::spawn(server);
     let mut cfg = fast(ExportConfig::default());
-    cfg.otlp.endpoint = format!("https://localhost:{}", addr.port());
+    cfg.otlp.endpoint = Some(format!("https://localhost:{}", addr.port()).parse().unwrap());
     cfg.otlp.protocol = Protocol::Grpc;
     cfg.otlp.headers.insert("authorization".into(), TOKEN.into());
     cfg.otlp.tls = pki.tls();
@@ -629,9 +629,10 @@ async fn otel_env_variables_configure_the_exporter_and_the_file_wins() {
         ("OTEL_EXPORTER_OTLP_CERTIFICATE", pki.ca_file.clone()),
         ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", format!("https://localhost:{}/v1/traces", env_srv.addr.port())),
     ];
-    let lookup = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone());
-    let cfg = Config::from_toml_with_env("[export.otlp]\nbatch_timeout_ms = 50\n", lookup).unwrap();
-    assert!(Config::from_toml("").unwrap().export.otlp.endpoint.is_empty(), "no env without the closure");
+    let pairs: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let env = aep_bridge::env::Env::from_pairs(&pairs);
+    let cfg = Config::from_toml_with_env("[export.otlp]\nbatch_timeout_ms = 50\n", &env).unwrap();
+    assert!(Config::from_toml("").unwrap().export.otlp.endpoint.is_none(), "from_toml reads no OTEL_* variable");
     let stats = export_all(&cfg.export, &session("codex")).await;
     assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
     assert_eq!(stat(&stats, "otlp_spans"), (3, 0, 0, 0));
@@ -642,7 +643,7 @@ async fn otel_env_variables_configure_the_exporter_and_the_file_wins() {
     // The file names another endpoint (and the per-signal traces variable is shadowed by it).
     let file =
         format!("[export.otlp]\nendpoint = \"https://127.0.0.1:{}\"\nbatch_timeout_ms = 50\n", file_srv.addr.port());
-    let cfg = Config::from_toml_with_env(&file, lookup).unwrap();
+    let cfg = Config::from_toml_with_env(&file, &env).unwrap();
     let before = env_srv.rec.got.lock().unwrap().len();
     let stats = export_all(&cfg.export, &session("codex")).await;
     assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
@@ -653,8 +654,8 @@ async fn otel_env_variables_configure_the_exporter_and_the_file_wins() {
     assert!(got.iter().any(|g| g.path == "/v1/traces"));
 
     // A bad value is a config problem named by its variable.
-    let err =
-        Config::from_toml_with_env("", |k| (k == "OTEL_EXPORTER_OTLP_PROTOCOL").then(|| "udp".into())).unwrap_err();
+    let udp = aep_bridge::env::Env::from_pairs(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "udp")]);
+    let err = Config::from_toml_with_env("", &udp).unwrap_err();
     assert!(err.to_string().contains("OTEL_EXPORTER_OTLP_PROTOCOL"), "{err}");
 }
 
@@ -708,7 +709,7 @@ async fn serve_relays_hook_events_over_wss_with_relay_tls_from_config() {
     let (addr, peer) = wss_relay(&pki).await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = common::config(dir.path());
-    cfg.relay.url = format!("wss://localhost:{}", addr.port());
+    cfg.relay.url = Some(format!("wss://localhost:{}", addr.port()).parse().unwrap());
     cfg.relay.token = "s3cret".into();
     cfg.relay.tls = pki.tls();
     let bridge = common::start(cfg).await;

@@ -188,9 +188,9 @@ fn random_bodies_and_frames_over_the_sockets() {
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let mut cfg = aep_bridge::config::Config::default();
-        cfg.server.listen = "127.0.0.1:0".into();
-        cfg.server.otlp_grpc = String::new();
-        cfg.server.otlp_http = String::new();
+        cfg.server.listen = "127.0.0.1:0".parse().unwrap();
+        cfg.server.otlp_grpc = None;
+        cfg.server.otlp_http = None;
         cfg.server.data_dir = dir.path().display().to_string();
         let stop = tokio_util::sync::CancellationToken::new();
         let (tx, rx) = tokio::sync::oneshot::channel();

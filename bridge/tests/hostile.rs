@@ -120,8 +120,8 @@ async fn the_token_covers_otlp_over_http_on_both_ports_and_grpc() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
     cfg.server.token = "s3cret-token".into();
-    cfg.server.otlp_http = "127.0.0.1:0".into();
-    cfg.server.otlp_grpc = "127.0.0.1:0".into();
+    cfg.server.otlp_http = Some("127.0.0.1:0".parse().unwrap());
+    cfg.server.otlp_grpc = Some("127.0.0.1:0".parse().unwrap());
     let bridge = start(cfg).await;
     let body = codex_export("tok-sess", 2, 0).encode_to_vec();
     let pb = ("content-type", "application/x-protobuf".to_owned());

@@ -106,7 +106,7 @@ fn check_log(lines: &[String], path: &Path, agent: &str, session: &str, types: &
 
 fn grpc_config(data: &Path) -> aep_bridge::config::Config {
     let mut cfg = config(data);
-    cfg.server.otlp_grpc = "127.0.0.1:0".into();
+    cfg.server.otlp_grpc = Some("127.0.0.1:0".parse().unwrap());
     cfg
 }
 
@@ -342,7 +342,7 @@ async fn tee_forwards_every_request_to_a_second_bridge() {
     let upstream = start(config(up_dir.path())).await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
-    cfg.otlp_in.tee = upstream.url();
+    cfg.otlp_in.tee = Some(upstream.url().parse().unwrap());
     let bridge = start(cfg).await;
     let url = format!("{}/v1/logs", bridge.url());
 
@@ -490,7 +490,7 @@ async fn agent_to_rotel_collector_to_bridge_and_tee_to_rotel() {
 
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = grpc_config(dir.path());
-    cfg.otlp_in.tee = format!("http://127.0.0.1:{sink_http}");
+    cfg.otlp_in.tee = Some(format!("http://127.0.0.1:{sink_http}").parse().unwrap());
     let bridge = start(cfg).await;
     let bridge_grpc = bridge.bound.otlp_grpc.unwrap();
 
@@ -561,7 +561,7 @@ async fn tee_throughput() {
     let upstream = start(config(up_dir.path())).await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
-    cfg.otlp_in.tee = upstream.url();
+    cfg.otlp_in.tee = Some(upstream.url().parse().unwrap());
     let bridge = start(cfg).await;
     let (senders, requests, per) = (4usize, 50usize, 100usize);
     let t0 = Instant::now();

@@ -18,7 +18,7 @@ async fn hooks_reach_jsonl_and_the_relay_in_order() {
     let relay = start(config(relay_dir.path())).await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
-    cfg.relay.url = relay.url();
+    cfg.relay.url = Some(relay.url().parse().unwrap());
     let bridge = start(cfg).await;
 
     for p in codex_session("s-relay") {
@@ -48,7 +48,7 @@ async fn relay_down_at_start_then_up_then_dies_then_back() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
-    cfg.relay.url = format!("http://127.0.0.1:{port}");
+    cfg.relay.url = Some(format!("http://127.0.0.1:{port}").parse().unwrap());
     let bridge = start(cfg).await;
     let session = codex_session("s-late");
     for p in &session[..3] {
@@ -59,7 +59,7 @@ async fn relay_down_at_start_then_up_then_dies_then_back() {
 
     let relay_dir = tempfile::tempdir().unwrap();
     let mut rcfg = config(relay_dir.path());
-    rcfg.server.listen = format!("127.0.0.1:{port}");
+    rcfg.server.listen = format!("127.0.0.1:{port}").parse().unwrap();
     let relay = start(rcfg).await;
     let got = wait_lines(&relay_dir.path().join("logs/codex/s-late.jsonl"), 3).await;
     let seqs: Vec<u64> = parse(&got).iter().map(|e| e["seq"].as_u64().unwrap()).collect();
@@ -72,7 +72,7 @@ async fn relay_down_at_start_then_up_then_dies_then_back() {
     }
     let relay_dir2 = tempfile::tempdir().unwrap();
     let mut rcfg2 = config(relay_dir2.path());
-    rcfg2.server.listen = format!("127.0.0.1:{port}");
+    rcfg2.server.listen = format!("127.0.0.1:{port}").parse().unwrap();
     let relay2 = start(rcfg2).await;
     let got2 = wait_lines(&relay_dir2.path().join("logs/codex/s-late.jsonl"), 2).await;
     let seqs2: Vec<u64> = parse(&got2).iter().map(|e| e["seq"].as_u64().unwrap()).collect();
@@ -171,7 +171,7 @@ async fn a_port_in_use_names_the_flag() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(dir.path());
-    cfg.server.listen = taken.local_addr().unwrap().to_string();
+    cfg.server.listen = taken.local_addr().unwrap();
     let err = aep_bridge::server::serve(cfg, tokio_util::sync::CancellationToken::new(), |_, _| {}).await.unwrap_err();
     assert!(err.to_string().contains("--listen"), "{err}");
 }

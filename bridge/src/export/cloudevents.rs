@@ -16,13 +16,14 @@ use super::config::{CeMode, CloudEventsConfig, RetryConfig};
 use super::{Stats, count_dropped, next_batch};
 use crate::metrics::Metrics;
 use crate::pipeline::Stamped;
+use crate::transport::config::HttpUrl;
 use crate::transport::{HttpClient, with_retry};
 
 const SINK: &str = "cloudevents";
 
 struct Sender {
     client: HttpClient,
-    endpoint: String,
+    endpoint: HttpUrl,
     policy: RetryConfig,
     metrics: Arc<Metrics>,
     stats: Arc<Stats>,
@@ -33,7 +34,7 @@ impl Sender {
     /// POSTs one body with retries and accounts for it.
     async fn deliver(&self, content_type: &str, body: Bytes, events: &[Arc<Stamped>]) {
         let d = with_retry(&self.policy, &self.shutdown, || {
-            self.client.attempt(&self.endpoint, content_type, body.clone(), false)
+            self.client.attempt(self.endpoint.as_str(), content_type, body.clone(), false)
         })
         .await;
         self.stats.add_retries(d.retries);
@@ -56,6 +57,7 @@ impl Sender {
 pub(crate) async fn run(
     mut rx: mpsc::Receiver<Arc<Stamped>>,
     cfg: CloudEventsConfig,
+    endpoint: HttpUrl,
     client: HttpClient,
     policy: RetryConfig,
     metrics: Arc<Metrics>,
@@ -63,7 +65,7 @@ pub(crate) async fn run(
     shutdown: CancellationToken,
 ) {
     let metrics2 = metrics.clone();
-    let tx = Sender { client, endpoint: cfg.endpoint.clone(), policy, metrics: metrics2, stats, shutdown };
+    let tx = Sender { client, endpoint, policy, metrics: metrics2, stats, shutdown };
     let linger = match cfg.mode {
         CeMode::Batch => Duration::from_millis(cfg.batch_timeout_ms),
         CeMode::Structured => Duration::ZERO,

@@ -4,7 +4,7 @@ use aep_schemas::Capture;
 use serde::Deserialize;
 
 pub use crate::transport::RetryConfig;
-use crate::transport::config::{Headers, TlsConfig, check_headers, check_http_url};
+use crate::transport::config::{Headers, HttpUrl, TlsConfig, check_headers, off_if_empty};
 
 /// `[export]`: which exporters run. Each is off until it has an endpoint (or a file).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -52,7 +52,8 @@ pub enum Compression {
 pub struct OtlpConfig {
     /// Base URL of the OTLP peer (`http://127.0.0.1:4317` for gRPC, `http://127.0.0.1:4318`
     /// for HTTP, where `/v1/logs` and `/v1/traces` are appended); `""` = off.
-    pub endpoint: String,
+    #[serde(deserialize_with = "off_if_empty")]
+    pub endpoint: Option<HttpUrl>,
     /// `grpc`, `http/protobuf` or `http/json`.
     pub protocol: Protocol,
     /// Export every Event as an OTLP LogRecord (AEP-0005 §3).
@@ -99,7 +100,8 @@ pub struct SignalsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct SignalConfig {
     /// The full URL of this signal, used as-is (no `/v1/...` appended); `""` = inherit.
-    pub endpoint: String,
+    #[serde(deserialize_with = "off_if_empty")]
+    pub endpoint: Option<HttpUrl>,
     /// Protocol of this signal.
     pub protocol: Option<Protocol>,
     /// Headers of this signal (replace, not merge, the section's).
@@ -156,14 +158,11 @@ impl OtlpConfig {
             Signal::Traces => (self.spans, &self.signals.traces),
         };
         let protocol = o.protocol.unwrap_or(self.protocol);
-        let url = if !o.endpoint.is_empty() {
-            o.endpoint.clone()
-        } else if self.endpoint.is_empty() {
-            return None;
-        } else if protocol == Protocol::Grpc {
-            self.endpoint.clone()
-        } else {
-            format!("{}{}", self.endpoint.trim_end_matches('/'), signal.path())
+        let url = match (&o.endpoint, &self.endpoint) {
+            (Some(own), _) => own.as_str().to_owned(),
+            (None, None) => return None,
+            (None, Some(base)) if protocol == Protocol::Grpc => base.as_str().to_owned(),
+            (None, Some(base)) => format!("{}{}", base.as_str().trim_end_matches('/'), signal.path()),
         };
         on.then(|| SignalSettings {
             url,
@@ -179,7 +178,7 @@ impl OtlpConfig {
 impl Default for OtlpConfig {
     fn default() -> Self {
         Self {
-            endpoint: String::new(),
+            endpoint: None,
             protocol: Protocol::Grpc,
             logs: true,
             spans: true,
@@ -214,7 +213,8 @@ pub enum CeMode {
 #[serde(deny_unknown_fields, default)]
 pub struct CloudEventsConfig {
     /// URL every CloudEvent is POSTed to; `""` = off.
-    pub endpoint: String,
+    #[serde(deserialize_with = "off_if_empty")]
+    pub endpoint: Option<HttpUrl>,
     /// `[export.cloudevents.tls]`: extra CA bundle and client certificate for `https://`.
     pub tls: TlsConfig,
     /// `structured` or `batch`.
@@ -234,7 +234,7 @@ pub struct CloudEventsConfig {
 impl Default for CloudEventsConfig {
     fn default() -> Self {
         Self {
-            endpoint: String::new(),
+            endpoint: None,
             tls: TlsConfig::default(),
             mode: CeMode::Structured,
             max_capture: Capture::Metadata,
@@ -253,7 +253,8 @@ pub struct OcsfConfig {
     /// JSONL file the OCSF records are appended to; `""` = none.
     pub file: String,
     /// URL a JSON array of OCSF records is POSTed to per batch; `""` = none.
-    pub endpoint: String,
+    #[serde(deserialize_with = "off_if_empty")]
+    pub endpoint: Option<HttpUrl>,
     /// `[export.ocsf.tls]`: extra CA bundle and client certificate for `https://`.
     pub tls: TlsConfig,
     /// Capture ceiling of projected payloads (AEP-0005 §4.6); default `metadata`.
@@ -272,7 +273,7 @@ impl Default for OcsfConfig {
     fn default() -> Self {
         Self {
             file: String::new(),
-            endpoint: String::new(),
+            endpoint: None,
             tls: TlsConfig::default(),
             max_capture: Capture::Metadata,
             headers: Headers::new(),
@@ -287,9 +288,6 @@ impl ExportConfig {
     /// Problems in this section, as `(key, message)`.
     pub fn check(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        check_http_url("otlp.endpoint", &self.otlp.endpoint, &mut out);
-        check_http_url("cloudevents.endpoint", &self.cloudevents.endpoint, &mut out);
-        check_http_url("ocsf.endpoint", &self.ocsf.endpoint, &mut out);
         check_headers("otlp.headers", &self.otlp.headers, &mut out);
         let signal_headers = [&self.otlp.signals.logs.headers, &self.otlp.signals.traces.headers];
         for h in std::iter::once(&self.otlp.headers).chain(signal_headers.into_iter().flatten()) {
@@ -327,7 +325,6 @@ impl ExportConfig {
         for (key, sig) in
             [("otlp.signals.logs", &self.otlp.signals.logs), ("otlp.signals.traces", &self.otlp.signals.traces)]
         {
-            check_http_url(&format!("{key}.endpoint"), &sig.endpoint, &mut out);
             if let Some(h) = &sig.headers {
                 check_headers(&format!("{key}.headers"), h, &mut out);
             }
@@ -350,7 +347,7 @@ mod tests {
             compression = "none"
             headers = { authorization = "Bearer x", "x-trace-bin" = "AAA" }
             [cloudevents]
-            endpoint = "ftp://x"
+            endpoint = "https://ce.example/ingest"
             mode = "batch"
             [retry]
             multiplier = 0.5
@@ -361,7 +358,9 @@ mod tests {
         assert_eq!(cfg.otlp.compression, Compression::None);
         assert_eq!(cfg.cloudevents.mode, CeMode::Batch);
         let keys: Vec<String> = cfg.check().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(keys, ["cloudevents.endpoint", "otlp.headers", "retry.multiplier"]);
+        assert_eq!(keys, ["otlp.headers", "retry.multiplier"]);
+        let bad = toml::from_str::<ExportConfig>("[cloudevents]\nendpoint = \"ftp://x\"").unwrap_err();
+        assert!(bad.message().contains("must start with http://, https://"), "{bad}");
         assert!(toml::from_str::<ExportConfig>("[otlp]\nprotocol = \"udp\"").is_err());
         assert!(toml::from_str::<ExportConfig>("[otlp]\nendpont = \"x\"").is_err());
     }

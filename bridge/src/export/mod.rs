@@ -191,13 +191,14 @@ pub fn start(
         ex.tasks.push(task);
     }
     let c = &cfg.cloudevents;
-    if !c.endpoint.is_empty()
+    if let Some(endpoint) = &c.endpoint
         && let Some(client) = http_client("cloudevents", c.timeout_ms, &c.headers, &c.tls)
     {
         let (rx, stats) = add("cloudevents", &mut ex);
         ex.tasks.push(tokio::spawn(cloudevents::run(
             rx,
             c.clone(),
+            endpoint.clone(),
             client,
             cfg.retry.clone(),
             metrics.clone(),
@@ -206,10 +207,13 @@ pub fn start(
         )));
     }
     let c = &cfg.ocsf;
-    if !c.endpoint.is_empty() || !c.file.is_empty() {
+    if c.endpoint.is_some() || !c.file.is_empty() {
         // The file alone needs no client; an unusable client with an endpoint stops the sink.
-        let client = if c.endpoint.is_empty() { None } else { http_client("ocsf", c.timeout_ms, &c.headers, &c.tls) };
-        if c.endpoint.is_empty() || client.is_some() {
+        let client = c
+            .endpoint
+            .as_ref()
+            .and_then(|e| http_client("ocsf", c.timeout_ms, &c.headers, &c.tls).map(|client| (client, e.clone())));
+        if c.endpoint.is_none() || client.is_some() {
             let (rx, stats) = add("ocsf", &mut ex);
             ex.tasks.push(tokio::spawn(ocsf::run(rx, c.clone(), client, cfg.retry.clone(), metrics, stats, shutdown)));
         }

@@ -14,6 +14,7 @@ use super::config::{OcsfConfig, RetryConfig};
 use super::{Stats, count_dropped, next_batch};
 use crate::metrics::Metrics;
 use crate::pipeline::Stamped;
+use crate::transport::config::HttpUrl;
 use crate::transport::{HttpClient, with_retry};
 
 const SINK: &str = "ocsf";
@@ -38,7 +39,7 @@ async fn append(path: String, lines: Vec<u8>) -> std::io::Result<()> {
 pub(crate) async fn run(
     mut rx: mpsc::Receiver<Arc<Stamped>>,
     cfg: OcsfConfig,
-    client: Option<HttpClient>,
+    client: Option<(HttpClient, HttpUrl)>,
     policy: RetryConfig,
     metrics: Arc<Metrics>,
     stats: Arc<Stats>,
@@ -64,10 +65,10 @@ pub(crate) async fn run(
                 tracing::error!(sink = SINK, path = %cfg.file, error = %e, "OCSF file write failed.");
             }
         }
-        if let Some(client) = client.as_ref().filter(|_| !records.is_empty()) {
+        if let Some((client, endpoint)) = client.as_ref().filter(|_| !records.is_empty()) {
             let body = Bytes::from(serde_json::to_vec(&records).unwrap_or_default());
             let d = with_retry(&policy, &shutdown, || {
-                client.attempt(&cfg.endpoint, "application/json", body.clone(), false)
+                client.attempt(endpoint.as_str(), "application/json", body.clone(), false)
             })
             .await;
             stats.add_retries(d.retries);

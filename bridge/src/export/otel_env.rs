@@ -11,6 +11,7 @@
 //!   in the file also shadows the per-signal variables of that key.
 
 use super::config::{Compression, OtlpConfig, Protocol, SignalConfig};
+use crate::transport::config::HttpUrl;
 use crate::transport::{Headers, TlsConfig};
 
 /// `OTEL_EXPORTER_OTLP_ENDPOINT`: base URL of every signal.
@@ -34,7 +35,7 @@ pub const OTEL_EXPORTER_OTLP_CLIENT_KEY: &str = "OTEL_EXPORTER_OTLP_CLIENT_KEY";
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SignalEnv {
     /// `*_ENDPOINT`.
-    pub endpoint: Option<String>,
+    pub endpoint: Option<HttpUrl>,
     /// `*_HEADERS`, decoded.
     pub headers: Option<Headers>,
     /// `*_PROTOCOL`.
@@ -59,7 +60,13 @@ impl SignalEnv {
             let v = v.trim().to_owned();
             (!v.is_empty()).then_some((name, v))
         };
-        let mut out = SignalEnv { endpoint: get("ENDPOINT").map(|(_, v)| v), ..SignalEnv::default() };
+        let mut out = SignalEnv::default();
+        if let Some((name, v)) = get("ENDPOINT") {
+            match HttpUrl::parse(&v) {
+                Ok(u) => out.endpoint = Some(u),
+                Err(e) => problems.push((name, e)),
+            }
+        }
         if let Some((name, v)) = get("HEADERS") {
             match parse_headers(&v) {
                 Ok(h) => out.headers = Some(h),
@@ -145,7 +152,7 @@ impl OtelEnv {
         let g = &self.generic;
         let set = |key: &str| !has(written, &[key]);
         if let Some(v) = g.endpoint.as_ref().filter(|_| set("endpoint")) {
-            cfg.endpoint = v.clone();
+            cfg.endpoint = Some(v.clone());
         }
         if let Some(v) = g.headers.as_ref().filter(|_| set("headers")) {
             cfg.headers = v.clone();
@@ -181,7 +188,7 @@ fn apply_signal(
     tls_written: impl Fn(&str) -> bool,
 ) {
     if let Some(v) = env.endpoint.as_ref().filter(|_| free("endpoint")) {
-        sig.endpoint = v.clone();
+        sig.endpoint = Some(v.clone());
     }
     if let Some(v) = env.headers.as_ref().filter(|_| free("headers")) {
         sig.headers = Some(v.clone());
@@ -287,15 +294,24 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "https://logs.example/ingest"),
             ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "udp"),
             ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "soon"),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector:4318"),
         ]);
-        assert_eq!(e.generic.endpoint.as_deref(), Some("https://collector:4318"));
+        assert_eq!(e.generic.endpoint.as_ref().map(HttpUrl::as_str), Some("https://collector:4318"));
         assert_eq!(e.generic.protocol, Some(Protocol::HttpProtobuf));
         assert_eq!(e.generic.compression, Some(Compression::None));
         assert_eq!(e.generic.timeout_ms, Some(2500));
         assert_eq!(e.generic.client_key.as_deref(), Some("/etc/k.pem"));
-        assert_eq!(e.logs.endpoint.as_deref(), Some("https://logs.example/ingest"));
+        assert_eq!(e.logs.endpoint.as_ref().map(HttpUrl::as_str), Some("https://logs.example/ingest"));
         let vars: Vec<&str> = problems.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(vars, ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"]);
+        assert_eq!(
+            vars,
+            [
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
+            ]
+        );
+        assert!(e.traces.endpoint.is_none(), "a bad endpoint is ignored");
         assert!(env(&[]).0.is_empty());
     }
 
@@ -353,12 +369,12 @@ mod tests {
         );
         let mut cfg: OtlpConfig = file.clone().try_into().unwrap();
         e.apply(&mut cfg, Some(&file));
-        assert_eq!(cfg.endpoint, "http://from-file:4318");
+        assert_eq!(cfg.endpoint.as_ref().map(HttpUrl::as_str), Some("http://from-file:4318"));
         assert_eq!(cfg.protocol, Protocol::HttpProtobuf);
         assert_eq!(cfg.timeout_ms, 123, "not in the file: the environment applies");
         assert_eq!(cfg.tls.ca_file, "/file/ca.pem");
         // The file's generic endpoint and compression shadow the per-signal variables too.
-        assert_eq!(cfg.signals.logs.endpoint, "");
+        assert_eq!(cfg.signals.logs.endpoint, None);
         assert_eq!(cfg.signals.traces.compression, None);
         assert_eq!(cfg.signals.traces.timeout_ms, Some(456));
         let traces = cfg.for_signal(crate::export::Signal::Traces).unwrap();

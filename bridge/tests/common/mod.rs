@@ -38,9 +38,9 @@ impl Running {
 /// A config on loopback with ephemeral ports and the given data dir.
 pub fn config(data: &Path) -> Config {
     let mut cfg = Config::default();
-    cfg.server.listen = "127.0.0.1:0".into();
-    cfg.server.otlp_grpc = String::new();
-    cfg.server.otlp_http = String::new();
+    cfg.server.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.server.otlp_grpc = None;
+    cfg.server.otlp_http = None;
     cfg.server.data_dir = data.display().to_string();
     cfg.server.host = "test-host".into();
     cfg.server.shutdown_grace_ms = 3000;

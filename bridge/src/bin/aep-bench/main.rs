@@ -185,9 +185,9 @@ pub(crate) fn line(label: &str, value: &str, note: &str) {
 /// A bridge config on loopback (ephemeral port, no extra listeners) over `data`.
 pub(crate) fn bench_config(data: &Path) -> Config {
     let mut cfg = Config::default();
-    cfg.server.listen = "127.0.0.1:0".into();
-    cfg.server.otlp_grpc = String::new();
-    cfg.server.otlp_http = String::new();
+    cfg.server.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    cfg.server.otlp_grpc = None;
+    cfg.server.otlp_http = None;
     cfg.server.data_dir = data.display().to_string();
     cfg.server.host = "bench-host".into();
     // Figures are taken before shutdown; a short grace keeps a bench run short.

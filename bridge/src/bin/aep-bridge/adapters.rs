@@ -119,7 +119,7 @@ fn is_executable(p: &Path) -> bool {
 }
 
 fn list(args: &AdaptersArgs) -> i32 {
-    let dir = args.dir.clone().unwrap_or_else(default_dir);
+    let dir = args.dir.clone().unwrap_or_else(|| default_dir(&aep_bridge::env::Env::process()));
     let mut all = builtin();
     let (custom, bad) = load_custom(&dir);
     for (f, c) in custom {
@@ -185,7 +185,7 @@ fn synthetic_payload(session: &str) -> Value {
 
 fn verify(ep: &Endpoint, vendor: &str, timeout: Duration, shim: Option<String>) -> i32 {
     let known = aep_adapters::vendors::by_vendor(vendor).is_some()
-        || load_custom(&default_dir()).0.iter().any(|(_, m)| m.id == vendor);
+        || load_custom(&default_dir(&aep_bridge::env::Env::process())).0.iter().any(|(_, m)| m.id == vendor);
     if !known {
         eprintln!("aep-bridge adapters verify: unknown vendor {vendor:?}");
         return 2;

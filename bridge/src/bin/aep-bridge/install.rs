@@ -66,7 +66,7 @@ pub enum Plan {
 }
 
 fn env_dir(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+    aep_bridge::env::Env::process().var(name).map(PathBuf::from)
 }
 
 /// The install plan of `vendor` at `scope`, from the vendor's own folder; `None` for a

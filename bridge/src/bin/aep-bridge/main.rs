@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use aep_bridge::config::Config;
+use aep_bridge::transport::config::parse_off_if_empty;
 
 /// Exit code for an invalid configuration or usage (EX_USAGE).
 pub const EXIT_CONFIG: i32 = 64;
@@ -130,19 +131,28 @@ impl ServeArgs {
             })?,
             None => String::new(),
         };
-        let mut cfg = Config::from_toml_with_env(&text, |k| std::env::var(k).ok())?;
+        let env = aep_bridge::env::Env::process();
+        let mut cfg = Config::from_toml_with_env(&text, &env)?;
         let mut problems = Vec::new();
         if let Some(v) = &self.data_dir {
             cfg.server.data_dir = v.clone();
         }
+        let mut flag = |key: &str, r: Result<(), String>| {
+            if let Err(message) = r {
+                problems.push(ConfigProblem { key: key.into(), message });
+            }
+        };
         if let Some(v) = &self.listen {
-            cfg.server.listen = v.clone();
+            flag("--listen", aep_bridge::config::parse_listen(v).map(|a| cfg.server.listen = a));
         }
         if let Some(v) = &self.otlp_grpc {
-            cfg.server.otlp_grpc = v.clone();
+            flag("--otlp-grpc", aep_bridge::config::parse_optional_listen(v).map(|a| cfg.server.otlp_grpc = a));
         }
         if let Some(v) = &self.otlp_http {
-            cfg.server.otlp_http = v.clone();
+            flag("--otlp-http", aep_bridge::config::parse_optional_listen(v).map(|a| cfg.server.otlp_http = a));
+        }
+        if let Some(v) = &self.relay {
+            flag("--relay", parse_off_if_empty(v).map(|u| cfg.relay.url = u));
         }
         if let Some(v) = &self.token {
             cfg.server.token = v.clone();
@@ -153,13 +163,10 @@ impl ServeArgs {
                     .push(ConfigProblem { key: "--token-file".into(), message: format!("{}: {e}", path.display()) }),
             }
         } else if cfg.server.token.is_empty()
-            && let Ok(v) = std::env::var("AEP_TOKEN")
+            && let Some(v) = env.var(aep_bridge::env::AEP_TOKEN)
         {
             // The variable the shim, `tail` and `respond` read: one export serves them all.
             cfg.server.token = v.trim().to_owned();
-        }
-        if let Some(v) = &self.relay {
-            cfg.relay.url = v.clone();
         }
         if let Some(v) = &self.max_capture {
             match v.parse() {

@@ -420,9 +420,7 @@ pub fn run(args: TimelineArgs) -> i32 {
         (Some(f), _) => vec![f.clone()],
         (None, Some(_)) => Vec::new(),
         (None, None) => {
-            let data = args.data_dir.clone().unwrap_or_else(|| {
-                std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".")).join(".aep")
-            });
+            let data = args.data_dir.clone().unwrap_or_else(|| aep_bridge::env::Env::process().data_dir());
             find_logs(&data, &args.session)
         }
     };
