@@ -463,11 +463,11 @@ mod tests {
     }
 
     impl crate::pipeline::Tap for Answerer {
-        fn admit(&self, ev: &Arc<crate::pipeline::Stamped>) {
+        fn admit(&self, ev: &Arc<crate::pipeline::Stamped>) -> u64 {
             let ev = &ev.event;
-            let Some((control, commands)) = self.control.get() else { return };
+            let Some((control, commands)) = self.control.get() else { return 0 };
             if ev.r#type != "attention.requested" {
-                return;
+                return 0;
             }
             let session = ev.session.clone().unwrap_or_default();
             self.seen.lock().unwrap().push((control.is_waiting(&ev.id), commands.owns(&session)));
@@ -484,6 +484,7 @@ mod tests {
                 ..Default::default()
             };
             commands.send(cmd).unwrap();
+            0
         }
     }
 
@@ -563,8 +564,9 @@ mod tests {
     struct Seen(Mutex<Vec<aep_schemas::Event>>);
 
     impl crate::pipeline::Tap for Seen {
-        fn admit(&self, ev: &Arc<crate::pipeline::Stamped>) {
+        fn admit(&self, ev: &Arc<crate::pipeline::Stamped>) -> u64 {
             self.0.lock().unwrap().push(ev.event.clone());
+            0
         }
     }
 

@@ -69,8 +69,14 @@ const SCRATCH_KEEP: usize = 256 * 1024;
 
 /// A synchronous consumer called inline for every event, in order (the embedded collector).
 pub trait Tap: Send + Sync {
-    /// Sees one event. Must not block.
-    fn admit(&self, ev: &Arc<Stamped>);
+    /// Sees one event. Must not block. Returns how many deliveries of `ev` it dropped: the
+    /// pipeline records them as `dropped{sink = Tap::sink()}` once its lock is released.
+    fn admit(&self, ev: &Arc<Stamped>) -> u64;
+
+    /// The `sink` label of this tap's drops.
+    fn sink(&self) -> &'static str {
+        "subscriber"
+    }
 }
 
 /// A sink's queue as the pipeline sees it.
@@ -171,9 +177,13 @@ struct Drops(Vec<((&'static str, Severity), u64)>);
 
 impl Drops {
     fn note(&mut self, sink: &'static str, sev: Severity) {
+        self.note_n(sink, sev, 1);
+    }
+
+    fn note_n(&mut self, sink: &'static str, sev: Severity, n: u64) {
         match self.0.iter_mut().find(|(k, _)| *k == (sink, sev)) {
-            Some((_, n)) => *n += 1,
-            None => self.0.push(((sink, sev), 1)),
+            Some((_, c)) => *c += n,
+            None => self.0.push(((sink, sev), n)),
         }
     }
 
@@ -408,7 +418,10 @@ impl Pipeline {
     /// through the `closed` flag, checked for every event.
     async fn fan_out_to(&self, sinks: &[SinkTx], s: &Arc<Stamped>, drops: &mut Drops) -> Result<(), SubmitError> {
         for t in &self.inner.taps {
-            t.admit(s);
+            let shed = t.admit(s);
+            if shed > 0 {
+                drops.note_n(t.sink(), s.event.severity(), shed);
+            }
         }
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(SubmitError::Closed);

@@ -1103,6 +1103,18 @@ async fn slow_sse_consumer_loses_info_but_is_disconnected_on_notice() {
     assert!(!s.ended, "info overflow does not end the stream");
     let got = seqs(&s.messages());
     assert!((got.len() as u64) < N, "some info events were dropped");
+    // Every delivery shed is counted, exactly, and recorded by the pipeline after its lock.
+    let (status, text) = get_text(format!("{}/metrics", b.url()), vec![]).await;
+    assert_eq!(status, 200);
+    let dropped = |sev: &str| -> u64 {
+        let want = format!("severity=\"{sev}\",sink=\"subscriber\"");
+        text.lines()
+            .filter(|l| l.starts_with("aep_bridge_events_dropped_total{") && l.contains(&want))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    assert_eq!(dropped("info") + got.len() as u64, N, "delivered + counted drops = sent\n{text}");
+    assert_eq!(dropped("notice"), 1, "one notice drop, then the consumer was disconnected");
     let tail = ev("progress.status", "bp-i", N, None);
     assert_eq!(post_one(&b.url(), &tail).await.0, 202);
     s.until(WAIT, |r| r.contains(&line(&tail))).await;

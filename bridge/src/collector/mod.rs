@@ -474,8 +474,8 @@ fn down(ev: &Arc<Stamped>, ceiling: Option<Capture>) -> Arc<Stamped> {
 }
 
 impl Tap for Collector {
-    fn admit(&self, ev: &Arc<Stamped>) {
-        let Ok(mut st) = self.state.lock() else { return };
+    fn admit(&self, ev: &Arc<Stamped>) -> u64 {
+        let Ok(mut st) = self.state.lock() else { return 0 };
         // AEP-0003 §5: buffer sequenced session events (admission dedupes on (source, id));
         // agent-scoped and seq-less foreign-emitter events are live-only.
         if ev.event.seq.is_some() && ev.event.session.is_some() && st.buffers.admit(ev) {
@@ -483,8 +483,9 @@ impl Tap for Collector {
         }
         let sev = ev.event.severity();
         let mut dead = Vec::new();
-        // Drops are counted here and recorded once, after the lock: a stalled subscriber
-        // costs each event one capacity check, not a delivery built and a metric update.
+        // Drops are counted here and recorded by the pipeline once its lock is released: a
+        // stalled subscriber costs each event one capacity check, not a delivery built and
+        // a metric update.
         let mut shed = 0u64;
         // One SSE frame per event, shared by every subscriber that gets it unchanged.
         let mut shared: Option<SharedFrame> = None;
@@ -508,7 +509,7 @@ impl Tap for Collector {
                 Err(mpsc::error::TrySendError::Full(_)) if sev < Severity::Notice => shed += 1,
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     // AEP-0003 §8.4: deliver or disconnect, never drop notice+ silently.
-                    self.metrics.dropped.inc(&[("sink", "subscriber"), ("severity", sev.as_str())]);
+                    shed += 1;
                     s.shed.raise();
                     dead.push(s.id);
                 }
@@ -520,10 +521,7 @@ impl Tap for Collector {
             st.subscribers.retain(|s| !dead.contains(&s.id));
             self.metrics.subscribers.fetch_sub((before - st.subscribers.len()) as i64, Ordering::Relaxed);
         }
-        drop(st);
-        if shed > 0 {
-            self.metrics.dropped.add(&[("sink", "subscriber"), ("severity", sev.as_str())], shed);
-        }
+        shed
     }
 }
 
