@@ -143,6 +143,20 @@ impl BridgeHooks {
         self.idle
     }
 
+    /// What every admitted batch goes through, from a hook call or an idle close: the
+    /// attention book and the control loop see it, and the requests it settled are
+    /// dismissed. Returns whether moments are held (a held request may be waited on).
+    fn admitted(&self, stamped: &[Arc<crate::pipeline::Stamped>], settled: &[String], now: u64) -> bool {
+        self.attention.observe(stamped, now);
+        let Some(control) = &self.control else { return false };
+        control.observe(stamped);
+        if !self.hold {
+            return false;
+        }
+        control.dismissed(settled);
+        true
+    }
+
     /// Ends the sessions silent for the idle window whose adapter says their vendor never
     /// will (Qwen Code's headless sessions: `session.ended`, reason `timeout`), each once,
     /// stamped at the last moment the session was heard from. Their mapping state is
@@ -183,13 +197,7 @@ impl BridgeHooks {
             let settled = self.attention.settle(vendor, &mut drafts, now);
             match self.pipeline.submit_drafts("hook", vendor, drafts).await {
                 Ok(stamped) => {
-                    self.attention.observe(&stamped, now);
-                    if let Some(control) = &self.control {
-                        control.observe(&stamped);
-                        if self.hold {
-                            control.dismissed(&settled);
-                        }
-                    }
+                    self.admitted(&stamped, &settled, now);
                     tracing::info!(vendor, "Idle session ended.");
                 }
                 Err(e) => tracing::warn!(vendor, error = %e, "Idle session end not admitted."),
@@ -355,14 +363,10 @@ impl HookHandler for BridgeHooks {
         if !self.pipeline.written(ACK_WAIT).await {
             tracing::warn!(vendor, "The log writer did not confirm within {ACK_WAIT:?}; answering anyway.");
         }
-        self.attention.observe(&stamped, now);
         let neutral = HookReply::new(adapter.neutral_reply(&hook).as_bytes());
-        let Some(control) = &self.control else { return Ok(neutral) };
-        control.observe(&stamped);
-        if !self.hold {
+        if !self.admitted(&stamped, &settled, now) {
             return Ok(neutral);
         }
-        control.dismissed(&settled);
         if let Some(h) = held
             && let Some(applied) = h.wait().await
         {
