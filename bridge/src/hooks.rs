@@ -38,6 +38,8 @@ pub struct BridgeHooks {
     clock: Clock,
     /// Nonces of MAC-authenticated calls (each taken once).
     nonces: crate::auth::Nonces,
+    /// `aep.hook.duration`.
+    timer: crate::genai::HookTimer,
 }
 
 /// One `(vendor, session)` mapping state and when it was last used.
@@ -114,7 +116,6 @@ impl BridgeHooks {
             states: Mutex::new(SessionStates::default()),
             cx,
             token,
-            metrics,
             attention: Arc::new(AttentionBook::default()),
             control: None,
             hold: false,
@@ -122,6 +123,8 @@ impl BridgeHooks {
             idle: None,
             clock: Arc::new(|| crate::time::unix_ms(std::time::SystemTime::now())),
             nonces: crate::auth::Nonces::default(),
+            timer: crate::genai::HookTimer::new(&metrics.meter("aep-bridge")),
+            metrics,
         }
     }
 
@@ -297,7 +300,24 @@ impl HookHandler for BridgeHooks {
         self.token.as_deref().map(|t| aep_schemas::digest::reply_proof(t, nonce, body))
     }
 
+    fn rejected(&self, vendor: &str, err: &HookError) {
+        let vendor = if self.adapters.contains_key(vendor) { vendor } else { "(unknown)" };
+        self.metrics.rejected.inc(&[("receiver", "hooks"), ("reason", err.reason()), ("vendor", vendor)]);
+        tracing::warn!(vendor, reason = err.reason(), "Hook call refused.");
+    }
+
     async fn handle(&self, vendor: String, event: Option<String>, payload: Value) -> Result<HookReply, HookError> {
+        let started = std::time::Instant::now();
+        let label = if self.adapters.contains_key(vendor.as_str()) { vendor.clone() } else { "(unknown)".into() };
+        let reply = self.answer(vendor, event, payload).await;
+        self.timer.record(&label, reply.is_ok(), started.elapsed().as_secs_f64());
+        reply
+    }
+}
+
+impl BridgeHooks {
+    /// [`HookHandler::handle`] without its timer.
+    async fn answer(&self, vendor: String, event: Option<String>, payload: Value) -> Result<HookReply, HookError> {
         let adapter = self.adapters.get(vendor.as_str()).ok_or_else(|| HookError::UnknownVendor(vendor.clone()))?;
         let call = HookCall { event: event.as_deref(), payload: &payload };
         let hook = adapter.hook_name(&call).map_err(|e| HookError::Unmappable(e.to_string()))?;
@@ -373,12 +393,6 @@ impl HookHandler for BridgeHooks {
             return Ok(HookReply::new(crate::control::vendor_reply(vendor, &hook, &payload, &applied)));
         }
         Ok(neutral)
-    }
-
-    fn rejected(&self, vendor: &str, err: &HookError) {
-        let vendor = if self.adapters.contains_key(vendor) { vendor } else { "(unknown)" };
-        self.metrics.rejected.inc(&[("receiver", "hooks"), ("reason", err.reason()), ("vendor", vendor)]);
-        tracing::warn!(vendor, reason = err.reason(), "Hook call refused.");
     }
 }
 

@@ -19,6 +19,7 @@ pub mod control;
 pub mod custom;
 pub mod env;
 pub mod export;
+pub mod genai;
 pub mod health;
 pub mod hooks;
 pub mod listener;

@@ -92,6 +92,8 @@ pub struct SinkTx {
     pub durable: bool,
     /// How far the sink has got, when it reports it ([`Pipeline::written`] waits on it).
     pub progress: Option<Arc<Progress>>,
+    /// Only the events this accepts are handed to the sink (`None`: every event).
+    pub wants: Option<fn(&aep_schemas::Event) -> bool>,
 }
 
 /// How far a durable sink has got: events handed to its queue, and events it has finished
@@ -145,17 +147,24 @@ pub const DURABLE_WAIT: Duration = Duration::from_secs(5);
 impl SinkTx {
     /// A best-effort sink: debug/info are shed when its queue is full.
     pub fn new(name: &'static str, tx: mpsc::Sender<Arc<Stamped>>) -> Self {
-        Self { name, tx, durable: false, progress: None }
+        Self { name, tx, durable: false, progress: None, wants: None }
     }
 
     /// A durable sink: nothing is shed while the producer can wait.
     pub fn durable(name: &'static str, tx: mpsc::Sender<Arc<Stamped>>) -> Self {
-        Self { name, tx, durable: true, progress: None }
+        Self { name, tx, durable: true, progress: None, wants: None }
     }
 
     /// Reports the sink's progress through `p` (the sink calls [`Progress::finished`]).
     pub fn with_progress(mut self, p: Arc<Progress>) -> Self {
         self.progress = Some(p);
+        self
+    }
+
+    /// Hands the sink only the events `wants` accepts (a cheap check on the event, run
+    /// for every event under the pipeline's lock: no allocation, no metric).
+    pub fn only(mut self, wants: fn(&aep_schemas::Event) -> bool) -> Self {
+        self.wants = Some(wants);
         self
     }
 }
@@ -428,6 +437,9 @@ impl Pipeline {
         }
         let sev = s.event.severity();
         for sink in sinks.iter() {
+            if sink.wants.is_some_and(|w| !w(&s.event)) {
+                continue;
+            }
             let handed = || {
                 if let Some(p) = &sink.progress {
                     p.handed.fetch_add(1, Ordering::AcqRel);

@@ -249,6 +249,10 @@ pub async fn serve(
     for s in export_sinks {
         builder = builder.sink(s);
     }
+    // GenAI metrics for dashboards (issue 14): only the events they measure reach the sink.
+    let (genai_tx, genai_rx) = mpsc::channel(cfg.pipeline.queue_capacity);
+    tokio::spawn(crate::genai::run(genai_rx, crate::genai::GenAiMetrics::new(&metrics.meter("aep-bridge"))));
+    builder = builder.sink(SinkTx::new("genai_metrics", genai_tx).only(crate::genai::wants));
     let pipeline: Pipeline = builder.build();
 
     let (otlp, otlp_task) = crate::otlp_in::BridgeOtlp::new(

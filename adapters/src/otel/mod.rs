@@ -18,6 +18,8 @@
 //! markers (`[REDACTED]`, `<REDACTED>`) mean the vendor did not log the content, so nothing
 //! is forwarded (the double gate).
 
+pub mod usage;
+
 use std::sync::Arc;
 
 use aep_schemas::Capture;

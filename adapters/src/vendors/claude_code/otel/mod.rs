@@ -212,6 +212,18 @@ const TOOL_RESULT: crate::otel::ToolResultKeys = crate::otel::ToolResultKeys {
     error_message: "error",
 };
 
+/// The model calls among this profile's events, for the GenAI metrics
+/// ([`crate::otel::usage`]).
+pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[crate::otel::usage::ModelCallFields {
+    event: "api_request",
+    when: None,
+    model: Some("model"),
+    input_tokens: Some("input_tokens"),
+    output_tokens: Some("output_tokens"),
+    duration_ms: Some("duration_ms"),
+    operation: "chat",
+}];
+
 #[cfg(test)]
 mod tests {
     use super::*;

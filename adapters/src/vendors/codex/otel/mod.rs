@@ -223,6 +223,29 @@ fn tool_outcome(rec: &OtelRecord, cx: &MapContext) -> Option<EventDraft> {
     Some(d)
 }
 
+/// The model calls among this profile's events, for the GenAI metrics
+/// ([`crate::otel::usage`]).
+pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[
+    crate::otel::usage::ModelCallFields {
+        event: "api_request",
+        when: None,
+        model: Some("model"),
+        input_tokens: None,
+        output_tokens: None,
+        duration_ms: Some("duration_ms"),
+        operation: "chat",
+    },
+    crate::otel::usage::ModelCallFields {
+        event: "sse_event",
+        when: Some(("event.kind", "response.completed")),
+        model: Some("model"),
+        input_tokens: Some("input_token_count"),
+        output_tokens: Some("output_token_count"),
+        duration_ms: None,
+        operation: "chat",
+    },
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -139,6 +139,18 @@ const TOOL_CALL: crate::otel::ToolResultKeys = crate::otel::ToolResultKeys {
     error_message: "error.message",
 };
 
+/// The model calls among this profile's events, for the GenAI metrics
+/// ([`crate::otel::usage`]).
+pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[crate::otel::usage::ModelCallFields {
+    event: "inference_details",
+    when: None,
+    model: Some("gen_ai.request.model"),
+    input_tokens: Some("gen_ai.usage.input_tokens"),
+    output_tokens: Some("gen_ai.usage.output_tokens"),
+    duration_ms: None,
+    operation: "chat",
+}];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,149 @@
+//! Model calls among the companion events (`x.<vendor>.otel.*`): which of a vendor's own
+//! telemetry records describe one call to a model, and where their model, token counts and
+//! duration sit. The GenAI metrics (`gen_ai.client.token.usage`,
+//! `gen_ai.client.operation.duration`) are read from them, so the fields of a vendor live
+//! in its profile folder ([`crate::vendors`]`::<vendor>::otel::MODEL_CALLS`), beside the
+//! attribute lists that forward them.
+//!
+//! Pure: no clock, no I/O. Values are read as numbers or numeric strings (Claude Code sends
+//! its counts as strings).
+
+use serde_json::{Map, Value};
+
+/// Where one vendor event carries a model call's figures (attribute names, as forwarded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelCallFields {
+    /// The companion suffix (`api_request` for `x.claude-code.otel.api_request`).
+    pub event: &'static str,
+    /// Only records whose `when.0` attribute equals `when.1` (Codex `sse_event` kinds).
+    pub when: Option<(&'static str, &'static str)>,
+    /// The model name.
+    pub model: Option<&'static str>,
+    /// Input (prompt) tokens.
+    pub input_tokens: Option<&'static str>,
+    /// Output (completion) tokens.
+    pub output_tokens: Option<&'static str>,
+    /// The call's duration in milliseconds.
+    pub duration_ms: Option<&'static str>,
+    /// The GenAI operation (`chat` for a chat-completions style call).
+    pub operation: &'static str,
+}
+
+/// One model call's figures, as the vendor reported them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCall<'a> {
+    /// The vendor (agent identity).
+    pub vendor: &'a str,
+    /// `gen_ai.operation.name`.
+    pub operation: &'static str,
+    /// `gen_ai.request.model`, when named.
+    pub model: Option<&'a str>,
+    /// Input tokens, when counted.
+    pub input_tokens: Option<u64>,
+    /// Output tokens, when counted.
+    pub output_tokens: Option<u64>,
+    /// Duration, when measured.
+    pub duration_ms: Option<f64>,
+}
+
+/// The model-call fields of `vendor` (empty for a vendor without a profile).
+pub fn fields_of(vendor: &str) -> &'static [ModelCallFields] {
+    match vendor {
+        crate::vendors::claude_code::otel::VENDOR => crate::vendors::claude_code::otel::MODEL_CALLS,
+        crate::vendors::codex::otel::VENDOR => crate::vendors::codex::otel::MODEL_CALLS,
+        crate::vendors::vscode::otel::VENDOR => crate::vendors::vscode::otel::MODEL_CALLS,
+        _ => &[],
+    }
+}
+
+/// The model call an event of type `ty` with payload `data` reports, if it is one.
+pub fn model_call<'a>(ty: &'a str, data: &'a Map<String, Value>) -> Option<ModelCall<'a>> {
+    let (vendor, suffix) = ty.strip_prefix("x.")?.split_once(".otel.")?;
+    let f = fields_of(vendor)
+        .iter()
+        .find(|f| f.event == suffix && f.when.is_none_or(|(k, v)| data.get(k).and_then(Value::as_str) == Some(v)))?;
+    let get = |k: Option<&'static str>| k.and_then(|k| data.get(k));
+    let call = ModelCall {
+        vendor,
+        operation: f.operation,
+        model: get(f.model).and_then(Value::as_str).filter(|m| !m.is_empty()),
+        input_tokens: get(f.input_tokens).and_then(count),
+        output_tokens: get(f.output_tokens).and_then(count),
+        duration_ms: get(f.duration_ms).and_then(number).filter(|d| *d >= 0.0),
+    };
+    let any = call.input_tokens.is_some() || call.output_tokens.is_some() || call.duration_ms.is_some();
+    any.then_some(call)
+}
+
+/// A non-negative integer, as a number or a numeric string.
+pub fn count(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n.as_u64().or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// A finite number, as a number or a numeric string.
+pub fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    }
+    .filter(|f| f.is_finite())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn data(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn claude_code_api_request_as_recorded() {
+        // The attribute set of a real Claude Code 2.x `api_request` (captures/claude-code/o_http_protobuf).
+        let d = data(json!({"model": "claude-opus-4-8", "input_tokens": "1200", "output_tokens": "25",
+                            "cost_usd": 0.006625, "duration_ms": "113", "prompt.id": "87b6"}));
+        let c = model_call("x.claude-code.otel.api_request", &d).unwrap();
+        assert_eq!(
+            c,
+            ModelCall {
+                vendor: "claude-code",
+                operation: "chat",
+                model: Some("claude-opus-4-8"),
+                input_tokens: Some(1200),
+                output_tokens: Some(25),
+                duration_ms: Some(113.0)
+            }
+        );
+    }
+
+    #[test]
+    fn codex_tokens_ride_on_response_completed_only() {
+        let done = data(
+            json!({"event.kind": "response.completed", "input_token_count": 3021, "output_token_count": 12, "model": "gpt-5"}),
+        );
+        let c = model_call("x.codex.otel.sse_event", &done).unwrap();
+        assert_eq!((c.input_tokens, c.output_tokens, c.model), (Some(3021), Some(12), Some("gpt-5")));
+        let delta = data(json!({"event.kind": "response.output_text.delta", "duration_ms": 3}));
+        assert_eq!(model_call("x.codex.otel.sse_event", &delta), None, "a stream chunk is not a call");
+        let req = data(json!({"duration_ms": 840, "model": "gpt-5", "status": "200"}));
+        let c = model_call("x.codex.otel.api_request", &req).unwrap();
+        assert_eq!((c.duration_ms, c.input_tokens), (Some(840.0), None));
+    }
+
+    #[test]
+    fn other_events_and_empty_records_are_not_calls() {
+        let d = data(json!({"duration_ms": "5"}));
+        assert_eq!(model_call("x.claude-code.otel.tool_result", &d), None);
+        assert_eq!(model_call("tool.completed", &d), None);
+        assert_eq!(model_call("x.nobody.otel.api_request", &d), None);
+        assert_eq!(model_call("x.claude-code.otel.api_request", &data(json!({"model": "m"}))), None);
+        assert_eq!(count(&json!("-3")), None);
+        assert_eq!(number(&json!("NaN")), None);
+    }
+}

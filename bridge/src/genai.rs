@@ -1,0 +1,494 @@
+//! GenAI metrics for dashboards, read off the event stream (issue 14).
+//!
+//! The OpenTelemetry GenAI semantic conventions' instruments, with their bucket boundaries:
+//! - `gen_ai.client.token.usage` (`{token}`, by `gen_ai.token.type`): from the vendors' own
+//!   model-call records (`gen_ai.operation.name = chat`, [`aep_adapters::otel::usage`]) and
+//!   from `usage` on runs and tools (AEP-0002 §5.2, `invoke_agent` / `execute_tool`);
+//! - `gen_ai.client.operation.duration` (s): the vendors' model calls;
+//! - `gen_ai.invoke_agent.duration` (s): runs (`run.finished`, `run.failed`, `run.cancelled`);
+//! - `gen_ai.execute_tool.duration` (s): tools (`tool.completed`, `tool.failed`);
+//!
+//! and the bridge's own: `aep.tool.calls` (by outcome), `aep.attention.resolutions` and
+//! `aep.attention.wait` (the human's answer time, AEP-0002 `attention.resolved.latency_ms`).
+//! Hook latency is `aep.hook.duration`, recorded by the hook receiver ([`HookTimer`]).
+//!
+//! Ids (session, run, call) never become attributes: a label set is a model, an agent, a
+//! tool, an outcome. A duration the event does not carry is taken from its cause's time
+//! (`tool.requested` -> `tool.completed`), remembered for a bounded number of open calls.
+//!
+//! The pipeline hands this sink only the events it measures ([`wants`]); recording runs on
+//! its own task, never under the pipeline's lock.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use aep_adapters::otel::usage::{count, model_call, number};
+use aep_schemas::Event;
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram, Meter};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use crate::pipeline::Stamped;
+
+/// `gen_ai.client.token.usage` boundaries (semantic conventions).
+pub const TOKEN_BUCKETS: [f64; 14] = [
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
+    67108864.0,
+];
+/// Duration boundaries of the GenAI duration histograms, in seconds (semantic conventions).
+pub const DURATION_BUCKETS: [f64; 14] =
+    [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+/// Human answer times, in seconds: a second to an hour.
+pub const WAIT_BUCKETS: [f64; 11] = [1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
+/// Hook handling times, in seconds (a held permission prompt waits for its human).
+pub const HOOK_BUCKETS: [f64; 14] =
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0, 120.0];
+
+/// Open calls remembered for durations their completion does not carry.
+const MAX_OPEN: usize = 16_384;
+
+/// Which instrument a [`Point`] goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Instrument {
+    /// `gen_ai.client.token.usage`.
+    TokenUsage,
+    /// `gen_ai.client.operation.duration`.
+    OperationDuration,
+    /// `gen_ai.invoke_agent.duration`.
+    InvokeAgentDuration,
+    /// `gen_ai.execute_tool.duration`.
+    ExecuteToolDuration,
+    /// `aep.tool.calls`.
+    ToolCalls,
+    /// `aep.attention.resolutions`.
+    AttentionResolutions,
+    /// `aep.attention.wait`.
+    AttentionWait,
+}
+
+/// One measurement: an instrument, a value (seconds for durations) and its attributes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// The instrument.
+    pub instrument: Instrument,
+    /// The value.
+    pub value: f64,
+    /// Attributes, in a fixed order per instrument.
+    pub attrs: Vec<(&'static str, String)>,
+}
+
+/// Whether the GenAI sink measures `ev` (or must remember it for a later duration); the
+/// pipeline hands the sink nothing else.
+pub fn wants(ev: &Event) -> bool {
+    match ev.r#type.as_str() {
+        "session.started" | "session.ended" | "run.started" | "run.finished" | "run.failed" | "run.cancelled"
+        | "tool.requested" | "tool.completed" | "tool.failed" | "tool.denied" | "attention.resolved" => true,
+        t if t.starts_with("x.") => {
+            ev.data.as_ref().and_then(Value::as_object).is_some_and(|d| model_call(t, d).is_some())
+        }
+        _ => false,
+    }
+}
+
+/// The measurer's memory: the start times of open calls and the model of each session.
+#[derive(Debug, Default)]
+pub struct Measurer {
+    started: HashMap<String, i128>,
+    order: VecDeque<String>,
+    models: HashMap<(String, String), String>,
+}
+
+fn obj(ev: &Event) -> Option<&Map<String, Value>> {
+    ev.data.as_ref().and_then(Value::as_object)
+}
+
+fn str_at<'a>(d: Option<&'a Map<String, Value>>, path: &[&str]) -> Option<&'a str> {
+    let (last, parents) = path.split_last()?;
+    let mut cur = d?;
+    for p in parents {
+        cur = cur.get(*p)?.as_object()?;
+    }
+    cur.get(*last)?.as_str().filter(|s| !s.is_empty())
+}
+
+impl Measurer {
+    /// The points `ev` yields, remembering what a later event needs. Pure apart from that
+    /// bounded memory (no clock: durations come from the events' own times).
+    pub fn measure(&mut self, ev: &Event) -> Vec<Point> {
+        let d = obj(ev);
+        let agent = ("gen_ai.agent.name", ev.agent.clone());
+        let mut out = Vec::new();
+        match ev.r#type.as_str() {
+            "session.started" => {
+                if let (Some(s), Some(m)) = (&ev.session, str_at(d, &["gen_ai.request.model"])) {
+                    if self.models.len() >= MAX_OPEN {
+                        self.models.clear();
+                    }
+                    self.models.insert((ev.agent.clone(), s.clone()), m.to_owned());
+                }
+            }
+            "session.ended" => {
+                if let Some(s) = &ev.session {
+                    self.models.remove(&(ev.agent.clone(), s.clone()));
+                }
+            }
+            "run.started" | "tool.requested" => {
+                self.remember(ev);
+                self.usage(ev, d, &mut out);
+            }
+            t @ ("run.finished" | "run.failed" | "run.cancelled") => {
+                let mut attrs = vec![("gen_ai.operation.name", "invoke_agent".to_owned()), agent];
+                if let Some(m) = self.model(ev) {
+                    attrs.push(("gen_ai.request.model", m));
+                }
+                if t != "run.finished" {
+                    let err = str_at(d, &["error", "type"]).or(str_at(d, &["reason"])).unwrap_or(&t[4..]);
+                    attrs.push(("error.type", err.to_owned()));
+                }
+                if let Some(secs) = self.duration(ev, d) {
+                    out.push(Point { instrument: Instrument::InvokeAgentDuration, value: secs, attrs });
+                }
+                self.usage(ev, d, &mut out);
+            }
+            t @ ("tool.completed" | "tool.failed" | "tool.denied") => {
+                let tool = str_at(d, &["tool", "name"]).unwrap_or("unknown").to_owned();
+                let outcome = &t[5..];
+                let mut attrs = vec![("gen_ai.operation.name", "execute_tool".to_owned()), agent.clone()];
+                attrs.push(("gen_ai.tool.name", tool.clone()));
+                if t == "tool.failed" {
+                    attrs.push(("error.type", str_at(d, &["error", "type"]).unwrap_or("tool_error").to_owned()));
+                }
+                if t != "tool.denied"
+                    && let Some(secs) = self.duration(ev, d)
+                {
+                    out.push(Point { instrument: Instrument::ExecuteToolDuration, value: secs, attrs });
+                } else if let Some(c) = &ev.cause {
+                    self.forget(c);
+                }
+                out.push(Point {
+                    instrument: Instrument::ToolCalls,
+                    value: 1.0,
+                    attrs: vec![agent, ("gen_ai.tool.name", tool), ("aep.outcome", outcome.to_owned())],
+                });
+                self.usage(ev, d, &mut out);
+            }
+            "attention.resolved" => {
+                let resolution = str_at(d, &["resolution"]).unwrap_or("unknown").to_owned();
+                let attrs = vec![agent, ("aep.attention.resolution", resolution)];
+                if let Some(ms) = d.and_then(|d| d.get("latency_ms")).and_then(number).filter(|v| *v >= 0.0) {
+                    out.push(Point { instrument: Instrument::AttentionWait, value: ms / 1000.0, attrs: attrs.clone() });
+                }
+                out.push(Point { instrument: Instrument::AttentionResolutions, value: 1.0, attrs });
+            }
+            t => {
+                if let Some(call) = d.and_then(|d| model_call(t, d)) {
+                    let mut attrs = vec![("gen_ai.operation.name", call.operation.to_owned()), agent];
+                    if let Some(m) = call.model.map(str::to_owned).or_else(|| self.model(ev)) {
+                        attrs.push(("gen_ai.request.model", m));
+                    }
+                    tokens(call.input_tokens, call.output_tokens, &attrs, &mut out);
+                    if let Some(ms) = call.duration_ms {
+                        out.push(Point { instrument: Instrument::OperationDuration, value: ms / 1000.0, attrs });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// AEP-0002 §5.2 `usage` on runs and tools: flat `gen_ai.usage.*` fields.
+    fn usage(&self, ev: &Event, d: Option<&Map<String, Value>>, out: &mut Vec<Point>) {
+        let Some(d) = d else { return };
+        let (i, o) =
+            (d.get("gen_ai.usage.input_tokens").and_then(count), d.get("gen_ai.usage.output_tokens").and_then(count));
+        if i.is_none() && o.is_none() {
+            return;
+        }
+        let op = if ev.r#type.starts_with("tool.") { "execute_tool" } else { "invoke_agent" };
+        let mut attrs = vec![("gen_ai.operation.name", op.to_owned()), ("gen_ai.agent.name", ev.agent.clone())];
+        if let Some(m) = self.model(ev) {
+            attrs.push(("gen_ai.request.model", m));
+        }
+        tokens(i, o, &attrs, out);
+    }
+
+    fn model(&self, ev: &Event) -> Option<String> {
+        self.models.get(&(ev.agent.clone(), ev.session.clone()?)).cloned()
+    }
+
+    fn remember(&mut self, ev: &Event) {
+        let Some(t) = aep_schemas::time::parse_rfc3339(&ev.time) else { return };
+        if self.started.insert(ev.id.clone(), t).is_none() {
+            self.order.push_back(ev.id.clone());
+        }
+        while self.order.len() > MAX_OPEN {
+            if let Some(old) = self.order.pop_front() {
+                self.started.remove(&old);
+            }
+        }
+    }
+
+    fn forget(&mut self, id: &str) {
+        self.started.remove(id);
+    }
+
+    /// The event's own `duration_ms`, else the time since its cause started (seconds).
+    fn duration(&mut self, ev: &Event, d: Option<&Map<String, Value>>) -> Option<f64> {
+        let started = ev.cause.as_deref().and_then(|c| self.started.remove(c));
+        if let Some(ms) = d.and_then(|d| d.get("duration_ms")).and_then(number).filter(|v| *v >= 0.0) {
+            return Some(ms / 1000.0);
+        }
+        let end = aep_schemas::time::parse_rfc3339(&ev.time)?;
+        let ns = end.checked_sub(started?)?;
+        (ns >= 0).then(|| ns as f64 / 1e9)
+    }
+}
+
+fn tokens(input: Option<u64>, output: Option<u64>, attrs: &[(&'static str, String)], out: &mut Vec<Point>) {
+    for (kind, n) in [("input", input), ("output", output)] {
+        if let Some(n) = n {
+            let mut a = attrs.to_vec();
+            a.push(("gen_ai.token.type", kind.to_owned()));
+            out.push(Point { instrument: Instrument::TokenUsage, value: n as f64, attrs: a });
+        }
+    }
+}
+
+/// The GenAI instruments on the bridge's meter provider.
+#[derive(Debug, Clone)]
+pub struct GenAiMetrics {
+    token_usage: Histogram<u64>,
+    operation_duration: Histogram<f64>,
+    invoke_agent: Histogram<f64>,
+    execute_tool: Histogram<f64>,
+    tool_calls: Counter<u64>,
+    resolutions: Counter<u64>,
+    wait: Histogram<f64>,
+}
+
+impl GenAiMetrics {
+    /// Registers the instruments on `meter`.
+    pub fn new(meter: &Meter) -> Self {
+        let secs = |name: &'static str, help: &'static str, buckets: &[f64]| {
+            meter.f64_histogram(name).with_unit("s").with_description(help).with_boundaries(buckets.to_vec()).build()
+        };
+        Self {
+            token_usage: meter
+                .u64_histogram("gen_ai.client.token.usage")
+                .with_unit("{token}")
+                .with_description("Number of input and output tokens used.")
+                .with_boundaries(TOKEN_BUCKETS.to_vec())
+                .build(),
+            operation_duration: secs(
+                "gen_ai.client.operation.duration",
+                "GenAI operation duration.",
+                &DURATION_BUCKETS,
+            ),
+            invoke_agent: secs(
+                "gen_ai.invoke_agent.duration",
+                "Duration of an agent invocation (a run).",
+                &DURATION_BUCKETS,
+            ),
+            execute_tool: secs("gen_ai.execute_tool.duration", "Duration of a tool execution.", &DURATION_BUCKETS),
+            tool_calls: meter.u64_counter("aep.tool.calls").with_description("Tool calls by outcome.").build(),
+            resolutions: meter
+                .u64_counter("aep.attention.resolutions")
+                .with_description("Attention requests resolved, by resolution.")
+                .build(),
+            wait: secs("aep.attention.wait", "Time a human took to answer an attention request.", &WAIT_BUCKETS),
+        }
+    }
+
+    /// Records one point.
+    pub fn record(&self, p: &Point) {
+        let attrs: Vec<KeyValue> = p.attrs.iter().map(|(k, v)| KeyValue::new(*k, v.clone())).collect();
+        match p.instrument {
+            Instrument::TokenUsage => self.token_usage.record(p.value as u64, &attrs),
+            Instrument::OperationDuration => self.operation_duration.record(p.value, &attrs),
+            Instrument::InvokeAgentDuration => self.invoke_agent.record(p.value, &attrs),
+            Instrument::ExecuteToolDuration => self.execute_tool.record(p.value, &attrs),
+            Instrument::ToolCalls => self.tool_calls.add(p.value as u64, &attrs),
+            Instrument::AttentionResolutions => self.resolutions.add(p.value as u64, &attrs),
+            Instrument::AttentionWait => self.wait.record(p.value, &attrs),
+        }
+    }
+}
+
+/// Runs the GenAI sink until its queue closes.
+pub async fn run(mut rx: mpsc::Receiver<Arc<Stamped>>, metrics: GenAiMetrics) {
+    let mut m = Measurer::default();
+    while let Some(s) = rx.recv().await {
+        for p in m.measure(&s.event) {
+            metrics.record(&p);
+        }
+    }
+}
+
+/// `aep.hook.duration`: how long the bridge took to answer a hook call (a held permission
+/// prompt includes its human's answer), by vendor and whether it was answered or refused.
+#[derive(Debug, Clone)]
+pub struct HookTimer {
+    hist: Histogram<f64>,
+}
+
+impl HookTimer {
+    /// Registers the instrument on `meter`.
+    pub fn new(meter: &Meter) -> Self {
+        Self {
+            hist: meter
+                .f64_histogram("aep.hook.duration")
+                .with_unit("s")
+                .with_description("Time the bridge took to answer a hook call.")
+                .with_boundaries(HOOK_BUCKETS.to_vec())
+                .build(),
+        }
+    }
+
+    /// Records one answered call.
+    pub fn record(&self, vendor: &str, ok: bool, secs: f64) {
+        let outcome = if ok { "answered" } else { "refused" };
+        self.hist.record(
+            secs,
+            &[KeyValue::new("gen_ai.agent.name", vendor.to_owned()), KeyValue::new("aep.outcome", outcome)],
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(ty: &str, id: &str, time: &str, cause: Option<&str>, data: Value) -> Event {
+        Event {
+            r#type: ty.into(),
+            id: id.into(),
+            time: time.into(),
+            agent: "claude-code".into(),
+            session: Some("s1".into()),
+            cause: cause.map(Into::into),
+            data: Some(data),
+            ..Default::default()
+        }
+    }
+
+    fn attr<'a>(p: &'a Point, k: &str) -> Option<&'a str> {
+        p.attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn a_tool_without_its_own_duration_is_timed_from_its_request() {
+        let mut m = Measurer::default();
+        m.measure(&ev(
+            "session.started",
+            "e0",
+            "2026-12-01T10:00:00.000Z",
+            None,
+            json!({"gen_ai.request.model": "opus"}),
+        ));
+        let req = ev("tool.requested", "e1", "2026-12-01T10:00:01.000Z", None, json!({"tool": {"name": "Bash"}}));
+        assert!(wants(&req) && m.measure(&req).is_empty());
+        let done =
+            ev("tool.completed", "e2", "2026-12-01T10:00:03.500Z", Some("e1"), json!({"tool": {"name": "Bash"}}));
+        let pts = m.measure(&done);
+        assert_eq!(pts.len(), 2);
+        assert_eq!((pts[0].instrument, pts[0].value), (Instrument::ExecuteToolDuration, 2.5));
+        assert_eq!(attr(&pts[0], "gen_ai.tool.name"), Some("Bash"));
+        assert_eq!((pts[1].instrument, attr(&pts[1], "aep.outcome")), (Instrument::ToolCalls, Some("completed")));
+        assert!(m.started.is_empty(), "the open call is forgotten once completed");
+        // Ids never become attributes.
+        assert!(pts.iter().flat_map(|p| &p.attrs).all(|(_, v)| v != "s1" && v != "e1"));
+    }
+
+    #[test]
+    fn failures_carry_an_error_type_and_runs_their_model() {
+        let mut m = Measurer::default();
+        m.measure(&ev(
+            "session.started",
+            "e0",
+            "2026-12-01T10:00:00.000Z",
+            None,
+            json!({"gen_ai.request.model": "opus"}),
+        ));
+        let pts = m.measure(&ev(
+            "tool.failed",
+            "e3",
+            "2026-12-01T10:00:03Z",
+            None,
+            json!({"tool": {"name": "Read"}, "error": {"type": "not_found"}, "duration_ms": 40}),
+        ));
+        assert_eq!(pts[0].value, 0.04);
+        assert_eq!(attr(&pts[0], "error.type"), Some("not_found"));
+        assert_eq!(attr(&pts[1], "aep.outcome"), Some("failed"));
+        let pts = m.measure(&ev(
+            "run.finished",
+            "e4",
+            "2026-12-01T10:00:09Z",
+            None,
+            json!({"duration_ms": 9000, "gen_ai.usage.input_tokens": 900, "gen_ai.usage.output_tokens": 30}),
+        ));
+        let kinds: Vec<_> = pts.iter().map(|p| (p.instrument, p.value, attr(p, "gen_ai.token.type"))).collect();
+        assert_eq!(
+            kinds,
+            [
+                (Instrument::InvokeAgentDuration, 9.0, None),
+                (Instrument::TokenUsage, 900.0, Some("input")),
+                (Instrument::TokenUsage, 30.0, Some("output"))
+            ]
+        );
+        assert!(pts.iter().all(|p| attr(p, "gen_ai.request.model") == Some("opus")));
+        let denied =
+            m.measure(&ev("tool.denied", "e5", "2026-12-01T10:00:10Z", None, json!({"tool": {"name": "Bash"}})));
+        assert_eq!(denied.len(), 1, "a denied tool never ran: counted, not timed");
+    }
+
+    #[test]
+    fn vendor_model_calls_and_human_waits() {
+        let mut m = Measurer::default();
+        // A real Claude Code `api_request` (counts as strings).
+        let call = ev(
+            "x.claude-code.otel.api_request",
+            "e6",
+            "2026-12-01T10:00:00Z",
+            None,
+            json!({"model": "claude-opus-4-8", "input_tokens": "1200", "output_tokens": "25", "duration_ms": "113"}),
+        );
+        assert!(wants(&call));
+        let pts = m.measure(&call);
+        let got: Vec<_> = pts.iter().map(|p| (p.instrument, p.value)).collect();
+        assert_eq!(
+            got,
+            [(Instrument::TokenUsage, 1200.0), (Instrument::TokenUsage, 25.0), (Instrument::OperationDuration, 0.113)]
+        );
+        assert!(pts.iter().all(|p| attr(p, "gen_ai.operation.name") == Some("chat")));
+        let chunk = ev(
+            "x.codex.otel.sse_event",
+            "e7",
+            "2026-12-01T10:00:00Z",
+            None,
+            json!({"event.kind": "response.output_text.delta"}),
+        );
+        assert!(!wants(&chunk), "stream chunks never reach the sink");
+        let wait = ev(
+            "attention.resolved",
+            "e8",
+            "2026-12-01T10:00:00Z",
+            None,
+            json!({"resolution": "answered", "latency_ms": 4200}),
+        );
+        let pts = m.measure(&wait);
+        assert_eq!((pts[0].instrument, pts[0].value), (Instrument::AttentionWait, 4.2));
+        assert_eq!(attr(&pts[1], "aep.attention.resolution"), Some("answered"));
+    }
+
+    #[test]
+    fn open_calls_are_bounded() {
+        let mut m = Measurer::default();
+        for i in 0..(MAX_OPEN + 10) {
+            m.measure(&ev("tool.requested", &format!("r{i}"), "2026-12-01T10:00:00Z", None, json!({})));
+        }
+        assert_eq!((m.started.len(), m.order.len()), (MAX_OPEN, MAX_OPEN));
+        assert!(!m.started.contains_key("r0"));
+    }
+}

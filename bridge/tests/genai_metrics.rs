@@ -1,0 +1,119 @@
+//! GenAI metrics (issue 14) from a real Claude Code session: its hooks (captures
+//! `s01_tools_bypass_json`, tools with two failures) and its own OTLP log exports, into the
+//! real `serve`; `/metrics` must show the counts the recorded data implies.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const HOOKS: &str = include_str!("data/claude-code-s01-hooks.jsonl");
+const OTLP: &[&str] = &[
+    include_str!("data/otlp-mix/claude-code/s01_0001_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0003_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0006_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0008_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0010_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0012_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0015_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0017_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0020_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0021_logs.json"),
+];
+
+/// The sum of the values of every series of `name` whose line has all of `labels`.
+pub fn series(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter(|l| l.split(['{', ' ']).next() == Some(name) && labels.iter().all(|x| l.contains(x)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `(records, input tokens, output tokens, with a duration)` of the `api_request` records
+/// in the recorded exports, read straight from the OTLP/JSON.
+fn api_requests() -> (u64, u64, u64, u64) {
+    let mut out = (0, 0, 0, 0);
+    for body in OTLP {
+        let v: Value = serde_json::from_str(body).unwrap();
+        for rec in v["resourceLogs"].as_array().unwrap().iter().flat_map(|r| r["scopeLogs"].as_array().unwrap()) {
+            for r in rec["logRecords"].as_array().unwrap() {
+                let attr = |k: &str| {
+                    r["attributes"].as_array().unwrap().iter().find(|a| a["key"] == k).map(|a| {
+                        let v = &a["value"];
+                        v["stringValue"].as_str().map(str::to_owned).unwrap_or_else(|| v["intValue"].to_string())
+                    })
+                };
+                if attr("event.name").as_deref() != Some("api_request") {
+                    continue;
+                }
+                let n = |k: &str| attr(k).and_then(|s| s.trim_matches('"').parse::<u64>().ok());
+                out.0 += 1;
+                out.1 += n("input_tokens").unwrap_or(0);
+                out.2 += n("output_tokens").unwrap_or(0);
+                out.3 += u64::from(n("duration_ms").is_some());
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_claude_code_session_yields_the_genai_metrics_its_data_implies() {
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = common::start(common::config(dir.path())).await;
+    let mut hooks = std::collections::BTreeMap::<String, u64>::new();
+    for line in HOOKS.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        *hooks.entry(v["hook"].as_str().unwrap().to_owned()).or_default() += 1;
+        let (status, body) =
+            common::post(format!("{}/hooks/claude-code", bridge.url()), v["payload"].to_string(), vec![]).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    for body in OTLP {
+        let (status, text) = common::post(format!("{}/v1/logs", bridge.url()), (*body).to_owned(), vec![]).await;
+        assert_eq!(status, 200, "{text}");
+        assert!(!text.contains("rejected"), "{text}");
+    }
+    let (calls, input, output, timed) = api_requests();
+    assert!(calls > 0 && input > 0, "the capture has model calls");
+    let (completed, failed) = (hooks["PostToolUse"] as f64, hooks["PostToolUseFailure"] as f64);
+    let agent = "gen_ai_agent_name=\"claude-code\"";
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let (_, text) = common::get(format!("{}/metrics", bridge.url())).await;
+        let tools = series(&text, "aep_tool_calls_total", &[agent]);
+        let chats = series(&text, "gen_ai_client_operation_duration_seconds_count", &[agent]);
+        if tools >= completed + failed && chats >= timed as f64 {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "metrics did not arrive:\n{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let chat = "gen_ai_operation_name=\"chat\"";
+    let input_l = "gen_ai_token_type=\"input\"";
+    let output_l = "gen_ai_token_type=\"output\"";
+    let usage = |labels: &[&str], what: &str| series(&text, &format!("gen_ai_client_token_usage_{what}"), labels);
+    assert_eq!(usage(&[chat, input_l], "sum"), input as f64, "input tokens of every api_request\n{text}");
+    assert_eq!(usage(&[chat, output_l], "sum"), output as f64);
+    assert_eq!(usage(&[chat, input_l], "count"), calls as f64, "one point per call");
+    assert!(text.contains("gen_ai_request_model=\"claude-opus-4-8\""), "the model the records name");
+    assert_eq!(series(&text, "gen_ai_client_operation_duration_seconds_count", &[chat]), timed as f64);
+    // Tools: every PostToolUse and PostToolUseFailure, by outcome, each timed from its request.
+    let outcome = |o: &str| series(&text, "aep_tool_calls_total", &[&format!("aep_outcome=\"{o}\"")]);
+    assert_eq!((outcome("completed"), outcome("failed")), (completed, failed), "{text}");
+    assert_eq!(series(&text, "gen_ai_execute_tool_duration_seconds_count", &[agent]), completed + failed);
+    assert!(text.contains("gen_ai_tool_name=\"Bash\""), "{text}");
+    // Semantic-convention buckets: the token histogram's first boundaries.
+    assert!(text.contains("gen_ai_client_token_usage_bucket{") && text.contains("le=\"67108864\""), "{text}");
+    // Hook latency: one observation per hook call.
+    let hook_calls = HOOKS.lines().count() as f64;
+    assert_eq!(series(&text, "aep_hook_duration_seconds_count", &[agent]), hook_calls, "{text}");
+    if std::env::var_os("GENAI_DUMP").is_some() {
+        eprintln!("{text}");
+    }
+    // Ids stay off metric attributes.
+    assert!(!text.contains("45a2eddb"), "a session id leaked into a label");
+    bridge.shutdown().await;
+}
