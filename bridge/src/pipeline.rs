@@ -280,6 +280,12 @@ impl PipelineBuilder {
 
     /// Finishes the pipeline.
     pub fn build(self) -> Pipeline {
+        // Every sink's drop series exists from the start at 0, so a dashboard's rate() of
+        // drops reads 0, not "no data", until something is dropped.
+        let names = self.sinks.iter().map(|s| s.name).chain(self.taps.iter().map(|t| t.sink()));
+        for name in names {
+            self.metrics.dropped.add(&[("sink", name), ("severity", Severity::Info.as_str())], 0);
+        }
         Pipeline {
             inner: Arc::new(Inner {
                 stamper: Mutex::new(Stamper {

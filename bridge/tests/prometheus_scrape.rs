@@ -1,0 +1,172 @@
+//! A real Prometheus (Debian's `prometheus` package, `bridge/tests/requirements-apt.txt`)
+//! scrapes the bridge's `/metrics` after a real Claude Code session (hooks with tools and
+//! failures, its OTLP exports, a permission prompt answered in the agent's own dialog), and
+//! every metric name the shipped Grafana dashboard queries must exist there (issue 14).
+//! Prints `SKIP` and passes when no `prometheus` binary is installed.
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const DASHBOARD: &str = include_str!("../../collector-config/grafana/aep-bridge-dashboard.json");
+const HOOKS: &str = include_str!("data/claude-code-s01-hooks.jsonl");
+const OTLP: &[&str] = &[
+    include_str!("data/otlp-mix/claude-code/s01_0006_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0008_logs.json"),
+];
+
+fn prometheus() -> Option<PathBuf> {
+    let from_env = std::env::var_os("PROMETHEUS").map(PathBuf::from);
+    let on_path = std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("prometheus")).find(|p| p.is_file()));
+    from_env.or(on_path)
+}
+
+/// The metric names of every PromQL expression in the dashboard: an identifier followed by
+/// a selector or a range (`name{`, `name[`), or the metric of `label_values(name, ...)`.
+fn dashboard_metrics() -> Vec<String> {
+    fn exprs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    match (k.as_str(), v) {
+                        ("expr" | "definition", Value::String(s)) => out.push(s.clone()),
+                        _ => exprs(v, out),
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|v| exprs(v, out)),
+            _ => {}
+        }
+    }
+    let dash: Value = serde_json::from_str(DASHBOARD).unwrap();
+    let mut all = Vec::new();
+    exprs(&dash, &mut all);
+    let mut names = Vec::new();
+    for e in all.iter().filter(|e| !e.contains("service_name")) {
+        let b = e.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i].is_ascii_alphabetic() || b[i] == b'_' {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b':') {
+                    i += 1;
+                }
+                let word = &e[start..i];
+                let next = e[i..].trim_start().bytes().next();
+                let after_label_values = e[..start].trim_end().ends_with("label_values(");
+                if (matches!(next, Some(b'{' | b'[')) || after_label_values) && !names.iter().any(|n| n == word) {
+                    names.push(word.to_owned());
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+    names
+}
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn drive_a_session(base: &str) {
+    for line in HOOKS.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let (status, body) = common::post(format!("{base}/hooks/claude-code"), v["payload"].to_string(), vec![]).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    for body in OTLP {
+        let (status, text) = common::post(format!("{base}/v1/logs"), (*body).to_owned(), vec![]).await;
+        assert_eq!(status, 200, "{text}");
+    }
+    // A real permission prompt, answered in Claude Code's own dialog: the tool's result
+    // settles it (attention.resolved, dismissed, with the human's wait).
+    let mut ask: Value = serde_json::from_str(include_str!("data/claude-code-permission-request.json")).unwrap();
+    let (status, _) = common::post(format!("{base}/hooks/claude-code"), ask.to_string(), vec![]).await;
+    assert_eq!(status, 200);
+    ask["hook_event_name"] = "PostToolUse".into();
+    ask["tool_response"] = serde_json::json!({"stdout": "ok", "stderr": "", "interrupted": false});
+    ask["tool_use_id"] = "toolu_prom_1".into();
+    let (status, _) = common::post(format!("{base}/hooks/claude-code"), ask.to_string(), vec![]).await;
+    assert_eq!(status, 200);
+    // And one refused call (a vendor nobody knows), so the refusal series exists.
+    let (status, _) = common::post(format!("{base}/hooks/nobody"), "{}".into(), vec![]).await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_every_metric_the_dashboard_queries() {
+    let Some(bin) = prometheus() else {
+        eprintln!("SKIP: prometheus is not installed (apt-get install prometheus, bridge/tests/requirements-apt.txt)");
+        return;
+    };
+    let wanted = dashboard_metrics();
+    assert!(wanted.len() >= 10, "the dashboard queries the GenAI and aep metrics: {wanted:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = common::start(common::config(&dir.path().join("data"))).await;
+    drive_a_session(&bridge.url()).await;
+
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = dir.path().join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: aep-bridge\n    static_configs:\n      - targets: [\"{}\"]\n",
+            bridge.bound.http
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("prometheus.log");
+    let child = Command::new(&bin)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
+        .spawn()
+        .unwrap();
+    let _prometheus = Killed(child);
+
+    let api = format!("http://127.0.0.1:{port}/api/v1");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let missing = loop {
+        let names: Vec<String> = tokio::task::spawn_blocking({
+            let url = format!("{api}/label/__name__/values");
+            move || {
+                let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+                let text = agent.get(&url).call().ok().and_then(|mut r| r.body_mut().read_to_string().ok());
+                let v: Value = text.and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null);
+                v["data"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|n| n.as_str().map(str::to_owned)).collect())
+                    .unwrap_or_default()
+            }
+        })
+        .await
+        .unwrap();
+        let missing: Vec<&String> = wanted.iter().filter(|w| !names.contains(w)).collect();
+        if missing.is_empty() || Instant::now() > deadline {
+            break missing.into_iter().cloned().collect::<Vec<_>>();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let (_, exposition) = common::get(format!("{}/metrics", bridge.url())).await;
+    assert!(
+        missing.is_empty(),
+        "Prometheus has no series for {missing:?}\nprometheus log:\n{}\nexposition:\n{exposition}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    bridge.shutdown().await;
+}
