@@ -12,8 +12,11 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Gauge, Meter, MeterProvider as _, ObservableCounter, ObservableGauge};
-use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::metrics::{MeterProviderBuilder, SdkMeterProvider};
 use prometheus::{Encoder as _, TextEncoder};
+
+/// Installs one more reader on the provider being built.
+type AddReader = Box<dyn FnOnce(MeterProviderBuilder) -> MeterProviderBuilder>;
 
 /// Most label sets one instrument keeps before folding new ones into the overflow series.
 const MAX_SERIES: usize = 512;
@@ -97,6 +100,24 @@ impl Default for Metrics {
 impl Metrics {
     /// A fresh set of instruments on a meter provider of its own.
     pub fn new() -> Self {
+        Self::build(None)
+    }
+
+    /// [`Metrics::new`], with `reader` collecting too (the OTLP metrics exporter's
+    /// `PeriodicReader`, beside the Prometheus reader of `/metrics`).
+    pub fn with_reader(reader: impl opentelemetry_sdk::metrics::reader::MetricReader) -> Self {
+        Self::build(Some(Box::new(move |b: MeterProviderBuilder| b.with_reader(reader))))
+    }
+
+    /// Flushes and stops the readers (the last OTLP collection is exported). Blocking:
+    /// call it off the async workers.
+    pub fn shutdown(&self) {
+        if let Err(e) = self.provider.shutdown() {
+            tracing::debug!(error = %e, "Meter provider shutdown.");
+        }
+    }
+
+    fn build(extra: Option<AddReader>) -> Self {
         let registry = prometheus::Registry::new();
         let reader = opentelemetry_prometheus::exporter()
             .with_registry(registry.clone())
@@ -110,6 +131,9 @@ impl Metrics {
             Ok(r) => builder = builder.with_reader(r),
             // Only a name clash in a fresh registry fails here; metrics then read as empty.
             Err(e) => tracing::error!(error = %e, "Cannot set up the metrics exporter."),
+        }
+        if let Some(add) = extra {
+            builder = add(builder);
         }
         let provider = builder.build();
         let meter = provider.meter("aep-bridge");

@@ -197,7 +197,13 @@ pub async fn serve(
         Some(a) => Some(bind(a, "--otlp-http").await?),
     };
 
-    let metrics = Arc::new(Metrics::default());
+    // The bridge's metrics also go over OTLP when `[export.otlp]` has an endpoint (issue 14).
+    let (metrics, otlp_metrics) = match crate::export::otlp_metrics::setup(&cfg.export) {
+        Some((reader, delivery)) => (Arc::new(Metrics::with_reader(reader)), Some(delivery)),
+        None => (Arc::new(Metrics::default()), None),
+    };
+    let otlp_metrics_task =
+        otlp_metrics.map(|d| tokio::spawn(d.run(cfg.export.retry.clone(), metrics.clone(), shutdown.clone())));
     let health = Arc::new(crate::health::Health::default());
     if let Some(e) = &epoch_warning {
         health.failing("state", e);
@@ -366,6 +372,14 @@ pub async fn serve(
     for t in relay_tasks {
         if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), t).await.is_err() {
             unfinished.push("relay (closing frame)");
+        }
+    }
+    if let Some(t) = otlp_metrics_task {
+        // The provider's shutdown runs the last collection through the exporter, then drops it.
+        let m = metrics.clone();
+        let _ = tokio::task::spawn_blocking(move || m.shutdown()).await;
+        if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), t).await.is_err() {
+            unfinished.push("otlp metrics (last collection)");
         }
     }
     if let Some(t) = jsonl_thread {

@@ -60,6 +60,13 @@ pub struct OtlpConfig {
     pub logs: bool,
     /// Export synthesized spans (session, run, tool, attention).
     pub spans: bool,
+    /// Export the bridge's metrics (the GenAI instruments and its own counters) every
+    /// `metrics_interval_ms`.
+    pub metrics: bool,
+    /// How often the metrics are collected and exported, in milliseconds.
+    pub metrics_interval_ms: u64,
+    /// `cumulative` (the default) or `delta` aggregation temporality of exported metrics.
+    pub metrics_temporality: MetricsTemporality,
     /// Capture ceiling of exported payloads (AEP-0005 §3.3); default `metadata`.
     pub max_capture: Capture,
     /// Extra request headers (gRPC metadata), e.g. an authorization header.
@@ -80,8 +87,19 @@ pub struct OtlpConfig {
     pub trace_per_run: bool,
     /// `[export.otlp.tls]`: extra CA bundle and client certificate for `https://`.
     pub tls: TlsConfig,
-    /// `[export.otlp.signals.logs]` / `[export.otlp.signals.traces]`: per-signal overrides.
+    /// `[export.otlp.signals.logs]` / `.traces` / `.metrics`: per-signal overrides.
     pub signals: SignalsConfig,
+}
+
+/// Aggregation temporality of exported metrics (OTel metrics data model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricsTemporality {
+    /// Totals since the bridge started (what Prometheus-style backends expect).
+    #[default]
+    Cumulative,
+    /// Changes since the last export (what Datadog-style backends expect).
+    Delta,
 }
 
 /// `[export.otlp.signals]`: per-signal overrides (the `OTEL_EXPORTER_OTLP_LOGS_*` /
@@ -93,6 +111,8 @@ pub struct SignalsConfig {
     pub logs: SignalConfig,
     /// Overrides of the spans (traces) exporter.
     pub traces: SignalConfig,
+    /// Overrides of the metrics exporter.
+    pub metrics: SignalConfig,
 }
 
 /// Overrides of `[export.otlp]` for one signal; unset keys inherit.
@@ -121,6 +141,8 @@ pub enum Signal {
     Logs,
     /// `/v1/traces`, `TraceService/Export`.
     Traces,
+    /// `/v1/metrics`, `MetricsService/Export`.
+    Metrics,
 }
 
 impl Signal {
@@ -129,6 +151,7 @@ impl Signal {
         match self {
             Signal::Logs => "/v1/logs",
             Signal::Traces => "/v1/traces",
+            Signal::Metrics => "/v1/metrics",
         }
     }
 }
@@ -156,6 +179,7 @@ impl OtlpConfig {
         let (on, o) = match signal {
             Signal::Logs => (self.logs, &self.signals.logs),
             Signal::Traces => (self.spans, &self.signals.traces),
+            Signal::Metrics => (self.metrics, &self.signals.metrics),
         };
         let protocol = o.protocol.unwrap_or(self.protocol);
         let url = match (&o.endpoint, &self.endpoint) {
@@ -182,6 +206,9 @@ impl Default for OtlpConfig {
             protocol: Protocol::Grpc,
             logs: true,
             spans: true,
+            metrics: true,
+            metrics_interval_ms: 60_000,
+            metrics_temporality: MetricsTemporality::Cumulative,
             max_capture: Capture::Metadata,
             headers: Headers::new(),
             batch_size: 512,
@@ -315,6 +342,7 @@ impl ExportConfig {
             ("otlp.tls", Some(&self.otlp.tls)),
             ("otlp.signals.logs.tls", self.otlp.signals.logs.tls.as_ref()),
             ("otlp.signals.traces.tls", self.otlp.signals.traces.tls.as_ref()),
+            ("otlp.signals.metrics.tls", self.otlp.signals.metrics.tls.as_ref()),
             ("cloudevents.tls", Some(&self.cloudevents.tls)),
             ("ocsf.tls", Some(&self.ocsf.tls)),
         ] {
@@ -322,9 +350,14 @@ impl ExportConfig {
                 out.extend(t.check(key));
             }
         }
-        for (key, sig) in
-            [("otlp.signals.logs", &self.otlp.signals.logs), ("otlp.signals.traces", &self.otlp.signals.traces)]
-        {
+        if self.otlp.metrics_interval_ms < 100 {
+            out.push(("otlp.metrics_interval_ms".into(), "must be at least 100".into()));
+        }
+        for (key, sig) in [
+            ("otlp.signals.logs", &self.otlp.signals.logs),
+            ("otlp.signals.traces", &self.otlp.signals.traces),
+            ("otlp.signals.metrics", &self.otlp.signals.metrics),
+        ] {
             if let Some(h) = &sig.headers {
                 check_headers(&format!("{key}.headers"), h, &mut out);
             }

@@ -8,6 +8,7 @@ pub mod config;
 pub mod ocsf;
 pub mod otel_env;
 pub mod otlp;
+pub mod otlp_metrics;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,8 +18,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{
-    CeMode, CloudEventsConfig, Compression, ExportConfig, OcsfConfig, OtlpConfig, Protocol, RetryConfig, Signal,
-    SignalConfig, SignalSettings, SignalsConfig,
+    CeMode, CloudEventsConfig, Compression, ExportConfig, MetricsTemporality, OcsfConfig, OtlpConfig, Protocol,
+    RetryConfig, Signal, SignalConfig, SignalSettings, SignalsConfig,
 };
 
 use crate::metrics::Metrics;
@@ -163,6 +164,8 @@ pub fn start(
             }
         };
         let task = match signal {
+            // Metrics are no event sink: see `otlp_metrics`, set up with the meter provider.
+            Signal::Metrics => continue,
             Signal::Logs => {
                 let (rx, stats) = add("otlp_logs", &mut ex);
                 tokio::spawn(otlp::run_logs(

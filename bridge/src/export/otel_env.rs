@@ -10,7 +10,7 @@
 //!   its `signals.<signal>` / `tls` tables) is never overridden, and a generic key written
 //!   in the file also shadows the per-signal variables of that key.
 
-use super::config::{Compression, OtlpConfig, Protocol, SignalConfig};
+use super::config::{Compression, MetricsTemporality, OtlpConfig, Protocol, SignalConfig};
 use crate::transport::config::HttpUrl;
 use crate::transport::{Headers, TlsConfig};
 
@@ -114,6 +114,11 @@ pub struct OtelEnv {
     pub logs: SignalEnv,
     /// `OTEL_EXPORTER_OTLP_TRACES_*`.
     pub traces: SignalEnv,
+    /// `OTEL_EXPORTER_OTLP_METRICS_*`.
+    pub metrics: SignalEnv,
+    /// `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`: `cumulative` or `delta`
+    /// (`lowmemory` reads as `delta`: this bridge has only counters and histograms).
+    pub temporality: Option<MetricsTemporality>,
 }
 
 /// `[export.otlp]` as written in the file (to know which keys it sets).
@@ -137,13 +142,28 @@ impl OtelEnv {
             generic: SignalEnv::read("OTEL_EXPORTER_OTLP_", &lookup, &mut problems),
             logs: SignalEnv::read("OTEL_EXPORTER_OTLP_LOGS_", &lookup, &mut problems),
             traces: SignalEnv::read("OTEL_EXPORTER_OTLP_TRACES_", &lookup, &mut problems),
+            metrics: SignalEnv::read("OTEL_EXPORTER_OTLP_METRICS_", &lookup, &mut problems),
+            temporality: None,
         };
+        let mut env = env;
+        let name = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE";
+        if let Some(v) = lookup(name).map(|v| v.trim().to_ascii_lowercase()).filter(|v| !v.is_empty()) {
+            match v.as_str() {
+                "cumulative" => env.temporality = Some(MetricsTemporality::Cumulative),
+                "delta" | "lowmemory" => env.temporality = Some(MetricsTemporality::Delta),
+                _ => problems.push((name.into(), format!("{v:?} is not cumulative, delta or lowmemory"))),
+            }
+        }
         (env, problems)
     }
 
     /// Whether no variable is set.
     pub fn is_empty(&self) -> bool {
-        self.generic.is_empty() && self.logs.is_empty() && self.traces.is_empty()
+        self.generic.is_empty()
+            && self.logs.is_empty()
+            && self.traces.is_empty()
+            && self.metrics.is_empty()
+            && self.temporality.is_none()
     }
 
     /// Merges the variables into `cfg`; `written` is `[export.otlp]` as the file has it
@@ -166,11 +186,16 @@ impl OtelEnv {
         if let Some(v) = g.timeout_ms.filter(|_| set("timeout_ms")) {
             cfg.timeout_ms = v;
         }
+        if let Some(v) = self.temporality.filter(|_| set("metrics_temporality")) {
+            cfg.metrics_temporality = v;
+        }
         apply_tls(g, &mut cfg.tls, |k| has(written, &["tls", k]));
         let base_tls = cfg.tls.clone();
-        for (name, env, sig) in
-            [("logs", &self.logs, &mut cfg.signals.logs), ("traces", &self.traces, &mut cfg.signals.traces)]
-        {
+        for (name, env, sig) in [
+            ("logs", &self.logs, &mut cfg.signals.logs),
+            ("traces", &self.traces, &mut cfg.signals.traces),
+            ("metrics", &self.metrics, &mut cfg.signals.metrics),
+        ] {
             // A per-signal variable fills its key unless the file sets it, per signal or generic.
             let free = |key: &str| !has(written, &["signals", name, key]) && !has(written, &[key]);
             apply_signal(env, sig, &free, &base_tls, |k| {
@@ -350,6 +375,31 @@ mod tests {
         e.apply(&mut cfg, None);
         assert!(cfg.for_signal(crate::export::Signal::Logs).is_some());
         assert!(cfg.for_signal(crate::export::Signal::Traces).is_none());
+    }
+
+    #[test]
+    fn metrics_have_their_own_endpoint_and_temporality_preference() {
+        let (e, problems) = env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://metrics.example/v1/metrics"),
+            ("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "Delta"),
+        ]);
+        assert!(problems.is_empty(), "{problems:?}");
+        let mut cfg = OtlpConfig::default();
+        e.apply(&mut cfg, None);
+        assert_eq!(cfg.metrics_temporality, MetricsTemporality::Delta);
+        let m = cfg.for_signal(crate::export::Signal::Metrics).unwrap();
+        assert_eq!(m.url, "http://metrics.example/v1/metrics");
+        let logs = cfg.for_signal(crate::export::Signal::Logs).unwrap();
+        assert_eq!(logs.url, "http://collector:4318/v1/logs");
+        // The file's temporality wins; a bad preference is a problem named by its variable.
+        let file = written("metrics_temporality = \"cumulative\"\n");
+        let mut cfg: OtlpConfig = file.clone().try_into().unwrap();
+        e.apply(&mut cfg, Some(&file));
+        assert_eq!(cfg.metrics_temporality, MetricsTemporality::Cumulative);
+        let (_, problems) = env(&[("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "weekly")]);
+        assert_eq!(problems[0].0, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE");
     }
 
     #[test]

@@ -15,6 +15,9 @@ use bytes::Bytes;
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsServiceRequest, ExportLogsServiceResponse, logs_service_client::LogsServiceClient,
 };
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse, metrics_service_client::MetricsServiceClient,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse, trace_service_client::TraceServiceClient,
 };
@@ -94,6 +97,7 @@ pub fn traces_from_json(v: Value) -> Result<ExportTraceServiceRequest, ConvertEr
 enum Prepared {
     Logs(ExportLogsServiceRequest),
     Traces(ExportTraceServiceRequest),
+    Metrics(ExportMetricsServiceRequest),
     /// An HTTP body: content type, bytes (already compressed when `gzipped`).
     Body(&'static str, Bytes, bool),
 }
@@ -124,7 +128,11 @@ fn partial_from_reply(signal: Signal, r: &Reply) -> Partial {
     if r.content_type.starts_with("application/json") {
         let Ok(v) = serde_json::from_slice::<Value>(&r.body) else { return Partial::default() };
         let ps = &v["partialSuccess"];
-        let key = if signal == Signal::Logs { "rejectedLogRecords" } else { "rejectedSpans" };
+        let key = match signal {
+            Signal::Logs => "rejectedLogRecords",
+            Signal::Traces => "rejectedSpans",
+            Signal::Metrics => "rejectedDataPoints",
+        };
         let rejected = match &ps[key] {
             Value::Number(n) => n.as_i64().unwrap_or(0),
             Value::String(s) => s.parse().unwrap_or(0),
@@ -144,6 +152,11 @@ fn partial_from_reply(signal: Signal, r: &Reply) -> Partial {
             .and_then(|x| x.partial_success)
             .map(|p| Partial { rejected: p.rejected_spans, message: p.error_message })
             .unwrap_or_default(),
+        Signal::Metrics => ExportMetricsServiceResponse::decode(&r.body[..])
+            .ok()
+            .and_then(|x| x.partial_success)
+            .map(|p| Partial { rejected: p.rejected_data_points, message: p.error_message })
+            .unwrap_or_default(),
     }
 }
 
@@ -155,6 +168,8 @@ pub enum OtlpRequest {
     Logs(ExportLogsServiceRequest),
     /// Spans.
     Traces(ExportTraceServiceRequest),
+    /// Metric points (the bridge's own instruments, [`super::otlp_metrics`]).
+    Metrics(ExportMetricsServiceRequest),
 }
 
 impl OtlpRequest {
@@ -163,6 +178,7 @@ impl OtlpRequest {
         match self {
             OtlpRequest::Logs(_) => Signal::Logs,
             OtlpRequest::Traces(_) => Signal::Traces,
+            OtlpRequest::Metrics(_) => Signal::Metrics,
         }
     }
 }
@@ -186,8 +202,15 @@ fn prepare(protocol: Protocol, gzip: bool, req: OtlpRequest) -> Result<Prepared,
         (Protocol::HttpProtobuf, OtlpRequest::Traces(r)) => {
             Prepared::Body("application/x-protobuf", encode(r.encode_to_vec()), gzip)
         }
+        (Protocol::HttpJson, OtlpRequest::Metrics(r)) => {
+            Prepared::Body("application/json", encode(serde_json::to_vec(&r)?), gzip)
+        }
+        (Protocol::HttpProtobuf, OtlpRequest::Metrics(r)) => {
+            Prepared::Body("application/x-protobuf", encode(r.encode_to_vec()), gzip)
+        }
         (Protocol::Grpc, OtlpRequest::Logs(r)) => Prepared::Logs(r),
         (Protocol::Grpc, OtlpRequest::Traces(r)) => Prepared::Traces(r),
+        (Protocol::Grpc, OtlpRequest::Metrics(r)) => Prepared::Metrics(r),
     })
 }
 
@@ -303,6 +326,22 @@ impl OtlpClient {
                         r.into_inner()
                             .partial_success
                             .map(|p| Partial { rejected: p.rejected_spans, message: p.error_message })
+                            .unwrap_or_default(),
+                    ),
+                    Err(s) => grpc_failure(&s),
+                }
+            }
+            Prepared::Metrics(req) => {
+                let Some(ch) = self.channel.clone() else { return Attempt::Fail("no gRPC channel".into()) };
+                let mut c = MetricsServiceClient::new(ch).max_decoding_message_size(16 << 20);
+                if self.gzip {
+                    c = c.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
+                }
+                match c.export(self.request(req.clone())).await {
+                    Ok(r) => Attempt::Done(
+                        r.into_inner()
+                            .partial_success
+                            .map(|p| Partial { rejected: p.rejected_data_points, message: p.error_message })
                             .unwrap_or_default(),
                     ),
                     Err(s) => grpc_failure(&s),

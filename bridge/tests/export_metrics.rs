@@ -1,0 +1,161 @@
+//! The bridge's metrics over OTLP (issue 14): the GenAI instruments reach an OTLP/HTTP
+//! receiver as `ExportMetricsServiceRequest`s, with the configured temporality, after a
+//! real Claude Code session's own OTLP logs went through `serve`.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aep_bridge::export::{Compression, MetricsTemporality, Protocol};
+use axum::body::Bytes;
+use axum::extract::State;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::metrics::v1::{AggregationTemporality, Metric, metric::Data};
+use prost::Message as _;
+
+const OTLP: &[&str] = &[
+    include_str!("data/otlp-mix/claude-code/s01_0006_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0008_logs.json"),
+    include_str!("data/otlp-mix/claude-code/s01_0010_logs.json"),
+];
+
+type Got = Arc<Mutex<Vec<ExportMetricsServiceRequest>>>;
+
+/// An OTLP/HTTP metrics receiver: decodes every `/v1/metrics` body and keeps it.
+async fn receiver() -> (std::net::SocketAddr, Got) {
+    let got: Got = Arc::default();
+    let app = axum::Router::new()
+        .route(
+            "/v1/metrics",
+            axum::routing::post(|State(g): State<Got>, body: Bytes| async move {
+                match ExportMetricsServiceRequest::decode(body) {
+                    Ok(req) => {
+                        g.lock().unwrap().push(req);
+                        (axum::http::StatusCode::OK, Vec::new())
+                    }
+                    Err(_) => (axum::http::StatusCode::BAD_REQUEST, Vec::new()),
+                }
+            }),
+        )
+        .with_state(got.clone());
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await });
+    (addr, got)
+}
+
+fn metrics_named<'a>(reqs: &'a [ExportMetricsServiceRequest], name: &str) -> Vec<&'a Metric> {
+    reqs.iter()
+        .flat_map(|r| &r.resource_metrics)
+        .flat_map(|r| &r.scope_metrics)
+        .flat_map(|s| &s.metrics)
+        .filter(|m| m.name == name)
+        .collect()
+}
+
+/// `(temporality, sum of input-token points)` of the token histogram in one request.
+fn input_tokens(m: &Metric) -> Option<(i32, f64)> {
+    let Some(Data::Histogram(h)) = &m.data else { return None };
+    let input = h
+        .data_points
+        .iter()
+        .filter(|p| {
+            p.attributes.iter().any(|kv| kv.key == "gen_ai.token.type" && format!("{:?}", kv.value).contains("input"))
+        })
+        .map(|p| p.sum.unwrap_or(0.0))
+        .sum();
+    Some((h.aggregation_temporality, input))
+}
+
+async fn run(temporality: MetricsTemporality) -> Vec<ExportMetricsServiceRequest> {
+    let (addr, got) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = common::config(dir.path());
+    cfg.export.otlp.endpoint = Some(format!("http://{addr}").parse().unwrap());
+    cfg.export.otlp.protocol = Protocol::HttpProtobuf;
+    cfg.export.otlp.compression = Compression::None;
+    cfg.export.otlp.logs = false;
+    cfg.export.otlp.spans = false;
+    cfg.export.otlp.metrics_interval_ms = 200;
+    cfg.export.otlp.metrics_temporality = temporality;
+    let bridge = common::start(cfg).await;
+    for body in OTLP {
+        let (status, text) = common::post(format!("{}/v1/logs", bridge.url()), (*body).to_owned(), vec![]).await;
+        assert_eq!(status, 200, "{text}");
+    }
+    // Enough intervals for the session's points and a few quiet collections after them.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let n = {
+            let g = got.lock().unwrap();
+            let with = metrics_named(&g, "gen_ai.client.token.usage").len();
+            (with, g.len())
+        };
+        // Cumulative: every collection after the session carries it; delta: only the first.
+        let quiet_after = if temporality == MetricsTemporality::Delta { n.0 + 3 } else { 4 };
+        if n.0 >= 1 && n.1 >= quiet_after {
+            break;
+        }
+        assert!(Instant::now() < deadline, "metrics did not arrive: {n:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    bridge.shutdown().await;
+    got.lock().unwrap().clone()
+}
+
+fn expected_input_tokens() -> f64 {
+    let mut total = 0.0;
+    for body in OTLP {
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        let resources = v["resourceLogs"].as_array().unwrap();
+        let records = resources
+            .iter()
+            .flat_map(|r| r["scopeLogs"].as_array().unwrap())
+            .flat_map(|s| s["logRecords"].as_array().unwrap());
+        for r in records {
+            let attrs = r["attributes"].as_array().unwrap();
+            let get = |k: &str| {
+                let v = &attrs.iter().find(|a| a["key"] == k)?["value"];
+                // OTLP/JSON writes an int64 as a string or (as Claude Code does) a number.
+                let int = &v["intValue"];
+                v["stringValue"]
+                    .as_str()
+                    .or(int.as_str())
+                    .map(str::to_owned)
+                    .or_else(|| int.as_u64().map(|n| n.to_string()))
+            };
+            if get("event.name").as_deref() == Some("api_request") {
+                total += get("input_tokens").and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+            }
+        }
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cumulative_metrics_carry_the_sessions_tokens_in_every_collection() {
+    let want = expected_input_tokens();
+    assert!(want > 0.0);
+    let got = run(MetricsTemporality::Cumulative).await;
+    let tokens: Vec<(i32, f64)> =
+        metrics_named(&got, "gen_ai.client.token.usage").into_iter().filter_map(input_tokens).collect();
+    assert!(!tokens.is_empty());
+    assert!(tokens.iter().all(|(t, _)| *t == AggregationTemporality::Cumulative as i32), "{tokens:?}");
+    assert_eq!(tokens.last().unwrap().1, want, "the last collection holds the whole session: {tokens:?}");
+    let m = metrics_named(&got, "gen_ai.client.token.usage")[0];
+    assert_eq!(m.unit, "{token}");
+    assert!(!metrics_named(&got, "gen_ai.client.operation.duration").is_empty());
+    assert!(!metrics_named(&got, "aep_bridge_events_in").is_empty(), "the bridge's own counters ride along");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delta_metrics_count_each_token_once() {
+    let want = expected_input_tokens();
+    let got = run(MetricsTemporality::Delta).await;
+    let tokens: Vec<(i32, f64)> =
+        metrics_named(&got, "gen_ai.client.token.usage").into_iter().filter_map(input_tokens).collect();
+    assert!(tokens.iter().all(|(t, _)| *t == AggregationTemporality::Delta as i32), "{tokens:?}");
+    let total: f64 = tokens.iter().map(|(_, s)| s).sum();
+    assert_eq!(total, want, "delta collections add up to the session, each token once: {tokens:?}");
+}
