@@ -22,9 +22,11 @@ const INFERENCE_DETAILS: &str = "gen_ai.client.inference.operation.details";
 /// pseudonymous user identifier, and `user.email` is PII, so both ride at `full` only.
 const COMMON: &[Field] = &[full("installation.id"), full("user.email")];
 
-/// The known events as Gemini CLI 0.61 sends them (the captures), plus `api_error` and
-/// `chat_compression` from the vendor's telemetry reference: the full event name, the type
-/// suffix after `x.gemini-cli.otel.`, and the attributes each forwards.
+/// The known events as Gemini CLI 0.61 sends them: those in the captures, plus `api_error`,
+/// `chat_compression`, `conversation_finished` and `agent.start` / `agent.finish` read from
+/// the pinned 0.61.0 package's own event classes (their `toOpenTelemetryAttributes`): the
+/// full event name, the type suffix after `x.gemini-cli.otel.`, and the attributes each
+/// forwards.
 const KNOWN: &[(&str, &str, &[Field])] = &[
     (
         "gemini_cli.config",
@@ -71,9 +73,11 @@ const KNOWN: &[(&str, &str, &[Field])] = &[
             meta("start_time"),
             meta("end_time"),
             meta("error_type"),
+            meta("error.type"),
             // Line counts and exit codes (`{"exitCode": 2, "isError": true}`), not content.
             meta("metadata"),
             redacted("error"),
+            redacted("error.message"),
             // The call's arguments (paths, commands, file content): content.
             full("function_args"),
         ],
@@ -122,7 +126,7 @@ const KNOWN: &[(&str, &str, &[Field])] = &[
         "api_error",
         &[
             meta("model"),
-            meta("error_type"),
+            meta("error.type"),
             meta("status_code"),
             meta("http.status_code"),
             meta("duration_ms"),
@@ -132,6 +136,13 @@ const KNOWN: &[(&str, &str, &[Field])] = &[
             redacted("error"),
             redacted("error.message"),
         ],
+    ),
+    ("gemini_cli.conversation_finished", "conversation_finished", &[meta("approvalMode"), meta("turnCount")]),
+    ("gemini_cli.agent.start", "agent.start", &[meta("agent_id"), meta("agent_name")]),
+    (
+        "gemini_cli.agent.finish",
+        "agent.finish",
+        &[meta("agent_id"), meta("agent_name"), meta("duration_ms"), meta("turn_count"), meta("terminate_reason")],
     ),
     (
         "gemini_cli.hook_call",

@@ -14,9 +14,10 @@ pub struct QwenCodeOtel;
 /// Attributes every event may carry beyond its own list (`user.email` is PII: `full` only).
 const COMMON: &[Field] = &[full("user.email")];
 
-/// The known events as Qwen Code 0.15.10 sends them (the captures), plus `api_error` from
-/// the vendor's telemetry reference: full name, type suffix after `x.qwen-code.otel.`,
-/// forwarded attributes.
+/// The known events as Qwen Code 0.15.10 sends them: those in the captures, plus
+/// `api_error`, `chat_compression`, `conversation_finished` and `subagent_execution` read
+/// from the pinned 0.15.10 package's own loggers: full name, type suffix after
+/// `x.qwen-code.otel.`, forwarded attributes.
 const KNOWN: &[(&str, &str, &[Field])] = &[
     (
         "qwen-code.config",
@@ -86,15 +87,24 @@ const KNOWN: &[(&str, &str, &[Field])] = &[
             meta("response_id"),
             meta("model"),
             meta("error_type"),
+            meta("error.type"),
             meta("status_code"),
             meta("http.status_code"),
             meta("duration_ms"),
             meta("prompt_id"),
             meta("auth_type"),
             meta("subagent_name"),
-            redacted("error"),
+            redacted("error_message"),
             redacted("error.message"),
         ],
+    ),
+    ("qwen-code.chat_compression", "chat_compression", &[meta("tokens_before"), meta("tokens_after")]),
+    ("qwen-code.conversation_finished", "conversation_finished", &[meta("approvalMode"), meta("turnCount")]),
+    (
+        "qwen-code.subagent_execution",
+        "subagent_execution",
+        // The subagent's `result` and `execution_summary` are its answer: content.
+        &[meta("subagent_name"), meta("status"), meta("terminate_reason"), full("result"), full("execution_summary")],
     ),
     (
         "qwen-code.tool_call",
