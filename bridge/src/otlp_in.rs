@@ -296,7 +296,7 @@ mod tests {
             pipeline,
             MapContext::default(),
             Mode::Companion,
-            HashMap::new(),
+            ProfileOverrides::default(),
             2,
             None,
             None,
