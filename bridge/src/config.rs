@@ -274,8 +274,12 @@ pub struct OtlpInConfig {
     /// `primary` or `companion` (default).
     pub mode: aep_adapters::otel::Mode,
     /// Overrides of profile selection: resource `service.name` -> profile
-    /// (`codex`, `vscode`, `claude-code`).
+    /// (`codex`, `vscode`, `claude-code`, `gemini-cli`, `qwen-code`).
     pub profiles: BTreeMap<String, aep_adapters::otel::Vendor>,
+    /// Opt-in for services no profile knows: resource `service.name` -> a vendor name; their
+    /// records map to `x.<vendor>.otel.<event>` (only the event name below the `full`
+    /// ceiling) instead of being refused.
+    pub generic: BTreeMap<String, aep_adapters::otel::generic::VendorName>,
     /// Forward every received OTLP request unchanged to this OTLP/HTTP base URL (the tee);
     /// `""` = off.
     #[serde(deserialize_with = "off_if_empty")]
@@ -297,6 +301,7 @@ impl Default for OtlpInConfig {
         Self {
             mode: aep_adapters::otel::Mode::default(),
             profiles: BTreeMap::new(),
+            generic: BTreeMap::new(),
             tee: None,
             tee_headers: Headers::default(),
             tee_tls: TlsConfig::default(),
@@ -573,6 +578,13 @@ mod tests {
         assert_eq!(typed.otlp_in.mode, aep_adapters::otel::Mode::Primary);
         assert_eq!(typed.otlp_in.profiles["my-codex"], aep_adapters::otel::Vendor::Codex);
         assert!(Config::from_toml("[otlp_in]\nprofiles = { x = \"gemini\" }").is_err(), "no such profile");
+        let typed = Config::from_toml(
+            "[otlp_in.profiles]\ng = \"gemini-cli\"\nq = \"qwen-code\"\n[otlp_in.generic]\nmy-app = \"my-agent\"",
+        )
+        .unwrap();
+        assert_eq!(typed.otlp_in.profiles["q"], aep_adapters::otel::Vendor::QwenCode);
+        assert_eq!(typed.otlp_in.generic["my-app"].as_str(), "my-agent");
+        assert!(Config::from_toml("[otlp_in.generic]\nmy-app = \"My Agent\"").is_err(), "not a vendor token");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aep_adapters::MapContext;
+use aep_adapters::otel::generic::{self, GenericOtel};
 use aep_adapters::otel::{MappedDraft, Mode, OtelRecord, ProfileSelector, Vendor, map_batch};
 use aep_receivers::otlp::{
     Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler, Refused,
@@ -38,12 +39,41 @@ pub trait OtlpTee: Send + Sync {
     fn metrics(&self, req: &ExportMetricsServiceRequest);
 }
 
+/// How records choose a profile beyond detection by `service.name`: `[otlp_in.profiles]`
+/// (a built-in profile per service) and the opt-in `[otlp_in.generic]` (a vendor name per
+/// service no profile knows, mapped to `x.<vendor>.otel.*`).
+#[derive(Debug, Clone, Default)]
+pub struct ProfileOverrides {
+    /// `service.name` -> built-in profile.
+    pub forced: HashMap<String, Vendor>,
+    /// `service.name` -> the generic profile of a configured vendor name.
+    pub generic: HashMap<String, GenericOtel>,
+}
+
+impl ProfileOverrides {
+    /// From the config's two tables (a service in both takes its built-in profile).
+    pub fn from_config(cfg: &crate::config::OtlpInConfig) -> Self {
+        Self {
+            forced: cfg.profiles.iter().map(|(svc, v)| (svc.clone(), *v)).collect(),
+            generic: cfg.generic.iter().map(|(svc, name)| (svc.clone(), GenericOtel::leak(name))).collect(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.forced.is_empty() && self.generic.is_empty()
+    }
+
+    fn covers(&self, rec: &OtelRecord) -> bool {
+        rec.service_name().is_some_and(|s| self.forced.contains_key(s) || self.generic.contains_key(s))
+    }
+}
+
 /// Maps OTLP log records through the profiles and feeds the pipeline.
 pub struct BridgeOtlp {
     tx: mpsc::Sender<Vec<MappedDraft>>,
     cx: MapContext,
     mode: Mode,
-    overrides: HashMap<String, Vendor>,
+    overrides: ProfileOverrides,
     metrics: Arc<Metrics>,
     tee: Option<Arc<dyn OtlpTee>>,
     /// Drafts mapped and not yet through the pipeline; past `max_queued` new exports are
@@ -65,7 +95,7 @@ impl BridgeOtlp {
         pipeline: Pipeline,
         cx: MapContext,
         mode: Mode,
-        overrides: HashMap<String, Vendor>,
+        overrides: ProfileOverrides,
         max_queued: usize,
         tee: Option<Arc<dyn OtlpTee>>,
         token: Option<String>,
@@ -127,12 +157,20 @@ impl BridgeOtlp {
         let (forced, detected): (Vec<_>, Vec<_>) = if self.overrides.is_empty() {
             (Vec::new(), records)
         } else {
-            records.into_iter().partition(|r| r.service_name().is_some_and(|s| self.overrides.contains_key(s)))
+            records.into_iter().partition(|r| self.overrides.covers(r))
         };
         let mut sessionless = 0;
         for r in forced {
-            let vendor = r.service_name().and_then(|s| self.overrides.get(s)).copied();
-            let out = map_batch(std::slice::from_ref(&r), &ProfileSelector { forced: vendor }, &self.cx, self.mode);
+            let svc = r.service_name().unwrap_or("");
+            let out = match (self.overrides.forced.get(svc), self.overrides.generic.get(svc)) {
+                (None, Some(generic)) => generic::map_batch(std::slice::from_ref(&r), generic, &self.cx, self.mode),
+                (vendor, _) => map_batch(
+                    std::slice::from_ref(&r),
+                    &ProfileSelector { forced: vendor.copied() },
+                    &self.cx,
+                    self.mode,
+                ),
+            };
             sessionless += out.sessionless;
             drafts.extend(out.drafts);
         }
@@ -174,7 +212,7 @@ impl BridgeOtlp {
             return Ok(Accepted::partial(
                 unmatched as i64,
                 format!(
-                    "{unmatched} of {total} log records match no vendor profile (service.name {svc:?}); set [otlp_in.profiles] to map it"
+                    "{unmatched} of {total} log records match no vendor profile (service.name {svc:?}); set [otlp_in.profiles] or [otlp_in.generic] to map it"
                 ),
             ));
         }
@@ -258,7 +296,7 @@ mod tests {
             pipeline,
             MapContext::default(),
             Mode::Companion,
-            HashMap::new(),
+            ProfileOverrides::default(),
             2,
             None,
             None,

@@ -133,8 +133,8 @@ impl Bound {
     }
 }
 
-fn otlp_overrides(cfg: &Config) -> std::collections::HashMap<String, aep_adapters::otel::Vendor> {
-    cfg.otlp_in.profiles.iter().map(|(svc, v)| (svc.clone(), *v)).collect()
+fn otlp_overrides(cfg: &Config) -> crate::otlp_in::ProfileOverrides {
+    crate::otlp_in::ProfileOverrides::from_config(&cfg.otlp_in)
 }
 
 async fn bind(addr: SocketAddr, flag: &'static str) -> Result<TcpListener, ServeError> {

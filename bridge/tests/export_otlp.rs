@@ -17,7 +17,8 @@ use aep_bridge::export::otlp::{logs_from_json, retry_info_details, traces_from_j
 use aep_bridge::export::{self, Compression, ExportConfig, Protocol, Stats};
 use aep_bridge::metrics::Metrics;
 use aep_bridge::pipeline::Stamped;
-use aep_projections::otlp_logs::{OtlpOptions, logs_request};
+use aep_projections::otlp_logs::{OtlpOptions, logs_request_on_spans};
+use aep_projections::spans::LogSpans;
 use aep_schemas::Event;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -173,8 +174,8 @@ async fn http_protobuf_and_json_deliver_exactly_the_projection() {
         let logs: Vec<&Got> = got.iter().filter(|g| g.path == "/v1/logs").collect();
         let traces: Vec<&Got> = got.iter().filter(|g| g.path == "/v1/traces").collect();
         assert!(got.iter().all(|g| g.content_type == ct && g.gzip == gzip), "{protocol:?}");
-        // Exactly the projection's records, once.
-        let want = logs_request(&events, &OtlpOptions::default());
+        // Exactly the projection's records, once, placed on the spans exported beside them.
+        let want = logs_request_on_spans(&events, &OtlpOptions::default(), &mut LogSpans::new(false));
         let mut recs = Vec::new();
         for g in &logs {
             for rl in decode_logs(g).resource_logs {
@@ -193,6 +194,30 @@ async fn http_protobuf_and_json_deliver_exactly_the_projection() {
         names.sort_unstable();
         assert_eq!(names, ["execute_tool Bash", "invoke_agent codex", "session codex"], "{protocol:?}");
         assert!(spans.iter().all(|s| s.trace_id == spans[0].trace_id));
+        // Issue 14: every log line names the span the receiver got for its Event (a backend
+        // jumps from the line to its trace): session lines the root, run lines the run,
+        // tool lines the tool call.
+        let span_of = |r: &opentelemetry_proto::tonic::logs::v1::LogRecord| {
+            spans
+                .iter()
+                .find(|s| s.trace_id == r.trace_id && s.span_id == r.span_id)
+                .map(|s| s.name.as_str())
+                .unwrap_or_else(|| panic!("{protocol:?}: record {} names no received span", r.event_name))
+        };
+        let placed: Vec<&str> = recs.iter().map(span_of).collect();
+        assert_eq!(
+            placed,
+            [
+                "session codex",
+                "invoke_agent codex",
+                "execute_tool Bash",
+                "execute_tool Bash",
+                "invoke_agent codex",
+                "session codex"
+            ],
+            "{protocol:?}"
+        );
+        assert!(recs.iter().all(|r| r.flags & 1 == 1), "sampled, as the spans are");
         assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
         assert_eq!(stat(&stats, "otlp_spans"), (3, 0, 0, 0));
         assert_eq!(metrics.events_out.get(&[("sink", "otlp_logs")]), 6);

@@ -117,3 +117,81 @@ async fn a_real_claude_code_session_yields_the_genai_metrics_its_data_implies() 
     assert!(!text.contains("45a2eddb"), "a session id leaked into a label");
     bridge.shutdown().await;
 }
+
+/// Input tokens of the `*.api_response` records of a recorded export, from the OTLP/JSON.
+fn response_tokens(body: &str) -> (u64, u64) {
+    let v: Value = serde_json::from_str(body).unwrap();
+    let mut out = (0, 0);
+    for rl in v["resourceLogs"].as_array().unwrap() {
+        for r in rl["scopeLogs"].as_array().unwrap().iter().flat_map(|s| s["logRecords"].as_array().unwrap()) {
+            let attrs = r["attributes"].as_array().unwrap();
+            let get = |k: &str| {
+                let v = &attrs.iter().find(|a| a["key"] == k)?["value"];
+                let int = &v["intValue"];
+                v["stringValue"]
+                    .as_str()
+                    .or(int.as_str())
+                    .map(str::to_owned)
+                    .or_else(|| int.as_u64().map(|n| n.to_string()))
+            };
+            if get("event.name").is_some_and(|n| n.ends_with(".api_response")) {
+                out.0 += 1;
+                out.1 += get("input_token_count").and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
+            }
+        }
+    }
+    out
+}
+
+/// Real Gemini CLI 0.61 and Qwen Code 0.15 exports: their `api_response` records become
+/// token usage and model-call latency under their own agent names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_cli_and_qwen_code_model_calls_are_counted() {
+    let runs = [
+        (
+            "gemini-cli",
+            [
+                include_str!("data/otlp-captures/gemini-cli/g01_0001_logs.json"),
+                include_str!("data/otlp-captures/gemini-cli/g01_0003_logs.json"),
+            ],
+        ),
+        (
+            "qwen-code",
+            [
+                include_str!("data/otlp-captures/qwen-code/q01_0001_logs.json"),
+                include_str!("data/otlp-captures/qwen-code/q01_0003_logs.json"),
+            ],
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = common::start(common::config(dir.path())).await;
+    for (_, bodies) in &runs {
+        for body in bodies {
+            let (status, text) = common::post(format!("{}/v1/logs", bridge.url()), (*body).to_owned(), vec![]).await;
+            assert_eq!(status, 200, "{text}");
+        }
+    }
+    for (agent, bodies) in &runs {
+        let (calls, input) = bodies.iter().map(|b| response_tokens(b)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        assert!(calls > 0 && input > 0, "{agent}: the capture has model calls");
+        let labels = [format!("gen_ai_agent_name=\"{agent}\""), "gen_ai_token_type=\"input\"".to_owned()];
+        let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let (_, text) = common::get(format!("{}/metrics", bridge.url())).await;
+            let (n, sum) = (
+                series(&text, "gen_ai_client_token_usage_count", &labels),
+                series(&text, "gen_ai_client_token_usage_sum", &labels),
+            );
+            if n >= calls as f64 {
+                assert_eq!((n, sum), (calls as f64, input as f64), "{agent}\n{text}");
+                let timed = series(&text, "gen_ai_client_operation_duration_seconds_count", &[labels[0]]);
+                assert_eq!(timed, calls as f64, "{agent}: every response has its duration");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{agent}: no token usage:\n{text}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    bridge.shutdown().await;
+}

@@ -3,7 +3,7 @@
 span export through a real collector. Run by run.sh inside `unshare -n` (loopback only).
 
 Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [scenario ...]
-Scenarios: claude, permission, codex (default: all). Prints one PASS/FAIL/SKIP line per check
+Scenarios: claude, permission, codex, gemini, qwen (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
@@ -500,8 +500,111 @@ def scenario_codex(a, scope):
         env.procs.stop()
 
 
+# ------------------------------------------------------------------ Gemini CLI and Qwen Code
+def metrics_text():
+    req = urllib.request.Request(f"http://{BRIDGE}/metrics", headers={"authorization": f"Bearer {TOKEN}"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.read().decode()
+    except OSError as ex:
+        return f"(metrics unreadable: {ex})"
+
+
+def fork_settings(home, dirname):
+    """The user settings of Gemini CLI / Qwen Code (hooks go to the project file through
+    `aep-bridge install`): offline, no update checks, native OTLP/HTTP export to the bridge."""
+    d = os.path.join(home, dirname)
+    os.makedirs(d, exist_ok=True)
+    auth = "gemini-api-key" if dirname == ".gemini" else "openai"
+    with open(os.path.join(d, "settings.json"), "w") as f:
+        json.dump({
+            "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False,
+                        "enableAutoUpdateNotification": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "security": {"auth": {"selectedType": auth}, "folderTrust": {"enabled": False}},
+            "telemetry": {"enabled": True, "target": "local", "otlpEndpoint": f"http://{BRIDGE}",
+                          "otlpProtocol": "http", "logPrompts": False, "useCollector": False},
+        }, f, indent=1)
+
+
+def scenario_fork(a, name):
+    """Gemini CLI or Qwen Code headless (`-p`, yolo), hooks from `aep-bridge install <vendor>
+    --project`, its own OTLP export (OTLP/JSON over HTTP, with the bridge's token) into the
+    bridge in companion mode: one session log holding both channels, no record refused."""
+    vendor, cli, dirname = {"gemini": ("gemini-cli", "gemini", ".gemini"), "qwen": ("qwen-code", "qwen", ".qwen")}[name]
+    env = Env(a, name)
+    try:
+        env.start_mock()
+        env.start_bridge()
+        fork_settings(env.home, dirname)
+        r = env.aep("install", vendor, "--project", env.proj)
+        settings = os.path.join(env.proj, dirname, "settings.json")
+        check(f"{name}: aep-bridge install {vendor} --project writes {dirname}/settings.json", r.returncode == 0
+              and os.path.isfile(settings), (r.stdout + r.stderr)[-300:])
+        e = env.base_env()
+        e.update({"OTEL_EXPORTER_OTLP_HEADERS": f"authorization=Bearer {TOKEN}", "OTEL_LOGS_EXPORT_INTERVAL": "300"})
+        if name == "gemini":
+            e.update({"GEMINI_API_KEY": "e2e-offline-key", "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}",
+                      "GEMINI_CLI_NO_RELAUNCH": "true"})
+            argv = ["-m", "gemini-2.5-pro"]
+        else:
+            e.update({"OPENAI_API_KEY": "sk-e2e-offline", "OPENAI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}/v1",
+                      "OPENAI_MODEL": "qwen3-coder-plus", "QWEN_CLI_NO_RELAUNCH": "true"})
+            argv = ["--auth-type", "openai", "-m", "qwen3-coder-plus"]
+        t0 = time.time()
+        r = subprocess.run([os.path.join(a.clients, cli), "-p", "Run the e2e script {{e2e:shell_ok,read_ok,shell_fail}}",
+                            "--output-format", "json", "--approval-mode", "yolo", *argv],
+                           cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=240)
+        open(os.path.join(env.logs, f"{cli}.stdout"), "w").write(r.stdout)
+        open(os.path.join(env.logs, f"{cli}.stderr"), "w").write(r.stderr)
+        check(f"{name}: {cli} -p exits 0", r.returncode == 0, f"rc={r.returncode} {r.stderr[-300:]}")
+        logs = wait_for(lambda: session_logs(env.data, vendor), 10)
+        print(f"  {cli} ran in {time.time() - t0:.0f}s; logs {logs}", flush=True)
+        if not check(f"{name}: one session log at {{data}}/logs/{vendor}/ (hooks and OTLP not split)", len(logs) == 1,
+                     str(logs)):
+            return
+        log = logs[0]
+        sid = os.path.basename(log)[:-len(".jsonl")]
+        prefix = f"x.{vendor}.otel."
+        wait_for(lambda: sum(x["type"] == prefix + "tool_call" for x in read_jsonl(log)) >= 3, 20)
+        events = read_jsonl(log)
+        ev = core(events)
+        types = [x["type"] for x in ev]
+        check(f"{name}: every Event names session {sid}", all(x.get("session") == sid for x in events))
+        check(f"{name}: session.started opens the stream, one run.started and run.finished from the hooks",
+              types[:1] == ["session.started"] and types.count("run.started") == 1 and types.count("run.finished") == 1,
+              str(types))
+        reqs = [x for x in ev if x["type"] == "tool.requested"]
+        ends = [x for x in ev if x["type"] in ("tool.completed", "tool.failed")]
+        pos = {x["id"]: i for i, x in enumerate(ev)}
+        # Gemini exposes no call id (pairs by tool name and input): the pairing is the `cause`.
+        check(f"{name}: 3 tool.requested, each ended once by a later tool.completed/failed caused by it",
+              len(reqs) == 3 and sorted(x.get("cause") for x in ends) == sorted(x["id"] for x in reqs)
+              and all(pos[x["id"]] > pos.get(x.get("cause"), len(ev)) for x in ends),
+              f"{len(reqs)} requested, {len(ends)} ended")
+        if name == "gemini":
+            check("gemini: session.ended closes the hook channel's stream", types[-1:] == ["session.ended"], str(types[-3:]))
+        otel = [x for x in events if x["type"].startswith(prefix)]
+        calls = sorted(x["data"].get("function_name") for x in otel if x["type"] == prefix + "tool_call")
+        hook_tools = sorted(x["data"]["tool"]["name"] for x in reqs)
+        check(f"{name}: native OTLP records land in the hook session's log", len(otel) >= 5, f"{len(otel)} records")
+        unknown = sorted({x["data"].get("event.name") for x in otel if x["type"] == prefix + "unknown"})
+        print(f"  {len(otel)} OTLP events; names the profile does not know: {unknown or 'none'}", flush=True)
+        check(f"{name}: the OTLP tool_call records name the hooks' tools", calls == hook_tools,
+              f"otel {calls} hooks {hook_tools}")
+        m = metrics_text()
+        refused = [l for l in m.splitlines() if 'reason="no_profile"' in l and not l.startswith("#")]
+        check(f"{name}: zero OTLP records refused (no partial-success rejection)", not refused
+              and "match no vendor profile" not in r.stderr, "; ".join(refused) or r.stderr[-300:])
+        r = env.aep("validate", log)
+        check(f"{name}: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
 SCENARIOS = {"claude": scenario_claude, "permission": scenario_permission,
-             "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project"))}
+             "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project")),
+             "gemini": lambda a: scenario_fork(a, "gemini"), "qwen": lambda a: scenario_fork(a, "qwen")}
 
 
 def main():

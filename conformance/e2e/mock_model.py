@@ -5,6 +5,8 @@ One server speaks both wire formats the pinned CLIs use:
   POST /v1/messages               Anthropic Messages (SSE when "stream": true, else JSON)
   POST /v1/messages/count_tokens  Anthropic token count
   POST /v1/responses              OpenAI Responses (SSE)
+  POST /v1/chat/completions       OpenAI Chat Completions (SSE or JSON; Qwen Code)
+  POST /v1beta/models/M:streamGenerateContent, :generateContent, :countTokens   Gemini (Gemini CLI)
   GET  /v1/models                 a one-model list
 
 The script is a marker in the user's prompt: `{{e2e:step,step,...}}`. Each step is one
@@ -44,6 +46,16 @@ def openai_call(step, tools):
     if "shell_command" in tools:
         return "shell_command", json.dumps({"command": cmd})
     return "shell", json.dumps({"command": ["bash", "-lc", cmd]})
+
+
+def fork_call(step, workdir):
+    """(tool name, args) of a Gemini CLI / Qwen Code step (their shared built-in tools)."""
+    return {
+        "shell_ok": ("run_shell_command", {"command": "echo e2e-ok", "description": "Print a word"}),
+        "shell_fail": ("run_shell_command", {"command": "ls /e2e_missing_dir", "description": "List a missing dir"}),
+        # Gemini CLI 0.61 names the argument file_path, Qwen Code 0.15 absolute_path.
+        "read_ok": ("read_file", {"file_path": f"{workdir}/hello.txt", "absolute_path": f"{workdir}/hello.txt"}),
+    }[step]
 
 
 def texts(content):
@@ -109,6 +121,13 @@ class Handler(BaseHTTPRequestHandler):
             return self.messages(body)
         if path.endswith("/responses"):
             return self.openai_responses(body)
+        if path.endswith("/chat/completions"):
+            return self.openai_chat(body)
+        if path.endswith(":countTokens"):
+            self.note()
+            return self.reply_json(200, {"totalTokens": 42})
+        if path.endswith(":streamGenerateContent") or path.endswith(":generateContent"):
+            return self.gemini(body, path, "alt=sse" in self.path)
         self.note()
         self.reply_json(404, {"error": {"type": "not_found_error", "message": "no such path"}})
 
@@ -196,6 +215,88 @@ class Handler(BaseHTTPRequestHandler):
                                           "response": {**resp, "status": "completed", "output": [out],
                                                        "usage": usage}})
         self.wfile.flush()
+
+
+    # ---- OpenAI Chat Completions (Qwen Code)
+    def openai_chat(self, body):
+        msgs = body.get("messages") or []
+        tools = {(t.get("function") or {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        said = "\n".join(t for m in msgs if m.get("role") == "user" for t in texts(m.get("content")))
+        m = MARK.search(said)
+        plan = [s for s in m.group(1).split(",") if s] if m else []
+        turn = sum(1 for x in msgs if x.get("role") == "assistant" and x.get("tool_calls"))
+        if turn < len(plan) and tools:
+            name, args = fork_call(plan[turn], ARGS.workdir)
+            msg = {"role": "assistant", "content": None, "tool_calls": [
+                {"index": 0, "id": "call_e2e" + uuid.uuid4().hex[:16], "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(args)}}]}
+            finish = "tool_calls"
+        else:
+            name, msg, finish = None, {"role": "assistant", "content": f"E2E done after {turn} tool turn(s)."}, "stop"
+        self.note(api="openai-chat", turn=turn, tool=name)
+        cid, model = "chatcmpl-e2e" + uuid.uuid4().hex[:12], body.get("model", "mock-model")
+        usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+        if not body.get("stream"):
+            if "tool_calls" in msg:
+                msg = {**msg, "tool_calls": [{k: v for k, v in t.items() if k != "index"} for t in msg["tool_calls"]]}
+            return self.reply_json(200, {"id": cid, "object": "chat.completion", "created": 1735689600, "model": model,
+                                         "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+                                         "usage": usage})
+        chunk = lambda delta, fin=None: {"id": cid, "object": "chat.completion.chunk", "created": 1735689600,
+                                         "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": fin}]}
+        self.start_sse()
+        self.wfile.write(b"data: " + json.dumps(chunk({"role": "assistant", "content": ""})).encode() + b"\n\n")
+        delta = {"tool_calls": msg["tool_calls"]} if "tool_calls" in msg else {"content": msg["content"]}
+        self.wfile.write(b"data: " + json.dumps(chunk(delta)).encode() + b"\n\n")
+        self.wfile.write(b"data: " + json.dumps(chunk({}, finish)).encode() + b"\n\n")
+        self.wfile.write(b"data: " + json.dumps({"id": cid, "object": "chat.completion.chunk", "created": 1735689600,
+                                                  "model": model, "choices": [], "usage": usage}).encode() + b"\n\n")
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    # ---- Gemini generateContent (Gemini CLI)
+    def gemini(self, body, path, sse):
+        contents = body.get("contents") or []
+        gc = body.get("generationConfig") or body.get("config") or {}
+        tools = {f.get("name") for t in body.get("tools") or [] if isinstance(t, dict)
+                 for f in t.get("functionDeclarations") or t.get("function_declarations") or [] if isinstance(f, dict)}
+        said = "\n".join(p.get("text", "") for c in contents if c.get("role") == "user"
+                         for p in c.get("parts") or [] if isinstance(p, dict))
+        m = MARK.search(said)
+        plan = [s for s in m.group(1).split(",") if s] if m else []
+        turn = sum(1 for c in contents if c.get("role") == "model"
+                   and any(isinstance(p, dict) and "functionCall" in p for p in c.get("parts") or []))
+        if gc.get("responseMimeType") == "application/json" or gc.get("responseJsonSchema") or gc.get("responseSchema"):
+            # a side query (routing, next speaker) that wants JSON of a schema: the smallest valid object
+            parts, name = [{"text": json.dumps(schema_value(gc.get("responseJsonSchema") or gc.get("responseSchema")))}], None
+        elif turn < len(plan) and tools:
+            name, args = fork_call(plan[turn], ARGS.workdir)
+            parts = [{"functionCall": {"name": name, "args": args}}]
+        else:
+            name, parts = None, [{"text": f"E2E done after {turn} tool turn(s)."}]
+        self.note(api="gemini", turn=turn, tool=name)
+        resp = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+                "usageMetadata": {"promptTokenCount": 100, "candidatesTokenCount": 10, "totalTokenCount": 110},
+                "modelVersion": "gemini-2.5-pro", "responseId": "e2e_" + uuid.uuid4().hex[:12]}
+        if path.endswith(":generateContent"):
+            return self.reply_json(200, resp)
+        if not sse:
+            return self.reply_json(200, [resp])
+        self.start_sse()
+        self.wfile.write(b"data: " + json.dumps(resp).encode() + b"\r\n\r\n")
+        self.wfile.flush()
+
+
+def schema_value(s):
+    """The smallest value of a JSON schema (enums take "user" when offered, else their first)."""
+    s = s or {}
+    if "enum" in s:
+        return "user" if "user" in s["enum"] else s["enum"][0]
+    t = s.get("type", "object")
+    t = t.lower() if isinstance(t, str) else "object"
+    if t == "object":
+        return {k: schema_value(v) for k, v in (s.get("properties") or {}).items()}
+    return {"array": [], "number": 0, "integer": 0, "boolean": False}.get(t, "e2e")
 
 
 if __name__ == "__main__":

@@ -99,6 +99,13 @@ pub fn service_name<'a>(ev: &'a Event, opts: &'a OtlpOptions) -> &'a str {
 
 /// One Event as an OTLP `LogRecord` (AEP-0005 §3.2), the ceiling applied first.
 pub fn log_record(ev: &Event, opts: &OtlpOptions) -> LogRecord {
+    log_record_on(ev, opts, None)
+}
+
+/// [`log_record`] placed on a synthesized span: with `span`, the record carries that span's
+/// trace and span ids (instead of the Event's own `traceparent`), so a backend can jump
+/// from the log line to the span the bridge exported for it ([`crate::spans::LogSpans`]).
+pub fn log_record_on(ev: &Event, opts: &OtlpOptions, span: Option<crate::spans::SpanContext>) -> LogRecord {
     // RFC 3339 → epoch nanos; an unparseable time stays 0 (unknown).
     let time_unix_nano = rfc3339_to_unix_nanos(&ev.time).unwrap_or(0);
     // AEP-0005 §3.4: severity defaults to info through the accessor.
@@ -156,7 +163,13 @@ pub fn log_record(ev: &Event, opts: &OtlpOptions) -> LogRecord {
         ..Default::default()
     };
     // Events land on existing traces: the parsed W3C fields (AEP-0005 §3.2).
-    if let Some(t) = ev.traceparent.as_deref().and_then(aep_schemas::time::parse_traceparent) {
+    let tp = ev.traceparent.as_deref().and_then(aep_schemas::time::parse_traceparent);
+    if let Some(c) = span {
+        // The synthesized span is exported sampled (its traceparent's flags when it joined one).
+        rec.flags = u32::from(tp.map_or(1, |t| t.flags));
+        rec.trace_id = c.trace_id.to_vec();
+        rec.span_id = c.span_id.to_vec();
+    } else if let Some(t) = tp {
         rec.flags = u32::from(t.flags);
         rec.trace_id = t.trace_id.to_vec();
         rec.span_id = t.span_id.to_vec();
@@ -178,6 +191,28 @@ pub fn logs_request<'a>(
             scope_logs: vec![ScopeLogs {
                 scope: Some(scope(&opts.scope_name, opts.scope_version.as_deref())),
                 log_records: evs.into_iter().map(|ev| log_record(ev, opts)).collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        })
+        .collect();
+    ExportLogsServiceRequest { resource_logs }
+}
+
+/// [`logs_request`] with every record placed on its synthesized span by `spans` (Events it
+/// does not place keep their own `traceparent`).
+pub fn logs_request_on_spans<'a>(
+    events: impl IntoIterator<Item = &'a Event>,
+    opts: &'a OtlpOptions,
+    spans: &mut crate::spans::LogSpans,
+) -> ExportLogsServiceRequest {
+    let resource_logs = group_by(events, |ev| service_name(ev, opts))
+        .into_iter()
+        .map(|(name, evs)| ResourceLogs {
+            resource: Some(resource(name)),
+            scope_logs: vec![ScopeLogs {
+                scope: Some(scope(&opts.scope_name, opts.scope_version.as_deref())),
+                log_records: evs.into_iter().map(|ev| log_record_on(ev, opts, spans.context(ev))).collect(),
                 ..Default::default()
             }],
             ..Default::default()

@@ -18,6 +18,7 @@
 //! markers (`[REDACTED]`, `<REDACTED>`) mean the vendor did not log the content, so nothing
 //! is forwarded (the double gate).
 
+pub mod generic;
 pub mod usage;
 
 use std::sync::Arc;
@@ -338,7 +339,7 @@ pub trait OtelProfile: Send + Sync {
     }
 }
 
-/// The built-in profiles; `codex` / `vscode` / `claude-code` in config.
+/// The built-in profiles; `codex` / `vscode` / `claude-code` / `gemini-cli` / `qwen-code` in config.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Vendor {
@@ -348,11 +349,16 @@ pub enum Vendor {
     Vscode,
     /// Claude Code (scope `com.anthropic.claude_code.events`; session = `session.id`).
     ClaudeCode,
+    /// Gemini CLI (`gemini_cli.*`; session = `session.id`).
+    GeminiCli,
+    /// Qwen Code (`qwen-code.*`; session = `session.id`).
+    QwenCode,
 }
 
 impl Vendor {
     /// Every built-in profile.
-    pub const ALL: [Vendor; 3] = [Vendor::Codex, Vendor::Vscode, Vendor::ClaudeCode];
+    pub const ALL: [Vendor; 5] =
+        [Vendor::Codex, Vendor::Vscode, Vendor::ClaudeCode, Vendor::GeminiCli, Vendor::QwenCode];
 
     /// The agent identity token.
     pub fn as_str(self) -> &'static str {
@@ -360,6 +366,8 @@ impl Vendor {
             Vendor::Codex => "codex",
             Vendor::Vscode => "vscode",
             Vendor::ClaudeCode => "claude-code",
+            Vendor::GeminiCli => "gemini-cli",
+            Vendor::QwenCode => "qwen-code",
         }
     }
 
@@ -369,12 +377,16 @@ impl Vendor {
             Vendor::Codex => &crate::vendors::codex::otel::CodexOtel,
             Vendor::Vscode => &crate::vendors::vscode::otel::VscodeOtel,
             Vendor::ClaudeCode => &crate::vendors::claude_code::otel::ClaudeCodeOtel,
+            Vendor::GeminiCli => &crate::vendors::gemini_cli::otel::GeminiCliOtel,
+            Vendor::QwenCode => &crate::vendors::qwen_code::otel::QwenCodeOtel,
         }
     }
 
     /// Picks a profile from a record's resource `service.name` and scope name:
     /// `codex_exec`, `codex-app-server`, `codex*` -> Codex; `copilot-chat`, `copilot*`,
-    /// `vscode*` -> VS Code; `claude-code` or scope `com.anthropic.claude_code*` -> Claude Code.
+    /// `vscode*` -> VS Code; `claude-code` or scope `com.anthropic.claude_code*` -> Claude Code;
+    /// `gemini-cli` / `gemini_cli` (or scope `gemini-cli`) -> Gemini CLI; `qwen-code` /
+    /// `qwen_code` (or scope `qwen-code`) -> Qwen Code.
     pub fn detect(rec: &OtelRecord) -> Option<Vendor> {
         // Case-insensitive, without lowercasing a copy (this runs once per record).
         let service = rec.service_name().unwrap_or("").as_bytes();
@@ -388,6 +400,16 @@ impl Vendor {
             || rec.scope_name.starts_with("com.anthropic.claude_code")
         {
             Some(Vendor::ClaudeCode)
+        } else if service.eq_ignore_ascii_case(b"gemini-cli")
+            || service.eq_ignore_ascii_case(b"gemini_cli")
+            || &*rec.scope_name == "gemini-cli"
+        {
+            Some(Vendor::GeminiCli)
+        } else if service.eq_ignore_ascii_case(b"qwen-code")
+            || service.eq_ignore_ascii_case(b"qwen_code")
+            || &*rec.scope_name == "qwen-code"
+        {
+            Some(Vendor::QwenCode)
         } else {
             None
         }
@@ -397,10 +419,9 @@ impl Vendor {
 impl std::str::FromStr for Vendor {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Vendor::ALL
-            .into_iter()
-            .find(|v| v.as_str() == s)
-            .ok_or_else(|| format!("unknown OTel profile `{s}` (expected codex, vscode or claude-code)"))
+        Vendor::ALL.into_iter().find(|v| v.as_str() == s).ok_or_else(|| {
+            format!("unknown OTel profile `{s}` (expected codex, vscode, claude-code, gemini-cli or qwen-code)")
+        })
     }
 }
 
@@ -849,7 +870,10 @@ mod tests {
         assert_eq!(Vendor::detect(&with("copilot-chat", "")), Some(Vendor::Vscode));
         assert_eq!(Vendor::detect(&with("claude-code", "")), Some(Vendor::ClaudeCode));
         assert_eq!(Vendor::detect(&with("x", "com.anthropic.claude_code.events")), Some(Vendor::ClaudeCode));
-        assert_eq!(Vendor::detect(&with("gemini-cli", "")), None);
+        assert_eq!(Vendor::detect(&with("gemini-cli", "")), Some(Vendor::GeminiCli));
+        assert_eq!(Vendor::detect(&with("x", "gemini-cli")), Some(Vendor::GeminiCli));
+        assert_eq!(Vendor::detect(&with("qwen-code", "qwen-code")), Some(Vendor::QwenCode));
+        assert_eq!(Vendor::detect(&with("gemini", "")), None);
         assert_eq!(Vendor::detect(&with("Codex_Exec", "")), Some(Vendor::Codex));
         assert_eq!(Vendor::detect(&with("VSCode", "")), Some(Vendor::Vscode));
         assert_eq!(Vendor::detect(&with("Claude-Code", "")), Some(Vendor::ClaudeCode));
@@ -878,14 +902,14 @@ mod tests {
         };
         let batch = [
             rec("codex_exec", "codex.turn_ttft", "c1"),
-            rec("gemini-cli", "gemini_cli.api_request", "g1"),
+            rec("my-agent", "my_agent.api_request", "g1"),
             rec("claude-code", "compaction", "s1"),
         ];
         let out = map_batch(&batch, &ProfileSelector::default(), &MapContext::default(), Mode::Companion);
         let got: Vec<_> = out.drafts.iter().map(|m| (m.vendor, m.draft.r#type.as_str())).collect();
         assert_eq!(got, [("codex", "x.codex.otel.turn_ttft"), ("claude-code", "x.claude-code.otel.compaction")]);
         assert_eq!(out.unmatched, 1);
-        assert_eq!(out.first_unmatched_service.as_deref(), Some("gemini-cli"));
+        assert_eq!(out.first_unmatched_service.as_deref(), Some("my-agent"));
     }
 
     #[test]

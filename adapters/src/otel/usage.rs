@@ -52,6 +52,8 @@ pub fn fields_of(vendor: &str) -> &'static [ModelCallFields] {
         crate::vendors::claude_code::otel::VENDOR => crate::vendors::claude_code::otel::MODEL_CALLS,
         crate::vendors::codex::otel::VENDOR => crate::vendors::codex::otel::MODEL_CALLS,
         crate::vendors::vscode::otel::VENDOR => crate::vendors::vscode::otel::MODEL_CALLS,
+        crate::vendors::gemini_cli::otel::VENDOR => crate::vendors::gemini_cli::otel::MODEL_CALLS,
+        crate::vendors::qwen_code::otel::VENDOR => crate::vendors::qwen_code::otel::MODEL_CALLS,
         _ => &[],
     }
 }
@@ -134,6 +136,18 @@ mod tests {
         let req = data(json!({"duration_ms": 840, "model": "gpt-5", "status": "200"}));
         let c = model_call("x.codex.otel.api_request", &req).unwrap();
         assert_eq!((c.duration_ms, c.input_tokens), (Some(840.0), None));
+    }
+
+    #[test]
+    fn gemini_and_qwen_api_responses() {
+        let d = data(
+            json!({"model": "gemini-2.5-pro", "input_token_count": 5120, "output_token_count": 64, "duration_ms": 950}),
+        );
+        for ty in ["x.gemini-cli.otel.api_response", "x.qwen-code.otel.api_response"] {
+            let c = model_call(ty, &d).unwrap();
+            assert_eq!((c.input_tokens, c.output_tokens, c.duration_ms), (Some(5120), Some(64), Some(950.0)), "{ty}");
+        }
+        assert_eq!(model_call("x.gemini-cli.otel.api_request", &d), None, "the request half carries no figures");
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::str::FromStr as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use aep_projections::otlp_logs::{OtlpOptions, logs_request};
-use aep_projections::spans::{Span, SpanAssembler, SpanConfig, traces_request};
+use aep_projections::otlp_logs::{OtlpOptions, logs_request, logs_request_on_spans};
+use aep_projections::spans::{LogSpans, Span, SpanAssembler, SpanConfig, traces_request};
 use bytes::Bytes;
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsServiceRequest, ExportLogsServiceResponse, logs_service_client::LogsServiceClient,
@@ -419,12 +419,19 @@ pub(crate) async fn run_logs(
         ..OtlpOptions::default()
     };
     let linger = Duration::from_millis(cfg.batch_timeout_ms);
+    // With spans exported too, every record carries the trace and span id of the span the
+    // span sink builds for its Event, so a backend links the log line to its trace.
+    let mut placed = cfg.spans.then(|| LogSpans::new(cfg.trace_per_run));
     loop {
         let (batch, closed) = next_batch(&mut rx, cfg.batch_size, linger, Duration::from_secs(3600)).await;
         metrics.queue_depth.set(SINK, rx.len() as i64);
         if !batch.is_empty() {
             // Projected from the shared events where they are: no copy of the batch.
-            let req = OtlpRequest::Logs(logs_request(batch.iter().map(|s| &s.event), &opts));
+            let events = batch.iter().map(|s| &s.event);
+            let req = OtlpRequest::Logs(match placed.as_mut() {
+                Some(spans) => logs_request_on_spans(events, &opts, spans),
+                None => logs_request(events, &opts),
+            });
             let outcome = client.send(req, &policy, &shutdown).await;
             account(SINK, &metrics, &stats, outcome, &batch, batch.len());
         }

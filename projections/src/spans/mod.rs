@@ -36,6 +36,7 @@ mod assembler;
 mod build;
 mod config;
 mod ids;
+mod logs;
 mod model;
 mod state;
 
@@ -44,6 +45,7 @@ pub use config::SpanConfig;
 pub use ids::{
     SpanContext, SpanId, TraceId, parse_rfc3339_nanos, parse_traceparent, run_trace_id, session_trace_id, span_id,
 };
+pub use logs::LogSpans;
 pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, StatusCode, attributes, traces_request};
 
 use aep_schemas::event::Event;

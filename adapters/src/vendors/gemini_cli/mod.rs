@@ -1,5 +1,6 @@
 #![doc = include_str!("README.md")]
 
+pub mod otel;
 pub mod spec;
 
 use aep_schemas::Severity;
