@@ -211,8 +211,6 @@ fn notification(method: &str, p: &Value, opts: Options, cx: &MapContext) -> Vec<
 struct Pending {
     method: String,
     session: Option<String>,
-    /// The permission request's tool call id (the outcome's subject).
-    call: Option<String>,
     /// The run a `session/prompt` opened.
     run: Option<String>,
 }
@@ -233,16 +231,29 @@ pub struct Tee {
     titles: HashMap<String, String>,
     /// The session of lines that name none (a single-session agent's machinery).
     last_session: Option<String>,
+    /// Responses seen before their request: (direction, id, message).
+    orphans: Vec<(Direction, String, Value)>,
 }
 
 /// At most this many requests wait for a response (a peer that never answers cannot grow
 /// the tee without bound; the oldest are forgotten).
 const MAX_PENDING: usize = 4096;
 
+/// At most this many responses wait for a request they may have overtaken.
+const MAX_ORPHANS: usize = 64;
+
 impl Tee {
     /// A tee for restart generation `epoch`.
     pub fn new(epoch: u64, opts: Options) -> Self {
-        Self { epoch, opts, pending: HashMap::new(), runs: HashMap::new(), titles: HashMap::new(), last_session: None }
+        Self {
+            epoch,
+            opts,
+            pending: HashMap::new(),
+            runs: HashMap::new(),
+            titles: HashMap::new(),
+            last_session: None,
+            orphans: Vec::new(),
+        }
     }
 
     /// Maps one parsed JSON-RPC message seen travelling `dir`.
@@ -279,7 +290,7 @@ impl Tee {
         let session = self.session_of(params);
         let moment = json!({"kind": "request", "method": method, "params": params.cloned().unwrap_or(json!({}))});
         let mut drafts = map_moment(&moment, self.opts, cx);
-        let mut pending = Pending { method: method.to_owned(), session: session.clone(), call: None, run: None };
+        let mut pending = Pending { method: method.to_owned(), session: session.clone(), run: None };
         match method {
             "session/prompt" => {
                 let run = format!("{}.{}", self.epoch, id.trim_matches('"'));
@@ -296,8 +307,6 @@ impl Tee {
                 pending.run = Some(run);
             }
             "session/request_permission" => {
-                let call = params.and_then(|p| p.pointer("/toolCall/toolCallId")).and_then(Value::as_str);
-                pending.call = call.map(str::to_owned);
                 let key = attention_key(&format!("acp:{}:{}", session.as_deref().unwrap_or(""), id));
                 for d in &mut drafts {
                     d.correlation_key = Some(key.clone());
@@ -310,16 +319,25 @@ impl Tee {
         {
             self.pending.remove(&k);
         }
-        self.pending.insert((dir, id), pending);
-        self.stamp(drafts, session.as_deref())
+        self.pending.insert((dir, id.clone()), pending);
+        let mut out = self.stamp(drafts, session.as_deref());
+        if let Some(i) = self.orphans.iter().position(|(d, i, _)| *d == dir.flip() && *i == id) {
+            let (d, i, msg) = self.orphans.remove(i);
+            out.extend(self.on_response(d, i, &msg, cx));
+        }
+        out
     }
 
     fn on_response(&mut self, dir: Direction, id: String, msg: &Value, cx: &MapContext) -> Vec<EventDraft> {
         // A response travels opposite to its request.
         let Some(req) = self.pending.remove(&(dir.flip(), id.clone())) else {
-            let moment = json!({"kind": "response", "method": "", "result": msg.get("result")});
-            let session = self.last_session.clone();
-            return self.stamp(map_moment(&moment, self.opts, cx), session.as_deref());
+            // The two directions are teed by two pumps: an answer can be queued before the
+            // request it answers. It waits (bounded) for that request.
+            if self.orphans.len() >= MAX_ORPHANS {
+                self.orphans.remove(0);
+            }
+            self.orphans.push((dir, id, msg.clone()));
+            return Vec::new();
         };
         let mut moment = json!({"kind": "response", "method": req.method});
         for k in ["result", "error"] {
@@ -356,8 +374,9 @@ impl Tee {
                 if drafts.iter().any(|d| d.r#type == "attention.answered") {
                     drafts.push(Builder::new("attention.resolved", cx).meta("resolution", "answered").build());
                 }
+                // No subject of their own: the lifecycle events name the request event
+                // (AEP-0002 §7.1), which the stamper takes from the resolved cause.
                 for d in &mut drafts {
-                    d.subject.clone_from(&req.call);
                     d.cause_key = Some(key.clone());
                 }
             }

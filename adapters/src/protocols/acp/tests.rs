@@ -67,7 +67,9 @@ fn the_permission_pair_joins_by_id_in_the_other_direction() {
     let d = line(&mut tee, Direction::ToAgent, echo);
     let types: Vec<&str> = d.iter().map(|d| d.r#type.as_str()).collect();
     assert_eq!(types, ["attention.answered", "attention.resolved"]);
-    assert!(d.iter().all(|d| d.subject.as_deref() == Some("t4") && d.session.as_deref() == Some("s")));
+    // The lifecycle names the request event (its cause), not the tool call.
+    assert!(d.iter().all(|d| d.subject.is_none() && d.session.as_deref() == Some("s")));
+    assert!(d.iter().all(|d| d.cause_key.as_deref() == Some("attention:acp:s:\"p1\"")));
     assert_eq!(d[0].data["via"], json!("oob"));
 }
 
@@ -110,4 +112,15 @@ fn stop_reasons_fork_onto_the_run_terminals() {
     assert_eq!(end("max_turn_requests"), "run.finished");
     assert_eq!(end("cancelled"), "run.cancelled");
     assert_eq!(end("refusal"), "run.failed");
+}
+
+#[test]
+fn an_answer_that_overtook_its_request_waits_for_it() {
+    let mut tee = Tee::new(1, Options::default());
+    let ans = json!({"jsonrpc": "2.0", "id": "p1", "result": {"outcome": {"outcome": "cancelled"}}});
+    assert!(line(&mut tee, Direction::ToAgent, ans).is_empty());
+    let ask = json!({"jsonrpc": "2.0", "id": "p1", "method": "session/request_permission", "params": {"sessionId": "s", "toolCall": {"toolCallId": "t"}, "options": []}});
+    let d = line(&mut tee, Direction::FromAgent, ask);
+    let types: Vec<&str> = d.iter().map(|d| d.r#type.as_str()).collect();
+    assert_eq!(types, ["attention.requested", "attention.resolved"]);
 }

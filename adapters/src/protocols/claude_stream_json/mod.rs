@@ -193,7 +193,11 @@ impl Tee {
             Some("control_response") => {
                 let r = m.get("response").unwrap_or(&Value::Null);
                 let Some(rid) = s(r, "request_id") else { return Vec::new() };
-                let Some((tool, _call)) = self.asks.remove(rid) else { return Vec::new() };
+                // No subject of their own: they name the request event, their resolved cause
+                // (AEP-0002 §7.1).
+                if self.asks.remove(rid).is_none() {
+                    return Vec::new();
+                }
                 let key = attention_key(&format!("csj:{rid}"));
                 let mut out = Vec::new();
                 match r.pointer("/response/behavior").and_then(Value::as_str) {
@@ -202,22 +206,11 @@ impl Tee {
                             Builder::new("attention.answered", cx)
                                 .meta("answer", json!({"option": behavior}))
                                 .meta("via", "oob")
-                                .subject(Some(&tool))
                                 .build(),
                         );
-                        out.push(
-                            Builder::new("attention.resolved", cx)
-                                .meta("resolution", "answered")
-                                .subject(Some(&tool))
-                                .build(),
-                        );
+                        out.push(Builder::new("attention.resolved", cx).meta("resolution", "answered").build());
                     }
-                    _ => out.push(
-                        Builder::new("attention.resolved", cx)
-                            .meta("resolution", "dismissed")
-                            .subject(Some(&tool))
-                            .build(),
-                    ),
+                    _ => out.push(Builder::new("attention.resolved", cx).meta("resolution", "dismissed").build()),
                 }
                 for d in &mut out {
                     d.cause_key = Some(key.clone());
