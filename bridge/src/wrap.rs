@@ -8,6 +8,9 @@
 //!   *before* any mapping work, so a line is never delayed, reordered or rewritten;
 //! - a copy of each complete line goes to a bounded queue; when the queue is full the line
 //!   is dropped for the mapper and counted, never waited for;
+//! - each read is numbered (across both pumps) before its write, and the mapper puts the
+//!   lines it gathered within a short window back in that order, so an answer never
+//!   precedes the request it answers because one pump was descheduled before enqueueing;
 //! - one mapper thread maps lines with the pure protocol module, stamps full AEP events and
 //!   posts them to the running bridge's collector (`POST /events`, NDJSON, `AEP_TOKEN` as
 //!   the bearer). A bridge that is down or refuses costs a counted, dropped batch
@@ -112,8 +115,15 @@ pub struct Stats {
 
 struct Line {
     dir: Direction,
+    /// (read number across both pumps, line within that read): the order the tee saw the
+    /// lines complete, which the queue order may not keep (two pumps enqueue independently).
+    order: (u64, u32),
     bytes: Vec<u8>,
 }
+
+/// How long the mapper gathers lines before putting them back in the tee's order: a pump
+/// descheduled between its write and its enqueue must not make an answer precede its request.
+const REORDER: Duration = Duration::from_millis(10);
 
 /// Runs the agent under the tee until it exits; returns its exit code.
 pub fn run(opts: WrapOptions) -> Result<(i32, Arc<Stats>), WrapError> {
@@ -131,21 +141,22 @@ pub fn run(opts: WrapOptions) -> Result<(i32, Arc<Stats>), WrapError> {
     let stats = Arc::new(Stats::default());
     let (tx, rx) = mpsc::sync_channel::<Line>(opts.queue.max(1));
     let (done_tx, done_rx) = mpsc::channel::<()>();
+    let clock = Arc::new(AtomicU64::new(0));
     let child_in = child.stdin.take();
     let child_out = child.stdout.take();
 
     // The client -> agent pump runs detached: our stdin may never close (an editor keeps
     // it open), and the agent's exit must not wait for it.
     if let Some(child_in) = child_in {
-        let (tx, stats) = (tx.clone(), stats.clone());
+        let (tx, stats, clock) = (tx.clone(), stats.clone(), clock.clone());
         let _ = thread::Builder::new().name("wrap-stdin".into()).spawn(move || {
-            pump(io::stdin().lock(), child_in, Direction::ToAgent, &tx, &stats);
+            pump(io::stdin().lock(), child_in, Direction::ToAgent, &tx, &stats, &clock);
         });
     }
     let out_pump = child_out.map(|child_out| {
-        let (tx, stats) = (tx.clone(), stats.clone());
+        let (tx, stats, clock) = (tx.clone(), stats.clone(), clock.clone());
         thread::Builder::new().name("wrap-stdout".into()).spawn(move || {
-            pump(child_out, io::stdout().lock(), Direction::FromAgent, &tx, &stats);
+            pump(child_out, io::stdout().lock(), Direction::FromAgent, &tx, &stats, &clock);
         })
     });
     drop(tx);
@@ -196,7 +207,14 @@ fn exit_code(s: std::process::ExitStatus) -> i32 {
 /// else), then hands each complete line to the mapper queue without ever blocking on it.
 /// Ends at EOF, or when `to` refuses a write: dropping `from` then gives the writer on the
 /// other side the same broken pipe it would have had without the tee.
-fn pump(mut from: impl Read, mut to: impl Write, dir: Direction, tx: &SyncSender<Line>, stats: &Stats) {
+fn pump(
+    mut from: impl Read,
+    mut to: impl Write,
+    dir: Direction,
+    tx: &SyncSender<Line>,
+    stats: &Stats,
+    clock: &AtomicU64,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut line: Vec<u8> = Vec::new();
     let mut oversize = false;
@@ -207,6 +225,8 @@ fn pump(mut from: impl Read, mut to: impl Write, dir: Direction, tx: &SyncSender
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => break,
         };
+        // Numbered before the write: whatever this read causes on the other side reads later.
+        let tick = clock.fetch_add(1, Ordering::Relaxed);
         let chunk = &buf[..n];
         if to.write_all(chunk).and_then(|()| to.flush()).is_err() {
             break;
@@ -220,7 +240,8 @@ fn pump(mut from: impl Read, mut to: impl Write, dir: Direction, tx: &SyncSender
                     stats.dropped.fetch_add(1, Ordering::Relaxed);
                     oversize = false;
                 } else if !complete.iter().all(u8::is_ascii_whitespace) {
-                    match tx.try_send(Line { dir, bytes: complete }) {
+                    let order = (tick, u32::try_from(i).unwrap_or(u32::MAX));
+                    match tx.try_send(Line { dir, order, bytes: complete }) {
                         Ok(()) | Err(TrySendError::Disconnected(_)) => {}
                         Err(TrySendError::Full(_)) => {
                             stats.dropped.fetch_add(1, Ordering::Relaxed);
@@ -316,12 +337,23 @@ fn deliver(rx: Receiver<Line>, mut mapper: Box<dyn LineMapper>, opts: &WrapOptio
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => return,
         };
+        let mut lines = vec![first];
+        let window = Instant::now() + REORDER;
+        let mut gone = false;
+        while lines.len() < BATCH {
+            match rx.recv_timeout(window.saturating_duration_since(Instant::now())) {
+                Ok(l) => lines.push(l),
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => {
+                    gone = true;
+                    break;
+                }
+            }
+        }
+        lines.sort_by_key(|l| l.order);
         let mut body = String::new();
         let mut n = 0u64;
-        let mut next = Some(first);
-        let mut taken = 0;
-        while let Some(line) = next.take() {
-            taken += 1;
+        for line in lines {
             for d in mapper.map_line(line.dir, &line.bytes, &opts.cx) {
                 match stamper.stamp(d).map(|ev| serde_json::to_value(&ev)) {
                     // Validated here so one bad draft never costs the whole batch its 202.
@@ -335,23 +367,26 @@ fn deliver(rx: Receiver<Line>, mut mapper: Box<dyn LineMapper>, opts: &WrapOptio
                     }
                 }
             }
-            if taken < BATCH {
-                next = rx.try_recv().ok();
-            }
         }
-        if n == 0 {
-            continue;
+        if n > 0 {
+            post(&agent, &url, opts, &body, n, stats);
         }
-        let mut req =
-            agent.post(&url).header("content-type", "application/x-ndjson").header("aep-version", AEP_VERSION);
-        if let Some(t) = &opts.endpoint.token {
-            req = req.header("authorization", &format!("Bearer {t}"));
+        if gone {
+            return;
         }
-        match req.send(body.as_bytes()) {
-            Ok(r) if r.status().as_u16() == 202 => stats.delivered.fetch_add(n, Ordering::Relaxed),
-            _ => stats.failed.fetch_add(n, Ordering::Relaxed),
-        };
     }
+}
+
+/// POSTs one NDJSON batch of `n` events; a refusal or an unreachable bridge costs the batch.
+fn post(agent: &ureq::Agent, url: &str, opts: &WrapOptions, body: &str, n: u64, stats: &Stats) {
+    let mut req = agent.post(url).header("content-type", "application/x-ndjson").header("aep-version", AEP_VERSION);
+    if let Some(t) = &opts.endpoint.token {
+        req = req.header("authorization", &format!("Bearer {t}"));
+    }
+    match req.send(body.as_bytes()) {
+        Ok(r) if r.status().as_u16() == 202 => stats.delivered.fetch_add(n, Ordering::Relaxed),
+        _ => stats.failed.fetch_add(n, Ordering::Relaxed),
+    };
 }
 
 #[cfg(test)]
@@ -364,7 +399,7 @@ mod tests {
         let mut out = Vec::new();
         let (tx, rx) = mpsc::sync_channel(8);
         let stats = Stats::default();
-        pump(input, &mut out, Direction::FromAgent, &tx, &stats);
+        pump(input, &mut out, Direction::FromAgent, &tx, &stats, &AtomicU64::new(0));
         assert_eq!(out, input, "byte for byte");
         let lines: Vec<Vec<u8>> = rx.try_iter().map(|l| l.bytes).collect();
         assert_eq!(lines, vec![b"{\"a\":1}\r".to_vec()]);
@@ -377,7 +412,7 @@ mod tests {
         let mut out = Vec::new();
         let (tx, rx) = mpsc::sync_channel(2);
         let stats = Stats::default();
-        pump(&input[..], &mut out, Direction::ToAgent, &tx, &stats);
+        pump(&input[..], &mut out, Direction::ToAgent, &tx, &stats, &AtomicU64::new(0));
         assert_eq!(out, input);
         assert_eq!(rx.try_iter().count(), 2);
         // 12 complete lines, 3 blank (never queued), 2 queued: 7 dropped.
@@ -392,7 +427,7 @@ mod tests {
         let mut out = Vec::new();
         let (tx, rx) = mpsc::sync_channel(8);
         let stats = Stats::default();
-        pump(&input[..], &mut out, Direction::FromAgent, &tx, &stats);
+        pump(&input[..], &mut out, Direction::FromAgent, &tx, &stats, &AtomicU64::new(0));
         assert_eq!(out.len(), input.len());
         let lines: Vec<Vec<u8>> = rx.try_iter().map(|l| l.bytes).collect();
         assert_eq!(lines, vec![b"{}".to_vec()]);

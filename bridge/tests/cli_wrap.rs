@@ -215,3 +215,32 @@ async fn the_agent_exit_code_and_a_missing_agent_are_reported_like_a_shell() {
     assert_eq!(nf.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&nf.stderr).contains("cannot start"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_app_server_turn_is_a_session_a_run_and_a_tool_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(config(dir.path())).await;
+    let url = b.url();
+    let recorded = data("codex_app_server.jsonl");
+    let (replay, rec) = (data("replay.py").display().to_string(), recorded.display().to_string());
+    let out = tokio::task::spawn_blocking(move || {
+        wrap_cmd("codex-app-server", &url, None, &["python3", &replay, &rec, "0"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, std::fs::read(&recorded).unwrap(), "byte for byte");
+    let lines = wait_lines(&b.data.join("logs/codex/019a-cas-thread.jsonl"), 5).await;
+    assert_eq!(
+        log_types(&lines),
+        ["session.started", "run.started", "tool.requested", "tool.completed", "run.finished"].map(str::to_owned)
+    );
+    let evs: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(evs[1..].iter().all(|e| e["run"] == "019a-turn-1"), "the real turn id is the run");
+    assert_eq!(evs[3]["cause"], evs[2]["id"]);
+    assert_eq!(evs[3]["data"]["exit_code"], json!(0));
+    b.shutdown().await;
+}

@@ -14,6 +14,7 @@ use crate::{EventDraft, MapContext};
 pub mod acp;
 pub mod agui;
 pub mod claude_stream_json;
+pub mod codex_app_server;
 pub mod openhands;
 
 /// Which way a teed line travelled.
@@ -58,7 +59,7 @@ pub trait LineMapper: Send {
 }
 
 /// The stdio protocols `aep-bridge wrap` speaks, by CLI name.
-pub const STDIO_PROTOCOLS: &[&str] = &[acp::PROTOCOL, claude_stream_json::PROTOCOL];
+pub const STDIO_PROTOCOLS: &[&str] = &[acp::PROTOCOL, claude_stream_json::PROTOCOL, codex_app_server::PROTOCOL];
 
 /// A fresh tee for `protocol` (see [`STDIO_PROTOCOLS`]); `epoch` is the tee's restart
 /// generation, qualifying the run ids it mints from wire ids.
@@ -66,6 +67,7 @@ pub fn line_mapper(protocol: &str, epoch: u64, opts: Options) -> Option<Box<dyn 
     match protocol {
         acp::PROTOCOL => Some(Box::new(acp::Tee::new(epoch, opts))),
         claude_stream_json::PROTOCOL => Some(Box::new(claude_stream_json::Tee::new(opts))),
+        codex_app_server::PROTOCOL => Some(Box::new(codex_app_server::Tee::new(opts))),
         _ => None,
     }
 }

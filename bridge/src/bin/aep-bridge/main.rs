@@ -65,7 +65,7 @@ pub enum Command {
     Adapters(adapters::AdaptersArgs),
     /// Wire an agent's hooks to the bridge.
     Install(install::InstallArgs),
-    /// Run an agent that speaks a stdio protocol (ACP, Claude Code stream-json) under a
+    /// Run an agent that speaks a stdio protocol (ACP, Claude Code stream-json, Codex app-server) under a
     /// byte-transparent tee that reports its sessions to the running bridge.
     Wrap(wrap::WrapArgs),
     /// Configuration tools.

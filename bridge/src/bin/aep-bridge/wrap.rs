@@ -19,7 +19,9 @@ use clap::Args;
                       the editor's gate: observed read-only, no options or respond_via claimed.
   claude-stream-json  Claude Code `-p --output-format stream-json [--input-format stream-json]`;
                       can_use_tool prompts are answered by the process driving Claude Code, not by
-                      the tee: observed read-only, the answer recorded via oob.")]
+                      the tee: observed read-only, the answer recorded via oob.
+  codex-app-server    `codex app-server` JSON-RPC (threads, turns, items); approvals are answered by
+                      the client driving it: observed read-only, the decision recorded via oob.")]
 pub struct WrapArgs {
     /// The protocol the agent speaks on stdio.
     #[arg(value_parser = clap::builder::PossibleValuesParser::new(STDIO_PROTOCOLS))]
