@@ -8,6 +8,7 @@
 //! the [`control`] loop holds permission moments until a human answers. [`server`] wires
 //! them and serves them. The `aep-bridge` binary is the CLI over this library
 //! (and [`client`], the collector client it shares with the `aep-bench` load tools).
+//! [`wrap`] is the stdio tee behind `aep-bridge wrap`, delivering to a running bridge.
 
 pub mod attention;
 pub mod auth;
@@ -34,3 +35,4 @@ pub mod state;
 pub mod time;
 pub mod transport;
 pub mod validate;
+pub mod wrap;

@@ -125,3 +125,15 @@ fn hostile_bench_keeps_the_bridge_healthy_under_its_load() {
     assert!(has_verdict(report_line(&r, "budget RSS")), "{r}");
     assert!(has_verdict(report_line(&r, "budget shim p99")), "{r}");
 }
+
+#[test]
+fn wrap_bench_passes_every_line_back_and_reaches_the_bridge() {
+    // The bench itself fails when a line comes back changed or nothing reached the bridge.
+    let r = bench(&["wrap", "--n", "40", "--warmup", "4"]);
+    report_line(&r, "round trip via wrap acp -- cat");
+    report_line(&r, "baseline: cat alone");
+    assert!(has_verdict(report_line(&r, "budget p99 added")), "{r}");
+    let counters = report_line(&r, "tee counters");
+    assert!(counters.contains("lines=88"), "44 lines, each teed in and out: {counters}");
+    assert!(!report_line(&r, "bridge admitted").contains(" 0 events"), "{r}");
+}

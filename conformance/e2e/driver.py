@@ -3,12 +3,13 @@
 span export through a real collector. Run by run.sh inside `unshare -n` (loopback only).
 
 Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [scenario ...]
-Scenarios: claude, permission, codex, gemini, qwen (default: all). Prints one PASS/FAIL/SKIP line per check
+Scenarios: claude, claude-wrap, codex-wrap, permission, codex, gemini, qwen (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -237,6 +238,62 @@ def scenario_claude(a):
               and len(otel_calls & hook_calls) >= 3, f"hooks {sorted(hook_calls)} otel {sorted(otel_calls)}")
         if a.rotel:
             check_span_tree("claude", env.spans, sid, events)
+    finally:
+        env.procs.stop()
+
+
+# ------------------------------------------------ Claude Code stream-json under `aep-bridge wrap`
+def scenario_claude_wrap(a):
+    """`aep-bridge wrap claude-stream-json -- claude -p ... --output-format stream-json`, no hooks
+    installed: the session reaches the bridge through the tee alone, and the caller reads
+    exactly the bytes Claude Code wrote (a `tee` inside the wrapped command keeps a copy)."""
+    env = Env(a, "claude-wrap")
+    try:
+        env.start_mock()
+        env.start_bridge()
+        claude = os.path.join(a.clients, "claude")
+        prompt = "Run the e2e script {{e2e:bash_ok,read_ok,bash_fail}}"
+        e = claude_env(env, otlp=False)
+        e["IS_SANDBOX"] = "1"
+        raw = os.path.join(env.logs, "claude.raw")
+        inner = (f"{shlex.quote(claude)} -p {shlex.quote(prompt)} --output-format stream-json --verbose "
+                 f"--permission-mode bypassPermissions | tee {shlex.quote(raw)}; exit ${{PIPESTATUS[0]}}")
+        r = subprocess.run([env.bridge, "wrap", "claude-stream-json", "--url", f"http://{BRIDGE}", "--",
+                            "bash", "-c", inner], cwd=env.proj, env=e, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=240)
+        open(os.path.join(env.logs, "wrap.stdout"), "wb").write(r.stdout)
+        open(os.path.join(env.logs, "wrap.stderr"), "wb").write(r.stderr)
+        check("claude-wrap: wrap exits with claude's code 0", r.returncode == 0,
+              f"rc={r.returncode} {r.stderr[-300:]!r}")
+        agent_bytes = open(raw, "rb").read() if os.path.isfile(raw) else b""
+        check("claude-wrap: the caller read exactly the bytes claude wrote", bool(agent_bytes)
+              and r.stdout == agent_bytes, f"{len(r.stdout)} vs {len(agent_bytes)} bytes")
+        lines = [json.loads(l) for l in agent_bytes.decode(errors="replace").splitlines() if l.startswith("{")]
+        sid = next((m.get("session_id") for m in lines if m.get("session_id")), None)
+        log = os.path.join(env.data, "logs", "claude-code", f"{sid}.jsonl")
+        wait_for(lambda: any(e["type"] in ("run.finished", "run.failed") for e in read_jsonl(log)), 15)
+        if not check("claude-wrap: JSONL log at {data}/logs/claude-code/{session}.jsonl",
+                     bool(sid) and os.path.isfile(log), f"have {session_logs(env.data, 'claude-code')}"):
+            return
+        ev = core(read_jsonl(log))
+        types = [x["type"] for x in ev]
+        check("claude-wrap: session.started opens the log", types[:1] == ["session.started"], str(types[:3]))
+        runs = [x for x in ev if x["type"] == "run.started"]
+        fin = [x for x in ev if x["type"] == "run.finished"]
+        check("claude-wrap: one run, started and finished", len(runs) == 1 and len(fin) == 1
+              and runs[0].get("run") == fin[0].get("run") and fin[0].get("cause") == runs[0].get("id"), str(types))
+        req = {x["data"]["tool"]["call_id"]: x for x in ev if x["type"] == "tool.requested"}
+        ends = {}
+        for x in ev:
+            if x["type"] in ("tool.completed", "tool.failed"):
+                ends.setdefault(x["data"]["tool"]["call_id"], []).append(x)
+        check("claude-wrap: 3 tool calls, each with exactly one outcome caused by its request", len(req) == 3
+              and set(ends) == set(req) and all(len(v) == 1 and v[0].get("cause") == req[c]["id"]
+                                                for c, v in ends.items()), f"{sorted(req)} {sorted(ends)}")
+        nfail = sum(1 for v in ends.values() if v[0]["type"] == "tool.failed")
+        check("claude-wrap: the failing Bash call is tool.failed, the others completed", nfail == 1, f"{nfail}")
+        r = env.aep("validate", log)
+        check("claude-wrap: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
     finally:
         env.procs.stop()
 
@@ -602,7 +659,111 @@ def scenario_fork(a, name):
         env.procs.stop()
 
 
-SCENARIOS = {"claude": scenario_claude, "permission": scenario_permission,
+# ------------------------------------------------ Codex app-server under `aep-bridge wrap`
+def scenario_codex_wrap(a):
+    """`aep-bridge wrap codex-app-server -- codex app-server`, driven by this script as the
+    app-server client (initialize, thread/start, turn/start with two shell calls), no hooks and
+    no OTLP: the session reaches the bridge through the tee alone; the client reads exactly the
+    bytes codex wrote (a `tee` inside the wrapped command keeps a copy)."""
+    import queue
+    import threading
+    env = Env(a, "codex-wrap")
+    try:
+        env.start_mock()
+        env.start_bridge()
+        codex_home = os.path.join(env.home, ".codex")
+        codex_config(env, codex_home)
+        cfg = os.path.join(codex_home, "config.toml")
+        text = open(cfg).read()
+        open(cfg, "w").write(text[:text.index("[otel]")])  # the tee alone reports this session
+        e = env.base_env()
+        e.update({"CODEX_HOME": codex_home, "E2E_OPENAI_KEY": "sk-e2e-offline"})
+        codex = os.path.join(a.clients, "codex")
+        raw = os.path.join(env.logs, "codex.raw")
+        inner = f"{shlex.quote(codex)} app-server | tee {shlex.quote(raw)}; exit ${{PIPESTATUS[0]}}"
+        p = subprocess.Popen([env.bridge, "wrap", "codex-app-server", "--url", f"http://{BRIDGE}", "--",
+                              "bash", "-c", inner], cwd=env.proj, env=e, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=open(os.path.join(env.logs, "wrap.stderr"), "wb"))
+        seen, lines = bytearray(), queue.Queue()
+
+        def reader():
+            for line in iter(p.stdout.readline, b""):
+                seen.extend(line)
+                lines.put(line)
+            lines.put(None)
+        threading.Thread(target=reader, daemon=True).start()
+
+        def send(obj):
+            p.stdin.write((json.dumps(obj) + "\n").encode())
+            p.stdin.flush()
+
+        def until(pred, secs=120):
+            deadline = time.time() + secs
+            while time.time() < deadline:
+                try:
+                    line = lines.get(timeout=max(0.1, deadline - time.time()))
+                except queue.Empty:
+                    break
+                if line is None:
+                    return None
+                try:
+                    m = json.loads(line)
+                except ValueError:
+                    continue
+                if pred(m):
+                    return m
+            return None
+        send({"id": 0, "method": "initialize", "params": {"clientInfo": {"name": "aep-e2e", "title": None,
+                                                                          "version": "0"}, "capabilities": None}})
+        ok = until(lambda m: m.get("id") == 0) is not None
+        send({"method": "initialized"})
+        send({"id": 1, "method": "thread/start", "params": {"cwd": env.proj, "approvalPolicy": "never",
+                                                             "sandbox": "danger-full-access"}})
+        started = until(lambda m: m.get("id") == 1)
+        tid = ((started or {}).get("result") or {}).get("thread", {}).get("id")
+        check("codex-wrap: initialize and thread/start answered through the tee", ok and bool(tid), str(started)[:300])
+        if not tid:
+            return
+        send({"id": 2, "method": "turn/start", "params": {"threadId": tid, "input": [
+            {"type": "text", "text": "Run the e2e script {{e2e:shell_ok,shell_fail}}", "text_elements": []}]}})
+        done = until(lambda m: m.get("method") == "turn/completed", 180)
+        check("codex-wrap: the turn completes", done is not None, "no turn/completed")
+        p.stdin.close()
+        rc = p.wait(timeout=30)
+        time.sleep(0.2)
+        check("codex-wrap: wrap exits with codex's code", rc == 0, f"rc={rc}")
+        agent_bytes = open(raw, "rb").read() if os.path.isfile(raw) else b""
+        check("codex-wrap: the client read exactly the bytes codex wrote", bool(agent_bytes)
+              and bytes(seen) == agent_bytes, f"{len(seen)} vs {len(agent_bytes)} bytes")
+        log = os.path.join(env.data, "logs", "codex", f"{tid}.jsonl")
+        wait_for(lambda: any(x["type"] in ("run.finished", "run.failed") for x in read_jsonl(log)), 15)
+        if not check("codex-wrap: JSONL log at {data}/logs/codex/{thread}.jsonl", os.path.isfile(log),
+                     f"have {session_logs(env.data, 'codex')}"):
+            return
+        ev = core(read_jsonl(log))
+        types = [x["type"] for x in ev]
+        check("codex-wrap: session.started opens the log", types[:1] == ["session.started"], str(types[:3]))
+        runs = [x for x in ev if x["type"] == "run.started"]
+        fin = [x for x in ev if x["type"] == "run.finished"]
+        check("codex-wrap: one run (the real turn id), started and finished", len(runs) == 1 and len(fin) == 1
+              and runs[0].get("run") == fin[0].get("run") == (done or {}).get("params", {}).get("turn", {}).get("id")
+              and fin[0].get("cause") == runs[0].get("id"), str(types))
+        req = {x["data"]["tool"]["call_id"]: x for x in ev if x["type"] == "tool.requested"}
+        ends = {}
+        for x in ev:
+            if x["type"] in ("tool.completed", "tool.failed"):
+                ends.setdefault(x["data"]["tool"]["call_id"], []).append(x)
+        check("codex-wrap: 2 shell calls, each with exactly one outcome caused by its request", len(req) == 2
+              and set(ends) == set(req) and all(len(v) == 1 and v[0].get("cause") == req[c]["id"]
+                                                for c, v in ends.items()), f"{sorted(req)} {sorted(ends)}")
+        r = env.aep("validate", log)
+        check("codex-wrap: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
+SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "codex-wrap": scenario_codex_wrap,
+             "permission": scenario_permission,
              "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project")),
              "gemini": lambda a: scenario_fork(a, "gemini"), "qwen": lambda a: scenario_fork(a, "qwen")}
 

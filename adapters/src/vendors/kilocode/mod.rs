@@ -1,6 +1,7 @@
 #![doc = include_str!("README.md")]
 
 pub mod spec;
+pub mod sse;
 
 use crate::HookAdapter;
 use crate::vendors::opencode::{PluginAdapter, Profile};

@@ -1,6 +1,7 @@
 #![doc = include_str!("README.md")]
 
 pub mod spec;
+pub mod web;
 
 use aep_schemas::Capture;
 use serde_json::{Value, json};

@@ -10,6 +10,7 @@ mod mix;
 mod otlp;
 mod pipeline;
 mod rotel;
+mod wrap;
 
 // The same allocator as `aep-bridge` (the in-process benches measure the daemon's code).
 #[global_allocator]
@@ -49,6 +50,9 @@ pub enum BenchCmd {
     /// The shim's latency and the bridge's RSS under idle connections, stalled
     /// subscribers and an OTLP flood, against the same run's quiet figures.
     Hostile(hostile::HostileArgs),
+    /// A recorded ACP stream through `aep-bridge wrap acp -- cat` beside plain `cat`: the
+    /// per-line p99 the tee adds.
+    Wrap(wrap::WrapArgs),
 }
 
 /// Runs the command; returns the exit code.
@@ -59,6 +63,7 @@ fn run(args: BenchArgs) -> i32 {
         BenchCmd::Collector(a) => collector::run(&a),
         BenchCmd::Otlp(a) => otlp::run(&a),
         BenchCmd::Hostile(a) => hostile::run(&a),
+        BenchCmd::Wrap(a) => wrap::run(&a),
     };
     match result {
         Ok(()) => 0,

@@ -11,6 +11,7 @@ mod project;
 mod respond;
 mod tail;
 mod timeline;
+mod wrap;
 
 // The daemon allocates per event on every hot path (decode, map, stamp, serialize);
 // callgrind put ~37% of the OTLP path's instructions in glibc malloc/free. Built without
@@ -65,6 +66,9 @@ pub enum Command {
     Adapters(adapters::AdaptersArgs),
     /// Wire an agent's hooks to the bridge.
     Install(install::InstallArgs),
+    /// Run an agent that speaks a stdio protocol (ACP, Claude Code stream-json, Codex app-server) under a
+    /// byte-transparent tee that reports its sessions to the running bridge.
+    Wrap(wrap::WrapArgs),
     /// Configuration tools.
     Config {
         /// What to do with the configuration.
@@ -207,6 +211,7 @@ fn run() -> i32 {
         Command::Project(a) => project::run(a),
         Command::Adapters(a) => adapters::run(a),
         Command::Install(a) => install::run(a),
+        Command::Wrap(a) => wrap::run(a),
     }
 }
 

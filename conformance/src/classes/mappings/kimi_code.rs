@@ -1,13 +1,15 @@
 //! `mappings/kimi-code.json` through this project's Kimi Code adapter: one check per hook
 //! entry plus the fallback. The file pins the pure per-hook layer
 //! ([`kimi_code::map_pinned`]); the permission-pair companions are envelope wiring the
-//! fixture leaves to smokes. The `ws_modes` block (the Kimi web channel) is not built yet
-//! and reported as one failing check.
+//! fixture leaves to smokes. Each `ws_modes` row is checked in both modes through the web
+//! channel's mode policy ([`kimi_code::web::map_ws`]): `ws_modes.{row}.companion` / `.primary`.
 
 use aep_adapters::HookCall;
 use aep_adapters::MapContext;
 use aep_adapters::common::hook_name;
 use aep_adapters::vendors::kimi_code;
+use aep_adapters::vendors::kimi_code::web::{WsMode, map_ws};
+use serde_json::Value;
 
 use crate::{Checks, Fixtures};
 
@@ -19,7 +21,18 @@ pub fn run(fx: &Fixtures, out: &mut Checks) {
             hook_name(&HookCall { event: None, payload: input }, "hook_event_name").map_err(|e| e.to_string())?;
         Ok(kimi_code::map_pinned(&hook, input, &cx))
     });
-    if fx.json("mappings/kimi-code.json").is_ok_and(|d| d.get("ws_modes").is_some()) {
-        out.fail("mappings/kimi-code: ws_modes (not built)", "the Kimi web channel bridge is a later round");
+    let Ok(doc) = fx.json("mappings/kimi-code.json") else { return };
+    let Some(modes) = doc.pointer("/ws_modes/modes").and_then(Value::as_object) else {
+        out.fail("mappings/kimi-code: ws_modes", "no ws_modes.modes table");
+        return;
+    };
+    for (name, row) in modes {
+        for (label, mode) in [("companion", WsMode::Companion), ("primary", WsMode::Primary)] {
+            let result = match row.get("input") {
+                Some(input) => super::compare(row.get(label).unwrap_or(&Value::Null), &map_ws(mode, input, &cx)),
+                None => Err("row has no input".to_owned()),
+            };
+            out.record(format!("mappings/kimi-code: ws_modes.{name}.{label}"), result);
+        }
     }
 }

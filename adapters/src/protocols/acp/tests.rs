@@ -1,0 +1,126 @@
+use serde_json::{Value, json};
+
+use super::*;
+
+fn cx() -> MapContext {
+    MapContext::default()
+}
+
+fn line(tee: &mut Tee, dir: Direction, v: Value) -> Vec<EventDraft> {
+    tee.map_line(dir, v.to_string().as_bytes(), &cx())
+}
+
+#[test]
+fn a_prompt_turn_is_one_run_keyed_by_the_request_id() {
+    let mut tee = Tee::new(7, Options::default());
+    let d = line(
+        &mut tee,
+        Direction::ToAgent,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/w"}}),
+    );
+    assert!(d.is_empty() || d.iter().all(|d| d.session.is_none()));
+    let d = line(&mut tee, Direction::FromAgent, json!({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s9"}}));
+    assert_eq!(d.len(), 1);
+    assert_eq!((d[0].r#type.as_str(), d[0].session.as_deref()), ("session.started", Some("s9")));
+    let d = line(
+        &mut tee,
+        Direction::ToAgent,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "s9", "prompt": [{"type": "text", "text": "hi"}]}}),
+    );
+    assert_eq!(d[0].r#type, "run.started");
+    assert_eq!(d[0].run.as_deref(), Some("7.2"));
+    assert_eq!(d[0].data["message_digest"], json!(digest(&json!([{"type": "text", "text": "hi"}]))));
+    let d = line(
+        &mut tee,
+        Direction::FromAgent,
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s9", "update": {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "ls", "kind": "execute", "rawInput": {"command": "ls"}}}}),
+    );
+    assert_eq!((d[0].r#type.as_str(), d[0].run.as_deref()), ("tool.requested", Some("7.2")));
+    // A later update omits the title: the tee joins the one it saw.
+    let d = line(
+        &mut tee,
+        Direction::FromAgent,
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s9", "update": {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed", "rawOutput": "a b"}}}),
+    );
+    assert_eq!(d[0].r#type, "tool.completed");
+    assert_eq!(d[0].data["tool"], json!({"name": "ls", "call_id": "t1"}));
+    assert_eq!(d[0].cause_key.as_deref(), Some("tool:t1"));
+    let d =
+        line(&mut tee, Direction::FromAgent, json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}));
+    assert_eq!(d[0].r#type, "run.finished");
+    assert_eq!(d[0].run.as_deref(), Some("7.2"));
+    assert_eq!(d[0].cause_key.as_deref(), Some("run:s9:7.2"));
+}
+
+#[test]
+fn the_permission_pair_joins_by_id_in_the_other_direction() {
+    let mut tee = Tee::new(1, Options::default());
+    let ask = json!({"jsonrpc": "2.0", "id": "p1", "method": "session/request_permission", "params": {"sessionId": "s", "toolCall": {"toolCallId": "t4", "title": "rm x"}, "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}]}});
+    let d = line(&mut tee, Direction::FromAgent, ask);
+    assert_eq!(d[0].r#type, "attention.requested");
+    assert!(d[0].data.get("options").is_none() && d[0].data.get("respond_via").is_none());
+    assert_eq!(d[0].data["options_count"], json!(1));
+    // The same id travelling the same way is not the answer.
+    let echo = json!({"jsonrpc": "2.0", "id": "p1", "result": {"outcome": {"outcome": "selected", "optionId": "ok"}}});
+    let d = line(&mut tee, Direction::FromAgent, echo.clone());
+    assert!(d.iter().all(|d| !d.r#type.starts_with("attention.")));
+    let d = line(&mut tee, Direction::ToAgent, echo);
+    let types: Vec<&str> = d.iter().map(|d| d.r#type.as_str()).collect();
+    assert_eq!(types, ["attention.answered", "attention.resolved"]);
+    // The lifecycle names the request event (its cause), not the tool call.
+    assert!(d.iter().all(|d| d.subject.is_none() && d.session.as_deref() == Some("s")));
+    assert!(d.iter().all(|d| d.cause_key.as_deref() == Some("attention:acp:s:\"p1\"")));
+    assert_eq!(d[0].data["via"], json!("oob"));
+}
+
+#[test]
+fn not_json_and_not_rpc_map_to_nothing() {
+    let mut tee = Tee::new(1, Options::default());
+    assert!(tee.map_line(Direction::FromAgent, b"{not json", &cx()).is_empty());
+    assert!(tee.map_line(Direction::FromAgent, b"[1,2]", &cx()).is_empty());
+    assert!(tee.map_line(Direction::FromAgent, b"", &cx()).is_empty());
+}
+
+#[test]
+fn a_second_prompt_drains_the_stale_run() {
+    let mut tee = Tee::new(3, Options::default());
+    let p = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt", "params": {"sessionId": "s", "prompt": []}});
+    line(&mut tee, Direction::ToAgent, p(1));
+    let d = line(&mut tee, Direction::ToAgent, p(2));
+    let types: Vec<(&str, Option<&str>)> = d.iter().map(|d| (d.r#type.as_str(), d.run.as_deref())).collect();
+    assert_eq!(types, [("run.cancelled", Some("3.1")), ("run.started", Some("3.2"))]);
+}
+
+#[test]
+fn deltas_ride_only_under_the_opt_in() {
+    let chunk = json!({"kind": "notification", "method": "session/update", "params": {"update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "tok"}}}});
+    assert!(map_moment(&chunk, Options::default(), &cx()).is_empty());
+    let redacted = MapContext { capture: aep_schemas::Capture::Redacted, ..MapContext::default() };
+    let d = map_moment(&chunk, Options { deltas: true }, &redacted);
+    assert_eq!(d[0].r#type, "x.acp.agent.message.chunk");
+    assert_eq!(d[0].data["delta"], json!("tok"));
+    let d = map_moment(&chunk, Options { deltas: true }, &cx());
+    assert!(d[0].data.is_empty(), "no text at metadata");
+}
+
+#[test]
+fn stop_reasons_fork_onto_the_run_terminals() {
+    let end = |r: &str| {
+        let m = json!({"kind": "response", "method": "session/prompt", "result": {"stopReason": r}});
+        map_moment(&m, Options::default(), &cx()).remove(0).r#type
+    };
+    assert_eq!(end("max_turn_requests"), "run.finished");
+    assert_eq!(end("cancelled"), "run.cancelled");
+    assert_eq!(end("refusal"), "run.failed");
+}
+
+#[test]
+fn an_answer_that_overtook_its_request_waits_for_it() {
+    let mut tee = Tee::new(1, Options::default());
+    let ans = json!({"jsonrpc": "2.0", "id": "p1", "result": {"outcome": {"outcome": "cancelled"}}});
+    assert!(line(&mut tee, Direction::ToAgent, ans).is_empty());
+    let ask = json!({"jsonrpc": "2.0", "id": "p1", "method": "session/request_permission", "params": {"sessionId": "s", "toolCall": {"toolCallId": "t"}, "options": []}});
+    let d = line(&mut tee, Direction::FromAgent, ask);
+    let types: Vec<&str> = d.iter().map(|d| d.r#type.as_str()).collect();
+    assert_eq!(types, ["attention.requested", "attention.resolved"]);
+}

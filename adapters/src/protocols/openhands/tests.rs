@@ -1,0 +1,63 @@
+use serde_json::json;
+
+use super::*;
+
+#[test]
+fn kinds_become_two_segment_vendor_types() {
+    assert_eq!(kind_type("MessageEvent"), "message.event");
+    assert_eq!(kind_type("ACPToolCallEvent"), "acp_tool.call");
+    assert_eq!(kind_type("CondensationSummaryEvent"), "condensation.summary");
+    assert_eq!(kind_type("PauseEvent"), "pause.event");
+    assert_eq!(kind_type("Event"), "event.event");
+}
+
+#[test]
+fn a_conversation_synthesizes_runs_from_status_and_dedupes_replays() {
+    let cx = MapContext::default();
+    let mut c = Conversation::new("conv1", Options::default());
+    let st = |id: &str, v: &str| json!({"kind": "ConversationStateUpdateEvent", "id": id, "key": "execution_status", "value": v});
+    let d = c.map(&st("e1", "running"), &cx);
+    assert_eq!(d[0].r#type, "run.started");
+    assert_eq!(d[0].run.as_deref(), Some("run:conv1:1"));
+    assert_eq!(d[1].r#type, "state.delta");
+    assert_eq!(d[1].run.as_deref(), Some("run:conv1:1"));
+    assert!(c.map(&st("e1", "running"), &cx).is_empty(), "replayed id");
+    let act = json!({"kind": "ActionEvent", "id": "e2", "tool_name": "bash", "tool_call_id": "c1", "action": {"command": "ls"}, "llm_response_id": "r"});
+    let d = c.map(&act, &cx);
+    assert_eq!(
+        (d[0].r#type.as_str(), d[0].run.as_deref(), d[0].step.as_deref()),
+        ("tool.requested", Some("run:conv1:1"), Some("r"))
+    );
+    let d = c.map(&st("e3", "waiting_for_confirmation"), &cx);
+    assert_eq!(d[0].r#type, "attention.requested");
+    assert!(d[0].data.get("options").is_none() && d[0].data.get("respond_via").is_none());
+    let d = c.map(&st("e4", "finished"), &cx);
+    let types: Vec<&str> = d.iter().map(|d| d.r#type.as_str()).collect();
+    assert_eq!(types, ["attention.resolved", "run.finished", "state.delta"]);
+    assert_eq!(d[1].run.as_deref(), Some("run:conv1:1"));
+    let d = c.map(&st("e5", "running"), &cx);
+    assert_eq!(d[0].run.as_deref(), Some("run:conv1:2"));
+}
+
+#[test]
+fn full_state_carries_the_status_too() {
+    let cx = MapContext::default();
+    let mut c = Conversation::new("c", Options::default());
+    let d = c.map(
+        &json!({"kind": "ConversationStateUpdateEvent", "key": "full_state", "value": {"execution_status": "running"}}),
+        &cx,
+    );
+    assert_eq!(d[0].r#type, "run.started");
+    assert_eq!(d[1].r#type, "state.snapshot");
+}
+
+#[test]
+fn token_events_never_map_and_deltas_need_the_opt_in() {
+    let cx = MapContext::default();
+    let tok = json!({"kind": "TokenEvent", "prompt_token_ids": [1]});
+    assert!(map_event(&tok, Options { deltas: true }, &cx).is_empty());
+    let delta = json!({"kind": "StreamingDeltaEvent", "content": "x"});
+    assert!(map_event(&delta, Options::default(), &cx).is_empty());
+    assert_eq!(map_event(&delta, Options { deltas: true }, &cx)[0].r#type, "x.openhands.streaming.delta");
+    assert!(map_event(&json!({"no": "kind"}), Options::default(), &cx).is_empty());
+}

@@ -1,0 +1,246 @@
+//! `aep-bridge wrap`: the real binary between a driving client (this test, playing the
+//! editor) and a real child process (stub agents in `tests/data/wrap/`), against a real
+//! bridge on 127.0.0.1:0. Asserts byte-transparency (the client sees exactly what the agent
+//! wrote, stderr and exit code included, compared with the same agent run directly on the
+//! same input), the session log, and fail-open when the bridge is down.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use common::*;
+use serde_json::{Value, json};
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/wrap").join(name)
+}
+
+/// What the client saw: stdout bytes, stderr bytes, exit code.
+type Seen = (Vec<u8>, Vec<u8>, i32);
+
+/// Plays the editor of an ACP session: writes the handshake and a prompt, answers the
+/// agent's permission request once it arrives, waits for the prompt's answer, closes stdin.
+fn drive_acp(mut cmd: Command) -> Seen {
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut err = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        err.read_to_end(&mut v).unwrap();
+        v
+    });
+    let send = |stdin: &mut std::process::ChildStdin, v: Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut seen = Vec::new();
+    let mut read_until = |needle: &str, seen: &mut Vec<u8>| loop {
+        let mut line = Vec::new();
+        let n = out.read_until(b'\n', &mut line).unwrap();
+        assert!(n > 0, "agent output ended before {needle:?}: {}", String::from_utf8_lossy(seen));
+        seen.extend_from_slice(&line);
+        if String::from_utf8_lossy(&line).contains(needle) {
+            return;
+        }
+    };
+    // An editor's order: each request after the answer it depends on.
+    send(&mut stdin, json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}));
+    read_until("protocolVersion", &mut seen);
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/w", "mcpServers": []}}),
+    );
+    read_until("sess-wrap-1", &mut seen);
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "sess-wrap-1", "prompt": [{"type": "text", "text": "fix it"}]}}),
+    );
+    read_until("session/request_permission", &mut seen);
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 100, "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}}),
+    );
+    read_until("stopReason", &mut seen);
+    drop(stdin);
+    out.read_to_end(&mut seen).unwrap();
+    let code = child.wait().unwrap().code().unwrap_or(-1);
+    (seen, err_reader.join().unwrap(), code)
+}
+
+fn wrap_cmd(protocol: &str, url: &str, token: Option<&str>, agent: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_aep-bridge"));
+    c.args(["wrap", protocol, "--url", url, "--"]).args(agent).env_remove("AEP_WRAP_STATS").env_remove("AEP_URL");
+    match token {
+        Some(t) => c.env("AEP_TOKEN", t),
+        None => c.env_remove("AEP_TOKEN"),
+    };
+    c
+}
+
+fn direct(agent: &[&str]) -> Command {
+    let mut c = Command::new(agent[0]);
+    c.args(&agent[1..]);
+    c
+}
+
+fn log_types(lines: &[String]) -> Vec<String> {
+    lines.iter().map(|l| serde_json::from_str::<Value>(l).unwrap()["type"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acp_session_passes_through_untouched_and_lands_in_the_session_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.server.token = "tok-wrap".into();
+    let b = start(cfg).await;
+    let url = b.url();
+    let script = data("acp_agent.py");
+    let agent = ["python3".to_owned(), script.display().to_string()];
+    let agent: Vec<&str> = agent.iter().map(String::as_str).collect();
+
+    let (plain, wrapped) = {
+        let (a, u) = (agent.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(), url.clone());
+        tokio::task::spawn_blocking(move || {
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            (drive_acp(direct(&a)), drive_acp(wrap_cmd("acp", &u, Some("tok-wrap"), &a)))
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(plain.2, 3, "the stub exits 3");
+    assert_eq!(String::from_utf8_lossy(&wrapped.0), String::from_utf8_lossy(&plain.0));
+    assert_eq!(wrapped.0, plain.0, "stdout byte for byte");
+    assert_eq!(wrapped.1, plain.1, "stderr byte for byte");
+    assert_eq!(wrapped.2, plain.2, "exit code");
+    assert!(plain.0.ends_with(b"bye") && plain.0.windows(2).any(|w| w == b"\r\n"));
+
+    let log = b.data.join("logs/acp/sess-wrap-1.jsonl");
+    let lines = wait_lines(&log, 9).await;
+    assert_eq!(
+        log_types(&lines),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "x.acp.plan.updated",
+            "attention.requested",
+            "attention.answered",
+            "attention.resolved",
+            "run.finished"
+        ]
+        .map(str::to_owned)
+    );
+    let evs: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(evs.iter().all(|e| e["agent"] == "acp" && e["session"] == "sess-wrap-1"));
+    let run = evs[1]["run"].as_str().unwrap().to_owned();
+    assert!(run.ends_with(".2"), "the run is the prompt's rpc id, epoch-qualified: {run}");
+    assert_eq!(evs[8]["run"], json!(run));
+    assert_eq!(evs[8]["cause"], evs[1]["id"], "run.finished points at run.started");
+    assert_eq!(evs[3]["cause"], evs[2]["id"], "the tool pair");
+    assert_eq!(evs[5]["data"]["options_count"], json!(2));
+    assert!(evs[5]["data"].get("options").is_none() && evs[5]["data"].get("respond_via").is_none(), "read-only");
+    assert_eq!(evs[6]["data"]["answer"], json!({"option": "allow"}));
+    assert_eq!(evs[6]["subject"], evs[5]["id"], "the answer names the request event");
+    let seqs: Vec<u64> = evs.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=9).collect::<Vec<u64>>());
+
+    // The whole log is valid AEP.
+    let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge")).args(["validate"]).arg(&log).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_that_is_down_changes_nothing_for_the_client() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let script = data("acp_agent.py").display().to_string();
+    let (plain, wrapped) = tokio::task::spawn_blocking(move || {
+        let a = ["python3", script.as_str()];
+        (drive_acp(direct(&a)), drive_acp(wrap_cmd("acp", &url, None, &a)))
+    })
+    .await
+    .unwrap();
+    assert_eq!(wrapped, plain);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_stream_json_run_is_a_session_a_run_and_a_tool_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(config(dir.path())).await;
+    let url = b.url();
+    let recorded = data("claude_stream.jsonl");
+    let replay = data("replay.py").display().to_string();
+    let rec = recorded.display().to_string();
+    let out = tokio::task::spawn_blocking(move || {
+        wrap_cmd("claude-stream-json", &url, None, &["python3", &replay, &rec, "0"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, std::fs::read(&recorded).unwrap(), "stdout is the recorded stream, byte for byte");
+    let lines = wait_lines(&b.data.join("logs/claude-code/0b5e-csj-1.jsonl"), 5).await;
+    assert_eq!(
+        log_types(&lines),
+        ["session.started", "run.started", "tool.requested", "tool.completed", "run.finished"].map(str::to_owned)
+    );
+    let evs: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(evs[0]["data"]["gen_ai.request.model"], json!("claude-sonnet-4-5"));
+    assert_eq!(evs[3]["data"]["tool"], json!({"name": "Bash", "call_id": "toolu_1"}));
+    assert_eq!(evs[4]["cause"], evs[1]["id"]);
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_exit_code_and_a_missing_agent_are_reported_like_a_shell() {
+    let (code, nf) = tokio::task::spawn_blocking(|| {
+        let status = wrap_cmd("acp", "http://127.0.0.1:9", None, &["sh", "-c", "exit 42"])
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        let nf = wrap_cmd("acp", "http://127.0.0.1:9", None, &["/nonexistent/agent-xyz"]).output().unwrap();
+        (status.code(), nf)
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(42));
+    assert_eq!(nf.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&nf.stderr).contains("cannot start"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_app_server_turn_is_a_session_a_run_and_a_tool_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(config(dir.path())).await;
+    let url = b.url();
+    let recorded = data("codex_app_server.jsonl");
+    let (replay, rec) = (data("replay.py").display().to_string(), recorded.display().to_string());
+    let out = tokio::task::spawn_blocking(move || {
+        wrap_cmd("codex-app-server", &url, None, &["python3", &replay, &rec, "0"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, std::fs::read(&recorded).unwrap(), "byte for byte");
+    let lines = wait_lines(&b.data.join("logs/codex/019a-cas-thread.jsonl"), 5).await;
+    assert_eq!(
+        log_types(&lines),
+        ["session.started", "run.started", "tool.requested", "tool.completed", "run.finished"].map(str::to_owned)
+    );
+    let evs: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(evs[1..].iter().all(|e| e["run"] == "019a-turn-1"), "the real turn id is the run");
+    assert_eq!(evs[3]["cause"], evs[2]["id"]);
+    assert_eq!(evs[3]["data"]["exit_code"], json!(0));
+    b.shutdown().await;
+}
