@@ -168,7 +168,7 @@ pub enum OtlpRequest {
     Logs(ExportLogsServiceRequest),
     /// Spans.
     Traces(ExportTraceServiceRequest),
-    /// Metric points (the bridge's own instruments, [`super::otlp_metrics`]).
+    /// Metric points (the bridge's own instruments, collected by the SDK).
     Metrics(ExportMetricsServiceRequest),
 }
 
