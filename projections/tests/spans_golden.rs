@@ -796,3 +796,28 @@ fn a_late_event_after_the_end_is_exported_at_once() {
     assert_eq!(l.events[0].name, "x.codex.session.notify");
     assert!(asm.flush_all().is_empty());
 }
+
+/// A vendor's own telemetry lags its session (Claude Code exports on an interval): after
+/// `session.ended` its records open no `(late)` span each; the trace stays as it ended.
+/// Seen in Phoenix: one real Claude Code session replayed with its OTLP exports showed 32
+/// one-span `session claude-code (late)` traces beside the real one.
+#[test]
+fn late_vendor_telemetry_opens_no_continuation() {
+    let mk = |seq: u64, ty: &str| {
+        Event::from_value(
+            json!({"aep":"0.1","id":format!("t-{seq}"),"type":ty,"time":format!("2026-07-03T10:00:0{seq}Z"),
+            "source":"aep://h/agent/claude-code/session/s","agent":"claude-code","session":"s","seq":seq}),
+        )
+        .unwrap()
+    };
+    let mut asm = SpanAssembler::new(SpanConfig::default());
+    assert!(asm.push(&mk(0, "x.claude-code.otel.api_request")).is_empty(), "in-session: annotates the root");
+    asm.push(&mk(1, "session.ended"));
+    for seq in 2..6 {
+        assert!(asm.push(&mk(seq, "x.claude-code.otel.api_request")).is_empty(), "late telemetry: no span");
+    }
+    assert_eq!(asm.open_sessions(), 0);
+    assert!(asm.flush_all().is_empty());
+    // A late core or non-telemetry Event still continues the trace (the Codex notify case).
+    assert_eq!(asm.push(&mk(7, "x.claude-code.session.note")).len(), 1);
+}

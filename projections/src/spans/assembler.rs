@@ -175,6 +175,16 @@ impl SpanAssembler {
     /// Routes one session-scoped Event into its session and emits what it finished.
     fn place(&mut self, ev: &Event, arrived: u64, out: &mut Vec<Span>) {
         let Some(name) = ev.session.as_deref() else { return };
+        // A vendor's own telemetry record (`x.<vendor>.otel.*`) lags its session: Claude Code
+        // exports on an interval, Gemini CLI and Qwen Code after SessionEnd. Once the session
+        // ended it annotates nothing (the trace is complete; the record stays in the log
+        // export) instead of opening one `(late)` continuation span per record.
+        if ev.r#type.starts_with("x.") && ev.r#type.contains(".otel.") {
+            let own = (ev.source.clone(), name.to_owned());
+            if !self.sessions.contains_key(&own) && self.closed.get(&own).is_some_and(|c| c.ended) {
+                return;
+            }
+        }
         let key = self.resolve_session(ev, name, out);
         let Some(sess) = self.sessions.get_mut(&key) else { return };
         let rec = Rec::new(ev, sess.last, (&sess.source, &sess.agent), self.cfg.max_capture);
