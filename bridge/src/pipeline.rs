@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 use aep_adapters::EventDraft;
 use aep_schemas::sequence::Sequencer;
 use aep_schemas::{AEP_VERSION, Event, Severity};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use tokio::sync::{Mutex, mpsc};
 
 use crate::metrics::Metrics;
@@ -56,6 +56,31 @@ impl Stamped {
         Stamped { event, line }
     }
 
+    /// [`Stamped::new`], with the line cut from `batch`: the lines of one batch share one
+    /// buffer (no allocation per line; it is freed once its last line is dropped, wherever
+    /// that is). `more` is how many events are still to come in the batch, to size the
+    /// buffer when it runs out of room.
+    pub fn in_batch(event: Event, batch: &mut BytesMut, more: usize) -> Self {
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let line = SCRATCH.with(|scratch| {
+            let Ok(mut buf) = scratch.try_borrow_mut() else { return Self::line_of(&event) };
+            buf.clear();
+            event.write_json(&mut buf);
+            buf.push(b'\n');
+            if batch.capacity() < buf.len() {
+                batch.reserve(buf.len().saturating_mul(more.saturating_add(1)).min(BATCH_BUFFER_MAX).max(buf.len()));
+            }
+            batch.extend_from_slice(&buf);
+            if buf.capacity() > SCRATCH_KEEP {
+                *buf = Vec::new();
+            }
+            batch.split().freeze()
+        });
+        Stamped { event, line }
+    }
+
     fn line_of(event: &Event) -> Bytes {
         let mut line = Vec::new();
         event.write_json(&mut line);
@@ -66,6 +91,68 @@ impl Stamped {
 
 /// Largest serialization buffer a thread keeps between events.
 const SCRATCH_KEEP: usize = 256 * 1024;
+
+/// Largest buffer reserved at once for the lines of one batch.
+const BATCH_BUFFER_MAX: usize = 1 << 20;
+
+/// The log file an event goes to: its agent and session. Shared by every line of a session
+/// (the stamper keeps one per session), so handing a line to the log writer allocates nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LogKey {
+    /// The agent.
+    pub agent: String,
+    /// The session; `None` for agent-scoped events.
+    pub session: Option<String>,
+}
+
+impl LogKey {
+    fn of(event: &Event) -> Arc<Self> {
+        Arc::new(Self { agent: event.agent.clone(), session: event.session.clone() })
+    }
+}
+
+/// One event as a line sink (the JSONL log) gets it: the line, the file it goes to and its
+/// severity, without the event itself, which is then freed on the thread that built it
+/// (a free from another thread costs the allocator several times a local one).
+#[derive(Debug, Clone)]
+pub struct LogLine {
+    /// The file.
+    pub key: Arc<LogKey>,
+    /// The JSONL line (ending in `\n`).
+    pub line: Bytes,
+    /// The event's severity (drops are counted by it).
+    pub severity: Severity,
+}
+
+/// A sink's queue: whole events, or lines with their file.
+#[derive(Debug, Clone)]
+pub enum SinkQueue {
+    /// Whole events (exporters, the relay).
+    Events(mpsc::Sender<Arc<Stamped>>),
+    /// Lines (the JSONL log).
+    Lines(mpsc::Sender<LogLine>),
+}
+
+impl SinkQueue {
+    /// Sends one event, waiting for room (a line sink gets its line and file).
+    pub async fn send(&self, s: Arc<Stamped>) -> Result<(), mpsc::error::SendError<Arc<Stamped>>> {
+        match self {
+            SinkQueue::Events(tx) => tx.send(s).await,
+            SinkQueue::Lines(tx) => {
+                let l = LogLine { key: LogKey::of(&s.event), line: s.line.clone(), severity: s.event.severity() };
+                tx.send(l).await.map_err(|_| mpsc::error::SendError(s))
+            }
+        }
+    }
+
+    /// Whether the sink has stopped taking items.
+    pub fn is_closed(&self) -> bool {
+        match self {
+            SinkQueue::Events(tx) => tx.is_closed(),
+            SinkQueue::Lines(tx) => tx.is_closed(),
+        }
+    }
+}
 
 /// A synchronous consumer called inline for every event, in order (the embedded collector).
 pub trait Tap: Send + Sync {
@@ -79,7 +166,7 @@ pub struct SinkTx {
     /// Sink name for metrics and logs.
     pub name: &'static str,
     /// The bounded queue.
-    pub tx: mpsc::Sender<Arc<Stamped>>,
+    pub tx: SinkQueue,
     /// A durable sink (the JSONL log) never sheds debug/info: a full queue makes the
     /// producer wait (backpressure reaches the receivers: OTLP answers 503), up to
     /// [`DURABLE_WAIT`], and only then is an event counted as dropped and logged.
@@ -139,12 +226,17 @@ pub const DURABLE_WAIT: Duration = Duration::from_secs(5);
 impl SinkTx {
     /// A best-effort sink: debug/info are shed when its queue is full.
     pub fn new(name: &'static str, tx: mpsc::Sender<Arc<Stamped>>) -> Self {
-        Self { name, tx, durable: false, progress: None }
+        Self { name, tx: SinkQueue::Events(tx), durable: false, progress: None }
     }
 
     /// A durable sink: nothing is shed while the producer can wait.
     pub fn durable(name: &'static str, tx: mpsc::Sender<Arc<Stamped>>) -> Self {
-        Self { name, tx, durable: true, progress: None }
+        Self { name, tx: SinkQueue::Events(tx), durable: true, progress: None }
+    }
+
+    /// A durable line sink (the JSONL log): it gets each event's line and file only.
+    pub fn durable_lines(name: &'static str, tx: mpsc::Sender<LogLine>) -> Self {
+        Self { name, tx: SinkQueue::Lines(tx), durable: true, progress: None }
     }
 
     /// Reports the sink's progress through `p` (the sink calls [`Progress::finished`]).
@@ -184,9 +276,17 @@ impl Drops {
     }
 }
 
+/// What the stamper keeps per session beside its position: its `source` URI and log key,
+/// each built once.
+#[derive(Default)]
+struct SessionMeta {
+    source: String,
+    log: Option<Arc<LogKey>>,
+}
+
 struct Stamper {
     /// Positions per `(agent, session)`, each session with its `source` URI (built once).
-    seq: Sequencer<String>,
+    seq: Sequencer<SessionMeta>,
     ids: ulid::Generator,
     host: String,
     /// The last formatted timestamp: many events share a millisecond.
@@ -324,12 +424,13 @@ impl Pipeline {
         let mut out = Vec::with_capacity(drafts.len());
         let mut drops = Drops::default();
         let mut st = self.inner.stamper.lock().await;
+        let sinks = self.sinks();
         let mut result = Ok(());
         for d in drafts {
             let now = SystemTime::now();
-            let ev = stamp(&mut st, agent, d, now);
+            let (ev, key) = stamp(&mut st, agent, d, now);
             let s = Arc::new(Stamped::new(ev));
-            result = self.fan_out(&s, &mut drops).await;
+            result = self.fan_out_to(&sinks, &s, Some(&key), &mut drops).await;
             out.push(s);
             if result.is_err() {
                 break;
@@ -344,7 +445,9 @@ impl Pipeline {
 
     /// Stamps drafts mapped from OTLP records, each as its vendor's (agent identity), and fans
     /// them out in order, as [`Pipeline::submit_drafts`] run by run, but in one pass under the
-    /// stamper and without collecting the stamped events (nothing waits on them).
+    /// stamper and without collecting the stamped events (nothing waits on them): each event
+    /// is freed here once the taps and sinks have it (a line sink keeps only its line), and
+    /// the lines of the batch share one buffer.
     pub async fn submit_mapped(
         &self,
         input: &'static str,
@@ -355,10 +458,14 @@ impl Pipeline {
         let mut st = self.inner.stamper.lock().await;
         let sinks = self.sinks();
         let mut result = Ok(());
-        for m in batch {
-            let ev = stamp(&mut st, m.vendor, m.draft, SystemTime::now());
-            let s = Arc::new(Stamped::new(ev));
-            result = self.fan_out_to(&sinks, &s, &mut drops).await;
+        let mut lines = BytesMut::new();
+        let total = batch.len();
+        // One clock reading per batch (ids stay monotonic: the generator counts within a ms).
+        let now = SystemTime::now();
+        for (i, m) in batch.into_iter().enumerate() {
+            let (ev, key) = stamp(&mut st, m.vendor, m.draft, now);
+            let s = Arc::new(Stamped::in_batch(ev, &mut lines, total - i - 1));
+            result = self.fan_out_to(&sinks, &s, Some(&key), &mut drops).await;
             match counts.last_mut() {
                 Some((v, n)) if *v == m.vendor => *n += 1,
                 _ => counts.push((m.vendor, 1)),
@@ -386,17 +493,11 @@ impl Pipeline {
     pub async fn submit_stamped(&self, input: &'static str, s: Arc<Stamped>) -> Result<Arc<Stamped>, SubmitError> {
         let guard = self.inner.stamper.lock().await;
         let mut drops = Drops::default();
-        let admitted = self.fan_out(&s, &mut drops).await;
+        let admitted = self.fan_out_to(&self.sinks(), &s, None, &mut drops).await;
         drop(guard);
         drops.record(&self.inner.metrics);
         self.inner.metrics.events_in.inc(&[("input", input), ("agent", &s.event.agent)]);
         admitted.map(|()| s)
-    }
-
-    /// Hands one event to the taps and sink queues; drops are noted in `drops` and
-    /// recorded by the caller once the stamper is released (no metric under the lock).
-    async fn fan_out(&self, s: &Arc<Stamped>, drops: &mut Drops) -> Result<(), SubmitError> {
-        self.fan_out_to(&self.sinks(), s, drops).await
     }
 
     /// The current sink queues (read once per batch by the batch submitters).
@@ -404,9 +505,18 @@ impl Pipeline {
         self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()))
     }
 
-    /// [`Pipeline::fan_out`] to `sinks`. A close between two events of a batch is seen
-    /// through the `closed` flag, checked for every event.
-    async fn fan_out_to(&self, sinks: &[SinkTx], s: &Arc<Stamped>, drops: &mut Drops) -> Result<(), SubmitError> {
+    /// Hands one event to the taps and the sink queues `sinks` (a line sink gets its line
+    /// and `key`, its file, built from the event when not given); drops are noted in `drops`
+    /// and recorded by the caller once the stamper is released (no metric under the lock).
+    /// A close between two events of a batch is seen through the `closed` flag, checked for
+    /// every event.
+    async fn fan_out_to(
+        &self,
+        sinks: &[SinkTx],
+        s: &Arc<Stamped>,
+        key: Option<&Arc<LogKey>>,
+        drops: &mut Drops,
+    ) -> Result<(), SubmitError> {
         for t in &self.inner.taps {
             t.admit(s);
         }
@@ -415,36 +525,45 @@ impl Pipeline {
         }
         let sev = s.event.severity();
         for sink in sinks.iter() {
-            let handed = || {
-                if let Some(p) = &sink.progress {
-                    p.handed.fetch_add(1, Ordering::AcqRel);
+            let taken = match &sink.tx {
+                SinkQueue::Events(tx) => self.offer(sink, tx, s.clone(), sev, &s.event.id).await,
+                SinkQueue::Lines(tx) => {
+                    let key = key.cloned().unwrap_or_else(|| LogKey::of(&s.event));
+                    self.offer(sink, tx, LogLine { key, line: s.line.clone(), severity: sev }, sev, &s.event.id).await
                 }
             };
-            match sink.tx.try_send(s.clone()) {
-                Ok(()) => handed(),
-                Err(mpsc::error::TrySendError::Closed(_)) => drops.note(sink.name, sev),
-                Err(mpsc::error::TrySendError::Full(item)) if sink.durable => {
-                    if sink.tx.send_timeout(item, DURABLE_WAIT).await.is_err() {
-                        drops.note(sink.name, sev);
-                        tracing::error!(sink = sink.name, id = %s.event.id, "Durable sink stalled: dropped an event.");
-                    } else {
-                        handed();
-                    }
-                }
-                Err(mpsc::error::TrySendError::Full(item)) => {
-                    if sev < Severity::Notice {
-                        drops.note(sink.name, sev);
-                        continue;
-                    }
-                    // AEP-0003 §8.4: notice+ is never dropped silently; wait, then count and log.
-                    if sink.tx.send_timeout(item, self.inner.notice_wait).await.is_err() {
-                        drops.note(sink.name, sev);
-                        tracing::error!(sink = sink.name, id = %s.event.id, severity = %sev, "Sink queue full: dropped a notice-or-higher event.");
-                    }
-                }
+            if !taken {
+                drops.note(sink.name, sev);
+            } else if let Some(p) = &sink.progress {
+                p.handed.fetch_add(1, Ordering::AcqRel);
             }
         }
         Ok(())
+    }
+
+    /// Offers one item to a sink's queue under its policy; `false` when it was not taken
+    /// (the caller counts the drop).
+    async fn offer<T>(&self, sink: &SinkTx, tx: &mpsc::Sender<T>, item: T, sev: Severity, id: &str) -> bool {
+        match tx.try_send(item) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(mpsc::error::TrySendError::Full(item)) if sink.durable => {
+                let ok = tx.send_timeout(item, DURABLE_WAIT).await.is_ok();
+                if !ok {
+                    tracing::error!(sink = sink.name, id, "Durable sink stalled: dropped an event.");
+                }
+                ok
+            }
+            Err(mpsc::error::TrySendError::Full(_)) if sev < Severity::Notice => false,
+            Err(mpsc::error::TrySendError::Full(item)) => {
+                // AEP-0003 §8.4: notice+ is never dropped silently; wait, then count and log.
+                let ok = tx.send_timeout(item, self.inner.notice_wait).await.is_ok();
+                if !ok {
+                    tracing::error!(sink = sink.name, id, severity = %sev, "Sink queue full: dropped a notice-or-higher event.");
+                }
+                ok
+            }
+        }
     }
 
     /// Waits until every durable sink that reports progress has finished with everything
@@ -487,7 +606,8 @@ fn mint(ids: &mut ulid::Generator, now: SystemTime) -> String {
         .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)))
 }
 
-fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event {
+/// Stamps `d` as `agent`'s; returns the event with its log key.
+fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> (Event, Arc<LogKey>) {
     let ms = time::unix_ms(now);
     let id = match d.id {
         Some(id) => id,
@@ -495,16 +615,22 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
     };
     let agent_scoped = aep_schemas::event::is_agent_scoped(&d.r#type);
     let session = if agent_scoped { None } else { d.session };
-    // One lookup gives the position and the session's `source` (built the first time).
-    let (seq, epoch, source) = match &session {
+    // One lookup gives the position and the session's `source` and log key (built the first time).
+    let (seq, epoch, source, log) = match &session {
         Some(s) => {
-            let (epoch, seq, source) = st.seq.next_with(agent, s);
-            if source.is_empty() {
-                *source = source_uri(&st.host, agent, Some(s));
+            let (epoch, seq, meta) = st.seq.next_with(agent, s);
+            if meta.source.is_empty() {
+                meta.source = source_uri(&st.host, agent, Some(s));
             }
-            (Some(seq), Some(epoch), source.clone())
+            let log = meta
+                .log
+                .get_or_insert_with(|| Arc::new(LogKey { agent: agent.to_owned(), session: Some(s.clone()) }))
+                .clone();
+            (Some(seq), Some(epoch), meta.source.clone(), log)
         }
-        None => (None, None, source_uri(&st.host, agent, None)),
+        None => {
+            (None, None, source_uri(&st.host, agent, None), Arc::new(LogKey { agent: agent.to_owned(), session: None }))
+        }
     };
     let mut cause = d.cause;
     if let Some(s) = &session
@@ -551,7 +677,7 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
             st.last_time.1.clone()
         }
     };
-    Event {
+    let ev = Event {
         aep: AEP_VERSION.to_owned(),
         id,
         r#type: d.r#type,
@@ -570,7 +696,8 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
         capture: Some(d.capture),
         extensions: Default::default(),
         data: Some(serde_json::Value::Object(d.data)),
-    }
+    };
+    (ev, log)
 }
 
 #[cfg(test)]
@@ -642,5 +769,35 @@ mod tests {
         p.submit_drafts("hook", "a", vec![draft("run.started", "s"), draft("run.started", "s"), warn]).await.unwrap();
         assert_eq!(m.dropped.get(&[("sink", "slow"), ("severity", "info")]), 1);
         assert_eq!(m.dropped.get(&[("sink", "slow"), ("severity", "error")]), 1);
+    }
+
+    /// A line sink gets each event's line and file, not the event: the lines of one session
+    /// share one key, the lines of one batch one buffer, and each line is its event's JSON.
+    #[tokio::test]
+    async fn a_line_sink_gets_shared_keys_and_batch_lines() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let p =
+            PipelineBuilder::new(3, "h", Arc::new(Metrics::default())).sink(SinkTx::durable_lines("jsonl", tx)).build();
+        let mapped =
+            |s: &str| aep_adapters::otel::MappedDraft { vendor: "codex", draft: draft("x.codex.otel.turn_ttft", s) };
+        p.submit_mapped("otlp", vec![mapped("a"), mapped("b"), mapped("a")]).await.unwrap();
+        let got: Vec<LogLine> = (0..3).map(|_| rx.try_recv().unwrap()).collect();
+        assert!(Arc::ptr_eq(&got[0].key, &got[2].key), "one key per session");
+        assert_eq!(*got[1].key, LogKey { agent: "codex".into(), session: Some("b".into()) });
+        for w in got.windows(2) {
+            assert_eq!(w[0].line.as_ptr().wrapping_add(w[0].line.len()), w[1].line.as_ptr(), "one buffer per batch");
+        }
+        for (l, (session, seq)) in got.iter().zip([("a", 0), ("b", 0), ("a", 1)]) {
+            let ev: Event = serde_json::from_slice(&l.line).unwrap();
+            assert_eq!((ev.session.as_deref(), ev.seq, ev.epoch), (Some(session), Some(seq), Some(3)));
+            assert!(l.line.ends_with(b"\n"));
+            let mut again = Vec::new();
+            ev.write_json(&mut again);
+            again.push(b'\n');
+            assert_eq!(&l.line[..], &again[..]);
+        }
+        // Hook drafts and external events reach the same sink as lines too.
+        p.submit_drafts("hook", "codex", vec![draft("session.started", "a")]).await.unwrap();
+        assert!(Arc::ptr_eq(&rx.try_recv().unwrap().key, &got[0].key));
     }
 }
