@@ -352,14 +352,14 @@ mod tests {
         // Nothing queued: stamped on the blocking thread, in the sink before the answer.
         assert_eq!(blocking("c1").await.unwrap(), Ok(Accepted::all()));
         let first = rx.try_recv().expect("stamped before the answer");
-        assert!(std::str::from_utf8(&first.line).unwrap().contains("\"session\":\"c1\""));
+        assert_eq!(first.iter().next().unwrap().0.session.as_deref(), Some("c1"));
         // An export queued (its task has not run yet), then a blocking one: it must not go first.
         assert_eq!(otlp.log_records(vec![codex_record("c2")]), Ok(Accepted::all()));
         assert_eq!(blocking("c3").await.unwrap(), Ok(Accepted::all()));
         let mut sessions = Vec::new();
         while sessions.len() < 2 {
-            let l = rx.recv().await.unwrap();
-            sessions.push(l.key.session.clone().unwrap());
+            let b = rx.recv().await.unwrap();
+            sessions.extend(b.iter().map(|(k, _, _)| k.session.clone().unwrap()));
         }
         assert_eq!(sessions, ["c2", "c3"]);
     }

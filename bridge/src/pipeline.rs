@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 use aep_adapters::EventDraft;
 use aep_schemas::sequence::Sequencer;
 use aep_schemas::{AEP_VERSION, Event, Severity};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use tokio::sync::{Mutex, mpsc};
 
 use crate::metrics::Metrics;
@@ -56,31 +56,6 @@ impl Stamped {
         Stamped { event, line }
     }
 
-    /// [`Stamped::new`], with the line cut from `batch`: the lines of one batch share one
-    /// buffer (no allocation per line; it is freed once its last line is dropped, wherever
-    /// that is). `more` is how many events are still to come in the batch, to size the
-    /// buffer when it runs out of room.
-    pub fn in_batch(event: Event, batch: &mut BytesMut, more: usize) -> Self {
-        thread_local! {
-            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        let line = SCRATCH.with(|scratch| {
-            let Ok(mut buf) = scratch.try_borrow_mut() else { return Self::line_of(&event) };
-            buf.clear();
-            event.write_json(&mut buf);
-            buf.push(b'\n');
-            if batch.capacity() < buf.len() {
-                batch.reserve(buf.len().saturating_mul(more.saturating_add(1)).min(BATCH_BUFFER_MAX).max(buf.len()));
-            }
-            batch.extend_from_slice(&buf);
-            if buf.capacity() > SCRATCH_KEEP {
-                *buf = Vec::new();
-            }
-            batch.split().freeze()
-        });
-        Stamped { event, line }
-    }
-
     fn line_of(event: &Event) -> Bytes {
         let mut line = Vec::new();
         event.write_json(&mut line);
@@ -92,8 +67,13 @@ impl Stamped {
 /// Largest serialization buffer a thread keeps between events.
 const SCRATCH_KEEP: usize = 256 * 1024;
 
-/// Largest buffer reserved at once for the lines of one batch.
-const BATCH_BUFFER_MAX: usize = 1 << 20;
+/// A first guess at the bytes of one line, to size a batch's line buffer.
+const LINE_GUESS: usize = 512;
+
+/// Whether any of `sinks` takes lines.
+fn has_lines(sinks: &[SinkTx]) -> bool {
+    sinks.iter().any(|s| matches!(s.tx, SinkQueue::Lines(_)))
+}
 
 /// The log file an event goes to: its agent and session. Shared by every line of a session
 /// (the stamper keeps one per session), so handing a line to the log writer allocates nothing.
@@ -111,17 +91,71 @@ impl LogKey {
     }
 }
 
-/// One event as a line sink (the JSONL log) gets it: the line, the file it goes to and its
-/// severity, without the event itself, which is then freed on the thread that built it
-/// (a free from another thread costs the allocator several times a local one).
-#[derive(Debug, Clone)]
-pub struct LogLine {
-    /// The file.
-    pub key: Arc<LogKey>,
-    /// The JSONL line (ending in `\n`).
-    pub line: Bytes,
-    /// The event's severity (drops are counted by it).
-    pub severity: Severity,
+/// The lines of one submit as a line sink (the JSONL log) gets them: one buffer with the
+/// lines back to back, and for each line its file and severity, without the events
+/// themselves, which are freed on the thread that built them (a free from another thread
+/// costs the allocator several times a local one). One queue item per submit, not per event.
+#[derive(Debug, Clone, Default)]
+pub struct LineBatch {
+    buf: Bytes,
+    keys: Vec<Arc<LogKey>>,
+    /// (index into `keys`, start in `buf`, length, severity).
+    lines: Vec<(u32, u32, u32, Severity)>,
+}
+
+impl LineBatch {
+    /// A batch over `buf` (lines are added with [`LineBatch::push_range`]).
+    fn over(buf: Bytes, n: usize) -> Self {
+        Self { buf, keys: Vec::new(), lines: Vec::with_capacity(n) }
+    }
+
+    /// A batch of copies of `lines`.
+    pub fn copied<'a>(lines: impl IntoIterator<Item = (&'a Arc<LogKey>, &'a [u8], Severity)>) -> Self {
+        let mut buf = Vec::new();
+        let mut b = Self::default();
+        for (key, line, sev) in lines {
+            let start = buf.len();
+            buf.extend_from_slice(line);
+            b.push_range(key, start, line.len(), sev);
+        }
+        b.buf = Bytes::from(buf);
+        b
+    }
+
+    /// Adds the line at `buf[start..start + len]` for `key`'s file.
+    fn push_range(&mut self, key: &Arc<LogKey>, start: usize, len: usize, sev: Severity) {
+        // Lines of one session come in runs: the last key is nearly always the one.
+        let k = match self.keys.iter().rposition(|k| Arc::ptr_eq(k, key)) {
+            Some(k) => k,
+            None => {
+                self.keys.push(Arc::clone(key));
+                self.keys.len() - 1
+            }
+        };
+        self.lines.push((k as u32, start as u32, len as u32, sev));
+    }
+
+    /// Number of lines.
+    pub fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// Whether there are no lines.
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    /// The lines in order: file, line (ending in `\n`), severity.
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<LogKey>, &[u8], Severity)> {
+        self.lines.iter().map(|&(k, start, len, sev)| {
+            (&self.keys[k as usize], &self.buf[start as usize..(start + len) as usize], sev)
+        })
+    }
+
+    /// The highest severity of the batch (`info` when empty).
+    fn max_severity(&self) -> Severity {
+        self.lines.iter().map(|l| l.3).max().unwrap_or_default()
+    }
 }
 
 /// A sink's queue: whole events, or lines with their file.
@@ -130,7 +164,7 @@ pub enum SinkQueue {
     /// Whole events (exporters, the relay).
     Events(mpsc::Sender<Arc<Stamped>>),
     /// Lines (the JSONL log).
-    Lines(mpsc::Sender<LogLine>),
+    Lines(mpsc::Sender<LineBatch>),
 }
 
 impl SinkQueue {
@@ -139,7 +173,7 @@ impl SinkQueue {
         match self {
             SinkQueue::Events(tx) => tx.send(s).await,
             SinkQueue::Lines(tx) => {
-                let l = LogLine { key: LogKey::of(&s.event), line: s.line.clone(), severity: s.event.severity() };
+                let l = LineBatch::copied([(&LogKey::of(&s.event), &s.line[..], s.event.severity())]);
                 tx.send(l).await.map_err(|_| mpsc::error::SendError(s))
             }
         }
@@ -235,7 +269,7 @@ impl SinkTx {
     }
 
     /// A durable line sink (the JSONL log): it gets each event's line and file only.
-    pub fn durable_lines(name: &'static str, tx: mpsc::Sender<LogLine>) -> Self {
+    pub fn durable_lines(name: &'static str, tx: mpsc::Sender<LineBatch>) -> Self {
         Self { name, tx: SinkQueue::Lines(tx), durable: true, progress: None }
     }
 
@@ -263,9 +297,13 @@ struct Drops(Vec<((&'static str, Severity), u64)>);
 
 impl Drops {
     fn note(&mut self, sink: &'static str, sev: Severity) {
+        self.add(sink, sev, 1);
+    }
+
+    fn add(&mut self, sink: &'static str, sev: Severity, n: u64) {
         match self.0.iter_mut().find(|(k, _)| *k == (sink, sev)) {
-            Some((_, n)) => *n += 1,
-            None => self.0.push(((sink, sev), 1)),
+            Some((_, m)) => *m += n,
+            None => self.0.push(((sink, sev), n)),
         }
     }
 
@@ -426,15 +464,34 @@ impl Pipeline {
         let mut st = self.inner.stamper.lock().await;
         let sinks = self.sinks();
         let mut result = Ok(());
+        // As in `submit_mapped`: stamped and serialized into one buffer first, then fanned out.
+        let n = drafts.len();
+        let mut events = Vec::with_capacity(n);
+        let mut buf = Vec::with_capacity(n * LINE_GUESS);
         for d in drafts {
-            let now = SystemTime::now();
-            let (ev, key) = stamp(&mut st, agent, d, now);
-            let s = Arc::new(Stamped::new(ev));
-            result = self.fan_out_to(&sinks, &s, Some(&key), &mut drops).await;
+            let (ev, key) = stamp(&mut st, agent, d, SystemTime::now());
+            let start = buf.len();
+            ev.write_json(&mut buf);
+            buf.push(b'\n');
+            events.push((ev, key, start, buf.len() - start));
+        }
+        let whole = Bytes::from(buf);
+        let lines_wanted = has_lines(&sinks);
+        let mut lines = LineBatch::over(if lines_wanted { whole.clone() } else { Bytes::new() }, n);
+        for (ev, key, start, len) in events {
+            let sev = ev.severity();
+            let s = Arc::new(Stamped { event: ev, line: whole.slice(start..start + len) });
+            result = self.fan_out_to(&sinks, &s, &mut drops).await;
             out.push(s);
             if result.is_err() {
                 break;
             }
+            if lines_wanted {
+                lines.push_range(&key, start, len, sev);
+            }
+        }
+        if lines_wanted {
+            self.fan_out_lines(&sinks, lines, &mut drops).await;
         }
         // Counted once per call, after the stamper is released (nothing is recorded under it).
         drop(st);
@@ -458,21 +515,40 @@ impl Pipeline {
         let mut st = self.inner.stamper.lock().await;
         let sinks = self.sinks();
         let mut result = Ok(());
-        let mut lines = BytesMut::new();
-        let total = batch.len();
+        // Stamped and serialized first, the lines back to back in one buffer (each event's
+        // line a slice of it), then fanned out in order; the line sinks get the whole buffer.
+        let n = batch.len();
         // One clock reading per batch (ids stay monotonic: the generator counts within a ms).
         let now = SystemTime::now();
-        for (i, m) in batch.into_iter().enumerate() {
+        let mut events = Vec::with_capacity(n);
+        let mut buf = Vec::with_capacity(n * LINE_GUESS);
+        for m in batch {
             let (ev, key) = stamp(&mut st, m.vendor, m.draft, now);
-            let s = Arc::new(Stamped::in_batch(ev, &mut lines, total - i - 1));
-            result = self.fan_out_to(&sinks, &s, Some(&key), &mut drops).await;
+            let start = buf.len();
+            ev.write_json(&mut buf);
+            buf.push(b'\n');
+            events.push((ev, key, start, buf.len() - start));
             match counts.last_mut() {
                 Some((v, n)) if *v == m.vendor => *n += 1,
                 _ => counts.push((m.vendor, 1)),
             }
+        }
+        let whole = Bytes::from(buf);
+        let lines_wanted = has_lines(&sinks);
+        let mut lines = LineBatch::over(if lines_wanted { whole.clone() } else { Bytes::new() }, n);
+        for (ev, key, start, len) in events {
+            let sev = ev.severity();
+            let s = Arc::new(Stamped { event: ev, line: whole.slice(start..start + len) });
+            result = self.fan_out_to(&sinks, &s, &mut drops).await;
             if result.is_err() {
                 break;
             }
+            if lines_wanted {
+                lines.push_range(&key, start, len, sev);
+            }
+        }
+        if lines_wanted {
+            self.fan_out_lines(&sinks, lines, &mut drops).await;
         }
         // Counted after the stamper is released (nothing is recorded under it).
         drop(st);
@@ -493,7 +569,12 @@ impl Pipeline {
     pub async fn submit_stamped(&self, input: &'static str, s: Arc<Stamped>) -> Result<Arc<Stamped>, SubmitError> {
         let guard = self.inner.stamper.lock().await;
         let mut drops = Drops::default();
-        let admitted = self.fan_out_to(&self.sinks(), &s, None, &mut drops).await;
+        let sinks = self.sinks();
+        let admitted = self.fan_out_to(&sinks, &s, &mut drops).await;
+        if admitted.is_ok() && has_lines(&sinks) {
+            let lines = LineBatch::copied([(&LogKey::of(&s.event), &s.line[..], s.event.severity())]);
+            self.fan_out_lines(&sinks, lines, &mut drops).await;
+        }
         drop(guard);
         drops.record(&self.inner.metrics);
         self.inner.metrics.events_in.inc(&[("input", input), ("agent", &s.event.agent)]);
@@ -505,18 +586,12 @@ impl Pipeline {
         self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()))
     }
 
-    /// Hands one event to the taps and the sink queues `sinks` (a line sink gets its line
-    /// and `key`, its file, built from the event when not given); drops are noted in `drops`
-    /// and recorded by the caller once the stamper is released (no metric under the lock).
-    /// A close between two events of a batch is seen through the `closed` flag, checked for
-    /// every event.
-    async fn fan_out_to(
-        &self,
-        sinks: &[SinkTx],
-        s: &Arc<Stamped>,
-        key: Option<&Arc<LogKey>>,
-        drops: &mut Drops,
-    ) -> Result<(), SubmitError> {
+    /// Hands one event to the taps and the event sinks of `sinks` (the line sinks get the
+    /// lines of the whole submit at its end, [`Pipeline::fan_out_lines`]); drops are noted in
+    /// `drops` and recorded by the caller once the stamper is released (no metric under the
+    /// lock). A close between two events of a batch is seen through the `closed` flag,
+    /// checked for every event.
+    async fn fan_out_to(&self, sinks: &[SinkTx], s: &Arc<Stamped>, drops: &mut Drops) -> Result<(), SubmitError> {
         for t in &self.inner.taps {
             t.admit(s);
         }
@@ -525,20 +600,48 @@ impl Pipeline {
         }
         let sev = s.event.severity();
         for sink in sinks.iter() {
-            let taken = match &sink.tx {
-                SinkQueue::Events(tx) => self.offer(sink, tx, s.clone(), sev, &s.event.id).await,
-                SinkQueue::Lines(tx) => {
-                    let key = key.cloned().unwrap_or_else(|| LogKey::of(&s.event));
-                    self.offer(sink, tx, LogLine { key, line: s.line.clone(), severity: sev }, sev, &s.event.id).await
-                }
-            };
-            if !taken {
+            let SinkQueue::Events(tx) = &sink.tx else { continue };
+            if !self.offer(sink, tx, s.clone(), sev, &s.event.id).await {
                 drops.note(sink.name, sev);
             } else if let Some(p) = &sink.progress {
                 p.handed.fetch_add(1, Ordering::AcqRel);
             }
         }
         Ok(())
+    }
+
+    /// Hands the lines of one submit to every line sink (still under the stamper, so each
+    /// sink gets them in stamping order); a batch not taken counts each of its lines as dropped.
+    async fn fan_out_lines(&self, sinks: &[SinkTx], lines: LineBatch, drops: &mut Drops) {
+        if lines.is_empty() {
+            return;
+        }
+        let (sev, n) = (lines.max_severity(), lines.len() as u64);
+        let mut left = sinks.iter().filter(|s| matches!(s.tx, SinkQueue::Lines(_))).count();
+        // Lines per severity, for counting a batch that was not taken.
+        let mut per_severity: Vec<(Severity, u64)> = Vec::new();
+        for &(_, _, _, sev) in &lines.lines {
+            match per_severity.iter_mut().find(|(s, _)| *s == sev) {
+                Some((_, k)) => *k += 1,
+                None => per_severity.push((sev, 1)),
+            }
+        }
+        let mut lines = Some(lines);
+        for sink in sinks.iter() {
+            let SinkQueue::Lines(tx) = &sink.tx else { continue };
+            left -= 1;
+            // The last line sink takes the batch itself, the others a copy.
+            let Some(batch) = (if left == 0 { lines.take() } else { lines.clone() }) else { break };
+            if self.offer(sink, tx, batch, sev, "(a batch of lines)").await {
+                if let Some(p) = &sink.progress {
+                    p.handed.fetch_add(n, Ordering::AcqRel);
+                }
+            } else {
+                for &(sev, k) in &per_severity {
+                    drops.add(sink.name, sev, k);
+                }
+            }
+        }
     }
 
     /// Offers one item to a sink's queue under its policy; `false` when it was not taken
@@ -771,33 +874,54 @@ mod tests {
         assert_eq!(m.dropped.get(&[("sink", "slow"), ("severity", "error")]), 1);
     }
 
-    /// A line sink gets each event's line and file, not the event: the lines of one session
-    /// share one key, the lines of one batch one buffer, and each line is its event's JSON.
+    /// A line sink gets the lines and files of a submit in one batch, not the events: the
+    /// lines of one session share one key, the lines of a batch one buffer, and each line is
+    /// its event's JSON.
     #[tokio::test]
-    async fn a_line_sink_gets_shared_keys_and_batch_lines() {
+    async fn a_line_sink_gets_one_batch_per_submit_with_shared_keys() {
         let (tx, mut rx) = mpsc::channel(16);
         let p =
             PipelineBuilder::new(3, "h", Arc::new(Metrics::default())).sink(SinkTx::durable_lines("jsonl", tx)).build();
         let mapped =
             |s: &str| aep_adapters::otel::MappedDraft { vendor: "codex", draft: draft("x.codex.otel.turn_ttft", s) };
         p.submit_mapped("otlp", vec![mapped("a"), mapped("b"), mapped("a")]).await.unwrap();
-        let got: Vec<LogLine> = (0..3).map(|_| rx.try_recv().unwrap()).collect();
-        assert!(Arc::ptr_eq(&got[0].key, &got[2].key), "one key per session");
-        assert_eq!(*got[1].key, LogKey { agent: "codex".into(), session: Some("b".into()) });
+        let batch = rx.try_recv().unwrap();
+        assert!(rx.try_recv().is_err(), "one queue item per submit");
+        let got: Vec<_> = batch.iter().collect();
+        assert_eq!(got.len(), 3);
+        assert!(Arc::ptr_eq(got[0].0, got[2].0), "one key per session");
+        assert_eq!(**got[1].0, LogKey { agent: "codex".into(), session: Some("b".into()) });
         for w in got.windows(2) {
-            assert_eq!(w[0].line.as_ptr().wrapping_add(w[0].line.len()), w[1].line.as_ptr(), "one buffer per batch");
+            assert_eq!(w[0].1.as_ptr().wrapping_add(w[0].1.len()), w[1].1.as_ptr(), "one buffer per batch");
         }
-        for (l, (session, seq)) in got.iter().zip([("a", 0), ("b", 0), ("a", 1)]) {
-            let ev: Event = serde_json::from_slice(&l.line).unwrap();
+        for ((_, line, _), (session, seq)) in got.iter().zip([("a", 0), ("b", 0), ("a", 1)]) {
+            let ev: Event = serde_json::from_slice(line).unwrap();
             assert_eq!((ev.session.as_deref(), ev.seq, ev.epoch), (Some(session), Some(seq), Some(3)));
-            assert!(l.line.ends_with(b"\n"));
             let mut again = Vec::new();
             ev.write_json(&mut again);
             again.push(b'\n');
-            assert_eq!(&l.line[..], &again[..]);
+            assert_eq!(&line[..], &again[..]);
         }
-        // Hook drafts and external events reach the same sink as lines too.
+        // Hook drafts reach the same sink with the session's key.
         p.submit_drafts("hook", "codex", vec![draft("session.started", "a")]).await.unwrap();
-        assert!(Arc::ptr_eq(&rx.try_recv().unwrap().key, &got[0].key));
+        let hook = rx.try_recv().unwrap();
+        assert!(Arc::ptr_eq(hook.iter().next().unwrap().0, got[0].0));
+    }
+
+    /// A line sink that has stopped: every line of a batch it did not take is counted as
+    /// dropped, by its own severity.
+    #[tokio::test]
+    async fn a_line_batch_not_taken_counts_each_line() {
+        let (tx, rx) = mpsc::channel(1);
+        drop(rx);
+        let m = Arc::new(Metrics::default());
+        let p = PipelineBuilder::new(0, "h", m.clone()).sink(SinkTx::durable_lines("jsonl", tx)).build();
+        let mapped = |ty: &str| aep_adapters::otel::MappedDraft { vendor: "codex", draft: draft(ty, "s") };
+        let mut warn = draft("x.codex.otel.b", "s");
+        warn.severity = Some(Severity::Warning);
+        let batch = vec![mapped("x.codex.otel.c"), aep_adapters::otel::MappedDraft { vendor: "codex", draft: warn }];
+        p.submit_mapped("otlp", batch).await.unwrap();
+        assert_eq!(m.dropped.get(&[("sink", "jsonl"), ("severity", "info")]), 1);
+        assert_eq!(m.dropped.get(&[("sink", "jsonl"), ("severity", "warning")]), 1);
     }
 }
