@@ -67,7 +67,8 @@ impl Stamped {
 /// Largest serialization buffer a thread keeps between events.
 const SCRATCH_KEEP: usize = 256 * 1024;
 
-/// A first guess at the bytes of one line, to size a batch's line buffer.
+/// A first guess at the bytes of one line, to size a batch's line buffer (then the stamper
+/// sizes it from the lines it last wrote).
 const LINE_GUESS: usize = 512;
 
 /// Whether any of `sinks` takes lines.
@@ -329,6 +330,8 @@ struct Stamper {
     host: String,
     /// The last formatted timestamp: many events share a millisecond.
     last_time: (u64, String),
+    /// Bytes per line of the last batch, to size the next one's buffer at once.
+    line_guess: usize,
     /// Correlation key -> minted id, per agent and session, for `cause_key` lookups.
     causes: HashMap<String, HashMap<String, HashMap<String, String>>>,
 }
@@ -406,6 +409,7 @@ impl PipelineBuilder {
                     ids: ulid::Generator::new(),
                     host: self.host,
                     last_time: (u64::MAX, String::new()),
+                    line_guess: LINE_GUESS,
                     causes: HashMap::new(),
                 }),
                 minter: std::sync::Mutex::new(ulid::Generator::new()),
@@ -467,7 +471,7 @@ impl Pipeline {
         // As in `submit_mapped`: stamped and serialized into one buffer first, then fanned out.
         let n = drafts.len();
         let mut events = Vec::with_capacity(n);
-        let mut buf = Vec::with_capacity(n * LINE_GUESS);
+        let mut buf = Vec::with_capacity(n * (st.line_guess + st.line_guess / 8));
         for d in drafts {
             let (ev, key) = stamp(&mut st, agent, d, SystemTime::now());
             let start = buf.len();
@@ -475,6 +479,7 @@ impl Pipeline {
             buf.push(b'\n');
             events.push((ev, key, start, buf.len() - start));
         }
+        st.line_guess = buf.len().checked_div(n).unwrap_or(LINE_GUESS).clamp(64, 64 * 1024);
         let whole = Bytes::from(buf);
         let lines_wanted = has_lines(&sinks);
         let mut lines = LineBatch::over(if lines_wanted { whole.clone() } else { Bytes::new() }, n);
@@ -521,7 +526,7 @@ impl Pipeline {
         // One clock reading per batch (ids stay monotonic: the generator counts within a ms).
         let now = SystemTime::now();
         let mut events = Vec::with_capacity(n);
-        let mut buf = Vec::with_capacity(n * LINE_GUESS);
+        let mut buf = Vec::with_capacity(n * (st.line_guess + st.line_guess / 8));
         for m in batch {
             let (ev, key) = stamp(&mut st, m.vendor, m.draft, now);
             let start = buf.len();
@@ -533,6 +538,7 @@ impl Pipeline {
                 _ => counts.push((m.vendor, 1)),
             }
         }
+        st.line_guess = buf.len().checked_div(n).unwrap_or(LINE_GUESS).clamp(64, 64 * 1024);
         let whole = Bytes::from(buf);
         let lines_wanted = has_lines(&sinks);
         let mut lines = LineBatch::over(if lines_wanted { whole.clone() } else { Bytes::new() }, n);
