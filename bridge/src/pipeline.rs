@@ -332,6 +332,9 @@ struct Stamper {
     last_time: (u64, String),
     /// Bytes per line of the last batch, to size the next one's buffer at once.
     line_guess: usize,
+    /// Log keys of external emitters' sessions (agent -> session -> key), so a relayed event
+    /// allocates none.
+    external_keys: HashMap<String, HashMap<String, Arc<LogKey>>>,
     /// Correlation key -> minted id, per agent and session, for `cause_key` lookups.
     causes: HashMap<String, HashMap<String, HashMap<String, String>>>,
 }
@@ -410,6 +413,7 @@ impl PipelineBuilder {
                     host: self.host,
                     last_time: (u64::MAX, String::new()),
                     line_guess: LINE_GUESS,
+                    external_keys: HashMap::new(),
                     causes: HashMap::new(),
                 }),
                 minter: std::sync::Mutex::new(ulid::Generator::new()),
@@ -573,12 +577,14 @@ impl Pipeline {
     /// Admits a complete external event carrying the line it arrived as, so every hop
     /// relays it byte-identically (AEP-0001 §4.2): never re-stamped, never re-serialized.
     pub async fn submit_stamped(&self, input: &'static str, s: Arc<Stamped>) -> Result<Arc<Stamped>, SubmitError> {
-        let guard = self.inner.stamper.lock().await;
+        let mut guard = self.inner.stamper.lock().await;
         let mut drops = Drops::default();
         let sinks = self.sinks();
         let admitted = self.fan_out_to(&sinks, &s, &mut drops).await;
         if admitted.is_ok() && has_lines(&sinks) {
-            let lines = LineBatch::copied([(&LogKey::of(&s.event), &s.line[..], s.event.severity())]);
+            let key = external_key(&mut guard, &s.event);
+            let mut lines = LineBatch::over(s.line.clone(), 1);
+            lines.push_range(&key, 0, s.line.len(), s.event.severity());
             self.fan_out_lines(&sinks, lines, &mut drops).await;
         }
         drop(guard);
@@ -713,6 +719,19 @@ fn mint(ids: &mut ulid::Generator, now: SystemTime) -> String {
     ids.generate_from_datetime(now)
         .map(|u| u.to_string())
         .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)))
+}
+
+/// The log key of an external event's session, kept per session (bounded).
+fn external_key(st: &mut Stamper, ev: &Event) -> Arc<LogKey> {
+    let Some(session) = ev.session.as_deref() else { return LogKey::of(ev) };
+    if let Some(k) = st.external_keys.get(ev.agent.as_str()).and_then(|m| m.get(session)) {
+        return Arc::clone(k);
+    }
+    let m = st.external_keys.entry(ev.agent.clone()).or_default();
+    if m.len() >= CAUSE_MEMORY {
+        m.clear();
+    }
+    Arc::clone(m.entry(session.to_owned()).or_insert_with(|| LogKey::of(ev)))
 }
 
 /// Stamps `d` as `agent`'s; returns the event with its log key.
@@ -909,9 +928,31 @@ mod tests {
             assert_eq!(&line[..], &again[..]);
         }
         // Hook drafts reach the same sink with the session's key.
-        p.submit_drafts("hook", "codex", vec![draft("session.started", "a")]).await.unwrap();
+        let out = p.submit_drafts("hook", "codex", vec![draft("session.started", "a")]).await.unwrap();
         let hook = rx.try_recv().unwrap();
         assert!(Arc::ptr_eq(hook.iter().next().unwrap().0, got[0].0));
+        // External events: their own line as is, one key per session too.
+        let relayed: Vec<_> = relay_twice(&p, &mut rx, &out[0]).await;
+        assert!(Arc::ptr_eq(&relayed[0].0, &relayed[1].0), "one key per external session");
+        assert_eq!(relayed[0].1, out[0].line.to_vec());
+    }
+
+    /// Relays `s` twice as an external event; returns what the line sink got each time.
+    async fn relay_twice(
+        p: &Pipeline,
+        rx: &mut mpsc::Receiver<LineBatch>,
+        s: &Arc<Stamped>,
+    ) -> Vec<(Arc<LogKey>, Vec<u8>)> {
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            p.submit_stamped("collector", Arc::new(Stamped { event: s.event.clone(), line: s.line.clone() }))
+                .await
+                .unwrap();
+            let b = rx.try_recv().unwrap();
+            let (k, line, _) = b.iter().next().unwrap();
+            got.push((Arc::clone(k), line.to_vec()));
+        }
+        got
     }
 
     /// A line sink that has stopped: every line of a batch it did not take is counted as
