@@ -98,6 +98,9 @@ impl LogKey {
 /// costs the allocator several times a local one). One queue item per submit, not per event.
 #[derive(Debug, Clone, Default)]
 pub struct LineBatch {
+    /// A lone relayed event, whose line is its own (held as the event: no copy, nothing
+    /// allocated for it).
+    one: Option<(Arc<Stamped>, Arc<LogKey>)>,
     buf: Bytes,
     keys: Vec<Arc<LogKey>>,
     /// (index into `keys`, start in `buf`, length, severity).
@@ -107,7 +110,7 @@ pub struct LineBatch {
 impl LineBatch {
     /// A batch over `buf` (lines are added with [`LineBatch::push_range`]).
     fn over(buf: Bytes, n: usize) -> Self {
-        Self { buf, keys: Vec::new(), lines: Vec::with_capacity(n) }
+        Self { one: None, buf, keys: Vec::new(), lines: Vec::with_capacity(n) }
     }
 
     /// A batch of copies of `lines`.
@@ -136,26 +139,32 @@ impl LineBatch {
         self.lines.push((k as u32, start as u32, len as u32, sev));
     }
 
+    /// A batch of one event's own line.
+    fn single(s: Arc<Stamped>, key: Arc<LogKey>) -> Self {
+        Self { one: Some((s, key)), ..Default::default() }
+    }
+
     /// Number of lines.
     pub fn len(&self) -> usize {
-        self.lines.len()
+        usize::from(self.one.is_some()) + self.lines.len()
     }
 
     /// Whether there are no lines.
     pub fn is_empty(&self) -> bool {
-        self.lines.is_empty()
+        self.len() == 0
     }
 
     /// The lines in order: file, line (ending in `\n`), severity.
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<LogKey>, &[u8], Severity)> {
-        self.lines.iter().map(|&(k, start, len, sev)| {
+        let one = self.one.iter().map(|(s, k)| (k, &s.line[..], s.event.severity()));
+        one.chain(self.lines.iter().map(|&(k, start, len, sev)| {
             (&self.keys[k as usize], &self.buf[start as usize..(start + len) as usize], sev)
-        })
+        }))
     }
 
     /// The highest severity of the batch (`info` when empty).
     fn max_severity(&self) -> Severity {
-        self.lines.iter().map(|l| l.3).max().unwrap_or_default()
+        self.iter().map(|l| l.2).max().unwrap_or_default()
     }
 }
 
@@ -583,9 +592,7 @@ impl Pipeline {
         let admitted = self.fan_out_to(&sinks, &s, &mut drops).await;
         if admitted.is_ok() && has_lines(&sinks) {
             let key = external_key(&mut guard, &s.event);
-            let mut lines = LineBatch::over(s.line.clone(), 1);
-            lines.push_range(&key, 0, s.line.len(), s.event.severity());
-            self.fan_out_lines(&sinks, lines, &mut drops).await;
+            self.fan_out_lines(&sinks, LineBatch::single(Arc::clone(&s), key), &mut drops).await;
         }
         drop(guard);
         drops.record(&self.inner.metrics);
@@ -632,7 +639,7 @@ impl Pipeline {
         let mut left = sinks.iter().filter(|s| matches!(s.tx, SinkQueue::Lines(_))).count();
         // Lines per severity, for counting a batch that was not taken.
         let mut per_severity: Vec<(Severity, u64)> = Vec::new();
-        for &(_, _, _, sev) in &lines.lines {
+        for (_, _, sev) in lines.iter() {
             match per_severity.iter_mut().find(|(s, _)| *s == sev) {
                 Some((_, k)) => *k += 1,
                 None => per_severity.push((sev, 1)),
