@@ -80,7 +80,12 @@ pub struct BridgeOtlp {
     /// refused (503 / `UNAVAILABLE`) before they are decoded, so memory stays bounded by
     /// records, not by requests of any size.
     queued: Arc<AtomicUsize>,
+    /// Drafts being stamped inline by blocking-pool handlers (counted against `max_queued`
+    /// with `queued`).
+    inline: AtomicUsize,
     max_queued: usize,
+    /// The pipeline, for drafts stamped inline.
+    pipeline: Pipeline,
     /// The bearer token every export must carry, when set (issue 15: one token on every ingress).
     token: Option<String>,
     /// Decompressed bytes decoded at once (issue 15 #4).
@@ -104,40 +109,39 @@ impl BridgeOtlp {
         // Every queued batch holds at least one draft, so the record count binds first.
         let (tx, mut rx) = mpsc::channel::<Vec<MappedDraft>>(max_queued.max(1));
         let metrics = pipeline.metrics().clone();
+        let inline_pipeline = pipeline.clone();
         let queued = Arc::new(AtomicUsize::new(0));
         let in_flight = queued.clone();
         let task = tokio::spawn(async move {
             while let Some(batch) = rx.recv().await {
                 let n = batch.len();
-                // In order; each draft stamped as its vendor (each vendor is its own agent
-                // identity). Submitted in chunks, each only once the log writer is near caught
-                // up: the stamper lock is never held for a whole export, and a hook, which
-                // waits for its own events to be written, never queues behind one.
-                if batch.len() <= BULK_CHUNK {
-                    pipeline.room_for_bulk(BULK_BACKLOG).await;
-                    let _ = pipeline.submit_mapped("otlp", batch).await;
-                } else {
-                    let mut rest = batch.into_iter();
-                    loop {
-                        let chunk: Vec<MappedDraft> = rest.by_ref().take(BULK_CHUNK).collect();
-                        if chunk.is_empty() {
-                            break;
-                        }
-                        pipeline.room_for_bulk(BULK_BACKLOG).await;
-                        let _ = pipeline.submit_mapped("otlp", chunk).await;
-                    }
-                }
+                // In order; each draft stamped as its vendor (each vendor is its own agent identity).
+                let _ = submit_in_chunks(&pipeline, batch).await;
                 in_flight.fetch_sub(n, Ordering::AcqRel);
             }
         });
         let max_queued = max_queued.max(1);
-        (Arc::new(Self { tx, cx, mode, overrides, metrics, tee, queued, max_queued, token, budget }), task)
+        let this = Self {
+            tx,
+            cx,
+            mode,
+            overrides,
+            metrics,
+            tee,
+            queued,
+            inline: AtomicUsize::new(0),
+            max_queued,
+            pipeline: inline_pipeline,
+            token,
+            budget,
+        };
+        (Arc::new(this), task)
     }
 
     /// Refuses while the pipeline holds `max_queued` drafts or more (one export of any
     /// size is always taken into an empty queue).
     fn check_room(&self) -> Result<(), Refused> {
-        if self.queued.load(Ordering::Acquire) >= self.max_queued {
+        if self.queued.load(Ordering::Acquire) + self.inline.load(Ordering::Acquire) >= self.max_queued {
             self.metrics.rejected.inc(&[("receiver", "otlp"), ("reason", "pipeline_full")]);
             return Err(Refused::Full { retry_after: Duration::from_secs(1) });
         }
@@ -145,9 +149,31 @@ impl BridgeOtlp {
     }
 }
 
+/// Submits `batch` in order, in chunks, each only once the log writer is near caught up:
+/// the stamper lock is never held for a whole export, and a hook, which waits for its own
+/// events to be written, never queues behind one.
+async fn submit_in_chunks(pipeline: &Pipeline, batch: Vec<MappedDraft>) -> Result<(), crate::pipeline::SubmitError> {
+    if batch.len() <= BULK_CHUNK {
+        pipeline.room_for_bulk(BULK_BACKLOG).await;
+        return pipeline.submit_mapped("otlp", batch).await;
+    }
+    let mut rest = batch.into_iter();
+    loop {
+        let chunk: Vec<MappedDraft> = rest.by_ref().take(BULK_CHUNK).collect();
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        pipeline.room_for_bulk(BULK_BACKLOG).await;
+        pipeline.submit_mapped("otlp", chunk).await?;
+    }
+}
+
 impl BridgeOtlp {
-    /// Maps `records` and queues the drafts; `tee` runs once they are accepted.
-    fn take_records(&self, records: Vec<OtelRecord>, tee: impl FnOnce()) -> Result<Accepted, Refused> {
+    /// Maps `records` and queues the drafts; `tee` runs once they are accepted. With
+    /// `inline` (the caller is a blocking-pool thread) the drafts are stamped and fanned out
+    /// on this thread instead, unless drafts of earlier exports are still queued (they go
+    /// first: the queue keeps exports in order).
+    fn take_records(&self, records: Vec<OtelRecord>, tee: impl FnOnce(), inline: bool) -> Result<Accepted, Refused> {
         self.check_room()?;
         let total = records.len();
         let mut drafts = Vec::with_capacity(total);
@@ -187,7 +213,24 @@ impl BridgeOtlp {
         } else {
             drafts.extend(out.drafts);
         }
-        if !drafts.is_empty() {
+        // Inline: everything a record costs is allocated and freed on this one thread (a
+        // free from another thread, the drain task's or the log writer's, costs the
+        // allocator several times a local one), and the export is answered once its events
+        // are in the pipeline.
+        let handle = if inline && self.queued.load(Ordering::Acquire) == 0 && !drafts.is_empty() {
+            tokio::runtime::Handle::try_current().ok()
+        } else {
+            None
+        };
+        if let Some(handle) = handle {
+            let n = drafts.len();
+            self.inline.fetch_add(n, Ordering::AcqRel);
+            let done = handle.block_on(submit_in_chunks(&self.pipeline, drafts));
+            self.inline.fetch_sub(n, Ordering::AcqRel);
+            if done.is_err() {
+                return Err(Refused::Full { retry_after: Duration::from_secs(5) });
+            }
+        } else if !drafts.is_empty() {
             let n = drafts.len();
             self.queued.fetch_add(n, Ordering::AcqRel);
             match self.tx.try_send(drafts) {
@@ -231,9 +274,9 @@ impl OtlpHandler for BridgeOtlp {
 
     fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused> {
         match &self.tee {
-            Some(t) => self.take_records(to_otel_records(&req), || t.logs(&req)),
+            Some(t) => self.take_records(to_otel_records(&req), || t.logs(&req), false),
             // Without a tee nothing needs the request after conversion: take it apart (no copies).
-            None => self.take_records(into_otel_records(req), || {}),
+            None => self.take_records(into_otel_records(req), || {}, false),
         }
     }
 
@@ -247,7 +290,11 @@ impl OtlpHandler for BridgeOtlp {
     }
 
     fn log_records(&self, records: Vec<OtelRecord>) -> Result<Accepted, Refused> {
-        self.take_records(records, || {})
+        self.take_records(records, || {}, false)
+    }
+
+    fn log_records_blocking(&self, records: Vec<OtelRecord>) -> Result<Accepted, Refused> {
+        self.take_records(records, || {}, true)
     }
 
     fn traces(&self, req: ExportTraceServiceRequest) -> Result<Accepted, Refused> {
@@ -314,5 +361,44 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert_eq!(otlp.log_records(batch()), Ok(Accepted::all()), "taken again once drained");
+    }
+
+    /// A handler on the blocking pool stamps its records before it answers (they are in the
+    /// sink queue when the call returns), unless an earlier export's drafts are still queued:
+    /// then its drafts queue behind them, so exports stay in order. On a current-thread
+    /// runtime the draining task runs only when this test yields.
+    #[tokio::test(flavor = "current_thread")]
+    async fn blocking_exports_stamp_inline_but_never_overtake_queued_ones() {
+        let (tx, mut rx) = mpsc::channel(64);
+        let pipeline = PipelineBuilder::new(0, "h", Arc::new(Metrics::default()))
+            .sink(crate::pipeline::SinkTx::durable_lines("jsonl", tx))
+            .build();
+        let (otlp, _task) = BridgeOtlp::new(
+            pipeline,
+            MapContext::default(),
+            Mode::Companion,
+            ProfileOverrides::default(),
+            100,
+            None,
+            None,
+            DecodeBudget::new(1 << 20),
+        );
+        let blocking = |conv: &'static str| {
+            let otlp = otlp.clone();
+            tokio::task::spawn_blocking(move || otlp.log_records_blocking(vec![codex_record(conv)]))
+        };
+        // Nothing queued: stamped on the blocking thread, in the sink before the answer.
+        assert_eq!(blocking("c1").await.unwrap(), Ok(Accepted::all()));
+        let first = rx.try_recv().expect("stamped before the answer");
+        assert_eq!(first.iter().next().unwrap().0.session.as_deref(), Some("c1"));
+        // An export queued (its task has not run yet), then a blocking one: it must not go first.
+        assert_eq!(otlp.log_records(vec![codex_record("c2")]), Ok(Accepted::all()));
+        assert_eq!(blocking("c3").await.unwrap(), Ok(Accepted::all()));
+        let mut sessions = Vec::new();
+        while sessions.len() < 2 {
+            let b = rx.recv().await.unwrap();
+            sessions.extend(b.iter().map(|(k, _, _)| k.session.clone().unwrap()));
+        }
+        assert_eq!(sessions, ["c2", "c3"]);
     }
 }

@@ -67,6 +67,137 @@ impl Stamped {
 /// Largest serialization buffer a thread keeps between events.
 const SCRATCH_KEEP: usize = 256 * 1024;
 
+/// A first guess at the bytes of one line, to size a batch's line buffer (then the stamper
+/// sizes it from the lines it last wrote).
+const LINE_GUESS: usize = 512;
+
+/// Whether any of `sinks` takes lines.
+fn has_lines(sinks: &[SinkTx]) -> bool {
+    sinks.iter().any(|s| matches!(s.tx, SinkQueue::Lines(_)))
+}
+
+/// The log file an event goes to: its agent and session. Shared by every line of a session
+/// (the stamper keeps one per session), so handing a line to the log writer allocates nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LogKey {
+    /// The agent.
+    pub agent: String,
+    /// The session; `None` for agent-scoped events.
+    pub session: Option<String>,
+}
+
+impl LogKey {
+    fn of(event: &Event) -> Arc<Self> {
+        Arc::new(Self { agent: event.agent.clone(), session: event.session.clone() })
+    }
+}
+
+/// The lines of one submit as a line sink (the JSONL log) gets them: one buffer with the
+/// lines back to back, and for each line its file and severity, without the events
+/// themselves, which are freed on the thread that built them (a free from another thread
+/// costs the allocator several times a local one). One queue item per submit, not per event.
+#[derive(Debug, Clone, Default)]
+pub struct LineBatch {
+    /// A lone relayed event, whose line is its own (held as the event: no copy, nothing
+    /// allocated for it).
+    one: Option<(Arc<Stamped>, Arc<LogKey>)>,
+    buf: Bytes,
+    keys: Vec<Arc<LogKey>>,
+    /// (index into `keys`, start in `buf`, length, severity).
+    lines: Vec<(u32, u32, u32, Severity)>,
+}
+
+impl LineBatch {
+    /// A batch over `buf` (lines are added with [`LineBatch::push_range`]).
+    fn over(buf: Bytes, n: usize) -> Self {
+        Self { one: None, buf, keys: Vec::new(), lines: Vec::with_capacity(n) }
+    }
+
+    /// A batch of copies of `lines`.
+    pub fn copied<'a>(lines: impl IntoIterator<Item = (&'a Arc<LogKey>, &'a [u8], Severity)>) -> Self {
+        let mut buf = Vec::new();
+        let mut b = Self::default();
+        for (key, line, sev) in lines {
+            let start = buf.len();
+            buf.extend_from_slice(line);
+            b.push_range(key, start, line.len(), sev);
+        }
+        b.buf = Bytes::from(buf);
+        b
+    }
+
+    /// Adds the line at `buf[start..start + len]` for `key`'s file.
+    fn push_range(&mut self, key: &Arc<LogKey>, start: usize, len: usize, sev: Severity) {
+        // Lines of one session come in runs: the last key is nearly always the one.
+        let k = match self.keys.iter().rposition(|k| Arc::ptr_eq(k, key)) {
+            Some(k) => k,
+            None => {
+                self.keys.push(Arc::clone(key));
+                self.keys.len() - 1
+            }
+        };
+        self.lines.push((k as u32, start as u32, len as u32, sev));
+    }
+
+    /// A batch of one event's own line.
+    fn single(s: Arc<Stamped>, key: Arc<LogKey>) -> Self {
+        Self { one: Some((s, key)), ..Default::default() }
+    }
+
+    /// Number of lines.
+    pub fn len(&self) -> usize {
+        usize::from(self.one.is_some()) + self.lines.len()
+    }
+
+    /// Whether there are no lines.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The lines in order: file, line (ending in `\n`), severity.
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<LogKey>, &[u8], Severity)> {
+        let one = self.one.iter().map(|(s, k)| (k, &s.line[..], s.event.severity()));
+        one.chain(self.lines.iter().map(|&(k, start, len, sev)| {
+            (&self.keys[k as usize], &self.buf[start as usize..(start + len) as usize], sev)
+        }))
+    }
+
+    /// The highest severity of the batch (`info` when empty).
+    fn max_severity(&self) -> Severity {
+        self.iter().map(|l| l.2).max().unwrap_or_default()
+    }
+}
+
+/// A sink's queue: whole events, or lines with their file.
+#[derive(Debug, Clone)]
+pub enum SinkQueue {
+    /// Whole events (exporters, the relay).
+    Events(mpsc::Sender<Arc<Stamped>>),
+    /// Lines (the JSONL log).
+    Lines(mpsc::Sender<LineBatch>),
+}
+
+impl SinkQueue {
+    /// Sends one event, waiting for room (a line sink gets its line and file).
+    pub async fn send(&self, s: Arc<Stamped>) -> Result<(), mpsc::error::SendError<Arc<Stamped>>> {
+        match self {
+            SinkQueue::Events(tx) => tx.send(s).await,
+            SinkQueue::Lines(tx) => {
+                let l = LineBatch::copied([(&LogKey::of(&s.event), &s.line[..], s.event.severity())]);
+                tx.send(l).await.map_err(|_| mpsc::error::SendError(s))
+            }
+        }
+    }
+
+    /// Whether the sink has stopped taking items.
+    pub fn is_closed(&self) -> bool {
+        match self {
+            SinkQueue::Events(tx) => tx.is_closed(),
+            SinkQueue::Lines(tx) => tx.is_closed(),
+        }
+    }
+}
+
 /// A synchronous consumer called inline for every event, in order (the embedded collector).
 pub trait Tap: Send + Sync {
     /// Sees one event. Must not block. Returns how many deliveries of `ev` it dropped: the
@@ -85,7 +216,7 @@ pub struct SinkTx {
     /// Sink name for metrics and logs.
     pub name: &'static str,
     /// The bounded queue.
-    pub tx: mpsc::Sender<Arc<Stamped>>,
+    pub tx: SinkQueue,
     /// A durable sink (the JSONL log) never sheds debug/info: a full queue makes the
     /// producer wait (backpressure reaches the receivers: OTLP answers 503), up to
     /// [`DURABLE_WAIT`], and only then is an event counted as dropped and logged.
@@ -147,12 +278,17 @@ pub const DURABLE_WAIT: Duration = Duration::from_secs(5);
 impl SinkTx {
     /// A best-effort sink: debug/info are shed when its queue is full.
     pub fn new(name: &'static str, tx: mpsc::Sender<Arc<Stamped>>) -> Self {
-        Self { name, tx, durable: false, progress: None, wants: None }
+        Self { name, tx: SinkQueue::Events(tx), durable: false, progress: None, wants: None }
     }
 
     /// A durable sink: nothing is shed while the producer can wait.
     pub fn durable(name: &'static str, tx: mpsc::Sender<Arc<Stamped>>) -> Self {
-        Self { name, tx, durable: true, progress: None, wants: None }
+        Self { name, tx: SinkQueue::Events(tx), durable: true, progress: None, wants: None }
+    }
+
+    /// A durable line sink (the JSONL log): it gets each event's line and file only.
+    pub fn durable_lines(name: &'static str, tx: mpsc::Sender<LineBatch>) -> Self {
+        Self { name, tx: SinkQueue::Lines(tx), durable: true, progress: None, wants: None }
     }
 
     /// Reports the sink's progress through `p` (the sink calls [`Progress::finished`]).
@@ -186,12 +322,12 @@ struct Drops(Vec<((&'static str, Severity), u64)>);
 
 impl Drops {
     fn note(&mut self, sink: &'static str, sev: Severity) {
-        self.note_n(sink, sev, 1);
+        self.add(sink, sev, 1);
     }
 
-    fn note_n(&mut self, sink: &'static str, sev: Severity, n: u64) {
+    fn add(&mut self, sink: &'static str, sev: Severity, n: u64) {
         match self.0.iter_mut().find(|(k, _)| *k == (sink, sev)) {
-            Some((_, c)) => *c += n,
+            Some((_, m)) => *m += n,
             None => self.0.push(((sink, sev), n)),
         }
     }
@@ -203,13 +339,26 @@ impl Drops {
     }
 }
 
+/// What the stamper keeps per session beside its position: its `source` URI and log key,
+/// each built once.
+#[derive(Default)]
+struct SessionMeta {
+    source: String,
+    log: Option<Arc<LogKey>>,
+}
+
 struct Stamper {
     /// Positions per `(agent, session)`, each session with its `source` URI (built once).
-    seq: Sequencer<String>,
+    seq: Sequencer<SessionMeta>,
     ids: ulid::Generator,
     host: String,
     /// The last formatted timestamp: many events share a millisecond.
     last_time: (u64, String),
+    /// Bytes per line of the last batch, to size the next one's buffer at once.
+    line_guess: usize,
+    /// Log keys of external emitters' sessions (agent -> session -> key), so a relayed event
+    /// allocates none.
+    external_keys: HashMap<String, HashMap<String, Arc<LogKey>>>,
     /// Correlation key -> minted id, per agent and session, for `cause_key` lookups.
     causes: HashMap<String, HashMap<String, HashMap<String, String>>>,
 }
@@ -293,6 +442,8 @@ impl PipelineBuilder {
                     ids: ulid::Generator::new(),
                     host: self.host,
                     last_time: (u64::MAX, String::new()),
+                    line_guess: LINE_GUESS,
+                    external_keys: HashMap::new(),
                     causes: HashMap::new(),
                 }),
                 minter: std::sync::Mutex::new(ulid::Generator::new()),
@@ -349,16 +500,37 @@ impl Pipeline {
         let mut out = Vec::with_capacity(drafts.len());
         let mut drops = Drops::default();
         let mut st = self.inner.stamper.lock().await;
+        let sinks = self.sinks();
         let mut result = Ok(());
+        // As in `submit_mapped`: stamped and serialized into one buffer first, then fanned out.
+        let n = drafts.len();
+        let mut events = Vec::with_capacity(n);
+        let mut buf = Vec::with_capacity(n * (st.line_guess + st.line_guess / 8));
         for d in drafts {
-            let now = SystemTime::now();
-            let ev = stamp(&mut st, agent, d, now);
-            let s = Arc::new(Stamped::new(ev));
-            result = self.fan_out(&s, &mut drops).await;
+            let (ev, key) = stamp(&mut st, agent, d, SystemTime::now());
+            let start = buf.len();
+            ev.write_json(&mut buf);
+            buf.push(b'\n');
+            events.push((ev, key, start, buf.len() - start));
+        }
+        st.line_guess = buf.len().checked_div(n).unwrap_or(LINE_GUESS).clamp(64, 64 * 1024);
+        let whole = Bytes::from(buf);
+        let lines_wanted = has_lines(&sinks);
+        let mut lines = LineBatch::over(if lines_wanted { whole.clone() } else { Bytes::new() }, n);
+        for (ev, key, start, len) in events {
+            let sev = ev.severity();
+            let s = Arc::new(Stamped { event: ev, line: whole.slice(start..start + len) });
+            result = self.fan_out_to(&sinks, &s, &mut drops).await;
             out.push(s);
             if result.is_err() {
                 break;
             }
+            if lines_wanted {
+                lines.push_range(&key, start, len, sev);
+            }
+        }
+        if lines_wanted {
+            self.fan_out_lines(&sinks, lines, &mut drops).await;
         }
         // Counted once per call, after the stamper is released (nothing is recorded under it).
         drop(st);
@@ -369,7 +541,9 @@ impl Pipeline {
 
     /// Stamps drafts mapped from OTLP records, each as its vendor's (agent identity), and fans
     /// them out in order, as [`Pipeline::submit_drafts`] run by run, but in one pass under the
-    /// stamper and without collecting the stamped events (nothing waits on them).
+    /// stamper and without collecting the stamped events (nothing waits on them): each event
+    /// is freed here once the taps and sinks have it (a line sink keeps only its line), and
+    /// the lines of the batch share one buffer.
     pub async fn submit_mapped(
         &self,
         input: &'static str,
@@ -380,17 +554,41 @@ impl Pipeline {
         let mut st = self.inner.stamper.lock().await;
         let sinks = self.sinks();
         let mut result = Ok(());
+        // Stamped and serialized first, the lines back to back in one buffer (each event's
+        // line a slice of it), then fanned out in order; the line sinks get the whole buffer.
+        let n = batch.len();
+        // One clock reading per batch (ids stay monotonic: the generator counts within a ms).
+        let now = SystemTime::now();
+        let mut events = Vec::with_capacity(n);
+        let mut buf = Vec::with_capacity(n * (st.line_guess + st.line_guess / 8));
         for m in batch {
-            let ev = stamp(&mut st, m.vendor, m.draft, SystemTime::now());
-            let s = Arc::new(Stamped::new(ev));
-            result = self.fan_out_to(&sinks, &s, &mut drops).await;
+            let (ev, key) = stamp(&mut st, m.vendor, m.draft, now);
+            let start = buf.len();
+            ev.write_json(&mut buf);
+            buf.push(b'\n');
+            events.push((ev, key, start, buf.len() - start));
             match counts.last_mut() {
                 Some((v, n)) if *v == m.vendor => *n += 1,
                 _ => counts.push((m.vendor, 1)),
             }
+        }
+        st.line_guess = buf.len().checked_div(n).unwrap_or(LINE_GUESS).clamp(64, 64 * 1024);
+        let whole = Bytes::from(buf);
+        let lines_wanted = has_lines(&sinks);
+        let mut lines = LineBatch::over(if lines_wanted { whole.clone() } else { Bytes::new() }, n);
+        for (ev, key, start, len) in events {
+            let sev = ev.severity();
+            let s = Arc::new(Stamped { event: ev, line: whole.slice(start..start + len) });
+            result = self.fan_out_to(&sinks, &s, &mut drops).await;
             if result.is_err() {
                 break;
             }
+            if lines_wanted {
+                lines.push_range(&key, start, len, sev);
+            }
+        }
+        if lines_wanted {
+            self.fan_out_lines(&sinks, lines, &mut drops).await;
         }
         // Counted after the stamper is released (nothing is recorded under it).
         drop(st);
@@ -409,19 +607,18 @@ impl Pipeline {
     /// Admits a complete external event carrying the line it arrived as, so every hop
     /// relays it byte-identically (AEP-0001 §4.2): never re-stamped, never re-serialized.
     pub async fn submit_stamped(&self, input: &'static str, s: Arc<Stamped>) -> Result<Arc<Stamped>, SubmitError> {
-        let guard = self.inner.stamper.lock().await;
+        let mut guard = self.inner.stamper.lock().await;
         let mut drops = Drops::default();
-        let admitted = self.fan_out(&s, &mut drops).await;
+        let sinks = self.sinks();
+        let admitted = self.fan_out_to(&sinks, &s, &mut drops).await;
+        if admitted.is_ok() && has_lines(&sinks) {
+            let key = external_key(&mut guard, &s.event);
+            self.fan_out_lines(&sinks, LineBatch::single(Arc::clone(&s), key), &mut drops).await;
+        }
         drop(guard);
         drops.record(&self.inner.metrics);
         self.inner.metrics.events_in.inc(&[("input", input), ("agent", &s.event.agent)]);
         admitted.map(|()| s)
-    }
-
-    /// Hands one event to the taps and sink queues; drops are noted in `drops` and
-    /// recorded by the caller once the stamper is released (no metric under the lock).
-    async fn fan_out(&self, s: &Arc<Stamped>, drops: &mut Drops) -> Result<(), SubmitError> {
-        self.fan_out_to(&self.sinks(), s, drops).await
     }
 
     /// The current sink queues (read once per batch by the batch submitters).
@@ -429,13 +626,16 @@ impl Pipeline {
         self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()))
     }
 
-    /// [`Pipeline::fan_out`] to `sinks`. A close between two events of a batch is seen
-    /// through the `closed` flag, checked for every event.
+    /// Hands one event to the taps and the event sinks of `sinks` (the line sinks get the
+    /// lines of the whole submit at its end, [`Pipeline::fan_out_lines`]); drops are noted in
+    /// `drops` and recorded by the caller once the stamper is released (no metric under the
+    /// lock). A close between two events of a batch is seen through the `closed` flag,
+    /// checked for every event.
     async fn fan_out_to(&self, sinks: &[SinkTx], s: &Arc<Stamped>, drops: &mut Drops) -> Result<(), SubmitError> {
         for t in &self.inner.taps {
             let shed = t.admit(s);
             if shed > 0 {
-                drops.note_n(t.sink(), s.event.severity(), shed);
+                drops.add(t.sink(), s.event.severity(), shed);
             }
         }
         if self.inner.closed.load(Ordering::Acquire) {
@@ -446,36 +646,73 @@ impl Pipeline {
             if sink.wants.is_some_and(|w| !w(&s.event)) {
                 continue;
             }
-            let handed = || {
-                if let Some(p) = &sink.progress {
-                    p.handed.fetch_add(1, Ordering::AcqRel);
-                }
-            };
-            match sink.tx.try_send(s.clone()) {
-                Ok(()) => handed(),
-                Err(mpsc::error::TrySendError::Closed(_)) => drops.note(sink.name, sev),
-                Err(mpsc::error::TrySendError::Full(item)) if sink.durable => {
-                    if sink.tx.send_timeout(item, DURABLE_WAIT).await.is_err() {
-                        drops.note(sink.name, sev);
-                        tracing::error!(sink = sink.name, id = %s.event.id, "Durable sink stalled: dropped an event.");
-                    } else {
-                        handed();
-                    }
-                }
-                Err(mpsc::error::TrySendError::Full(item)) => {
-                    if sev < Severity::Notice {
-                        drops.note(sink.name, sev);
-                        continue;
-                    }
-                    // AEP-0003 §8.4: notice+ is never dropped silently; wait, then count and log.
-                    if sink.tx.send_timeout(item, self.inner.notice_wait).await.is_err() {
-                        drops.note(sink.name, sev);
-                        tracing::error!(sink = sink.name, id = %s.event.id, severity = %sev, "Sink queue full: dropped a notice-or-higher event.");
-                    }
-                }
+            let SinkQueue::Events(tx) = &sink.tx else { continue };
+            if !self.offer(sink, tx, s.clone(), sev, &s.event.id).await {
+                drops.note(sink.name, sev);
+            } else if let Some(p) = &sink.progress {
+                p.handed.fetch_add(1, Ordering::AcqRel);
             }
         }
         Ok(())
+    }
+
+    /// Hands the lines of one submit to every line sink (still under the stamper, so each
+    /// sink gets them in stamping order); a batch not taken counts each of its lines as dropped.
+    async fn fan_out_lines(&self, sinks: &[SinkTx], lines: LineBatch, drops: &mut Drops) {
+        if lines.is_empty() {
+            return;
+        }
+        let (sev, n) = (lines.max_severity(), lines.len() as u64);
+        let mut left = sinks.iter().filter(|s| matches!(s.tx, SinkQueue::Lines(_))).count();
+        // Lines per severity, for counting a batch that was not taken.
+        let mut per_severity: Vec<(Severity, u64)> = Vec::new();
+        for (_, _, sev) in lines.iter() {
+            match per_severity.iter_mut().find(|(s, _)| *s == sev) {
+                Some((_, k)) => *k += 1,
+                None => per_severity.push((sev, 1)),
+            }
+        }
+        let mut lines = Some(lines);
+        for sink in sinks.iter() {
+            let SinkQueue::Lines(tx) = &sink.tx else { continue };
+            left -= 1;
+            // The last line sink takes the batch itself, the others a copy.
+            let Some(batch) = (if left == 0 { lines.take() } else { lines.clone() }) else { break };
+            if self.offer(sink, tx, batch, sev, "(a batch of lines)").await {
+                if let Some(p) = &sink.progress {
+                    p.handed.fetch_add(n, Ordering::AcqRel);
+                }
+            } else {
+                for &(sev, k) in &per_severity {
+                    drops.add(sink.name, sev, k);
+                }
+            }
+        }
+    }
+
+    /// Offers one item to a sink's queue under its policy; `false` when it was not taken
+    /// (the caller counts the drop).
+    async fn offer<T>(&self, sink: &SinkTx, tx: &mpsc::Sender<T>, item: T, sev: Severity, id: &str) -> bool {
+        match tx.try_send(item) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            Err(mpsc::error::TrySendError::Full(item)) if sink.durable => {
+                let ok = tx.send_timeout(item, DURABLE_WAIT).await.is_ok();
+                if !ok {
+                    tracing::error!(sink = sink.name, id, "Durable sink stalled: dropped an event.");
+                }
+                ok
+            }
+            Err(mpsc::error::TrySendError::Full(_)) if sev < Severity::Notice => false,
+            Err(mpsc::error::TrySendError::Full(item)) => {
+                // AEP-0003 §8.4: notice+ is never dropped silently; wait, then count and log.
+                let ok = tx.send_timeout(item, self.inner.notice_wait).await.is_ok();
+                if !ok {
+                    tracing::error!(sink = sink.name, id, severity = %sev, "Sink queue full: dropped a notice-or-higher event.");
+                }
+                ok
+            }
+        }
     }
 
     /// Waits until every durable sink that reports progress has finished with everything
@@ -518,7 +755,21 @@ fn mint(ids: &mut ulid::Generator, now: SystemTime) -> String {
         .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)))
 }
 
-fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event {
+/// The log key of an external event's session, kept per session (bounded).
+fn external_key(st: &mut Stamper, ev: &Event) -> Arc<LogKey> {
+    let Some(session) = ev.session.as_deref() else { return LogKey::of(ev) };
+    if let Some(k) = st.external_keys.get(ev.agent.as_str()).and_then(|m| m.get(session)) {
+        return Arc::clone(k);
+    }
+    let m = st.external_keys.entry(ev.agent.clone()).or_default();
+    if m.len() >= CAUSE_MEMORY {
+        m.clear();
+    }
+    Arc::clone(m.entry(session.to_owned()).or_insert_with(|| LogKey::of(ev)))
+}
+
+/// Stamps `d` as `agent`'s; returns the event with its log key.
+fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> (Event, Arc<LogKey>) {
     let ms = time::unix_ms(now);
     let id = match d.id {
         Some(id) => id,
@@ -526,16 +777,22 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
     };
     let agent_scoped = aep_schemas::event::is_agent_scoped(&d.r#type);
     let session = if agent_scoped { None } else { d.session };
-    // One lookup gives the position and the session's `source` (built the first time).
-    let (seq, epoch, source) = match &session {
+    // One lookup gives the position and the session's `source` and log key (built the first time).
+    let (seq, epoch, source, log) = match &session {
         Some(s) => {
-            let (epoch, seq, source) = st.seq.next_with(agent, s);
-            if source.is_empty() {
-                *source = source_uri(&st.host, agent, Some(s));
+            let (epoch, seq, meta) = st.seq.next_with(agent, s);
+            if meta.source.is_empty() {
+                meta.source = source_uri(&st.host, agent, Some(s));
             }
-            (Some(seq), Some(epoch), source.clone())
+            let log = meta
+                .log
+                .get_or_insert_with(|| Arc::new(LogKey { agent: agent.to_owned(), session: Some(s.clone()) }))
+                .clone();
+            (Some(seq), Some(epoch), meta.source.clone(), log)
         }
-        None => (None, None, source_uri(&st.host, agent, None)),
+        None => {
+            (None, None, source_uri(&st.host, agent, None), Arc::new(LogKey { agent: agent.to_owned(), session: None }))
+        }
     };
     let mut cause = d.cause;
     if let Some(s) = &session
@@ -582,7 +839,7 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
             st.last_time.1.clone()
         }
     };
-    Event {
+    let ev = Event {
         aep: AEP_VERSION.to_owned(),
         id,
         r#type: d.r#type,
@@ -601,7 +858,8 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Event
         capture: Some(d.capture),
         extensions: Default::default(),
         data: Some(serde_json::Value::Object(d.data)),
-    }
+    };
+    (ev, log)
 }
 
 #[cfg(test)]
@@ -673,5 +931,78 @@ mod tests {
         p.submit_drafts("hook", "a", vec![draft("run.started", "s"), draft("run.started", "s"), warn]).await.unwrap();
         assert_eq!(m.dropped.get(&[("sink", "slow"), ("severity", "info")]), 1);
         assert_eq!(m.dropped.get(&[("sink", "slow"), ("severity", "error")]), 1);
+    }
+
+    /// A line sink gets the lines and files of a submit in one batch, not the events: the
+    /// lines of one session share one key, the lines of a batch one buffer, and each line is
+    /// its event's JSON.
+    #[tokio::test]
+    async fn a_line_sink_gets_one_batch_per_submit_with_shared_keys() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let p =
+            PipelineBuilder::new(3, "h", Arc::new(Metrics::default())).sink(SinkTx::durable_lines("jsonl", tx)).build();
+        let mapped =
+            |s: &str| aep_adapters::otel::MappedDraft { vendor: "codex", draft: draft("x.codex.otel.turn_ttft", s) };
+        p.submit_mapped("otlp", vec![mapped("a"), mapped("b"), mapped("a")]).await.unwrap();
+        let batch = rx.try_recv().unwrap();
+        assert!(rx.try_recv().is_err(), "one queue item per submit");
+        let got: Vec<_> = batch.iter().collect();
+        assert_eq!(got.len(), 3);
+        assert!(Arc::ptr_eq(got[0].0, got[2].0), "one key per session");
+        assert_eq!(**got[1].0, LogKey { agent: "codex".into(), session: Some("b".into()) });
+        for w in got.windows(2) {
+            assert_eq!(w[0].1.as_ptr().wrapping_add(w[0].1.len()), w[1].1.as_ptr(), "one buffer per batch");
+        }
+        for ((_, line, _), (session, seq)) in got.iter().zip([("a", 0), ("b", 0), ("a", 1)]) {
+            let ev: Event = serde_json::from_slice(line).unwrap();
+            assert_eq!((ev.session.as_deref(), ev.seq, ev.epoch), (Some(session), Some(seq), Some(3)));
+            let mut again = Vec::new();
+            ev.write_json(&mut again);
+            again.push(b'\n');
+            assert_eq!(&line[..], &again[..]);
+        }
+        // Hook drafts reach the same sink with the session's key.
+        let out = p.submit_drafts("hook", "codex", vec![draft("session.started", "a")]).await.unwrap();
+        let hook = rx.try_recv().unwrap();
+        assert!(Arc::ptr_eq(hook.iter().next().unwrap().0, got[0].0));
+        // External events: their own line as is, one key per session too.
+        let relayed: Vec<_> = relay_twice(&p, &mut rx, &out[0]).await;
+        assert!(Arc::ptr_eq(&relayed[0].0, &relayed[1].0), "one key per external session");
+        assert_eq!(relayed[0].1, out[0].line.to_vec());
+    }
+
+    /// Relays `s` twice as an external event; returns what the line sink got each time.
+    async fn relay_twice(
+        p: &Pipeline,
+        rx: &mut mpsc::Receiver<LineBatch>,
+        s: &Arc<Stamped>,
+    ) -> Vec<(Arc<LogKey>, Vec<u8>)> {
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            p.submit_stamped("collector", Arc::new(Stamped { event: s.event.clone(), line: s.line.clone() }))
+                .await
+                .unwrap();
+            let b = rx.try_recv().unwrap();
+            let (k, line, _) = b.iter().next().unwrap();
+            got.push((Arc::clone(k), line.to_vec()));
+        }
+        got
+    }
+
+    /// A line sink that has stopped: every line of a batch it did not take is counted as
+    /// dropped, by its own severity.
+    #[tokio::test]
+    async fn a_line_batch_not_taken_counts_each_line() {
+        let (tx, rx) = mpsc::channel(1);
+        drop(rx);
+        let m = Arc::new(Metrics::default());
+        let p = PipelineBuilder::new(0, "h", m.clone()).sink(SinkTx::durable_lines("jsonl", tx)).build();
+        let mapped = |ty: &str| aep_adapters::otel::MappedDraft { vendor: "codex", draft: draft(ty, "s") };
+        let mut warn = draft("x.codex.otel.b", "s");
+        warn.severity = Some(Severity::Warning);
+        let batch = vec![mapped("x.codex.otel.c"), aep_adapters::otel::MappedDraft { vendor: "codex", draft: warn }];
+        p.submit_mapped("otlp", batch).await.unwrap();
+        assert_eq!(m.dropped.get(&[("sink", "jsonl"), ("severity", "info")]), 1);
+        assert_eq!(m.dropped.get(&[("sink", "jsonl"), ("severity", "warning")]), 1);
     }
 }

@@ -225,7 +225,7 @@ pub async fn serve(
             Some(progress.clone()),
             Some(health.clone()),
         ));
-        builder = builder.sink(SinkTx::durable("jsonl", tx).with_progress(progress));
+        builder = builder.sink(SinkTx::durable_lines("jsonl", tx).with_progress(progress));
     }
     // The command channel exists before anything that can receive a command: the collector
     // and the relay binding send, the control loop (started once the pipeline exists) owns

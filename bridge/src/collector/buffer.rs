@@ -134,9 +134,17 @@ impl SessionBuffer {
             self.ring.extend(ev.line.iter());
             Line::Ring { at, len: ev.line.len() }
         } else {
-            Line::Own(ev.line.clone())
+            // Its own copy: the line may share a buffer with its batch, which must not be
+            // pinned for as long as the replay buffer holds this one event.
+            Line::Own(Bytes::copy_from_slice(&ev.line))
         };
-        self.events.insert(at, Held { pos: p, line, key });
+        let held = Held { pos: p, line, key };
+        // The append is `push_back`: the general insert costs a shift check and a call.
+        if at == self.events.len() {
+            self.events.push_back(held)
+        } else {
+            self.events.insert(at, held)
+        }
         self.bytes += ev.line.len();
         while self.events.len() > depth {
             self.evict_front();

@@ -20,7 +20,7 @@ use crate::metrics::Metrics;
 use aep_schemas::Severity;
 
 use crate::health::Health;
-use crate::pipeline::{Progress, Stamped};
+use crate::pipeline::{LineBatch, LogKey, Progress};
 
 /// Maps an untrusted id to one safe path component: `[A-Za-z0-9._-]` kept, every other
 /// byte percent-encoded, a leading `.` encoded (no `..`, no hidden files), empty -> `_`,
@@ -58,7 +58,7 @@ pub fn log_path(root: &Path, agent: &str, session: Option<&str>) -> PathBuf {
 }
 
 /// The lines of one batch bound for one `(agent, session)` log.
-type Group<'a> = (&'a str, Option<&'a str>, Vec<&'a [u8]>);
+type Group<'a> = (&'a Arc<LogKey>, Vec<&'a [u8]>);
 
 struct OpenFile {
     file: File,
@@ -115,30 +115,29 @@ impl JsonlWriter {
         p
     }
 
-    /// Writes a batch: lines are grouped per file and each group goes out with vectored
-    /// writes of whole lines straight from the shared line buffers (no copy).
-    pub fn write_batch(&mut self, batch: &[Arc<Stamped>]) {
-        // Group by the (agent, session) strings, keeping each group's lines in order; resolve
-        // each group's path once.
+    /// Writes queued line batches: lines are grouped per file and each group goes out with
+    /// vectored writes of whole lines straight from the batches' buffers (no copy).
+    pub fn write_batch(&mut self, batch: &[LineBatch]) {
+        // Group by file, keeping each group's lines in order; resolve each group's path once.
+        // The lines of a session share one key, so a pointer comparison nearly always decides.
         let mut groups: Vec<Group<'_>> = Vec::new();
-        for s in batch {
-            let (agent, session) = (s.event.agent.as_str(), s.event.session.as_deref());
-            match groups.iter_mut().find(|(a, sess, _)| *a == agent && *sess == session) {
-                Some((_, _, lines)) => lines.push(&s.line),
-                None => groups.push((agent, session, vec![&s.line[..]])),
+        for (key, line, _) in batch.iter().flat_map(LineBatch::iter) {
+            match groups.iter_mut().rev().find(|(k, _)| Arc::ptr_eq(k, key) || **k == *key) {
+                Some((_, lines)) => lines.push(line),
+                None => groups.push((key, vec![line])),
             }
         }
         let (mut written, mut failed) = (0u64, 0u64);
         let mut last_error = None;
-        for (agent, session, lines) in groups {
+        for (key, lines) in groups {
+            let (agent, session) = (key.agent.as_str(), key.session.as_deref());
             let path = self.path_of(agent, session);
             if let Err(e) = self.write_file(&path, &lines) {
                 failed += 1;
                 tracing::error!(path = %path.display(), error = %e, "JSONL write failed.");
                 // Every event of the group is lost: counted exactly, by severity (issue 15 #8).
                 let mut lost: Vec<(Severity, u64)> = Vec::new();
-                for s in batch.iter().filter(|s| s.event.agent == agent && s.event.session.as_deref() == session) {
-                    let sev = s.event.severity();
+                for (_, _, sev) in batch.iter().flat_map(LineBatch::iter).filter(|(k, _, _)| **k == *key) {
                     match lost.iter_mut().find(|(k, _)| *k == sev) {
                         Some((_, n)) => *n += 1,
                         None => lost.push((sev, 1)),
@@ -278,20 +277,25 @@ const LINGER_BELOW: usize = 64;
 /// How long a small batch lingers.
 const LINGER: Duration = Duration::from_micros(300);
 
-fn drain(rx: &mut mpsc::Receiver<Arc<Stamped>>, batch: &mut Vec<Arc<Stamped>>) {
-    while batch.len() < 4096 {
+/// Takes what is queued into `batch` (up to about 4096 lines); returns the lines it holds.
+fn drain(rx: &mut mpsc::Receiver<LineBatch>, batch: &mut Vec<LineBatch>, mut lines: usize) -> usize {
+    while lines < 4096 {
         match rx.try_recv() {
-            Ok(s) => batch.push(s),
+            Ok(b) => {
+                lines += b.len();
+                batch.push(b);
+            }
             Err(_) => break,
         }
     }
+    lines
 }
 
 /// Runs the sink on a dedicated thread until the queue closes, then fsyncs everything.
 /// `progress` learns of every batch once it is written (or failed and counted); `health`
 /// of write failures.
 pub fn spawn(
-    mut rx: mpsc::Receiver<Arc<Stamped>>,
+    mut rx: mpsc::Receiver<LineBatch>,
     root: PathBuf,
     cfg: JsonlConfig,
     metrics: Arc<Metrics>,
@@ -307,17 +311,18 @@ pub fn spawn(
             }
             let mut batch = Vec::with_capacity(1024);
             while let Some(first) = rx.blocking_recv() {
+                let mut lines = first.len();
                 batch.push(first);
-                drain(&mut rx, &mut batch);
-                if batch.len() < LINGER_BELOW {
+                lines = drain(&mut rx, &mut batch, lines);
+                if lines < LINGER_BELOW {
                     // Under load events arrive a few at a time: linger briefly so one write
                     // carries many lines (fewer syscalls); an idle log pays at most this.
                     std::thread::sleep(LINGER);
-                    drain(&mut rx, &mut batch);
+                    lines = drain(&mut rx, &mut batch, lines);
                 }
                 w.write_batch(&batch);
                 if let Some(p) = &progress {
-                    p.finished(batch.len() as u64);
+                    p.finished(lines as u64);
                 }
                 batch.clear();
                 metrics.queue_depth.set("jsonl", rx.len() as i64);

@@ -78,7 +78,12 @@ async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Res
         // The records go to the handler on the thread that read them (the blocking pool for
         // a large body): they are built, mapped and dropped there, never handed across.
         let handler = Arc::clone(&st.handler);
-        let take = move |b: Bytes, f| decode_log_records(b, f).map(|records| handler.log_records(records));
+        let blocking = on_blocking_pool(wire.len(), encoding);
+        let take = move |b: Bytes, f| {
+            decode_log_records(b, f).map(|records| {
+                if blocking { handler.log_records_blocking(records) } else { handler.log_records(records) }
+            })
+        };
         match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, take).await {
             Ok((answer, _admitted)) => answer,
             Err(e) => return decode_error(format, e),
@@ -237,14 +242,19 @@ async fn decode_body<T: Send + 'static>(
         };
         decode(body, format).map(|t| (t, admitted))
     };
-    // A compressed body may expand a hundredfold or more: judge it by a smaller wire size.
-    let threshold = if encoding == Encoding::Identity { BLOCKING_DECODE_BYTES } else { BLOCKING_DECODE_BYTES / 64 };
-    if len < threshold {
+    if !on_blocking_pool(len, encoding) {
         return work();
     }
     tokio::task::spawn_blocking(work)
         .await
         .unwrap_or_else(|e| Err(DecodeError::Invalid(format!("decoder task failed: {e}"))))
+}
+
+/// Whether a body of `len` wire bytes is decoded on the blocking pool ([`BLOCKING_DECODE_BYTES`]).
+fn on_blocking_pool(len: usize, encoding: Encoding) -> bool {
+    // A compressed body may expand a hundredfold or more: judge it by a smaller wire size.
+    let threshold = if encoding == Encoding::Identity { BLOCKING_DECODE_BYTES } else { BLOCKING_DECODE_BYTES / 64 };
+    len >= threshold
 }
 
 /// Media type, content coding and wire size limit: the raw body or the error response.

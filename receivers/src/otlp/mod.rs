@@ -116,6 +116,13 @@ pub trait OtlpHandler: Send + Sync + 'static {
         Err(Refused::Invalid("this receiver does not take log records".into()))
     }
 
+    /// [`OtlpHandler::log_records`] called on a blocking-pool thread (the OTLP/HTTP receiver
+    /// decodes large bodies there): the handler may block it until the records are through
+    /// (so they are built, used and freed on one thread). Defaults to `log_records`.
+    fn log_records_blocking(&self, records: Vec<aep_adapters::otel::OtelRecord>) -> Result<Accepted, Refused> {
+        self.log_records(records)
+    }
+
     /// Whether a logs export would be taken now. The OTLP/HTTP receiver asks before it decodes
     /// a logs body, so a full pipeline costs a refused request its read and nothing more
     /// (the answer is the same 503 + `Retry-After` as a refusal by [`OtlpHandler::logs`]).

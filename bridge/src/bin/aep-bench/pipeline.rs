@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use super::{cpu_seconds, line, mib, proc_status_bytes, rate, verdict};
 use aep_bridge::config::JsonlConfig;
 use aep_bridge::metrics::Metrics;
-use aep_bridge::pipeline::{Pipeline, PipelineBuilder, SinkTx, Stamped};
+use aep_bridge::pipeline::{LineBatch, Pipeline, PipelineBuilder, SinkTx};
 
 /// Arguments of `aep-bench pipeline`.
 #[derive(Debug, Clone, Args)]
@@ -68,7 +68,7 @@ fn draft(k: u64, sessions: &[String]) -> EventDraft {
 
 struct Rig {
     pipeline: Pipeline,
-    probe: Option<mpsc::Sender<Arc<Stamped>>>,
+    probe: Option<mpsc::Sender<LineBatch>>,
     jsonl: Option<std::thread::JoinHandle<()>>,
     metrics: Arc<Metrics>,
 }
@@ -89,7 +89,7 @@ fn rig(root: Option<&Path>) -> Rig {
             None,
         ));
         probe = Some(tx.clone());
-        b = b.sink(SinkTx::durable("jsonl", tx));
+        b = b.sink(SinkTx::durable_lines("jsonl", tx));
     }
     Rig { pipeline: b.build(), probe, jsonl, metrics }
 }
