@@ -264,6 +264,10 @@ impl BridgeOtlp {
 }
 
 impl OtlpHandler for BridgeOtlp {
+    fn refused(&self, reason: &'static str) {
+        self.metrics.rejected.inc(&[("receiver", "otlp"), ("reason", reason)]);
+    }
+
     fn authorized(&self, token: Option<&str>) -> bool {
         crate::auth::bearer_ok(self.token.as_deref(), token)
     }

@@ -314,6 +314,13 @@ async fn otlp_json_with_gzip_and_refused_requests_over_real_sockets() {
     assert!(head.starts_with("HTTP/1.1 413"), "{head}");
     drop(s);
 
+    // Every refusal is counted by reason (5 invalid, 2 content type, 2 too large).
+    let (_, m) = get(format!("{}/metrics", bridge.url())).await;
+    for (reason, n) in [("invalid", 5), ("content_type", 2), ("too_large", 2)] {
+        let want = format!("aep_bridge_requests_rejected_total{{reason=\"{reason}\",receiver=\"otlp\"}} {n}");
+        assert!(m.contains(&want), "{want} missing:\n{m}");
+    }
+
     // OTLP/JSON, gzip, uppercase hex ids: accepted; the answer is `{}` in JSON.
     let body = gzip(codex_json("s-json-gzip", good_trace).to_string().as_bytes());
     let (status, text) = post_raw(url.clone(), body, vec![json_ct, ("content-encoding", "gzip")]).await;

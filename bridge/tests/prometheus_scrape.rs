@@ -100,9 +100,9 @@ async fn drive_a_session(base: &str) {
     ask["tool_use_id"] = "toolu_prom_1".into();
     let (status, _) = common::post(format!("{base}/hooks/claude-code"), ask.to_string(), vec![]).await;
     assert_eq!(status, 200);
-    // And one refused call (a vendor nobody knows), so the refusal series exists.
-    let (status, _) = common::post(format!("{base}/hooks/nobody"), "{}".into(), vec![]).await;
-    assert_eq!(status, 404);
+    // And one refused export (a body that is not OTLP/JSON): a 400 the refusal series counts.
+    let (status, _) = common::post(format!("{base}/v1/logs"), "{\"resourceLogs\": 7}".into(), vec![]).await;
+    assert_eq!(status, 400);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -93,6 +93,7 @@ impl Interceptor for BearerCheck {
         if self.handler.authorized(token) {
             Ok(request)
         } else {
+            self.handler.refused("unauthorized");
             Err(Status::unauthenticated("missing or invalid bearer token in the `authorization` metadata"))
         }
     }
@@ -136,7 +137,10 @@ impl LogsService for Otlp {
         request: Request<ExportLogsServiceRequest>,
     ) -> Result<Response<ExportLogsServiceResponse>, Status> {
         let req = request.into_inner();
-        decode::check_ids_logs(&req).map_err(Status::invalid_argument)?;
+        decode::check_ids_logs(&req).map_err(|e| {
+            self.handler.refused("invalid");
+            Status::invalid_argument(e)
+        })?;
         let a = self.handler.logs(req).map_err(refused)?;
         let partial_success = partial(&a)
             .then_some(ExportLogsPartialSuccess { rejected_log_records: a.rejected, error_message: a.message });
@@ -151,7 +155,10 @@ impl TraceService for Otlp {
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
         let req = request.into_inner();
-        decode::check_ids_traces(&req).map_err(Status::invalid_argument)?;
+        decode::check_ids_traces(&req).map_err(|e| {
+            self.handler.refused("invalid");
+            Status::invalid_argument(e)
+        })?;
         let a = self.handler.traces(req).map_err(refused)?;
         let partial_success =
             partial(&a).then_some(ExportTracePartialSuccess { rejected_spans: a.rejected, error_message: a.message });
@@ -166,7 +173,10 @@ impl MetricsService for Otlp {
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
         let req = request.into_inner();
-        decode::check_ids_metrics(&req).map_err(Status::invalid_argument)?;
+        decode::check_ids_metrics(&req).map_err(|e| {
+            self.handler.refused("invalid");
+            Status::invalid_argument(e)
+        })?;
         let a = self.handler.metrics(req).map_err(refused)?;
         let partial_success = partial(&a)
             .then_some(ExportMetricsPartialSuccess { rejected_data_points: a.rejected, error_message: a.message });

@@ -58,7 +58,30 @@ pub fn router_with(handler: Arc<dyn OtlpHandler>, cfg: HttpConfig) -> Router {
         .route("/v1/metrics", post(metrics))
         // The limit is enforced in `read_body`, with an OTLP-shaped 413.
         .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), count_refusals))
         .with_state(state)
+}
+
+/// Tells the handler of every request the receiver refused on its own (the 503s of a full
+/// pipeline are the handler's answer, counted there; a 503 for want of decode budget is
+/// `busy`).
+async fn count_refusals(
+    State(st): State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let resp = next.run(req).await;
+    let reason = match resp.status() {
+        StatusCode::UNAUTHORIZED => Some("unauthorized"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => Some("content_type"),
+        StatusCode::PAYLOAD_TOO_LARGE => Some("too_large"),
+        StatusCode::BAD_REQUEST => Some("invalid"),
+        _ => None,
+    };
+    if let Some(r) = reason {
+        st.handler.refused(r);
+    }
+    resp
 }
 
 async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {

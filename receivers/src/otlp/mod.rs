@@ -100,6 +100,14 @@ pub trait OtlpHandler: Send + Sync + 'static {
     /// A logs export (`/v1/logs`, `LogsService/Export`).
     fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused>;
 
+    /// A request the receiver refused before the handler saw it (`unauthorized`,
+    /// `content_type`, `too_large`, `invalid`), for the caller's refusal counters: bad input
+    /// gets a clear error and is counted, never silently lost. Refusals the handler itself
+    /// answers ([`Refused`]) are the handler's to count. Does nothing by default.
+    fn refused(&self, reason: &'static str) {
+        let _ = reason;
+    }
+
     /// Whether this handler takes logs as neutral records through [`OtlpHandler::log_records`].
     /// When it does, the OTLP/HTTP receiver reads protobuf bodies straight into records
     /// ([`fast::log_records`]) instead of calling [`OtlpHandler::logs`] with the decoded
