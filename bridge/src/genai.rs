@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use aep_adapters::otel::usage::{count, model_call, number};
 use aep_schemas::Event;
-use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
+use opentelemetry::{KeyValue, StringValue};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
@@ -74,8 +74,9 @@ pub struct Point {
     pub instrument: Instrument,
     /// The value.
     pub value: f64,
-    /// Attributes, in a fixed order per instrument.
-    pub attrs: Vec<(&'static str, String)>,
+    /// Attributes, in a fixed order per instrument (names and values interned: recording
+    /// a point allocates nothing for a label value seen before).
+    pub attrs: Vec<KeyValue>,
 }
 
 /// Whether the GenAI sink measures `ev` (or must remember it for a later duration); the
@@ -97,6 +98,8 @@ pub struct Measurer {
     started: HashMap<String, i128>,
     order: VecDeque<String>,
     models: HashMap<(String, String), String>,
+    /// Label values seen (agents, tools, models, error types), shared by every point.
+    names: HashMap<String, StringValue>,
 }
 
 fn obj(ev: &Event) -> Option<&Map<String, Value>> {
@@ -113,11 +116,25 @@ fn str_at<'a>(d: Option<&'a Map<String, Value>>, path: &[&str]) -> Option<&'a st
 }
 
 impl Measurer {
+    /// `s` as a label value, interned (bounded: the SDK's cardinality limit caps the series
+    /// anyway, and a flood of new values only costs a fresh allocation each).
+    fn sv(&mut self, s: &str) -> StringValue {
+        if let Some(v) = self.names.get(s) {
+            return v.clone();
+        }
+        if self.names.len() >= MAX_OPEN {
+            self.names.clear();
+        }
+        let v = StringValue::from(Arc::<str>::from(s));
+        self.names.insert(s.to_owned(), v.clone());
+        v
+    }
+
     /// The points `ev` yields, remembering what a later event needs. Pure apart from that
     /// bounded memory (no clock: durations come from the events' own times).
     pub fn measure(&mut self, ev: &Event) -> Vec<Point> {
         let d = obj(ev);
-        let agent = ("gen_ai.agent.name", ev.agent.clone());
+        let agent = KeyValue::new("gen_ai.agent.name", self.sv(&ev.agent));
         let mut out = Vec::new();
         match ev.r#type.as_str() {
             "session.started" => {
@@ -138,13 +155,13 @@ impl Measurer {
                 self.usage(ev, d, &mut out);
             }
             t @ ("run.finished" | "run.failed" | "run.cancelled") => {
-                let mut attrs = vec![("gen_ai.operation.name", "invoke_agent".to_owned()), agent];
+                let mut attrs = vec![KeyValue::new("gen_ai.operation.name", "invoke_agent"), agent];
                 if let Some(m) = self.model(ev) {
-                    attrs.push(("gen_ai.request.model", m));
+                    attrs.push(KeyValue::new("gen_ai.request.model", m));
                 }
                 if t != "run.finished" {
                     let err = str_at(d, &["error", "type"]).or(str_at(d, &["reason"])).unwrap_or(&t[4..]);
-                    attrs.push(("error.type", err.to_owned()));
+                    attrs.push(KeyValue::new("error.type", self.sv(err)));
                 }
                 if let Some(secs) = self.duration(ev, d) {
                     out.push(Point { instrument: Instrument::InvokeAgentDuration, value: secs, attrs });
@@ -152,12 +169,19 @@ impl Measurer {
                 self.usage(ev, d, &mut out);
             }
             t @ ("tool.completed" | "tool.failed" | "tool.denied") => {
-                let tool = str_at(d, &["tool", "name"]).unwrap_or("unknown").to_owned();
-                let outcome = &t[5..];
-                let mut attrs = vec![("gen_ai.operation.name", "execute_tool".to_owned()), agent.clone()];
-                attrs.push(("gen_ai.tool.name", tool.clone()));
+                let tool = self.sv(str_at(d, &["tool", "name"]).unwrap_or("unknown"));
+                let outcome = match t {
+                    "tool.completed" => "completed",
+                    "tool.failed" => "failed",
+                    _ => "denied",
+                };
+                let mut attrs = vec![KeyValue::new("gen_ai.operation.name", "execute_tool"), agent.clone()];
+                attrs.push(KeyValue::new("gen_ai.tool.name", tool.clone()));
                 if t == "tool.failed" {
-                    attrs.push(("error.type", str_at(d, &["error", "type"]).unwrap_or("tool_error").to_owned()));
+                    attrs.push(KeyValue::new(
+                        "error.type",
+                        self.sv(str_at(d, &["error", "type"]).unwrap_or("tool_error")),
+                    ));
                 }
                 if t != "tool.denied"
                     && let Some(secs) = self.duration(ev, d)
@@ -169,13 +193,13 @@ impl Measurer {
                 out.push(Point {
                     instrument: Instrument::ToolCalls,
                     value: 1.0,
-                    attrs: vec![agent, ("gen_ai.tool.name", tool), ("aep.outcome", outcome.to_owned())],
+                    attrs: vec![agent, KeyValue::new("gen_ai.tool.name", tool), KeyValue::new("aep.outcome", outcome)],
                 });
                 self.usage(ev, d, &mut out);
             }
             "attention.resolved" => {
-                let resolution = str_at(d, &["resolution"]).unwrap_or("unknown").to_owned();
-                let attrs = vec![agent, ("aep.attention.resolution", resolution)];
+                let resolution = self.sv(str_at(d, &["resolution"]).unwrap_or("unknown"));
+                let attrs = vec![agent, KeyValue::new("aep.attention.resolution", resolution)];
                 if let Some(ms) = d.and_then(|d| d.get("latency_ms")).and_then(number).filter(|v| *v >= 0.0) {
                     out.push(Point { instrument: Instrument::AttentionWait, value: ms / 1000.0, attrs: attrs.clone() });
                 }
@@ -183,9 +207,13 @@ impl Measurer {
             }
             t => {
                 if let Some(call) = d.and_then(|d| model_call(t, d)) {
-                    let mut attrs = vec![("gen_ai.operation.name", call.operation.to_owned()), agent];
-                    if let Some(m) = call.model.map(str::to_owned).or_else(|| self.model(ev)) {
-                        attrs.push(("gen_ai.request.model", m));
+                    let mut attrs = vec![KeyValue::new("gen_ai.operation.name", call.operation), agent];
+                    let model = match call.model {
+                        Some(m) => Some(self.sv(m)),
+                        None => self.model(ev),
+                    };
+                    if let Some(m) = model {
+                        attrs.push(KeyValue::new("gen_ai.request.model", m));
                     }
                     tokens(call.input_tokens, call.output_tokens, &attrs, &mut out);
                     if let Some(ms) = call.duration_ms {
@@ -198,7 +226,7 @@ impl Measurer {
     }
 
     /// AEP-0002 §5.2 `usage` on runs and tools: flat `gen_ai.usage.*` fields.
-    fn usage(&self, ev: &Event, d: Option<&Map<String, Value>>, out: &mut Vec<Point>) {
+    fn usage(&mut self, ev: &Event, d: Option<&Map<String, Value>>, out: &mut Vec<Point>) {
         let Some(d) = d else { return };
         let (i, o) =
             (d.get("gen_ai.usage.input_tokens").and_then(count), d.get("gen_ai.usage.output_tokens").and_then(count));
@@ -206,15 +234,17 @@ impl Measurer {
             return;
         }
         let op = if ev.r#type.starts_with("tool.") { "execute_tool" } else { "invoke_agent" };
-        let mut attrs = vec![("gen_ai.operation.name", op.to_owned()), ("gen_ai.agent.name", ev.agent.clone())];
+        let mut attrs =
+            vec![KeyValue::new("gen_ai.operation.name", op), KeyValue::new("gen_ai.agent.name", self.sv(&ev.agent))];
         if let Some(m) = self.model(ev) {
-            attrs.push(("gen_ai.request.model", m));
+            attrs.push(KeyValue::new("gen_ai.request.model", m));
         }
         tokens(i, o, &attrs, out);
     }
 
-    fn model(&self, ev: &Event) -> Option<String> {
-        self.models.get(&(ev.agent.clone(), ev.session.clone()?)).cloned()
+    fn model(&mut self, ev: &Event) -> Option<StringValue> {
+        let m = self.models.get(&(ev.agent.clone(), ev.session.clone()?))?.clone();
+        Some(self.sv(&m))
     }
 
     fn remember(&mut self, ev: &Event) {
@@ -245,11 +275,11 @@ impl Measurer {
     }
 }
 
-fn tokens(input: Option<u64>, output: Option<u64>, attrs: &[(&'static str, String)], out: &mut Vec<Point>) {
+fn tokens(input: Option<u64>, output: Option<u64>, attrs: &[KeyValue], out: &mut Vec<Point>) {
     for (kind, n) in [("input", input), ("output", output)] {
         if let Some(n) = n {
             let mut a = attrs.to_vec();
-            a.push(("gen_ai.token.type", kind.to_owned()));
+            a.push(KeyValue::new("gen_ai.token.type", kind));
             out.push(Point { instrument: Instrument::TokenUsage, value: n as f64, attrs: a });
         }
     }
@@ -302,25 +332,28 @@ impl GenAiMetrics {
 
     /// Records one point.
     pub fn record(&self, p: &Point) {
-        let attrs: Vec<KeyValue> = p.attrs.iter().map(|(k, v)| KeyValue::new(*k, v.clone())).collect();
+        let attrs = &p.attrs;
         match p.instrument {
-            Instrument::TokenUsage => self.token_usage.record(p.value as u64, &attrs),
-            Instrument::OperationDuration => self.operation_duration.record(p.value, &attrs),
-            Instrument::InvokeAgentDuration => self.invoke_agent.record(p.value, &attrs),
-            Instrument::ExecuteToolDuration => self.execute_tool.record(p.value, &attrs),
-            Instrument::ToolCalls => self.tool_calls.add(p.value as u64, &attrs),
-            Instrument::AttentionResolutions => self.resolutions.add(p.value as u64, &attrs),
-            Instrument::AttentionWait => self.wait.record(p.value, &attrs),
+            Instrument::TokenUsage => self.token_usage.record(p.value as u64, attrs),
+            Instrument::OperationDuration => self.operation_duration.record(p.value, attrs),
+            Instrument::InvokeAgentDuration => self.invoke_agent.record(p.value, attrs),
+            Instrument::ExecuteToolDuration => self.execute_tool.record(p.value, attrs),
+            Instrument::ToolCalls => self.tool_calls.add(p.value as u64, attrs),
+            Instrument::AttentionResolutions => self.resolutions.add(p.value as u64, attrs),
+            Instrument::AttentionWait => self.wait.record(p.value, attrs),
         }
     }
 }
 
-/// Runs the GenAI sink until its queue closes.
+/// Runs the GenAI sink until its queue closes, taking what is queued in batches.
 pub async fn run(mut rx: mpsc::Receiver<Arc<Stamped>>, metrics: GenAiMetrics) {
     let mut m = Measurer::default();
-    while let Some(s) = rx.recv().await {
-        for p in m.measure(&s.event) {
-            metrics.record(&p);
+    let mut batch = Vec::with_capacity(256);
+    while rx.recv_many(&mut batch, 256).await > 0 {
+        for s in batch.drain(..) {
+            for p in m.measure(&s.event) {
+                metrics.record(&p);
+            }
         }
     }
 }
@@ -374,7 +407,10 @@ mod tests {
     }
 
     fn attr<'a>(p: &'a Point, k: &str) -> Option<&'a str> {
-        p.attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str())
+        match &p.attrs.iter().find(|kv| kv.key.as_str() == k)?.value {
+            opentelemetry::Value::String(s) => Some(s.as_str()),
+            _ => None,
+        }
     }
 
     #[test]
@@ -398,7 +434,7 @@ mod tests {
         assert_eq!((pts[1].instrument, attr(&pts[1], "aep.outcome")), (Instrument::ToolCalls, Some("completed")));
         assert!(m.started.is_empty(), "the open call is forgotten once completed");
         // Ids never become attributes.
-        assert!(pts.iter().flat_map(|p| &p.attrs).all(|(_, v)| v != "s1" && v != "e1"));
+        assert!(pts.iter().flat_map(|p| &p.attrs).all(|kv| kv.value.as_str() != "s1" && kv.value.as_str() != "e1"));
     }
 
     #[test]
