@@ -105,32 +105,11 @@ async fn run(temporality: MetricsTemporality) -> Vec<ExportMetricsServiceRequest
 }
 
 fn expected_input_tokens() -> f64 {
-    let mut total = 0.0;
-    for body in OTLP {
-        let v: serde_json::Value = serde_json::from_str(body).unwrap();
-        let resources = v["resourceLogs"].as_array().unwrap();
-        let records = resources
-            .iter()
-            .flat_map(|r| r["scopeLogs"].as_array().unwrap())
-            .flat_map(|s| s["logRecords"].as_array().unwrap());
-        for r in records {
-            let attrs = r["attributes"].as_array().unwrap();
-            let get = |k: &str| {
-                let v = &attrs.iter().find(|a| a["key"] == k)?["value"];
-                // OTLP/JSON writes an int64 as a string or (as Claude Code does) a number.
-                let int = &v["intValue"];
-                v["stringValue"]
-                    .as_str()
-                    .or(int.as_str())
-                    .map(str::to_owned)
-                    .or_else(|| int.as_u64().map(|n| n.to_string()))
-            };
-            if get("event.name").as_deref() == Some("api_request") {
-                total += get("input_tokens").and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
-            }
-        }
-    }
-    total
+    let records = OTLP.iter().flat_map(|b| common::otlp_json_records(b));
+    records
+        .filter(|r| common::otlp_json_attr(r, "event.name").as_deref() == Some("api_request"))
+        .filter_map(|r| common::otlp_json_attr(&r, "input_tokens")?.parse::<f64>().ok())
+        .sum()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

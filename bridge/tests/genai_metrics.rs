@@ -34,26 +34,15 @@ pub fn series(text: &str, name: &str, labels: &[&str]) -> f64 {
 /// in the recorded exports, read straight from the OTLP/JSON.
 fn api_requests() -> (u64, u64, u64, u64) {
     let mut out = (0, 0, 0, 0);
-    for body in OTLP {
-        let v: Value = serde_json::from_str(body).unwrap();
-        for rec in v["resourceLogs"].as_array().unwrap().iter().flat_map(|r| r["scopeLogs"].as_array().unwrap()) {
-            for r in rec["logRecords"].as_array().unwrap() {
-                let attr = |k: &str| {
-                    r["attributes"].as_array().unwrap().iter().find(|a| a["key"] == k).map(|a| {
-                        let v = &a["value"];
-                        v["stringValue"].as_str().map(str::to_owned).unwrap_or_else(|| v["intValue"].to_string())
-                    })
-                };
-                if attr("event.name").as_deref() != Some("api_request") {
-                    continue;
-                }
-                let n = |k: &str| attr(k).and_then(|s| s.trim_matches('"').parse::<u64>().ok());
-                out.0 += 1;
-                out.1 += n("input_tokens").unwrap_or(0);
-                out.2 += n("output_tokens").unwrap_or(0);
-                out.3 += u64::from(n("duration_ms").is_some());
-            }
+    for r in OTLP.iter().flat_map(|b| common::otlp_json_records(b)) {
+        if common::otlp_json_attr(&r, "event.name").as_deref() != Some("api_request") {
+            continue;
         }
+        let n = |k: &str| common::otlp_json_attr(&r, k).and_then(|s| s.parse::<u64>().ok());
+        out.0 += 1;
+        out.1 += n("input_tokens").unwrap_or(0);
+        out.2 += n("output_tokens").unwrap_or(0);
+        out.3 += u64::from(n("duration_ms").is_some());
     }
     out
 }
@@ -120,24 +109,11 @@ async fn a_real_claude_code_session_yields_the_genai_metrics_its_data_implies() 
 
 /// Input tokens of the `*.api_response` records of a recorded export, from the OTLP/JSON.
 fn response_tokens(body: &str) -> (u64, u64) {
-    let v: Value = serde_json::from_str(body).unwrap();
     let mut out = (0, 0);
-    for rl in v["resourceLogs"].as_array().unwrap() {
-        for r in rl["scopeLogs"].as_array().unwrap().iter().flat_map(|s| s["logRecords"].as_array().unwrap()) {
-            let attrs = r["attributes"].as_array().unwrap();
-            let get = |k: &str| {
-                let v = &attrs.iter().find(|a| a["key"] == k)?["value"];
-                let int = &v["intValue"];
-                v["stringValue"]
-                    .as_str()
-                    .or(int.as_str())
-                    .map(str::to_owned)
-                    .or_else(|| int.as_u64().map(|n| n.to_string()))
-            };
-            if get("event.name").is_some_and(|n| n.ends_with(".api_response")) {
-                out.0 += 1;
-                out.1 += get("input_token_count").and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-            }
+    for r in common::otlp_json_records(body) {
+        if common::otlp_json_attr(&r, "event.name").is_some_and(|n| n.ends_with(".api_response")) {
+            out.0 += 1;
+            out.1 += common::otlp_json_attr(&r, "input_token_count").and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
         }
     }
     out

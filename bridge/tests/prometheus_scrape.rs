@@ -1,4 +1,4 @@
-//! A real Prometheus (Debian's `prometheus` package, `bridge/tests/requirements-apt.txt`)
+//! A real Prometheus (Debian's `prometheus` package, `bridge/tests/apt-packages.txt`)
 //! scrapes the bridge's `/metrics` after a real Claude Code session (hooks with tools and
 //! failures, its OTLP exports, a permission prompt answered in the agent's own dialog), and
 //! every metric name the shipped Grafana dashboard queries must exist there (issue 14).
@@ -108,7 +108,7 @@ async fn drive_a_session(base: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_every_metric_the_dashboard_queries() {
     let Some(bin) = prometheus() else {
-        eprintln!("SKIP: prometheus is not installed (apt-get install prometheus, bridge/tests/requirements-apt.txt)");
+        eprintln!("SKIP: prometheus is not installed (apt-get install prometheus, bridge/tests/apt-packages.txt)");
         return;
     };
     let wanted = dashboard_metrics();

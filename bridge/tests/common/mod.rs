@@ -118,3 +118,22 @@ pub fn codex_session(session: &str) -> Vec<serde_json::Value> {
         json!({"hook_event_name": "Stop", "session_id": session, "turn_id": "t1"}),
     ]
 }
+
+/// The log records of an OTLP/JSON logs export, in order.
+pub fn otlp_json_records(body: &str) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(body).expect("OTLP/JSON");
+    let resources = v["resourceLogs"].as_array().cloned().unwrap_or_default();
+    resources
+        .iter()
+        .flat_map(|r| r["scopeLogs"].as_array().cloned().unwrap_or_default())
+        .flat_map(|s| s["logRecords"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+/// A record's attribute as text: a string, or an int64 written as a string or (as Claude
+/// Code does) a number.
+pub fn otlp_json_attr(record: &serde_json::Value, key: &str) -> Option<String> {
+    let v = &record["attributes"].as_array()?.iter().find(|a| a["key"] == key)?["value"];
+    let int = &v["intValue"];
+    v["stringValue"].as_str().or(int.as_str()).map(str::to_owned).or_else(|| int.as_u64().map(|n| n.to_string()))
+}
