@@ -37,6 +37,40 @@ pub trait OtlpTee: Send + Sync {
     fn traces(&self, req: &ExportTraceServiceRequest);
     /// A metrics request as received.
     fn metrics(&self, req: &ExportMetricsServiceRequest);
+    /// Whether it needs logs requests at all (when none does, logs take the receivers'
+    /// fast path, decoded straight into records).
+    fn wants_logs(&self) -> bool {
+        true
+    }
+}
+
+/// Several tees, each handed every request (the HTTP tee and the metrics forward).
+pub struct Tees(pub Vec<Arc<dyn OtlpTee>>);
+
+impl Tees {
+    /// `None` for no tee, the tee itself for one, a fan-out for more.
+    pub fn of(tees: Vec<Arc<dyn OtlpTee>>) -> Option<Arc<dyn OtlpTee>> {
+        match tees.len() {
+            0 => None,
+            1 => tees.into_iter().next(),
+            _ => Some(Arc::new(Tees(tees))),
+        }
+    }
+}
+
+impl OtlpTee for Tees {
+    fn logs(&self, req: &ExportLogsServiceRequest) {
+        self.0.iter().for_each(|t| t.logs(req));
+    }
+    fn traces(&self, req: &ExportTraceServiceRequest) {
+        self.0.iter().for_each(|t| t.traces(req));
+    }
+    fn metrics(&self, req: &ExportMetricsServiceRequest) {
+        self.0.iter().for_each(|t| t.metrics(req));
+    }
+    fn wants_logs(&self) -> bool {
+        self.0.iter().any(|t| t.wants_logs())
+    }
 }
 
 /// How records choose a profile beyond detection by `service.name`: `[otlp_in.profiles]`
@@ -277,7 +311,7 @@ impl OtlpHandler for BridgeOtlp {
     }
 
     fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused> {
-        match &self.tee {
+        match self.tee.as_ref().filter(|t| t.wants_logs()) {
             Some(t) => self.take_records(to_otel_records(&req), || t.logs(&req), false),
             // Without a tee nothing needs the request after conversion: take it apart (no copies).
             None => self.take_records(into_otel_records(req), || {}, false),
@@ -290,7 +324,7 @@ impl OtlpHandler for BridgeOtlp {
 
     /// Records straight from the wire, when no tee needs the decoded request.
     fn wants_log_records(&self) -> bool {
-        self.tee.is_none()
+        self.tee.as_ref().is_none_or(|t| !t.wants_logs())
     }
 
     fn log_records(&self, records: Vec<OtelRecord>) -> Result<Accepted, Refused> {

@@ -202,6 +202,9 @@ pub async fn serve(
         Some((reader, delivery)) => (Arc::new(Metrics::with_reader(reader)), Some(delivery)),
         None => (Arc::new(Metrics::default()), None),
     };
+    // The agents' own `/v1/metrics` go the same way, unchanged (issue 14).
+    let mut otlp_metrics = otlp_metrics;
+    let vendor_metrics = otlp_metrics.as_mut().and_then(|d| d.vendor_forward());
     let otlp_metrics_task =
         otlp_metrics.map(|d| tokio::spawn(d.run(cfg.export.retry.clone(), metrics.clone(), shutdown.clone())));
     let health = Arc::new(crate::health::Health::default());
@@ -267,7 +270,12 @@ pub async fn serve(
         cfg.otlp_in.mode,
         otlp_overrides(&cfg),
         cfg.pipeline.queue_capacity,
-        crate::otlp_tee::from_config(&cfg, &metrics),
+        crate::otlp_in::Tees::of(
+            crate::otlp_tee::from_config(&cfg, &metrics)
+                .into_iter()
+                .chain(vendor_metrics.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>))
+                .collect(),
+        ),
         token.clone(),
         aep_receivers::otlp::DecodeBudget::new(cfg.otlp_in.max_decode_bytes),
     );

@@ -138,3 +138,54 @@ async fn delta_metrics_count_each_token_once() {
     let total: f64 = tokens.iter().map(|(_, s)| s).sum();
     assert_eq!(total, want, "delta collections add up to the session, each token once: {tokens:?}");
 }
+
+/// The agents' own OTLP metrics (here an OTLP/JSON request shaped like Claude Code's
+/// `claude_code.token.usage`) are forwarded unchanged to the same metrics endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vendor_metrics_are_forwarded_unchanged() {
+    let (addr, got) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = common::config(dir.path());
+    cfg.export.otlp.endpoint = Some(format!("http://{addr}").parse().unwrap());
+    cfg.export.otlp.protocol = Protocol::HttpProtobuf;
+    cfg.export.otlp.compression = Compression::None;
+    cfg.export.otlp.logs = false;
+    cfg.export.otlp.spans = false;
+    cfg.export.otlp.metrics_interval_ms = 60_000;
+    let bridge = common::start(cfg).await;
+    let body = serde_json::json!({"resourceMetrics": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "claude-code"}}]},
+        "scopeMetrics": [{"scope": {"name": "com.anthropic.claude_code"}, "metrics": [{
+            "name": "claude_code.token.usage", "unit": "tokens",
+            "sum": {"aggregationTemporality": 1, "isMonotonic": true, "dataPoints": [{
+                "asDouble": 1225.0, "timeUnixNano": "1796011452016000000",
+                "attributes": [{"key": "type", "value": {"stringValue": "input"}}]}]}}]}]}]});
+    let (status, text) = common::post(format!("{}/v1/metrics", bridge.url()), body.to_string(), vec![]).await;
+    assert_eq!(status, 200, "{text}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let forwarded = loop {
+        let found = metrics_named(&got.lock().unwrap(), "claude_code.token.usage").into_iter().next().cloned();
+        if let Some(m) = found {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "the vendor metric was not forwarded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let Some(Data::Sum(s)) = &forwarded.data else { panic!("{forwarded:?}") };
+    assert_eq!(s.data_points.len(), 1);
+    assert_eq!(
+        s.data_points[0].value,
+        Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsDouble(1225.0))
+    );
+    assert_eq!(forwarded.unit, "tokens");
+    let req = got
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|r| !metrics_named(std::slice::from_ref(r), "claude_code.token.usage").is_empty())
+        .cloned()
+        .unwrap();
+    let svc = &req.resource_metrics[0].resource.as_ref().unwrap().attributes[0];
+    assert_eq!((svc.key.as_str(), format!("{:?}", svc.value).contains("claude-code")), ("service.name", true));
+    bridge.shutdown().await;
+}

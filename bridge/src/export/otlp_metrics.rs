@@ -64,11 +64,36 @@ impl PushMetricExporter for OtlpMetricExporter {
     }
 }
 
+/// Vendor metrics requests waiting for delivery; past it one is dropped (and logged).
+const VENDOR_QUEUE: usize = 64;
+
 /// The delivery side, started with [`Delivery::run`] once the runtime is up.
 #[derive(Debug)]
 pub struct Delivery {
     rx: mpsc::Receiver<ExportMetricsServiceRequest>,
+    vendor_rx: mpsc::Receiver<ExportMetricsServiceRequest>,
+    vendor_tx: Option<mpsc::Sender<ExportMetricsServiceRequest>>,
     client: OtlpClient,
+}
+
+/// The agents' own OTLP metrics (`/v1/metrics` into the bridge), forwarded unchanged to the
+/// same metrics endpoint as the bridge's (issue 14), through the same delivery.
+#[derive(Debug)]
+pub struct VendorForward {
+    tx: mpsc::Sender<ExportMetricsServiceRequest>,
+}
+
+impl crate::otlp_in::OtlpTee for VendorForward {
+    fn logs(&self, _: &opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest) {}
+    fn traces(&self, _: &opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest) {}
+    fn metrics(&self, req: &ExportMetricsServiceRequest) {
+        if self.tx.try_send(req.clone()).is_err() {
+            tracing::warn!("Vendor metrics forward queue full or closed: a request is skipped.");
+        }
+    }
+    fn wants_logs(&self) -> bool {
+        false
+    }
 }
 
 /// The reader to install on the meter provider and its delivery, or `None` when the
@@ -92,14 +117,33 @@ pub fn setup(cfg: &ExportConfig) -> Option<(PeriodicReader<OtlpMetricExporter>, 
     let exporter = OtlpMetricExporter { tx: std::sync::Mutex::new(Some(tx)), temporality };
     let reader =
         PeriodicReader::builder(exporter).with_interval(Duration::from_millis(o.metrics_interval_ms.max(100))).build();
-    Some((reader, Delivery { rx, client }))
+    let (vendor_tx, vendor_rx) = mpsc::channel(VENDOR_QUEUE);
+    Some((reader, Delivery { rx, vendor_rx, vendor_tx: Some(vendor_tx), client }))
 }
 
 impl Delivery {
+    /// The tee that forwards the agents' own metrics requests through this delivery (one;
+    /// later calls return `None`).
+    pub fn vendor_forward(&mut self) -> Option<VendorForward> {
+        self.vendor_tx.take().map(|tx| VendorForward { tx })
+    }
+
     /// Delivers every queued collection until the exporter is gone (the meter provider shut
     /// down) and the queue is drained; a failed delivery is counted and the next one goes on.
     pub async fn run(mut self, policy: RetryConfig, metrics: Arc<Metrics>, shutdown: CancellationToken) {
-        while let Some(req) = self.rx.recv().await {
+        self.vendor_tx = None;
+        let (mut own_open, mut vendor_open) = (true, true);
+        while own_open || vendor_open {
+            let req = tokio::select! {
+                r = self.rx.recv(), if own_open => match r {
+                    Some(r) => r,
+                    None => { own_open = false; continue; }
+                },
+                r = self.vendor_rx.recv(), if vendor_open => match r {
+                    Some(r) => r,
+                    None => { vendor_open = false; continue; }
+                },
+            };
             let points: usize =
                 req.resource_metrics.iter().flat_map(|r| &r.scope_metrics).map(|s| s.metrics.len()).sum();
             let (result, _retries) = self.client.send(OtlpRequest::Metrics(req), &policy, &shutdown).await;
