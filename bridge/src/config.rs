@@ -74,10 +74,10 @@ pub struct ServerConfig {
     #[serde(deserialize_with = "listen_addr")]
     pub listen: SocketAddr,
     /// OTLP/gRPC listener; `""` disables it.
-    #[serde(deserialize_with = "off_if_empty")]
+    #[serde(deserialize_with = "optional_listen_addr")]
     pub otlp_grpc: Option<SocketAddr>,
     /// Extra OTLP/HTTP listener; `""` disables it.
-    #[serde(deserialize_with = "off_if_empty")]
+    #[serde(deserialize_with = "optional_listen_addr")]
     pub otlp_http: Option<SocketAddr>,
     /// Bearer token for control and emit bindings; empty means watch-only without auth.
     pub token: String,
@@ -399,6 +399,12 @@ fn listen_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SocketAddr, D::
     parse_listen(&text).map_err(serde::de::Error::custom)
 }
 
+/// `server.otlp_grpc` / `otlp_http`: an address, or `""` for off (the flags' parser).
+fn optional_listen_addr<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_optional_listen(&text).map_err(serde::de::Error::custom)
+}
+
 /// Parses a listen address (`127.0.0.1:8787`, `[::1]:0`).
 pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     text.trim().parse().map_err(|_| format!("{text:?} is not an address like 127.0.0.1:8787"))
@@ -618,9 +624,12 @@ mod tests {
             ]
         );
         let text = err.to_string();
-        for says in
-            ["\"nowhere\" is not an address like 127.0.0.1:8787", "must start with http://, https://", "base URL"]
-        {
+        for says in [
+            "\"nowhere\" is not an address like 127.0.0.1:8787",
+            "\"4318\" is not an address like 127.0.0.1:8787 (use \"\" to disable)",
+            "must start with http://, https://",
+            "base URL",
+        ] {
             assert!(text.contains(says), "{says}: {text}");
         }
     }
