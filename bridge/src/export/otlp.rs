@@ -214,6 +214,27 @@ fn prepare(protocol: Protocol, gzip: bool, req: OtlpRequest) -> Result<Prepared,
     })
 }
 
+/// One gRPC export over `$self`'s channel: the same client set-up (message limit, gzip,
+/// metadata) and partial-success reading for each of the three OTLP services.
+macro_rules! grpc_export {
+    ($self:ident, $client:ident, $req:expr, $rejected:ident) => {{
+        let Some(ch) = $self.channel.clone() else { return Attempt::Fail("no gRPC channel".into()) };
+        let mut c = $client::new(ch).max_decoding_message_size(16 << 20);
+        if $self.gzip {
+            c = c.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
+        }
+        match c.export($self.request($req.clone())).await {
+            Ok(r) => Attempt::Done(
+                r.into_inner()
+                    .partial_success
+                    .map(|p| Partial { rejected: p.$rejected, message: p.error_message })
+                    .unwrap_or_default(),
+            ),
+            Err(s) => grpc_failure(&s),
+        }
+    }};
+}
+
 /// An OTLP client for one signal's endpoint and protocol.
 #[derive(Debug, Clone)]
 pub struct OtlpClient {
@@ -299,54 +320,9 @@ impl OtlpClient {
                     Attempt::Fail(e) => Attempt::Fail(e),
                 }
             }
-            Prepared::Logs(req) => {
-                let Some(ch) = self.channel.clone() else { return Attempt::Fail("no gRPC channel".into()) };
-                let mut c = LogsServiceClient::new(ch).max_decoding_message_size(16 << 20);
-                if self.gzip {
-                    c = c.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
-                }
-                match c.export(self.request(req.clone())).await {
-                    Ok(r) => Attempt::Done(
-                        r.into_inner()
-                            .partial_success
-                            .map(|p| Partial { rejected: p.rejected_log_records, message: p.error_message })
-                            .unwrap_or_default(),
-                    ),
-                    Err(s) => grpc_failure(&s),
-                }
-            }
-            Prepared::Traces(req) => {
-                let Some(ch) = self.channel.clone() else { return Attempt::Fail("no gRPC channel".into()) };
-                let mut c = TraceServiceClient::new(ch).max_decoding_message_size(16 << 20);
-                if self.gzip {
-                    c = c.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
-                }
-                match c.export(self.request(req.clone())).await {
-                    Ok(r) => Attempt::Done(
-                        r.into_inner()
-                            .partial_success
-                            .map(|p| Partial { rejected: p.rejected_spans, message: p.error_message })
-                            .unwrap_or_default(),
-                    ),
-                    Err(s) => grpc_failure(&s),
-                }
-            }
-            Prepared::Metrics(req) => {
-                let Some(ch) = self.channel.clone() else { return Attempt::Fail("no gRPC channel".into()) };
-                let mut c = MetricsServiceClient::new(ch).max_decoding_message_size(16 << 20);
-                if self.gzip {
-                    c = c.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
-                }
-                match c.export(self.request(req.clone())).await {
-                    Ok(r) => Attempt::Done(
-                        r.into_inner()
-                            .partial_success
-                            .map(|p| Partial { rejected: p.rejected_data_points, message: p.error_message })
-                            .unwrap_or_default(),
-                    ),
-                    Err(s) => grpc_failure(&s),
-                }
-            }
+            Prepared::Logs(req) => grpc_export!(self, LogsServiceClient, req, rejected_log_records),
+            Prepared::Traces(req) => grpc_export!(self, TraceServiceClient, req, rejected_spans),
+            Prepared::Metrics(req) => grpc_export!(self, MetricsServiceClient, req, rejected_data_points),
         }
     }
 
