@@ -198,12 +198,11 @@ pub async fn serve(
     };
 
     // The bridge's metrics also go over OTLP when `[export.otlp]` has an endpoint (issue 14).
-    let (metrics, otlp_metrics) = match crate::export::otlp_metrics::setup(&cfg.export) {
+    let (metrics, mut otlp_metrics) = match crate::export::otlp_metrics::setup(&cfg.export) {
         Some((reader, delivery)) => (Arc::new(Metrics::with_reader(reader)), Some(delivery)),
         None => (Arc::new(Metrics::default()), None),
     };
     // The agents' own `/v1/metrics` go the same way, unchanged (issue 14).
-    let mut otlp_metrics = otlp_metrics;
     let vendor_metrics = otlp_metrics.as_mut().and_then(|d| d.vendor_forward());
     let otlp_metrics_task =
         otlp_metrics.map(|d| tokio::spawn(d.run(cfg.export.retry.clone(), metrics.clone(), shutdown.clone())));

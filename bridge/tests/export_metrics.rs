@@ -68,16 +68,22 @@ fn input_tokens(m: &Metric) -> Option<(i32, f64)> {
     Some((h.aggregation_temporality, input))
 }
 
-async fn run(temporality: MetricsTemporality) -> Vec<ExportMetricsServiceRequest> {
-    let (addr, got) = receiver().await;
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = common::config(dir.path());
+/// A bridge config exporting only metrics, as uncompressed protobuf, to `addr`.
+fn metrics_only(dir: &std::path::Path, addr: std::net::SocketAddr, interval_ms: u64) -> aep_bridge::config::Config {
+    let mut cfg = common::config(dir);
     cfg.export.otlp.endpoint = Some(format!("http://{addr}").parse().unwrap());
     cfg.export.otlp.protocol = Protocol::HttpProtobuf;
     cfg.export.otlp.compression = Compression::None;
     cfg.export.otlp.logs = false;
     cfg.export.otlp.spans = false;
-    cfg.export.otlp.metrics_interval_ms = 200;
+    cfg.export.otlp.metrics_interval_ms = interval_ms;
+    cfg
+}
+
+async fn run(temporality: MetricsTemporality) -> Vec<ExportMetricsServiceRequest> {
+    let (addr, got) = receiver().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = metrics_only(dir.path(), addr, 200);
     cfg.export.otlp.metrics_temporality = temporality;
     let bridge = common::start(cfg).await;
     for body in OTLP {
@@ -145,13 +151,7 @@ async fn delta_metrics_count_each_token_once() {
 async fn vendor_metrics_are_forwarded_unchanged() {
     let (addr, got) = receiver().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = common::config(dir.path());
-    cfg.export.otlp.endpoint = Some(format!("http://{addr}").parse().unwrap());
-    cfg.export.otlp.protocol = Protocol::HttpProtobuf;
-    cfg.export.otlp.compression = Compression::None;
-    cfg.export.otlp.logs = false;
-    cfg.export.otlp.spans = false;
-    cfg.export.otlp.metrics_interval_ms = 60_000;
+    let cfg = metrics_only(dir.path(), addr, 60_000);
     let bridge = common::start(cfg).await;
     let body = serde_json::json!({"resourceMetrics": [{
         "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "claude-code"}}]},

@@ -179,7 +179,7 @@ impl SpanAssembler {
         // exports on an interval, Gemini CLI and Qwen Code after SessionEnd. Once the session
         // ended it annotates nothing (the trace is complete; the record stays in the log
         // export) instead of opening one `(late)` continuation span per record.
-        if ev.r#type.starts_with("x.") && ev.r#type.contains(".otel.") {
+        if !self.closed.is_empty() && ev.r#type.starts_with("x.") && ev.r#type.contains(".otel.") {
             let own = (ev.source.clone(), name.to_owned());
             if !self.sessions.contains_key(&own) && self.closed.get(&own).is_some_and(|c| c.ended) {
                 return;
