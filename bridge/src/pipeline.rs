@@ -501,7 +501,6 @@ impl Pipeline {
         let mut drops = Drops::default();
         let mut st = self.inner.stamper.lock().await;
         let sinks = self.sinks();
-        let mut result = Ok(());
         // As in `submit_mapped`: stamped and serialized into one buffer first, then fanned out.
         let n = drafts.len();
         let mut events = Vec::with_capacity(n);
@@ -514,24 +513,7 @@ impl Pipeline {
             events.push((ev, key, start, buf.len() - start));
         }
         st.line_guess = buf.len().checked_div(n).unwrap_or(LINE_GUESS).clamp(64, 64 * 1024);
-        let whole = Bytes::from(buf);
-        let lines_wanted = has_lines(&sinks);
-        let mut lines = LineBatch::over(if lines_wanted { whole.clone() } else { Bytes::new() }, n);
-        for (ev, key, start, len) in events {
-            let sev = ev.severity();
-            let s = Arc::new(Stamped { event: ev, line: whole.slice(start..start + len) });
-            result = self.fan_out_to(&sinks, &s, &mut drops).await;
-            out.push(s);
-            if result.is_err() {
-                break;
-            }
-            if lines_wanted {
-                lines.push_range(&key, start, len, sev);
-            }
-        }
-        if lines_wanted {
-            self.fan_out_lines(&sinks, lines, &mut drops).await;
-        }
+        let result = self.fan_out_serialized(&sinks, events, buf, &mut drops, Some(&mut out)).await;
         // Counted once per call, after the stamper is released (nothing is recorded under it).
         drop(st);
         drops.record(&self.inner.metrics);
@@ -553,7 +535,6 @@ impl Pipeline {
         let mut counts: Vec<(&'static str, u64)> = Vec::new();
         let mut st = self.inner.stamper.lock().await;
         let sinks = self.sinks();
-        let mut result = Ok(());
         // Stamped and serialized first, the lines back to back in one buffer (each event's
         // line a slice of it), then fanned out in order; the line sinks get the whole buffer.
         let n = batch.len();
@@ -573,13 +554,40 @@ impl Pipeline {
             }
         }
         st.line_guess = buf.len().checked_div(n).unwrap_or(LINE_GUESS).clamp(64, 64 * 1024);
+        let result = self.fan_out_serialized(&sinks, events, buf, &mut drops, None).await;
+        // Counted after the stamper is released (nothing is recorded under it).
+        drop(st);
+        drops.record(&self.inner.metrics);
+        for (agent, n) in counts {
+            self.inner.metrics.events_in.add(&[("input", input), ("agent", agent)], n);
+        }
+        result
+    }
+
+    /// The second half of a batch submit: `events`, serialized back to back in `buf` (each
+    /// as `(event, file key, start, len)`), handed to the taps and event sinks in order, and
+    /// the whole buffer to the line sinks once. The stamped events are kept in `keep` when
+    /// the caller returns them; otherwise each is freed here once the sinks have it.
+    async fn fan_out_serialized(
+        &self,
+        sinks: &[SinkTx],
+        events: Vec<(Event, Arc<LogKey>, usize, usize)>,
+        buf: Vec<u8>,
+        drops: &mut Drops,
+        mut keep: Option<&mut Vec<Arc<Stamped>>>,
+    ) -> Result<(), SubmitError> {
+        let n = events.len();
         let whole = Bytes::from(buf);
-        let lines_wanted = has_lines(&sinks);
+        let lines_wanted = has_lines(sinks);
         let mut lines = LineBatch::over(if lines_wanted { whole.clone() } else { Bytes::new() }, n);
+        let mut result = Ok(());
         for (ev, key, start, len) in events {
             let sev = ev.severity();
             let s = Arc::new(Stamped { event: ev, line: whole.slice(start..start + len) });
-            result = self.fan_out_to(&sinks, &s, &mut drops).await;
+            result = self.fan_out_to(sinks, &s, drops).await;
+            if let Some(k) = keep.as_deref_mut() {
+                k.push(s);
+            }
             if result.is_err() {
                 break;
             }
@@ -588,13 +596,7 @@ impl Pipeline {
             }
         }
         if lines_wanted {
-            self.fan_out_lines(&sinks, lines, &mut drops).await;
-        }
-        // Counted after the stamper is released (nothing is recorded under it).
-        drop(st);
-        drops.record(&self.inner.metrics);
-        for (agent, n) in counts {
-            self.inner.metrics.events_in.add(&[("input", input), ("agent", agent)], n);
+            self.fan_out_lines(sinks, lines, drops).await;
         }
         result
     }
