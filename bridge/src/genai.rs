@@ -92,14 +92,19 @@ pub fn wants(ev: &Event) -> bool {
     }
 }
 
+/// Maps looked up once or twice per measured event: foldhash, seeded per process (the keys
+/// are untrusted event fields).
+type Fast<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 /// The measurer's memory: the start times of open calls and the model of each session.
 #[derive(Debug, Default)]
 pub struct Measurer {
-    started: HashMap<String, i128>,
+    started: Fast<String, i128>,
     order: VecDeque<String>,
-    models: HashMap<(String, String), String>,
+    /// Session -> (agent, model): looked up by the session alone, so a lookup allocates nothing.
+    models: Fast<String, (String, StringValue)>,
     /// Label values seen (agents, tools, models, error types), shared by every point.
-    names: HashMap<String, StringValue>,
+    names: Fast<String, StringValue>,
 }
 
 fn obj(ev: &Event) -> Option<&Map<String, Value>> {
@@ -133,26 +138,35 @@ impl Measurer {
     /// The points `ev` yields, remembering what a later event needs. Pure apart from that
     /// bounded memory (no clock: durations come from the events' own times).
     pub fn measure(&mut self, ev: &Event) -> Vec<Point> {
+        let mut out = Vec::new();
+        self.measure_into(ev, &mut out);
+        out
+    }
+
+    /// [`Measurer::measure`], appending to `out` (the sink reuses one vector).
+    pub fn measure_into(&mut self, ev: &Event, out: &mut Vec<Point>) {
         let d = obj(ev);
         let agent = KeyValue::new("gen_ai.agent.name", self.sv(&ev.agent));
-        let mut out = Vec::new();
         match ev.r#type.as_str() {
             "session.started" => {
                 if let (Some(s), Some(m)) = (&ev.session, str_at(d, &["gen_ai.request.model"])) {
                     if self.models.len() >= MAX_OPEN {
                         self.models.clear();
                     }
-                    self.models.insert((ev.agent.clone(), s.clone()), m.to_owned());
+                    let m = self.sv(m);
+                    self.models.insert(s.clone(), (ev.agent.clone(), m));
                 }
             }
             "session.ended" => {
-                if let Some(s) = &ev.session {
-                    self.models.remove(&(ev.agent.clone(), s.clone()));
+                if let Some(s) = &ev.session
+                    && self.models.get(s).is_some_and(|(a, _)| *a == ev.agent)
+                {
+                    self.models.remove(s);
                 }
             }
             "run.started" | "tool.requested" => {
                 self.remember(ev);
-                self.usage(ev, d, &mut out);
+                self.usage(ev, d, out);
             }
             t @ ("run.finished" | "run.failed" | "run.cancelled") => {
                 let mut attrs = vec![KeyValue::new("gen_ai.operation.name", "invoke_agent"), agent];
@@ -166,7 +180,7 @@ impl Measurer {
                 if let Some(secs) = self.duration(ev, d) {
                     out.push(Point { instrument: Instrument::InvokeAgentDuration, value: secs, attrs });
                 }
-                self.usage(ev, d, &mut out);
+                self.usage(ev, d, out);
             }
             t @ ("tool.completed" | "tool.failed" | "tool.denied") => {
                 let tool = self.sv(str_at(d, &["tool", "name"]).unwrap_or("unknown"));
@@ -195,7 +209,7 @@ impl Measurer {
                     value: 1.0,
                     attrs: vec![agent, KeyValue::new("gen_ai.tool.name", tool), KeyValue::new("aep.outcome", outcome)],
                 });
-                self.usage(ev, d, &mut out);
+                self.usage(ev, d, out);
             }
             "attention.resolved" => {
                 let resolution = self.sv(str_at(d, &["resolution"]).unwrap_or("unknown"));
@@ -215,14 +229,13 @@ impl Measurer {
                     if let Some(m) = model {
                         attrs.push(KeyValue::new("gen_ai.request.model", m));
                     }
-                    tokens(call.input_tokens, call.output_tokens, &attrs, &mut out);
+                    tokens(call.input_tokens, call.output_tokens, &attrs, out);
                     if let Some(ms) = call.duration_ms {
                         out.push(Point { instrument: Instrument::OperationDuration, value: ms / 1000.0, attrs });
                     }
                 }
             }
         }
-        out
     }
 
     /// AEP-0002 §5.2 `usage` on runs and tools: flat `gen_ai.usage.*` fields.
@@ -242,9 +255,9 @@ impl Measurer {
         tokens(i, o, &attrs, out);
     }
 
-    fn model(&mut self, ev: &Event) -> Option<StringValue> {
-        let m = self.models.get(&(ev.agent.clone(), ev.session.clone()?))?.clone();
-        Some(self.sv(&m))
+    fn model(&self, ev: &Event) -> Option<StringValue> {
+        let (agent, m) = self.models.get(ev.session.as_deref()?)?;
+        (*agent == ev.agent).then(|| m.clone())
     }
 
     fn remember(&mut self, ev: &Event) {
@@ -345,15 +358,51 @@ impl GenAiMetrics {
     }
 }
 
-/// Runs the GenAI sink until its queue closes, taking what is queued in batches.
+/// Series a batch folds its counter points into before recording them (beyond this, a
+/// point is recorded as it comes: a flood of distinct label sets costs no quadratic search).
+const FOLDED_SERIES: usize = 32;
+
+impl Instrument {
+    /// A counter (its points of one batch may be summed before recording).
+    fn is_counter(self) -> bool {
+        matches!(self, Instrument::ToolCalls | Instrument::AttentionResolutions)
+    }
+}
+
+/// Adds counter point `p` to the equal series in `folded`, if there is one or room for a new
+/// one; otherwise hands it back to be recorded as it is.
+fn fold(folded: &mut Vec<Point>, p: Point) -> Option<Point> {
+    if let Some(f) = folded.iter_mut().find(|f| f.instrument == p.instrument && f.attrs == p.attrs) {
+        f.value += p.value;
+        return None;
+    }
+    if folded.len() < FOLDED_SERIES {
+        folded.push(p);
+        return None;
+    }
+    Some(p)
+}
+
+/// Runs the GenAI sink until its queue closes, taking what is queued in batches. Histogram
+/// points are recorded one by one; counter points are summed per batch and series first
+/// (one SDK call per series instead of one per event: issue 13, `bench collector`).
 pub async fn run(mut rx: mpsc::Receiver<Arc<Stamped>>, metrics: GenAiMetrics) {
     let mut m = Measurer::default();
     let mut batch = Vec::with_capacity(256);
+    let mut points = Vec::new();
+    let mut folded = Vec::with_capacity(FOLDED_SERIES);
     while rx.recv_many(&mut batch, 256).await > 0 {
         for s in batch.drain(..) {
-            for p in m.measure(&s.event) {
-                metrics.record(&p);
+            m.measure_into(&s.event, &mut points);
+            for p in points.drain(..) {
+                let left = if p.instrument.is_counter() { fold(&mut folded, p) } else { Some(p) };
+                if let Some(p) = left {
+                    metrics.record(&p);
+                }
             }
+        }
+        for p in folded.drain(..) {
+            metrics.record(&p);
         }
     }
 }
@@ -516,6 +565,31 @@ mod tests {
         let pts = m.measure(&wait);
         assert_eq!((pts[0].instrument, pts[0].value), (Instrument::AttentionWait, 4.2));
         assert_eq!(attr(&pts[1], "aep.attention.resolution"), Some("answered"));
+    }
+
+    #[test]
+    fn counter_points_of_a_batch_are_summed_per_series_and_bounded() {
+        let mut m = Measurer::default();
+        let mut points = Vec::new();
+        for (i, tool) in ["Bash", "Read", "Bash", "Bash"].iter().enumerate() {
+            let done =
+                ev("tool.completed", &format!("c{i}"), "2026-12-01T10:00:03Z", None, json!({"tool": {"name": tool}}));
+            m.measure_into(&done, &mut points);
+        }
+        let mut folded = Vec::new();
+        let recorded: Vec<Point> =
+            points.into_iter().filter(|p| p.instrument.is_counter()).filter_map(|p| fold(&mut folded, p)).collect();
+        assert!(recorded.is_empty());
+        let sums: Vec<_> = folded.iter().map(|p| (attr(p, "gen_ai.tool.name"), p.value)).collect();
+        assert_eq!(sums, [(Some("Bash"), 3.0), (Some("Read"), 1.0)]);
+        // Past the bound, a new series is handed back to be recorded at once.
+        for i in 0..FOLDED_SERIES {
+            let done = ev("tool.denied", "d", "2026-12-01T10:00:03Z", None, json!({"tool": {"name": format!("t{i}")}}));
+            let p = m.measure(&done).pop().unwrap();
+            let back = fold(&mut folded, p);
+            assert_eq!(back.is_some(), i + 2 >= FOLDED_SERIES, "series {i}");
+        }
+        assert_eq!(folded.len(), FOLDED_SERIES);
     }
 
     #[test]
