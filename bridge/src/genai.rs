@@ -67,6 +67,13 @@ pub enum Instrument {
     AttentionWait,
 }
 
+impl Instrument {
+    /// A counter (its points of one batch may be summed before recording).
+    fn is_counter(self) -> bool {
+        matches!(self, Instrument::ToolCalls | Instrument::AttentionResolutions)
+    }
+}
+
 /// One measurement: an instrument, a value (seconds for durations) and its attributes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
@@ -101,8 +108,8 @@ type Fast<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 pub struct Measurer {
     started: Fast<String, i128>,
     order: VecDeque<String>,
-    /// Session -> (agent, model): looked up by the session alone, so a lookup allocates nothing.
-    models: Fast<String, (String, StringValue)>,
+    /// (agent, session) -> the session's model, interned.
+    models: Fast<(String, String), StringValue>,
     /// Label values seen (agents, tools, models, error types), shared by every point.
     names: Fast<String, StringValue>,
 }
@@ -135,15 +142,9 @@ impl Measurer {
         v
     }
 
-    /// The points `ev` yields, remembering what a later event needs. Pure apart from that
-    /// bounded memory (no clock: durations come from the events' own times).
-    pub fn measure(&mut self, ev: &Event) -> Vec<Point> {
-        let mut out = Vec::new();
-        self.measure_into(ev, &mut out);
-        out
-    }
-
-    /// [`Measurer::measure`], appending to `out` (the sink reuses one vector).
+    /// The points `ev` yields, appended to `out` (the sink reuses one vector), remembering
+    /// what a later event needs. Pure apart from that bounded memory (no clock: durations
+    /// come from the events' own times).
     pub fn measure_into(&mut self, ev: &Event, out: &mut Vec<Point>) {
         let d = obj(ev);
         let agent = KeyValue::new("gen_ai.agent.name", self.sv(&ev.agent));
@@ -154,14 +155,12 @@ impl Measurer {
                         self.models.clear();
                     }
                     let m = self.sv(m);
-                    self.models.insert(s.clone(), (ev.agent.clone(), m));
+                    self.models.insert((ev.agent.clone(), s.clone()), m);
                 }
             }
             "session.ended" => {
-                if let Some(s) = &ev.session
-                    && self.models.get(s).is_some_and(|(a, _)| *a == ev.agent)
-                {
-                    self.models.remove(s);
+                if let Some(s) = &ev.session {
+                    self.models.remove(&(ev.agent.clone(), s.clone()));
                 }
             }
             "run.started" | "tool.requested" => {
@@ -256,8 +255,7 @@ impl Measurer {
     }
 
     fn model(&self, ev: &Event) -> Option<StringValue> {
-        let (agent, m) = self.models.get(ev.session.as_deref()?)?;
-        (*agent == ev.agent).then(|| m.clone())
+        self.models.get(&(ev.agent.clone(), ev.session.clone()?)).cloned()
     }
 
     fn remember(&mut self, ev: &Event) {
@@ -362,13 +360,6 @@ impl GenAiMetrics {
 /// point is recorded as it comes: a flood of distinct label sets costs no quadratic search).
 const FOLDED_SERIES: usize = 32;
 
-impl Instrument {
-    /// A counter (its points of one batch may be summed before recording).
-    fn is_counter(self) -> bool {
-        matches!(self, Instrument::ToolCalls | Instrument::AttentionResolutions)
-    }
-}
-
 /// Adds counter point `p` to the equal series in `folded`, if there is one or room for a new
 /// one; otherwise hands it back to be recorded as it is.
 fn fold(folded: &mut Vec<Point>, p: Point) -> Option<Point> {
@@ -452,6 +443,15 @@ mod tests {
             cause: cause.map(Into::into),
             data: Some(data),
             ..Default::default()
+        }
+    }
+
+    impl Measurer {
+        /// [`Measurer::measure_into`] into a fresh vector.
+        fn measure(&mut self, ev: &Event) -> Vec<Point> {
+            let mut out = Vec::new();
+            self.measure_into(ev, &mut out);
+            out
         }
     }
 
@@ -583,11 +583,12 @@ mod tests {
         let sums: Vec<_> = folded.iter().map(|p| (attr(p, "gen_ai.tool.name"), p.value)).collect();
         assert_eq!(sums, [(Some("Bash"), 3.0), (Some("Read"), 1.0)]);
         // Past the bound, a new series is handed back to be recorded at once.
+        let held = folded.len();
         for i in 0..FOLDED_SERIES {
             let done = ev("tool.denied", "d", "2026-12-01T10:00:03Z", None, json!({"tool": {"name": format!("t{i}")}}));
             let p = m.measure(&done).pop().unwrap();
             let back = fold(&mut folded, p);
-            assert_eq!(back.is_some(), i + 2 >= FOLDED_SERIES, "series {i}");
+            assert_eq!(back.is_some(), held + i >= FOLDED_SERIES, "series {i}");
         }
         assert_eq!(folded.len(), FOLDED_SERIES);
     }
