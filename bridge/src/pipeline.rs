@@ -623,6 +623,41 @@ impl Pipeline {
         admitted.map(|()| s)
     }
 
+    /// Admits a batch of complete external events (already validated) whose lines, as they
+    /// arrived, lie back to back in `buf` (each event `(event, start, len)`): never
+    /// re-stamped or re-serialized (AEP-0001 §4.2), handed to the taps and event sinks in
+    /// order, and to the line sinks as one batch (one submit per request, not per event).
+    /// Returns how many were admitted.
+    pub async fn submit_received(
+        &self,
+        input: &'static str,
+        events: Vec<(Event, usize, usize)>,
+        buf: Vec<u8>,
+    ) -> Result<usize, SubmitError> {
+        let n = events.len();
+        let mut drops = Drops::default();
+        let mut counts: Vec<(String, u64)> = Vec::new();
+        let mut st = self.inner.stamper.lock().await;
+        let sinks = self.sinks();
+        let mut keyed = Vec::with_capacity(n);
+        for (ev, start, len) in events {
+            match counts.last_mut() {
+                Some((a, k)) if *a == ev.agent => *k += 1,
+                _ => counts.push((ev.agent.clone(), 1)),
+            }
+            let key = external_key(&mut st, &ev);
+            keyed.push((ev, key, start, len));
+        }
+        let result = self.fan_out_serialized(&sinks, keyed, buf, &mut drops, None).await;
+        // Counted after the stamper is released (nothing is recorded under it).
+        drop(st);
+        drops.record(&self.inner.metrics);
+        for (agent, k) in counts {
+            self.inner.metrics.events_in.add(&[("input", input), ("agent", &agent)], k);
+        }
+        result.map(|()| n)
+    }
+
     /// The current sink queues (read once per batch by the batch submitters).
     fn sinks(&self) -> Arc<[SinkTx]> {
         self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()))

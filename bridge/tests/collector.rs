@@ -543,6 +543,34 @@ fn urlencode(s: &str) -> String {
 
 // ---- SSE (AEP-0003 §3.3) -------------------------------------------------------------
 
+/// A batch reaches the JSONL log as it was posted: each event's line, byte for byte (the
+/// emitter's member order, spacing, escapes, CRLF framing stripped), in order, in its own
+/// agent's and session's file, whatever the batch interleaves; a rejected batch writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_logged_byte_for_byte_per_session() {
+    let (b, d) = bridge("", |_| {}).await;
+    let odd = r#"{"type": "progress.status", "aep":"0.1", "id":"j1-odd", "time":"2026-11-30T06:00:00Z", "source":"aep://test/agent/t", "agent":"t", "seq":2, "session":"j1", "data":{"phase":"\u0062\/c", "percent":5.0}}"#;
+    let mut other = started("j2", 0);
+    other["agent"] = json!("u");
+    other["source"] = json!("aep://test/agent/u/session/j2");
+    let posted = [line(&started("j1", 0)), line(&other), line(&ev("progress.status", "j1", 1, None)), odd.to_owned()];
+    // CRLF framing and a blank line between events: framing, not content.
+    let body = format!("{}\r\n{}\n\n{}\n{}", posted[0], posted[1], posted[2], posted[3]);
+    let (st, reply) =
+        post_raw(&b.url(), "application/x-ndjson", body.into_bytes(), vec![("aep-version", "0.1".into())]).await;
+    assert_eq!((st, reply["accepted"].as_u64()), (202, Some(4)), "{reply}");
+    let bad = format!("{}\n{{\"aep\":\"0.1\"}}\n", line(&ev("progress.status", "j1", 3, None)));
+    let (st, _) =
+        post_raw(&b.url(), "application/x-ndjson", bad.into_bytes(), vec![("aep-version", "0.1".into())]).await;
+    assert_eq!(st, 400);
+    b.shutdown().await;
+    let read = |agent: &str, session: &str| {
+        std::fs::read_to_string(d.path().join("logs").join(agent).join(format!("{session}.jsonl"))).unwrap()
+    };
+    assert_eq!(read("t", "j1"), format!("{}\n{}\n{}\n", posted[0], posted[2], posted[3]));
+    assert_eq!(read("u", "j2"), format!("{}\n", posted[1]));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_fanout_filter_ids_and_byte_identity() {
     let (b, _d) = bridge("", |_| {}).await;

@@ -138,13 +138,13 @@ async fn post_events(
     };
     // AEP-0003 §3.2 rule 3: validate the whole batch first; it is rejected whole, naming
     // the first failing line, and nothing of it is ingested.
-    let mut events = Vec::with_capacity(items.len());
+    let mut received = super::Received::with_capacity(items.len(), body.len());
     for (i, v, raw) in items {
         let line = batch.then_some(i);
         let at = || if batch { format!("line {i}: ") } else { String::new() };
         // The value moves into the Event; the bytes it arrived as are kept for relaying.
-        match super::validate_received(v, raw) {
-            Ok(s) if s.event.r#type.starts_with("control.") && !is_ack(&s.event.r#type) => {
+        match received.push(v, raw) {
+            Ok(ev) if ev.r#type.starts_with("control.") && !is_ack(&ev.r#type) => {
                 // Commands never flow on HTTP emit (AEP-0004 §4.1: authenticated duplex only).
                 return bad(
                     c,
@@ -152,15 +152,13 @@ async fn post_events(
                     line,
                 );
             }
-            Ok(s) => events.push(Arc::new(s)),
+            Ok(_) => {}
             Err(viol) => return bad(c, format!("{}{}: {}", at(), viol.rule, viol.message), line),
         }
     }
-    let n = events.len();
-    for ev in events {
-        if ctx.pipeline.submit_stamped("collector", ev).await.is_err() {
-            return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the bridge is shutting down");
-        }
+    let n = received.len();
+    if n > 0 && ctx.pipeline.submit_received("collector", received.events, received.buf).await.is_err() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the bridge is shutting down");
     }
     (StatusCode::ACCEPTED, axum::Json(json!({ "accepted": n }))).into_response()
 }
