@@ -144,72 +144,11 @@ impl Event {
 
     /// Parses an Event from a JSON object.
     pub fn from_map(map: Map<String, Value>) -> Result<Event, EnvelopeError> {
-        let mut ev = Event::default();
-        let mut have = [false; 4]; // aep, id, type, time; source/agent checked below
+        let mut b = EventBuilder::default();
         for (key, value) in map {
-            match key.as_str() {
-                "aep" => {
-                    ev.aep = req_string(&key, value)?;
-                    have[0] = true;
-                }
-                "id" => {
-                    ev.id = req_string(&key, value)?;
-                    have[1] = true;
-                }
-                "type" => {
-                    ev.r#type = req_string(&key, value)?;
-                    have[2] = true;
-                }
-                "time" => {
-                    ev.time = req_string(&key, value)?;
-                    have[3] = true;
-                }
-                "source" => ev.source = req_string(&key, value)?,
-                "agent" => ev.agent = req_string(&key, value)?,
-                "subject" => ev.subject = Some(req_string(&key, value)?),
-                "session" => ev.session = Some(req_string(&key, value)?),
-                "run" => ev.run = Some(req_string(&key, value)?),
-                "step" => ev.step = Some(req_string(&key, value)?),
-                "cause" => ev.cause = Some(req_string(&key, value)?),
-                "traceparent" => ev.traceparent = Some(req_string(&key, value)?),
-                "seq" => ev.seq = Some(req_uint("AEP-0001 §5.1 #11", &key, value)?),
-                "epoch" => ev.epoch = Some(req_uint("AEP-0001 §5.1 #12", &key, value)?),
-                "severity" => {
-                    let s = req_string(&key, value)?;
-                    ev.severity =
-                        Some(s.parse().map_err(|e: crate::level::UnknownLevel| {
-                            EnvelopeError::new("AEP-0001 §8.1", e.to_string())
-                        })?);
-                }
-                "capture" => {
-                    let s = req_string(&key, value)?;
-                    ev.capture =
-                        Some(s.parse().map_err(|e: crate::level::UnknownLevel| {
-                            EnvelopeError::new("AEP-0001 §8.2", e.to_string())
-                        })?);
-                }
-                "data" => match value {
-                    Value::Object(_) => ev.data = Some(value),
-                    Value::Null => return Err(null_attr(&key)),
-                    _ => return Err(EnvelopeError::new("AEP-0001 §5.1 #17", "`data` must be a JSON object")),
-                },
-                _ => {
-                    ev.extensions.insert(key, value);
-                }
-            }
+            b.member(MemberKey::Owned(key), value)?;
         }
-        for (present, name) in have.iter().zip(["aep", "id", "type", "time"]) {
-            if !present {
-                return Err(EnvelopeError::new("AEP-0001 §5.1", format!("required attribute `{name}` is missing")));
-            }
-        }
-        if ev.source.is_empty() {
-            return Err(EnvelopeError::new("AEP-0001 §5.1 #6", "required attribute `source` is missing or empty"));
-        }
-        if ev.agent.is_empty() {
-            return Err(EnvelopeError::new("AEP-0001 §5.1 #7", "required attribute `agent` is missing or empty"));
-        }
-        Ok(ev)
+        b.finish()
     }
 
     /// The Event as a JSON value, members in wire order.
@@ -283,6 +222,182 @@ pub fn category_of(ty: &str) -> &str {
         None if ty == "x" => "",
         None => ty.split_once('.').map_or(ty, |(first, _)| first),
     }
+}
+
+/// A member name as read: borrowed from the input where it can be (a core attribute's
+/// name is matched without allocating), owned otherwise.
+#[derive(Debug)]
+pub(crate) enum MemberKey<'a> {
+    /// Borrowed from the input.
+    Borrowed(&'a str),
+    /// Unescaped into its own string.
+    Owned(String),
+}
+
+impl MemberKey<'_> {
+    /// The name.
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            MemberKey::Borrowed(s) => s,
+            MemberKey::Owned(s) => s,
+        }
+    }
+
+    fn into_owned(self) -> String {
+        match self {
+            MemberKey::Borrowed(s) => s.to_owned(),
+            MemberKey::Owned(s) => s,
+        }
+    }
+}
+
+/// Builds an Event member by member, in arrival order: the first member that cannot be
+/// represented is the error, then the required attributes are checked (AEP-0001 §5.1).
+/// Shared by [`Event::from_map`] and the direct parser [`crate::json::event_from_str_strict`],
+/// so both refuse the same input with the same first error.
+#[derive(Debug, Default)]
+pub(crate) struct EventBuilder {
+    ev: Event,
+    /// aep, id, type, time seen (source and agent are checked for emptiness).
+    have: [bool; 4],
+    /// Core attributes read so far, one bit each ([`CORE_ATTRIBUTES`] order).
+    seen: u32,
+    /// The first member that could not be represented; later members are only checked
+    /// for repetition.
+    failed: Option<EnvelopeError>,
+}
+
+impl EventBuilder {
+    /// Reads one member as a parser does: a key already read (a repeated member) is handed
+    /// back; otherwise the member is set, or only noted once an earlier member failed.
+    pub(crate) fn read<'k>(&mut self, key: MemberKey<'k>, value: Value) -> Result<(), MemberKey<'k>> {
+        match core_index(key.as_str()) {
+            Some(i) => {
+                if self.seen & (1 << i) != 0 {
+                    return Err(key);
+                }
+                self.seen |= 1 << i;
+            }
+            None if self.ev.extensions.contains_key(key.as_str()) => return Err(key),
+            None if self.failed.is_some() => {
+                self.ev.extensions.insert(key.into_owned(), Value::Null);
+                return Ok(());
+            }
+            None => {}
+        }
+        if self.failed.is_none()
+            && let Err(e) = self.member(key, value)
+        {
+            self.failed = Some(e);
+        }
+        Ok(())
+    }
+
+    /// [`EventBuilder::finish`] after [`EventBuilder::read`]: the first failed member, if any.
+    pub(crate) fn finish_read(mut self) -> Result<Event, EnvelopeError> {
+        match self.failed.take() {
+            Some(e) => Err(e),
+            None => self.finish(),
+        }
+    }
+
+    /// Sets one member.
+    pub(crate) fn member(&mut self, key: MemberKey<'_>, value: Value) -> Result<(), EnvelopeError> {
+        let ev = &mut self.ev;
+        let k = key.as_str();
+        match k {
+            "aep" => {
+                ev.aep = req_string(k, value)?;
+                self.have[0] = true;
+            }
+            "id" => {
+                ev.id = req_string(k, value)?;
+                self.have[1] = true;
+            }
+            "type" => {
+                ev.r#type = req_string(k, value)?;
+                self.have[2] = true;
+            }
+            "time" => {
+                ev.time = req_string(k, value)?;
+                self.have[3] = true;
+            }
+            "source" => ev.source = req_string(k, value)?,
+            "agent" => ev.agent = req_string(k, value)?,
+            "subject" => ev.subject = Some(req_string(k, value)?),
+            "session" => ev.session = Some(req_string(k, value)?),
+            "run" => ev.run = Some(req_string(k, value)?),
+            "step" => ev.step = Some(req_string(k, value)?),
+            "cause" => ev.cause = Some(req_string(k, value)?),
+            "traceparent" => ev.traceparent = Some(req_string(k, value)?),
+            "seq" => ev.seq = Some(req_uint("AEP-0001 §5.1 #11", k, value)?),
+            "epoch" => ev.epoch = Some(req_uint("AEP-0001 §5.1 #12", k, value)?),
+            "severity" => {
+                let s = req_string(k, value)?;
+                ev.severity = Some(
+                    s.parse()
+                        .map_err(|e: crate::level::UnknownLevel| EnvelopeError::new("AEP-0001 §8.1", e.to_string()))?,
+                );
+            }
+            "capture" => {
+                let s = req_string(k, value)?;
+                ev.capture = Some(
+                    s.parse()
+                        .map_err(|e: crate::level::UnknownLevel| EnvelopeError::new("AEP-0001 §8.2", e.to_string()))?,
+                );
+            }
+            "data" => match value {
+                Value::Object(_) => ev.data = Some(value),
+                Value::Null => return Err(null_attr(k)),
+                _ => return Err(EnvelopeError::new("AEP-0001 §5.1 #17", "`data` must be a JSON object")),
+            },
+            _ => {
+                ev.extensions.insert(key.into_owned(), value);
+            }
+        }
+        Ok(())
+    }
+
+    /// The Event, once every member is in: the required attributes must be present.
+    pub(crate) fn finish(self) -> Result<Event, EnvelopeError> {
+        for (present, name) in self.have.iter().zip(["aep", "id", "type", "time"]) {
+            if !present {
+                return Err(EnvelopeError::new("AEP-0001 §5.1", format!("required attribute `{name}` is missing")));
+            }
+        }
+        let ev = self.ev;
+        if ev.source.is_empty() {
+            return Err(EnvelopeError::new("AEP-0001 §5.1 #6", "required attribute `source` is missing or empty"));
+        }
+        if ev.agent.is_empty() {
+            return Err(EnvelopeError::new("AEP-0001 §5.1 #7", "required attribute `agent` is missing or empty"));
+        }
+        Ok(ev)
+    }
+}
+
+/// The place of a core attribute's name in [`CORE_ATTRIBUTES`].
+fn core_index(name: &str) -> Option<u32> {
+    Some(match name {
+        "aep" => 0,
+        "id" => 1,
+        "type" => 2,
+        "subject" => 3,
+        "time" => 4,
+        "source" => 5,
+        "agent" => 6,
+        "session" => 7,
+        "run" => 8,
+        "step" => 9,
+        "seq" => 10,
+        "epoch" => 11,
+        "cause" => 12,
+        "traceparent" => 13,
+        "severity" => 14,
+        "capture" => 15,
+        "data" => 16,
+        _ => return None,
+    })
 }
 
 fn null_attr(key: &str) -> EnvelopeError {

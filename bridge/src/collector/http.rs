@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Collector, Ctx, Delivery, From, Position, parse_from, parse_sse_id, sse_id};
+use super::{Collector, Ctx, Delivery, From, Parsed, Position, parse_from, parse_sse_id, sse_id};
 use crate::pipeline::{Pipeline, Stamped};
 
 /// The collector routes.
@@ -104,22 +104,27 @@ async fn post_events(
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     // (line index, parsed value, raw bytes) per event; the index names the failing line.
-    let mut items: Vec<(usize, Value, &[u8])> = Vec::new();
+    let mut items: Vec<(usize, Parsed, &[u8])> = Vec::new();
     let batch = match essence.as_str() {
         // Repeated keys are refused at any depth (aep_schemas::json::from_slice_strict).
         "application/json" => match aep_schemas::json::from_slice_strict(&body) {
             Ok(v) => {
-                items.push((0, v, &body[..]));
+                items.push((0, Parsed::Value(v), &body[..]));
                 false
             }
             Err(e) => return bad(c, format!("body is not JSON: {e}"), None),
         },
         "application/x-ndjson" | "application/jsonl" => {
-            // A body that is UTF-8 throughout is checked once and parsed as text (no
-            // per-string UTF-8 check); any other goes byte-wise, failing as before.
+            // Each line is read straight into an Event (no intermediate map). A body that is
+            // UTF-8 throughout is checked once and parsed as text (no per-string UTF-8
+            // check); any other goes byte-wise, failing as before.
             let parsed = match std::str::from_utf8(&body) {
-                Ok(text) => ndjson(text.split('\n').map(|l| (l.as_bytes(), l)), aep_schemas::json::from_str_strict),
-                Err(_) => ndjson(body.split(|b| *b == b'\n').map(|l| (l, l)), aep_schemas::json::from_slice_strict),
+                Ok(text) => ndjson(text.split('\n').map(|l| (l.as_bytes(), l)), |l| {
+                    aep_schemas::json::event_from_str_strict(l).map(Parsed::Event)
+                }),
+                Err(_) => ndjson(body.split(|b| *b == b'\n').map(|l| (l, l)), |l| {
+                    aep_schemas::json::event_from_slice_strict(l).map(Parsed::Event)
+                }),
             };
             match parsed {
                 Ok(parsed) => items = parsed,
@@ -163,13 +168,13 @@ async fn post_events(
     (StatusCode::ACCEPTED, axum::Json(json!({ "accepted": n }))).into_response()
 }
 
-/// One parsed value per non-blank NDJSON line, with its index and bytes; the first
+/// One parsed item per non-blank NDJSON line, with its index and bytes; the first
 /// line that is not JSON stops it.
 #[allow(clippy::type_complexity)] // (index, value, bytes) rows, as `post_events` keeps them
-fn ndjson<'a, L>(
+fn ndjson<'a, L, T>(
     lines: impl Iterator<Item = (&'a [u8], L)>,
-    parse: impl Fn(L) -> serde_json::Result<Value>,
-) -> Result<Vec<(usize, Value, &'a [u8])>, (usize, serde_json::Error)> {
+    parse: impl Fn(L) -> serde_json::Result<T>,
+) -> Result<Vec<(usize, T, &'a [u8])>, (usize, serde_json::Error)> {
     let mut items = Vec::new();
     for (i, (raw, line)) in lines.enumerate() {
         if raw.iter().all(u8::is_ascii_whitespace) {

@@ -442,6 +442,17 @@ pub fn validate_received(value: Value, raw: &[u8]) -> Result<Stamped, Violation>
     }
 }
 
+/// One received event as parsed: a JSON value, or read straight into an [`aep_schemas::Event`]
+/// ([`aep_schemas::json::event_from_str_strict`]: what it could not represent is the error).
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // built once per line and moved on: a box would be an allocation per event
+pub enum Parsed {
+    /// A JSON value.
+    Value(Value),
+    /// An event, or why the object is not one.
+    Event(Result<aep_schemas::Event, aep_schemas::event::EnvelopeError>),
+}
+
 /// Events received in one request, validated, with their lines back to back in one buffer
 /// (each `(event, start, len)` a slice of it): the batch reaches the pipeline, and the JSONL
 /// log, as one submit instead of one per event, and no line is allocated on its own.
@@ -459,18 +470,29 @@ impl Received {
         Self { events: Vec::with_capacity(n), buf: Vec::with_capacity(bytes + n) }
     }
 
-    /// Validates `value` (received as `raw`) as [`validate_received`] does and appends it
+    /// Validates `parsed` (received as `raw`) as [`validate_received`] does and appends it
     /// with its line: the emitter's own bytes when they are one line (AEP-0001 §4.2), else
     /// the value compacted.
-    pub fn push(&mut self, value: Value, raw: &[u8]) -> Result<&aep_schemas::Event, Violation> {
+    pub fn push(&mut self, parsed: Parsed, raw: &[u8]) -> Result<&aep_schemas::Event, Violation> {
         let start = self.buf.len();
-        let event = match one_line(raw) {
-            Some(line) => {
+        let event = match (one_line(raw), parsed) {
+            (Some(line), Parsed::Value(value)) => {
                 let event = aep_schemas::validate::validate_owned(value)?;
                 self.buf.extend_from_slice(line);
                 event
             }
-            None => {
+            (Some(line), Parsed::Event(event)) => {
+                let event = aep_schemas::validate::validate_parsed(event)?;
+                self.buf.extend_from_slice(line);
+                event
+            }
+            (None, parsed) => {
+                let value = match parsed {
+                    Parsed::Value(v) => v,
+                    // Not one line (a CR inside): compacted from the value, read again. It was
+                    // read once, so this cannot fail; were it to, `null` is refused as no object.
+                    Parsed::Event(_) => aep_schemas::json::from_slice_strict(raw).unwrap_or(Value::Null),
+                };
                 let event = aep_schemas::validate::validate_value(&value)?;
                 // Writing a `Value` into a `Vec` cannot fail.
                 let _ = serde_json::to_writer(&mut self.buf, &value);
