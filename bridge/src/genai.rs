@@ -22,7 +22,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use aep_adapters::otel::usage::{count, model_call, number};
+use aep_adapters::otel::usage::{count, member, model_call, number};
 use aep_schemas::Event;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
 use opentelemetry::{KeyValue, StringValue};
@@ -122,9 +122,9 @@ fn str_at<'a>(d: Option<&'a Map<String, Value>>, path: &[&str]) -> Option<&'a st
     let (last, parents) = path.split_last()?;
     let mut cur = d?;
     for p in parents {
-        cur = cur.get(*p)?.as_object()?;
+        cur = member(cur, p)?.as_object()?;
     }
-    cur.get(*last)?.as_str().filter(|s| !s.is_empty())
+    member(cur, last)?.as_str().filter(|s| !s.is_empty())
 }
 
 impl Measurer {
@@ -213,7 +213,7 @@ impl Measurer {
             "attention.resolved" => {
                 let resolution = self.sv(str_at(d, &["resolution"]).unwrap_or("unknown"));
                 let attrs = vec![agent, KeyValue::new("aep.attention.resolution", resolution)];
-                if let Some(ms) = d.and_then(|d| d.get("latency_ms")).and_then(number).filter(|v| *v >= 0.0) {
+                if let Some(ms) = d.and_then(|d| member(d, "latency_ms")).and_then(number).filter(|v| *v >= 0.0) {
                     out.push(Point { instrument: Instrument::AttentionWait, value: ms / 1000.0, attrs: attrs.clone() });
                 }
                 out.push(Point { instrument: Instrument::AttentionResolutions, value: 1.0, attrs });
@@ -240,8 +240,10 @@ impl Measurer {
     /// AEP-0002 §5.2 `usage` on runs and tools: flat `gen_ai.usage.*` fields.
     fn usage(&mut self, ev: &Event, d: Option<&Map<String, Value>>, out: &mut Vec<Point>) {
         let Some(d) = d else { return };
-        let (i, o) =
-            (d.get("gen_ai.usage.input_tokens").and_then(count), d.get("gen_ai.usage.output_tokens").and_then(count));
+        let (i, o) = (
+            member(d, "gen_ai.usage.input_tokens").and_then(count),
+            member(d, "gen_ai.usage.output_tokens").and_then(count),
+        );
         if i.is_none() && o.is_none() {
             return;
         }
@@ -277,7 +279,7 @@ impl Measurer {
     /// The event's own `duration_ms`, else the time since its cause started (seconds).
     fn duration(&mut self, ev: &Event, d: Option<&Map<String, Value>>) -> Option<f64> {
         let started = ev.cause.as_deref().and_then(|c| self.started.remove(c));
-        if let Some(ms) = d.and_then(|d| d.get("duration_ms")).and_then(number).filter(|v| *v >= 0.0) {
+        if let Some(ms) = d.and_then(|d| member(d, "duration_ms")).and_then(number).filter(|v| *v >= 0.0) {
             return Some(ms / 1000.0);
         }
         let end = aep_schemas::time::parse_rfc3339(&ev.time)?;

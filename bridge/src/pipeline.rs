@@ -345,6 +345,9 @@ impl Drops {
 struct SessionMeta {
     source: String,
     log: Option<Arc<LogKey>>,
+    /// The session's `source`, `agent` and `session` members as every line writes them
+    /// ([`Event::envelope_members`]).
+    envelope: Option<Arc<[u8]>>,
 }
 
 struct Stamper {
@@ -506,9 +509,9 @@ impl Pipeline {
         let mut events = Vec::with_capacity(n);
         let mut buf = Vec::with_capacity(n * (st.line_guess + st.line_guess / 8));
         for d in drafts {
-            let (ev, key) = stamp(&mut st, agent, d, SystemTime::now());
+            let (ev, key, envelope) = stamp(&mut st, agent, d, SystemTime::now());
             let start = buf.len();
-            ev.write_json(&mut buf);
+            ev.write_json_with(&mut buf, envelope.as_deref());
             buf.push(b'\n');
             events.push((ev, key, start, buf.len() - start));
         }
@@ -543,9 +546,9 @@ impl Pipeline {
         let mut events = Vec::with_capacity(n);
         let mut buf = Vec::with_capacity(n * (st.line_guess + st.line_guess / 8));
         for m in batch {
-            let (ev, key) = stamp(&mut st, m.vendor, m.draft, now);
+            let (ev, key, envelope) = stamp(&mut st, m.vendor, m.draft, now);
             let start = buf.len();
-            ev.write_json(&mut buf);
+            ev.write_json_with(&mut buf, envelope.as_deref());
             buf.push(b'\n');
             events.push((ev, key, start, buf.len() - start));
             match counts.last_mut() {
@@ -806,7 +809,11 @@ fn external_key(st: &mut Stamper, ev: &Event) -> Arc<LogKey> {
 }
 
 /// Stamps `d` as `agent`'s; returns the event with its log key.
-fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> (Event, Arc<LogKey>) {
+/// An event as stamped: the event, its log key, and its session's envelope members (for
+/// [`Event::write_json_with`]).
+type Stamping = (Event, Arc<LogKey>, Option<Arc<[u8]>>);
+
+fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Stamping {
     let ms = time::unix_ms(now);
     let id = match d.id {
         Some(id) => id,
@@ -815,7 +822,7 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> (Even
     let agent_scoped = aep_schemas::event::is_agent_scoped(&d.r#type);
     let session = if agent_scoped { None } else { d.session };
     // One lookup gives the position and the session's `source` and log key (built the first time).
-    let (seq, epoch, source, log) = match &session {
+    let (seq, epoch, source, log, envelope) = match &session {
         Some(s) => {
             let (epoch, seq, meta) = st.seq.next_with(agent, s);
             if meta.source.is_empty() {
@@ -825,11 +832,17 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> (Even
                 .log
                 .get_or_insert_with(|| Arc::new(LogKey { agent: agent.to_owned(), session: Some(s.clone()) }))
                 .clone();
-            (Some(seq), Some(epoch), meta.source.clone(), log)
+            let envelope =
+                meta.envelope.get_or_insert_with(|| Event::envelope_members(&meta.source, agent, s).into()).clone();
+            (Some(seq), Some(epoch), meta.source.clone(), log, Some(envelope))
         }
-        None => {
-            (None, None, source_uri(&st.host, agent, None), Arc::new(LogKey { agent: agent.to_owned(), session: None }))
-        }
+        None => (
+            None,
+            None,
+            source_uri(&st.host, agent, None),
+            Arc::new(LogKey { agent: agent.to_owned(), session: None }),
+            None,
+        ),
     };
     let mut cause = d.cause;
     if let Some(s) = &session
@@ -896,7 +909,7 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> (Even
         extensions: Default::default(),
         data: Some(serde_json::Value::Object(d.data)),
     };
-    (ev, log)
+    (ev, log, envelope)
 }
 
 #[cfg(test)]

@@ -213,14 +213,19 @@ pub fn is_agent_scoped(ty: &str) -> bool {
 
 /// The category of a type string (see [`Event::category`]).
 pub fn category_of(ty: &str) -> &str {
-    // Runs for every stamped event: plain searches, no iterator adapters.
-    match ty.strip_prefix("x.") {
-        Some(vendor_on) => match vendor_on.split_once('.') {
-            Some((_, category_on)) => category_on.split_once('.').map_or(category_on, |(c, _)| c),
-            None => "",
+    // Runs several times for every stamped event: byte loops over short strings (a `char`
+    // search sets up memchr, which costs more than these few bytes).
+    let rest = match ty.strip_prefix("x.") {
+        Some(vendor_on) => match vendor_on.bytes().position(|c| c == b'.') {
+            Some(i) => &vendor_on[i + 1..],
+            None => return "",
         },
-        None if ty == "x" => "",
-        None => ty.split_once('.').map_or(ty, |(first, _)| first),
+        None if ty == "x" => return "",
+        None => ty,
+    };
+    match rest.bytes().position(|c| c == b'.') {
+        Some(i) => &rest[..i],
+        None => rest,
     }
 }
 
@@ -427,6 +432,28 @@ impl Event {
     /// of it (members in wire order), with the faster escaper of [`crate::json`]: the JSONL
     /// line of every event is written here.
     pub fn write_json(&self, out: &mut Vec<u8>) {
+        self.write_json_with(out, None);
+    }
+
+    /// The members `source`, `agent` and `session` of an event as [`Event::write_json`]
+    /// writes them (`,"source":…,"agent":…,"session":…`): a stamper builds them once per
+    /// session and hands them to [`Event::write_json_with`] for every event it stamps.
+    pub fn envelope_members(source: &str, agent: &str, session: &str) -> Vec<u8> {
+        use crate::json::write_str;
+        let mut out = Vec::with_capacity(source.len() + agent.len() + session.len() + 32);
+        out.extend_from_slice(b",\"source\":");
+        write_str(&mut out, source);
+        out.extend_from_slice(b",\"agent\":");
+        write_str(&mut out, agent);
+        out.extend_from_slice(b",\"session\":");
+        write_str(&mut out, session);
+        out
+    }
+
+    /// [`Event::write_json`], with `source`, `agent` and `session` written as the given
+    /// [`Event::envelope_members`] of this very event (the caller vouches that they are its
+    /// own: the bytes are identical to writing the members one by one).
+    pub fn write_json_with(&self, out: &mut Vec<u8>, envelope: Option<&[u8]>) {
         use crate::json::{write_str, write_u64, write_value};
         fn member(out: &mut Vec<u8>, key: &[u8]) {
             out.push(b',');
@@ -434,8 +461,12 @@ impl Event {
             out.extend_from_slice(key);
             out.extend_from_slice(b"\":");
         }
-        out.extend_from_slice(b"{\"aep\":");
-        write_str(out, &self.aep);
+        if self.aep == AEP_VERSION {
+            out.extend_from_slice(b"{\"aep\":\"0.1\"");
+        } else {
+            out.extend_from_slice(b"{\"aep\":");
+            write_str(out, &self.aep);
+        }
         member(out, b"id");
         write_str(out, &self.id);
         member(out, b"type");
@@ -446,11 +477,20 @@ impl Event {
         }
         member(out, b"time");
         write_str(out, &self.time);
-        member(out, b"source");
-        write_str(out, &self.source);
-        member(out, b"agent");
-        write_str(out, &self.agent);
-        for (k, v) in [(&b"session"[..], &self.session), (b"run", &self.run), (b"step", &self.step)] {
+        let session = match envelope {
+            Some(members) if self.session.is_some() => {
+                out.extend_from_slice(members);
+                &None
+            }
+            _ => {
+                member(out, b"source");
+                write_str(out, &self.source);
+                member(out, b"agent");
+                write_str(out, &self.agent);
+                &self.session
+            }
+        };
+        for (k, v) in [(&b"session"[..], session), (b"run", &self.run), (b"step", &self.step)] {
             if let Some(v) = v {
                 member(out, k);
                 write_str(out, v);
@@ -598,11 +638,20 @@ mod tests {
             "data":{"k":"v\t","n":{"deep":[true,false,"\u{7f}"]},"f":-0.25}});
         let minimal = json!({"aep":"0.1","id":"a","type":"agent.heartbeat","time":"t","source":"s","agent":"a"});
         let no_data = json!({"aep":"0.1","id":"a","type":"run.started","time":"t","source":"s","agent":"a","session":"s","seq":0});
-        for raw in [full, minimal, no_data] {
+        let other_version = json!({"aep":"0.2\"","id":"a","type":"run.started","time":"t","source":"s","agent":"a"});
+        for raw in [full, minimal, no_data, other_version] {
             let ev = Event::from_value(raw).unwrap();
             let mut ours = Vec::new();
             ev.write_json(&mut ours);
-            assert_eq!(String::from_utf8(ours).unwrap(), serde_json::to_string(&ev).unwrap());
+            let serde = serde_json::to_string(&ev).unwrap();
+            assert_eq!(String::from_utf8(ours).unwrap(), serde);
+            // With the session's members written ahead (as a stamper does): the same bytes.
+            if let Some(s) = &ev.session {
+                let members = Event::envelope_members(&ev.source, &ev.agent, s);
+                let mut with = Vec::new();
+                ev.write_json_with(&mut with, Some(&members));
+                assert_eq!(String::from_utf8(with).unwrap(), serde);
+            }
         }
     }
 

@@ -58,13 +58,23 @@ pub fn fields_of(vendor: &str) -> &'static [ModelCallFields] {
     }
 }
 
+/// `data[key]`, found by a scan when the map is small: a payload carries a handful of
+/// members, and comparing a few short keys costs less than hashing one with the map's
+/// SipHash (this runs for every companion event offered to the GenAI sink).
+pub fn member<'a>(data: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    if data.len() <= 16 { data.iter().find_map(|(k, v)| (k == key).then_some(v)) } else { data.get(key) }
+}
+
 /// The model call an event of type `ty` with payload `data` reports, if it is one.
 pub fn model_call<'a>(ty: &'a str, data: &'a Map<String, Value>) -> Option<ModelCall<'a>> {
-    let (vendor, suffix) = ty.strip_prefix("x.")?.split_once(".otel.")?;
-    let f = fields_of(vendor)
-        .iter()
-        .find(|f| f.event == suffix && f.when.is_none_or(|(k, v)| data.get(k).and_then(Value::as_str) == Some(v)))?;
-    let get = |k: Option<&'static str>| k.and_then(|k| data.get(k));
+    // `x.{vendor}.otel.{suffix}`; the profiled vendors' names have no dot. Split on single
+    // bytes: this runs for every companion event the GenAI sink is offered.
+    let (vendor, rest) = ty.strip_prefix("x.")?.split_once('.')?;
+    let suffix = rest.strip_prefix("otel.")?;
+    let f = fields_of(vendor).iter().find(|f| {
+        f.event == suffix && f.when.is_none_or(|(k, v)| member(data, k).and_then(Value::as_str) == Some(v))
+    })?;
+    let get = |k: Option<&'static str>| k.and_then(|k| member(data, k));
     let call = ModelCall {
         vendor,
         operation: f.operation,
@@ -103,6 +113,16 @@ mod tests {
 
     fn data(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn member_agrees_with_get_on_small_and_large_maps() {
+        for n in [0usize, 3, 16, 17, 40] {
+            let m: Map<String, Value> = (0..n).map(|i| (format!("k{i}"), json!(i))).collect();
+            for k in ["k0", "k2", "k16", "k39", "nope", ""] {
+                assert_eq!(member(&m, k), m.get(k), "{n} members, key {k}");
+            }
+        }
     }
 
     #[test]
