@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::assembler::sibling_source;
 use super::ids::{SpanContext, SpanId};
-use super::model::{Span, SpanEvent, SpanLink, StatusCode};
+use super::model::{Span, SpanEvent, SpanLink, SpanRole, StatusCode};
 use super::state::{Call, CallKind, Rec, RunState, Session, sort_recs};
 
 const NANOS_PER_MS: u64 = 1_000_000;
@@ -244,6 +244,7 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
         span_id: sess.ctx.span_id,
         parent_span_id: sess.parent,
         name,
+        role: SpanRole::Session,
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,
@@ -338,6 +339,7 @@ pub(crate) fn run_span(
         span_id: ctx.span_id,
         parent_span_id: parent,
         name: format!("invoke_agent {}", sess.agent),
+        role: SpanRole::Run,
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,
@@ -504,6 +506,11 @@ pub(crate) fn call_span(sess: &Session, call: Call, ctx: SpanContext, parent: Sp
         span_id: ctx.span_id,
         parent_span_id: Some(parent),
         name,
+        role: match call.kind {
+            CallKind::Tool => SpanRole::Tool,
+            CallKind::Attention => SpanRole::Attention,
+            CallKind::Delegation => SpanRole::Delegation,
+        },
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,

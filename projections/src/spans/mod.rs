@@ -50,7 +50,7 @@ pub use ids::{
     SpanContext, SpanId, TraceId, parse_rfc3339_nanos, parse_traceparent, run_trace_id, session_trace_id, span_id,
 };
 pub use logs::LogSpans;
-pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, StatusCode, attributes, traces_request};
+pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, SpanRole, StatusCode, attributes, traces_request};
 
 use aep_schemas::event::Event;
 
