@@ -21,6 +21,11 @@
 //! (Claude Code `tool_use_id`, Codex `call_id`) as `aep.vendor.tool_duration_ms`; the span's
 //! own start and end stay the hook channel's.
 //!
+//! Run spans: `gen_ai.usage.input_tokens` / `output_tokens` summed, `gen_ai.request.model`
+//! when no other channel named it, `aep.usage.models` (the models the calls named),
+//! `aep.usage.model_calls`, `aep.cost.total` (USD, Claude Code's `cost_usd`), and
+//! OpenInference's `llm.token_count.*`, `llm.model_name`, `llm.cost.total`.
+//!
 //! Pure and clockless: the caller gives every arrival time. Memory is bounded: at most
 //! [`JoinConfig::max_held`] spans wait, at most [`JoinConfig::max_records`] records and
 //! [`JoinConfig::max_sessions`] sessions are remembered (the oldest session is forgotten first).
@@ -457,12 +462,11 @@ fn put_usage(a: &mut Map<String, Value>, calls: &[(How, Call)]) {
             models.push(m);
         }
     }
+    // The vendors name the model they asked for; none reports a separate response model,
+    // so no `gen_ai.response.*` is claimed (a GenAI UI would also show it as the output).
     if let Some(last) = models.last() {
-        a.insert("gen_ai.response.model".into(), (*last).into());
         a.insert("llm.model_name".into(), (*last).into());
         a.entry("gen_ai.request.model").or_insert_with(|| models[0].into());
-    }
-    if models.len() > 1 {
         a.insert("aep.usage.models".into(), models.iter().map(|m| Value::from(*m)).collect::<Vec<_>>().into());
     }
     let costs: Vec<f64> = calls.iter().filter_map(|(_, c)| c.cost_usd).collect();
@@ -571,7 +575,7 @@ mod tests {
         assert_eq!(p1.attributes["llm.token_count.total"], 1550);
         assert_eq!(p1.attributes["aep.usage.model_calls"], 2);
         assert_eq!(p1.attributes["aep.usage.join"], "run_id");
-        assert_eq!(p1.attributes["gen_ai.response.model"], "claude-opus-4-8");
+        assert_eq!(p1.attributes["aep.usage.models"], json!(["claude-opus-4-8"]));
         assert_eq!(p1.attributes["gen_ai.request.model"], "claude-opus-4-8", "no other channel named it");
         assert_eq!(p1.attributes["aep.cost.total"], 1.0);
         assert_eq!(run_of(&spans, "p2").attributes["gen_ai.usage.input_tokens"], 7);

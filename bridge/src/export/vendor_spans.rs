@@ -16,6 +16,9 @@
 //!   not: vendor span times are never used to guess it);
 //! - any other span keeps its vendor parent.
 //!
+//! A placed model-call span that names its model but not its GenAI operation gets
+//! `gen_ai.operation.name = chat` and its own token counts under the GenAI names.
+//!
 //! Where the span a vendor span belongs under lies in another trace (`trace_per_run`), it is
 //! linked to it (`aep.link.kind = aep_parent`) under the session root instead of parented
 //! across traces. Each placed span says how (`aep.vendor.placement`: `tool`, `run`,
@@ -281,7 +284,37 @@ impl VendorSpans {
         }
         s.attributes.push(kv("aep.vendor.placement", how));
         s.attributes.push(kv("aep.session_id", &key.1));
+        fill_genai(s);
         true
+    }
+}
+
+/// A vendor model-call span that names its model but not its operation (Claude Code's
+/// `claude_code.llm_request`: `gen_ai.request.model`, its counts as `input_tokens` /
+/// `output_tokens`) gets `gen_ai.operation.name = chat` and its own counts under the GenAI
+/// names, so GenAI trace UIs read the call's tokens; nothing it does not say is added.
+fn fill_genai(s: &mut Span) {
+    let has = |s: &Span, k: &str| s.attributes.iter().any(|kv| kv.key == k);
+    if !has(s, "gen_ai.request.model") || has(s, "gen_ai.operation.name") {
+        return;
+    }
+    s.attributes.push(kv("gen_ai.operation.name", "chat"));
+    for (from, to) in [("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens")] {
+        let n =
+            s.attributes.iter().find(|kv| kv.key == from).and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                any_value::Value::IntValue(n) if *n >= 0 => Some(*n),
+                any_value::Value::StringValue(x) => x.trim().parse::<i64>().ok().filter(|n| *n >= 0),
+                _ => None,
+            });
+        if let Some(n) = n
+            && !has(s, to)
+        {
+            s.attributes.push(KeyValue {
+                key: to.to_owned(),
+                value: Some(AnyValue { value: Some(any_value::Value::IntValue(n)) }),
+                ..Default::default()
+            });
+        }
     }
 }
 
@@ -348,7 +381,12 @@ mod tests {
     fn vendor_request(session: &str) -> ExportTraceServiceRequest {
         let sid = ("session.id", session);
         let spans = vec![
-            vspan("claude_code.llm_request", 2, Some(1), &[sid]),
+            vspan(
+                "claude_code.llm_request",
+                2,
+                Some(1),
+                &[sid, ("gen_ai.request.model", "m"), ("input_tokens", "1200")],
+            ),
             vspan("claude_code.tool.execution", 4, Some(3), &[sid, ("tool_use_id", "toolu_1")]),
             vspan("claude_code.tool", 3, Some(1), &[sid, ("tool_use_id", "toolu_1")]),
             vspan("claude_code.interaction", 1, None, &[sid]),
@@ -392,7 +430,12 @@ mod tests {
             vec![3; 8],
             "kept under the vendor tool"
         );
-        assert_eq!(by_name(&out, "claude_code.llm_request").parent_span_id, vec![1; 8]);
+        let llm = by_name(&out, "claude_code.llm_request");
+        assert_eq!(llm.parent_span_id, vec![1; 8]);
+        assert_eq!(str_attr(&llm.attributes, "gen_ai.operation.name"), Some("chat"));
+        let tokens = llm.attributes.iter().find(|kv| kv.key == "gen_ai.usage.input_tokens").unwrap();
+        assert_eq!(tokens.value.as_ref().unwrap().value, Some(any_value::Value::IntValue(1200)));
+        assert!(!llm.attributes.iter().any(|kv| kv.key == "gen_ai.usage.output_tokens"), "not sent, not added");
         let root = by_name(&out, "claude_code.interaction");
         assert_eq!(root.parent_span_id, named("invoke_agent claude-code").span_id, "the run its tool call names");
         assert_eq!(str_attr(&root.attributes, "aep.vendor.placement"), Some("run"));
