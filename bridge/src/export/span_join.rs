@@ -659,4 +659,48 @@ mod tests {
         assert_eq!(out.len(), 4, "every span comes out");
         assert_eq!(join.held(), 0);
     }
+
+    /// The join's cost beside the assembler's, on the same stream (run with --ignored,
+    /// preferably --release): sessions of two runs, a tool and two model-call records each.
+    #[test]
+    #[ignore = "measurement"]
+    fn join_cost_beside_the_assembler() {
+        use aep_projections::spans::SpanAssembler;
+        let mut events = Vec::new();
+        for i in 0..2000 {
+            for mut e in session().into_iter().chain([
+                api_request("a1", "2026-07-03T10:00:02Z", Some("p1"), "10"),
+                api_request("a2", "2026-07-03T10:00:06Z", None, "20"),
+            ]) {
+                e.session = Some(format!("s{i}"));
+                e.id = format!("{}-{i}", e.id);
+                events.push(e);
+            }
+        }
+        let t = std::time::Instant::now();
+        let mut asm = SpanAssembler::new(SpanConfig::default());
+        let n: usize = events.iter().map(|e| asm.push(e).len()).sum();
+        let alone = t.elapsed();
+        let t = std::time::Instant::now();
+        let mut asm = SpanAssembler::new(SpanConfig::default());
+        let mut join = SpanJoin::new(JoinConfig::default());
+        let mut out = 0;
+        for e in &events {
+            join.observe(e);
+            for s in asm.push(e) {
+                out += join.hold(s, 0).len();
+            }
+        }
+        out += join.release_all().len();
+        let joined = t.elapsed();
+        assert_eq!(n, out);
+        eprintln!(
+            "{} events: assembler {:?} ({:.0} ev/s), with the join {:?} ({:.0} ev/s)",
+            events.len(),
+            alone,
+            events.len() as f64 / alone.as_secs_f64(),
+            joined,
+            events.len() as f64 / joined.as_secs_f64()
+        );
+    }
 }
