@@ -85,9 +85,10 @@ pub struct OtlpConfig {
     pub span_idle_timeout_secs: u64,
     /// Give every run its own trace, linked to the session span.
     pub trace_per_run: bool,
-    /// How long a finished run or tool span waits for the vendor's own records (token
-    /// usage, cost, model, tool duration) before it is exported, in milliseconds; `0`
-    /// exports at once (records arriving later then miss the span).
+    /// How long a finished span waits before it is exported, in milliseconds: a run or tool
+    /// span for the vendor's own records (token usage, cost, model, tool duration), the
+    /// others so a session's spans leave together; `0` exports at once (records arriving
+    /// later then miss the span).
     pub span_grace_ms: u64,
     /// Most spans waiting for their vendor records at once (the oldest leaves early).
     pub span_grace_max_spans: usize,

@@ -6,7 +6,8 @@
 //! `SessionEnd`, Codex on its own batch schedule. So a finished run or tool span waits a
 //! bounded grace ([`JoinConfig::grace_nanos`], on the sink's clock) for the records that
 //! belong to it; a record arriving after its span left is not on the span (it stays in the
-//! log export and the GenAI metrics).
+//! log export and the GenAI metrics). Every other span waits as long, so a session's spans
+//! leave in the order they finished (a root never reaches a backend before its children).
 //!
 //! A record joins a span only where the join is certain, strongest first, and the span says
 //! which (`aep.usage.join`):
@@ -40,7 +41,7 @@ use serde_json::{Map, Value};
 /// Bounds of the join.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JoinConfig {
-    /// How long a finished run or tool span waits for its vendor records (0: not at all).
+    /// How long a finished span waits (a run or tool span for its vendor records); 0: not at all.
     pub grace_nanos: u64,
     /// Most spans waiting at once; beyond it the oldest leaves early with what it has.
     pub max_held: usize,
@@ -307,8 +308,8 @@ impl SpanJoin {
         self.evict();
     }
 
-    /// Takes a finished span: a run or tool span waits (returned later by
-    /// [`SpanJoin::release`]); any other span is returned at once.
+    /// Takes a finished span; it waits (returned later by [`SpanJoin::release`], a run or
+    /// tool span with what joined it) unless the grace is 0 or too many already wait.
     pub fn hold(&mut self, span: Span, now: u64) -> Vec<Span> {
         let mut out = Vec::new();
         if span.role == SpanRole::Session
@@ -318,10 +319,6 @@ impl SpanJoin {
             if let Some(l) = self.ledgers.get_mut(&(src.to_owned(), sess.to_owned())) {
                 l.expires = Some(expires);
             }
-        }
-        if !matches!(span.role, SpanRole::Run | SpanRole::Tool) {
-            out.push(span);
-            return out;
         }
         if self.cfg.grace_nanos == 0 {
             out.push(self.enrich(span));
@@ -580,6 +577,20 @@ mod tests {
         assert_eq!(p1.attributes["aep.cost.total"], 1.0);
         assert_eq!(run_of(&spans, "p2").attributes["gen_ai.usage.input_tokens"], 7);
         assert_eq!(spans.len(), 4, "root, two runs, one tool: nothing added, nothing lost");
+    }
+
+    #[test]
+    fn a_sessions_spans_leave_together_in_the_order_they_finished() {
+        let mut join = SpanJoin::new(JoinConfig { grace_nanos: 10, ..JoinConfig::default() });
+        let spans = assemble(&session(), SpanConfig::default());
+        let order: Vec<String> = spans.iter().map(|s| s.name.clone()).collect();
+        for s in spans {
+            assert!(join.hold(s, 0).is_empty(), "every span waits, the root too");
+        }
+        assert!(join.release(9).is_empty());
+        let out: Vec<String> = join.release(10).into_iter().map(|s| s.name).collect();
+        assert_eq!(out, order);
+        assert_eq!(out.last().map(String::as_str), Some("session claude-code"), "the root last");
     }
 
     #[test]
