@@ -34,6 +34,7 @@ use serde_json::Value;
 const CLAUDE: &str = "45a2eddb-be16-44a0-9158-5f92e545154f";
 const CODEX: &str = "01a22a9f-e3e6-71d0-8872-0556d1423eab";
 const GEMINI: &str = "ed93f2bc-8abb-4a4a-aaad-c1b58706087a";
+const QWEN: &str = "8a03b421-4c8f-40ab-9b43-04b98fb814c0";
 
 const CLAUDE_LOGS: &[&str] = &[
     include_str!("data/otlp-mix/claude-code/s01_0001_logs.json"),
@@ -65,6 +66,10 @@ const CODEX_LOGS: &[&str] = &[
 const GEMINI_LOGS: &[&str] = &[
     include_str!("data/otlp-captures/gemini-cli/g01_0001_logs.json"),
     include_str!("data/otlp-captures/gemini-cli/g01_0003_logs.json"),
+];
+const QWEN_LOGS: &[&str] = &[
+    include_str!("data/otlp-captures/qwen-code/q01_0001_logs.json"),
+    include_str!("data/otlp-captures/qwen-code/q01_0003_logs.json"),
 ];
 
 /// What the OTLP receiver got: (path, protobuf body).
@@ -254,6 +259,7 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
         ("claude-code", "claude-code", "s01_tools_bypass_json.jsonl"),
         ("codex", "codex", "c01_exec_json.jsonl"),
         ("gemini-cli", "gemini-cli", "g01_tools_yolo_http.jsonl"),
+        ("qwen-code", "qwen-code", "q01_tools_yolo_http.jsonl"),
     ] {
         let payloads = hooks(vdir, capture);
         let u = url.clone();
@@ -264,9 +270,13 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
         .unwrap();
         assert!(codes.iter().all(|c| *c == 0), "{vendor}: {codes:?}");
     }
-    for (path, bodies) in
-        [("/v1/logs", CLAUDE_LOGS), ("/v1/logs", CODEX_LOGS), ("/v1/logs", GEMINI_LOGS), ("/v1/traces", CLAUDE_TRACES)]
-    {
+    for (path, bodies) in [
+        ("/v1/logs", CLAUDE_LOGS),
+        ("/v1/logs", CODEX_LOGS),
+        ("/v1/logs", GEMINI_LOGS),
+        ("/v1/logs", QWEN_LOGS),
+        ("/v1/traces", CLAUDE_TRACES),
+    ] {
         for body in bodies {
             let (status, text) = common::post(format!("{url}{path}"), (*body).to_owned(), vec![]).await;
             assert_eq!(status, 200, "{path}: {text}");
@@ -296,6 +306,8 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
     let gm_calls = records_named(GEMINI_LOGS, "gemini_cli.api_response");
     let gm_in: f64 = gm_calls.iter().map(|r| num(r, "input_token_count")).sum();
     let gm_out: f64 = gm_calls.iter().map(|r| num(r, "output_token_count")).sum();
+    let qw_calls = records_named(QWEN_LOGS, "qwen-code.api_response");
+    let qw_in: f64 = qw_calls.iter().map(|r| num(r, "input_token_count")).sum();
     let vendor_spans: usize = CLAUDE_TRACES
         .iter()
         .map(|b| {
@@ -320,7 +332,13 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
         let metrics_in = token_usage(&d.metrics, "gemini-cli", "input").0 as usize == gm_calls.len()
             && token_usage(&d.metrics, "codex", "input").0 as usize == cx_calls.len()
             && token_usage(&d.metrics, "claude-code", "input").0 as usize == cc_calls.len();
-        if runs(CLAUDE) >= 1 && runs(CODEX) >= 1 && runs(GEMINI) >= 1 && placed >= vendor_spans && metrics_in {
+        if runs(CLAUDE) >= 1
+            && runs(CODEX) >= 1
+            && runs(GEMINI) >= 1
+            && runs(QWEN) >= 1
+            && placed >= vendor_spans
+            && metrics_in
+        {
             break;
         }
         assert!(
@@ -432,6 +450,16 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
     assert_eq!(attr_num(&runs[0].attributes, "gen_ai.usage.output_tokens"), Some(gm_out));
     assert_eq!(attr_str(&runs[0].attributes, "aep.usage.join"), Some("time"));
     assert_eq!(attr_str(&runs[0].attributes, "llm.model_name"), Some("gemini-2.5-pro"));
+
+    // Qwen Code: UserPromptSubmit on every model turn, one run; no SessionEnd in the
+    // capture (its root closes at shutdown), the run's records joined by time.
+    let qw = ours(&d.spans, QWEN);
+    let runs = named(&qw, "invoke_agent qwen-code");
+    assert_eq!(runs.len(), 1);
+    assert!(qw_calls.len() > 1);
+    assert_eq!(attr_num(&runs[0].attributes, "gen_ai.usage.input_tokens"), Some(qw_in));
+    assert_eq!(attr_num(&runs[0].attributes, "aep.usage.model_calls"), Some(qw_calls.len() as f64));
+    assert_eq!(attr_str(&runs[0].attributes, "aep.usage.join"), Some("time"));
 
     // GenAI metrics, as exported over OTLP: one token point per model call, the same sums.
     for (agent, calls, input) in [
