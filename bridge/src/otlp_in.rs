@@ -1,6 +1,7 @@
 //! The bridge's OTLP inbound handler: log records through the vendor profiles into the
 //! pipeline. Traces and metrics are accepted (an exporter never sees an error for them)
-//! and only forwarded by the tee.
+//! and only handed to the tees: the HTTP tee, the metrics forward, and the spans sink,
+//! which places the agents' own spans in their session traces (`export::vendor_spans`).
 //!
 //! The receivers call the handler synchronously on their own task, so it maps (pure) and
 //! hands the drafts to a bounded queue drained by one async task; a full queue answers

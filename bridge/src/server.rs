@@ -252,7 +252,7 @@ pub async fn serve(
         relay_tasks.push(tokio::spawn(relay::run(rx, opts, relay_status.clone(), metrics.clone(), shutdown.clone())));
         builder = builder.sink(SinkTx::new("relay", tx));
     }
-    let (export_sinks, export_tasks) =
+    let (export_sinks, export_tasks, vendor_spans) =
         crate::export::spawn(&cfg.export, cfg.pipeline.queue_capacity, metrics.clone(), shutdown.clone());
     for s in export_sinks {
         builder = builder.sink(s);
@@ -273,6 +273,8 @@ pub async fn serve(
             crate::otlp_tee::from_config(&cfg, &metrics)
                 .into_iter()
                 .chain(vendor_metrics.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>))
+                // The agents' own spans go into their session traces (issue 14).
+                .chain(vendor_spans.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>))
                 .collect(),
         ),
         token.clone(),

@@ -637,6 +637,7 @@ async fn idle_spans_are_flushed_by_the_tick() {
     let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
     cfg.otlp.logs = false;
     cfg.otlp.span_idle_timeout_secs = 1;
+    cfg.otlp.span_grace_ms = 0; // no wait for vendor records on top of the idle timeout
     let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), CancellationToken::new());
     for e in &session("codex")[..3] {
         ex.sinks[0].tx.send(Arc::new(Stamped::new(e.clone()))).await.unwrap();

@@ -681,10 +681,11 @@ fn root_of(spans: &[Span]) -> &Span {
     spans.iter().find(|s| s.name.starts_with("session ")).expect("no session root")
 }
 
-/// Issue 14: the root is named for what it is (`session {agent}`) and carries the session
-/// identity; it is no GenAI operation, so it carries no model (a UI would show a span with a
-/// model and no `gen_ai.operation.name` as an LLM call). Every GenAI span names its
-/// operation, runs carry the session's model, and finished runs and tools are OK.
+/// Issue 14: the root is named for what it is (`session {agent}`), carries the session
+/// identity and is classified as the agent's invocation (`gen_ai.operation.name =
+/// invoke_agent`, OpenInference kind `AGENT`) with the session's model. Every GenAI span
+/// names its operation and its OpenInference kind, runs carry the session's model, and
+/// finished runs and tools are OK.
 #[test]
 fn one_readable_trace_per_session() {
     let spans = all_spans(&golden("normal"));
@@ -693,12 +694,17 @@ fn one_readable_trace_per_session() {
     assert_eq!(attr(root, "gen_ai.agent.name"), "claude-code");
     assert_eq!(attr(root, "gen_ai.conversation.id"), "s_norm");
     assert_eq!(attr(root, "session.id"), "s_norm");
-    assert!(attr(root, "gen_ai.operation.name").is_null() && attr(root, "gen_ai.request.model").is_null());
+    assert_eq!(attr(root, "gen_ai.operation.name"), "invoke_agent");
+    assert_eq!(attr(root, "openinference.span.kind"), "AGENT");
+    assert_eq!(attr(root, "gen_ai.request.model"), "claude-sonnet-5");
     assert_eq!(attr(root, "aep.session.model"), "claude-sonnet-5");
+    assert!(attr(root, "input.value").is_null(), "no content at the default ceiling");
     assert_eq!(root.status, aep_projections::spans::StatusCode::Ok, "the session ended");
     for s in spans.iter().filter(|s| s.parent_span_id.is_some()) {
-        let op = if s.name.starts_with("invoke_agent") { "invoke_agent" } else { "execute_tool" };
+        let (op, kind) =
+            if s.name.starts_with("invoke_agent") { ("invoke_agent", "AGENT") } else { ("execute_tool", "TOOL") };
         assert_eq!(attr(s, "gen_ai.operation.name"), op, "{}", s.name);
+        assert_eq!(attr(s, "openinference.span.kind"), kind, "{}", s.name);
         assert_eq!(s.status, aep_projections::spans::StatusCode::Ok, "{}", s.name);
         assert_eq!(attr(s, "session.id"), "s_norm");
     }
@@ -738,13 +744,19 @@ fn content_attributes_follow_the_capture_ceiling() {
             })
             .collect()
     };
-    let content = |events: &[Event], ceiling: Capture| -> Vec<(String, String)> {
+    // (span name, attribute, value) of every content attribute, sorted.
+    let content = |events: &[Event], ceiling: Capture| -> Vec<(String, String, String)> {
         let spans = assemble(events, SpanConfig { max_capture: ceiling, ..SpanConfig::default() });
-        let mut out: Vec<(String, String)> = spans
+        let mut out: Vec<(String, String, String)> = spans
             .iter()
-            .flat_map(|s| s.attributes.iter())
-            .filter(|(k, _)| k.contains("messages") || k.starts_with("gen_ai.tool.call.a") || k.ends_with(".result"))
-            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+            .flat_map(|s| s.attributes.iter().map(move |(k, v)| (s, k, v)))
+            .filter(|(_, k, _)| {
+                k.contains("messages")
+                    || k.starts_with("gen_ai.tool.call.a")
+                    || k.ends_with(".result")
+                    || k.ends_with(".value")
+            })
+            .map(|(s, k, v)| (s.name.clone(), k.clone(), v.as_str().unwrap_or_default().to_owned()))
             .collect();
         out.sort();
         out
@@ -753,20 +765,32 @@ fn content_attributes_follow_the_capture_ceiling() {
     assert!(content(&full, Capture::Metadata).is_empty(), "the default ceiling shows no content");
     assert!(content(&full, Capture::Redacted).is_empty(), "a full Event under a redacted ceiling is metadata");
     let got = content(&full, Capture::Full);
-    let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(
-        keys,
-        ["gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result"]
+    let keys: Vec<(&str, &str)> = got.iter().map(|(n, k, _)| (n.as_str(), k.as_str())).collect();
+    let agent = ["gen_ai.input.messages", "gen_ai.output.messages", "input.value", "output.value"];
+    let mut want: Vec<(&str, &str)> = Vec::new();
+    want.extend(agent.iter().map(|k| ("invoke_agent codex", *k)));
+    want.extend(agent.iter().map(|k| ("session codex", *k)));
+    want.extend(
+        ["gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "input.value", "output.value"]
+            .iter()
+            .map(|k| ("execute_tool Bash", *k)),
     );
-    assert_eq!(got[2].1, r#"{"command":"ls"}"#);
-    assert_eq!(got[3].1, "a.txt");
-    let input: Value = serde_json::from_str(&got[0].1).unwrap();
+    want.sort();
+    assert_eq!(keys, want);
+    let value = |name: &str, key: &str| got.iter().find(|(n, k, _)| n == name && k == key).unwrap().2.clone();
+    assert_eq!(value("execute_tool Bash", "gen_ai.tool.call.arguments"), r#"{"command":"ls"}"#);
+    assert_eq!(value("execute_tool Bash", "input.value"), r#"{"command":"ls"}"#);
+    assert_eq!(value("execute_tool Bash", "gen_ai.tool.call.result"), "a.txt");
+    let input: Value = serde_json::from_str(&value("invoke_agent codex", "gen_ai.input.messages")).unwrap();
     assert_eq!(input, json!([{"role":"user","parts":[{"type":"text","content":"list the files"}]}]));
-    let output: Value = serde_json::from_str(&got[1].1).unwrap();
+    let output: Value = serde_json::from_str(&value("invoke_agent codex", "gen_ai.output.messages")).unwrap();
     assert_eq!(output[0]["parts"][0]["content"], "One file: a.txt.");
+    // The root shows the session's first prompt and last answer.
+    assert_eq!(value("session codex", "input.value"), "list the files");
+    assert_eq!(value("session codex", "output.value"), "One file: a.txt.");
     // Redacted Events under a redacted ceiling: the redacted members.
     let red = content(&session("redacted", true), Capture::Redacted);
-    assert_eq!(red.len(), 4, "{red:?}");
+    assert_eq!(red.len(), 12, "{red:?}");
     assert!(content(&session("metadata", false), Capture::Full).is_empty(), "never up-leveled");
 }
 

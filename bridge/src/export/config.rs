@@ -85,6 +85,13 @@ pub struct OtlpConfig {
     pub span_idle_timeout_secs: u64,
     /// Give every run its own trace, linked to the session span.
     pub trace_per_run: bool,
+    /// How long a finished span waits before it is exported, in milliseconds: a run or tool
+    /// span for the vendor's own records (token usage, cost, model, tool duration), the
+    /// others so a session's spans leave together; `0` exports at once (records arriving
+    /// later then miss the span).
+    pub span_grace_ms: u64,
+    /// Most spans waiting for their vendor records at once (the oldest leaves early).
+    pub span_grace_max_spans: usize,
     /// `[export.otlp.tls]`: extra CA bundle and client certificate for `https://`.
     pub tls: TlsConfig,
     /// `[export.otlp.signals.logs]` / `.traces` / `.metrics`: per-signal overrides.
@@ -218,6 +225,8 @@ impl Default for OtlpConfig {
             service_name: String::new(),
             span_idle_timeout_secs: 1800,
             trace_per_run: false,
+            span_grace_ms: 10_000,
+            span_grace_max_spans: 10_000,
             tls: TlsConfig::default(),
             signals: SignalsConfig::default(),
         }

@@ -9,6 +9,8 @@ pub mod ocsf;
 pub mod otel_env;
 pub mod otlp;
 pub mod otlp_metrics;
+pub mod span_join;
+pub mod vendor_spans;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -71,6 +73,9 @@ pub struct Exporters {
     pub tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Delivery counters by sink name.
     pub stats: Vec<(&'static str, Arc<Stats>)>,
+    /// The tee that hands the agents' own `/v1/traces` to the spans sink (when spans are
+    /// exported), to be given to the OTLP receiver.
+    pub vendor_spans: Option<vendor_spans::VendorSpansTee>,
 }
 
 /// Counts a lost batch's events as dropped, by severity.
@@ -180,8 +185,12 @@ pub fn start(
             }
             Signal::Traces => {
                 let (rx, stats) = add("otlp_spans", &mut ex);
+                // Vendor trace requests, each a whole export: a short queue bounds them.
+                let (vtx, vrx) = mpsc::channel(64);
+                ex.vendor_spans = Some(vendor_spans::VendorSpansTee::new(vtx, metrics.clone()));
                 tokio::spawn(otlp::run_spans(
                     rx,
+                    Some(vrx),
                     o.clone(),
                     client,
                     cfg.retry.clone(),
@@ -231,7 +240,7 @@ pub fn spawn(
     queue_capacity: usize,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
-) -> (Vec<SinkTx>, Vec<tokio::task::JoinHandle<()>>) {
+) -> (Vec<SinkTx>, Vec<tokio::task::JoinHandle<()>>, Option<vendor_spans::VendorSpansTee>) {
     let ex = start(cfg, queue_capacity, metrics, shutdown);
-    (ex.sinks, ex.tasks)
+    (ex.sinks, ex.tasks, ex.vendor_spans)
 }

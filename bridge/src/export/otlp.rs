@@ -31,6 +31,8 @@ use tonic::transport::{Channel, Endpoint};
 
 pub use super::config::Signal;
 use super::config::{Compression, OtlpConfig, Protocol, RetryConfig, SignalSettings};
+use super::span_join::{JoinConfig, SpanJoin};
+use super::vendor_spans::VendorSpans;
 use super::{Stats, next_batch};
 use crate::metrics::Metrics;
 use crate::pipeline::Stamped;
@@ -445,6 +447,7 @@ impl SinkClock {
 /// tick, everything open flushed (as incomplete) at shutdown.
 pub(crate) async fn run_spans(
     mut rx: mpsc::Receiver<Arc<Stamped>>,
+    mut vendor_rx: Option<mpsc::Receiver<ExportTraceServiceRequest>>,
     cfg: OtlpConfig,
     client: OtlpClient,
     policy: RetryConfig,
@@ -459,8 +462,19 @@ pub(crate) async fn run_spans(
         max_capture: cfg.max_capture,
         ..SpanConfig::default()
     });
+    // Finished run and tool spans wait here for the vendors' own records (usage, tool duration).
+    let grace_nanos = cfg.span_grace_ms.saturating_mul(1_000_000);
+    let mut join = SpanJoin::new(JoinConfig {
+        grace_nanos,
+        max_held: cfg.span_grace_max_spans,
+        trace_per_run: cfg.trace_per_run,
+        ..JoinConfig::default()
+    });
+    // The agents' own spans, placed in their session traces (or forwarded as sent).
+    let mut vendor = VendorSpans::new(grace_nanos, cfg.span_grace_max_spans);
     let batch_timeout = Duration::from_millis(cfg.batch_timeout_ms);
-    let tick = Duration::from_secs(1).min(batch_timeout.max(Duration::from_millis(10)));
+    let grace_tick = Duration::from_millis(cfg.span_grace_ms.max(10));
+    let tick = Duration::from_secs(1).min(batch_timeout.max(Duration::from_millis(10))).min(grace_tick);
     let mut pending: Vec<Span> = Vec::new();
     let mut pending_since: Option<Instant> = None;
     let mut last_idle = Instant::now();
@@ -470,15 +484,35 @@ pub(crate) async fn run_spans(
         metrics.queue_depth.set(SINK, rx.len() as i64);
         metrics.events_out.add(&[("sink", SINK)], batch.len() as u64);
         let arrived = clock.now();
+        let mut finished = Vec::new();
         for s in &batch {
-            pending.extend(asm.push_at(&s.event, arrived));
+            join.observe(&s.event);
+            finished.extend(asm.push_at(&s.event, arrived));
         }
         if last_idle.elapsed() >= Duration::from_secs(1) {
             last_idle = Instant::now();
-            pending.extend(asm.flush_idle(clock.now()));
+            finished.extend(asm.flush_idle(clock.now()));
         }
         if closed {
-            pending.extend(asm.flush_all());
+            finished.extend(asm.flush_all());
+        }
+        let now = clock.now();
+        for span in finished {
+            pending.extend(join.hold(span, now));
+        }
+        pending.extend(if closed { join.release_all() } else { join.release(now) });
+        let mut vendor_out = Vec::new();
+        if let Some(vrx) = vendor_rx.as_mut() {
+            while let Ok(req) = vrx.try_recv() {
+                vendor_out.extend(vendor.take(req, &join, now));
+            }
+        }
+        vendor_out.extend(vendor.tick(&join, now, closed));
+        if !vendor_out.is_empty() {
+            let n = vendor_out.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
+            let req = ExportTraceServiceRequest { resource_spans: vendor_out };
+            let outcome = client.send(OtlpRequest::Traces(req), &policy, &shutdown).await;
+            account(SINK, &metrics, &stats, outcome, &[], n);
         }
         if !pending.is_empty() && pending_since.is_none() {
             pending_since = Some(Instant::now());

@@ -338,6 +338,8 @@ impl SpanAssembler {
             closed_runs: VecDeque::new(),
             history_cap: self.cfg.max_session_history,
             tracks: HashMap::new(),
+            first_input: None,
+            last_output: None,
         };
         self.sessions.insert(own.clone(), sess);
         self.session_order.insert(order, own.clone());
@@ -349,6 +351,7 @@ impl SpanAssembler {
     fn apply(&mut self, key: &SessKey, rec: Rec) {
         let Some(sess) = self.sessions.get_mut(key) else { return };
         let book = &mut self.book;
+        sess.see_content(&rec);
         if rec.foreign_source.is_none() {
             sess.see(&rec);
         } else {

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::assembler::sibling_source;
 use super::ids::{SpanContext, SpanId};
-use super::model::{Span, SpanEvent, SpanLink, StatusCode};
+use super::model::{Span, SpanEvent, SpanLink, SpanRole, StatusCode};
 use super::state::{Call, CallKind, Rec, RunState, Session, sort_recs};
 
 const NANOS_PER_MS: u64 = 1_000_000;
@@ -46,6 +46,18 @@ fn put_opt(m: &mut Map<String, Value>, k: &str, v: Option<&str>) {
     if let Some(v) = v {
         m.insert(k.to_owned(), v.into());
     }
+}
+
+/// The OpenInference span kind attribute (what Arize Phoenix classifies spans by).
+const OI_KIND: &str = "openinference.span.kind";
+
+/// A captured prompt or answer (`dir` = `input` / `output`): the GenAI conventions'
+/// `gen_ai.{dir}.messages` and OpenInference's plain-text `{dir}.value`, which GenAI trace
+/// UIs show as the span's input and output columns.
+fn content(m: &mut Map<String, Value>, dir: &str, messages: String, text: &str) {
+    put(m, &format!("gen_ai.{dir}.messages"), messages);
+    put(m, &format!("{dir}.value"), text);
+    put(m, &format!("{dir}.mime_type"), "text/plain");
 }
 
 /// Attributes every span of the session carries.
@@ -160,20 +172,32 @@ fn forced(forced_end: Option<u64>, last: u64, start: u64) -> u64 {
     }
 }
 
-/// The session root span (`session {agent}`): the conversation itself, not a GenAI
-/// operation. The GenAI conventions define no session span (`gen_ai.conversation.id` names
-/// the conversation) and keep `invoke_agent` for one agent invocation, which is a run here;
-/// so the root carries no `gen_ai.operation.name` and no `gen_ai.request.model` (a trace UI
-/// would show a span with a model and no operation as an LLM call). The session's model
-/// lands on its runs and, as `aep.session.model`, here.
+/// The session root span (`session {agent}`): the agent's whole invocation, of which each
+/// run is one turn. It carries `gen_ai.operation.name = invoke_agent` (GenAI agent spans:
+/// an agent invoked, here for a whole session) and `openinference.span.kind = AGENT`, so
+/// GenAI trace UIs classify it as the agent it is rather than as an unknown span, with the
+/// session's model when `session.started` names it (also kept as `aep.session.model`). Its
+/// input and output are the session's first prompt and last answer, only as far as the
+/// capture ceiling let them into the records (AEP-0005 §3.3, AEP-0003 §6.4 / §9).
 pub(crate) fn root_span(sess: &mut Session) -> Span {
     let mut dropped = sess.dropped_events;
     let events = span_events(std::mem::take(&mut sess.events), sess.events_cap, &mut dropped);
     let mut a = base(sess);
     let first = if sess.first == u64::MAX { sess.last } else { sess.first };
     let start = sess.started.as_ref().map_or(first, |r| r.time);
+    put(&mut a, "gen_ai.operation.name", "invoke_agent");
+    put(&mut a, OI_KIND, "AGENT");
+    if let Some((_, prompt)) = &sess.first_input {
+        content(&mut a, "input", messages("user", prompt, None), prompt);
+    }
+    if let Some((_, answer)) = &sess.last_output {
+        content(&mut a, "output", messages("assistant", answer, Some("stop")), answer);
+    }
     if let Some(s) = &sess.started {
         put(&mut a, "aep.event_id", s.id.as_str());
+        for k in ["gen_ai.request.model", "gen_ai.provider.name"] {
+            put_opt(&mut a, k, s.str_at(k));
+        }
         put_opt(&mut a, "aep.session.model", s.str_at("/gen_ai.request.model"));
         put_opt(&mut a, "aep.session.provider", s.str_at("/gen_ai.provider.name"));
         put_opt(&mut a, "aep.client.name", s.str_at("/client/name"));
@@ -220,6 +244,7 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
         span_id: sess.ctx.span_id,
         parent_span_id: sess.parent,
         name,
+        role: SpanRole::Session,
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,
@@ -242,6 +267,7 @@ pub(crate) fn run_span(
 ) -> Span {
     let mut a = base(sess);
     put(&mut a, "gen_ai.operation.name", "invoke_agent");
+    put(&mut a, OI_KIND, "AGENT");
     put(&mut a, "aep.run_id", name);
     // The session's model and provider hold for its runs unless a run Event says otherwise.
     for k in ["gen_ai.request.model", "gen_ai.provider.name"] {
@@ -264,7 +290,7 @@ pub(crate) fn run_span(
         put_opt(&mut a, "aep.run.trigger", s.str_at("/trigger"));
         gen_ai_attrs(&mut a, s);
         if let Some(prompt) = &s.content {
-            put(&mut a, "gen_ai.input.messages", messages("user", prompt, None));
+            content(&mut a, "input", messages("user", prompt, None), prompt);
         }
     }
     let (mut status, mut message) = (StatusCode::Unset, String::new());
@@ -280,7 +306,7 @@ pub(crate) fn run_span(
             if t.ty == "run.finished" {
                 status = StatusCode::Ok;
                 if let Some(answer) = &t.content {
-                    put(&mut a, "gen_ai.output.messages", messages("assistant", answer, Some("stop")));
+                    content(&mut a, "output", messages("assistant", answer, Some("stop")), answer);
                 }
             }
             if t.ty == "run.failed" {
@@ -313,6 +339,7 @@ pub(crate) fn run_span(
         span_id: ctx.span_id,
         parent_span_id: parent,
         name: format!("invoke_agent {}", sess.agent),
+        role: SpanRole::Run,
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,
@@ -346,12 +373,18 @@ pub(crate) fn call_span(sess: &Session, call: Call, ctx: SpanContext, parent: Sp
     let name = match call.kind {
         CallKind::Tool => {
             put(&mut a, "gen_ai.operation.name", "execute_tool");
+            put(&mut a, OI_KIND, "TOOL");
             put(&mut a, "gen_ai.tool.name", call.name.as_str());
+            put(&mut a, "tool.name", call.name.as_str()); // OpenInference's name for it
             put_opt(&mut a, "gen_ai.tool.call.id", call.key.as_deref());
             put_opt(&mut a, "aep.tool.args_digest", call.opener.as_ref().and_then(|o| o.str_at("/args_digest")));
             // Content only as far as the capture ceiling let it into the record.
-            put_opt(&mut a, "gen_ai.tool.call.arguments", call.opener.as_ref().and_then(|o| o.content.as_deref()));
-            put_opt(&mut a, "gen_ai.tool.call.result", call.terminal.as_ref().and_then(|t| t.content.as_deref()));
+            let args = call.opener.as_ref().and_then(|o| o.content.as_deref());
+            let result = call.terminal.as_ref().and_then(|t| t.content.as_deref());
+            put_opt(&mut a, "gen_ai.tool.call.arguments", args);
+            put_opt(&mut a, "gen_ai.tool.call.result", result);
+            put_opt(&mut a, "input.value", args);
+            put_opt(&mut a, "output.value", result);
             if let Some(t) = &call.terminal {
                 put_opt(&mut a, "aep.tool.result_digest", t.str_at("/result_digest"));
                 match t.ty.as_str() {
@@ -420,6 +453,7 @@ pub(crate) fn call_span(sess: &Session, call: Call, ctx: SpanContext, parent: Sp
         }
         CallKind::Delegation => {
             put(&mut a, "gen_ai.operation.name", "invoke_agent");
+            put(&mut a, OI_KIND, "AGENT");
             let recs: Vec<&Rec> = call.opener.iter().chain(call.terminal.iter()).collect();
             let pick = |p: &str| recs.iter().find_map(|r| r.str_at(p));
             let child_agent = pick("/child/agent");
@@ -472,6 +506,11 @@ pub(crate) fn call_span(sess: &Session, call: Call, ctx: SpanContext, parent: Sp
         span_id: ctx.span_id,
         parent_span_id: Some(parent),
         name,
+        role: match call.kind {
+            CallKind::Tool => SpanRole::Tool,
+            CallKind::Attention => SpanRole::Attention,
+            CallKind::Delegation => SpanRole::Delegation,
+        },
         start_unix_nanos: start,
         end_unix_nanos: end,
         attributes: a,

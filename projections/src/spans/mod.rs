@@ -3,7 +3,9 @@
 //!
 //! A [`SpanAssembler`] is fed Events in any order and returns finished spans:
 //! - a root `session {agent}` span per session keyed by `(source, session)` (AEP-0001
-//!   §5.2), with `gen_ai.agent.name`, `gen_ai.conversation.id` and `session.id`;
+//!   §5.2), with `gen_ai.agent.name`, `gen_ai.conversation.id` and `session.id`, classed
+//!   as the agent's invocation (`gen_ai.operation.name = invoke_agent`, OpenInference kind
+//!   `AGENT`; runs are `AGENT` and tools `TOOL` too);
 //! - an `invoke_agent {agent}` child per run (GenAI agent-span conventions), status OK or
 //!   ERROR, with the session's model;
 //! - an `execute_tool {tool}` child per tool call, paired by `data.tool.call_id`, else by
@@ -29,8 +31,10 @@
 //! Capture (AEP-0005 §3.3): at the default ceiling (`metadata`) only metadata-level members
 //! reach attributes (ids, structural tokens, numbers, `gen_ai.*` usage). Raising
 //! [`SpanConfig::max_capture`] lets a run's prompt and summary and a tool call's arguments
-//! and result through as GenAI content attributes, as far as the Events carry them at that
-//! level (AEP-0003 §6.4, §9); other free text never reaches a span.
+//! and result through as GenAI content attributes (and OpenInference `input.value` /
+//! `output.value`; the root shows the session's first prompt and last answer), as far as
+//! the Events carry them at that level (AEP-0003 §6.4, §9); other free text never reaches
+//! a span.
 
 mod assembler;
 mod build;
@@ -46,7 +50,7 @@ pub use ids::{
     SpanContext, SpanId, TraceId, parse_rfc3339_nanos, parse_traceparent, run_trace_id, session_trace_id, span_id,
 };
 pub use logs::LogSpans;
-pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, StatusCode, attributes, traces_request};
+pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, SpanRole, StatusCode, attributes, traces_request};
 
 use aep_schemas::event::Event;
 

@@ -34,6 +34,22 @@ impl StatusCode {
     }
 }
 
+/// What a synthesized span stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpanRole {
+    /// The session root (`session {agent}`).
+    #[default]
+    Session,
+    /// A run (`invoke_agent {agent}`).
+    Run,
+    /// A tool call (`execute_tool {tool}`).
+    Tool,
+    /// An attention request (`attention {kind}`).
+    Attention,
+    /// A subagent delegation (`invoke_agent {agent_type}`).
+    Delegation,
+}
+
 /// A timestamped annotation on a span (an AEP Event that opened no span of its own).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpanEvent {
@@ -67,6 +83,8 @@ pub struct Span {
     pub parent_span_id: Option<SpanId>,
     /// The span name, e.g. `execute_tool Bash`.
     pub name: String,
+    /// What the span stands for (not exported: the name and attributes say it).
+    pub role: SpanRole,
     /// Start, Unix nanoseconds.
     pub start_unix_nanos: u64,
     /// End, Unix nanoseconds (never before the start).
@@ -179,6 +197,7 @@ mod tests {
             span_id: [2; 8],
             parent_span_id: None,
             name: "n".into(),
+            role: SpanRole::Tool,
             start_unix_nanos: 5,
             end_unix_nanos: 7,
             attributes,

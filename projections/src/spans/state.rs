@@ -352,6 +352,10 @@ pub(crate) struct Session {
     /// Cap on `emitted` and `closed_runs` (memory bound of a long session).
     pub history_cap: usize,
     pub tracks: HashMap<u64, Track>,
+    /// The earliest run prompt and the latest run answer the capture ceiling let through
+    /// (the root's input and output), each with its Event time.
+    pub first_input: Option<(u64, String)>,
+    pub last_output: Option<(u64, String)>,
 }
 
 impl Session {
@@ -398,6 +402,20 @@ impl Session {
     /// timelines; for a stream fed by [`super::SpanAssembler::push`] it is `now` itself.
     pub fn clock(&self, now: u64) -> u64 {
         self.last.saturating_add(now.saturating_sub(self.arrived))
+    }
+
+    /// Keeps the session's first prompt and last answer (at most one string each).
+    pub fn see_content(&mut self, rec: &Rec) {
+        let Some(text) = &rec.content else { return };
+        match rec.ty.as_str() {
+            "run.started" if self.first_input.as_ref().is_none_or(|(t, _)| rec.time < *t) => {
+                self.first_input = Some((rec.time, text.clone()));
+            }
+            "run.finished" if self.last_output.as_ref().is_none_or(|(t, _)| rec.time >= *t) => {
+                self.last_output = Some((rec.time, text.clone()));
+            }
+            _ => {}
+        }
     }
 
     pub fn see(&mut self, rec: &Rec) {
