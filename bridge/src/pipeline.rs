@@ -791,7 +791,7 @@ impl Pipeline {
 fn mint(ids: &mut ulid::Generator, now: SystemTime) -> String {
     let ms = time::unix_ms(now);
     ids.generate_from_datetime(now)
-        .map(|u| u.to_string())
+        .map(|u| aep_schemas::ids::ulid_string(u.0))
         .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)))
 }
 

@@ -101,21 +101,24 @@ pub fn format_rfc3339_ms(unix_ms: u64) -> String {
     let secs = unix_ms / 1000;
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
     let (y, mo, d) = civil_from_days(days);
-    let mut out = String::with_capacity(24);
-    let mut push = |n: u64, width: u32, sep: u8| {
-        for i in (0..width).rev() {
-            out.push(char::from(b'0' + (n / 10u64.pow(i) % 10) as u8));
-        }
-        out.push(char::from(sep));
-    };
-    push(y.clamp(0, 9999) as u64, 4, b'-');
-    push(mo, 2, b'-');
-    push(d, 2, b'T');
-    push(rem / 3600, 2, b':');
-    push((rem % 3600) / 60, 2, b':');
-    push(rem % 60, 2, b'.');
-    push(unix_ms % 1000, 3, b'Z');
-    out
+    // Digits written into their places (this runs for every record that carries a time).
+    let mut b = *b"0000-00-00T00:00:00.000Z";
+    digits(&mut b[0..4], y.clamp(0, 9999) as u64);
+    digits(&mut b[5..7], mo);
+    digits(&mut b[8..10], d);
+    digits(&mut b[11..13], rem / 3600);
+    digits(&mut b[14..16], (rem % 3600) / 60);
+    digits(&mut b[17..19], rem % 60);
+    digits(&mut b[20..23], unix_ms % 1000);
+    b.iter().map(|&c| char::from(c)).collect()
+}
+
+/// `n` in decimal, right-aligned and zero-padded into `dst` (high digits beyond it dropped).
+fn digits(dst: &mut [u8], mut n: u64) {
+    for c in dst.iter_mut().rev() {
+        *c = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
 }
 
 /// A parsed W3C `traceparent`.
@@ -185,6 +188,22 @@ mod tests {
             assert_eq!(parse_rfc3339_nanos(&format_rfc3339_ms(ms)), Some(ms * 1_000_000));
         }
         assert_eq!(format_rfc3339_ms(1_783_073_704_221), "2026-07-03T10:15:04.221Z");
+        // Every field's width, against the formatting machinery, over a spread of instants.
+        let mut ms = 1u64;
+        while ms < 253_402_300_800_000 {
+            let secs = ms / 1000;
+            let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
+            let rem = secs % 86_400;
+            let want = format!(
+                "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+                rem / 3600,
+                rem % 3600 / 60,
+                rem % 60,
+                ms % 1000
+            );
+            assert_eq!(format_rfc3339_ms(ms), want);
+            ms = ms * 3 + 7;
+        }
     }
 
     #[test]
