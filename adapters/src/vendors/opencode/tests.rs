@@ -42,7 +42,10 @@ fn runs_open_on_user_message_and_close_on_idle() {
     assert_eq!(out[0].cause_key, Some(crate::common::run_key(Some("ses_a"), "r1")));
     // idle with nothing open emits nothing
     assert!(run(a.as_ref(), None, &idle, &mut st, &cx).is_empty());
-    assert_eq!(run(a.as_ref(), None, &user, &mut st, &cx)[0].run.as_deref(), Some("r2"));
+    // The live server re-sends the finished turn's user message after idle: no new run.
+    assert!(run(a.as_ref(), None, &user, &mut st, &cx).is_empty());
+    let next = bus("message.updated", json!({"info": {"id": "m2", "sessionID": "ses_a", "role": "user"}}));
+    assert_eq!(run(a.as_ref(), None, &next, &mut st, &cx)[0].run.as_deref(), Some("r2"));
 }
 
 #[test]
