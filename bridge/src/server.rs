@@ -299,6 +299,20 @@ pub async fn serve(
     let can_answer = token.is_some() || cfg.relay.url.is_some();
     hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
     let hooks = Arc::new(hooks.with_idle_close(Some(Duration::from_secs(cfg.hooks.idle_session_secs))));
+    // `[bridges.<name>]`: the observers of agents' own event streams.
+    let bridge_deps = crate::bridges::opencode::Deps {
+        pipeline: pipeline.clone(),
+        control: control.clone(),
+        book: hooks.attention().clone(),
+        cx: map_context(&cfg),
+        can_answer,
+    };
+    for (name, b) in &cfg.bridges {
+        if let Err(e) = crate::bridges::opencode::spawn(name, b, bridge_deps.clone(), shutdown.clone()) {
+            tracing::error!(error = %e, "Bridge not started.");
+        }
+    }
+    drop(bridge_deps);
     tokio::spawn(crate::hooks::run_idle_close(hooks.clone(), shutdown.clone()));
     let app = app(AppParts {
         state: AppState {
