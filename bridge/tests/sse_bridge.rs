@@ -52,6 +52,8 @@ struct Fake {
     after_reply: Mutex<VecDeque<Bytes>>,
     /// The status of the reply route (200 unless a test breaks it).
     reply_status: Mutex<u16>,
+    /// The next stream request is taken and never answered (a booting OpenCode does that).
+    hang_next: std::sync::atomic::AtomicBool,
 }
 
 impl Fake {
@@ -76,6 +78,9 @@ async fn event_stream(State(f): State<Arc<Fake>>, headers: HeaderMap) -> Respons
     let (tx, rx) = mpsc::unbounded_channel::<Option<Bytes>>();
     let last = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
     f.resumed_from.lock().unwrap().push(last);
+    if f.hang_next.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        std::future::pending::<()>().await;
+    }
     let _ = tx.send(Some(frame(
         &json!({"id": format!("evt_connected_{}", f.connections()), "type": "server.connected", "properties": {}}),
     )));
@@ -340,12 +345,25 @@ async fn a_dropped_stream_reconnects_resumes_and_drops_what_the_server_replays()
     for ev in &head[user..] {
         fake.send(frame(ev));
     }
+    // Primary drives the todo snapshot diff itself (the policy maps `todo.updated` to nothing).
+    let todo = |status: &str| {
+        json!({"type": "todo.updated", "properties": {"sessionID": session,
+        "todos": [{"id": "t1", "content": "write it", "status": status, "priority": "high"}]}})
+    };
+    fake.send(frame(&todo("pending")));
+    fake.send(frame(&todo("completed")));
     fake.send(frame(&json!({"id": "evt_idle_test", "type": "session.idle", "properties": {"sessionID": session}})));
     until("run.finished", || types(&log(&b.data, &session)).contains(&"run.finished")).await;
     let events = log(&b.data, &session);
     let t = types(&events);
     assert_eq!(t.iter().filter(|t| **t == "session.started").count(), 1);
     assert_eq!(t.iter().filter(|t| **t == "run.started").count(), 1, "{t:?}");
+    let tasks: Vec<(&str, &str, &str)> = events
+        .iter()
+        .filter(|e| e["type"].as_str().unwrap().starts_with("progress.task."))
+        .map(|e| (e["type"].as_str().unwrap(), e["subject"].as_str().unwrap(), e["run"].as_str().unwrap()))
+        .collect();
+    assert_eq!(tasks, [("progress.task.planned", "t1", "r1"), ("progress.task.completed", "t1", "r1")]);
     // Read-only (no gate): the ask carries no answer affordance (AEP-0008, the fixture's pin).
     let req = events.iter().find(|e| e["type"] == "attention.requested").unwrap();
     assert!(req["data"].get("options").is_none() && req["data"].get("respond_via").is_none(), "{req}");
@@ -391,5 +409,22 @@ async fn companion_emits_no_core_type_and_a_resync_raises_asks_missed_while_away
         (req["id"].clone(), Some("dismissed"))
     );
     drop(dir);
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_or_goes_silent_is_reconnected() {
+    let (fake, url) = fake_server().await;
+    fake.hang_next.store(true, std::sync::atomic::Ordering::SeqCst);
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    let mut b = bridge_cfg(&url, BridgeMode::Primary, false);
+    (b.timeout_ms, b.idle_timeout_ms) = (300, 400);
+    cfg.bridges.insert("oc".into(), b);
+    let b = start(cfg).await;
+    // The first request hangs: retried after timeout_ms; the second stream then stays silent
+    // (the fake sends one frame and nothing after): reconnected after idle_timeout_ms.
+    until("a retry after the unanswered request", || fake.connections() >= 2).await;
+    until("a reconnect after the silent stream", || fake.connections() >= 3).await;
     b.shutdown().await;
 }

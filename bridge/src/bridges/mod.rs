@@ -83,8 +83,12 @@ pub struct BridgeConfig {
     pub reconnect_initial_ms: u64,
     /// Longest reconnect wait, milliseconds.
     pub reconnect_max_ms: u64,
-    /// Connect timeout and the timeout of one REST call, milliseconds.
+    /// Connect timeout, the wait for the stream's answer, and the timeout of one REST call,
+    /// milliseconds.
     pub timeout_ms: u64,
+    /// An open stream silent this long is taken for dead and reconnected, milliseconds; 0 =
+    /// never. OpenCode sends `server.heartbeat` every 10 s.
+    pub idle_timeout_ms: u64,
     /// Largest SSE frame (its data) accepted, bytes; a larger one is dropped and counted.
     pub max_frame_bytes: usize,
     /// How long a permission reply may take before the command is acked anyway (the write
@@ -107,6 +111,7 @@ impl Default for BridgeConfig {
             reconnect_initial_ms: 500,
             reconnect_max_ms: 30_000,
             timeout_ms: 5_000,
+            idle_timeout_ms: 60_000,
             max_frame_bytes: 4 << 20,
             reply_guard_ms: 8_000,
         }

@@ -300,6 +300,10 @@ struct Observer {
     reconnect: RetryConfig,
     max_frame: usize,
     guard: Duration,
+    /// Longest wait for the stream's answer head.
+    timeout: Duration,
+    /// Longest silence on an open stream before it is taken for dead.
+    idle: Option<Duration>,
     counts: Counts,
 }
 
@@ -363,6 +367,8 @@ impl Observer {
             },
             max_frame: cfg.max_frame_bytes,
             guard,
+            timeout: Duration::from_millis(cfg.timeout_ms),
+            idle: (cfg.idle_timeout_ms > 0).then(|| Duration::from_millis(cfg.idle_timeout_ms)),
             counts: Counts::default(),
         })
     }
@@ -407,8 +413,13 @@ impl Observer {
     /// One connection: open, resync, read until the stream ends.
     async fn connection(&mut self, parser: &mut Parser) -> Result<(), Stop> {
         let url = format!("{}/event", self.base);
-        let mut stream =
-            self.stream.open_stream(&url, parser.last_id()).await.map_err(|e| Stop::Retry(e.to_string()))?;
+        // A server that takes the connection but never answers (OpenCode 1.18.33 does so to
+        // a request arriving while it boots) is retried, not waited on forever.
+        let mut stream = match tokio::time::timeout(self.timeout, self.stream.open_stream(&url, parser.last_id())).await
+        {
+            Ok(r) => r.map_err(|e| Stop::Retry(e.to_string()))?,
+            Err(_) => return Err(Stop::Retry(format!("GET {url}: no answer within {:?}", self.timeout))),
+        };
         if stream.status != 200 {
             let status = stream.status;
             let text = stream.text(300).await;
@@ -423,7 +434,16 @@ impl Observer {
         }
         let mut frames = Vec::new();
         loop {
-            let chunk = match stream.chunk().await {
+            let next = stream.chunk();
+            let read = match self.idle {
+                Some(idle) => match tokio::time::timeout(idle, next).await {
+                    Ok(r) => r,
+                    // The server's heartbeat (`server.heartbeat`, every 10 s at 1.18.33) stopped.
+                    Err(_) => return Err(Stop::Retry(format!("GET {url}: silent for {idle:?}"))),
+                },
+                None => next.await,
+            };
+            let chunk = match read {
                 Ok(Some(c)) => c,
                 Ok(None) => return Ok(()),
                 Err(e) => return Err(Stop::Retry(e.to_string())),
@@ -485,7 +505,13 @@ impl Observer {
         }
         let (cx, profile, mode) = (self.deps.cx.clone(), self.profile, self.mode);
         let state = self.state(session.as_deref().unwrap_or(""));
-        let mut drafts = match map_sse(profile, mode, ev, state, &cx) {
+        let mapped = if mode == SseMode::Primary && ty == "todo.updated" {
+            // The policy leaves the snapshot diff to the receiver (the pin's `todo_updated: null`).
+            Ok(todos(ev, session.as_deref(), state, &cx))
+        } else {
+            map_sse(profile, mode, ev, state, &cx)
+        };
+        let mut drafts = match mapped {
             Ok(d) => d,
             Err(e) => {
                 tracing::debug!(bridge = %self.name, error = %e, "Unmappable bus event.");
@@ -658,6 +684,18 @@ impl Observer {
         self.deps.control.observe(&stamped);
         Ok(())
     }
+}
+
+/// `progress.task.*` transitions of a `todo.updated` snapshot against the session's last one.
+fn todos(ev: &Value, session: Option<&str>, state: &mut SessionState, cx: &MapContext) -> Vec<EventDraft> {
+    let next = ev.pointer("/properties/todos").cloned().unwrap_or_else(|| json!([]));
+    let prev = state.extra.insert("sse_todos".into(), next.clone()).unwrap_or_else(|| json!([]));
+    let mut drafts = aep_adapters::vendors::opencode::diff_todos(&prev, &next, cx);
+    for d in &mut drafts {
+        d.session = session.map(str::to_owned);
+        d.run.clone_from(&state.current_run);
+    }
+    drafts
 }
 
 /// Why a connection ended without the stream's own end.
