@@ -433,6 +433,7 @@ impl Observer {
             self.resync().await?;
         }
         let mut frames = Vec::new();
+        let mut warned = false;
         loop {
             let next = stream.chunk();
             let read = match self.idle {
@@ -448,7 +449,12 @@ impl Observer {
                 Ok(None) => return Ok(()),
                 Err(e) => return Err(Stop::Retry(e.to_string())),
             };
+            let dropped = parser.dropped();
             parser.push(&chunk, &mut frames);
+            if parser.dropped() > dropped && !warned {
+                warned = true;
+                tracing::warn!(bridge = %self.name, max_frame_bytes = self.max_frame, "An oversized SSE frame was dropped.");
+            }
             for f in frames.drain(..) {
                 self.frame(f).await?;
             }

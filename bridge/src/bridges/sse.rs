@@ -241,6 +241,30 @@ mod tests {
         assert_eq!(out, [Frame { event: None, data: "d".into(), id: None }]);
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Hostile bytes in hostile pieces: no panic, the buffers never pass their bounds,
+        /// every frame dispatched fits the frame bound.
+        #[test]
+        fn hostile_input_stays_bounded(bytes in proptest::collection::vec(
+            proptest::prop_oneof![proptest::prelude::any::<u8>(), proptest::prelude::Just(b'\n'),
+                proptest::prelude::Just(b'\r'), proptest::prelude::Just(b':'), proptest::prelude::Just(b'd')], 0..4096),
+            cuts in proptest::collection::vec(0usize..4096, 0..16)) {
+            let mut p = Parser::new(64, 128);
+            let mut out = Vec::new();
+            let mut cuts = cuts;
+            cuts.sort_unstable();
+            let mut at = 0;
+            for c in cuts.into_iter().chain([bytes.len()]) {
+                let c = c.min(bytes.len()).max(at);
+                p.push(&bytes[at..c], &mut out);
+                at = c;
+                proptest::prop_assert!(p.line.len() <= 64 && p.data.len() <= 128);
+            }
+            proptest::prop_assert!(out.iter().all(|f| f.data.len() <= 128));
+        }
+    }
+
     #[test]
     fn frames_without_data_dispatch_nothing_and_the_id_persists() {
         let mut p = Parser::new(64, 64);
