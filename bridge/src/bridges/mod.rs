@@ -14,6 +14,7 @@
 //! permission reply route.
 
 pub mod opencode;
+pub mod reply;
 pub mod sse;
 
 use std::collections::BTreeMap;

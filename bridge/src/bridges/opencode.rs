@@ -20,7 +20,7 @@
 //! The permission reply route (the design record's gate, primary mode only): the ask's
 //! `attention.requested` carries the server's reply enum as options (`once`, `always`,
 //! `reject`) and `respond_via: ["control"]`, and is registered with the control loop as a
-//! [`ReplyRoute`]. A `control.attention.respond` is delivered as
+//! reply route ([`super::reply`]). A `control.attention.respond` is delivered as
 //! `POST {url}/session/{session}/permissions/{id}` `{"response": option}`; the REST answer is
 //! the ack (2xx `control.accepted`; another status `refused`; unreachable `busy`; no answer
 //! within `reply_guard_ms` `accepted`: the write may still land). The outcome has one
@@ -31,21 +31,20 @@
 //! rejection `message`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aep_adapters::vendors::opencode::sse::{SseMode, map_sse};
 use aep_adapters::vendors::opencode::{Profile, bus_session};
 use aep_adapters::{EventDraft, MapContext, SessionState};
-use aep_schemas::Event;
 use serde_json::{Value, json};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::reply::{self, Ask, Replies};
 use super::sse::{Frame, Parser};
 use super::{BridgeConfig, BridgeMode};
 use crate::attention::{AttentionBook, Pending};
-use crate::control::{Applied, ControlLoop, ReplyRoute, RouteVerdict};
+use crate::control::ControlLoop;
 use crate::pipeline::{Pipeline, Stamped};
 use crate::transport::retry::random_unit;
 use crate::transport::{HttpClient, HttpOptions, RetryConfig};
@@ -56,8 +55,6 @@ const MAX_LINE: usize = 1 << 20;
 const SEEN: usize = 4096;
 /// Sessions whose run state is kept (the least recently seen is dropped beyond).
 const MAX_SESSIONS: usize = 4096;
-/// Asks tracked at most (an ask never settled is dropped oldest first beyond).
-const MAX_ASKS: usize = 4096;
 
 /// What an observer needs from the running bridge.
 #[derive(Clone)]
@@ -94,158 +91,6 @@ pub fn spawn(
 ) -> Result<tokio::task::JoinHandle<()>, StartError> {
     let observer = Observer::new(name, cfg, deps)?;
     Ok(tokio::spawn(observer.run(shutdown)))
-}
-
-/// A pending ask raised on the stream.
-struct Ask {
-    vendor_id: String,
-    session: String,
-    pending: Pending,
-    settling: Option<Settling>,
-}
-
-/// An answer being delivered: the command and its answer, and whether its ack is out.
-struct Settling {
-    command: String,
-    applied: Applied,
-    acked: watch::Receiver<bool>,
-}
-
-/// The asks of one observer, shared with its reply route.
-#[derive(Default)]
-struct Asks {
-    by_vendor: HashMap<String, Ask>,
-    /// Request event id -> vendor id.
-    by_event: HashMap<String, String>,
-    order: VecDeque<String>,
-}
-
-impl Asks {
-    fn insert(&mut self, ask: Ask) -> Option<Ask> {
-        self.by_event.insert(ask.pending.id.clone(), ask.vendor_id.clone());
-        self.order.push_back(ask.vendor_id.clone());
-        self.by_vendor.insert(ask.vendor_id.clone(), ask);
-        while self.by_vendor.len() > MAX_ASKS {
-            let Some(old) = self.order.pop_front() else { break };
-            if let Some(a) = self.by_vendor.remove(&old) {
-                self.by_event.remove(&a.pending.id);
-                return Some(a);
-            }
-        }
-        None
-    }
-
-    fn take(&mut self, vendor_id: &str) -> Option<Ask> {
-        let a = self.by_vendor.remove(vendor_id)?;
-        self.by_event.remove(&a.pending.id);
-        self.order.retain(|v| v != vendor_id);
-        Some(a)
-    }
-}
-
-/// The permission reply route of one server.
-struct Route {
-    asks: Arc<Mutex<Asks>>,
-    /// Command id -> its "ack published" signal, until the ack is out (or the command refused).
-    acks: Mutex<HashMap<String, watch::Sender<bool>>>,
-    rest: HttpClient,
-    base: String,
-    /// Whether the route's body takes a `message` (Kilo Code's does, OpenCode 1.18's not).
-    message: bool,
-    guard: Duration,
-}
-
-impl ReplyRoute for Route {
-    fn deliver<'a>(
-        &'a self,
-        request: &'a Pending,
-        answer: &'a Applied,
-        cmd: &'a Event,
-    ) -> futures_util::future::BoxFuture<'a, RouteVerdict> {
-        Box::pin(self.deliver_now(request, answer, cmd))
-    }
-
-    fn acked(&self, _request: &str, cmd: &str) {
-        if let Some(tx) = self.acks.lock().ok().and_then(|mut a| a.remove(cmd)) {
-            let _ = tx.send(true);
-        }
-    }
-}
-
-impl Route {
-    async fn deliver_now(&self, request: &Pending, answer: &Applied, cmd: &Event) -> RouteVerdict {
-        let invalid = |why: &str| RouteVerdict::Rejected("invalid", why.to_owned());
-        if answer.values.is_some() {
-            return invalid("a permission is answered with an option, not values");
-        }
-        let Some(option) = answer.option.clone() else {
-            return invalid("answer with an option: once, always or reject");
-        };
-        if answer.text.is_some() && !self.message {
-            // The design record: nothing on OpenCode's reply route carries free text.
-            return invalid("free text cannot be delivered on this reply route: answer once, always or reject");
-        }
-        // Marked settling before the write: the broadcast may overtake the REST answer.
-        let (vendor_id, session) = {
-            let Ok(mut asks) = self.asks.lock() else { return RouteVerdict::Rejected("busy", "state lock".into()) };
-            let Some(vendor_id) = asks.by_event.get(&request.id).cloned() else {
-                return invalid("the request was settled meanwhile");
-            };
-            let Some(ask) = asks.by_vendor.get_mut(&vendor_id) else {
-                return invalid("the request was settled meanwhile");
-            };
-            if ask.settling.is_some() {
-                return invalid("another answer to this request is being delivered");
-            }
-            let (tx, acked) = watch::channel(false);
-            if let Ok(mut a) = self.acks.lock() {
-                a.insert(cmd.id.clone(), tx);
-            }
-            ask.settling = Some(Settling { command: cmd.id.clone(), applied: answer.clone(), acked });
-            (vendor_id, ask.session.clone())
-        };
-        let url = format!("{}/session/{}/permissions/{}", self.base, segment(&session), segment(&vendor_id));
-        let mut body = json!({"response": option});
-        if let (true, Some(t)) = (self.message, &answer.text) {
-            body["message"] = json!(t);
-        }
-        let verdict = match tokio::time::timeout(self.guard, self.rest.post_json(&url, &body)).await {
-            Ok(Ok(r)) if (200..300).contains(&r.status) => RouteVerdict::Accepted,
-            Ok(Ok(r)) => {
-                let snippet = String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).into_owned();
-                RouteVerdict::Rejected("refused", format!("the server answered HTTP {}: {snippet}", r.status))
-            }
-            Ok(Err(e)) => RouteVerdict::Rejected("busy", format!("the server is unreachable: {e}")),
-            // Will-try: the write may still land; the settling mark stays for its broadcast.
-            Err(_) => RouteVerdict::Accepted,
-        };
-        if verdict != RouteVerdict::Accepted
-            && let Ok(mut a) = self.acks.lock()
-        {
-            a.remove(&cmd.id);
-        }
-        if verdict != RouteVerdict::Accepted
-            && let Ok(mut asks) = self.asks.lock()
-            && let Some(ask) = asks.by_vendor.get_mut(&vendor_id)
-            && ask.settling.as_ref().is_some_and(|s| s.command == cmd.id)
-        {
-            ask.settling = None;
-        }
-        verdict
-    }
-}
-
-/// A path segment, percent-encoded outside the unreserved set.
-fn segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// Remembered ids, oldest forgotten first.
@@ -292,14 +137,14 @@ struct Observer {
     stream: HttpClient,
     rest: HttpClient,
     deps: Deps,
-    route: Arc<Route>,
-    asks: Arc<Mutex<Asks>>,
+    replies: Arc<Replies>,
+    /// Whether the server's reply body takes a `message` (Kilo Code's).
+    message: bool,
     states: HashMap<String, (u64, SessionState)>,
     tick: u64,
     seen: Seen,
     reconnect: RetryConfig,
     max_frame: usize,
-    guard: Duration,
     /// Longest wait for the stream's answer head.
     timeout: Duration,
     /// Longest silence on an open stream before it is taken for dead.
@@ -322,16 +167,8 @@ impl Observer {
         let (stream, rest) = (client(true)?, client(false)?);
         let base = url.as_str().trim_end_matches('/').to_owned();
         let profile = kind.profile();
-        let asks = Arc::new(Mutex::new(Asks::default()));
         let guard = Duration::from_millis(cfg.reply_guard_ms);
-        let route = Arc::new(Route {
-            asks: asks.clone(),
-            acks: Mutex::new(HashMap::new()),
-            rest: rest.clone(),
-            base: base.clone(),
-            message: profile.bus_asks,
-            guard,
-        });
+        let replies = Replies::new(rest.clone(), guard);
         let mode = match cfg.mode {
             BridgeMode::Companion => SseMode::Companion,
             BridgeMode::Primary => SseMode::Primary,
@@ -353,8 +190,8 @@ impl Observer {
             stream,
             rest,
             deps,
-            route,
-            asks,
+            replies,
+            message: profile.bus_asks,
             states: HashMap::new(),
             tick: 0,
             seen: Seen::default(),
@@ -366,7 +203,6 @@ impl Observer {
                 jitter: 0.2,
             },
             max_frame: cfg.max_frame_bytes,
-            guard,
             timeout: Duration::from_millis(cfg.timeout_ms),
             idle: (cfg.idle_timeout_ms > 0).then(|| Duration::from_millis(cfg.idle_timeout_ms)),
             counts: Counts::default(),
@@ -553,72 +389,38 @@ impl Observer {
             else {
                 continue;
             };
-            let vendor_id = vendor_id.to_owned();
-            if self.asks.lock().is_ok_and(|a| a.by_vendor.contains_key(&vendor_id)) {
+            if self.replies.knows(vendor_id) {
                 continue;
             }
+            let vendor_id = vendor_id.to_owned();
             let answerable = self.gated && d.data.get("kind").and_then(Value::as_str) == Some("permission");
             if answerable {
                 // The design record's gated-on decoration: the vendor's own reply vocabulary.
-                d.data.insert(
-                    "options".into(),
-                    json!([
-                        {"id": "once", "label": "Allow once"},
-                        {"id": "always", "label": "Always allow"},
-                        {"id": "reject", "label": "Reject"}
-                    ]),
-                );
-                d.data.insert("respond_via".into(), json!(["control"]));
+                reply::decorate(d);
             }
             let id = self.deps.pipeline.mint_id();
             d.id = Some(id.clone());
             let p =
                 Pending::from_request(id, &self.agent, session.clone(), d.run.clone(), d.subject.clone(), &d.data, now);
             self.deps.book.open(p.clone());
-            if answerable {
-                self.deps.control.register_route(p.clone(), self.route.clone());
-            }
-            let dropped = self
-                .asks
-                .lock()
-                .ok()
-                .and_then(|mut a| a.insert(Ask { vendor_id, session, pending: p, settling: None }));
-            if let Some(old) = dropped {
-                self.deps.control.forget(&old.pending.id);
-                self.deps.book.take(&old.pending.id);
-            }
+            let base = answerable.then(|| self.base.clone());
+            self.replies.raise(
+                Ask::new(vendor_id, session, p, base, self.message),
+                &self.deps.control,
+                &self.deps.book,
+            );
         }
     }
 
     /// The vendor settled ask `vendor_id` (`permission.replied` / `question.replied`): the
     /// outcome, from this broadcast only. An ask this stream never raised is not ours to close.
     async fn settled(&mut self, vendor_id: &str) -> Result<(), Stop> {
-        let Some(mut ask) = self.asks.lock().ok().and_then(|mut a| a.take(vendor_id)) else {
+        let Some(ask) = self.replies.take(vendor_id) else {
             tracing::debug!(bridge = %self.name, "A reply to an ask this stream did not raise.");
             return Ok(());
         };
-        self.deps.control.forget(&ask.pending.id);
-        let drafts = self.outcome(&mut ask, "answered").await;
+        let drafts = self.replies.outcome(ask, "answered", &self.deps.control, &self.deps.pipeline).await;
         self.submit(drafts, now_ms()).await
-    }
-
-    /// `attention.answered` + `attention.resolved` for a command's answer (after its ack is
-    /// out), else `attention.resolved` with `resolution`.
-    async fn outcome(&self, ask: &mut Ask, resolution: &str) -> Vec<EventDraft> {
-        let now = now_ms();
-        let Some(s) = ask.settling.take() else {
-            return vec![ask.pending.resolved(now, resolution)];
-        };
-        // The ack precedes the outcome on the wire (AEP-0004 §1): wait for it, bounded.
-        let mut acked = s.acked;
-        let _ = tokio::time::timeout(self.guard + Duration::from_secs(2), acked.wait_for(|a| *a)).await;
-        let mut answered = self.deps.control.answered(&ask.pending, &s.applied, &s.command);
-        answered.data.insert("via".into(), json!("control"));
-        let answered_id = self.deps.pipeline.mint_id();
-        answered.id = Some(answered_id.clone());
-        let mut resolved = ask.pending.resolved(now, "answered");
-        resolved.cause = Some(answered_id);
-        vec![answered, resolved]
     }
 
     /// Re-reads the server's pending permissions (at connect): asks raised while away are
@@ -640,21 +442,12 @@ impl Observer {
             }
         };
         let live: HashSet<&str> = list.iter().filter_map(|p| p.get("id").and_then(Value::as_str)).collect();
-        let gone: Vec<String> = self.asks.lock().map_or_else(
-            |_| Vec::new(),
-            |a| {
-                a.by_vendor
-                    .values()
-                    .filter(|x| x.pending.kind == "permission" && !live.contains(x.vendor_id.as_str()))
-                    .map(|x| x.vendor_id.clone())
-                    .collect()
-            },
-        );
+        let gone: Vec<String> = self.replies.permissions().into_iter().filter(|v| !live.contains(v.as_str())).collect();
         for vendor_id in gone {
-            let Some(mut ask) = self.asks.lock().ok().and_then(|mut a| a.take(&vendor_id)) else { continue };
-            self.deps.control.forget(&ask.pending.id);
-            let resolution = if ask.settling.is_some() { "answered" } else { "dismissed" };
-            let drafts = self.outcome(&mut ask, resolution).await;
+            let Some(ask) = self.replies.take(&vendor_id) else { continue };
+            // Settled while away: how was not seen, unless this bridge delivered the answer.
+            let resolution = if ask.settling() { "answered" } else { "dismissed" };
+            let drafts = self.replies.outcome(ask, resolution, &self.deps.control, &self.deps.pipeline).await;
             self.submit(drafts, now_ms()).await?;
         }
         for p in list {
@@ -675,11 +468,7 @@ impl Observer {
         let settled = self.deps.book.settle(&self.agent, &mut drafts, now);
         for id in &settled {
             self.deps.control.forget(id);
-            if let Ok(mut a) = self.asks.lock()
-                && let Some(v) = a.by_event.get(id).cloned()
-            {
-                a.take(&v);
-            }
+            self.replies.take_request(id);
         }
         if self.gated {
             self.deps.control.claim(&self.agent, &drafts);
