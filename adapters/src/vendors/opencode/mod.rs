@@ -44,12 +44,14 @@ pub mod moment {
 pub struct Profile {
     /// The agent identity and `x.{vendor}.*` token.
     pub vendor: &'static str,
-    /// Kilo Code `>=7.4.6`: bus `permission.asked` and `question.asked`/`question.replied`.
+    /// The bus asks: `permission.asked` and `question.asked`/`question.replied` (Kilo Code
+    /// `>=7.4.6`, OpenCode 1.18.33), answered over the server's reply route.
     pub bus_asks: bool,
 }
 
-/// OpenCode's profile.
-pub const OPENCODE: Profile = Profile { vendor: "opencode", bus_asks: false };
+/// OpenCode's profile. The bus asks are on: the live server (1.18.33) publishes
+/// `permission.asked` and never fires the `permission.ask` hook, as Kilo Code does from 7.4.6.
+pub const OPENCODE: Profile = Profile { vendor: "opencode", bus_asks: true };
 
 /// The OpenCode-shaped plugin adapter (OpenCode, and Kilo Code on its own profile).
 #[derive(Debug, Clone, Copy)]

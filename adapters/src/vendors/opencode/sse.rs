@@ -69,10 +69,7 @@ pub fn map_sse(
         }
         SseMode::Primary => match ty {
             "todo.updated" => Ok(Vec::new()),
-            // `permission.asked` is the wire member of the live servers (OpenCode 1.18.33 emits
-            // it instead of `permission.updated`, as Kilo Code does from 7.4.6): on a profile
-            // without the bus asks it is the same read-only card.
-            "permission.updated" | "permission.asked" if ty == "permission.updated" || !profile.bus_asks => {
+            "permission.updated" => {
                 let props = event.get("properties").unwrap_or(&Value::Null);
                 let mut d = read_only_card(profile.vendor, props, cx);
                 d.session = session;
