@@ -428,3 +428,90 @@ async fn a_server_that_never_answers_or_goes_silent_is_reconnected() {
     until("a reconnect after the silent stream", || fake.connections() >= 3).await;
     b.shutdown().await;
 }
+
+/// The plugin channel on the live server: OpenCode 1.18.33 never fires the held
+/// `permission.ask`, it asks on the bus; the plugin forwards that (with `serverUrl`) and the
+/// bridge answers over the same reply route. This test plays the plugin with the recorded
+/// bus events and its tool moments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plugins_bus_ask_is_answered_over_the_reply_route_between_its_tool_moments() {
+    let (fake, url) = fake_server().await;
+    let (head, _, ask) = halves();
+    let session = ask["properties"]["sessionID"].as_str().unwrap().to_owned();
+    let call = ask["properties"]["tool"]["callID"].as_str().unwrap().to_owned();
+    fake.pending.lock().unwrap().push(ask["properties"].clone());
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.server.token = TOKEN.into();
+    let b = start(cfg).await;
+    let mut ws = phone(b.bound.http).await;
+    let hook = |moment: &'static str, body: Value| {
+        let to = format!("{}/hooks/opencode/{moment}", b.url());
+        async move {
+            let auth = vec![("authorization".to_owned(), format!("Bearer {TOKEN}"))];
+            common::post(to, body.to_string(), auth).await
+        }
+    };
+    let bus = |ev: &Value, server: Option<&str>| {
+        let mut body = json!({"kind": "bus", "event": ev});
+        if let Some(s) = server {
+            body["serverUrl"] = json!(format!("{s}/"));
+        }
+        body
+    };
+    for ev in head.iter().filter(|e| matches!(e["type"].as_str(), Some("session.created" | "message.updated"))) {
+        let (st, _) = hook("bus", bus(ev, Some(&url))).await;
+        assert_eq!(st, 200);
+    }
+    let before = json!({"kind": "tool.before", "input": {"tool": "bash", "sessionID": session, "callID": call},
+        "output": {"args": {"command": "echo e2e-ok"}}});
+    assert_eq!(hook("tool.before", before).await.0, 200);
+    assert_eq!(hook("bus", bus(&ask, Some(&url))).await.0, 200);
+    let req = next(&mut ws, |v| v["type"] == "attention.requested").await;
+    assert_eq!(req["data"]["respond_via"], json!(["control"]));
+    respond(&mut ws, "cmd-plugin", &req, json!({"option": "always"})).await;
+    let ack = next(&mut ws, |v| v["type"] == "control.accepted").await;
+    assert_eq!(ack["cause"], "cmd-plugin");
+    let vendor_id = ask["properties"]["id"].as_str().unwrap();
+    assert_eq!(fake.replies.lock().unwrap()[0].1, json!({"response": "always"}));
+    // The plugin forwards the server's settle broadcast.
+    let replied = json!({"id": "evt_replied", "type": "permission.replied",
+        "properties": {"sessionID": session, "requestID": vendor_id, "reply": "always"}});
+    assert_eq!(hook("bus", bus(&replied, Some(&url))).await.0, 200);
+    let answered = next(&mut ws, |v| v["type"] == "attention.answered").await;
+    assert_eq!((answered["cause"].as_str(), answered["data"]["via"].as_str()), (Some("cmd-plugin"), Some("control")));
+    let resolved = next(&mut ws, |v| v["type"] == "attention.resolved").await;
+    assert_eq!((resolved["subject"].clone(), resolved["cause"].clone()), (req["id"].clone(), answered["id"].clone()));
+    let after = json!({"kind": "tool.after", "input": {"tool": "bash", "sessionID": session, "callID": call},
+        "output": {"title": "echo", "output": "e2e-ok\n", "metadata": {}}});
+    assert_eq!(hook("tool.after", after).await.0, 200);
+
+    until("tool.completed", || types(&log(&b.data, &session)).contains(&"tool.completed")).await;
+    let events = log(&b.data, &session);
+    let core: Vec<&str> = types(&events).into_iter().filter(|t| !t.starts_with("x.")).collect();
+    assert_eq!(
+        core,
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "attention.requested",
+            "control.accepted",
+            "attention.answered",
+            "attention.resolved",
+            "tool.completed"
+        ]
+    );
+    let text = std::fs::read_to_string(b.data.join("logs/opencode").join(format!("{session}.jsonl"))).unwrap();
+    let (_, failures) = aep_bridge::validate::validate_stream(text.as_bytes()).unwrap();
+    assert!(failures.is_empty(), "{failures:?}");
+
+    // A plugin naming no server (or a non-loopback one): nothing here can answer the ask.
+    let mut other = ask.clone();
+    other["properties"]["id"] = json!("per_other");
+    assert_eq!(hook("bus", bus(&other, Some("http://192.0.2.1:4096"))).await.0, 200);
+    let req = next(&mut ws, |v| v["type"] == "attention.requested" && v["id"] != req["id"]).await;
+    assert_eq!(req["data"]["respond_via"], json!(["oob"]));
+    b.shutdown().await;
+    drop(dir);
+}

@@ -191,7 +191,7 @@ impl Observer {
             rest,
             deps,
             replies,
-            message: profile.bus_asks,
+            message: kind == super::BridgeKind::KilocodeSse,
             states: HashMap::new(),
             tick: 0,
             seen: Seen::default(),

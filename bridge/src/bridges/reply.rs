@@ -3,7 +3,7 @@
 //! `permission.asked` / `permission.updated` that nothing holds open, answered around the
 //! agent over `POST {server}/session/{session}/permissions/{id}` `{"response": option}`.
 //!
-//! Shared by the SSE observer ([`super::opencode`]) and the hook receiver (the plugin's bus
+//! Shared by the SSE observer (`bridges::opencode`) and the hook receiver (the plugin's bus
 //! moments, the server address from the plugin's `serverUrl`). The ack is the REST answer
 //! (2xx `control.accepted`; another status `refused`; unreachable `busy`; no answer within the
 //! guard `accepted`: the write may still land). The outcome has one source, the vendor's
@@ -282,6 +282,86 @@ pub fn loopback_base(server_url: &str) -> Option<String> {
         return None;
     }
     Some(server_url.trim_end_matches('/').to_owned())
+}
+
+/// The vendor request id a plugin bus moment settles (`permission.replied` /
+/// `question.replied`), if it is one.
+pub fn settled_id(payload: &serde_json::Value) -> Option<&str> {
+    let ev = payload.get("event")?;
+    let ty = ev.get("type")?.as_str()?;
+    if !matches!(ty, "permission.replied" | "question.replied") {
+        return None;
+    }
+    ev.pointer("/properties/permissionID").or_else(|| ev.pointer("/properties/requestID"))?.as_str()
+}
+
+/// The vendors whose plugins ask on the bus (their reply route's body takes a `message` for Kilo Code).
+fn route_vendor(vendor: &str) -> Option<bool> {
+    match vendor {
+        "opencode" => Some(false),
+        "kilocode" => Some(true),
+        _ => None,
+    }
+}
+
+/// What [`Replies::raise_plugin_asks`] needs from the hook receiver.
+pub struct PluginAsks<'a> {
+    /// The control loop the routes register with.
+    pub control: &'a ControlLoop,
+    /// The attention book (requests opened before publication).
+    pub book: &'a AttentionBook,
+    /// Mints the request ids.
+    pub pipeline: &'a Pipeline,
+    /// The hook's clock, Unix ms.
+    pub now: u64,
+}
+
+impl Replies {
+    /// The answerable permission cards among a plugin bus moment's drafts (the bus asks of
+    /// OpenCode 1.18.33 / Kilo Code >= 7.4.6, which nothing holds open): raised on the
+    /// server's reply route when the plugin names a loopback server (`serverUrl`); any other
+    /// card claiming control is declared answered out of band (AEP-0008), since no answer
+    /// sent here could reach the vendor.
+    pub fn raise_plugin_asks(
+        self: &Arc<Self>,
+        vendor: &str,
+        payload: &serde_json::Value,
+        drafts: &mut [EventDraft],
+        at: &PluginAsks<'_>,
+    ) {
+        let Some(message) = route_vendor(vendor) else { return };
+        let base = payload.get("serverUrl").and_then(serde_json::Value::as_str).and_then(loopback_base);
+        for d in drafts.iter_mut().filter(|d| {
+            d.r#type == "attention.requested"
+                && d.data
+                    .get("respond_via")
+                    .and_then(serde_json::Value::as_array)
+                    .is_some_and(|v| v.iter().any(|x| x == "control"))
+        }) {
+            let vendor_id = d.correlation_key.as_deref().and_then(|k| k.strip_prefix("attention:")).map(str::to_owned);
+            let permission = d.data.get("kind").and_then(serde_json::Value::as_str) == Some("permission");
+            match (&base, d.session.clone(), vendor_id) {
+                (Some(base), Some(session), Some(vendor_id)) if permission => {
+                    let id = at.pipeline.mint_id();
+                    d.id = Some(id.clone());
+                    let p = Pending::from_request(
+                        id,
+                        vendor,
+                        session.clone(),
+                        d.run.clone(),
+                        d.subject.clone(),
+                        &d.data,
+                        at.now,
+                    );
+                    at.book.open(p.clone());
+                    self.raise(Ask::new(vendor_id, session, p, Some(base.clone()), message), at.control, at.book);
+                }
+                _ => {
+                    d.data.insert("respond_via".into(), json!(["oob"]));
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
