@@ -389,6 +389,12 @@ impl BridgeHooks {
             replies.raise_plugin_asks(vendor, &payload, &mut drafts, &at);
         }
         let settled = self.attention.settle(vendor, &mut drafts, now);
+        if let Some(replies) = &self.replies {
+            // Closed before their session's end: no longer answerable over a reply route.
+            for id in &settled {
+                replies.take_request(id);
+            }
+        }
         // A moment answerable over control is registered before its request is published:
         // the id is minted here, the book opens it and the waiter exists, so a command sent
         // the instant the request is seen is applied (AEP-0004 §2, AEP-0008).
