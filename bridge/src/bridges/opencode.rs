@@ -12,8 +12,8 @@
 //! jittered exponential backoff (reset by a connection that delivered frames), sending
 //! `Last-Event-ID` when the server numbers its frames (OpenCode 1.18.33 does not: it
 //! replays nothing, so nothing can double). Every bus event carries its own `id`; the last
-//! 4096 are remembered and a replayed one is dropped. With the control gate on, the server's
-//! own pending list (`GET {url}/permission`) is read at every connect: an ask raised while
+//! 4096 are remembered and a replayed one is dropped. In primary mode the server's own
+//! pending list (`GET {url}/permission`) is read at every connect: an ask raised while
 //! disconnected is raised here, one settled meanwhile is closed (`attention.resolved`,
 //! `dismissed`: how it was settled was not seen).
 //!
@@ -265,7 +265,8 @@ impl Observer {
             return Err(Stop::Retry(format!("GET {url}: not an event stream ({:?})", stream.content_type)));
         }
         tracing::info!(bridge = %self.name, "Event stream connected.");
-        if self.gated {
+        if self.mode == SseMode::Primary {
+            // Asks raised or settled while away (read-only ones need their terminal too).
             self.resync().await?;
         }
         let mut frames = Vec::new();
