@@ -510,8 +510,25 @@ async fn the_plugins_bus_ask_is_answered_over_the_reply_route_between_its_tool_m
     let mut other = ask.clone();
     other["properties"]["id"] = json!("per_other");
     assert_eq!(hook("bus", bus(&other, Some("http://192.0.2.1:4096"))).await.0, 200);
-    let req = next(&mut ws, |v| v["type"] == "attention.requested" && v["id"] != req["id"]).await;
-    assert_eq!(req["data"]["respond_via"], json!(["oob"]));
+    let oob = next(&mut ws, |v| v["type"] == "attention.requested" && v["id"] != req["id"]).await;
+    assert_eq!(oob["data"]["respond_via"], json!(["oob"]));
+    // Raised on the route, then the session ends: both still-open asks are closed before
+    // `session.ended` (AEP-0002 §7.2), and the routed one takes no command any more.
+    let mut third = ask.clone();
+    third["properties"]["id"] = json!("per_third");
+    assert_eq!(hook("bus", bus(&third, Some(&url))).await.0, 200);
+    let routed = next(&mut ws, |v| {
+        v["type"] == "attention.requested" && v["data"]["respond_via"] == json!(["control"]) && v["id"] != req["id"]
+    })
+    .await;
+    let deleted = json!({"type": "session.deleted", "properties": {"sessionID": session, "info": {"id": session}}});
+    assert_eq!(hook("bus", bus(&deleted, Some(&url))).await.0, 200);
+    for _ in 0..2 {
+        let r = next(&mut ws, |v| v["type"] == "attention.resolved" && v["data"]["resolution"] == "dismissed").await;
+        assert!(r["subject"] == oob["id"] || r["subject"] == routed["id"], "{r}");
+    }
+    until("session.ended", || types(&log(&b.data, &session)).last() == Some(&"session.ended")).await;
+    assert_eq!(fake.replies.lock().unwrap().len(), 1, "nothing more was written");
     b.shutdown().await;
     drop(dir);
 }
