@@ -61,6 +61,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     /// `[export]`
     pub export: crate::export::ExportConfig,
+    /// `[bridges.<name>]`: observed agent servers (see [`crate::bridges`]).
+    pub bridges: std::collections::BTreeMap<String, crate::bridges::BridgeConfig>,
     /// The environment this configuration was loaded in (`HOME`, the redaction list's
     /// secret variables); [`Env::process`] unless a test gives its own.
     pub env: Env,
@@ -343,8 +345,19 @@ impl Default for ControlConfig {
     }
 }
 
-const SECTIONS: &[&str] =
-    &["server", "capture", "jsonl", "collector", "relay", "pipeline", "otlp_in", "control", "hooks", "export"];
+const SECTIONS: &[&str] = &[
+    "server",
+    "capture",
+    "jsonl",
+    "collector",
+    "relay",
+    "pipeline",
+    "otlp_in",
+    "control",
+    "hooks",
+    "export",
+    "bridges",
+];
 
 fn section<T: for<'de> Deserialize<'de> + Default>(
     table: &toml::Table,
@@ -456,6 +469,7 @@ impl Config {
             control: section(&table, "control", &mut problems),
             hooks: section(&table, "hooks", &mut problems),
             export: section(&table, "export", &mut problems),
+            bridges: section(&table, "bridges", &mut problems),
             env: env.clone(),
         };
         if otel {
@@ -512,6 +526,9 @@ impl Config {
         }
         for (key, message) in self.export.check() {
             bad(&format!("export.{key}"), message);
+        }
+        for (key, message) in crate::bridges::check_all(&self.bridges) {
+            bad(&key, message);
         }
         for vendor in self.control.gates.keys() {
             if aep_adapters::vendors::spec(vendor).and_then(|s| s.control.gate).is_none() {
@@ -642,6 +659,27 @@ mod tests {
         assert_eq!(problems("[server]\nlisten = \"0.0.0.0:8787\"\ntoken = \"t0k3n\""), "");
         assert_eq!(problems("[server]\nlisten = \"127.0.0.2:8787\""), "", "all of 127/8 is loopback");
         assert_eq!(problems("[server]\nlisten = \"[::1]:0\""), "");
+    }
+
+    #[test]
+    fn bridges_are_typed_and_each_problem_is_named() {
+        let c = Config::from_toml(
+            "[bridges.oc]\nkind = \"opencode-sse\"\nurl = \"http://127.0.0.1:4096\"\nmode = \"primary\"\ncontrol = true",
+        )
+        .unwrap();
+        assert_eq!(c.bridges["oc"].kind, Some(crate::bridges::BridgeKind::OpencodeSse));
+        let keys =
+            |text: &str| -> Vec<String> { Config::from_toml(text).unwrap_err().0.into_iter().map(|p| p.key).collect() };
+        assert_eq!(
+            keys("[bridges.b]\nkind = \"opencode-sse\"\nurl = \"http://x\"\nmode = \"sideways\"\nretries = 3"),
+            ["bridges.b.mode", "bridges.b.retries"]
+        );
+        assert_eq!(
+            keys(
+                "[bridges.a]\nkind = \"opencode-sse\"\n[bridges.b]\nkind = \"kilocode-sse\"\nurl = \"http://x\"\ncontrol = true"
+            ),
+            ["bridges.a.url", "bridges.b.control"]
+        );
     }
 
     #[test]

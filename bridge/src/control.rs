@@ -13,6 +13,12 @@
 //!   own dialog takes over);
 //! - a parallel-surface settlement (a tool outcome for the same tool while pending, see
 //!   [`crate::attention`]): `attention.resolved` dismissed, then the neutral reply.
+//!
+//! A request nothing holds open but a server lets us answer around the agent (the OpenCode
+//! SSE bridge's permission reply route) is registered with a [`ReplyRoute`] instead
+//! ([`ControlLoop::register_route`]): a command's answer is handed to the route, the ack is
+//! the route's verdict, and the outcome events are the route owner's, from the vendor's own
+//! settle broadcast (never the loop's: the write's 200 is the ack's evidence, not the outcome).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -41,10 +47,42 @@ pub enum Outcome {
 
 pub use aep_adapters::spec::Decision as Applied;
 
-/// A held hook waiting for its outcome.
+/// A held hook waiting for its outcome, or a routed request.
 struct Waiter {
-    tx: oneshot::Sender<Outcome>,
+    to: Deliver,
     pending: Pending,
+}
+
+/// Where an applied answer goes.
+enum Deliver {
+    /// The held hook's reply.
+    Held(oneshot::Sender<Outcome>),
+    /// A server's reply route.
+    Route(Arc<dyn ReplyRoute>),
+}
+
+/// What a [`ReplyRoute`] made of an answer: the ack decision (AEP-0004 §3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteVerdict {
+    /// The write landed (or may still land): `control.accepted`.
+    Accepted,
+    /// `control.rejected` with this reason (`refused`, `busy`, `invalid`) and detail.
+    Rejected(&'static str, String),
+}
+
+/// A reply route: delivers an answer to a request the agent does not hold open, around it
+/// (a REST write beside an observed stream). The outcome is the owner's to emit when the
+/// vendor broadcasts its settle.
+pub trait ReplyRoute: Send + Sync {
+    /// Delivers `answer` to `request` for command `cmd`; the verdict is the ack.
+    fn deliver<'a>(
+        &'a self,
+        request: &'a Pending,
+        answer: &'a Applied,
+        cmd: &'a Event,
+    ) -> futures_util::future::BoxFuture<'a, RouteVerdict>;
+    /// The `control.accepted` for `cmd` is published: outcomes may follow it now.
+    fn acked(&self, request: &str, cmd: &str);
 }
 
 enum DedupeEntry {
@@ -175,17 +213,31 @@ impl ControlLoop {
         let (tx, rx) = oneshot::channel();
         let id = pending.id.clone();
         if let Ok(mut w) = self.waiters.lock() {
-            w.insert(id.clone(), Waiter { tx, pending });
+            w.insert(id.clone(), Waiter { to: Deliver::Held(tx), pending });
         }
         Held { control: self.clone(), id, rx: Some(rx) }
+    }
+
+    /// Registers `pending`, about to be published, as answerable over `route`. It stays
+    /// answerable until a command is accepted for it or [`Self::forget`] (the vendor settled
+    /// it, or its session ended): no timeout, the vendor's own prompt runs meanwhile.
+    pub fn register_route(&self, pending: Pending, route: Arc<dyn ReplyRoute>) {
+        if let Ok(mut w) = self.waiters.lock() {
+            w.insert(pending.id.clone(), Waiter { to: Deliver::Route(route), pending });
+        }
+    }
+
+    /// Drops request `id`: a later command for it is refused as unknown or settled.
+    pub fn forget(&self, id: &str) {
+        self.unregister(id);
     }
 
     /// Wakes the waiters of requests the attention book settled elsewhere.
     pub fn dismissed(&self, ids: &[String]) {
         let Ok(mut w) = self.waiters.lock() else { return };
         for id in ids {
-            if let Some(waiter) = w.remove(id) {
-                let _ = waiter.tx.send(Outcome::Dismissed);
+            if let Some(Waiter { to: Deliver::Held(tx), .. }) = w.remove(id) {
+                let _ = tx.send(Outcome::Dismissed);
             }
         }
     }
@@ -252,8 +304,16 @@ impl ControlLoop {
         let request = cmd.subject.clone().or_else(|| cmd.cause.clone()).unwrap_or_default();
         // The waiter was registered before the request was published: absent means unknown
         // or already settled, never "not yet".
-        let pending = self.waiters.lock().ok().and_then(|w| w.get(&request).map(|w| w.pending.clone()));
-        let Some(pending) = pending else {
+        let found = self.waiters.lock().ok().and_then(|w| {
+            w.get(&request).map(|w| {
+                let route = match &w.to {
+                    Deliver::Route(r) => Some(r.clone()),
+                    Deliver::Held(_) => None,
+                };
+                (w.pending.clone(), route)
+            })
+        });
+        let Some((pending, route)) = found else {
             return self
                 .reject(
                     &agent,
@@ -270,7 +330,10 @@ impl ControlLoop {
             // AEP-0006: an invalid answer is nacked and the request stays pending.
             Err(why) => return self.reject(&pending.agent, &session, cmd, "invalid", why).await,
         };
-        let Some(waiter) = self.unregister(&request) else {
+        if let Some(route) = route {
+            return self.routed(&*route, &pending, &applied, cmd, &session).await;
+        }
+        let Some(Waiter { to: Deliver::Held(tx), .. }) = self.unregister(&request) else {
             return self
                 .reject(&pending.agent, &session, cmd, "invalid", "the request was settled meanwhile".into())
                 .await;
@@ -285,12 +348,37 @@ impl ControlLoop {
         let stamped =
             self.pipeline.submit_drafts("control", &pending.agent, vec![accepted, answered, resolved]).await.ok()?;
         self.book.observe(&stamped, now_ms());
-        let _ = waiter.tx.send(Outcome::Answer(applied));
+        let _ = tx.send(Outcome::Answer(applied));
         stamped.into_iter().next()
     }
 
+    /// A command for a routed request: the route's verdict is the ack; once accepted the
+    /// request takes no further command (a later one is refused as settled).
+    async fn routed(
+        &self,
+        route: &dyn ReplyRoute,
+        pending: &Pending,
+        applied: &Applied,
+        cmd: &Event,
+        session: &str,
+    ) -> Option<Arc<Stamped>> {
+        match route.deliver(pending, applied, cmd).await {
+            RouteVerdict::Rejected(reason, detail) => self.reject(&pending.agent, session, cmd, reason, detail).await,
+            RouteVerdict::Accepted => {
+                self.unregister(&pending.id);
+                let mut accepted = EventDraft::new("control.accepted", Capture::Metadata);
+                accepted.session = Some(session.to_owned());
+                accepted.run = pending.run.clone();
+                accepted.cause = Some(cmd.id.clone());
+                let stamped = self.pipeline.submit_drafts("control", &pending.agent, vec![accepted]).await.ok();
+                route.acked(&pending.id, &cmd.id);
+                stamped?.into_iter().next()
+            }
+        }
+    }
+
     /// `attention.answered` with the applied answer, gated at the attention ceiling.
-    fn answered(&self, p: &Pending, a: &Applied, cmd: &str) -> EventDraft {
+    pub fn answered(&self, p: &Pending, a: &Applied, cmd: &str) -> EventDraft {
         let ceiling = self.cx.attention_capture.min(self.cx.capture.max(self.cx.attention_capture));
         let mut answer = Map::new();
         if let Some(o) = &a.option {

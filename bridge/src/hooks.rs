@@ -40,6 +40,8 @@ pub struct BridgeHooks {
     nonces: crate::auth::Nonces,
     /// `aep.hook.duration`.
     timer: crate::genai::HookTimer,
+    /// The reply route of the plugins' bus asks (OpenCode, Kilo Code).
+    replies: Option<Arc<crate::bridges::reply::Replies>>,
 }
 
 /// One `(vendor, session)` mapping state and when it was last used.
@@ -125,7 +127,15 @@ impl BridgeHooks {
             nonces: crate::auth::Nonces::default(),
             timer: crate::genai::HookTimer::new(&metrics.meter("aep-bridge")),
             metrics,
+            replies: None,
         }
+    }
+
+    /// Answers the plugins' bus asks over their server's reply route (only while moments
+    /// are held: see [`Self::with_control`]).
+    pub fn with_reply_routes(mut self, replies: Arc<crate::bridges::reply::Replies>) -> Self {
+        self.replies = Some(replies);
+        self
     }
 
     /// Lets adapters end sessions silent for `idle` ([`BridgeHooks::close_idle`]); `None`
@@ -325,6 +335,28 @@ impl BridgeHooks {
         let now = (self.clock)();
         let mut drafts = self.map(adapter.as_ref(), &call, &hook, now)?;
         check_sessions(&drafts)?;
+        // A reply-route ask the vendor settled (bus `permission.replied`): its outcome, after
+        // the command's ack when a command answered it; spawned, so a caller giving up does
+        // not lose the terminal.
+        if hook == "bus"
+            && let (Some(replies), Some(control)) = (&self.replies, &self.control)
+            && let Some(ask) = crate::bridges::reply::settled_id(&payload).and_then(|id| replies.take(id))
+        {
+            let (replies, control, pipeline, book) =
+                (replies.clone(), control.clone(), self.pipeline.clone(), self.attention.clone());
+            let vendor = adapter.vendor();
+            drafts.retain(|d| d.r#type != "attention.resolved");
+            let task = tokio::spawn(async move {
+                drafts.extend(replies.outcome(ask, "answered", &control, &pipeline).await);
+                control.claim(vendor, &drafts);
+                if let Ok(s) = pipeline.submit_drafts("hook", vendor, drafts).await {
+                    book.observe(&s, now);
+                    control.observe(&s);
+                }
+            });
+            let _ = task.await;
+            return Ok(HookReply::new(adapter.neutral_reply(&hook).as_bytes()));
+        }
         // Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes
         // an answerable permission request, scoped by tool name.
         if self.hold
@@ -348,7 +380,21 @@ impl BridgeHooks {
             }
         }
         let vendor = adapter.vendor();
+        if self.hold
+            && hook == "bus"
+            && let (Some(replies), Some(control)) = (&self.replies, &self.control)
+        {
+            let at =
+                crate::bridges::reply::PluginAsks { control, book: &self.attention, pipeline: &self.pipeline, now };
+            replies.raise_plugin_asks(vendor, &payload, &mut drafts, &at);
+        }
         let settled = self.attention.settle(vendor, &mut drafts, now);
+        if let Some(replies) = &self.replies {
+            // Closed before their session's end: no longer answerable over a reply route.
+            for id in &settled {
+                replies.take_request(id);
+            }
+        }
         // A moment answerable over control is registered before its request is published:
         // the id is minted here, the book opens it and the waiter exists, so a command sent
         // the instant the request is seen is applied (AEP-0004 §2, AEP-0008).

@@ -8,10 +8,12 @@
 //! the [`control`] loop holds permission moments until a human answers. [`server`] wires
 //! them and serves them. The `aep-bridge` binary is the CLI over this library
 //! (and [`client`], the collector client it shares with the `aep-bench` load tools).
-//! [`wrap`] is the stdio tee behind `aep-bridge wrap`, delivering to a running bridge.
+//! [`wrap`] is the stdio tee behind `aep-bridge wrap`, delivering to a running bridge;
+//! [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`).
 
 pub mod attention;
 pub mod auth;
+pub mod bridges;
 pub mod client;
 pub mod collector;
 pub mod commands;

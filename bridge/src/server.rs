@@ -300,7 +300,26 @@ pub async fn serve(
     // answers at once and the agent's own dialog decides.
     let can_answer = token.is_some() || cfg.relay.url.is_some();
     hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
+    // The plugins' bus asks (OpenCode, Kilo Code) answered over their server's reply route.
+    match crate::transport::HttpClient::new(&crate::transport::HttpOptions::default()) {
+        Ok(rest) => hooks = hooks.with_reply_routes(crate::bridges::reply::Replies::new(rest, Duration::from_secs(8))),
+        Err(e) => tracing::error!(error = %e, "No reply route for the plugins' bus asks."),
+    }
     let hooks = Arc::new(hooks.with_idle_close(Some(Duration::from_secs(cfg.hooks.idle_session_secs))));
+    // `[bridges.<name>]`: the observers of agents' own event streams.
+    let bridge_deps = crate::bridges::opencode::Deps {
+        pipeline: pipeline.clone(),
+        control: control.clone(),
+        book: hooks.attention().clone(),
+        cx: map_context(&cfg),
+        can_answer,
+    };
+    for (name, b) in &cfg.bridges {
+        if let Err(e) = crate::bridges::opencode::spawn(name, b, bridge_deps.clone(), shutdown.clone()) {
+            tracing::error!(error = %e, "Bridge not started.");
+        }
+    }
+    drop(bridge_deps);
     tokio::spawn(crate::hooks::run_idle_close(hooks.clone(), shutdown.clone()));
     let app = app(AppParts {
         state: AppState {

@@ -17,7 +17,11 @@
 //!   (fail-open);
 //! - the agent's exit code is the tee's exit code (`128 + signal` when it was killed).
 //!   Queued observations get a short grace (`drain`) after the agent exits, then die with
-//!   the process.
+//!   the process;
+//! - SIGINT, SIGTERM and SIGHUP sent to the tee are forwarded to the agent, and the tee
+//!   keeps waiting for it: the agent decides how to end, its exit code stays the tee's. The
+//!   agent runs in its own process group, so a terminal's Ctrl-C (sent to the foreground
+//!   group, the tee's) reaches it once, through the tee, not twice.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -131,13 +135,18 @@ pub fn run(opts: WrapOptions) -> Result<(i32, Arc<Stats>), WrapError> {
     let mapper = protocols::line_mapper(&opts.protocol, epoch, opts.opts)
         .ok_or_else(|| WrapError::UnknownProtocol(opts.protocol.clone()))?;
     let (program, args) = opts.command.split_first().ok_or(WrapError::NoCommand)?;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|err| WrapError::Spawn { cmd: program.to_string_lossy().into_owned(), err })?;
+    // The handlers are in place before the agent exists: a signal in between is held, then
+    // forwarded, never the tee's death.
+    let forwarder = signals::Forwarder::install();
+    let mut cmd = Command::new(program);
+    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+    #[cfg(unix)]
+    if forwarder.is_some() {
+        use std::os::unix::process::CommandExt as _;
+        cmd.process_group(0);
+    }
+    let mut child = cmd.spawn().map_err(|err| WrapError::Spawn { cmd: program.to_string_lossy().into_owned(), err })?;
+    let _forwarding = forwarder.map(|f| f.to(child.id()));
     let stats = Arc::new(Stats::default());
     let (tx, rx) = mpsc::sync_channel::<Line>(opts.queue.max(1));
     let (done_tx, done_rx) = mpsc::channel::<()>();
@@ -190,6 +199,108 @@ pub fn run(opts: WrapOptions) -> Result<(i32, Arc<Stats>), WrapError> {
         Err(_) => 1,
     };
     Ok((code, stats))
+}
+
+/// Forwarding SIGINT, SIGTERM and SIGHUP to the agent (unix; elsewhere nothing is installed).
+mod signals {
+    /// Handlers installed, waiting for the agent's pid.
+    pub struct Forwarder {
+        #[cfg(unix)]
+        pid: tokio::sync::oneshot::Sender<u32>,
+        #[cfg(unix)]
+        stop: tokio::sync::oneshot::Sender<()>,
+    }
+
+    /// Forwarding to a running agent; dropping it stops forwarding.
+    pub struct Forwarding {
+        #[cfg(unix)]
+        _stop: tokio::sync::oneshot::Sender<()>,
+    }
+
+    impl Forwarder {
+        /// Installs the handlers (on a small signal thread); `None` when they cannot be.
+        #[cfg(unix)]
+        pub fn install() -> Option<Self> {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (pid_tx, pid_rx) = tokio::sync::oneshot::channel::<u32>();
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel::<bool>();
+            let (stop_fwd, stop_here) = tokio::sync::oneshot::channel::<()>();
+            let spawned = std::thread::Builder::new().name("wrap-signals".into()).spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                    let _ = ready_tx.send(false);
+                    return;
+                };
+                rt.block_on(async move {
+                    let kinds = [
+                        (SignalKind::interrupt(), rustix::process::Signal::INT),
+                        (SignalKind::terminate(), rustix::process::Signal::TERM),
+                        (SignalKind::hangup(), rustix::process::Signal::HUP),
+                    ];
+                    let mut streams = Vec::new();
+                    for (kind, sig) in kinds {
+                        match signal(kind) {
+                            Ok(s) => streams.push((s, sig)),
+                            Err(_) => {
+                                let _ = ready_tx.send(false);
+                                return;
+                            }
+                        }
+                    }
+                    let _ = ready_tx.send(true);
+                    let [(mut int, si), (mut term, st), (mut hup, sh)] =
+                        <[_; 3]>::try_from(streams).unwrap_or_else(|_| unreachable!("three kinds"));
+                    // Signals before the agent exists are held, then forwarded in order.
+                    let mut held = Vec::new();
+                    let mut pid_rx = pid_rx;
+                    let pid = loop {
+                        tokio::select! {
+                            p = &mut pid_rx => match p { Ok(p) => break p, Err(_) => return },
+                            _ = int.recv() => held.push(si),
+                            _ = term.recv() => held.push(st),
+                            _ = hup.recv() => held.push(sh),
+                        }
+                    };
+                    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return };
+                    let send = |sig| {
+                        let _ = rustix::process::kill_process(pid, sig);
+                    };
+                    held.into_iter().for_each(send);
+                    let mut stop = stop_here;
+                    loop {
+                        tokio::select! {
+                            _ = &mut stop => return,
+                            _ = int.recv() => send(si),
+                            _ = term.recv() => send(st),
+                            _ = hup.recv() => send(sh),
+                        }
+                    }
+                });
+            });
+            if spawned.is_err() || ready_rx.recv_timeout(std::time::Duration::from_secs(2)) != Ok(true) {
+                return None;
+            }
+            Some(Self { pid: pid_tx, stop: stop_fwd })
+        }
+
+        /// No forwarding outside unix.
+        #[cfg(not(unix))]
+        pub fn install() -> Option<Self> {
+            None
+        }
+
+        /// Starts forwarding to the agent `pid`.
+        #[cfg(unix)]
+        pub fn to(self, pid: u32) -> Forwarding {
+            let _ = self.pid.send(pid);
+            Forwarding { _stop: self.stop }
+        }
+
+        /// No forwarding outside unix.
+        #[cfg(not(unix))]
+        pub fn to(self, _pid: u32) -> Forwarding {
+            Forwarding {}
+        }
+    }
 }
 
 #[cfg(unix)]

@@ -244,3 +244,62 @@ async fn a_codex_app_server_turn_is_a_session_a_run_and_a_tool_pair() {
     assert_eq!(evs[3]["data"]["exit_code"], json!(0));
     b.shutdown().await;
 }
+
+/// SIGINT, SIGTERM and SIGHUP sent to the tee reach the agent (a real bash child), once
+/// each, and the agent's own exit code (or `128 + signal`) stays the tee's.
+#[cfg(unix)]
+#[test]
+fn signals_are_forwarded_to_the_agent_once_and_its_exit_code_kept() {
+    use std::os::unix::process::CommandExt as _;
+    use std::sync::{Arc, Mutex};
+
+    use rustix::process::{Pid, Signal, kill_process, kill_process_group};
+
+    /// Starts the tee in its own process group (so signalling that group cannot reach this
+    /// test), waits for the agent's "ready", collects its stderr.
+    fn start(script: &str) -> (std::process::Child, Pid, Arc<Mutex<String>>) {
+        let mut c = wrap_cmd("acp", "http://127.0.0.1:9", None, &["bash", "-c", script]);
+        c.process_group(0).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+        let err = Arc::new(Mutex::new(String::new()));
+        let (mut stderr, sink) = (child.stderr.take().unwrap(), err.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 256];
+            while let Ok(n @ 1..) = stderr.read(&mut buf) {
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        (child, pid, err)
+    }
+    fn until(err: &Mutex<String>, needle: &str) {
+        for _ in 0..1000 {
+            if err.lock().unwrap().contains(needle) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("the agent never said {needle:?}: {}", err.lock().unwrap());
+    }
+
+    // A terminal's Ctrl-C goes to the foreground group (here: the tee's): the agent, in its
+    // own group, gets it once, through the tee. Then SIGTERM: the agent's trap exits 7.
+    let script = r#"n=0; trap 'n=$((n+1)); echo "int $n" >&2' INT; trap 'echo "term after $n" >&2; exit 7' TERM
+        echo ready; for i in $(seq 1 1500); do sleep 0.02; done"#;
+    let (mut child, pid, err) = start(script);
+    kill_process_group(pid, Signal::INT).unwrap();
+    until(&err, "int 1");
+    kill_process(pid, Signal::TERM).unwrap();
+    let status = child.wait().unwrap();
+    until(&err, "term after 1");
+    assert_eq!(status.code(), Some(7), "{}", err.lock().unwrap());
+    assert!(!err.lock().unwrap().contains("int 2"), "delivered twice: {}", err.lock().unwrap());
+
+    // An agent that does not handle SIGHUP dies of it: the tee exits 128 + 1.
+    let (mut child, pid, _) = start("echo ready; exec sleep 30");
+    kill_process(pid, Signal::HUP).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(129));
+}

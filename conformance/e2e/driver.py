@@ -137,9 +137,10 @@ class Env:
         self.procs.start("mock", [sys.executable, os.path.join(HERE, "mock_model.py"), "--port", str(MOCK_PORT),
                                   "--workdir", self.proj, "--log", os.path.join(self.logs, "model.jsonl")], MOCK_PORT)
 
-    def start_bridge(self, export_spans=False):
+    def start_bridge(self, export_spans=False, extra=""):
         cfg = os.path.join(self.root, "aep-bridge.toml")
         with open(cfg, "w") as f:
+            f.write(extra)
             if export_spans:
                 f.write(f'[export.otlp]\nendpoint = "http://127.0.0.1:{ROTEL_GRPC}"\nprotocol = "grpc"\n'
                         'logs = false\nspans = true\nbatch_timeout_ms = 200\ncompression = "none"\n')
@@ -762,10 +763,189 @@ def scenario_codex_wrap(a):
         env.procs.stop()
 
 
+# ------------------------------------------------------------------ OpenCode serve, observed over SSE
+OPENCODE_PORT = 4096
+
+
+def http_json(method, url, body=None, timeout=10):
+    req = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode(),
+                                 headers={"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read() or b"null")
+
+
+def opencode_serve(a, env):
+    """`opencode serve` in the project, offline: the mock as a custom openai-compatible
+    provider, bash asking permission. Returns its base URL."""
+    with open(os.path.join(env.proj, "opencode.json"), "w") as f:
+        json.dump({"$schema": "https://opencode.ai/config.json", "model": "mock/mock-model",
+                   "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
+                                         "options": {"baseURL": f"http://127.0.0.1:{MOCK_PORT}/v1", "apiKey": "e2e"},
+                                         "models": {"mock-model": {"name": "Mock model"}}}},
+                   "permission": {"bash": "ask"}, "autoupdate": False, "share": "disabled"}, f)
+    e = env.base_env()
+    for k, d in (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"), ("XDG_CACHE_HOME", ".cache"),
+                 ("XDG_STATE_HOME", ".local/state")):
+        e[k] = os.path.join(env.home, d)
+    e.update({"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
+              "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1"})
+    # OpenCode installs @opencode-ai/plugin into every config directory before it loads
+    # plugins; offline that fails only after ~70 s of retries. Its own check skips the install
+    # when node_modules exists and the lock lists the package (our plugin imports nothing).
+    for d in (os.path.join(env.proj, ".opencode"), os.path.join(e["XDG_CONFIG_HOME"], "opencode")):
+        os.makedirs(os.path.join(d, "node_modules"), exist_ok=True)
+        with open(os.path.join(d, "package-lock.json"), "w") as f:
+            json.dump({"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}, f)
+    env.procs.procs.append(subprocess.Popen(
+        [os.path.join(a.clients, "opencode"), "serve", "--port", str(OPENCODE_PORT), "--hostname", "127.0.0.1",
+         "--print-logs"], cwd=env.proj, env=e, stdout=open(os.path.join(env.logs, "opencode.log"), "w"),
+        stderr=subprocess.STDOUT))
+    wait_port(OPENCODE_PORT, 60)
+    oc = f"http://127.0.0.1:{OPENCODE_PORT}"
+
+    # A request arriving while the server boots may never be answered (1.18.33): ask again,
+    # on a fresh connection each time, until one is.
+    def ready():
+        try:
+            return http_json("GET", f"{oc}/session", timeout=3) is not None
+        except OSError:
+            return False
+    wait_for(ready, 60)
+    return oc
+
+
+def opencode_prompt(oc, text):
+    sid = http_json("POST", f"{oc}/session", {})["id"]
+    http_json("POST", f"{oc}/session/{sid}/prompt_async", {"parts": [{"type": "text", "text": text}]})
+    return sid
+
+
+def check_opencode_answer(tag, env, events, respond_out):
+    """The ack, answered and resolved of respond's command, cause-linked and in order."""
+    types = [x["type"] for x in events]
+    sent = [w.split()[2] for w in respond_out.splitlines() if w.startswith("sent control.attention.respond ")]
+    by_type = lambda t: [x for x in events if x["type"] == t]
+    acks, answered, resolved = by_type("control.accepted"), by_type("attention.answered"), by_type("attention.resolved")
+    req = by_type("attention.requested")
+    return check(f"{tag}: control.accepted, attention.answered (via control) and attention.resolved, cause-linked",
+                 len(sent) == 1 and len(acks) == 1 and acks[0].get("cause") == sent[0] and len(answered) == 1
+                 and answered[0].get("cause") == sent[0] and answered[0]["data"].get("via") == "control"
+                 and answered[0]["data"]["answer"] == {"option": "once"} and len(resolved) == 1 and len(req) == 1
+                 and resolved[0].get("cause") == answered[0]["id"] and resolved[0].get("subject") == req[0]["id"]
+                 and types.index("control.accepted") < types.index("attention.answered")
+                 < types.index("attention.resolved"),
+                 str([(x["type"], x.get("cause")) for x in events if x["type"].startswith(("attention.", "control."))]))
+
+
+def scenario_opencode_sse(a):
+    """`opencode serve` (the real binary from npm) on 127.0.0.1, the bridge attached to its
+    event stream in primary mode with the control gate; a prompt whose bash call asks
+    permission, answered by `aep-bridge respond` over the server's reply route."""
+    if not os.path.exists(os.path.join(a.clients, "opencode")):
+        skip("opencode-sse: OpenCode serve over SSE", "opencode not installed")
+        return
+    env = Env(a, "opencode-sse")
+    try:
+        env.start_mock()
+        oc = opencode_serve(a, env)
+        env.start_bridge(extra=f'[bridges.opencode]\nkind = "opencode-sse"\nurl = "{oc}"\nmode = "primary"\n'
+                               'control = true\nreconnect_max_ms = 2000\n')
+        connected = wait_for(lambda: "Event stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
+        if not check("opencode-sse: the bridge is attached to GET /event", bool(connected)):
+            return
+        sid = opencode_prompt(oc, "Write the answer {{e2e:shell_write}}")
+        log = os.path.join(env.data, "logs", "opencode", f"{sid}.jsonl")
+        req = wait_for(lambda: next((x for x in read_jsonl(log) if x["type"] == "attention.requested"), None), 90)
+        if not check("opencode-sse: the permission ask is an answerable attention.requested", bool(req)
+                     and req["data"].get("respond_via") == ["control"]
+                     and [o["id"] for o in req["data"].get("options", [])] == ["once", "always", "reject"]
+                     and req.get("subject") == "bash", str(req)):
+            return
+        pending = http_json("GET", f"{oc}/permission")
+        check("opencode-sse: OpenCode holds the permission open", len(pending) == 1, str(pending))
+        r = env.aep("respond", req["id"], "--option", "once", "--url", f"http://{BRIDGE}", "--token", TOKEN,
+                    timeout=60)
+        open(os.path.join(env.logs, "respond.out"), "w").write(r.stdout + r.stderr)
+        check("opencode-sse: aep-bridge respond {id} --option once exits 0", r.returncode == 0,
+              (r.stdout + r.stderr)[-400:])
+        answer = os.path.join(env.proj, "answer.txt")
+        ran = wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 45)
+        check("opencode-sse: the allowed bash call ran (answer.txt = 42)", bool(ran))
+        wait_for(lambda: any(x["type"] == "run.finished" for x in read_jsonl(log)), 45)
+        events = read_jsonl(log)
+        types = [x["type"] for x in events]
+        core = [t for t in types if not t.startswith("x.")]
+        check("opencode-sse: session.started first, one run started and finished (cause-linked)",
+              core[:2] == ["session.started", "run.started"] and core.count("run.started") == 1
+              and core[-1] == "run.finished"
+              and events[types.index("run.finished")].get("cause") == events[types.index("run.started")]["id"],
+              str(core))
+        check_opencode_answer("opencode-sse", env, events, r.stdout)
+        # The tool plane rides x.opencode.* at debug (the design record: message.* is machinery).
+        check("opencode-sse: the tool plane is visible as x.opencode.message.part.updated (debug)",
+              any(x["type"] == "x.opencode.message.part.updated" and x.get("severity") == "debug" for x in events))
+        r = env.aep("validate", log)
+        check("opencode-sse: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
+def scenario_opencode_plugin(a):
+    """`aep-bridge install opencode --project`: the plugin inside the real `opencode serve`
+    forwards its moments; the live server asks on the bus (its `permission.ask` hook never
+    fires) and the bridge answers `aep-bridge respond` over the reply route at the plugin's
+    `serverUrl`."""
+    if not os.path.exists(os.path.join(a.clients, "opencode")):
+        skip("opencode-plugin: OpenCode plugin", "opencode not installed")
+        return
+    env = Env(a, "opencode-plugin")
+    tag = "opencode-plugin"
+    try:
+        env.start_mock()
+        env.start_bridge()
+        r = env.aep("install", "opencode", "--project", env.proj)
+        check(f"{tag}: aep-bridge install opencode --project", r.returncode == 0, r.stderr.strip())
+        oc = opencode_serve(a, env)
+        sid = opencode_prompt(oc, "Write the answer {{e2e:shell_write}}")
+        log = os.path.join(env.data, "logs", "opencode", f"{sid}.jsonl")
+        req = wait_for(lambda: next((x for x in read_jsonl(log) if x["type"] == "attention.requested"), None), 90)
+        if not check(f"{tag}: the bus ask is an answerable attention.requested (reply route at serverUrl)", bool(req)
+                     and req["data"].get("respond_via") == ["control"]
+                     and [o["id"] for o in req["data"].get("options", [])] == ["once", "always", "reject"], str(req)):
+            return
+        r = env.aep("respond", req["id"], "--option", "once", "--url", f"http://{BRIDGE}", "--token", TOKEN,
+                    timeout=60)
+        open(os.path.join(env.logs, "respond.out"), "w").write(r.stdout + r.stderr)
+        check(f"{tag}: aep-bridge respond {{id}} --option once exits 0", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        answer = os.path.join(env.proj, "answer.txt")
+        check(f"{tag}: the allowed bash call ran (answer.txt = 42)",
+              bool(wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 45)))
+        wait_for(lambda: any(x["type"] == "run.finished" for x in read_jsonl(log)), 45)
+        events = read_jsonl(log)
+        types = [x["type"] for x in events]
+        core = [t for t in types if not t.startswith("x.")]
+        check(f"{tag}: session.started first, one run started and finished (cause-linked)",
+              core[:2] == ["session.started", "run.started"] and core.count("run.started") == 1
+              and core[-1] == "run.finished"
+              and events[types.index("run.finished")].get("cause") == events[types.index("run.started")]["id"],
+              str(core))
+        tools = [(i, x) for i, x in enumerate(events) if x["type"] in ("tool.requested", "tool.completed")]
+        check(f"{tag}: tool.requested, then tool.completed of the same call after the answer, caused by it",
+              len(tools) == 2 and tools[0][1]["data"]["tool"]["call_id"] == tools[1][1]["data"]["tool"]["call_id"]
+              and tools[0][0] < types.index("attention.requested") < types.index("attention.resolved") < tools[1][0]
+              and tools[1][1].get("cause") == tools[0][1]["id"], str([x["type"] for _, x in tools]))
+        check_opencode_answer(tag, env, events, r.stdout)
+        r = env.aep("validate", log)
+        check(f"{tag}: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
 SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "codex-wrap": scenario_codex_wrap,
              "permission": scenario_permission,
              "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project")),
-             "gemini": lambda a: scenario_fork(a, "gemini"), "qwen": lambda a: scenario_fork(a, "qwen")}
+             "gemini": lambda a: scenario_fork(a, "gemini"), "qwen": lambda a: scenario_fork(a, "qwen"),
+             "opencode-sse": scenario_opencode_sse, "opencode-plugin": scenario_opencode_plugin}
 
 
 def main():

@@ -5,7 +5,7 @@ One server speaks both wire formats the pinned CLIs use:
   POST /v1/messages               Anthropic Messages (SSE when "stream": true, else JSON)
   POST /v1/messages/count_tokens  Anthropic token count
   POST /v1/responses              OpenAI Responses (SSE)
-  POST /v1/chat/completions       OpenAI Chat Completions (SSE or JSON; Qwen Code)
+  POST /v1/chat/completions       OpenAI Chat Completions (SSE or JSON; Qwen Code, OpenCode)
   POST /v1beta/models/M:streamGenerateContent, :generateContent, :countTokens   Gemini (Gemini CLI)
   GET  /v1/models                 a one-model list
 
@@ -48,8 +48,12 @@ def openai_call(step, tools):
     return "shell", json.dumps({"command": ["bash", "-lc", cmd]})
 
 
-def fork_call(step, workdir):
-    """(tool name, args) of a Gemini CLI / Qwen Code step (their shared built-in tools)."""
+def fork_call(step, workdir, tools=()):
+    """(tool name, args) of a Gemini CLI / Qwen Code step (their shared built-in tools), or of
+    an OpenCode step when its `bash` tool is offered."""
+    if "bash" in tools and step in ("shell_ok", "shell_write"):
+        cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt"}[step]
+        return "bash", {"command": cmd, "description": "Run a command"}
     return {
         "shell_ok": ("run_shell_command", {"command": "echo e2e-ok", "description": "Print a word"}),
         "shell_fail": ("run_shell_command", {"command": "ls /e2e_missing_dir", "description": "List a missing dir"}),
@@ -226,7 +230,7 @@ class Handler(BaseHTTPRequestHandler):
         plan = [s for s in m.group(1).split(",") if s] if m else []
         turn = sum(1 for x in msgs if x.get("role") == "assistant" and x.get("tool_calls"))
         if turn < len(plan) and tools:
-            name, args = fork_call(plan[turn], ARGS.workdir)
+            name, args = fork_call(plan[turn], ARGS.workdir, tools)
             msg = {"role": "assistant", "content": None, "tool_calls": [
                 {"index": 0, "id": "call_e2e" + uuid.uuid4().hex[:16], "type": "function",
                  "function": {"name": name, "arguments": json.dumps(args)}}]}

@@ -53,17 +53,17 @@ pub struct Reply {
 #[derive(Debug, thiserror::Error)]
 pub enum SendError {
     /// The server's certificate was refused: retrying will not help.
-    #[error("POST {url}: TLS certificate refused: {reason} (is the server's CA in tls.ca_file?)")]
+    #[error("{url}: TLS certificate refused: {reason} (is the server's CA in tls.ca_file?)")]
     Certificate {
-        /// The URL.
+        /// The method and URL.
         url: String,
         /// rustls' reason.
         reason: String,
     },
     /// Connection refused, reset, timed out, ...: worth retrying.
-    #[error("POST {url}: {reason}")]
+    #[error("{url}: {reason}")]
     Transport {
-        /// The URL.
+        /// The method and URL.
         url: String,
         /// The error and its causes.
         reason: String,
@@ -108,6 +108,17 @@ impl std::fmt::Debug for HttpClient {
 impl HttpClient {
     /// A client for `opts` (reads the TLS files now).
     pub fn new(opts: &HttpOptions) -> Result<Self, ClientError> {
+        Self::build(opts, true)
+    }
+
+    /// A client for long-lived streams (SSE): `opts.timeout` bounds the connect only, an
+    /// open stream is never cut by a total request timeout; a dead peer is found by TCP
+    /// keepalive (reqwest's default probes) and ends the stream with an error.
+    pub fn streaming(opts: &HttpOptions) -> Result<Self, ClientError> {
+        Self::build(opts, false)
+    }
+
+    fn build(opts: &HttpOptions, total_timeout: bool) -> Result<Self, ClientError> {
         let mut headers = reqwest::header::HeaderMap::new();
         for (k, v) in &opts.headers {
             let name =
@@ -120,11 +131,14 @@ impl HttpClient {
         let mut tls = (*client_config(&opts.tls)?).clone();
         // This client speaks HTTP/1.1 only (reqwest's http2 feature is off): say so in ALPN.
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let client = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .user_agent(concat!("aep-bridge/", env!("CARGO_PKG_VERSION")))
-            .default_headers(headers)
-            .timeout(timeout)
+            .default_headers(headers);
+        if total_timeout {
+            builder = builder.timeout(timeout);
+        }
+        let client = builder
             .connect_timeout(timeout)
             .pool_idle_timeout(Duration::from_secs(60))
             // No HTTP(S)_PROXY: exporters talk to the configured peer directly (a proxy
@@ -140,17 +154,34 @@ impl HttpClient {
         if gzipped {
             req = req.header("content-encoding", "gzip");
         }
-        let fail = |e: reqwest::Error| match certificate_error(&e) {
-            Some(reason) => SendError::Certificate { url: url.to_owned(), reason },
-            None => SendError::Transport { url: url.to_owned(), reason: chain(&e) },
-        };
-        let resp = req.send().await.map_err(fail)?;
-        let status = resp.status().as_u16();
-        let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let retry_after = header("retry-after").as_deref().and_then(|v| parse_retry_after(v, SystemTime::now()));
-        let content_type = header("content-type").unwrap_or_default();
-        let body = read_capped(resp, 4 << 20).await;
-        Ok(Reply { status, retry_after, content_type, body })
+        let resp = req.send().await.map_err(|e| fail("POST", url, &e))?;
+        Ok(reply(resp).await)
+    }
+
+    /// GETs `url` once (the whole answer, capped like [`Self::post`]'s).
+    pub async fn get(&self, url: &str) -> Result<Reply, SendError> {
+        let resp = self.client.get(url).send().await.map_err(|e| fail("GET", url, &e))?;
+        Ok(reply(resp).await)
+    }
+
+    /// POSTs a JSON body once, returning the answer whatever its status.
+    pub async fn post_json(&self, url: &str, body: &serde_json::Value) -> Result<Reply, SendError> {
+        let req = self.client.post(url).header("content-type", "application/json").body(body.to_string());
+        let resp = req.send().await.map_err(|e| fail("POST", url, &e))?;
+        Ok(reply(resp).await)
+    }
+
+    /// Opens a `text/event-stream` GET (with `Last-Event-ID` when resuming): returns once
+    /// the answer's head is in, the body is read with [`Stream::chunk`].
+    pub async fn open_stream(&self, url: &str, last_event_id: Option<&str>) -> Result<Stream, SendError> {
+        let mut req = self.client.get(url).header("accept", "text/event-stream").header("cache-control", "no-cache");
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let resp = req.send().await.map_err(|e| fail("GET", url, &e))?;
+        let content_type =
+            resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        Ok(Stream { status: resp.status().as_u16(), content_type, url: url.to_owned(), resp })
     }
 
     /// POSTs once and classifies the answer: 2xx done; 429/502/503/504 and transport
@@ -167,6 +198,47 @@ impl HttpClient {
             }
         }
     }
+}
+
+/// An open streaming answer ([`HttpClient::open_stream`]).
+#[derive(Debug)]
+pub struct Stream {
+    /// Status code.
+    pub status: u16,
+    /// `Content-Type`.
+    pub content_type: String,
+    url: String,
+    resp: reqwest::Response,
+}
+
+impl Stream {
+    /// The next piece of the body; `None` at its end.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, SendError> {
+        self.resp.chunk().await.map_err(|e| fail("GET", &self.url, &e))
+    }
+
+    /// The first `cap` bytes of the body (an error answer's explanation).
+    pub async fn text(self, cap: usize) -> String {
+        String::from_utf8_lossy(&read_capped(self.resp, cap).await).into_owned()
+    }
+}
+
+/// A request error as a [`SendError`], naming the method.
+fn fail(method: &str, url: &str, e: &reqwest::Error) -> SendError {
+    match certificate_error(e) {
+        Some(reason) => SendError::Certificate { url: format!("{method} {url}"), reason },
+        None => SendError::Transport { url: format!("{method} {url}"), reason: chain(e) },
+    }
+}
+
+/// An answer read whole (capped at 4 MiB).
+async fn reply(resp: reqwest::Response) -> Reply {
+    let status = resp.status().as_u16();
+    let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let retry_after = header("retry-after").as_deref().and_then(|v| parse_retry_after(v, SystemTime::now()));
+    let content_type = header("content-type").unwrap_or_default();
+    let body = read_capped(resp, 4 << 20).await;
+    Reply { status, retry_after, content_type, body }
 }
 
 /// Reads at most `cap` bytes of an answer (the rest is dropped with the connection).

@@ -44,12 +44,14 @@ pub mod moment {
 pub struct Profile {
     /// The agent identity and `x.{vendor}.*` token.
     pub vendor: &'static str,
-    /// Kilo Code `>=7.4.6`: bus `permission.asked` and `question.asked`/`question.replied`.
+    /// The bus asks: `permission.asked` and `question.asked`/`question.replied` (Kilo Code
+    /// `>=7.4.6`, OpenCode 1.18.33), answered over the server's reply route.
     pub bus_asks: bool,
 }
 
-/// OpenCode's profile.
-pub const OPENCODE: Profile = Profile { vendor: "opencode", bus_asks: false };
+/// OpenCode's profile. The bus asks are on: the live server (1.18.33) publishes
+/// `permission.asked` and never fires the `permission.ask` hook, as Kilo Code does from 7.4.6.
+pub const OPENCODE: Profile = Profile { vendor: "opencode", bus_asks: true };
 
 /// The OpenCode-shaped plugin adapter (OpenCode, and Kilo Code on its own profile).
 #[derive(Debug, Clone, Copy)]
@@ -69,6 +71,9 @@ pub fn adapter() -> Box<dyn HookAdapter> {
     Box::new(PluginAdapter::new(OPENCODE))
 }
 
+/// User message ids remembered per session (an update of one of them opens no run).
+const USER_MESSAGES: usize = 32;
+
 /// `state.extra` key of the vendor ids whose attention the bridge's own control loop
 /// already resolved (the `permission.replied` / `question.replied` dedupe).
 pub const RESOLVED_KEY: &str = "resolved_attention";
@@ -83,16 +88,19 @@ fn take_resolved(state: &mut SessionState, id: &str) -> bool {
     scratch(state, RESOLVED_KEY).remove(id).is_some()
 }
 
+/// The session of a bus event (`{type, properties}`): `properties.sessionID`, else
+/// `properties.info.sessionID`, else (for `session.*`) `properties.info.id`.
+pub fn bus_session(e: &Value) -> Option<&str> {
+    ptr_str(e, "/properties/sessionID").or_else(|| ptr_str(e, "/properties/info/sessionID")).or_else(|| {
+        // session.* carry the Session object itself: its id IS the session.
+        let ty = e.get("type").and_then(Value::as_str).unwrap_or("");
+        if ty.starts_with("session.") { ptr_str(e, "/properties/info/id") } else { None }
+    })
+}
+
 /// The session a moment belongs to (the fixture's `identity.session_from`).
 fn session_of(payload: &Value) -> Option<String> {
-    let ev = payload.get("event");
-    let from_bus = ev.and_then(|e| {
-        ptr_str(e, "/properties/sessionID").or_else(|| ptr_str(e, "/properties/info/sessionID")).or_else(|| {
-            // session.* carry the Session object itself: its id IS the session.
-            let ty = e.get("type").and_then(Value::as_str).unwrap_or("");
-            if ty.starts_with("session.") { ptr_str(e, "/properties/info/id") } else { None }
-        })
-    });
+    let from_bus = payload.get("event").and_then(bus_session);
     from_bus
         .or_else(|| ptr_str(payload, "/permission/sessionID"))
         .or_else(|| ptr_str(payload, "/input/sessionID"))
@@ -274,6 +282,21 @@ impl PluginAdapter {
     fn message_updated(&self, info: &Value, state: &mut SessionState, cx: &MapContext) -> Vec<EventDraft> {
         let role = info.get("role").and_then(Value::as_str).unwrap_or("");
         if role == "user" {
+            // The live server re-sends a turn's user message after its `session.idle`
+            // (OpenCode 1.18.33 adds the diff summary): an update of a message that already
+            // opened a run opens nothing.
+            if let Some(id) = info.get("id").and_then(Value::as_str) {
+                let seen = scratch(state, "user_messages");
+                let ids = seen.entry("ids").or_insert_with(|| json!([]));
+                let Some(ids) = ids.as_array_mut() else { return Vec::new() };
+                if ids.iter().any(|x| x == id) {
+                    return Vec::new();
+                }
+                if ids.len() >= USER_MESSAGES {
+                    ids.remove(0);
+                }
+                ids.push(json!(id));
+            }
             // A user message opens a run unless one is open (steering never double-opens).
             return match open_run(state) {
                 Some(run) => {
@@ -341,7 +364,7 @@ impl PluginAdapter {
     }
 
     fn permission_card(&self, perm: &Value, cx: &MapContext, surface: PermissionSurface) -> EventDraft {
-        let kind = perm.get("type").and_then(Value::as_str).unwrap_or("permission");
+        let kind = permission_kind(perm);
         let mut d = draft("attention.requested", cx);
         d.subject = Some(kind.to_owned());
         d.data.insert("kind".into(), json!("permission"));
@@ -410,6 +433,12 @@ impl PluginAdapter {
         d.data.insert("respond_via".into(), json!(["control"]));
         d
     }
+}
+
+/// The kind of a permission request: `type` in the published types, `permission` on the
+/// live `permission.asked` member (OpenCode 1.18.33: `{id, sessionID, permission, patterns, ...}`).
+fn permission_kind(perm: &Value) -> &str {
+    perm.get("type").or_else(|| perm.get("permission")).and_then(Value::as_str).unwrap_or("permission")
 }
 
 /// A bus type as type segments: lowercase `[a-z0-9_.]`, other characters `_`; a one-word

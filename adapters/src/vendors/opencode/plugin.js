@@ -4,10 +4,14 @@
 // OpenCode's Bun runtime: ESM, global fetch, no Node built-ins. Every moment is POSTed as
 // JSON to `${AEP_BRIDGE_URL}/hooks/opencode/{moment}`:
 //
-//   bus            {kind:"bus", event}                         (the `event` hook)
+//   bus            {kind:"bus", event}                         (the `event` hook; events naming a session)
 //   tool.before    {kind:"tool.before", input, output}         (tool.execute.before)
 //   tool.after     {kind:"tool.after", input, output}          (tool.execute.after)
 //   permission.ask {kind:"permission.ask", permission}         (held open, bounded)
+//
+// Every body also carries `serverUrl` (PluginInput.serverUrl) when OpenCode provides it: the
+// live server (1.18.33) no longer fires permission.ask, its asks ride the bus
+// (permission.asked) and the bridge answers through the server's reply route.
 //
 // Fail-open by construction: any error, timeout or non-2xx reply does nothing. Outputs
 // are never mutated, except permission.ask's `output.status`, and only when the bridge's
@@ -84,20 +88,37 @@ function forward(moment, body) {
 
 // One named export only: OpenCode initializes every exported function as a plugin, so a
 // second (default) export of the same function would register every hook twice.
-export const AepBridge = async () => ({
+export const AepBridge = async (plugin) => {
+  let serverUrl;
+  try {
+    if (plugin && plugin.serverUrl) serverUrl = String(plugin.serverUrl);
+  } catch {}
+  const withServer = (body) => (serverUrl ? { ...body, serverUrl } : body);
+  return hooks(withServer);
+};
+
+// The session a bus event belongs to (the adapter's rule); the server's own machinery
+// (server.heartbeat, plugin.added, catalog.updated, ...) names none and maps to no event.
+const sessionOf = (event) => {
+  const p = (event && event.properties) || {};
+  const info = p.info || {};
+  return p.sessionID || info.sessionID || (String(event && event.type).startsWith("session.") ? info.id : undefined);
+};
+
+const hooks = (withServer) => ({
   event: async ({ event }) => {
     try {
-      forward("bus", { kind: "bus", event });
+      if (sessionOf(event)) forward("bus", withServer({ kind: "bus", event }));
     } catch {}
   },
   "tool.execute.before": async (input, output) => {
     try {
-      forward("tool.before", { kind: "tool.before", input, output: { args: output && output.args } });
+      forward("tool.before", withServer({ kind: "tool.before", input, output: { args: output && output.args } }));
     } catch {}
   },
   "tool.execute.after": async (input, output) => {
     try {
-      forward("tool.after", { kind: "tool.after", input, output });
+      forward("tool.after", withServer({ kind: "tool.after", input, output }));
     } catch {}
   },
   "permission.ask": async (permission, output) => {
@@ -105,7 +126,7 @@ export const AepBridge = async () => ({
       // after the moments already queued (the card follows its tool.before; waiting for
       // them is itself bounded), then held
       await Promise.race([chain, new Promise((r) => setTimeout(r, HOOK_TIMEOUT_MS))]);
-      const reply = await post("permission.ask", { kind: "permission.ask", permission }, PERMISSION_WAIT_MS);
+      const reply = await post("permission.ask", withServer({ kind: "permission.ask", permission }), PERMISSION_WAIT_MS);
       const status = reply && reply.status;
       if (status === "allow" || status === "deny") output.status = status;
     } catch {}

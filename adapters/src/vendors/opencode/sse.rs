@@ -92,7 +92,7 @@ pub fn map_sse(
 /// `attention.requested` for a bus `permission.updated`: no options, no `respond_via`;
 /// the vendor title rides only at redacted+ (AEP-0003 §9 rule 2).
 fn read_only_card(vendor: &str, perm: &Value, cx: &MapContext) -> EventDraft {
-    let kind = perm.get("type").and_then(Value::as_str).unwrap_or("permission");
+    let kind = super::permission_kind(perm);
     let mut d = draft("attention.requested", cx);
     d.subject = Some(kind.to_owned());
     d.data.insert("kind".into(), json!("permission"));
@@ -150,5 +150,24 @@ mod tests {
             map_sse(OPENCODE, SseMode::Primary, &ev("session.idle", json!({"sessionID": "a"})), &mut st, &cx).unwrap();
         assert_eq!((d[0].r#type.as_str(), d[0].run.as_deref()), ("run.finished", Some("r1")));
         assert!(map_sse(OPENCODE, SseMode::Primary, &json!({"properties": {}}), &mut st, &cx).is_err());
+    }
+
+    #[test]
+    fn the_live_permission_asked_member_is_the_same_read_only_card() {
+        // OpenCode 1.18.33's shape: the kind rides `permission`, there is no title.
+        let cx = MapContext::default();
+        let mut st = SessionState::default();
+        let asked = ev(
+            "permission.asked",
+            json!({"id": "per_1", "sessionID": "a", "permission": "bash", "patterns": ["echo hi"],
+                   "metadata": {"command": "echo hi"}, "always": ["echo *"], "tool": {"messageID": "m", "callID": "c"}}),
+        );
+        let d = map_sse(OPENCODE, SseMode::Primary, &asked, &mut st, &cx).unwrap();
+        assert_eq!((d[0].r#type.as_str(), d[0].subject.as_deref()), ("attention.requested", Some("bash")));
+        assert_eq!(d[0].data["prompt"], "opencode requests permission: bash");
+        assert!(d[0].data.get("options").is_none() && d[0].data.get("respond_via").is_none());
+        assert_eq!(d[0].correlation_key.as_deref(), Some("attention:per_1"));
+        let d = map_sse(OPENCODE, SseMode::Companion, &asked, &mut st, &cx).unwrap();
+        assert_eq!(d[0].r#type, "x.opencode.permission.asked");
     }
 }

@@ -42,7 +42,10 @@ fn runs_open_on_user_message_and_close_on_idle() {
     assert_eq!(out[0].cause_key, Some(crate::common::run_key(Some("ses_a"), "r1")));
     // idle with nothing open emits nothing
     assert!(run(a.as_ref(), None, &idle, &mut st, &cx).is_empty());
-    assert_eq!(run(a.as_ref(), None, &user, &mut st, &cx)[0].run.as_deref(), Some("r2"));
+    // The live server re-sends the finished turn's user message after idle: no new run.
+    assert!(run(a.as_ref(), None, &user, &mut st, &cx).is_empty());
+    let next = bus("message.updated", json!({"info": {"id": "m2", "sessionID": "ses_a", "role": "user"}}));
+    assert_eq!(run(a.as_ref(), None, &next, &mut st, &cx)[0].run.as_deref(), Some("r2"));
 }
 
 #[test]
@@ -149,9 +152,17 @@ fn machinery_and_unknown_bus_types_ride_the_vendor_namespace() {
     // an unknown moment kind takes the generic session fallback
     let d = &run(a.as_ref(), Some("shell.env"), &json!({}), &mut st, &cx)[0];
     assert_eq!(d.r#type, "x.opencode.session.shell_env");
-    // OpenCode has no bus asks: permission.asked is machinery here
-    let d = &run(a.as_ref(), None, &bus("permission.asked", json!({"id": "p"})), &mut st, &cx)[0];
-    assert_eq!(d.r#type, "x.opencode.permission.asked");
+    // The live server (1.18.33) asks on the bus (its permission.ask hook never fires): the
+    // Kilo >=7.4.6 surface, answered over the reply route.
+    let asked = bus(
+        "permission.asked",
+        json!({"id": "per_1", "sessionID": "s", "permission": "bash", "patterns": ["ls"], "tool": {"callID": "c"}}),
+    );
+    let d = &run(a.as_ref(), None, &asked, &mut st, &cx)[0];
+    assert_eq!((d.r#type.as_str(), d.subject.as_deref()), ("attention.requested", Some("bash")));
+    let ids: Vec<&str> = d.data["options"].as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["once", "always", "reject"]);
+    assert_eq!(d.data["respond_via"], json!(["control"]));
 }
 
 #[test]
