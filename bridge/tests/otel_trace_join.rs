@@ -36,18 +36,7 @@ const CODEX: &str = "01a22a9f-e3e6-71d0-8872-0556d1423eab";
 const GEMINI: &str = "ed93f2bc-8abb-4a4a-aaad-c1b58706087a";
 const QWEN: &str = "8a03b421-4c8f-40ab-9b43-04b98fb814c0";
 
-const CLAUDE_LOGS: &[&str] = &[
-    include_str!("data/otlp-mix/claude-code/s01_0001_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0003_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0006_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0008_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0010_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0012_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0015_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0017_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0020_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0021_logs.json"),
-];
+const CLAUDE_LOGS: &[&str] = common::CLAUDE_S01_LOGS;
 const CLAUDE_TRACES: &[&str] = &[
     include_str!("data/otlp-captures/claude-code/s01_0004_traces.json"),
     include_str!("data/otlp-captures/claude-code/s01_0007_traces.json"),

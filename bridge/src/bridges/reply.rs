@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 use crate::attention::{AttentionBook, Pending};
 use crate::control::{Applied, ControlLoop, ReplyRoute, RouteVerdict};
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, uri_segment as segment};
 use crate::transport::HttpClient;
 
 /// Asks tracked at most (an ask never settled is dropped oldest first beyond).
@@ -251,19 +251,6 @@ impl ReplyRoute for Replies {
             let _ = tx.send(true);
         }
     }
-}
-
-/// A path segment, percent-encoded outside the unreserved set.
-fn segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The base URL of a plugin's `serverUrl` when it is a loopback `http(s)` server: the hook
