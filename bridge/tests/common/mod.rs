@@ -152,3 +152,16 @@ pub const CLAUDE_S01_LOGS: &[&str] = &[
     include_str!("../data/otlp-mix/claude-code/s01_0020_logs.json"),
     include_str!("../data/otlp-mix/claude-code/s01_0021_logs.json"),
 ];
+
+/// The spans of an OTLP/JSON traces body, as recorded.
+pub fn otlp_json_spans(body: &str) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    let spans = |ss: &serde_json::Value| ss["spans"].as_array().cloned().unwrap_or_default();
+    v["resourceSpans"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|rs| rs["scopeSpans"].as_array().cloned().unwrap_or_default())
+        .flat_map(|ss| spans(&ss))
+        .collect()
+}
