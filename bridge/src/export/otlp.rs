@@ -467,11 +467,12 @@ pub(crate) async fn run_spans(
     let mut join = SpanJoin::new(JoinConfig {
         grace_nanos,
         max_held: cfg.span_grace_max_spans,
+        max_held_bytes: cfg.span_grace_max_bytes,
         trace_per_run: cfg.trace_per_run,
         ..JoinConfig::default()
     });
     // The agents' own spans, placed in their session traces (or forwarded as sent).
-    let mut vendor = VendorSpans::new(grace_nanos, cfg.span_grace_max_spans);
+    let mut vendor = VendorSpans::new(grace_nanos, cfg.span_grace_max_spans, cfg.span_grace_max_bytes);
     let batch_timeout = Duration::from_millis(cfg.batch_timeout_ms);
     let grace_tick = Duration::from_millis(cfg.span_grace_ms.max(10));
     let tick = Duration::from_secs(1).min(batch_timeout.max(Duration::from_millis(10))).min(grace_tick);

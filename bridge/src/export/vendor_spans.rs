@@ -89,7 +89,10 @@ type Key = (String, String);
 pub struct VendorSpans {
     grace_nanos: u64,
     max_waiting: usize,
-    waiting: VecDeque<(u64, Arc<Group>, Span)>,
+    max_waiting_bytes: usize,
+    /// Spans waiting for their session: when they are due, their encoded size, the span.
+    waiting: VecDeque<(u64, usize, Arc<Group>, Span)>,
+    waiting_bytes: usize,
     /// Vendor trace id -> its session and, once a tool call named it, its run.
     traces: HashMap<Vec<u8>, (Key, Option<String>)>,
     traces_fifo: VecDeque<Vec<u8>>,
@@ -122,15 +125,23 @@ fn call_id(span: &Span) -> Option<&str> {
 }
 
 impl VendorSpans {
-    /// Spans whose session is unknown wait up to `grace_nanos`, at most `max_waiting` of them.
-    pub fn new(grace_nanos: u64, max_waiting: usize) -> Self {
+    /// Spans whose session is unknown wait up to `grace_nanos`, at most `max_waiting` of them
+    /// and `max_waiting_bytes` of their protobuf encoding (the oldest go out early).
+    pub fn new(grace_nanos: u64, max_waiting: usize, max_waiting_bytes: usize) -> Self {
         Self {
             grace_nanos,
             max_waiting,
+            max_waiting_bytes,
             waiting: VecDeque::new(),
+            waiting_bytes: 0,
             traces: HashMap::new(),
             traces_fifo: VecDeque::new(),
         }
+    }
+
+    /// Encoded bytes of the spans waiting for their session.
+    pub fn waiting_bytes(&self) -> usize {
+        self.waiting_bytes
     }
 
     /// Spans waiting for their session.
@@ -194,12 +205,13 @@ impl VendorSpans {
     pub fn tick(&mut self, join: &SpanJoin, now: u64, all: bool) -> Vec<ResourceSpans> {
         let mut out = Vec::new();
         let none = HashSet::new();
-        for (due, g, mut s) in std::mem::take(&mut self.waiting) {
+        for (due, bytes, g, mut s) in std::mem::take(&mut self.waiting) {
             self.learn_from(&s, &g, join);
             if self.place(&mut s, &g, join, &none) || all || due <= now {
+                self.waiting_bytes -= bytes;
                 out.push((g, s));
             } else {
-                self.waiting.push_back((due, g, s));
+                self.waiting.push_back((due, bytes, g, s));
             }
         }
         regroup(out)
@@ -210,9 +222,14 @@ impl VendorSpans {
             out.push((g, s));
             return;
         }
-        self.waiting.push_back((now.saturating_add(self.grace_nanos), g, s));
-        while self.waiting.len() > self.max_waiting.max(1) {
-            if let Some((_, g, s)) = self.waiting.pop_front() {
+        let bytes = prost::Message::encoded_len(&s);
+        self.waiting_bytes += bytes;
+        self.waiting.push_back((now.saturating_add(self.grace_nanos), bytes, g, s));
+        while self.waiting.len() > self.max_waiting.max(1)
+            || (self.waiting_bytes > self.max_waiting_bytes && self.waiting.len() > 1)
+        {
+            if let Some((_, b, g, s)) = self.waiting.pop_front() {
+                self.waiting_bytes -= b;
                 out.push((g, s));
             }
         }
@@ -416,7 +433,7 @@ mod tests {
         let ours = traces_request(&assemble(&events(), SpanConfig::default()));
         let ours: Vec<&Span> = ours.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
         let named = |n: &str| *ours.iter().find(|s| s.name == n).unwrap();
-        let mut vs = VendorSpans::new(1_000, 100);
+        let mut vs = VendorSpans::new(1_000, 100, 1 << 20);
         let out = vs.take(vendor_request("s1"), &join, 0);
         assert_eq!(vs.waiting(), 0);
         let trace = named("session claude-code").trace_id.clone();
@@ -446,7 +463,7 @@ mod tests {
         let join = joined();
         let mut req = vendor_request("s1");
         req.resource_spans[0].scope_spans[0].spans.retain(|s| s.name == "claude_code.interaction");
-        let mut vs = VendorSpans::new(1_000, 100);
+        let mut vs = VendorSpans::new(1_000, 100, 1 << 20);
         let out = vs.take(req, &join, 0);
         let root = by_name(&out, "claude_code.interaction");
         assert_eq!(root.parent_span_id, join.root_of(&(SRC.into(), "s1".into())).unwrap().span_id.to_vec());
@@ -454,9 +471,32 @@ mod tests {
     }
 
     #[test]
+    fn waiting_vendor_spans_are_bounded_in_bytes() {
+        let join = joined();
+        let mut req = vendor_request("other");
+        for s in &mut req.resource_spans[0].scope_spans[0].spans {
+            s.attributes.push(kv("payload", &"x".repeat(5_000)));
+        }
+        let each = prost::Message::encoded_len(&req.resource_spans[0].scope_spans[0].spans[0]);
+        let mut vs = VendorSpans::new(1_000, 100, 2 * each);
+        let mut sent = 0;
+        for _ in 0..5 {
+            sent += req.resource_spans[0].scope_spans[0].spans.len();
+            let out = vs.take(req.clone(), &join, 0);
+            let early: usize = out.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
+            sent -= early;
+            assert!(vs.waiting_bytes() <= 3 * each, "{} > {}", vs.waiting_bytes(), 3 * each);
+            assert_eq!(vs.waiting(), sent, "every span either waits or went out");
+        }
+        let late = vs.tick(&join, 1_000, false);
+        let n: usize = late.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
+        assert_eq!((n, vs.waiting(), vs.waiting_bytes()), (sent, 0, 0));
+    }
+
+    #[test]
     fn spans_of_an_unknown_session_wait_then_go_out_unchanged() {
         let join = joined();
-        let mut vs = VendorSpans::new(1_000, 2);
+        let mut vs = VendorSpans::new(1_000, 2, 1 << 20);
         let req = vendor_request("other");
         let out = vs.take(req.clone(), &join, 0);
         let early: Vec<&Span> = out.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
