@@ -447,7 +447,7 @@ impl SinkClock {
 /// tick, everything open flushed (as incomplete) at shutdown.
 pub(crate) async fn run_spans(
     mut rx: mpsc::Receiver<Arc<Stamped>>,
-    mut vendor_rx: Option<mpsc::Receiver<ExportTraceServiceRequest>>,
+    mut vendor_rx: Option<mpsc::Receiver<super::vendor_spans::Queued>>,
     cfg: OtlpConfig,
     client: OtlpClient,
     policy: RetryConfig,
@@ -504,8 +504,8 @@ pub(crate) async fn run_spans(
         pending.extend(if closed { join.release_all() } else { join.release(now) });
         let mut vendor_out = Vec::new();
         if let Some(vrx) = vendor_rx.as_mut() {
-            while let Ok(req) = vrx.try_recv() {
-                vendor_out.extend(vendor.take(req, &join, now));
+            while let Ok(mut q) = vrx.try_recv() {
+                vendor_out.extend(vendor.take(std::mem::take(&mut q.req), &join, now));
             }
         }
         vendor_out.extend(vendor.tick(&join, now, closed));

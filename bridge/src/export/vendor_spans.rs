@@ -27,6 +27,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
@@ -41,19 +42,42 @@ use crate::metrics::Metrics;
 /// Vendor trace ids remembered with their session (and run).
 const MAX_TRACES: usize = 65_536;
 
-/// Hands the agents' `/v1/traces` requests to the span sink (a bounded queue: a full queue
-/// drops the request, counted in `aep_bridge_events_dropped_total{sink="otlp_vendor_spans"}`;
-/// the sender was already answered 200, as for any tee).
+/// Hands the agents' `/v1/traces` requests to the span sink: a queue bounded in requests and
+/// in bytes (a request's protobuf length, held until the sink has taken it). A request that
+/// does not fit is dropped, counted in `aep_bridge_events_dropped_total{sink="otlp_vendor_spans"}`;
+/// the sender was already answered 200, as for any tee.
 #[derive(Debug, Clone)]
 pub struct VendorSpansTee {
-    tx: mpsc::Sender<ExportTraceServiceRequest>,
+    tx: mpsc::Sender<Queued>,
+    queued: Arc<AtomicUsize>,
+    max_bytes: usize,
     metrics: Arc<Metrics>,
 }
 
+/// One queued request; its bytes leave the queue's count when it is dropped.
+#[derive(Debug)]
+pub struct Queued {
+    /// The request.
+    pub req: ExportTraceServiceRequest,
+    bytes: usize,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
 impl VendorSpansTee {
-    /// A tee feeding `tx`.
-    pub fn new(tx: mpsc::Sender<ExportTraceServiceRequest>, metrics: Arc<Metrics>) -> Self {
-        Self { tx, metrics }
+    /// A tee feeding `tx`, holding at most `max_bytes` of requests not yet taken.
+    pub fn new(tx: mpsc::Sender<Queued>, max_bytes: usize, metrics: Arc<Metrics>) -> Self {
+        Self { tx, queued: Arc::new(AtomicUsize::new(0)), max_bytes, metrics }
+    }
+
+    /// Bytes queued and not yet taken by the sink.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
     }
 }
 
@@ -61,7 +85,17 @@ impl crate::otlp_in::OtlpTee for VendorSpansTee {
     fn logs(&self, _: &opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest) {}
 
     fn traces(&self, req: &ExportTraceServiceRequest) {
-        if self.tx.try_send(req.clone()).is_err() {
+        let bytes = prost::Message::encoded_len(req);
+        let fits = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                (q == 0 || q.saturating_add(bytes) <= self.max_bytes).then_some(q + bytes)
+            })
+            .is_ok();
+        // Counted before the send: a failed send drops the `Queued`, which gives them back.
+        let sent =
+            fits && self.tx.try_send(Queued { req: req.clone(), bytes, queued: Arc::clone(&self.queued) }).is_ok();
+        if !sent {
             self.metrics.dropped.inc(&[("sink", "otlp_vendor_spans"), ("severity", "info")]);
         }
     }
@@ -468,6 +502,31 @@ mod tests {
         let root = by_name(&out, "claude_code.interaction");
         assert_eq!(root.parent_span_id, join.root_of(&(SRC.into(), "s1".into())).unwrap().span_id.to_vec());
         assert_eq!(str_attr(&root.attributes, "aep.vendor.placement"), Some("session"));
+    }
+
+    #[test]
+    fn the_tee_queue_is_bounded_in_bytes_until_the_sink_takes_a_request() {
+        use crate::otlp_in::OtlpTee as _;
+        let req = vendor_request("s1");
+        let one = prost::Message::encoded_len(&req);
+        let metrics = Arc::new(Metrics::default());
+        let (tx, mut rx) = mpsc::channel(64);
+        let tee = VendorSpansTee::new(tx, 2 * one + one / 2, metrics.clone());
+        for _ in 0..3 {
+            tee.traces(&req);
+        }
+        let dropped = || metrics.dropped.get(&[("sink", "otlp_vendor_spans"), ("severity", "info")]);
+        assert_eq!((tee.queued_bytes(), dropped()), (2 * one, 1), "the third did not fit");
+        let taken = rx.try_recv().unwrap();
+        assert_eq!(taken.req, req);
+        drop(taken);
+        assert_eq!(tee.queued_bytes(), one, "a request taken gives its bytes back");
+        tee.traces(&req);
+        assert_eq!((tee.queued_bytes(), dropped()), (2 * one, 1));
+        // The sink gone: what it had queued is freed with its queue, a new request dropped.
+        drop(rx);
+        tee.traces(&req);
+        assert_eq!((tee.queued_bytes(), dropped()), (0, 2), "a closed queue holds nothing");
     }
 
     #[test]
