@@ -118,7 +118,7 @@ async fn an_acp_session_passes_through_untouched_and_lands_in_the_session_log() 
     assert!(plain.0.ends_with(b"bye") && plain.0.windows(2).any(|w| w == b"\r\n"));
 
     let log = b.data.join("logs/acp/sess-wrap-1.jsonl");
-    let lines = wait_lines(&log, 9).await;
+    let lines = wait_lines(&log, 10).await;
     assert_eq!(
         log_types(&lines),
         [
@@ -127,6 +127,7 @@ async fn an_acp_session_passes_through_untouched_and_lands_in_the_session_log() 
             "tool.requested",
             "tool.completed",
             "x.acp.plan.updated",
+            "tool.requested",
             "attention.requested",
             "attention.answered",
             "attention.resolved",
@@ -138,15 +139,18 @@ async fn an_acp_session_passes_through_untouched_and_lands_in_the_session_log() 
     assert!(evs.iter().all(|e| e["agent"] == "acp" && e["session"] == "sess-wrap-1"));
     let run = evs[1]["run"].as_str().unwrap().to_owned();
     assert!(run.ends_with(".2"), "the run is the prompt's rpc id, epoch-qualified: {run}");
-    assert_eq!(evs[8]["run"], json!(run));
-    assert_eq!(evs[8]["cause"], evs[1]["id"], "run.finished points at run.started");
+    assert_eq!(evs[9]["run"], json!(run));
+    assert_eq!(evs[9]["cause"], evs[1]["id"], "run.finished points at run.started");
     assert_eq!(evs[3]["cause"], evs[2]["id"], "the tool pair");
-    assert_eq!(evs[5]["data"]["options_count"], json!(2));
-    assert!(evs[5]["data"].get("options").is_none() && evs[5]["data"].get("respond_via").is_none(), "read-only");
-    assert_eq!(evs[6]["data"]["answer"], json!({"option": "allow"}));
-    assert_eq!(evs[6]["subject"], evs[5]["id"], "the answer names the request event");
+    // The permission request is the first the wire says of call-2: it requests the call.
+    assert_eq!(evs[5]["data"]["tool"], json!({"name": "sudo make install", "call_id": "call-2"}));
+    assert_eq!(evs[6]["cause"], evs[5]["id"], "the ask points at the call it gates");
+    assert_eq!(evs[6]["data"]["options_count"], json!(2));
+    assert!(evs[6]["data"].get("options").is_none() && evs[6]["data"].get("respond_via").is_none(), "read-only");
+    assert_eq!(evs[7]["data"]["answer"], json!({"option": "allow"}));
+    assert_eq!(evs[7]["subject"], evs[6]["id"], "the answer names the request event");
     let seqs: Vec<u64> = evs.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    assert_eq!(seqs, (1..=9).collect::<Vec<u64>>());
+    assert_eq!(seqs, (1..=10).collect::<Vec<u64>>());
 
     // The whole log is valid AEP.
     let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge")).args(["validate"]).arg(&log).output().unwrap();

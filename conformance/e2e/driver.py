@@ -3,7 +3,7 @@
 span export through a real collector. Run by run.sh inside `unshare -n` (loopback only).
 
 Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [scenario ...]
-Scenarios: claude, claude-wrap, codex-wrap, permission, codex, gemini, qwen (default: all). Prints one PASS/FAIL/SKIP line per check
+Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, permission, codex, gemini, qwen (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
@@ -567,21 +567,24 @@ def metrics_text():
         return f"(metrics unreadable: {ex})"
 
 
-def fork_settings(home, dirname):
+def fork_settings(home, dirname, telemetry=True):
     """The user settings of Gemini CLI / Qwen Code (hooks go to the project file through
-    `aep-bridge install`): offline, no update checks, native OTLP/HTTP export to the bridge."""
+    `aep-bridge install`): offline, no update checks, native OTLP/HTTP export to the bridge
+    (unless `telemetry` is off)."""
     d = os.path.join(home, dirname)
     os.makedirs(d, exist_ok=True)
     auth = "gemini-api-key" if dirname == ".gemini" else "openai"
+    settings = {
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False,
+                    "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "security": {"auth": {"selectedType": auth}, "folderTrust": {"enabled": False}},
+    }
+    if telemetry:
+        settings["telemetry"] = {"enabled": True, "target": "local", "otlpEndpoint": f"http://{BRIDGE}",
+                                 "otlpProtocol": "http", "logPrompts": False, "useCollector": False}
     with open(os.path.join(d, "settings.json"), "w") as f:
-        json.dump({
-            "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False,
-                        "enableAutoUpdateNotification": False},
-            "privacy": {"usageStatisticsEnabled": False},
-            "security": {"auth": {"selectedType": auth}, "folderTrust": {"enabled": False}},
-            "telemetry": {"enabled": True, "target": "local", "otlpEndpoint": f"http://{BRIDGE}",
-                          "otlpProtocol": "http", "logPrompts": False, "useCollector": False},
-        }, f, indent=1)
+        json.dump(settings, f, indent=1)
 
 
 def scenario_fork(a, name):
@@ -762,7 +765,109 @@ def scenario_codex_wrap(a):
         env.procs.stop()
 
 
+# ------------------------------------------------ Gemini CLI in ACP mode under `aep-bridge wrap acp`
+def scenario_gemini_acp(a):
+    """An editor-equivalent ACP client on the real `@agentclientprotocol/sdk` (acp_client.mjs)
+    is configured with `aep-bridge wrap acp -- gemini --acp` as its agent command: initialize,
+    authenticate, session/new, a prompt whose script runs a shell command the agent asks
+    permission for (the client answers: the editor owns the gate) and reads a missing file
+    (the tool fails), then a prompt with no tool. No
+    hooks, no OTLP: the session reaches the bridge through the tee alone. `tee`s on both sides
+    of gemini inside the wrapped command keep what it read and wrote."""
+    env = Env(a, "gemini-acp")
+    try:
+        env.start_mock()
+        env.start_bridge()
+        fork_settings(env.home, ".gemini", telemetry=False)
+        e = env.base_env()
+        e.update({"GEMINI_API_KEY": "e2e-offline-key", "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}",
+                  "GEMINI_CLI_NO_RELAUNCH": "true"})
+        gemini = os.path.join(a.clients, "gemini")
+        got_in, got_out = os.path.join(env.logs, "gemini.stdin.raw"), os.path.join(env.logs, "gemini.stdout.raw")
+        # `--acp` is the 0.61 flag (`--experimental-acp` is its deprecated alias).
+        inner = (f"tee {shlex.quote(got_in)} | {shlex.quote(gemini)} --acp -m gemini-2.5-pro "
+                 f"| tee {shlex.quote(got_out)}; exit ${{PIPESTATUS[1]}}")
+        agent = [env.bridge, "wrap", "acp", "--url", f"http://{BRIDGE}", "--", "bash", "-c", inner]
+        files = {k: os.path.join(env.logs, f"client.{k}") for k in ("report", "wrote", "read")}
+        prompts = ["Run the e2e script {{e2e:shell_touch,read_fail}}", "Thanks, that is all."]
+        argv = ["node", os.path.join(HERE, "acp_client.mjs"), "--sdk", os.path.dirname(a.clients), "--cwd", env.proj,
+                "--auth", "gemini-api-key", "--permission", "allow_once"]
+        for k, f in files.items():
+            argv += [f"--{k}", f]
+        for p in prompts:
+            argv += ["--prompt", p]
+        t0 = time.time()
+        r = subprocess.run(argv + ["--", *agent], cwd=env.proj, env=e, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=300)
+        open(os.path.join(env.logs, "client.stderr"), "wb").write(r.stderr)
+        rep = json.load(open(files["report"])) if os.path.isfile(files["report"]) else {}
+        sid = rep.get("sessionId")
+        print(f"  gemini --acp session {sid} in {time.time() - t0:.0f}s", flush=True)
+        check("gemini-acp: the client's session runs: both prompts end_turn, no error", r.returncode == 0 and bool(sid)
+              and [p.get("stopReason") for p in rep.get("prompts", [])] == ["end_turn", "end_turn"]
+              and not rep.get("errors"), f"rc={r.returncode} {json.dumps(rep)[:400]} {r.stderr[-300:]!r}")
+        check("gemini-acp: wrap exits with gemini's code 0", rep.get("exit") == {"code": 0, "signal": None},
+              str(rep.get("exit")))
+        for mine, theirs, what in ((files["read"], got_out, "read exactly the bytes gemini wrote"),
+                                   (files["wrote"], got_in, "wrote exactly the bytes gemini read")):
+            x = open(mine, "rb").read() if os.path.isfile(mine) else b""
+            y = open(theirs, "rb").read() if os.path.isfile(theirs) else b""
+            check(f"gemini-acp: the client {what}", bool(x) and x == y, f"{len(x)} vs {len(y)} bytes")
+        perms = rep.get("permissions", [])
+        check("gemini-acp: gemini asked the editor once (the shell call) and ran it once allowed",
+              len(perms) == 1 and perms[0].get("title") == "touch e2e_touched.txt"
+              and os.path.isfile(os.path.join(env.proj, "e2e_touched.txt")), str(perms))
+        log = os.path.join(env.data, "logs", "acp", f"{sid}.jsonl")
+        wait_for(lambda: sum(x["type"] == "run.finished" for x in read_jsonl(log)) >= 2, 15)
+        if not check("gemini-acp: JSONL log at {data}/logs/acp/{session}.jsonl", bool(sid) and os.path.isfile(log),
+                     f"have {session_logs(env.data, 'acp')}"):
+            return
+        events = read_jsonl(log)
+        ev = core(events)
+        types = [x["type"] for x in ev]
+        pos = {x["id"]: i for i, x in enumerate(ev)}
+        check(f"gemini-acp: every event is agent acp, session {sid}",
+              all(x.get("agent") == "acp" and x.get("session") == sid for x in events))
+        check("gemini-acp: session.started opens the log", types[:1] == ["session.started"], str(types[:3]))
+        runs = [x for x in ev if x["type"] == "run.started"]
+        fin = {x.get("cause"): x for x in ev if x["type"] == "run.finished"}
+        check("gemini-acp: two runs (one per prompt), each finished end_turn and caused by its start",
+              len(runs) == 2 and len(fin) == 2 and all(fin.get(x["id"], {}).get("run") == x.get("run")
+                                                       and fin[x["id"]]["data"].get("stop_reason") == "end_turn"
+                                                       for x in runs), str(types))
+        req = {x["data"]["tool"]["call_id"]: x for x in ev if x["type"] == "tool.requested"}
+        ends = {}
+        for x in ev:
+            if x["type"] in ("tool.completed", "tool.failed"):
+                ends.setdefault(x["data"]["tool"]["call_id"], []).append(x)
+        check("gemini-acp: 2 tool calls in the first run, each with exactly one later outcome caused by its request",
+              len(req) == 2 and set(ends) == set(req) and all(
+                  len(v) == 1 and v[0].get("cause") == req[c]["id"] and pos[v[0]["id"]] > pos[req[c]["id"]]
+                  and v[0].get("run") == req[c].get("run") == runs[0].get("run") for c, v in ends.items()),
+              f"{sorted(req)} {sorted(ends)}")
+        outcome = {req[c]["data"]["tool"]["name"]: v[0]["type"] for c, v in ends.items() if c in req}
+        check("gemini-acp: the shell call completed, the read of the missing file failed",
+              outcome == {"touch e2e_touched.txt": "tool.completed", "e2e_missing.txt": "tool.failed"}, str(outcome))
+        ask = [x for x in ev if x["type"] == "attention.requested"]
+        shell = next((x for x in req.values() if x["data"]["tool"]["name"] == "touch e2e_touched.txt"), {})
+        ans = [x for x in ev if x["type"] in ("attention.answered", "attention.resolved")]
+        check("gemini-acp: the editor's permission gate observed read-only: requested (caused by the shell call), "
+              "answered with the client's option via oob, resolved",
+              len(ask) == 1 and ask[0].get("cause") == shell.get("id") and "respond_via" not in ask[0]["data"]
+              and "options" not in ask[0]["data"] and [x["type"] for x in ans] == ["attention.answered",
+                                                                                   "attention.resolved"]
+              and all(x.get("subject") == ask[0]["id"] for x in ans)
+              and ans[0]["data"].get("answer") == {"option": (perms or [{}])[0].get("chose")}
+              and ans[0]["data"].get("via") == "oob",
+              json.dumps(ask + ans)[:500])
+        r = env.aep("validate", log)
+        check("gemini-acp: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
 SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "codex-wrap": scenario_codex_wrap,
+             "gemini-acp": scenario_gemini_acp,
              "permission": scenario_permission,
              "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project")),
              "gemini": lambda a: scenario_fork(a, "gemini"), "qwen": lambda a: scenario_fork(a, "qwen")}

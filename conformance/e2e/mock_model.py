@@ -53,8 +53,12 @@ def fork_call(step, workdir):
     return {
         "shell_ok": ("run_shell_command", {"command": "echo e2e-ok", "description": "Print a word"}),
         "shell_fail": ("run_shell_command", {"command": "ls /e2e_missing_dir", "description": "List a missing dir"}),
+        # not on any read-only allow list: an agent in its default mode asks before running it
+        "shell_touch": ("run_shell_command", {"command": "touch e2e_touched.txt", "description": "Create a file"}),
         # Gemini CLI 0.61 names the argument file_path, Qwen Code 0.15 absolute_path.
         "read_ok": ("read_file", {"file_path": f"{workdir}/hello.txt", "absolute_path": f"{workdir}/hello.txt"}),
+        "read_fail": ("read_file", {"file_path": f"{workdir}/e2e_missing.txt",
+                                    "absolute_path": f"{workdir}/e2e_missing.txt"}),
     }[step]
 
 

@@ -15,7 +15,7 @@ use clap::Args;
 /// Arguments of `aep-bridge wrap`.
 #[derive(Debug, Clone, Args)]
 #[command(after_help = "Protocols and who answers their approvals (respond_via):
-  acp                 ACP JSON-RPC (e.g. `gemini --experimental-acp`); session/request_permission is
+  acp                 ACP JSON-RPC (e.g. `gemini --acp`, formerly `--experimental-acp`); session/request_permission is
                       the editor's gate: observed read-only, no options or respond_via claimed.
   claude-stream-json  Claude Code `-p --output-format stream-json [--input-format stream-json]`;
                       can_use_tool prompts are answered by the process driving Claude Code, not by
