@@ -248,3 +248,52 @@ async fn a_codex_app_server_turn_is_a_session_a_run_and_a_tool_pair() {
     assert_eq!(evs[3]["data"]["exit_code"], json!(0));
     b.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pi_rpc_session_is_named_by_get_state_and_maps_through_the_pi_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(config(dir.path())).await;
+    let url = b.url();
+    // A real `pi --mode rpc` session (pi 0.80.6, offline): get_state, two prompts.
+    let recorded = data("pi_rpc.jsonl");
+    let (replay, rec) = (data("replay.py").display().to_string(), recorded.display().to_string());
+    let out = tokio::task::spawn_blocking(move || {
+        wrap_cmd("pi-rpc", &url, None, &["python3", &replay, &rec, "7"]).stdin(Stdio::null()).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(7), "pi's exit code");
+    assert_eq!(out.stdout, std::fs::read(&recorded).unwrap(), "byte for byte");
+    let log = b.data.join("logs/pi/01a237c2-e6e7-714e-8bfa-92c9cc80500e.jsonl");
+    // 25 mapped, less the two agent-scoped `x.pi.agent.settled` (no session: `wrap` delivers
+    // session events only, and skips them without leaving a gap in the session's seq).
+    let lines = wait_lines(&log, 23).await;
+    let evs: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let core: Vec<&Value> = evs.iter().filter(|e| !e["type"].as_str().unwrap().starts_with("x.")).collect();
+    let types: Vec<&str> = core.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types.first(), Some(&"session.started"));
+    assert_eq!(types.iter().filter(|t| **t == "run.started").count(), 2);
+    let (started, finished): (Vec<&&Value>, Vec<&&Value>) = (
+        core.iter().filter(|e| e["type"] == "run.started").collect(),
+        core.iter().filter(|e| e["type"] == "run.finished").collect(),
+    );
+    assert_eq!(finished.len(), 2);
+    for (s, f) in started.iter().zip(&finished) {
+        assert_eq!((&f["cause"], &f["run"]), (&s["id"], &s["run"]), "each run closes what it opened");
+    }
+    let req: Vec<&&Value> = core.iter().filter(|e| e["type"] == "tool.requested").collect();
+    let end: Vec<&&Value> =
+        core.iter().filter(|e| e["type"] == "tool.completed" || e["type"] == "tool.failed").collect();
+    assert_eq!(req.len(), 2);
+    assert_eq!(end.iter().map(|e| e["type"].as_str().unwrap()).collect::<Vec<_>>(), ["tool.completed", "tool.failed"]);
+    for (r, e) in req.iter().zip(&end) {
+        assert_eq!(e["cause"], r["id"]);
+        assert_eq!(e["data"]["tool"], r["data"]["tool"]);
+    }
+    assert!(evs.iter().all(|e| e["agent"] == "pi"));
+    let seqs: Vec<u64> = evs.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=23).collect::<Vec<u64>>(), "no gap");
+    let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge")).args(["validate"]).arg(&log).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    b.shutdown().await;
+}

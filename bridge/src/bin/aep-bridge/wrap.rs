@@ -21,7 +21,10 @@ use clap::Args;
                       can_use_tool prompts are answered by the process driving Claude Code, not by
                       the tee: observed read-only, the answer recorded via oob.
   codex-app-server    `codex app-server` JSON-RPC (threads, turns, items); approvals are answered by
-                      the client driving it: observed read-only, the decision recorded via oob.")]
+                      the client driving it: observed read-only, the decision recorded via oob.
+  pi-rpc              `pi --mode rpc` (commands in, typed responses and the event stream out); upstream
+                      pi raises no approval on this wire: nothing answerable, no respond_via. The
+                      session id comes from the client's own get_state; the tee never asks.")]
 pub struct WrapArgs {
     /// The protocol the agent speaks on stdio.
     #[arg(value_parser = clap::builder::PossibleValuesParser::new(STDIO_PROTOCOLS))]
