@@ -174,3 +174,19 @@ fn a_permission_request_opens_a_call_no_tool_call_announced() {
     );
     assert_eq!(d.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(), ["attention.requested"]);
 }
+
+#[test]
+fn delta_chunks_are_agent_scoped_by_their_pinned_type() {
+    // The pin names them `x.acp.agent.*`: the `agent` category, which carries no session
+    // (AEP-0001 §5.2), so the tee stamps none (a stamped one would fail validation).
+    let mut tee = Tee::new(1, Options { deltas: true });
+    let d = line(
+        &mut tee,
+        Direction::FromAgent,
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hm"}}}}),
+    );
+    assert_eq!(
+        (d[0].r#type.as_str(), d[0].session.as_deref(), d[0].run.as_deref()),
+        ("x.acp.agent.thought.chunk", None, None)
+    );
+}
