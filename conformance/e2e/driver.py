@@ -862,6 +862,21 @@ def scenario_gemini_acp(a):
               json.dumps(ask + ans)[:500])
         r = env.aep("validate", log)
         check("gemini-acp: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        # Fail-open with the editor command (`--experimental-acp`, the deprecated alias):
+        # nothing listens on the bridge URL, the editor's session works the same.
+        down = {k: f + ".down" for k, f in files.items()}
+        argv = list(argv)
+        for k in files:
+            argv[argv.index(files[k])] = down[k]
+        agent = [env.bridge, "wrap", "acp", "--url", "http://127.0.0.1:9", "--", gemini, "--experimental-acp",
+                 "-m", "gemini-2.5-pro"]
+        r = subprocess.run(argv + ["--", *agent], cwd=env.proj, env=e, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=300)
+        rep = json.load(open(down["report"])) if os.path.isfile(down["report"]) else {}
+        check("gemini-acp: bridge down, `wrap acp -- gemini --experimental-acp`: the client's session runs the same",
+              [p.get("stopReason") for p in rep.get("prompts", [])] == ["end_turn", "end_turn"]
+              and len(rep.get("permissions", [])) == 1 and not rep.get("errors")
+              and rep.get("exit") == {"code": 0, "signal": None}, f"{json.dumps(rep)[:400]} {r.stderr[-300:]!r}")
     finally:
         env.procs.stop()
 
