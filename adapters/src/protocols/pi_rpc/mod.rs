@@ -21,10 +21,12 @@ const MAX_WAITING: usize = 1024;
 const MAX_WAITING_BYTES: usize = 16 << 20;
 /// Sessions whose run state the tee keeps (then forgotten wholesale).
 const MAX_SESSIONS: usize = 256;
+/// The longest session id taken from a response (pi's are UUIDs).
+const MAX_SESSION_ID: usize = 256;
 
 /// Stream members that are not moments: `entry_appended` is stream-union-only and the
-/// design record claims nothing from it; `message_update` is the delta plane the shared
-/// mapping gates itself.
+/// design record claims nothing from it (the delta plane, `message_update`, is gated by the
+/// shared mapping itself).
 const NOT_MOMENTS: &[&str] = &["entry_appended"];
 
 /// The `pi --mode rpc` tee: the agent's stdout carries the `AgentSessionEvent` union, the
@@ -68,7 +70,10 @@ impl Tee {
             return Vec::new();
         }
         let data = m.get("data").unwrap_or(&Value::Null);
-        if let Some(sid) = data.get("sessionId").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        let sid = data.get("sessionId").and_then(Value::as_str);
+        if let Some(sid) =
+            sid.filter(|s| !s.is_empty() && s.len() <= MAX_SESSION_ID && !s.chars().any(char::is_control))
+        {
             return self.learn(sid, cx);
         }
         let replaces = matches!(

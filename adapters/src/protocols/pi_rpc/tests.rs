@@ -96,6 +96,17 @@ fn events_before_the_session_is_named_wait_for_it() {
         ],
     );
     assert!(none.is_empty());
+    // Nor does an id that is no session id (empty, oversized, control characters).
+    let long = format!(
+        r#"{{"type":"response","command":"get_state","success":true,"data":{{"sessionId":"{}"}}}}"#,
+        "s".repeat(300)
+    );
+    let odd = [
+        r#"{"type":"response","command":"get_state","success":true,"data":{"sessionId":""}}"#,
+        long.as_str(),
+        r#"{"type":"response","command":"get_state","success":true,"data":{"sessionId":"a\u0007b"}}"#,
+    ];
+    assert!(feed(&mut tee, &odd).is_empty());
     let d = feed(
         &mut tee,
         &[
