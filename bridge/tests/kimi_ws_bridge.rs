@@ -19,7 +19,7 @@ use aep_bridge::bridges::{BridgeConfig, BridgeKind, BridgeMode};
 use aep_bridge::transport::config::HttpUrl;
 use axum::Router;
 use axum::extract::ws::{Message as AxMessage, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -236,9 +236,13 @@ fn subscribe(f: &Fake, frame: &Value, subscribed: &mut HashSet<String>) -> Vec<V
     out
 }
 
-async fn list(State(f): State<Arc<Fake>>, headers: HeaderMap) -> Response {
+async fn list(State(f): State<Arc<Fake>>, headers: HeaderMap, Query(q): Query<HashMap<String, String>>) -> Response {
     if !authorized(&headers) {
         return (StatusCode::UNAUTHORIZED, "").into_response();
+    }
+    // As the 0.28 schema: 1..=100, a validation envelope otherwise.
+    if q.get("page_size").and_then(|p| p.parse::<u32>().ok()).is_some_and(|p| !(1..=100).contains(&p)) {
+        return envelope(40001, "page_size: Too big", Value::Null);
     }
     f.lists.fetch_add(1, Ordering::SeqCst);
     let items: Vec<Value> = f.sessions.lock().unwrap().iter().map(|id| json!({"id": id, "title": ""})).collect();

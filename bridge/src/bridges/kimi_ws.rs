@@ -76,8 +76,8 @@ use crate::transport::{HttpClient, HttpOptions, RetryConfig};
 const MAX_SESSIONS: usize = 4096;
 /// Open tool calls remembered for the `tool.result` pairing (the oldest dropped beyond).
 const MAX_CALLS: usize = 4096;
-/// Sessions read from one listing.
-const LIST_PAGE: usize = 200;
+/// Sessions read from one listing (the newest; the kap-server takes at most 100).
+const LIST_PAGE: usize = 100;
 /// Session ids in one `subscribe` frame.
 const SUBSCRIBE_BATCH: usize = 256;
 
@@ -325,7 +325,7 @@ impl Observer {
             headers.insert("authorization".into(), format!("Bearer {t}"));
         }
         let rest = HttpClient::new(&HttpOptions { timeout: self.timeout, headers, tls: self.tls.clone() })?;
-        if self.auth.is_some() {
+        if self.auth.as_ref().is_some_and(|a| a.token.is_some()) {
             // Asks raised under the old token keep their (now refused) route: answers to
             // them are nacked `refused`; new asks use the new token.
             tracing::warn!(bridge = %self.name, "The server token changed; REST calls use the new one.");
