@@ -86,6 +86,10 @@ struct Fake {
     upgrades: AtomicUsize,
     /// Session list reads.
     lists: AtomicUsize,
+    /// The REST side stops answering (a server shutting down).
+    rest_gone: AtomicBool,
+    /// Close frames received from the bridge.
+    client_closes: AtomicUsize,
     /// The next connection goes silent right after its hello.
     silent_next: AtomicBool,
 }
@@ -171,7 +175,14 @@ async fn connection(f: Arc<Fake>, mut socket: WebSocket, silent: bool) {
         tokio::select! {
             m = socket.recv() => {
                 let Some(Ok(AxMessage::Text(t))) = m else {
-                    match m { Some(Ok(_)) => continue, _ => return }
+                    match m {
+                        Some(Ok(AxMessage::Close(_))) => {
+                            f.client_closes.fetch_add(1, Ordering::SeqCst);
+                            return;
+                        }
+                        Some(Ok(_)) => continue,
+                        _ => return,
+                    }
                 };
                 let frame: Value = serde_json::from_str(t.as_str()).unwrap();
                 if frame["type"] != "subscribe" {
@@ -245,6 +256,9 @@ async fn list(State(f): State<Arc<Fake>>, headers: HeaderMap, Query(q): Query<Ha
         return envelope(40001, "page_size: Too big", Value::Null);
     }
     f.lists.fetch_add(1, Ordering::SeqCst);
+    if f.rest_gone.load(Ordering::SeqCst) {
+        std::future::pending::<()>().await;
+    }
     let items: Vec<Value> = f.sessions.lock().unwrap().iter().map(|id| json!({"id": id, "title": ""})).collect();
     envelope(0, "success", json!({"items": items, "has_more": false}))
 }
@@ -799,6 +813,23 @@ async fn asks_pending_at_attach_are_raised_and_asks_gone_meanwhile_are_closed() 
     until("the log", || core(&log(&b.data, SESSION)).len() == 2).await;
     assert_eq!(core(&log(&b.data, SESSION)), ["attention.requested", "attention.resolved"]);
     validate(&b.data, SESSION);
+    drop(dir);
+    b.shutdown().await;
+}
+
+/// kimi web 0.28 closes its sockets only after its HTTP server closed, which waits for them:
+/// a SIGTERM'd server hangs while the bridge holds its stream. Its REST side gone (here: no
+/// answer within timeout_ms), the bridge closes the stream and reconnects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_is_let_go_when_the_servers_rest_side_is_gone() {
+    let (fake, url) = fake_server().await;
+    let mut cfg = bridge_cfg(&url, BridgeMode::Companion, false);
+    cfg.timeout_ms = 300;
+    let (b, dir) = bridge(cfg).await;
+    until("a listing", || fake.lists.load(Ordering::SeqCst) >= 1).await;
+    fake.rest_gone.store(true, Ordering::SeqCst);
+    until("the bridge's close frame", || fake.client_closes.load(Ordering::SeqCst) == 1).await;
+    until("a reconnect", || fake.upgrades() >= 2).await;
     drop(dir);
     b.shutdown().await;
 }

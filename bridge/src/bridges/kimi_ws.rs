@@ -26,6 +26,11 @@
 //! (deltas, status pulses) carry no number of their own and never emit. Memory is bounded:
 //! at most 4096 sessions' cursors and 4096 open tool calls, the least recent dropped.
 //!
+//! Shutdown: kimi web 0.28 closes its sockets only once its HTTP server has closed, which
+//! waits for them, so a SIGTERM'd server would hang on this observer's stream; when the
+//! session poll gets no answer at all the stream is closed and reconnected (a resume loses
+//! nothing).
+//!
 //! Frames are bounded in bytes (`max_frame_bytes`, enforced by the WebSocket reader before
 //! a frame is buffered): an oversized frame ends the connection. A live one is then either
 //! volatile (never replayed: the resume goes on) or durable, and comes back in the resume's
@@ -398,7 +403,16 @@ impl Observer {
                 continue;
             }
             tokio::select! {
-                _ = poll.tick() => self.list().await,
+                _ = poll.tick() => {
+                    if let Err(e) = self.list().await {
+                        // kimi web 0.28 closes its sockets only once its HTTP server has
+                        // closed, which waits for them: a SIGTERM'd server would hang on
+                        // this connection. Its REST side gone, the stream is let go (the
+                        // resume loses nothing).
+                        let _ = sink.send(Message::Close(None)).await;
+                        return Err(Stop::Retry(format!("the server's REST side is gone ({e}); letting the stream go")));
+                    }
+                }
                 _ = ping.tick() => {
                     if let Some(idle) = self.idle {
                         if last_rx.elapsed() >= idle {
@@ -476,9 +490,10 @@ impl Observer {
         if self.initial.as_ref().is_some_and(|i| i.contains(sid)) { None } else { Some(json!({"seq": 0})) }
     }
 
-    /// Reads the server's session list and queues the sessions not subscribed.
-    async fn list(&mut self) {
-        let Some(auth) = &self.auth else { return };
+    /// Reads the server's session list and queues the sessions not subscribed. `Err` when
+    /// the server did not answer at all (it refuses connections while shutting down).
+    async fn list(&mut self) -> Result<(), String> {
+        let Some(auth) = &self.auth else { return Ok(()) };
         let url = format!("{}/api/v1/sessions?page_size={LIST_PAGE}", self.base);
         let items = match auth.rest.get(&url).await {
             Ok(r) if r.status == 200 => match serde_json::from_slice::<Value>(&r.body) {
@@ -487,17 +502,14 @@ impl Observer {
                 }
                 _ => {
                     tracing::debug!(bridge = %self.name, "The session list is not a kap-server envelope.");
-                    return;
+                    return Ok(());
                 }
             },
             Ok(r) => {
                 tracing::debug!(bridge = %self.name, status = r.status, "The session list was refused.");
-                return;
+                return Ok(());
             }
-            Err(e) => {
-                tracing::debug!(bridge = %self.name, error = %e, "The session list is unavailable.");
-                return;
-            }
+            Err(e) => return Err(e.to_string()),
         };
         let ids: Vec<String> = items.iter().filter_map(|i| s(i, "id")).map(str::to_owned).collect();
         if self.initial.is_none() {
@@ -508,6 +520,7 @@ impl Observer {
                 self.want.push(id);
             }
         }
+        Ok(())
     }
 
     /// Handles one frame off the socket.
