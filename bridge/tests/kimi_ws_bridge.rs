@@ -738,6 +738,11 @@ async fn primary_questions_and_unraised_outcomes_stay_read_only() {
     ));
     until("the stray outcome", || types(&log(&b.data, SESSION)).contains(&"x.kimi-code.web.event.approval.resolved"))
         .await;
+    // A subagent's turn is not one of the session's runs: channel visibility only.
+    let mut sub = numbered(&fake, SESSION, "turn.started", json!({"turnId": 0, "origin": {"kind": "agent"}}));
+    sub["payload"]["agentId"] = json!("agent_sub_1");
+    fake.publish(sub);
+    until("the subagent's turn", || types(&log(&b.data, SESSION)).contains(&"x.kimi-code.web.turn.started")).await;
     assert_eq!(
         core(&log(&b.data, SESSION)),
         [

@@ -41,7 +41,9 @@
 //! Primary mode (stream-only deployments): the vendor's turns are the runs; `tool.result`
 //! names no tool, so the observer pairs it with the `tool.call.started` of its call id
 //! (`tool.completed`, or `tool.failed` when `isError`), an unpairable one degrades to channel
-//! visibility. Every ask is raised and tracked (its `attention.requested` id minted, the
+//! visibility; a subagent's frames (payload `agentId` other than `main`: its turns are
+//! numbered on their own) ride channel visibility too, but for its asks (run-less). Every
+//! ask is raised and tracked (its `attention.requested` id minted, the
 //! attention book opened); its outcome carries that id as `subject` (AEP-0002 §7.1): a
 //! decision becomes `attention.answered` (`via: "oob"`) then `attention.resolved`
 //! (`answered`), a decision-less or `cancelled` resolution `attention.resolved`
@@ -721,6 +723,11 @@ impl Observer {
             return map_ws(WsMode::Companion, v, &cx);
         }
         let p = v.get("payload").unwrap_or(&Value::Null);
+        let interaction = ty.starts_with("event.approval.") || ty.starts_with("event.question.");
+        if !interaction && s(p, "agentId").is_some_and(|a| a != "main") {
+            // A subagent's turns are numbered on their own: they are not the session's runs.
+            return map_ws(WsMode::Companion, v, &cx);
+        }
         match ty {
             "tool.call.started" => {
                 let drafts = map_ws(WsMode::Primary, v, &cx);
@@ -733,6 +740,12 @@ impl Observer {
             "tool.result" => self.tool_result(v, p, session, &cx),
             "event.approval.requested" | "event.question.requested" => {
                 let mut drafts = map_ws(WsMode::Primary, v, &cx);
+                if s(p, "agentId").is_some_and(|a| a != "main") {
+                    // A subagent's ask: its turn is not one of the session's runs.
+                    for d in &mut drafts {
+                        d.run = None;
+                    }
+                }
                 self.raise(&mut drafts, now_ms());
                 drafts
             }
