@@ -196,6 +196,9 @@ impl BridgeConfig {
         if !kimi && (!self.token.is_empty() || !self.token_file.is_empty()) {
             out.push((format!("{prefix}.token"), "token and token_file are for kind = \"kimi-ws\"".into()));
         }
+        if kimi && !self.password.is_empty() {
+            out.push((format!("{prefix}.password"), "is for the SSE kinds; kimi-ws takes token or token_file".into()));
+        }
         if kimi && self.poll_ms < 100 {
             out.push((format!("{prefix}.poll_ms"), "must be at least 100".into()));
         }
@@ -319,6 +322,7 @@ mod tests {
         assert_eq!(BridgeKind::KimiWs.profile(), None);
         let keys = |b: &BridgeConfig| b.check("b").into_iter().map(|(k, _)| k).collect::<Vec<_>>();
         assert_eq!(keys(&BridgeConfig { poll_ms: 10, ..b.clone() }), ["b.poll_ms"]);
+        assert_eq!(keys(&BridgeConfig { password: "pw".into(), ..b.clone() }), ["b.password"]);
         let sse = BridgeConfig { kind: Some(BridgeKind::OpencodeSse), ..b };
         assert_eq!(keys(&sse), ["b.token"]);
     }
