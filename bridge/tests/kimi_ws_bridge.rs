@@ -33,12 +33,18 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 const TOKEN: &str = "kimi-bridge-token";
 const SERVER_TOKEN: &str = "kap-server-token";
 const RECORDED: &str = include_str!("data/kimi-code-0.28.0-web-approval.jsonl");
+/// The same prompt, the approval rejected with feedback over REST: Kimi still starts the
+/// call and answers it with an error ("was not run because the user rejected ...").
+const REJECTED: &str = include_str!("data/kimi-code-0.28.0-web-rejected.jsonl");
 const SESSION: &str = "session_test_1";
 
 /// The recorded envelopes, moved to `session`.
 fn recorded(session: &str) -> Vec<Value> {
-    RECORDED
-        .lines()
+    recording(RECORDED, session)
+}
+
+fn recording(text: &str, session: &str) -> Vec<Value> {
+    text.lines()
         .map(|l| {
             let mut v: Value = serde_json::from_str(l).unwrap();
             v["session_id"] = json!(session);
@@ -835,6 +841,61 @@ async fn the_stream_is_let_go_when_the_servers_rest_side_is_gone() {
     fake.rest_gone.store(true, Ordering::SeqCst);
     until("the bridge's close frame", || fake.client_closes.load(Ordering::SeqCst) == 1).await;
     until("a reconnect", || fake.upgrades() >= 2).await;
+    drop(dir);
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_with_feedback_is_delivered_and_the_call_is_denied() {
+    let (fake, url) = fake_server().await;
+    let all = recording(REJECTED, SESSION);
+    let at = all.iter().position(|e| e["type"] == "event.approval.requested").unwrap() + 1;
+    fake.after_decision.lock().unwrap().extend(all[at..].iter().cloned());
+    let (b, dir) = bridge(bridge_cfg(&url, BridgeMode::Primary, true)).await;
+    let mut ws = phone(b.bound.http).await;
+    until("the first listing", || fake.lists.load(Ordering::SeqCst) >= 1).await;
+    for f in &all[..at] {
+        fake.publish(f.clone());
+    }
+    fake.sessions.lock().unwrap().push(SESSION.into());
+    let req = next(&mut ws, |v| v["type"] == "attention.requested").await;
+    // Free text on a permission applies the refusing decision, the text as the reason.
+    respond(&mut ws, "cmd-no", &req, json!({"text": "use ls instead"})).await;
+    let ack = next(&mut ws, |v| v["type"] == "control.accepted").await;
+    assert_eq!(ack["cause"], "cmd-no");
+    let call = all[at - 1]["payload"]["tool_call_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        fake.decisions.lock().unwrap().clone(),
+        [(
+            format!("/api/v1/sessions/{SESSION}/approvals/{call}"),
+            json!({"decision": "rejected", "feedback": "use ls instead"})
+        )]
+    );
+    let answered = next(&mut ws, |v| v["type"] == "attention.answered").await;
+    // The text is gated at the metadata attention ceiling (AEP-0002 §5.3).
+    assert_eq!(answered["data"]["answer"], json!({"option": "rejected"}));
+    until("run.finished", || types(&log(&b.data, SESSION)).contains(&"run.finished")).await;
+    let events = log(&b.data, SESSION);
+    assert_eq!(
+        core(&events),
+        [
+            "run.started",
+            "attention.requested",
+            "control.accepted",
+            "attention.answered",
+            "attention.resolved",
+            "tool.requested",
+            "tool.denied",
+            "run.finished"
+        ]
+    );
+    let requested = events.iter().find(|e| e["type"] == "tool.requested").unwrap();
+    let denied = events.iter().find(|e| e["type"] == "tool.denied").unwrap();
+    assert_eq!(
+        (denied["data"].clone(), denied["cause"].clone()),
+        (json!({"tool": {"name": "Bash", "call_id": call}, "by": "runtime"}), requested["id"].clone())
+    );
+    validate(&b.data, SESSION);
     drop(dir);
     b.shutdown().await;
 }

@@ -24,7 +24,8 @@
 //! `epoch` restarts the numbering; the server's `resync_required` (buffer overflow, a new
 //! journal) is logged with the size of the gap and the cursor taken as is. Volatile frames
 //! (deltas, status pulses) carry no number of their own and never emit. Memory is bounded:
-//! at most 4096 sessions' cursors and 4096 open tool calls, the least recent dropped.
+//! at most 4096 sessions' cursors and 4096 open tool calls and approvals, the least recent
+//! dropped.
 //!
 //! Shutdown: kimi web 0.28 closes its sockets only once its HTTP server has closed, which
 //! waits for them, so a SIGTERM'd server would hang on this observer's stream; when the
@@ -40,7 +41,9 @@
 //!
 //! Primary mode (stream-only deployments): the vendor's turns are the runs; `tool.result`
 //! names no tool, so the observer pairs it with the `tool.call.started` of its call id
-//! (`tool.completed`, or `tool.failed` when `isError`), an unpairable one degrades to channel
+//! (`tool.completed`, or `tool.failed` when `isError`, or `tool.denied` `by: "runtime"` when
+//! the call's approval was rejected: Kimi 0.28 still starts the call and answers "was not
+//! run because the user rejected the approval request"), an unpairable one degrades to channel
 //! visibility; a subagent's frames (payload `agentId` other than `main`: its turns are
 //! numbered on their own) ride channel visibility too, but for its asks (run-less). Every
 //! ask is raised and tracked (its `attention.requested` id minted, the
@@ -110,6 +113,36 @@ pub fn socket_url(base: &str) -> String {
     format!("{b}/api/v1/ws")
 }
 
+/// A map forgetting its oldest entries beyond [`MAX_CALLS`].
+struct Recent<V> {
+    map: HashMap<String, V>,
+    order: VecDeque<String>,
+}
+
+impl<V> Default for Recent<V> {
+    fn default() -> Self {
+        Self { map: HashMap::new(), order: VecDeque::new() }
+    }
+}
+
+impl<V> Recent<V> {
+    fn insert(&mut self, key: String, value: V) {
+        if self.map.insert(key.clone(), value).is_none() {
+            self.order.push_back(key);
+        }
+        while self.map.len() > MAX_CALLS {
+            let Some(old) = self.order.pop_front() else { break };
+            self.map.remove(&old);
+        }
+    }
+
+    fn take(&mut self, key: &str) -> Option<V> {
+        let v = self.map.remove(key)?;
+        self.order.retain(|k| k != key);
+        Some(v)
+    }
+}
+
 /// A session's stream position: the last durable `seq` seen and its journal's `epoch`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Cursor {
@@ -170,8 +203,11 @@ struct Observer {
     /// each subscription's replay).
     reconcile: Vec<String>,
     /// Open tool calls: `session \0 call` -> (tool name, run).
-    calls: HashMap<String, (String, Option<String>)>,
-    call_order: VecDeque<String>,
+    calls: Recent<(String, Option<String>)>,
+    /// Raised approvals: `session \0 approval` -> their tool call.
+    approval_calls: Recent<String>,
+    /// Calls whose approval was rejected (`session \0 call`): their error result is the denial.
+    denied: Recent<()>,
     reconnect: RetryConfig,
     max_frame: usize,
     idle: Option<Duration>,
@@ -256,8 +292,9 @@ impl Observer {
             offered: HashSet::new(),
             want: Vec::new(),
             reconcile: Vec::new(),
-            calls: HashMap::new(),
-            call_order: VecDeque::new(),
+            calls: Recent::default(),
+            approval_calls: Recent::default(),
+            denied: Recent::default(),
             reconnect: RetryConfig {
                 initial_ms: cfg.reconnect_initial_ms,
                 max_ms: cfg.reconnect_max_ms,
@@ -739,6 +776,9 @@ impl Observer {
             }
             "tool.result" => self.tool_result(v, p, session, &cx),
             "event.approval.requested" | "event.question.requested" => {
+                if let (Some(id), Some(call)) = (s(p, "approval_id"), s(p, "tool_call_id")) {
+                    self.approval_calls.insert(format!("{session}\u{0}{id}"), call.to_owned());
+                }
                 let mut drafts = map_ws(WsMode::Primary, v, &cx);
                 if s(p, "agentId").is_some_and(|a| a != "main") {
                     // A subagent's ask: its turn is not one of the session's runs.
@@ -750,21 +790,14 @@ impl Observer {
                 drafts
             }
             "event.approval.resolved" | "event.question.answered" | "event.question.dismissed" => {
-                self.settled(ty, v, p, &cx).await
+                self.settled(ty, v, p, session, &cx).await
             }
             _ => map_ws(WsMode::Primary, v, &cx),
         }
     }
 
     fn remember_call(&mut self, session: &str, call: &str, name: String, run: Option<String>) {
-        let key = format!("{session}\u{0}{call}");
-        if self.calls.insert(key.clone(), (name, run)).is_none() {
-            self.call_order.push_back(key);
-        }
-        while self.calls.len() > MAX_CALLS {
-            let Some(old) = self.call_order.pop_front() else { break };
-            self.calls.remove(&old);
-        }
+        self.calls.insert(format!("{session}\u{0}{call}"), (name, run));
     }
 
     /// `tool.result` paired with its call's `tool.call.started` (the design record: the
@@ -772,9 +805,15 @@ impl Observer {
     fn tool_result(&mut self, v: &Value, p: &Value, session: &str, cx: &MapContext) -> Vec<EventDraft> {
         let Some(call) = s(p, "toolCallId") else { return map_ws(WsMode::Companion, v, cx) };
         let key = format!("{session}\u{0}{call}");
-        let Some((name, run)) = self.calls.remove(&key) else { return map_ws(WsMode::Companion, v, cx) };
-        self.call_order.retain(|k| k != &key);
-        let mut d = if p.get("isError").and_then(Value::as_bool) == Some(true) {
+        let Some((name, run)) = self.calls.take(&key) else { return map_ws(WsMode::Companion, v, cx) };
+        let failed = p.get("isError").and_then(Value::as_bool) == Some(true);
+        let mut d = if failed && self.denied.take(&key).is_some() {
+            // The approval was rejected: the call was not run (the runtime enforces the
+            // human's answer, as the hook mapping's PermissionResult "rejected" says).
+            let mut d = common::Builder::new("tool.denied", cx).tool(&name, Some(call)).meta("by", "runtime").build();
+            d.cause_key = Some(common::tool_key(call));
+            d
+        } else if failed {
             common::tool_failed(&name, Some(call), "tool_error", s(p, "output"), None, cx)
         } else {
             common::tool_completed(&name, Some(call), p.get("output"), None, cx)
@@ -821,8 +860,14 @@ impl Observer {
     /// An ask's outcome, about the request this observer raised (AEP-0002 §7.1: `subject` =
     /// the request's id): a command's answer (`via: "control"`), else the vendor's decision
     /// (`via: "oob"`) then `attention.resolved`; decision-less or `cancelled`: dismissed.
-    async fn settled(&mut self, ty: &str, v: &Value, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
+    async fn settled(&mut self, ty: &str, v: &Value, p: &Value, session: &str, cx: &MapContext) -> Vec<EventDraft> {
         let key = if ty == "event.approval.resolved" { "approval_id" } else { "question_id" };
+        if ty == "event.approval.resolved"
+            && let Some(call) = s(p, key).and_then(|id| self.approval_calls.take(&format!("{session}\u{0}{id}")))
+            && s(p, "decision") == Some("rejected")
+        {
+            self.denied.insert(format!("{session}\u{0}{call}"), ());
+        }
         let Some(replies) = self.auth.as_ref().map(|a| a.replies.clone()) else { return Vec::new() };
         let Some(ask) = s(p, key).and_then(|id| replies.take(id)) else {
             // Not an ask this observer raised: channel visibility only.
