@@ -315,7 +315,7 @@ pub async fn serve(
         can_answer,
     };
     for (name, b) in &cfg.bridges {
-        if let Err(e) = crate::bridges::opencode::spawn(name, b, bridge_deps.clone(), shutdown.clone()) {
+        if let Err(e) = crate::bridges::spawn(name, b, bridge_deps.clone(), shutdown.clone()) {
             tracing::error!(error = %e, "Bridge not started.");
         }
     }

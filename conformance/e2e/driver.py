@@ -3,7 +3,8 @@
 span export through a real collector. Run by run.sh inside `unshare -n` (loopback only).
 
 Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [scenario ...]
-Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, permission, codex, gemini, qwen (default: all). Prints one PASS/FAIL/SKIP line per check
+Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, permission, codex, gemini, qwen, opencode-sse,
+opencode-plugin, kimi-ws (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
@@ -823,7 +824,7 @@ def opencode_prompt(oc, text):
     return sid
 
 
-def check_opencode_answer(tag, env, events, respond_out):
+def check_opencode_answer(tag, env, events, respond_out, option="once"):
     """The ack, answered and resolved of respond's command, cause-linked and in order."""
     types = [x["type"] for x in events]
     sent = [w.split()[2] for w in respond_out.splitlines() if w.startswith("sent control.attention.respond ")]
@@ -833,7 +834,7 @@ def check_opencode_answer(tag, env, events, respond_out):
     return check(f"{tag}: control.accepted, attention.answered (via control) and attention.resolved, cause-linked",
                  len(sent) == 1 and len(acks) == 1 and acks[0].get("cause") == sent[0] and len(answered) == 1
                  and answered[0].get("cause") == sent[0] and answered[0]["data"].get("via") == "control"
-                 and answered[0]["data"]["answer"] == {"option": "once"} and len(resolved) == 1 and len(req) == 1
+                 and answered[0]["data"]["answer"] == {"option": option} and len(resolved) == 1 and len(req) == 1
                  and resolved[0].get("cause") == answered[0]["id"] and resolved[0].get("subject") == req[0]["id"]
                  and types.index("control.accepted") < types.index("attention.answered")
                  < types.index("attention.resolved"),
@@ -1207,12 +1208,112 @@ def scenario_pi_wrap(a):
         env.procs.stop()
 
 
+# ------------------------------------------------------------------ Kimi Code web, observed over WebSocket
+KIMI_PORT = 58627
+
+
+def kimi_rest(base, token, method, path, body=None):
+    """One kap-server REST call; returns the envelope's data (code 0) or raises."""
+    req = urllib.request.Request(f"{base}/api/v1{path}", method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"content-type": "application/json", "authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        env = json.loads(r.read())
+    if env.get("code") != 0:
+        raise RuntimeError(f"{method} {path}: {env}")
+    return env["data"]
+
+
+def kimi_web(a, env):
+    """`kimi web` (the real @moonshot-ai/kimi-code) on 127.0.0.1 with its own KIMI_CODE_HOME,
+    the mock as an OpenAI-compatible provider. Returns (base URL, token file)."""
+    home = os.path.join(env.home, ".kimi-code")
+    os.makedirs(home)
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write(f'default_model = "mock"\n[providers.mock]\ntype = "openai"\n'
+                f'base_url = "http://127.0.0.1:{MOCK_PORT}/v1"\napi_key = "sk-e2e-offline"\n'
+                '[models.mock]\nprovider = "mock"\nmodel = "mock-model"\nmax_context_size = 128000\n')
+    e = env.base_env()
+    e["KIMI_CODE_HOME"] = home
+    env.procs.procs.append(subprocess.Popen(
+        [os.path.join(a.clients, "kimi"), "web", "--port", str(KIMI_PORT), "--no-open", "--log-level", "info"],
+        cwd=env.proj, env=e, stdout=open(os.path.join(env.logs, "kimi.log"), "w"), stderr=subprocess.STDOUT))
+    wait_port(KIMI_PORT, 60)
+    token_file = os.path.join(home, "server.token")
+    wait_for(lambda: os.path.isfile(token_file) and open(token_file).read().strip(), 30)
+    return f"http://127.0.0.1:{KIMI_PORT}", token_file
+
+
+def scenario_kimi_ws(a):
+    """`kimi web` (the real 0.28.0 from npm): the bridge attached to the kap-server's
+    `/api/v1/ws` in primary mode with the control gate; a session created and prompted over
+    REST, its Bash call asks approval, answered by `aep-bridge respond` over the approval route."""
+    if not os.path.exists(os.path.join(a.clients, "kimi")):
+        skip("kimi-ws: Kimi Code web over WebSocket", "kimi not installed")
+        return
+    env = Env(a, "kimi-ws")
+    try:
+        env.start_mock()
+        base, token_file = kimi_web(a, env)
+        env.start_bridge(extra=f'[bridges.kimi]\nkind = "kimi-ws"\nurl = "{base}"\nmode = "primary"\n'
+                               f'control = true\ntoken_file = "{token_file}"\npoll_ms = 300\nreconnect_max_ms = 2000\n')
+        connected = wait_for(lambda: "Kimi web stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
+        if not check("kimi-ws: the bridge is attached to /api/v1/ws with the server's token", bool(connected)):
+            return
+        token = open(token_file).read().strip()
+        sid = kimi_rest(base, token, "POST", "/sessions", {"metadata": {"cwd": env.proj}})["id"]
+        kimi_rest(base, token, "POST", f"/sessions/{sid}/prompts",
+                  {"model": "mock", "content": [{"type": "text", "text": "Write the answer {{e2e:shell_write}}"}]})
+        log = os.path.join(env.data, "logs", "kimi-code", f"{sid}.jsonl")
+        req = wait_for(lambda: next((x for x in read_jsonl(log) if x["type"] == "attention.requested"), None), 90)
+        if not check("kimi-ws: the approval is an answerable attention.requested", bool(req)
+                     and req["data"].get("respond_via") == ["control"]
+                     and [o["id"] for o in req["data"].get("options", [])] == ["approved", "rejected"]
+                     and req["data"].get("kind") == "permission", str(req)):
+            return
+        pending = kimi_rest(base, token, "GET", f"/sessions/{sid}/approvals?status=pending")["items"]
+        check("kimi-ws: Kimi holds the approval open", len(pending) == 1, str(pending))
+        r = env.aep("respond", req["id"], "--option", "approved", "--url", f"http://{BRIDGE}", "--token", TOKEN,
+                    timeout=60)
+        open(os.path.join(env.logs, "respond.out"), "w").write(r.stdout + r.stderr)
+        check("kimi-ws: aep-bridge respond {id} --option approved exits 0", r.returncode == 0,
+              (r.stdout + r.stderr)[-400:])
+        answer = os.path.join(env.proj, "answer.txt")
+        ran = wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 45)
+        check("kimi-ws: the approved Bash call ran (answer.txt = 42)", bool(ran))
+        wait_for(lambda: any(x["type"] == "run.finished" for x in read_jsonl(log)), 45)
+        events = read_jsonl(log)
+        types = [x["type"] for x in events]
+        core = [t for t in types if not t.startswith("x.")]
+        check("kimi-ws: one run, the vendor's turn, started and finished (cause-linked)",
+              core[:1] == ["run.started"] and core.count("run.started") == 1 and core[-1] == "run.finished"
+              and events[types.index("run.started")].get("run") == "turn_0"
+              and events[types.index("run.finished")].get("cause") == events[types.index("run.started")]["id"],
+              str(core))
+        check_opencode_answer("kimi-ws", env, events, r.stdout, option="approved")
+        tools = [(i, x) for i, x in enumerate(events) if x["type"] in ("tool.requested", "tool.completed")]
+        check("kimi-ws: tool.requested then tool.completed of the same call (the result joined by call id) after the answer",
+              len(tools) == 2 and tools[0][1]["data"]["tool"] == tools[1][1]["data"]["tool"]
+              and tools[0][1]["data"]["tool"]["name"] == "Bash"
+              and types.index("attention.resolved") < tools[0][0] < tools[1][0]
+              and tools[1][1].get("cause") == tools[0][1]["id"], str([x["type"] for _, x in tools]))
+        check("kimi-ws: volatile frames and bus echoes never emit; the rest rides x.kimi-code.web.* (debug)",
+              not any("agent.status" in t or "permission.approval" in t or "delta" in t for t in types)
+              and any(x["type"] == "x.kimi-code.web.event.session.work_changed" and x.get("severity") == "debug"
+                      for x in events), str(types))
+        r = env.aep("validate", log)
+        check("kimi-ws: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
 SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "codex-wrap": scenario_codex_wrap,
              "gemini-acp": scenario_gemini_acp, "pi-wrap": scenario_pi_wrap,
              "permission": scenario_permission,
              "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project")),
              "gemini": lambda a: scenario_fork(a, "gemini"), "qwen": lambda a: scenario_fork(a, "qwen"),
-             "opencode-sse": scenario_opencode_sse, "opencode-plugin": scenario_opencode_plugin}
+             "opencode-sse": scenario_opencode_sse, "opencode-plugin": scenario_opencode_plugin,
+             "kimi-ws": scenario_kimi_ws}
 
 
 def main():

@@ -50,10 +50,11 @@ def openai_call(step, tools):
 
 def fork_call(step, workdir, tools=()):
     """(tool name, args) of a Gemini CLI / Qwen Code step (their shared built-in tools), or of
-    an OpenCode step when its `bash` tool is offered."""
-    if "bash" in tools and step in ("shell_ok", "shell_write"):
+    an OpenCode (`bash`) or Kimi Code (`Bash`) step when that shell tool is offered."""
+    shell = next((t for t in ("bash", "Bash") if t in tools), None)
+    if shell and step in ("shell_ok", "shell_write"):
         cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt"}[step]
-        return "bash", {"command": cmd, "description": "Run a command"}
+        return shell, {"command": cmd, "description": "Run a command"}
     return {
         "shell_ok": ("run_shell_command", {"command": "echo e2e-ok", "description": "Print a word"}),
         "shell_fail": ("run_shell_command", {"command": "ls /e2e_missing_dir", "description": "List a missing dir"}),

@@ -12,7 +12,14 @@
 //! (the design record's `AEP_OPENCODE_SSE_CONTROL` gate) a permission ask is answerable:
 //! `aep-bridge respond` reaches the control loop, which answers over the server's
 //! permission reply route.
+//!
+//! Built: the Kimi Code `kimi web` observer (`kind = "kimi-ws"`, [`kimi_ws`]), the design
+//! record's "kimi web channel": the kap-server's `/api/v1/ws` event stream, every live
+//! session subscribed and resumed from its `{seq, epoch}` cursor, mapped by
+//! `aep_adapters::vendors::kimi_code::web` in the configured mode; in primary mode with
+//! `control = true` an approval is answerable over the server's REST approval route.
 
+pub mod kimi_ws;
 pub mod opencode;
 pub mod reply;
 pub mod sse;
@@ -32,15 +39,40 @@ pub enum BridgeKind {
     /// A `kilo serve` event stream (the OpenCode fork, on Kilo's profile).
     #[serde(rename = "kilocode-sse")]
     KilocodeSse,
+    /// A `kimi web` (kap-server) WebSocket event stream.
+    #[serde(rename = "kimi-ws")]
+    KimiWs,
 }
 
 impl BridgeKind {
-    /// The vendor profile of the mapping.
-    pub fn profile(self) -> aep_adapters::vendors::opencode::Profile {
+    /// The vendor profile of an OpenCode-shaped SSE mapping (`None` for other kinds).
+    pub fn profile(self) -> Option<aep_adapters::vendors::opencode::Profile> {
         match self {
-            BridgeKind::OpencodeSse => aep_adapters::vendors::opencode::OPENCODE,
-            BridgeKind::KilocodeSse => aep_adapters::vendors::kilocode::KILOCODE,
+            BridgeKind::OpencodeSse => Some(aep_adapters::vendors::opencode::OPENCODE),
+            BridgeKind::KilocodeSse => Some(aep_adapters::vendors::kilocode::KILOCODE),
+            BridgeKind::KimiWs => None,
         }
+    }
+
+    /// The vendor, the default agent identity of the events.
+    pub fn vendor(self) -> &'static str {
+        match self {
+            BridgeKind::OpencodeSse | BridgeKind::KilocodeSse => self.profile().map_or("", |p| p.vendor),
+            BridgeKind::KimiWs => aep_adapters::vendors::kimi_code::VENDOR,
+        }
+    }
+}
+
+/// Starts the observer of `[bridges.<name>]` for its kind; it runs until `shutdown`.
+pub fn spawn(
+    name: &str,
+    cfg: &BridgeConfig,
+    deps: opencode::Deps,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, opencode::StartError> {
+    match cfg.kind {
+        Some(BridgeKind::KimiWs) => kimi_ws::spawn(name, cfg, deps, shutdown),
+        _ => opencode::spawn(name, cfg, deps, shutdown),
     }
 }
 
@@ -62,7 +94,7 @@ pub struct BridgeConfig {
     /// What the server is (required).
     pub kind: Option<BridgeKind>,
     /// The server's base URL, e.g. `http://127.0.0.1:4096` (required); the stream is
-    /// `{url}/event`.
+    /// `{url}/event` (`kimi-ws`: `ws(s)://{host}/api/v1/ws`, REST under `{url}/api/v1`).
     pub url: Option<HttpUrl>,
     /// `companion` (default) or `primary`.
     pub mode: BridgeMode,
@@ -76,6 +108,15 @@ pub struct BridgeConfig {
     pub username: String,
     /// HTTP basic auth password (`OPENCODE_SERVER_PASSWORD`); `""` = an open server.
     pub password: String,
+    /// `kimi-ws`: the server's bearer token; `""` = read `token_file`.
+    pub token: String,
+    /// `kimi-ws`: the file holding the bearer token (`<KIMI_CODE_HOME>/server.token`), read
+    /// at every connect until it exists; `""` = none (a server run with
+    /// `--dangerous-bypass-auth`).
+    pub token_file: String,
+    /// `kimi-ws`: how often the server's session list is re-read for new sessions,
+    /// milliseconds.
+    pub poll_ms: u64,
     /// Extra headers on every request to the server.
     pub headers: Headers,
     /// TLS options for an `https://` server.
@@ -107,6 +148,9 @@ impl Default for BridgeConfig {
             agent: None,
             username: "opencode".into(),
             password: String::new(),
+            token: String::new(),
+            token_file: String::new(),
+            poll_ms: 2_000,
             headers: Headers::new(),
             tls: TlsConfig::default(),
             reconnect_initial_ms: 500,
@@ -124,7 +168,7 @@ impl BridgeConfig {
     pub fn agent(&self) -> String {
         match (&self.agent, self.kind) {
             (Some(a), _) => a.as_str().to_owned(),
-            (None, Some(k)) => k.profile().vendor.to_owned(),
+            (None, Some(k)) => k.vendor().to_owned(),
             (None, None) => String::new(),
         }
     }
@@ -143,7 +187,20 @@ impl BridgeConfig {
     pub fn check(&self, prefix: &str) -> Vec<(String, String)> {
         let mut out = Vec::new();
         if self.kind.is_none() {
-            out.push((format!("{prefix}.kind"), "is required: \"opencode-sse\" or \"kilocode-sse\"".into()));
+            out.push((
+                format!("{prefix}.kind"),
+                "is required: \"opencode-sse\", \"kilocode-sse\" or \"kimi-ws\"".into(),
+            ));
+        }
+        let kimi = self.kind == Some(BridgeKind::KimiWs);
+        if !kimi && (!self.token.is_empty() || !self.token_file.is_empty()) {
+            out.push((format!("{prefix}.token"), "token and token_file are for kind = \"kimi-ws\"".into()));
+        }
+        if kimi && !self.password.is_empty() {
+            out.push((format!("{prefix}.password"), "is for the SSE kinds; kimi-ws takes token or token_file".into()));
+        }
+        if kimi && self.poll_ms < 100 {
+            out.push((format!("{prefix}.poll_ms"), "must be at least 100".into()));
         }
         match &self.url {
             None => out.push((
@@ -151,7 +208,10 @@ impl BridgeConfig {
                 "is required: the server's base URL, e.g. http://127.0.0.1:4096".into(),
             )),
             Some(u) if u.url().query().is_some() => {
-                out.push((format!("{prefix}.url"), "give the base URL without a query; /event is appended".into()));
+                out.push((
+                    format!("{prefix}.url"),
+                    "give the base URL without a query; the stream path is appended".into(),
+                ));
             }
             Some(_) => {}
         }
@@ -249,5 +309,21 @@ mod tests {
         let mut all = BTreeMap::new();
         all.insert("bad name".to_owned(), b);
         assert_eq!(check_all(&all)[0].0, "bridges.bad name");
+    }
+
+    #[test]
+    fn a_kimi_section_takes_its_token_and_poll() {
+        let b: BridgeConfig = toml::from_str(
+            "kind = \"kimi-ws\"\nurl = \"http://127.0.0.1:58627\"\ntoken_file = \"/h/server.token\"\npoll_ms = 500",
+        )
+        .unwrap();
+        assert_eq!((b.kind, b.agent(), b.poll_ms), (Some(BridgeKind::KimiWs), "kimi-code".into(), 500));
+        assert!(b.check("bridges.k").is_empty());
+        assert_eq!(BridgeKind::KimiWs.profile(), None);
+        let keys = |b: &BridgeConfig| b.check("b").into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(keys(&BridgeConfig { poll_ms: 10, ..b.clone() }), ["b.poll_ms"]);
+        assert_eq!(keys(&BridgeConfig { password: "pw".into(), ..b.clone() }), ["b.password"]);
+        let sse = BridgeConfig { kind: Some(BridgeKind::OpencodeSse), ..b };
+        assert_eq!(keys(&sse), ["b.token"]);
     }
 }
