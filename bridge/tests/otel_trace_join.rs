@@ -470,6 +470,14 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
     }
     let llm: Vec<&&Span> = gm_vendor.iter().filter(|s| s.name == "llm_call").collect();
     assert!(!llm.is_empty() && llm.iter().all(|s| s.parent_span_id == gm_root.span_id), "model calls under the root");
+    // Classed for OpenInference UIs (they name their GenAI operation in their own words).
+    assert!(llm.iter().all(|s| attr_str(&s.attributes, "openinference.span.kind") == Some("LLM")));
+    assert!(
+        gm_vendor
+            .iter()
+            .filter(|s| s.name == "tool_call")
+            .all(|s| attr_str(&s.attributes, "openinference.span.kind") == Some("TOOL"))
+    );
 
     // Qwen Code: UserPromptSubmit on every model turn, one run; no SessionEnd in the
     // capture (its root closes at shutdown), the run's records joined by time.

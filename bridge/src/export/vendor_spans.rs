@@ -343,9 +343,19 @@ impl VendorSpans {
 /// A vendor model-call span that names its model but not its operation (Claude Code's
 /// `claude_code.llm_request`: `gen_ai.request.model`, its counts as `input_tokens` /
 /// `output_tokens`) gets `gen_ai.operation.name = chat` and its own counts under the GenAI
-/// names, so GenAI trace UIs read the call's tokens; nothing it does not say is added.
+/// names, so GenAI trace UIs read the call's tokens; nothing it does not say is added. A
+/// span naming a model is classed an LLM call, one naming a tool a tool call, for UIs that
+/// read OpenInference's span kind (Gemini CLI's `llm_call` / `tool_call` name their GenAI
+/// operation in their own words), unless it says its kind itself.
 fn fill_genai(s: &mut Span) {
     let has = |s: &Span, k: &str| s.attributes.iter().any(|kv| kv.key == k);
+    if !has(s, "openinference.span.kind") {
+        if has(s, "gen_ai.request.model") {
+            s.attributes.push(kv("openinference.span.kind", "LLM"));
+        } else if has(s, "gen_ai.tool.name") {
+            s.attributes.push(kv("openinference.span.kind", "TOOL"));
+        }
+    }
     if !has(s, "gen_ai.request.model") || has(s, "gen_ai.operation.name") {
         return;
     }
@@ -484,6 +494,7 @@ mod tests {
         let llm = by_name(&out, "claude_code.llm_request");
         assert_eq!(llm.parent_span_id, vec![1; 8]);
         assert_eq!(str_attr(&llm.attributes, "gen_ai.operation.name"), Some("chat"));
+        assert_eq!(str_attr(&llm.attributes, "openinference.span.kind"), Some("LLM"));
         let tokens = llm.attributes.iter().find(|kv| kv.key == "gen_ai.usage.input_tokens").unwrap();
         assert_eq!(tokens.value.as_ref().unwrap().value, Some(any_value::Value::IntValue(1200)));
         assert!(!llm.attributes.iter().any(|kv| kv.key == "gen_ai.usage.output_tokens"), "not sent, not added");
