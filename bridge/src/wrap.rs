@@ -276,7 +276,9 @@ mod signals {
                     }
                 });
             });
-            if spawned.is_err() || ready_rx.recv_timeout(std::time::Duration::from_secs(2)) != Ok(true) {
+            // The thread always answers (or drops its sender): no timeout to lose a race
+            // with on a loaded machine (which left the agent unforwarded in its own group).
+            if spawned.is_err() || ready_rx.recv() != Ok(true) {
                 return None;
             }
             Some(Self { pid: pid_tx, stop: stop_fwd })
