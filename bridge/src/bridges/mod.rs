@@ -12,12 +12,23 @@
 //! (the design record's `AEP_OPENCODE_SSE_CONTROL` gate) a permission ask is answerable:
 //! `aep-bridge respond` reaches the control loop, which answers over the server's
 //! permission reply route.
+//!
+//! The OpenHands agent server (`kind = "openhands"`, [`openhands`]): an observer on each
+//! discovered conversation's WebSocket event fan-out, mapped by
+//! `aep_adapters::protocols::openhands`, read-only unless `control = true` makes its
+//! confirmation requests answerable over the server's `respond_to_confirmation` route.
+//!
+//! AG-UI (`kind = "agui-proxy"`, [`agui`]): a tee proxy between an AG-UI client and its agent,
+//! forwarding each run POST byte-transparently and mapping the streamed events by
+//! `aep_adapters::protocols::agui` off the client's path.
 
 pub mod opencode;
+pub mod openhands;
 pub mod reply;
 pub mod sse;
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
 use serde::Deserialize;
 
@@ -32,14 +43,30 @@ pub enum BridgeKind {
     /// A `kilo serve` event stream (the OpenCode fork, on Kilo's profile).
     #[serde(rename = "kilocode-sse")]
     KilocodeSse,
+    /// An OpenHands agent server (`openhands-agent-server`): its conversations' event sockets.
+    #[serde(rename = "openhands")]
+    Openhands,
+    /// A tee proxy in front of an AG-UI agent's HTTP endpoint.
+    #[serde(rename = "agui-proxy")]
+    AguiProxy,
 }
 
 impl BridgeKind {
-    /// The vendor profile of the mapping.
-    pub fn profile(self) -> aep_adapters::vendors::opencode::Profile {
+    /// The vendor profile of the OpenCode-shaped mappings (`None` for the other kinds).
+    pub fn profile(self) -> Option<aep_adapters::vendors::opencode::Profile> {
         match self {
-            BridgeKind::OpencodeSse => aep_adapters::vendors::opencode::OPENCODE,
-            BridgeKind::KilocodeSse => aep_adapters::vendors::kilocode::KILOCODE,
+            BridgeKind::OpencodeSse => Some(aep_adapters::vendors::opencode::OPENCODE),
+            BridgeKind::KilocodeSse => Some(aep_adapters::vendors::kilocode::KILOCODE),
+            BridgeKind::Openhands | BridgeKind::AguiProxy => None,
+        }
+    }
+
+    /// The default agent identity of the events.
+    pub fn vendor(self) -> &'static str {
+        match self {
+            BridgeKind::OpencodeSse | BridgeKind::KilocodeSse => self.profile().map_or("", |p| p.vendor),
+            BridgeKind::Openhands => aep_adapters::protocols::openhands::PROTOCOL,
+            BridgeKind::AguiProxy => aep_adapters::protocols::agui::PROTOCOL,
         }
     }
 }
@@ -61,14 +88,18 @@ pub enum BridgeMode {
 pub struct BridgeConfig {
     /// What the server is (required).
     pub kind: Option<BridgeKind>,
-    /// The server's base URL, e.g. `http://127.0.0.1:4096` (required); the stream is
-    /// `{url}/event`.
+    /// The server's base URL (required): OpenCode's, e.g. `http://127.0.0.1:4096` (the stream
+    /// is `{url}/event`); the OpenHands agent server's, e.g. `http://127.0.0.1:8000`; for
+    /// `agui-proxy` the AG-UI agent's endpoint the runs are forwarded to.
     pub url: Option<HttpUrl>,
+    /// `agui-proxy`: the local address the AG-UI client posts its runs to (required).
+    pub listen: Option<SocketAddr>,
     /// `companion` (default) or `primary`.
     pub mode: BridgeMode,
     /// The control gate: permission asks become answerable over the server's reply route.
-    /// Honoured in `primary` mode only, and only when an answer can reach the bridge (a
-    /// token or a relay).
+    /// OpenCode / Kilo Code: honoured in `primary` mode only; OpenHands: confirmations
+    /// answered over `respond_to_confirmation`; never for `agui-proxy` (a read-only channel).
+    /// Only when an answer can reach the bridge (a token or a relay).
     pub control: bool,
     /// The envelope `agent` of the events; default the vendor (`opencode`, `kilocode`).
     pub agent: Option<aep_adapters::otel::generic::VendorName>,
@@ -76,6 +107,15 @@ pub struct BridgeConfig {
     pub username: String,
     /// HTTP basic auth password (`OPENCODE_SERVER_PASSWORD`); `""` = an open server.
     pub password: String,
+    /// OpenHands: the session API key (`X-Session-API-Key` on REST, the socket's first-message
+    /// auth frame); `""` = an unsecured server.
+    pub api_key: String,
+    /// OpenHands: how often the server's conversation list is polled for new conversations,
+    /// milliseconds (the design record's `AEP_OPENHANDS_POLL`, 15 s).
+    pub poll_ms: u64,
+    /// OpenHands / AG-UI: the token and argument delta planes (`AEP_OPENHANDS_DELTAS`,
+    /// `AEP_AGUI_DELTAS`), off by default.
+    pub deltas: bool,
     /// Extra headers on every request to the server.
     pub headers: Headers,
     /// TLS options for an `https://` server.
@@ -90,7 +130,8 @@ pub struct BridgeConfig {
     /// An open stream silent this long is taken for dead and reconnected, milliseconds; 0 =
     /// never. OpenCode sends `server.heartbeat` every 10 s.
     pub idle_timeout_ms: u64,
-    /// Largest SSE frame (its data) accepted, bytes; a larger one is dropped and counted.
+    /// Largest SSE frame (its data) or WebSocket message accepted, bytes; a larger one is
+    /// dropped and counted.
     pub max_frame_bytes: usize,
     /// How long a permission reply may take before the command is acked anyway (the write
     /// may still land), milliseconds; inside the 10 s ack window (AEP-0004 §3).
@@ -102,11 +143,15 @@ impl Default for BridgeConfig {
         Self {
             kind: None,
             url: None,
+            listen: None,
             mode: BridgeMode::Companion,
             control: false,
             agent: None,
             username: "opencode".into(),
             password: String::new(),
+            api_key: String::new(),
+            poll_ms: 15_000,
+            deltas: false,
             headers: Headers::new(),
             tls: TlsConfig::default(),
             reconnect_initial_ms: 500,
@@ -124,7 +169,7 @@ impl BridgeConfig {
     pub fn agent(&self) -> String {
         match (&self.agent, self.kind) {
             (Some(a), _) => a.as_str().to_owned(),
-            (None, Some(k)) => k.profile().vendor.to_owned(),
+            (None, Some(k)) => k.vendor().to_owned(),
             (None, None) => String::new(),
         }
     }
@@ -132,6 +177,12 @@ impl BridgeConfig {
     /// The headers of every request: the configured ones plus basic auth.
     pub fn request_headers(&self) -> Headers {
         let mut h = self.headers.clone();
+        if self.kind == Some(BridgeKind::Openhands) {
+            if !self.api_key.is_empty() {
+                h.insert("x-session-api-key".into(), self.api_key.clone());
+            }
+            return h;
+        }
         if !self.password.is_empty() {
             let creds = format!("{}:{}", self.username, self.password);
             h.insert("authorization".into(), format!("Basic {}", base64(creds.as_bytes())));
@@ -143,19 +194,53 @@ impl BridgeConfig {
     pub fn check(&self, prefix: &str) -> Vec<(String, String)> {
         let mut out = Vec::new();
         if self.kind.is_none() {
-            out.push((format!("{prefix}.kind"), "is required: \"opencode-sse\" or \"kilocode-sse\"".into()));
+            out.push((
+                format!("{prefix}.kind"),
+                "is required: \"opencode-sse\", \"kilocode-sse\", \"openhands\" or \"agui-proxy\"".into(),
+            ));
         }
         match &self.url {
+            None if self.kind == Some(BridgeKind::AguiProxy) => {
+                out.push((format!("{prefix}.url"), "is required: the AG-UI agent's endpoint the runs go to".into()));
+            }
             None => out.push((
                 format!("{prefix}.url"),
                 "is required: the server's base URL, e.g. http://127.0.0.1:4096".into(),
             )),
-            Some(u) if u.url().query().is_some() => {
-                out.push((format!("{prefix}.url"), "give the base URL without a query; /event is appended".into()));
+            Some(u) if u.url().query().is_some() && self.kind != Some(BridgeKind::AguiProxy) => {
+                out.push((format!("{prefix}.url"), "give the base URL without a query".into()));
             }
             Some(_) => {}
         }
-        if self.control && self.mode != BridgeMode::Primary {
+        match self.kind {
+            Some(BridgeKind::AguiProxy) => {
+                if self.listen.is_none() {
+                    out.push((
+                        format!("{prefix}.listen"),
+                        "is required: the local address the AG-UI client posts its runs to".into(),
+                    ));
+                }
+                if self.control {
+                    // The design record: a read-only channel, `control: { accepts: [] }`.
+                    out.push((format!("{prefix}.control"), "AG-UI is a read-only channel: no control gate".into()));
+                }
+            }
+            Some(BridgeKind::Openhands) => {
+                if self.listen.is_some() {
+                    out.push((format!("{prefix}.listen"), "is for kind = \"agui-proxy\" only".into()));
+                }
+                if self.poll_ms == 0 {
+                    out.push((format!("{prefix}.poll_ms"), "must be at least 1".into()));
+                }
+            }
+            _ => {
+                if self.listen.is_some() {
+                    out.push((format!("{prefix}.listen"), "is for kind = \"agui-proxy\" only".into()));
+                }
+            }
+        }
+        let opencode = matches!(self.kind, None | Some(BridgeKind::OpencodeSse | BridgeKind::KilocodeSse));
+        if opencode && self.control && self.mode != BridgeMode::Primary {
             // The design record: companion has no control home (the plugin adapter is it).
             out.push((format!("{prefix}.control"), "is honoured in mode = \"primary\" only".into()));
         }
@@ -181,6 +266,41 @@ impl BridgeConfig {
         out.extend(self.tls.check(&format!("{prefix}.tls")));
         out
     }
+}
+
+pub use opencode::Deps;
+
+/// Why a bridge could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// An OpenCode / Kilo Code observer.
+    #[error(transparent)]
+    Sse(#[from] opencode::StartError),
+    /// An OpenHands observer.
+    #[error(transparent)]
+    Openhands(#[from] openhands::StartError),
+}
+
+/// A started bridge.
+#[derive(Debug)]
+pub struct Spawned {
+    /// Its task (it ends at shutdown).
+    pub task: tokio::task::JoinHandle<()>,
+    /// The address it listens on, for the kinds that take connections (`agui-proxy`).
+    pub listen: Option<SocketAddr>,
+}
+
+/// Starts `[bridges.<name>]` by its kind; it runs until `shutdown`.
+pub fn spawn(
+    name: &str,
+    cfg: &BridgeConfig,
+    deps: Deps,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<Spawned, SpawnError> {
+    Ok(match cfg.kind {
+        Some(BridgeKind::Openhands) => Spawned { task: openhands::spawn(name, cfg, deps, shutdown)?, listen: None },
+        _ => Spawned { task: opencode::spawn(name, cfg, deps, shutdown)?, listen: None },
+    })
 }
 
 /// Checks every `[bridges.<name>]`: names are tokens, each section is complete.
@@ -249,5 +369,26 @@ mod tests {
         let mut all = BTreeMap::new();
         all.insert("bad name".to_owned(), b);
         assert_eq!(check_all(&all)[0].0, "bridges.bad name");
+    }
+
+    #[test]
+    fn openhands_and_agui_sections_are_checked_by_kind() {
+        let oh: BridgeConfig =
+            toml::from_str("kind = \"openhands\"\nurl = \"http://127.0.0.1:8000\"\napi_key = \"k\"\ncontrol = true")
+                .unwrap();
+        assert!(oh.check("b").is_empty(), "{:?}", oh.check("b"));
+        assert_eq!(oh.agent(), "openhands");
+        // The key rides as the vendor's header, never as basic auth.
+        assert_eq!(oh.request_headers()["x-session-api-key"], "k");
+        assert!(!oh.request_headers().contains_key("authorization"));
+        let ui: BridgeConfig = toml::from_str(
+            "kind = \"agui-proxy\"\nurl = \"http://127.0.0.1:9000/agent?v=1\"\nlisten = \"127.0.0.1:0\"",
+        )
+        .unwrap();
+        assert!(ui.check("b").is_empty(), "{:?}", ui.check("b"));
+        assert_eq!(ui.agent(), "agui");
+        let keys = |b: BridgeConfig| b.check("b").into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(keys(BridgeConfig { control: true, listen: None, ..ui.clone() }), ["b.listen", "b.control"]);
+        assert_eq!(keys(BridgeConfig { listen: ui.listen, poll_ms: 0, ..oh }), ["b.listen", "b.poll_ms"]);
     }
 }

@@ -166,7 +166,7 @@ impl Observer {
         };
         let (stream, rest) = (client(true)?, client(false)?);
         let base = url.as_str().trim_end_matches('/').to_owned();
-        let profile = kind.profile();
+        let profile = kind.profile().ok_or_else(|| StartError::Incomplete(name.into()))?;
         let guard = Duration::from_millis(cfg.reply_guard_ms);
         let replies = Replies::new(rest.clone(), guard);
         let mode = match cfg.mode {

@@ -197,6 +197,21 @@ impl Conversation {
         Self { id: id.into(), opts, status: None, runs: 0, run: None, asks: 0, seen: Default::default() }
     }
 
+    /// Whether vendor event `id` was mapped already (a replay after reconnect).
+    pub fn seen(&self, id: &str) -> bool {
+        self.seen.iter().any(|x| x == id)
+    }
+
+    /// The last `execution_status` observed (the state the run synthesis is in).
+    pub fn status(&self) -> Option<&str> {
+        self.status.as_deref()
+    }
+
+    /// The conversation id (the envelope `session`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
     /// Maps one event off the socket; a vendor id seen before (a replay) maps to nothing.
     pub fn map(&mut self, ev: &Value, cx: &MapContext) -> Vec<EventDraft> {
         if let Some(id) = s(ev, "id") {
@@ -258,9 +273,11 @@ impl Conversation {
     }
 }
 
-/// The one frame the observer ever writes (the never-send posture): the first-message auth.
+/// The one frame the observer ever writes (the never-send posture): the first-message auth,
+/// `{"type": "auth", "session_api_key": ...}` (the server's `sockets.py` refuses any other
+/// first frame with close code 4001 when keys are configured, and ignores it when none are).
 pub fn auth_frame(api_key: &str) -> Value {
-    json!({"session_api_key": api_key})
+    json!({"type": "auth", "session_api_key": api_key})
 }
 
 #[cfg(test)]

@@ -61,3 +61,15 @@ fn token_events_never_map_and_deltas_need_the_opt_in() {
     assert_eq!(map_event(&delta, Options { deltas: true }, &cx)[0].r#type, "x.openhands.streaming.delta");
     assert!(map_event(&json!({"no": "kind"}), Options::default(), &cx).is_empty());
 }
+
+#[test]
+fn the_auth_frame_is_typed_as_the_server_expects() {
+    assert_eq!(auth_frame("k"), json!({"type": "auth", "session_api_key": "k"}));
+    let mut c = Conversation::new("c", Options::default());
+    assert!(!c.seen("e1") && c.status().is_none());
+    c.map(
+        &json!({"kind": "ConversationStateUpdateEvent", "id": "e1", "key": "execution_status", "value": "idle"}),
+        &MapContext::default(),
+    );
+    assert!(c.seen("e1") && c.status() == Some("idle") && c.id() == "c");
+}
