@@ -22,6 +22,7 @@
 //! forwarding each run POST byte-transparently and mapping the streamed events by
 //! `aep_adapters::protocols::agui` off the client's path.
 
+pub mod agui;
 pub mod opencode;
 pub mod openhands;
 pub mod reply;
@@ -279,6 +280,9 @@ pub enum SpawnError {
     /// An OpenHands observer.
     #[error(transparent)]
     Openhands(#[from] openhands::StartError),
+    /// An AG-UI tee proxy.
+    #[error(transparent)]
+    Agui(#[from] agui::StartError),
 }
 
 /// A started bridge.
@@ -299,6 +303,10 @@ pub fn spawn(
 ) -> Result<Spawned, SpawnError> {
     Ok(match cfg.kind {
         Some(BridgeKind::Openhands) => Spawned { task: openhands::spawn(name, cfg, deps, shutdown)?, listen: None },
+        Some(BridgeKind::AguiProxy) => {
+            let (task, at) = agui::spawn(name, cfg, deps, shutdown)?;
+            Spawned { task, listen: Some(at) }
+        }
         _ => Spawned { task: opencode::spawn(name, cfg, deps, shutdown)?, listen: None },
     })
 }
