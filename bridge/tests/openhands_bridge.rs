@@ -141,6 +141,20 @@ async fn session(f: Arc<Fake>, id: String, q: HashMap<String, String>, mut sock:
     }
     let (tx, mut rx) = mpsc::unbounded_channel();
     f.live.lock().unwrap().push(tx);
+    // Subscribing pushes the conversation's current state first (not persisted), stamped
+    // with the server's "now" (here the latest time in its log).
+    let state = {
+        let log = f.log.lock().unwrap();
+        let status =
+            log.iter().rev().find(|e| e["key"] == "execution_status").map_or(json!("idle"), |e| e["value"].clone());
+        let now = log.last().and_then(|e| e["timestamp"].as_str()).unwrap_or("2026-12-02T09:29:59.000000").to_owned();
+        let n = f.attaches.lock().unwrap().len();
+        json!({"kind": "ConversationStateUpdateEvent", "id": format!("state-push-{n}"), "timestamp": now,
+            "source": "environment", "key": "full_state", "value": {"id": CONV, "execution_status": status}})
+    };
+    if sock.send(WsMessage::text(state.to_string())).await.is_err() {
+        return;
+    }
     let replay: Vec<Value> = match q.get("resend_mode").map(String::as_str) {
         Some("all") => f.log.lock().unwrap().clone(),
         Some("since") => {
@@ -389,6 +403,7 @@ async fn the_gated_bridge_maps_the_session_and_answers_the_confirmation_over_res
         [
             "session.started",
             "state.snapshot",
+            "state.snapshot",
             "run.started",
             "state.delta",
             "tool.requested",
@@ -549,8 +564,13 @@ async fn a_refused_key_keeps_discovery_retrying_and_a_silent_socket_is_reconnect
     cfg.idle_timeout_ms = 300;
     let (b, dir) = bridge(cfg).await;
     until("reconnects after silence", || fake.attaches_of(CONV).len() >= 3).await;
-    // Nothing was mapped but the session's start; nothing doubled.
-    assert_eq!(types(&log(&b.data)), ["session.started"]);
+    // Nothing was mapped but the session's start and the state each socket opens with.
+    let events = log(&b.data);
+    let t = types(&events);
+    assert_eq!(t[0], "session.started");
+    assert!(t.len() >= 3 && t[1..].iter().all(|t| *t == "state.snapshot"), "{t:?}");
+    // The conversation the sockets do not know (4004) never started a session.
+    assert!(!b.data.join("logs/openhands").join(format!("{GONE}.jsonl")).exists());
     drop(dir);
     b.shutdown().await;
 }

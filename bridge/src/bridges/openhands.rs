@@ -6,7 +6,8 @@
 //! [`MAX_CONVERSATIONS`] watched); each conversation gets its own socket,
 //! `GET /sockets/events/{conversation_id}` upgraded to a WebSocket (`ws://` or `wss://` over
 //! the transport's rustls configuration). The conversation is the AEP `session`
-//! (`session.started`, `client.name = "openhands-agent-server"`, on first sight); every
+//! (`session.started`, `client.name = "openhands-agent-server"`, on its first event; the
+//! server opens every socket with the conversation's state); every
 //! transport-shaped event is mapped by the pure `aep_adapters::protocols::openhands`
 //! (`Conversation`: the event table, runs synthesized from `execution_status`, the vendor-id
 //! dedupe). `StreamingDeltaEvent` needs `deltas = true`; `TokenEvent` never maps.
@@ -22,7 +23,8 @@
 //! a socket silent for `idle_timeout_ms` (the server pings every 20 s) is taken for dead.
 //! A message over `max_frame_bytes` ends the connection (WebSocket framing cannot skip
 //! one in place): it is counted and the socket resumed; when the replay brings the same
-//! oversized event back with nothing new before it, the next connect resumes live (no
+//! oversized event back with nothing new before it (besides the state every socket opens
+//! with), the next connect resumes live (no
 //! replay), and what the server persisted between that event and the reconnect is not
 //! replayed. Close 4004 (the conversation is gone) ends the watch; 4001 (the key was
 //! refused) is retried with backoff and logged.
@@ -287,6 +289,8 @@ async fn search(sh: &Shared) -> Result<Vec<String>, String> {
 struct Counts {
     frames: u64,
     fresh: u64,
+    /// Fresh events besides the state each socket opens with (the replay's progress).
+    progress: u64,
     replayed: u64,
     unparsable: u64,
     oversized: u64,
@@ -336,7 +340,7 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
         counts: Counts::default(),
     };
     let mut failures = 0u32;
-    // The fresh-event count when the last oversized message ended a connection.
+    // The replay's progress when the last oversized message ended a connection.
     let mut oversized_at: Option<u64> = None;
     loop {
         let frames = w.counts.frames;
@@ -355,7 +359,7 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
             Err(Stop::Pipeline) => return (id, End::Pipeline),
             Err(Stop::Oversized(e)) => {
                 w.counts.oversized += 1;
-                if oversized_at == Some(w.counts.fresh) {
+                if oversized_at == Some(w.counts.progress) {
                     // The replay brought it back with nothing new before it: skip it by
                     // resuming live.
                     w.live_only = true;
@@ -365,7 +369,7 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
                     tracing::warn!(bridge = %name, conversation = %id, error = %e, max_frame_bytes = w.sh.max_frame,
                         "An oversized event was dropped; resuming.");
                 }
-                oversized_at = Some(w.counts.fresh);
+                oversized_at = Some(w.counts.progress);
             }
             Err(Stop::Retry(e)) => {
                 tracing::warn!(bridge = %name, conversation = %id, error = %e, "Event socket unavailable; reconnecting.")
@@ -432,13 +436,6 @@ impl Watch {
         }
         tracing::info!(bridge = %self.sh.name, conversation = %self.conv.id(), live = self.live_only, "Event socket connected.");
         self.live_only = false;
-        if !self.started {
-            self.started = true;
-            let mut d = EventDraft::new("session.started", Capture::Metadata);
-            d.session = Some(self.conv.id().to_owned());
-            d.data.insert("client".into(), json!({"name": CLIENT}));
-            self.submit(vec![d], now_ms()).await?;
-        }
         loop {
             let next = stream.next();
             let read = match self.sh.idle {
@@ -486,6 +483,9 @@ impl Watch {
             return Ok(());
         }
         self.counts.fresh += 1;
+        if ev.get("key").and_then(Value::as_str) != Some("full_state") {
+            self.counts.progress += 1;
+        }
         let drafts = self.conv.map(&ev, &self.cx);
         self.publish(drafts).await
     }
@@ -494,6 +494,15 @@ impl Watch {
     async fn publish(&mut self, drafts: Vec<EventDraft>) -> Result<(), Stop> {
         let now = now_ms();
         let mut out = Vec::with_capacity(drafts.len() + 1);
+        if !self.started {
+            // On first sight: the server's first frame on a socket is the conversation's
+            // state, so a conversation closed with 4004 never starts a session.
+            self.started = true;
+            let mut d = EventDraft::new("session.started", Capture::Metadata);
+            d.session = Some(self.conv.id().to_owned());
+            d.data.insert("client".into(), json!({"name": CLIENT}));
+            out.push(d);
+        }
         for d in drafts {
             match d.r#type.as_str() {
                 "attention.requested" => out.push(self.raise(d, now)),
