@@ -460,13 +460,13 @@ async fn the_gated_bridge_maps_the_session_and_answers_the_confirmation_over_res
 async fn read_only_by_default_reconnects_resumes_since_and_drops_the_replayed_overlap() {
     let (fake, url) = fake_server(None).await;
     let rec = recorded();
+    // The conversation already waits for a confirmation when the bridge attaches: the socket
+    // opens with that state, then replays the history that led there.
+    fake.log.lock().unwrap().extend(rec[..5].iter().cloned());
     let (b, dir) = bridge(bridge_cfg(&url, false, None)).await;
     let mut ws = phone(b.bound.http).await;
-    until("the conversation's socket", || fake.sockets() == 1).await;
-    for ev in &rec[..5] {
-        fake.emit(ev);
-    }
     let req = next(&mut ws, |v| v["type"] == "attention.requested").await;
+    assert_eq!(req["run"], format!("run:{CONV}:1"), "raised by the replayed transition, inside its run");
     // Read-only: no options, no respond path (the fixture's pin).
     assert!(req["data"].get("options").is_none() && req["data"].get("respond_via").is_none(), "{req}");
     // Nothing can answer it here: the read-only bridge claims no session for commands, so
@@ -476,18 +476,32 @@ async fn read_only_by_default_reconnects_resumes_since_and_drops_the_replayed_ov
     assert_eq!((nack["type"].as_str(), nack["code"].as_str()), (Some("error"), Some("no-route")));
     assert!(fake.responds.lock().unwrap().is_empty());
 
-    // The socket drops: resumed since the last vendor time; the inclusive overlap is dropped.
+    // The socket drops: resumed since a recent vendor time; the replayed overlap is dropped.
     fake.close_all(1012);
     until("the second attach", || fake.attaches_of(CONV).len() == 2 && fake.sockets() == 1).await;
     let q = &fake.attaches_of(CONV)[1];
     assert_eq!(q.get("resend_mode").map(String::as_str), Some("since"));
-    assert_eq!(q.get("after_timestamp"), rec[4]["timestamp"].as_str().map(str::to_owned).as_ref());
+    // The earliest vendor time among the last events delivered.
+    assert_eq!(q.get("after_timestamp"), rec[0]["timestamp"].as_str().map(str::to_owned).as_ref());
     for ev in &rec[5..] {
         fake.emit(ev);
     }
     until("run.finished", || types(&log(&b.data)).contains(&"run.finished")).await;
     let events = log(&b.data);
     let t = types(&events);
+    let core: Vec<&str> = t.iter().copied().filter(|t| !t.starts_with("x.") && !t.starts_with("state.")).collect();
+    assert_eq!(
+        core,
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "attention.requested",
+            "attention.resolved",
+            "tool.completed",
+            "run.finished"
+        ]
+    );
     for once in ["session.started", "run.started", "attention.requested", "tool.requested", "attention.resolved"] {
         assert_eq!(t.iter().filter(|x| **x == once).count(), 1, "{once} in {t:?}");
     }

@@ -17,8 +17,12 @@
 //! writes on it, gated or not (REST reads carry the key as `X-Session-API-Key`).
 //!
 //! Replay and resume: the first attach asks `resend_mode=all`; a reconnect asks
-//! `resend_mode=since` with `after_timestamp` = the last vendor timestamp seen (inclusive:
-//! the overlap is absorbed by the vendor-id dedupe, 4096 ids per conversation). Reconnects
+//! `resend_mode=since` with `after_timestamp` = the earliest vendor timestamp of the last 32
+//! events delivered (the server's delivery order is not strictly its timestamp order; the
+//! search is inclusive; the overlap is absorbed by the vendor-id dedupe, 4096 ids per
+//! conversation). Every socket opens with the server's push of the conversation's current
+//! `full_state`: mapped as `state.snapshot` but not as a status transition, since the replay
+//! after it carries the transitions in order. Reconnects
 //! back off exponentially with 20 % jitter (reset by a connection that delivered frames);
 //! a socket silent for `idle_timeout_ms` (the server pings every 20 s) is taken for dead.
 //! A message over `max_frame_bytes` ends the connection (WebSocket framing cannot skip
@@ -75,6 +79,8 @@ pub const MAX_CONVERSATIONS: usize = 256;
 const GONE: usize = 4096;
 /// Pages of the conversation search read per poll (100 conversations a page).
 const SEARCH_PAGES: usize = 10;
+/// Vendor times remembered for the resume point.
+const RECENT_TS: usize = 32;
 /// The vendor's own default rejection reason (`ConfirmationResponseRequest.reason`).
 const DEFAULT_REJECT: &str = "User rejected the action.";
 /// `session.started.client.name`.
@@ -314,7 +320,11 @@ struct Watch {
     conv: Conversation,
     route: Arc<Route>,
     cx: MapContext,
-    last_ts: Option<String>,
+    /// The vendor times of the last events delivered: the resume point is the earliest
+    /// (delivery order is not quite timestamp order).
+    recent_ts: VecDeque<String>,
+    /// The next frame is a connection's first (the server's state push).
+    opening: bool,
     started: bool,
     /// The next connect asks no replay (an oversized event could not be skipped).
     live_only: bool,
@@ -334,7 +344,8 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
         conv: Conversation::new(id.clone(), sh.opts),
         sh,
         route,
-        last_ts: None,
+        recent_ts: VecDeque::new(),
+        opening: false,
         started: false,
         live_only: false,
         counts: Counts::default(),
@@ -391,7 +402,7 @@ impl Watch {
     /// The socket URL of this connect: replay all, since the last vendor time, or live.
     fn socket_url(&self) -> String {
         let mut url = format!("{}/sockets/events/{}", self.sh.ws_base, self.conv.id());
-        match (&self.last_ts, self.live_only) {
+        match (self.recent_ts.iter().min(), self.live_only) {
             (_, true) => {}
             (None, false) => url.push_str("?resend_mode=all"),
             (Some(ts), false) => {
@@ -436,6 +447,7 @@ impl Watch {
         }
         tracing::info!(bridge = %self.sh.name, conversation = %self.conv.id(), live = self.live_only, "Event socket connected.");
         self.live_only = false;
+        self.opening = true;
         loop {
             let next = stream.next();
             let read = match self.sh.idle {
@@ -474,9 +486,12 @@ impl Watch {
                 return Ok(());
             }
         };
+        let opening = std::mem::take(&mut self.opening);
         if let Some(ts) = ev.get("timestamp").and_then(Value::as_str) {
-            // The resume point: the vendor's own (naive, server-local) time, verbatim.
-            self.last_ts = Some(ts.to_owned());
+            self.recent_ts.push_back(ts.to_owned());
+            if self.recent_ts.len() > RECENT_TS {
+                self.recent_ts.pop_front();
+            }
         }
         if ev.get("id").and_then(Value::as_str).is_some_and(|id| self.conv.seen(id)) {
             self.counts.replayed += 1;
@@ -486,7 +501,15 @@ impl Watch {
         if ev.get("key").and_then(Value::as_str) != Some("full_state") {
             self.counts.progress += 1;
         }
-        let drafts = self.conv.map(&ev, &self.cx);
+        let drafts = if opening
+            && ev.get("kind").and_then(Value::as_str) == Some("ConversationStateUpdateEvent")
+            && ev.get("key").and_then(Value::as_str) == Some("full_state")
+        {
+            // The present state pushed ahead of the replay: visibility, not a transition.
+            self.conv.map_opening_state(&ev, &self.cx)
+        } else {
+            self.conv.map(&ev, &self.cx)
+        };
         self.publish(drafts).await
     }
 

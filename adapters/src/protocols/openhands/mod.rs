@@ -212,8 +212,21 @@ impl Conversation {
         &self.id
     }
 
+    /// Maps the state a socket opens with (the server pushes the conversation's current
+    /// `full_state` to every new subscriber, ahead of the replay): a `state.snapshot` like any
+    /// other, but no transition. It is the present, and the history replayed after it holds
+    /// the transitions in their order; read as one, it would raise or close runs and asks
+    /// out of order.
+    pub fn map_opening_state(&mut self, ev: &Value, cx: &MapContext) -> Vec<EventDraft> {
+        self.map_inner(ev, cx, false)
+    }
+
     /// Maps one event off the socket; a vendor id seen before (a replay) maps to nothing.
     pub fn map(&mut self, ev: &Value, cx: &MapContext) -> Vec<EventDraft> {
+        self.map_inner(ev, cx, true)
+    }
+
+    fn map_inner(&mut self, ev: &Value, cx: &MapContext, transitions: bool) -> Vec<EventDraft> {
         if let Some(id) = s(ev, "id") {
             if self.seen.iter().any(|x| x == id) {
                 return Vec::new();
@@ -225,7 +238,7 @@ impl Conversation {
         }
         let session = self.id.clone();
         let mut out = Vec::new();
-        if s(ev, "kind") == Some("ConversationStateUpdateEvent") {
+        if transitions && s(ev, "kind") == Some("ConversationStateUpdateEvent") {
             let next = match s(ev, "key") {
                 Some("execution_status") => s(ev, "value"),
                 Some("full_state") => ev.pointer("/value/execution_status").and_then(Value::as_str),
