@@ -152,12 +152,15 @@ async fn the_client_reads_the_agents_stream_byte_for_byte_as_it_is_sent_and_the_
     headers.insert("content-type", "application/json".parse().unwrap());
     headers.insert("accept", "text/event-stream".parse().unwrap());
     headers.insert("authorization", "Bearer ui-token".parse().unwrap());
+    headers.insert("accept-encoding", "gzip, br".parse().unwrap());
     let mut s =
         client().forward("POST", &format!("http://{at}/?x=1"), headers, Bytes::from(body.clone())).await.unwrap();
     // The run went to the agent verbatim: the body's bytes, its headers, the query.
     let (uri, seen, sent) = agent.requests.lock().unwrap()[0].clone();
     assert_eq!((uri.as_str(), sent.as_ref()), ("/agent?x=1", body.as_slice()));
     assert_eq!(seen["authorization"], "Bearer ui-token");
+    // The stream is asked for uncompressed: the tee reads what the client reads.
+    assert!(seen.get("accept-encoding").is_none());
     assert_eq!((s.status, s.content_type.as_str()), (200, "text/event-stream"));
     assert_eq!(s.headers()["x-agent"], "stand-in");
 

@@ -1,8 +1,9 @@
 //! The AG-UI tee proxy (`kind = "agui-proxy"`; design record `bridge-agui-design.md`,
 //! AEP-0002 Annex A.14): the UI points at `listen` instead of its agent; every request is
 //! forwarded verbatim to `url` (the path and query appended to it, `/` being `url` itself;
-//! the body byte for byte, hop-by-hop headers dropped), and the agent's answer is streamed
-//! back as it arrives, unchanged and unbuffered. One POST is one run stream.
+//! the body byte for byte, hop-by-hop headers dropped, and `Accept-Encoding` too, so the
+//! stream comes uncompressed and can be observed), and the agent's answer is streamed back
+//! as it arrives, unchanged and unbuffered. One POST is one run stream.
 //!
 //! The tee is off the client's path: each chunk of a `2xx text/event-stream` answer is handed
 //! to a separate task (never awaited by the forwarding) that parses it with the bounded
@@ -179,7 +180,10 @@ async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
         }
     };
     let url = p.target(parts.uri.path(), parts.uri.query());
-    let up = match p.client.forward(parts.method.as_str(), &url, end_to_end(&parts.headers), body).await {
+    let mut headers = end_to_end(&parts.headers);
+    // The stream is observed: asked for as it is (identity), never compressed past the tee.
+    headers.remove("accept-encoding");
+    let up = match p.client.forward(parts.method.as_str(), &url, headers, body).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(bridge = %p.name, error = %e, "AG-UI agent unreachable.");
@@ -188,7 +192,8 @@ async fn forward(State(p): State<Arc<Proxy>>, req: Request) -> Response {
     };
     let status = StatusCode::from_u16(up.status).unwrap_or(StatusCode::BAD_GATEWAY);
     let headers = end_to_end(up.headers());
-    let sse = (200..300).contains(&up.status) && up.content_type.starts_with("text/event-stream");
+    let encoded = headers.get("content-encoding").is_some_and(|v| v.as_bytes() != b"identity");
+    let sse = (200..300).contains(&up.status) && up.content_type.starts_with("text/event-stream") && !encoded;
     let tee = if sse { Tee::start(&p) } else { None };
     let stream = futures_util::stream::unfold(Some((up, tee)), |state| async move {
         let (mut up, mut tee) = state?;
