@@ -403,11 +403,12 @@ pub fn run_scoped(ty: &str) -> bool {
     }
 }
 
-/// Stamps identity the way the hook vendors need it: `session` on every draft except
-/// `agent.*` (agent-scoped, AEP-0001), `run` on run-scoped drafts that have none.
+/// Stamps identity the way the hook vendors need it: `session` on every draft except the
+/// agent-scoped ones (`agent.*` and `x.{vendor}.agent.*`, AEP-0001 §5.2), `run` on
+/// run-scoped drafts that have none.
 pub fn stamp_identity(drafts: &mut [EventDraft], session: Option<&str>, run: Option<&str>) {
     for d in drafts {
-        if d.r#type.starts_with("agent.") {
+        if aep_schemas::event::is_agent_scoped(&d.r#type) {
             d.session = None;
             continue;
         }

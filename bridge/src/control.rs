@@ -487,7 +487,7 @@ pub fn apply(p: &Pending, answer: &Value) -> Result<Applied, String> {
         let refusing = options
             .iter()
             .map(|(id, _)| *id)
-            .find(|id| matches!(*id, "deny" | "reject" | "no" | "decline"))
+            .find(|id| matches!(*id, "deny" | "reject" | "rejected" | "no" | "decline"))
             .ok_or_else(|| "free text on a permission request with no refusing option".to_owned())?;
         return Ok(Applied { option: Some(refusing.to_owned()), text: Some(t.to_owned()), values: None });
     }

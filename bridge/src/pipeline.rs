@@ -468,8 +468,9 @@ pub fn source_uri(host: &str, agent: &str, session: Option<&str>) -> String {
     }
 }
 
-/// Percent-encodes a URI path segment (session ids are untrusted input, AEP-0003 §9.6).
-fn uri_segment(s: &str) -> String {
+/// Percent-encodes a URI path segment outside the unreserved set (session ids are untrusted
+/// input, AEP-0003 §9.6; the bridges' reply routes put vendor ids in paths the same way).
+pub(crate) fn uri_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {

@@ -111,7 +111,7 @@ pub struct Stats {
     pub delivered: AtomicU64,
     /// Events lost to a failed or refused POST.
     pub failed: AtomicU64,
-    /// Drafts not sent: no session, or not a valid event.
+    /// Drafts not sent: a session event with no session yet, or not a valid event.
     pub skipped: AtomicU64,
     /// Set once the agent's stdout is drained: the mapper stops at its next idle moment.
     finished: AtomicBool,
@@ -389,6 +389,11 @@ const CAUSE_MEMORY: usize = 8192;
 
 impl Stamper {
     fn stamp(&mut self, d: EventDraft) -> Option<Event> {
+        // AEP-0001 §5.2: `agent.*` events (a vendor's `x.{vendor}.agent.*` too) belong to the
+        // agent, not a session: no session, position, run or step.
+        if aep_schemas::event::is_agent_scoped(&d.r#type) {
+            return Some(self.agent_scoped(d));
+        }
         let session = d.session?;
         let seq = self.seq.entry(session.clone()).or_insert(0);
         *seq += 1;
@@ -428,6 +433,33 @@ impl Stamper {
             extensions: Default::default(),
             data: Some(serde_json::Value::Object(d.data)),
         })
+    }
+}
+
+impl Stamper {
+    /// An agent-scoped event: the agent's `source`, no session, position, run or step.
+    fn agent_scoped(&mut self, d: EventDraft) -> Event {
+        let time = d.time.unwrap_or_else(|| crate::time::rfc3339_ms(crate::time::unix_ms(SystemTime::now())));
+        Event {
+            aep: AEP_VERSION.to_owned(),
+            id: d.id.unwrap_or_else(|| ulid::Ulid::new().to_string()),
+            r#type: d.r#type,
+            subject: d.subject,
+            time,
+            source: crate::pipeline::source_uri(&self.host, self.agent, None),
+            agent: self.agent.to_owned(),
+            session: None,
+            run: None,
+            step: None,
+            seq: None,
+            epoch: None,
+            cause: d.cause,
+            traceparent: d.traceparent,
+            severity: d.severity,
+            capture: Some(d.capture),
+            extensions: Default::default(),
+            data: Some(serde_json::Value::Object(d.data)),
+        }
     }
 }
 
@@ -560,5 +592,18 @@ mod tests {
         assert_eq!(ans.cause.as_deref(), Some(req.id.as_str()));
         assert_eq!(ans.subject.as_deref(), Some(req.id.as_str()));
         assert!(st.stamp(EventDraft::new("run.started", aep_schemas::Capture::Metadata)).is_none(), "no session");
+        // Agent-scoped events go out without a session (and take no position of one).
+        let mut settled = EventDraft::new("x.pi.agent.settled", aep_schemas::Capture::Metadata);
+        settled.session = Some("s".into());
+        settled.run = Some("r".into());
+        let e = st.stamp(settled).unwrap();
+        assert_eq!(
+            (e.session.as_deref(), e.seq, e.run.as_deref(), e.source.as_str()),
+            (None, None, None, "aep://h/agent/acp")
+        );
+        aep_schemas::validate::validate_event(&e).unwrap();
+        let mut next = EventDraft::new("run.started", aep_schemas::Capture::Metadata);
+        next.session = Some("s".into());
+        assert_eq!(st.stamp(next).unwrap().seq, Some(3), "the session's numbering goes on without a gap");
     }
 }

@@ -118,7 +118,7 @@ async fn an_acp_session_passes_through_untouched_and_lands_in_the_session_log() 
     assert!(plain.0.ends_with(b"bye") && plain.0.windows(2).any(|w| w == b"\r\n"));
 
     let log = b.data.join("logs/acp/sess-wrap-1.jsonl");
-    let lines = wait_lines(&log, 9).await;
+    let lines = wait_lines(&log, 10).await;
     assert_eq!(
         log_types(&lines),
         [
@@ -127,6 +127,7 @@ async fn an_acp_session_passes_through_untouched_and_lands_in_the_session_log() 
             "tool.requested",
             "tool.completed",
             "x.acp.plan.updated",
+            "tool.requested",
             "attention.requested",
             "attention.answered",
             "attention.resolved",
@@ -138,15 +139,18 @@ async fn an_acp_session_passes_through_untouched_and_lands_in_the_session_log() 
     assert!(evs.iter().all(|e| e["agent"] == "acp" && e["session"] == "sess-wrap-1"));
     let run = evs[1]["run"].as_str().unwrap().to_owned();
     assert!(run.ends_with(".2"), "the run is the prompt's rpc id, epoch-qualified: {run}");
-    assert_eq!(evs[8]["run"], json!(run));
-    assert_eq!(evs[8]["cause"], evs[1]["id"], "run.finished points at run.started");
+    assert_eq!(evs[9]["run"], json!(run));
+    assert_eq!(evs[9]["cause"], evs[1]["id"], "run.finished points at run.started");
     assert_eq!(evs[3]["cause"], evs[2]["id"], "the tool pair");
-    assert_eq!(evs[5]["data"]["options_count"], json!(2));
-    assert!(evs[5]["data"].get("options").is_none() && evs[5]["data"].get("respond_via").is_none(), "read-only");
-    assert_eq!(evs[6]["data"]["answer"], json!({"option": "allow"}));
-    assert_eq!(evs[6]["subject"], evs[5]["id"], "the answer names the request event");
+    // The permission request is the first the wire says of call-2: it requests the call.
+    assert_eq!(evs[5]["data"]["tool"], json!({"name": "sudo make install", "call_id": "call-2"}));
+    assert_eq!(evs[6]["cause"], evs[5]["id"], "the ask points at the call it gates");
+    assert_eq!(evs[6]["data"]["options_count"], json!(2));
+    assert!(evs[6]["data"].get("options").is_none() && evs[6]["data"].get("respond_via").is_none(), "read-only");
+    assert_eq!(evs[7]["data"]["answer"], json!({"option": "allow"}));
+    assert_eq!(evs[7]["subject"], evs[6]["id"], "the answer names the request event");
     let seqs: Vec<u64> = evs.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
-    assert_eq!(seqs, (1..=9).collect::<Vec<u64>>());
+    assert_eq!(seqs, (1..=10).collect::<Vec<u64>>());
 
     // The whole log is valid AEP.
     let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge")).args(["validate"]).arg(&log).output().unwrap();
@@ -302,4 +306,53 @@ fn signals_are_forwarded_to_the_agent_once_and_its_exit_code_kept() {
     let (mut child, pid, _) = start("echo ready; exec sleep 30");
     kill_process(pid, Signal::HUP).unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(129));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pi_rpc_session_is_named_by_get_state_and_maps_through_the_pi_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(config(dir.path())).await;
+    let url = b.url();
+    // A real `pi --mode rpc` session (pi 0.80.6, offline): get_state, two prompts.
+    let recorded = data("pi_rpc.jsonl");
+    let (replay, rec) = (data("replay.py").display().to_string(), recorded.display().to_string());
+    let out = tokio::task::spawn_blocking(move || {
+        wrap_cmd("pi-rpc", &url, None, &["python3", &replay, &rec, "7"]).stdin(Stdio::null()).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(7), "pi's exit code");
+    assert_eq!(out.stdout, std::fs::read(&recorded).unwrap(), "byte for byte");
+    let log = b.data.join("logs/pi/01a237c2-e6e7-714e-8bfa-92c9cc80500e.jsonl");
+    // 25 mapped, less the two agent-scoped `x.pi.agent.settled` (no session: `wrap` delivers
+    // session events only, and skips them without leaving a gap in the session's seq).
+    let lines = wait_lines(&log, 23).await;
+    let evs: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let core: Vec<&Value> = evs.iter().filter(|e| !e["type"].as_str().unwrap().starts_with("x.")).collect();
+    let types: Vec<&str> = core.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types.first(), Some(&"session.started"));
+    assert_eq!(types.iter().filter(|t| **t == "run.started").count(), 2);
+    let (started, finished): (Vec<&&Value>, Vec<&&Value>) = (
+        core.iter().filter(|e| e["type"] == "run.started").collect(),
+        core.iter().filter(|e| e["type"] == "run.finished").collect(),
+    );
+    assert_eq!(finished.len(), 2);
+    for (s, f) in started.iter().zip(&finished) {
+        assert_eq!((&f["cause"], &f["run"]), (&s["id"], &s["run"]), "each run closes what it opened");
+    }
+    let req: Vec<&&Value> = core.iter().filter(|e| e["type"] == "tool.requested").collect();
+    let end: Vec<&&Value> =
+        core.iter().filter(|e| e["type"] == "tool.completed" || e["type"] == "tool.failed").collect();
+    assert_eq!(req.len(), 2);
+    assert_eq!(end.iter().map(|e| e["type"].as_str().unwrap()).collect::<Vec<_>>(), ["tool.completed", "tool.failed"]);
+    for (r, e) in req.iter().zip(&end) {
+        assert_eq!(e["cause"], r["id"]);
+        assert_eq!(e["data"]["tool"], r["data"]["tool"]);
+    }
+    assert!(evs.iter().all(|e| e["agent"] == "pi"));
+    let seqs: Vec<u64> = evs.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (1..=23).collect::<Vec<u64>>(), "no gap");
+    let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge")).args(["validate"]).arg(&log).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    b.shutdown().await;
 }

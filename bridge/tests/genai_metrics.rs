@@ -9,18 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 const HOOKS: &str = include_str!("data/claude-code-s01-hooks.jsonl");
-const OTLP: &[&str] = &[
-    include_str!("data/otlp-mix/claude-code/s01_0001_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0003_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0006_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0008_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0010_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0012_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0015_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0017_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0020_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0021_logs.json"),
-];
+const OTLP: &[&str] = common::CLAUDE_S01_LOGS;
 
 /// The sum of the values of every series of `name` whose line has all of `labels`.
 pub fn series(text: &str, name: &str, labels: &[&str]) -> f64 {

@@ -236,7 +236,7 @@ fn bridge_cfg(url: &str, control: bool, key: Option<&str>) -> BridgeConfig {
         url: Some(HttpUrl::parse(url).unwrap()),
         control,
         api_key: key.unwrap_or_default().to_owned(),
-        poll_ms: 50,
+        poll_ms: Some(50),
         reconnect_initial_ms: 20,
         reconnect_max_ms: 100,
         ..BridgeConfig::default()

@@ -33,21 +33,10 @@ use serde_json::Value;
 
 const CLAUDE: &str = "45a2eddb-be16-44a0-9158-5f92e545154f";
 const CODEX: &str = "01a22a9f-e3e6-71d0-8872-0556d1423eab";
-const GEMINI: &str = "ed93f2bc-8abb-4a4a-aaad-c1b58706087a";
+const GEMINI: &str = "0560a05a-0887-42a7-bad1-ef8b046b7e1d";
 const QWEN: &str = "8a03b421-4c8f-40ab-9b43-04b98fb814c0";
 
-const CLAUDE_LOGS: &[&str] = &[
-    include_str!("data/otlp-mix/claude-code/s01_0001_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0003_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0006_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0008_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0010_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0012_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0015_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0017_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0020_logs.json"),
-    include_str!("data/otlp-mix/claude-code/s01_0021_logs.json"),
-];
+const CLAUDE_LOGS: &[&str] = common::CLAUDE_S01_LOGS;
 const CLAUDE_TRACES: &[&str] = &[
     include_str!("data/otlp-captures/claude-code/s01_0004_traces.json"),
     include_str!("data/otlp-captures/claude-code/s01_0007_traces.json"),
@@ -64,8 +53,13 @@ const CODEX_LOGS: &[&str] = &[
     include_str!("data/otlp-captures/codex/c01_0007_logs.json"),
 ];
 const GEMINI_LOGS: &[&str] = &[
-    include_str!("data/otlp-captures/gemini-cli/g01_0001_logs.json"),
-    include_str!("data/otlp-captures/gemini-cli/g01_0003_logs.json"),
+    include_str!("data/otlp-captures/gemini-cli/g02_0001_logs.json"),
+    include_str!("data/otlp-captures/gemini-cli/g02_0004_logs.json"),
+];
+/// Gemini CLI's own spans of the same run (`llm_call`, `tool_call`, `schedule_tool_calls`).
+const GEMINI_TRACES: &[&str] = &[
+    include_str!("data/otlp-captures/gemini-cli/g02_0002_traces.json"),
+    include_str!("data/otlp-captures/gemini-cli/g02_0003_traces.json"),
 ];
 const QWEN_LOGS: &[&str] = &[
     include_str!("data/otlp-captures/qwen-code/q01_0001_logs.json"),
@@ -105,7 +99,12 @@ fn shim(url: &str, vendor: &str, payload: &[u8]) -> i32 {
 
 /// The recorded hook payloads of one capture, in firing order.
 fn hooks(vendor_dir: &str, capture: &str) -> Vec<Value> {
-    let f = Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters/tests/data").join(vendor_dir).join(capture);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let f = match vendor_dir {
+        // Recorded with its spans (the adapters' g01 recording kept none).
+        "gemini-cli" => root.join("tests/data/otlp-captures/gemini-cli").join(capture),
+        _ => root.join("../adapters/tests/data").join(vendor_dir).join(capture),
+    };
     std::fs::read_to_string(&f)
         .unwrap()
         .lines()
@@ -258,7 +257,7 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
     for (vendor, vdir, capture) in [
         ("claude-code", "claude-code", "s01_tools_bypass_json.jsonl"),
         ("codex", "codex", "c01_exec_json.jsonl"),
-        ("gemini-cli", "gemini-cli", "g01_tools_yolo_http.jsonl"),
+        ("gemini-cli", "gemini-cli", "g02_hooks.jsonl"),
         ("qwen-code", "qwen-code", "q01_tools_yolo_http.jsonl"),
     ] {
         let payloads = hooks(vdir, capture);
@@ -276,6 +275,7 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
         ("/v1/logs", GEMINI_LOGS),
         ("/v1/logs", QWEN_LOGS),
         ("/v1/traces", CLAUDE_TRACES),
+        ("/v1/traces", GEMINI_TRACES),
     ] {
         for body in bodies {
             let (status, text) = common::post(format!("{url}{path}"), (*body).to_owned(), vec![]).await;
@@ -443,13 +443,33 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
     }
 
     // Gemini CLI: hook timestamps and records share the capture's clock: joined by time.
-    let (gm, _) = one_trace(&d.spans, GEMINI, "gemini-cli");
+    let (gm, gm_trace) = one_trace(&d.spans, GEMINI, "gemini-cli");
     let runs = named(&gm, "invoke_agent gemini-cli");
     assert_eq!(runs.len(), 1);
     assert_eq!(attr_num(&runs[0].attributes, "gen_ai.usage.input_tokens"), Some(gm_in));
     assert_eq!(attr_num(&runs[0].attributes, "gen_ai.usage.output_tokens"), Some(gm_out));
     assert_eq!(attr_str(&runs[0].attributes, "aep.usage.join"), Some("time"));
     assert_eq!(attr_str(&runs[0].attributes, "llm.model_name"), Some("gemini-2.5-pro"));
+    // Its own spans, each the root of its own vendor trace as recorded: every one in the
+    // session's trace, parented inside it, saying how it was placed; its model calls (no call
+    // id names a run) under the session root.
+    let recorded: usize = GEMINI_TRACES.iter().map(|b| common::otlp_json_spans(b).len()).sum();
+    let gm_vendor: Vec<&Span> = d
+        .spans
+        .iter()
+        .filter(|s| ["llm_call", "tool_call", "schedule_tool_calls"].contains(&s.name.as_str()))
+        .collect();
+    assert_eq!(gm_vendor.len(), recorded, "every recorded Gemini span, once");
+    let gm_ids: std::collections::HashSet<&[u8]> =
+        d.spans.iter().filter(|s| s.trace_id == gm_trace).map(|s| s.span_id.as_slice()).collect();
+    let gm_root = gm.iter().find(|s| s.parent_span_id.is_empty()).unwrap();
+    for v in &gm_vendor {
+        assert_eq!(v.trace_id, gm_trace, "{}: in the session trace", v.name);
+        assert!(gm_ids.contains(v.parent_span_id.as_slice()), "{}: parented inside the trace", v.name);
+        assert!(attr_str(&v.attributes, "aep.vendor.placement").is_some(), "{}", v.name);
+    }
+    let llm: Vec<&&Span> = gm_vendor.iter().filter(|s| s.name == "llm_call").collect();
+    assert!(!llm.is_empty() && llm.iter().all(|s| s.parent_span_id == gm_root.span_id), "model calls under the root");
 
     // Qwen Code: UserPromptSubmit on every model turn, one run; no SessionEnd in the
     // capture (its root closes at shutdown), the run's records joined by time.

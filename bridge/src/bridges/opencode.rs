@@ -166,7 +166,8 @@ impl Observer {
         };
         let (stream, rest) = (client(true)?, client(false)?);
         let base = url.as_str().trim_end_matches('/').to_owned();
-        let profile = kind.profile().ok_or_else(|| StartError::Incomplete(name.into()))?;
+        // Reached through `bridges::spawn` for the SSE kinds only.
+        let Some(profile) = kind.profile() else { return Err(StartError::Incomplete(name.into())) };
         let guard = Duration::from_millis(cfg.reply_guard_ms);
         let replies = Replies::new(rest.clone(), guard);
         let mode = match cfg.mode {

@@ -185,7 +185,7 @@ impl Shared {
             idle: (cfg.idle_timeout_ms > 0).then(|| Duration::from_millis(cfg.idle_timeout_ms)),
             max_frame: cfg.max_frame_bytes,
             guard: Duration::from_millis(cfg.reply_guard_ms),
-            poll: Duration::from_millis(cfg.poll_ms.max(1)),
+            poll: Duration::from_millis(cfg.poll_ms().max(1)),
         })
     }
 }

@@ -11,6 +11,10 @@
 //! "control"`, cause = the command) then `attention.resolved` (cause = the answered event),
 //! after the ack; without a command, `attention.resolved` alone. Free text rides only a
 //! route whose body takes a `message` (Kilo Code's); elsewhere it is refused `invalid`.
+//!
+//! The same book serves Kimi Code's kap-server ([`Dialect::Kimi`], the `kimi-ws` observer):
+//! `POST {server}/api/v1/sessions/{session}/approvals/{id}` `{"decision": option}`, free text
+//! as `feedback`, the ack read from the server's `{code, msg, data}` envelope.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -24,6 +28,8 @@ use tokio::sync::watch;
 use crate::attention::{AttentionBook, Pending};
 use crate::control::{Applied, ControlLoop, ReplyRoute, RouteVerdict};
 use crate::pipeline::Pipeline;
+/// A path segment, percent-encoded outside the unreserved set (the pipeline's encoder).
+pub(crate) use crate::pipeline::uri_segment as segment;
 use crate::transport::HttpClient;
 
 /// Asks tracked at most (an ask never settled is dropped oldest first beyond).
@@ -71,8 +77,21 @@ struct Asks {
     order: VecDeque<String>,
 }
 
+/// The shape of a server's reply route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// OpenCode / Kilo Code: `POST {base}/session/{session}/permissions/{id}`
+    /// `{"response": option}` (plus `message` where the route takes it); a 2xx is the ack.
+    OpenCode,
+    /// Kimi Code's kap-server (the design record's opt-in `control.attention.respond`):
+    /// `POST {base}/api/v1/sessions/{session}/approvals/{id}` `{"decision": option}`, free
+    /// text as `feedback`; the answer is a `{code, msg, data}` envelope whose code 0 is the ack.
+    Kimi,
+}
+
 /// The asks of one receiver and their reply route.
 pub struct Replies {
+    dialect: Dialect,
     asks: Mutex<Asks>,
     /// Command id -> its "ack published" signal, until the ack is out (or the command refused).
     acks: Mutex<HashMap<String, watch::Sender<bool>>>,
@@ -94,10 +113,25 @@ pub fn decorate(d: &mut EventDraft) {
     d.data.insert("respond_via".into(), json!(["control"]));
 }
 
+/// The gated decoration of a Kimi Code approval card: the kap-server's decision vocabulary
+/// (`approved` / `rejected`) as options and the control channel declared.
+pub fn decorate_kimi(d: &mut EventDraft) {
+    d.data.insert(
+        "options".into(),
+        json!([{"id": "approved", "label": "Approve"}, {"id": "rejected", "label": "Reject"}]),
+    );
+    d.data.insert("respond_via".into(), json!(["control"]));
+}
+
 impl Replies {
     /// A book replying with `rest`; a reply still pending after `guard` is acked anyway.
     pub fn new(rest: HttpClient, guard: Duration) -> Arc<Self> {
-        Arc::new(Self { asks: Mutex::default(), acks: Mutex::default(), rest, guard })
+        Self::with_dialect(rest, guard, Dialect::OpenCode)
+    }
+
+    /// A book replying over a route of `dialect`.
+    pub fn with_dialect(rest: HttpClient, guard: Duration, dialect: Dialect) -> Arc<Self> {
+        Arc::new(Self { dialect, asks: Mutex::default(), acks: Mutex::default(), rest, guard })
     }
 
     /// Whether vendor request `vendor_id` is tracked.
@@ -140,6 +174,14 @@ impl Replies {
         self.take(&v)
     }
 
+    /// The vendor ids of the asks tracked in `session`.
+    pub fn asks_of(&self, session: &str) -> Vec<String> {
+        self.asks.lock().map_or_else(
+            |_| Vec::new(),
+            |a| a.by_vendor.values().filter(|x| x.session == session).map(|x| x.vendor_id.clone()).collect(),
+        )
+    }
+
     /// The vendor ids of the tracked permission asks.
     pub fn permissions(&self) -> Vec<String> {
         self.asks.lock().map_or_else(
@@ -180,7 +222,10 @@ impl Replies {
             return invalid("a permission is answered with an option, not values");
         }
         let Some(option) = answer.option.clone() else {
-            return invalid("answer with an option: once, always or reject");
+            return invalid(match self.dialect {
+                Dialect::OpenCode => "answer with an option: once, always or reject",
+                Dialect::Kimi => "answer with an option: approved or rejected",
+            });
         };
         // Marked settling before the write: the broadcast may overtake the REST answer.
         let (vendor_id, session, base, message) = {
@@ -206,12 +251,21 @@ impl Replies {
             ask.settling = Some(Settling { command: cmd.id.clone(), applied: answer.clone(), acked });
             (vendor_id, ask.session.clone(), base, ask.message)
         };
-        let url = format!("{base}/session/{}/permissions/{}", segment(&session), segment(&vendor_id));
-        let mut body = json!({"response": option});
+        let (url, mut body) = match self.dialect {
+            Dialect::OpenCode => (
+                format!("{base}/session/{}/permissions/{}", segment(&session), segment(&vendor_id)),
+                json!({"response": option}),
+            ),
+            Dialect::Kimi => (
+                format!("{base}/api/v1/sessions/{}/approvals/{}", segment(&session), segment(&vendor_id)),
+                json!({"decision": option}),
+            ),
+        };
         if let (true, Some(t)) = (message, &answer.text) {
-            body["message"] = json!(t);
+            body[if self.dialect == Dialect::Kimi { "feedback" } else { "message" }] = json!(t);
         }
         let verdict = match tokio::time::timeout(self.guard, self.rest.post_json(&url, &body)).await {
+            Ok(Ok(r)) if (200..300).contains(&r.status) && self.dialect == Dialect::Kimi => kimi_verdict(&r.body),
             Ok(Ok(r)) if (200..300).contains(&r.status) => RouteVerdict::Accepted,
             Ok(Ok(r)) => {
                 let snippet = String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).into_owned();
@@ -253,17 +307,17 @@ impl ReplyRoute for Replies {
     }
 }
 
-/// A path segment, percent-encoded outside the unreserved set.
-fn segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
+/// The ack of a kap-server answer: its envelope's `code` 0 (the server answers HTTP 200 with
+/// the error in the envelope, e.g. 40404 not found, 40902 already resolved).
+fn kimi_verdict(body: &[u8]) -> RouteVerdict {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or(serde_json::Value::Null);
+    match v.get("code").and_then(serde_json::Value::as_i64) {
+        Some(0) => RouteVerdict::Accepted,
+        code => {
+            let msg = v.get("msg").and_then(serde_json::Value::as_str).unwrap_or("no envelope");
+            RouteVerdict::Rejected("refused", format!("the server answered code {}: {msg}", code.unwrap_or(-1)))
         }
     }
-    out
 }
 
 /// The base URL of a plugin's `serverUrl` when it is a loopback `http(s)` server: the hook

@@ -92,6 +92,9 @@ pub struct OtlpConfig {
     pub span_grace_ms: u64,
     /// Most spans waiting for their vendor records at once (the oldest leaves early).
     pub span_grace_max_spans: usize,
+    /// Most bytes of spans waiting at once, ours and the vendors' each (the oldest leave
+    /// early): at capture `full` a span carries tool arguments and results.
+    pub span_grace_max_bytes: usize,
     /// `[export.otlp.tls]`: extra CA bundle and client certificate for `https://`.
     pub tls: TlsConfig,
     /// `[export.otlp.signals.logs]` / `.traces` / `.metrics`: per-signal overrides.
@@ -227,6 +230,7 @@ impl Default for OtlpConfig {
             trace_per_run: false,
             span_grace_ms: 10_000,
             span_grace_max_spans: 10_000,
+            span_grace_max_bytes: 64 << 20,
             tls: TlsConfig::default(),
             signals: SignalsConfig::default(),
         }

@@ -185,9 +185,9 @@ pub fn start(
             }
             Signal::Traces => {
                 let (rx, stats) = add("otlp_spans", &mut ex);
-                // Vendor trace requests, each a whole export: a short queue bounds them.
+                // Vendor trace requests, each a whole export: a short queue, bounded in bytes too.
                 let (vtx, vrx) = mpsc::channel(64);
-                ex.vendor_spans = Some(vendor_spans::VendorSpansTee::new(vtx, metrics.clone()));
+                ex.vendor_spans = Some(vendor_spans::VendorSpansTee::new(vtx, o.span_grace_max_bytes, metrics.clone()));
                 tokio::spawn(otlp::run_spans(
                     rx,
                     Some(vrx),

@@ -447,7 +447,7 @@ impl SinkClock {
 /// tick, everything open flushed (as incomplete) at shutdown.
 pub(crate) async fn run_spans(
     mut rx: mpsc::Receiver<Arc<Stamped>>,
-    mut vendor_rx: Option<mpsc::Receiver<ExportTraceServiceRequest>>,
+    mut vendor_rx: Option<mpsc::Receiver<super::vendor_spans::Queued>>,
     cfg: OtlpConfig,
     client: OtlpClient,
     policy: RetryConfig,
@@ -467,11 +467,12 @@ pub(crate) async fn run_spans(
     let mut join = SpanJoin::new(JoinConfig {
         grace_nanos,
         max_held: cfg.span_grace_max_spans,
+        max_held_bytes: cfg.span_grace_max_bytes,
         trace_per_run: cfg.trace_per_run,
         ..JoinConfig::default()
     });
     // The agents' own spans, placed in their session traces (or forwarded as sent).
-    let mut vendor = VendorSpans::new(grace_nanos, cfg.span_grace_max_spans);
+    let mut vendor = VendorSpans::new(grace_nanos, cfg.span_grace_max_spans, cfg.span_grace_max_bytes);
     let batch_timeout = Duration::from_millis(cfg.batch_timeout_ms);
     let grace_tick = Duration::from_millis(cfg.span_grace_ms.max(10));
     let tick = Duration::from_secs(1).min(batch_timeout.max(Duration::from_millis(10))).min(grace_tick);
@@ -503,8 +504,8 @@ pub(crate) async fn run_spans(
         pending.extend(if closed { join.release_all() } else { join.release(now) });
         let mut vendor_out = Vec::new();
         if let Some(vrx) = vendor_rx.as_mut() {
-            while let Ok(req) = vrx.try_recv() {
-                vendor_out.extend(vendor.take(req, &join, now));
+            while let Ok(mut q) = vrx.try_recv() {
+                vendor_out.extend(vendor.take(std::mem::take(&mut q.req), &join, now));
             }
         }
         vendor_out.extend(vendor.tick(&join, now, closed));

@@ -28,7 +28,9 @@
 //! OpenInference's `llm.token_count.*`, `llm.model_name`, `llm.cost.total`.
 //!
 //! Pure and clockless: the caller gives every arrival time. Memory is bounded: at most
-//! [`JoinConfig::max_held`] spans wait, at most [`JoinConfig::max_records`] records and
+//! [`JoinConfig::max_held`] spans of at most [`JoinConfig::max_held_bytes`] in all wait (a
+//! span's size is its names and attribute values, which at capture `full` carry tool
+//! arguments and results), at most [`JoinConfig::max_records`] records and
 //! [`JoinConfig::max_sessions`] sessions are remembered (the oldest session is forgotten first).
 
 use std::collections::{HashMap, VecDeque};
@@ -45,6 +47,9 @@ pub struct JoinConfig {
     pub grace_nanos: u64,
     /// Most spans waiting at once; beyond it the oldest leaves early with what it has.
     pub max_held: usize,
+    /// Most bytes of spans waiting at once (as [`span_bytes`] counts them); beyond it the
+    /// oldest leave early.
+    pub max_held_bytes: usize,
     /// Most vendor records remembered (model calls and tool durations, all sessions).
     pub max_records: usize,
     /// Most sessions remembered.
@@ -60,6 +65,7 @@ impl Default for JoinConfig {
         Self {
             grace_nanos: 10_000_000_000,
             max_held: 10_000,
+            max_held_bytes: 64 << 20,
             max_records: 65_536,
             max_sessions: 4096,
             keep_nanos: 60_000_000_000,
@@ -121,7 +127,9 @@ pub struct SpanJoin {
     fifo: VecDeque<(Key, u64)>,
     next: u64,
     records: usize,
-    held: VecDeque<(u64, Span)>,
+    /// Waiting spans: when they are due, their size, the span.
+    held: VecDeque<(u64, usize, Span)>,
+    held_bytes: usize,
     /// The span every Event lands on (the ids the span sink derives).
     contexts: LogSpans,
     /// Sessions by bare name (vendor spans name their session, not its source).
@@ -161,6 +169,7 @@ impl SpanJoin {
             next: 0,
             records: 0,
             held: VecDeque::new(),
+            held_bytes: 0,
             by_name: HashMap::new(),
         }
     }
@@ -203,6 +212,11 @@ impl SpanJoin {
     /// Spans waiting.
     pub fn held(&self) -> usize {
         self.held.len()
+    }
+
+    /// Bytes of the spans waiting (as [`span_bytes`] counts them).
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
     }
 
     /// Vendor records remembered.
@@ -324,9 +338,14 @@ impl SpanJoin {
             out.push(self.enrich(span));
             return out;
         }
-        self.held.push_back((now.saturating_add(self.cfg.grace_nanos), span));
-        while self.held.len() > self.cfg.max_held.max(1) {
-            if let Some((_, s)) = self.held.pop_front() {
+        let bytes = span_bytes(&span);
+        self.held_bytes += bytes;
+        self.held.push_back((now.saturating_add(self.cfg.grace_nanos), bytes, span));
+        while self.held.len() > self.cfg.max_held.max(1)
+            || (self.held_bytes > self.cfg.max_held_bytes && self.held.len() > 1)
+        {
+            if let Some((_, b, s)) = self.held.pop_front() {
+                self.held_bytes -= b;
                 out.push(self.enrich(s));
             }
         }
@@ -337,8 +356,9 @@ impl SpanJoin {
     /// whose root left long enough ago.
     pub fn release(&mut self, now: u64) -> Vec<Span> {
         let mut out = Vec::new();
-        while self.held.front().is_some_and(|(due, _)| *due <= now) {
-            if let Some((_, s)) = self.held.pop_front() {
+        while self.held.front().is_some_and(|(due, _, _)| *due <= now) {
+            if let Some((_, b, s)) = self.held.pop_front() {
+                self.held_bytes -= b;
                 out.push(self.enrich(s));
             }
         }
@@ -363,7 +383,8 @@ impl SpanJoin {
 
     /// Every waiting span (shutdown).
     pub fn release_all(&mut self) -> Vec<Span> {
-        let held: Vec<Span> = self.held.drain(..).map(|(_, s)| s).collect();
+        self.held_bytes = 0;
+        let held: Vec<Span> = self.held.drain(..).map(|(_, _, s)| s).collect();
         held.into_iter().map(|s| self.enrich(s)).collect()
     }
 
@@ -413,6 +434,28 @@ impl SpanJoin {
         }
         span
     }
+}
+
+/// About the bytes a span holds: its names, attribute keys and values, span events and
+/// links (the fixed-size fields are not counted). Bounds the spans waiting out the grace.
+pub fn span_bytes(span: &Span) -> usize {
+    fn value(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.len(),
+            Value::Array(a) => a.iter().map(value).sum::<usize>() + 8,
+            Value::Object(m) => attrs(m),
+            _ => 8,
+        }
+    }
+    fn attrs(m: &Map<String, Value>) -> usize {
+        m.iter().map(|(k, v)| k.len() + value(v) + 16).sum()
+    }
+    span.name.len()
+        + span.service_name.len()
+        + span.status_message.len()
+        + attrs(&span.attributes)
+        + span.events.iter().map(|e| e.name.len() + attrs(&e.attributes) + 16).sum::<usize>()
+        + span.links.iter().map(|l| attrs(&l.attributes) + 32).sum::<usize>()
 }
 
 /// `(call id, duration ms)` of a vendor's tool result record (`x.<vendor>.otel.tool_result`).
@@ -669,6 +712,31 @@ mod tests {
         out.extend(join.release(1_000));
         assert_eq!(out.len(), 4, "every span comes out");
         assert_eq!(join.held(), 0);
+    }
+
+    /// Waiting spans are bounded in bytes too: large spans (tool results at capture `full`)
+    /// leave early, oldest first, and the count goes back to 0 when all have left.
+    #[test]
+    fn waiting_spans_are_bounded_in_bytes() {
+        let spans = assemble(&session(), SpanConfig::default());
+        let big = |mut s: Span| {
+            s.attributes.insert("gen_ai.tool.call.result".into(), json!("x".repeat(10_000)));
+            s
+        };
+        let one = span_bytes(&big(spans[0].clone()));
+        assert!(one > 10_000, "the attribute value is counted: {one}");
+        let mut join =
+            SpanJoin::new(JoinConfig { grace_nanos: 1_000, max_held_bytes: 3 * one, ..JoinConfig::default() });
+        let mut out = Vec::new();
+        for _ in 0..10 {
+            for s in &spans {
+                out.extend(join.hold(big(s.clone()), 0));
+                assert!(join.held_bytes() <= 3 * one + one, "{}", join.held_bytes());
+            }
+        }
+        assert!(join.held() <= 4 && !out.is_empty(), "the oldest left early");
+        out.extend(join.release(1_000));
+        assert_eq!((out.len(), join.held(), join.held_bytes()), (10 * spans.len(), 0, 0));
     }
 
     /// The join's cost beside the assembler's, on the same stream (run with --ignored,

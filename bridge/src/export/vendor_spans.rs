@@ -27,6 +27,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
@@ -41,19 +42,42 @@ use crate::metrics::Metrics;
 /// Vendor trace ids remembered with their session (and run).
 const MAX_TRACES: usize = 65_536;
 
-/// Hands the agents' `/v1/traces` requests to the span sink (a bounded queue: a full queue
-/// drops the request, counted in `aep_bridge_events_dropped_total{sink="otlp_vendor_spans"}`;
-/// the sender was already answered 200, as for any tee).
+/// Hands the agents' `/v1/traces` requests to the span sink: a queue bounded in requests and
+/// in bytes (a request's protobuf length, held until the sink has taken it). A request that
+/// does not fit is dropped, counted in `aep_bridge_events_dropped_total{sink="otlp_vendor_spans"}`;
+/// the sender was already answered 200, as for any tee.
 #[derive(Debug, Clone)]
 pub struct VendorSpansTee {
-    tx: mpsc::Sender<ExportTraceServiceRequest>,
+    tx: mpsc::Sender<Queued>,
+    queued: Arc<AtomicUsize>,
+    max_bytes: usize,
     metrics: Arc<Metrics>,
 }
 
+/// One queued request; its bytes leave the queue's count when it is dropped.
+#[derive(Debug)]
+pub struct Queued {
+    /// The request.
+    pub req: ExportTraceServiceRequest,
+    bytes: usize,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
 impl VendorSpansTee {
-    /// A tee feeding `tx`.
-    pub fn new(tx: mpsc::Sender<ExportTraceServiceRequest>, metrics: Arc<Metrics>) -> Self {
-        Self { tx, metrics }
+    /// A tee feeding `tx`, holding at most `max_bytes` of requests not yet taken.
+    pub fn new(tx: mpsc::Sender<Queued>, max_bytes: usize, metrics: Arc<Metrics>) -> Self {
+        Self { tx, queued: Arc::new(AtomicUsize::new(0)), max_bytes, metrics }
+    }
+
+    /// Bytes queued and not yet taken by the sink.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
     }
 }
 
@@ -61,7 +85,17 @@ impl crate::otlp_in::OtlpTee for VendorSpansTee {
     fn logs(&self, _: &opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest) {}
 
     fn traces(&self, req: &ExportTraceServiceRequest) {
-        if self.tx.try_send(req.clone()).is_err() {
+        let bytes = prost::Message::encoded_len(req);
+        let fits = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                (q == 0 || q.saturating_add(bytes) <= self.max_bytes).then_some(q + bytes)
+            })
+            .is_ok();
+        // Counted before the send: a failed send drops the `Queued`, which gives them back.
+        let sent =
+            fits && self.tx.try_send(Queued { req: req.clone(), bytes, queued: Arc::clone(&self.queued) }).is_ok();
+        if !sent {
             self.metrics.dropped.inc(&[("sink", "otlp_vendor_spans"), ("severity", "info")]);
         }
     }
@@ -89,7 +123,10 @@ type Key = (String, String);
 pub struct VendorSpans {
     grace_nanos: u64,
     max_waiting: usize,
-    waiting: VecDeque<(u64, Arc<Group>, Span)>,
+    max_waiting_bytes: usize,
+    /// Spans waiting for their session: when they are due, their encoded size, the span.
+    waiting: VecDeque<(u64, usize, Arc<Group>, Span)>,
+    waiting_bytes: usize,
     /// Vendor trace id -> its session and, once a tool call named it, its run.
     traces: HashMap<Vec<u8>, (Key, Option<String>)>,
     traces_fifo: VecDeque<Vec<u8>>,
@@ -122,15 +159,23 @@ fn call_id(span: &Span) -> Option<&str> {
 }
 
 impl VendorSpans {
-    /// Spans whose session is unknown wait up to `grace_nanos`, at most `max_waiting` of them.
-    pub fn new(grace_nanos: u64, max_waiting: usize) -> Self {
+    /// Spans whose session is unknown wait up to `grace_nanos`, at most `max_waiting` of them
+    /// and `max_waiting_bytes` of their protobuf encoding (the oldest go out early).
+    pub fn new(grace_nanos: u64, max_waiting: usize, max_waiting_bytes: usize) -> Self {
         Self {
             grace_nanos,
             max_waiting,
+            max_waiting_bytes,
             waiting: VecDeque::new(),
+            waiting_bytes: 0,
             traces: HashMap::new(),
             traces_fifo: VecDeque::new(),
         }
+    }
+
+    /// Encoded bytes of the spans waiting for their session.
+    pub fn waiting_bytes(&self) -> usize {
+        self.waiting_bytes
     }
 
     /// Spans waiting for their session.
@@ -194,12 +239,13 @@ impl VendorSpans {
     pub fn tick(&mut self, join: &SpanJoin, now: u64, all: bool) -> Vec<ResourceSpans> {
         let mut out = Vec::new();
         let none = HashSet::new();
-        for (due, g, mut s) in std::mem::take(&mut self.waiting) {
+        for (due, bytes, g, mut s) in std::mem::take(&mut self.waiting) {
             self.learn_from(&s, &g, join);
             if self.place(&mut s, &g, join, &none) || all || due <= now {
+                self.waiting_bytes -= bytes;
                 out.push((g, s));
             } else {
-                self.waiting.push_back((due, g, s));
+                self.waiting.push_back((due, bytes, g, s));
             }
         }
         regroup(out)
@@ -210,9 +256,14 @@ impl VendorSpans {
             out.push((g, s));
             return;
         }
-        self.waiting.push_back((now.saturating_add(self.grace_nanos), g, s));
-        while self.waiting.len() > self.max_waiting.max(1) {
-            if let Some((_, g, s)) = self.waiting.pop_front() {
+        let bytes = prost::Message::encoded_len(&s);
+        self.waiting_bytes += bytes;
+        self.waiting.push_back((now.saturating_add(self.grace_nanos), bytes, g, s));
+        while self.waiting.len() > self.max_waiting.max(1)
+            || (self.waiting_bytes > self.max_waiting_bytes && self.waiting.len() > 1)
+        {
+            if let Some((_, b, g, s)) = self.waiting.pop_front() {
+                self.waiting_bytes -= b;
                 out.push((g, s));
             }
         }
@@ -416,7 +467,7 @@ mod tests {
         let ours = traces_request(&assemble(&events(), SpanConfig::default()));
         let ours: Vec<&Span> = ours.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
         let named = |n: &str| *ours.iter().find(|s| s.name == n).unwrap();
-        let mut vs = VendorSpans::new(1_000, 100);
+        let mut vs = VendorSpans::new(1_000, 100, 1 << 20);
         let out = vs.take(vendor_request("s1"), &join, 0);
         assert_eq!(vs.waiting(), 0);
         let trace = named("session claude-code").trace_id.clone();
@@ -446,7 +497,7 @@ mod tests {
         let join = joined();
         let mut req = vendor_request("s1");
         req.resource_spans[0].scope_spans[0].spans.retain(|s| s.name == "claude_code.interaction");
-        let mut vs = VendorSpans::new(1_000, 100);
+        let mut vs = VendorSpans::new(1_000, 100, 1 << 20);
         let out = vs.take(req, &join, 0);
         let root = by_name(&out, "claude_code.interaction");
         assert_eq!(root.parent_span_id, join.root_of(&(SRC.into(), "s1".into())).unwrap().span_id.to_vec());
@@ -454,9 +505,57 @@ mod tests {
     }
 
     #[test]
+    fn the_tee_queue_is_bounded_in_bytes_until_the_sink_takes_a_request() {
+        use crate::otlp_in::OtlpTee as _;
+        let req = vendor_request("s1");
+        let one = prost::Message::encoded_len(&req);
+        let metrics = Arc::new(Metrics::default());
+        let (tx, mut rx) = mpsc::channel(64);
+        let tee = VendorSpansTee::new(tx, 2 * one + one / 2, metrics.clone());
+        for _ in 0..3 {
+            tee.traces(&req);
+        }
+        let dropped = || metrics.dropped.get(&[("sink", "otlp_vendor_spans"), ("severity", "info")]);
+        assert_eq!((tee.queued_bytes(), dropped()), (2 * one, 1), "the third did not fit");
+        let taken = rx.try_recv().unwrap();
+        assert_eq!(taken.req, req);
+        drop(taken);
+        assert_eq!(tee.queued_bytes(), one, "a request taken gives its bytes back");
+        tee.traces(&req);
+        assert_eq!((tee.queued_bytes(), dropped()), (2 * one, 1));
+        // The sink gone: what it had queued is freed with its queue, a new request dropped.
+        drop(rx);
+        tee.traces(&req);
+        assert_eq!((tee.queued_bytes(), dropped()), (0, 2), "a closed queue holds nothing");
+    }
+
+    #[test]
+    fn waiting_vendor_spans_are_bounded_in_bytes() {
+        let join = joined();
+        let mut req = vendor_request("other");
+        for s in &mut req.resource_spans[0].scope_spans[0].spans {
+            s.attributes.push(kv("payload", &"x".repeat(5_000)));
+        }
+        let each = prost::Message::encoded_len(&req.resource_spans[0].scope_spans[0].spans[0]);
+        let mut vs = VendorSpans::new(1_000, 100, 2 * each);
+        let mut sent = 0;
+        for _ in 0..5 {
+            sent += req.resource_spans[0].scope_spans[0].spans.len();
+            let out = vs.take(req.clone(), &join, 0);
+            let early: usize = out.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
+            sent -= early;
+            assert!(vs.waiting_bytes() <= 3 * each, "{} > {}", vs.waiting_bytes(), 3 * each);
+            assert_eq!(vs.waiting(), sent, "every span either waits or went out");
+        }
+        let late = vs.tick(&join, 1_000, false);
+        let n: usize = late.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
+        assert_eq!((n, vs.waiting(), vs.waiting_bytes()), (sent, 0, 0));
+    }
+
+    #[test]
     fn spans_of_an_unknown_session_wait_then_go_out_unchanged() {
         let join = joined();
-        let mut vs = VendorSpans::new(1_000, 2);
+        let mut vs = VendorSpans::new(1_000, 2, 1 << 20);
         let req = vendor_request("other");
         let out = vs.take(req.clone(), &join, 0);
         let early: Vec<&Span> = out.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();

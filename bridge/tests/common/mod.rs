@@ -137,3 +137,31 @@ pub fn otlp_json_attr(record: &serde_json::Value, key: &str) -> Option<String> {
     let int = &v["intValue"];
     v["stringValue"].as_str().or(int.as_str()).map(str::to_owned).or_else(|| int.as_u64().map(|n| n.to_string()))
 }
+
+/// The real Claude Code `s01` session's own OTLP log exports (tools, two of them failing),
+/// as it recorded them (`data/otlp-mix/claude-code`).
+pub const CLAUDE_S01_LOGS: &[&str] = &[
+    include_str!("../data/otlp-mix/claude-code/s01_0001_logs.json"),
+    include_str!("../data/otlp-mix/claude-code/s01_0003_logs.json"),
+    include_str!("../data/otlp-mix/claude-code/s01_0006_logs.json"),
+    include_str!("../data/otlp-mix/claude-code/s01_0008_logs.json"),
+    include_str!("../data/otlp-mix/claude-code/s01_0010_logs.json"),
+    include_str!("../data/otlp-mix/claude-code/s01_0012_logs.json"),
+    include_str!("../data/otlp-mix/claude-code/s01_0015_logs.json"),
+    include_str!("../data/otlp-mix/claude-code/s01_0017_logs.json"),
+    include_str!("../data/otlp-mix/claude-code/s01_0020_logs.json"),
+    include_str!("../data/otlp-mix/claude-code/s01_0021_logs.json"),
+];
+
+/// The spans of an OTLP/JSON traces body, as recorded.
+pub fn otlp_json_spans(body: &str) -> Vec<serde_json::Value> {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    let spans = |ss: &serde_json::Value| ss["spans"].as_array().cloned().unwrap_or_default();
+    v["resourceSpans"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|rs| rs["scopeSpans"].as_array().cloned().unwrap_or_default())
+        .flat_map(|ss| spans(&ss))
+        .collect()
+}

@@ -1,6 +1,6 @@
 #![doc = include_str!("README.md")]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use aep_schemas::digest::digest;
 use serde_json::{Value, json};
@@ -229,6 +229,8 @@ pub struct Tee {
     runs: HashMap<String, String>,
     /// toolCallId -> title (tool updates usually omit it).
     titles: HashMap<String, String>,
+    /// toolCallIds whose `tool.requested` was emitted and whose outcome was not seen yet.
+    open_calls: HashSet<String>,
     /// The session of lines that name none (a single-session agent's machinery).
     last_session: Option<String>,
     /// Responses seen before their request: (direction, id, message).
@@ -251,6 +253,7 @@ impl Tee {
             pending: HashMap::new(),
             runs: HashMap::new(),
             titles: HashMap::new(),
+            open_calls: HashSet::new(),
             last_session: None,
             orphans: Vec::new(),
         }
@@ -288,6 +291,19 @@ impl Tee {
     ) -> Vec<EventDraft> {
         let params = msg.get("params");
         let session = self.session_of(params);
+        // A permission request can be the first the wire says of a tool call (Gemini CLI 0.61
+        // sends no `tool_call` update before asking): its `toolCall` is the call's first update,
+        // so it opens the call (the design record's "first update for a toolCallId").
+        let mut first = Vec::new();
+        if method == "session/request_permission"
+            && let Some(tc) = params.and_then(|p| p.get("toolCall")).and_then(Value::as_object)
+            && tc.get("toolCallId").and_then(Value::as_str).is_some_and(|c| !self.open_calls.contains(c))
+        {
+            let mut update = tc.clone();
+            update.insert("sessionUpdate".into(), json!("tool_call"));
+            let note = json!({"params": {"sessionId": session, "update": update}});
+            first = self.on_notification("session/update", &note, cx);
+        }
         let moment = json!({"kind": "request", "method": method, "params": params.cloned().unwrap_or(json!({}))});
         let mut drafts = map_moment(&moment, self.opts, cx);
         let mut pending = Pending { method: method.to_owned(), session: session.clone(), run: None };
@@ -320,7 +336,8 @@ impl Tee {
             self.pending.remove(&k);
         }
         self.pending.insert((dir, id.clone()), pending);
-        let mut out = self.stamp(drafts, session.as_deref());
+        let mut out = first;
+        out.extend(self.stamp(drafts, session.as_deref()));
         if let Some(i) = self.orphans.iter().position(|(d, i, _)| *d == dir.flip() && *i == id) {
             let (d, i, msg) = self.orphans.remove(i);
             out.extend(self.on_response(d, i, &msg, cx));
@@ -403,7 +420,10 @@ impl Tee {
         {
             match u.get("title").and_then(Value::as_str) {
                 Some(t) if !t.is_empty() => {
-                    self.titles.insert(call, t.to_owned());
+                    if self.titles.len() >= MAX_PENDING {
+                        self.titles.clear();
+                    }
+                    self.titles.insert(call.clone(), t.to_owned());
                 }
                 _ => {
                     if let Some(t) = self.titles.get(&call) {
@@ -411,10 +431,20 @@ impl Tee {
                     }
                 }
             }
-            if matches!(u.get("status").and_then(Value::as_str), Some("completed" | "failed"))
-                && let Some(c) = u.get("toolCallId").and_then(Value::as_str)
-            {
-                self.titles.remove(c);
+            // Only the first update of a call requests it; a repeated `tool_call` is an update.
+            if u.get("sessionUpdate").and_then(Value::as_str) == Some("tool_call") {
+                if self.open_calls.contains(&call) {
+                    u.insert("sessionUpdate".into(), json!("tool_call_update"));
+                } else {
+                    if self.open_calls.len() >= MAX_PENDING {
+                        self.open_calls.clear();
+                    }
+                    self.open_calls.insert(call.clone());
+                }
+            }
+            if matches!(u.get("status").and_then(Value::as_str), Some("completed" | "failed")) {
+                self.titles.remove(&call);
+                self.open_calls.remove(&call);
             }
         }
         let moment = json!({"kind": "notification", "method": method, "params": params});

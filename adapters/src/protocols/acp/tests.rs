@@ -57,9 +57,10 @@ fn the_permission_pair_joins_by_id_in_the_other_direction() {
     let mut tee = Tee::new(1, Options::default());
     let ask = json!({"jsonrpc": "2.0", "id": "p1", "method": "session/request_permission", "params": {"sessionId": "s", "toolCall": {"toolCallId": "t4", "title": "rm x"}, "options": [{"optionId": "ok", "name": "OK", "kind": "allow_once"}]}});
     let d = line(&mut tee, Direction::FromAgent, ask);
-    assert_eq!(d[0].r#type, "attention.requested");
-    assert!(d[0].data.get("options").is_none() && d[0].data.get("respond_via").is_none());
-    assert_eq!(d[0].data["options_count"], json!(1));
+    // The ask is the first the wire says of t4: it requests the call first.
+    assert_eq!((d[0].r#type.as_str(), d[1].r#type.as_str()), ("tool.requested", "attention.requested"));
+    assert!(d[1].data.get("options").is_none() && d[1].data.get("respond_via").is_none());
+    assert_eq!(d[1].data["options_count"], json!(1));
     // The same id travelling the same way is not the answer.
     let echo = json!({"jsonrpc": "2.0", "id": "p1", "result": {"outcome": {"outcome": "selected", "optionId": "ok"}}});
     let d = line(&mut tee, Direction::FromAgent, echo.clone());
@@ -122,5 +123,70 @@ fn an_answer_that_overtook_its_request_waits_for_it() {
     let ask = json!({"jsonrpc": "2.0", "id": "p1", "method": "session/request_permission", "params": {"sessionId": "s", "toolCall": {"toolCallId": "t"}, "options": []}});
     let d = line(&mut tee, Direction::FromAgent, ask);
     let types: Vec<&str> = d.iter().map(|d| d.r#type.as_str()).collect();
-    assert_eq!(types, ["attention.requested", "attention.resolved"]);
+    assert_eq!(types, ["tool.requested", "attention.requested", "attention.resolved"]);
+}
+
+#[test]
+fn a_permission_request_opens_a_call_no_tool_call_announced() {
+    // Gemini CLI 0.61 (`gemini --acp`): a tool that needs approval is first named by the
+    // permission request; the next word of it is its terminal `tool_call_update`.
+    let mut tee = Tee::new(1, Options::default());
+    let tc = json!({"toolCallId": "sh_1", "status": "pending", "title": "touch x", "kind": "execute"});
+    let ask = json!({"jsonrpc": "2.0", "id": 0, "method": "session/request_permission", "params": {"sessionId": "s", "toolCall": tc, "options": [{"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"}]}});
+    let d = line(&mut tee, Direction::FromAgent, ask.clone());
+    let types: Vec<&str> = d.iter().map(|d| d.r#type.as_str()).collect();
+    assert_eq!(types, ["tool.requested", "attention.requested"]);
+    assert_eq!(d[0].data["tool"], json!({"name": "touch x", "call_id": "sh_1"}));
+    assert_eq!(d[0].data["kind"], json!("execute"));
+    assert_eq!(d[0].correlation_key.as_deref(), Some("tool:sh_1"));
+    assert_eq!(d[1].cause_key.as_deref(), Some("tool:sh_1"), "the ask points at the call it gates");
+    // Asked again for the same open call: no second request.
+    let again = line(
+        &mut tee,
+        Direction::FromAgent,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "session/request_permission", "params": {"sessionId": "s", "toolCall": {"toolCallId": "sh_1"}, "options": []}}),
+    );
+    assert_eq!(again.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(), ["attention.requested"]);
+    // A `tool_call` for the open call is an update, not a second request.
+    let d = line(
+        &mut tee,
+        Direction::FromAgent,
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "sh_1", "status": "in_progress"}}}),
+    );
+    assert_eq!((d[0].r#type.as_str(), &d[0].data["status"]), ("x.acp.tool_call.update", &json!("in_progress")));
+    let d = line(
+        &mut tee,
+        Direction::FromAgent,
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call_update", "toolCallId": "sh_1", "status": "completed"}}}),
+    );
+    assert_eq!((d[0].r#type.as_str(), d[0].cause_key.as_deref()), ("tool.completed", Some("tool:sh_1")));
+    assert_eq!(d[0].data["tool"]["name"], json!("touch x"), "the title the ask carried");
+    // A call announced by `tool_call` first is not requested again by its permission ask.
+    line(
+        &mut tee,
+        Direction::FromAgent,
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "t2", "title": "rm"}}}),
+    );
+    let d = line(
+        &mut tee,
+        Direction::FromAgent,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/request_permission", "params": {"sessionId": "s", "toolCall": {"toolCallId": "t2"}, "options": []}}),
+    );
+    assert_eq!(d.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(), ["attention.requested"]);
+}
+
+#[test]
+fn delta_chunks_are_agent_scoped_by_their_pinned_type() {
+    // The pin names them `x.acp.agent.*`: the `agent` category, which carries no session
+    // (AEP-0001 §5.2), so the tee stamps none (a stamped one would fail validation).
+    let mut tee = Tee::new(1, Options { deltas: true });
+    let d = line(
+        &mut tee,
+        Direction::FromAgent,
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": "hm"}}}}),
+    );
+    assert_eq!(
+        (d[0].r#type.as_str(), d[0].session.as_deref(), d[0].run.as_deref()),
+        ("x.acp.agent.thought.chunk", None, None)
+    );
 }

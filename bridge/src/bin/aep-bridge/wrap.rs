@@ -15,13 +15,16 @@ use clap::Args;
 /// Arguments of `aep-bridge wrap`.
 #[derive(Debug, Clone, Args)]
 #[command(after_help = "Protocols and who answers their approvals (respond_via):
-  acp                 ACP JSON-RPC (e.g. `gemini --experimental-acp`); session/request_permission is
+  acp                 ACP JSON-RPC (e.g. `gemini --acp`, formerly `--experimental-acp`); session/request_permission is
                       the editor's gate: observed read-only, no options or respond_via claimed.
   claude-stream-json  Claude Code `-p --output-format stream-json [--input-format stream-json]`;
                       can_use_tool prompts are answered by the process driving Claude Code, not by
                       the tee: observed read-only, the answer recorded via oob.
   codex-app-server    `codex app-server` JSON-RPC (threads, turns, items); approvals are answered by
-                      the client driving it: observed read-only, the decision recorded via oob.")]
+                      the client driving it: observed read-only, the decision recorded via oob.
+  pi-rpc              `pi --mode rpc` (commands in, typed responses and the event stream out); upstream
+                      pi raises no approval on this wire: nothing answerable, no respond_via. The
+                      session id comes from the client's own get_state; the tee never asks.")]
 pub struct WrapArgs {
     /// The protocol the agent speaks on stdio.
     #[arg(value_parser = clap::builder::PossibleValuesParser::new(STDIO_PROTOCOLS))]
