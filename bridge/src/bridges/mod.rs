@@ -223,8 +223,7 @@ impl BridgeConfig {
         if self.kind.is_none() {
             out.push((
                 format!("{prefix}.kind"),
-                "is required: \"opencode-sse\", \"kilocode-sse\", \"kimi-ws\", \"openhands\" or \"agui-proxy\""
-                    .into(),
+                "is required: \"opencode-sse\", \"kilocode-sse\", \"kimi-ws\", \"openhands\" or \"agui-proxy\"".into(),
             ));
         }
         let kimi = self.kind == Some(BridgeKind::KimiWs);
