@@ -2,9 +2,9 @@
 """End-to-end driver: real agent CLIs -> aep-hook / OTLP -> aep-bridge -> JSONL log, validator,
 span export through a real collector. Run by run.sh inside `unshare -n` (loopback only).
 
-Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [--openhands PYTHON] [scenario ...]
+Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [--openhands PYTHON] [--agui PYTHON] [scenario ...]
 Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, permission, codex, gemini, qwen, opencode-sse,
-opencode-plugin, kimi-ws, openhands (default: all). Prints one PASS/FAIL/SKIP line per check
+opencode-plugin, kimi-ws, openhands, agui (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
@@ -1393,13 +1393,81 @@ def scenario_openhands(a):
         env.procs.stop()
 
 
+# ------------------------------------------------------------------ AG-UI, through the tee proxy
+AGUI_AGENT_PORT, AGUI_PROXY = 9300, "127.0.0.1:8788"
+
+
+def sse_events(raw):
+    """The JSON `data:` payloads of an SSE body, in order (unparsable ones skipped)."""
+    out = []
+    for block in raw.replace(b"\r\n", b"\n").split(b"\n\n"):
+        data = [line[5:].lstrip() for line in block.split(b"\n") if line.startswith(b"data:")]
+        if data:
+            try:
+                out.append(json.loads(b"\n".join(data)))
+            except ValueError:
+                pass
+    return out
+
+
+def scenario_agui(a):
+    """A real AG-UI agent (Pydantic AI's AG-UI adapter, requirements-agui.txt; the mock as its
+    model) behind `[bridges.agui] kind = "agui-proxy"`; a client posts its RunAgentInput to the
+    proxy and reads the run's event stream through it."""
+    if not a.agui:
+        skip("agui: AG-UI tee proxy", "no venv with the AG-UI agent (requirements-agui.txt)")
+        return
+    env = Env(a, "agui")
+    try:
+        env.start_mock()
+        env.procs.start("agui-agent", [a.agui, os.path.join(HERE, "agui_agent.py"), "--port", str(AGUI_AGENT_PORT),
+                                       "--model-port", str(MOCK_PORT)], AGUI_AGENT_PORT)
+        env.start_bridge(extra=f'[bridges.agui]\nkind = "agui-proxy"\nlisten = "{AGUI_PROXY}"\n'
+                               f'url = "http://127.0.0.1:{AGUI_AGENT_PORT}/agent"\n')
+        wait_port(int(AGUI_PROXY.split(":")[1]))
+        thread, run = "thread-e2e-agui", "run-e2e-1"
+        body = {"threadId": thread, "runId": run, "state": {}, "tools": [], "context": [], "forwardedProps": {},
+                "messages": [{"id": "u1", "role": "user", "content": "Check the box {{e2e:shell_ok}}"}]}
+        req = urllib.request.Request(f"http://{AGUI_PROXY}/", method="POST", data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json", "accept": "text/event-stream"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            ctype, raw = r.headers.get("content-type", ""), r.read()
+        names = [e.get("type") for e in sse_events(raw)]
+        check("agui: the client reads the agent's AG-UI stream through the proxy (RUN_STARTED .. RUN_FINISHED, "
+              "a tool call and its result)", ctype.startswith("text/event-stream") and names[:1] == ["RUN_STARTED"]
+              and names[-1:] == ["RUN_FINISHED"] and "TOOL_CALL_START" in names and "TOOL_CALL_RESULT" in names,
+              f"{ctype} {names}")
+        log = os.path.join(env.data, "logs", "agui", f"{thread}.jsonl")
+        wait_for(lambda: any(x["type"] == "run.finished" for x in read_jsonl(log)), 30)
+        events = read_jsonl(log)
+        types = [x["type"] for x in events]
+        core = [t for t in types if not t.startswith("x.")]
+        check("agui: the run is the vendor's (threadId = session, runId = run), started and finished, cause-linked",
+              core == ["run.started", "tool.requested", "tool.completed", "run.finished"]
+              and all(x.get("session") == thread and x.get("run") == run and x.get("agent") == "agui" for x in events)
+              and events[types.index("run.finished")].get("cause") == events[types.index("run.started")]["id"],
+              str(core))
+        req_ev, done = events[types.index("tool.requested")], events[types.index("tool.completed")]
+        check("agui: tool.requested then tool.completed of the same call, the name joined onto the result, caused by it",
+              req_ev["data"]["tool"]["name"] == "run_shell_command" == done["data"]["tool"]["name"]
+              and req_ev["data"]["tool"]["call_id"] == done["data"]["tool"]["call_id"]
+              and done.get("cause") == req_ev["id"], str([req_ev["data"], done["data"]]))
+        check("agui: the reply's end rides x.agui.text_message.end (debug); the token deltas do not (default)",
+              any(x["type"] == "x.agui.text_message.end" and x.get("severity") == "debug" for x in events)
+              and "TEXT_MESSAGE_CONTENT" in names and not any("content" in t or "args" in t for t in types), str(types))
+        r = env.aep("validate", log)
+        check("agui: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
 SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "codex-wrap": scenario_codex_wrap,
              "gemini-acp": scenario_gemini_acp, "pi-wrap": scenario_pi_wrap,
              "permission": scenario_permission,
              "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project")),
              "gemini": lambda a: scenario_fork(a, "gemini"), "qwen": lambda a: scenario_fork(a, "qwen"),
              "opencode-sse": scenario_opencode_sse, "opencode-plugin": scenario_opencode_plugin,
-             "kimi-ws": scenario_kimi_ws, "openhands": scenario_openhands}
+             "kimi-ws": scenario_kimi_ws, "openhands": scenario_openhands, "agui": scenario_agui}
 
 
 def main():
@@ -1409,6 +1477,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--rotel", default="")
     ap.add_argument("--openhands", default="", help="the Python of a venv with openhands-agent-server")
+    ap.add_argument("--agui", default="", help="the Python of a venv with the AG-UI agent (requirements-agui.txt)")
     ap.add_argument("scenarios", nargs="*")
     a = ap.parse_args()
     loopback_only()

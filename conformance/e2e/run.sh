@@ -3,7 +3,7 @@
 # from npm into ~/.cache/aep-e2e) driven offline against mock_model.py inside a loopback-only
 # network namespace (`unshare -n`), wired to aep-bridge through `aep-bridge install`.
 #
-#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|pi-wrap|permission|codex|gemini|qwen|opencode-sse|opencode-plugin|kimi-ws|openhands|quickstart ...]   (default: all)
+#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|pi-wrap|permission|codex|gemini|qwen|opencode-sse|opencode-plugin|kimi-ws|openhands|agui|quickstart ...]   (default: all)
 #
 # Exit 0 when every check passes; 1 otherwise. Prints "SKIP: ..." and exits 0 when the
 # machine lacks what the suite needs (root + unshare, npm). AEP_E2E_CACHE moves the cache;
@@ -24,7 +24,7 @@ command -v npm >/dev/null || skip "npm not installed"
 command -v python3 >/dev/null || skip "python3 not installed"
 
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp pi-wrap permission codex gemini qwen opencode-sse opencode-plugin kimi-ws openhands quickstart)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp pi-wrap permission codex gemini qwen opencode-sse opencode-plugin kimi-ws openhands agui quickstart)
 want() { local s; for s in "${scenarios[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 if [ -n "${AEP_E2E_BIN:-}" ]; then  # prebuilt aep-bridge + aep-hook
@@ -102,9 +102,28 @@ if want openhands; then
   fi
 fi
 
+# A real AG-UI agent (Pydantic AI's AG-UI adapter, conformance/e2e/requirements-agui.txt) in
+# its own venv, reused while the requirement file is unchanged.
+AGUI=""
+if want agui; then
+  AGVENV="$CACHE/agui"
+  if ! cmp -s "$HERE/requirements-agui.txt" "$AGVENV/requirements-agui.txt" || [ ! -x "$AGVENV/bin/python" ]; then
+    echo "== the AG-UI agent (pinned, venv $AGVENV)"
+    rm -rf "$AGVENV"
+    if python3 -m venv "$AGVENV" && "$AGVENV/bin/python" -m pip install -q --disable-pip-version-check \
+        -r "$HERE/requirements-agui.txt" >"$CACHE/agui-pip.log" 2>&1; then
+      cp "$HERE/requirements-agui.txt" "$AGVENV/"
+    else
+      echo "FAIL e2e: pip install of the pinned AG-UI agent (see $CACHE/agui-pip.log)"
+      FAIL_AGUI=1
+    fi
+  fi
+  [ -x "$AGVENV/bin/python" ] && [ -f "$AGVENV/requirements-agui.txt" ] && AGUI="$AGVENV/bin/python"
+fi
+
 WORK="$CACHE/work"
 mkdir -p "$WORK"
-PASS=0; FAIL=${FAIL_OH:-0}
+PASS=0; FAIL=$(( ${FAIL_OH:-0} + ${FAIL_AGUI:-0} ))
 tally() { # adds the driver's "N passed, M failed" line to the totals
   local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -1)
   if [ -z "$line" ]; then FAIL=$((FAIL + 1)); echo "FAIL $2: no result line"; return; fi
@@ -112,11 +131,11 @@ tally() { # adds the driver's "N passed, M failed" line to the totals
 }
 
 driver=()
-for s in claude claude-wrap codex-wrap gemini-acp pi-wrap permission codex gemini qwen opencode-sse opencode-plugin kimi-ws openhands; do want "$s" && driver+=("$s"); done
+for s in claude claude-wrap codex-wrap gemini-acp pi-wrap permission codex gemini qwen opencode-sse opencode-plugin kimi-ws openhands agui; do want "$s" && driver+=("$s"); done
 if [ ${#driver[@]} -gt 0 ]; then
   echo "== agents in a loopback-only namespace: ${driver[*]}"
   unshare -n python3 "$HERE/driver.py" --bin "$BIN" --clients "$CLIENTS" --work "$WORK" --rotel "$ROTEL" \
-    --openhands "$OPENHANDS" "${driver[@]}" 2>&1 | tee "$WORK/driver.out"
+    --openhands "$OPENHANDS" --agui "$AGUI" "${driver[@]}" 2>&1 | tee "$WORK/driver.out"
   tally "$WORK/driver.out" driver
 fi
 
