@@ -242,7 +242,7 @@ async fn the_client_reads_the_agents_stream_byte_for_byte_as_it_is_sent_and_the_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_broken_agent_breaks_only_its_own_stream() {
+async fn a_broken_agent_or_a_departed_client_breaks_only_its_own_stream() {
     // Nothing listens there: a 502 naming the agent, nothing mapped.
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -288,6 +288,19 @@ async fn a_broken_agent_breaks_only_its_own_stream() {
     assert!(broke, "the break reaches the client as a broken stream, not a clean end");
     until("run.started", || types(&log(&b.data)).contains(&"run.started")).await;
 
+    // The client walks away mid-run: the agent's stream is let go too (its sender sees the
+    // receiving side gone), and what was observed stays.
+    let mut s = client()
+        .forward("POST", &format!("http://{at}/"), Default::default(), Bytes::from(input().to_string()))
+        .await
+        .unwrap();
+    let started = frame(&json!({"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-2b"}));
+    agent.send(started.clone());
+    read_until(&mut s, &mut Vec::new(), started.len()).await;
+    drop(s);
+    until("the agent's stream let go", || agent.pipe.lock().unwrap().as_ref().is_some_and(|tx| tx.is_closed())).await;
+    agent.end();
+
     // The proxy goes on serving: a later run streams and is observed.
     let mut s = client()
         .forward("POST", &format!("http://{at}/"), Default::default(), Bytes::from(input().to_string()))
@@ -299,9 +312,9 @@ async fn a_broken_agent_breaks_only_its_own_stream() {
     read_until(&mut s, &mut Vec::new(), usize::MAX).await;
     until("run.failed", || types(&log(&b.data)).contains(&"run.failed")).await;
     let logged = log(&b.data);
-    // Nothing is synthesized for the run the broken stream left open.
-    assert_eq!(types(&logged), ["run.started", "run.started", "run.failed"]);
-    assert_eq!((logged[2]["run"].as_str(), logged[2]["data"]["reason"].as_str()), (Some("run-3"), Some("overloaded")));
+    // Nothing is synthesized for the runs the broken and the abandoned streams left open.
+    assert_eq!(types(&logged), ["run.started", "run.started", "run.started", "run.failed"]);
+    assert_eq!((logged[3]["run"].as_str(), logged[3]["data"]["reason"].as_str()), (Some("run-3"), Some("overloaded")));
     drop(dir);
     b.shutdown().await;
 }
