@@ -233,6 +233,13 @@ impl BridgeConfig {
         if kimi && !self.password.is_empty() {
             out.push((format!("{prefix}.password"), "is for the SSE kinds; kimi-ws takes token or token_file".into()));
         }
+        let openhands = self.kind == Some(BridgeKind::Openhands);
+        if !openhands && !self.api_key.is_empty() {
+            out.push((format!("{prefix}.api_key"), "is for kind = \"openhands\"".into()));
+        }
+        if openhands && !self.password.is_empty() {
+            out.push((format!("{prefix}.password"), "is for the SSE kinds; openhands takes api_key".into()));
+        }
         if kimi && self.poll_ms() < 100 {
             out.push((format!("{prefix}.poll_ms"), "must be at least 100".into()));
         }
@@ -440,6 +447,8 @@ mod tests {
         assert_eq!(keys(BridgeConfig { control: true, listen: None, ..ui.clone() }), ["b.listen", "b.control"]);
         assert_eq!(keys(BridgeConfig { listen: ui.listen, poll_ms: Some(0), ..oh.clone() }), ["b.listen", "b.poll_ms"]);
         assert_eq!((oh.poll_ms(), ui.poll_ms()), (15_000, 2_000));
+        assert_eq!(keys(BridgeConfig { password: "pw".into(), ..oh.clone() }), ["b.password"]);
+        assert_eq!(keys(BridgeConfig { api_key: "k".into(), ..ui.clone() }), ["b.api_key"]);
     }
 
     #[test]
