@@ -117,6 +117,8 @@ pub struct Bound {
     pub otlp_grpc: Option<SocketAddr>,
     /// The extra OTLP/HTTP listener, when enabled.
     pub otlp_http: Option<SocketAddr>,
+    /// The listeners of `[bridges.<name>]` that take connections (`agui-proxy`), by name.
+    pub bridges: std::collections::BTreeMap<String, SocketAddr>,
 }
 
 impl Bound {
@@ -307,16 +309,22 @@ pub async fn serve(
     }
     let hooks = Arc::new(hooks.with_idle_close(Some(Duration::from_secs(cfg.hooks.idle_session_secs))));
     // `[bridges.<name>]`: the observers of agents' own event streams.
-    let bridge_deps = crate::bridges::opencode::Deps {
+    let bridge_deps = crate::bridges::Deps {
         pipeline: pipeline.clone(),
         control: control.clone(),
         book: hooks.attention().clone(),
         cx: map_context(&cfg),
         can_answer,
     };
+    let mut bridge_listeners = std::collections::BTreeMap::new();
     for (name, b) in &cfg.bridges {
-        if let Err(e) = crate::bridges::spawn(name, b, bridge_deps.clone(), shutdown.clone()) {
-            tracing::error!(error = %e, "Bridge not started.");
+        match crate::bridges::spawn(name, b, bridge_deps.clone(), shutdown.clone()) {
+            Ok(s) => {
+                if let Some(a) = s.listen {
+                    bridge_listeners.insert(name.clone(), a);
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "Bridge not started."),
         }
     }
     drop(bridge_deps);
@@ -338,6 +346,7 @@ pub async fn serve(
         http: http_listener.local_addr().map_err(|e| dd_err(e.to_string()))?,
         otlp_grpc: grpc_listener.as_ref().and_then(|l| l.local_addr().ok()),
         otlp_http: otlp_http_listener.as_ref().and_then(|l| l.local_addr().ok()),
+        bridges: bridge_listeners,
     };
     if !bound.http.ip().is_loopback() {
         // AEP-0003 §8.1: off-host bindings need TLS; this listener speaks plain HTTP.

@@ -335,7 +335,7 @@ fn bridge_cfg(url: &str, mode: BridgeMode, control: bool) -> BridgeConfig {
         mode,
         control,
         token: SERVER_TOKEN.into(),
-        poll_ms: 100,
+        poll_ms: Some(100),
         reconnect_initial_ms: 20,
         reconnect_max_ms: 100,
         ..BridgeConfig::default()

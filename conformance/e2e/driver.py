@@ -2,9 +2,9 @@
 """End-to-end driver: real agent CLIs -> aep-hook / OTLP -> aep-bridge -> JSONL log, validator,
 span export through a real collector. Run by run.sh inside `unshare -n` (loopback only).
 
-Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [scenario ...]
+Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [--openhands PYTHON] [--agui PYTHON] [scenario ...]
 Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, permission, codex, gemini, qwen, opencode-sse,
-opencode-plugin, kimi-ws (default: all). Prints one PASS/FAIL/SKIP line per check
+opencode-plugin, kimi-ws, openhands, agui (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
@@ -1307,13 +1307,167 @@ def scenario_kimi_ws(a):
         env.procs.stop()
 
 
+# ------------------------------------------------------------------ OpenHands agent server, observed over its sockets
+OPENHANDS_PORT = 8000
+OPENHANDS_KEY = "e2e-openhands-session-key"
+
+
+def scenario_openhands(a):
+    """The real `openhands-agent-server` 1.35.0 (PyPI, run.sh's venv) on 127.0.0.1, the
+    bridge discovering its conversation and attached to its event socket with the control
+    gate; a conversation under AlwaysConfirm whose terminal call waits for confirmation,
+    approved by `aep-bridge respond` over respond_to_confirmation."""
+    if not a.openhands:
+        skip("openhands: OpenHands agent server over its event socket", "no Python >= 3.12 venv with the server")
+        return
+    env = Env(a, "openhands")
+    try:
+        env.start_mock()
+        e = env.base_env()
+        e.update({"SESSION_API_KEY": OPENHANDS_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                  "OH_CONVERSATIONS_PATH": os.path.join(env.root, "oh-conversations"),
+                  "OH_WORKSPACE_PATH": env.proj, "OH_BASH_EVENTS_DIR": os.path.join(env.root, "oh-bash")})
+        # The server imports for a while (litellm, tools) before it listens.
+        p = subprocess.Popen([a.openhands, "-m", "openhands.agent_server", "--host", "127.0.0.1",
+                              "--port", str(OPENHANDS_PORT)], cwd=env.root, env=e,
+                             stdout=open(os.path.join(env.logs, "openhands.log"), "w"), stderr=subprocess.STDOUT)
+        env.procs.procs.append(p)
+        wait_port(OPENHANDS_PORT, 120)
+        oh = f"http://127.0.0.1:{OPENHANDS_PORT}"
+        env.start_bridge(extra=f'[bridges.openhands]\nkind = "openhands"\nurl = "{oh}"\napi_key = "{OPENHANDS_KEY}"\n'
+                               'control = true\npoll_ms = 500\nreconnect_max_ms = 2000\n')
+        body = {"workspace": {"kind": "LocalWorkspace", "working_dir": env.proj},
+                "agent": {"kind": "Agent", "tools": [{"name": "terminal"}],
+                          "llm": {"model": "openai/mock-model", "base_url": f"http://127.0.0.1:{MOCK_PORT}/v1",
+                                  "api_key": "e2e", "usage_id": "agent"}},
+                "confirmation_policy": {"kind": "AlwaysConfirm"},
+                "initial_message": {"role": "user", "run": True,
+                                    "content": [{"type": "text", "text": "Write the answer {{e2e:shell_write}}"}]}}
+        req = urllib.request.Request(f"{oh}/api/conversations", method="POST", data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json", "X-Session-API-Key": OPENHANDS_KEY})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            conv = json.loads(r.read())["id"]
+        log = os.path.join(env.data, "logs", "openhands", f"{conv}.jsonl")
+        req = wait_for(lambda: next((x for x in read_jsonl(log) if x["type"] == "attention.requested"), None), 90)
+        if not check("openhands: the confirmation is an answerable attention.requested inside the run", bool(req)
+                     and req["data"].get("respond_via") == ["control"]
+                     and [o["id"] for o in req["data"].get("options", [])] == ["approve", "deny"]
+                     and req.get("run") == f"run:{conv}:1", str(req)):
+            return
+        r = env.aep("respond", req["id"], "--option", "approve", "--url", f"http://{BRIDGE}", "--token", TOKEN,
+                    timeout=60)
+        check("openhands: aep-bridge respond {id} --option approve exits 0", r.returncode == 0,
+              (r.stdout + r.stderr)[-400:])
+        answer = os.path.join(env.proj, "answer.txt")
+        ran = wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 60)
+        check("openhands: the approved terminal call ran (answer.txt = 42)", bool(ran))
+        wait_for(lambda: any(x["type"] == "run.finished" for x in read_jsonl(log)), 60)
+        events = read_jsonl(log)
+        types = [x["type"] for x in events]
+        core = [t for t in types if not t.startswith(("x.", "state."))]
+        check("openhands: session.started first, one run started and finished (cause-linked)",
+              core[:1] == ["session.started"] and core.count("run.started") == 1 and "run.finished" in core
+              and events[types.index("run.finished")].get("cause") == events[types.index("run.started")]["id"],
+              str(core))
+        tools = [(i, x) for i, x in enumerate(events) if x["type"] in ("tool.requested", "tool.completed")]
+        check("openhands: tool.requested, then tool.completed of the same call after the answer, caused by it",
+              len(tools) == 2 and tools[0][1]["data"]["tool"]["call_id"] == tools[1][1]["data"]["tool"]["call_id"]
+              and tools[0][1]["data"]["tool"]["name"] == "terminal"
+              and tools[0][0] < types.index("attention.requested") < types.index("attention.resolved") < tools[1][0]
+              and tools[1][1].get("cause") == tools[0][1]["id"], str([x["type"] for _, x in tools]))
+        sent = [w.split()[2] for w in r.stdout.splitlines() if w.startswith("sent control.attention.respond ")]
+        by_type = lambda t: [x for x in events if x["type"] == t]
+        acks, answered, resolved = by_type("control.accepted"), by_type("attention.answered"), by_type("attention.resolved")
+        check("openhands: control.accepted, attention.answered and attention.resolved, cause-linked to the command",
+              len(sent) == 1 and len(acks) == 1 and acks[0].get("cause") == sent[0] and len(answered) == 1
+              and answered[0].get("cause") == sent[0] and answered[0]["data"]["answer"] == {"option": "approve"}
+              and len(resolved) == 1 and resolved[0].get("cause") == sent[0] and resolved[0].get("subject") == req["id"]
+              and types.index("control.accepted") < types.index("attention.answered") < types.index("attention.resolved"),
+              str([(x["type"], x.get("cause")) for x in events if x["type"].startswith(("attention.", "control."))]))
+        check("openhands: every event carries the vendor's id and time at metadata (tool and state planes)",
+              all("vendor_event_id" in x["data"] and "vendor_ts" in x["data"] for x in events
+                  if x["type"].startswith(("tool.", "state.", "x.openhands."))))
+        r = env.aep("validate", log)
+        check("openhands: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
+# ------------------------------------------------------------------ AG-UI, through the tee proxy
+AGUI_AGENT_PORT, AGUI_PROXY = 9300, "127.0.0.1:8788"
+
+
+def sse_events(raw):
+    """The JSON `data:` payloads of an SSE body, in order (unparsable ones skipped)."""
+    out = []
+    for block in raw.replace(b"\r\n", b"\n").split(b"\n\n"):
+        data = [line[5:].lstrip() for line in block.split(b"\n") if line.startswith(b"data:")]
+        if data:
+            try:
+                out.append(json.loads(b"\n".join(data)))
+            except ValueError:
+                pass
+    return out
+
+
+def scenario_agui(a):
+    """A real AG-UI agent (Pydantic AI's AG-UI adapter, requirements-agui.txt; the mock as its
+    model) behind `[bridges.agui] kind = "agui-proxy"`; a client posts its RunAgentInput to the
+    proxy and reads the run's event stream through it."""
+    if not a.agui:
+        skip("agui: AG-UI tee proxy", "no venv with the AG-UI agent (requirements-agui.txt)")
+        return
+    env = Env(a, "agui")
+    try:
+        env.start_mock()
+        env.procs.start("agui-agent", [a.agui, os.path.join(HERE, "agui_agent.py"), "--port", str(AGUI_AGENT_PORT),
+                                       "--model-port", str(MOCK_PORT)], AGUI_AGENT_PORT)
+        env.start_bridge(extra=f'[bridges.agui]\nkind = "agui-proxy"\nlisten = "{AGUI_PROXY}"\n'
+                               f'url = "http://127.0.0.1:{AGUI_AGENT_PORT}/agent"\n')
+        wait_port(int(AGUI_PROXY.split(":")[1]))
+        thread, run = "thread-e2e-agui", "run-e2e-1"
+        body = {"threadId": thread, "runId": run, "state": {}, "tools": [], "context": [], "forwardedProps": {},
+                "messages": [{"id": "u1", "role": "user", "content": "Check the box {{e2e:shell_ok}}"}]}
+        req = urllib.request.Request(f"http://{AGUI_PROXY}/", method="POST", data=json.dumps(body).encode(),
+                                     headers={"content-type": "application/json", "accept": "text/event-stream"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            ctype, raw = r.headers.get("content-type", ""), r.read()
+        names = [e.get("type") for e in sse_events(raw)]
+        check("agui: the client reads the agent's AG-UI stream through the proxy (RUN_STARTED .. RUN_FINISHED, "
+              "a tool call and its result)", ctype.startswith("text/event-stream") and names[:1] == ["RUN_STARTED"]
+              and names[-1:] == ["RUN_FINISHED"] and "TOOL_CALL_START" in names and "TOOL_CALL_RESULT" in names,
+              f"{ctype} {names}")
+        log = os.path.join(env.data, "logs", "agui", f"{thread}.jsonl")
+        wait_for(lambda: any(x["type"] == "run.finished" for x in read_jsonl(log)), 30)
+        events = read_jsonl(log)
+        types = [x["type"] for x in events]
+        core = [t for t in types if not t.startswith("x.")]
+        check("agui: the run is the vendor's (threadId = session, runId = run), started and finished, cause-linked",
+              core == ["run.started", "tool.requested", "tool.completed", "run.finished"]
+              and all(x.get("session") == thread and x.get("run") == run and x.get("agent") == "agui" for x in events)
+              and events[types.index("run.finished")].get("cause") == events[types.index("run.started")]["id"],
+              str(core))
+        req_ev, done = events[types.index("tool.requested")], events[types.index("tool.completed")]
+        check("agui: tool.requested then tool.completed of the same call, the name joined onto the result, caused by it",
+              req_ev["data"]["tool"]["name"] == "run_shell_command" == done["data"]["tool"]["name"]
+              and req_ev["data"]["tool"]["call_id"] == done["data"]["tool"]["call_id"]
+              and done.get("cause") == req_ev["id"], str([req_ev["data"], done["data"]]))
+        check("agui: the reply's end rides x.agui.text_message.end (debug); the token deltas do not (default)",
+              any(x["type"] == "x.agui.text_message.end" and x.get("severity") == "debug" for x in events)
+              and "TEXT_MESSAGE_CONTENT" in names and not any("content" in t or "args" in t for t in types), str(types))
+        r = env.aep("validate", log)
+        check("agui: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
 SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "codex-wrap": scenario_codex_wrap,
              "gemini-acp": scenario_gemini_acp, "pi-wrap": scenario_pi_wrap,
              "permission": scenario_permission,
              "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project")),
              "gemini": lambda a: scenario_fork(a, "gemini"), "qwen": lambda a: scenario_fork(a, "qwen"),
              "opencode-sse": scenario_opencode_sse, "opencode-plugin": scenario_opencode_plugin,
-             "kimi-ws": scenario_kimi_ws}
+             "kimi-ws": scenario_kimi_ws, "openhands": scenario_openhands, "agui": scenario_agui}
 
 
 def main():
@@ -1322,6 +1476,8 @@ def main():
     ap.add_argument("--clients", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--rotel", default="")
+    ap.add_argument("--openhands", default="", help="the Python of a venv with openhands-agent-server")
+    ap.add_argument("--agui", default="", help="the Python of a venv with the AG-UI agent (requirements-agui.txt)")
     ap.add_argument("scenarios", nargs="*")
     a = ap.parse_args()
     loopback_only()

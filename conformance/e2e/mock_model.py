@@ -50,11 +50,15 @@ def openai_call(step, tools):
 
 def fork_call(step, workdir, tools=()):
     """(tool name, args) of a Gemini CLI / Qwen Code step (their shared built-in tools), or of
-    an OpenCode (`bash`) or Kimi Code (`Bash`) step when that shell tool is offered."""
+    an OpenCode (`bash`) or Kimi Code (`Bash`) step when that shell tool is offered (the
+    OpenHands agent server's `terminal`)."""
     shell = next((t for t in ("bash", "Bash") if t in tools), None)
     if shell and step in ("shell_ok", "shell_write"):
         cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt"}[step]
         return shell, {"command": cmd, "description": "Run a command"}
+    if "terminal" in tools and step in ("shell_ok", "shell_write"):  # the OpenHands agent server's tool
+        cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt"}[step]
+        return "terminal", {"command": cmd, "is_input": False}
     return {
         "shell_ok": ("run_shell_command", {"command": "echo e2e-ok", "description": "Print a word"}),
         "shell_fail": ("run_shell_command", {"command": "ls /e2e_missing_dir", "description": "List a missing dir"}),

@@ -3,7 +3,7 @@
 # from npm into ~/.cache/aep-e2e) driven offline against mock_model.py inside a loopback-only
 # network namespace (`unshare -n`), wired to aep-bridge through `aep-bridge install`.
 #
-#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|pi-wrap|permission|codex|gemini|qwen|opencode-sse|opencode-plugin|kimi-ws|quickstart ...]   (default: all)
+#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|pi-wrap|permission|codex|gemini|qwen|opencode-sse|opencode-plugin|kimi-ws|openhands|agui|quickstart ...]   (default: all)
 #
 # Exit 0 when every check passes; 1 otherwise. Prints "SKIP: ..." and exits 0 when the
 # machine lacks what the suite needs (root + unshare, npm). AEP_E2E_CACHE moves the cache;
@@ -24,7 +24,7 @@ command -v npm >/dev/null || skip "npm not installed"
 command -v python3 >/dev/null || skip "python3 not installed"
 
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp pi-wrap permission codex gemini qwen opencode-sse opencode-plugin kimi-ws quickstart)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp pi-wrap permission codex gemini qwen opencode-sse opencode-plugin kimi-ws openhands agui quickstart)
 want() { local s; for s in "${scenarios[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 if [ -n "${AEP_E2E_BIN:-}" ]; then  # prebuilt aep-bridge + aep-hook
@@ -68,9 +68,62 @@ if py_has opentelemetry.proto; then
   ROTEL=$(python3 -c "import os, rotel; p = os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'); print(p if os.path.isfile(p) else '')" 2>/dev/null)
 fi
 
+# The real OpenHands agent server (PyPI, conformance/e2e/requirements-openhands.txt) needs
+# Python >= 3.12: a python3.1x on PATH, else one of pyenv's. Its venv is reused while the
+# requirement file is unchanged. Without such a Python the openhands scenario prints SKIP.
+OPENHANDS=""
+if want openhands; then
+  py312=""
+  for c in python3.13 python3.12 python3; do
+    if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+      py312=$(command -v "$c"); break
+    fi
+  done
+  if [ -z "$py312" ] && command -v pyenv >/dev/null; then
+    for v in $(pyenv versions --bare 2>/dev/null | grep -E '^3\.1[2-9](\.[0-9]+)?$' | sort -rV); do
+      p="$(pyenv root)/versions/$v/bin/python3"
+      [ -x "$p" ] && { py312="$p"; break; }
+    done
+  fi
+  if [ -n "$py312" ]; then
+    OHVENV="$CACHE/openhands"
+    if ! cmp -s "$HERE/requirements-openhands.txt" "$OHVENV/requirements-openhands.txt" || [ ! -x "$OHVENV/bin/python" ]; then
+      echo "== openhands-agent-server (pinned, venv $OHVENV, $("$py312" --version))"
+      rm -rf "$OHVENV"
+      if "$py312" -m venv "$OHVENV" && "$OHVENV/bin/python" -m pip install -q --disable-pip-version-check \
+          -r "$HERE/requirements-openhands.txt" >"$CACHE/openhands-pip.log" 2>&1; then
+        cp "$HERE/requirements-openhands.txt" "$OHVENV/"
+      else
+        echo "FAIL e2e: pip install of the pinned OpenHands agent server (see $CACHE/openhands-pip.log)"
+        FAIL_OH=1
+      fi
+    fi
+    [ -x "$OHVENV/bin/python" ] && [ -f "$OHVENV/requirements-openhands.txt" ] && OPENHANDS="$OHVENV/bin/python"
+  fi
+fi
+
+# A real AG-UI agent (Pydantic AI's AG-UI adapter, conformance/e2e/requirements-agui.txt) in
+# its own venv, reused while the requirement file is unchanged.
+AGUI=""
+if want agui; then
+  AGVENV="$CACHE/agui"
+  if ! cmp -s "$HERE/requirements-agui.txt" "$AGVENV/requirements-agui.txt" || [ ! -x "$AGVENV/bin/python" ]; then
+    echo "== the AG-UI agent (pinned, venv $AGVENV)"
+    rm -rf "$AGVENV"
+    if python3 -m venv "$AGVENV" && "$AGVENV/bin/python" -m pip install -q --disable-pip-version-check \
+        -r "$HERE/requirements-agui.txt" >"$CACHE/agui-pip.log" 2>&1; then
+      cp "$HERE/requirements-agui.txt" "$AGVENV/"
+    else
+      echo "FAIL e2e: pip install of the pinned AG-UI agent (see $CACHE/agui-pip.log)"
+      FAIL_AGUI=1
+    fi
+  fi
+  [ -x "$AGVENV/bin/python" ] && [ -f "$AGVENV/requirements-agui.txt" ] && AGUI="$AGVENV/bin/python"
+fi
+
 WORK="$CACHE/work"
 mkdir -p "$WORK"
-PASS=0; FAIL=0
+PASS=0; FAIL=$(( ${FAIL_OH:-0} + ${FAIL_AGUI:-0} ))
 tally() { # adds the driver's "N passed, M failed" line to the totals
   local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -1)
   if [ -z "$line" ]; then FAIL=$((FAIL + 1)); echo "FAIL $2: no result line"; return; fi
@@ -78,11 +131,11 @@ tally() { # adds the driver's "N passed, M failed" line to the totals
 }
 
 driver=()
-for s in claude claude-wrap codex-wrap gemini-acp pi-wrap permission codex gemini qwen opencode-sse opencode-plugin kimi-ws; do want "$s" && driver+=("$s"); done
+for s in claude claude-wrap codex-wrap gemini-acp pi-wrap permission codex gemini qwen opencode-sse opencode-plugin kimi-ws openhands agui; do want "$s" && driver+=("$s"); done
 if [ ${#driver[@]} -gt 0 ]; then
   echo "== agents in a loopback-only namespace: ${driver[*]}"
   unshare -n python3 "$HERE/driver.py" --bin "$BIN" --clients "$CLIENTS" --work "$WORK" --rotel "$ROTEL" \
-    "${driver[@]}" 2>&1 | tee "$WORK/driver.out"
+    --openhands "$OPENHANDS" --agui "$AGUI" "${driver[@]}" 2>&1 | tee "$WORK/driver.out"
   tally "$WORK/driver.out" driver
 fi
 

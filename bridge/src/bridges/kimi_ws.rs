@@ -304,7 +304,7 @@ impl Observer {
             },
             max_frame: cfg.max_frame_bytes,
             idle: (cfg.idle_timeout_ms > 0).then(|| Duration::from_millis(cfg.idle_timeout_ms)),
-            poll: Duration::from_millis(cfg.poll_ms.max(100)),
+            poll: Duration::from_millis(cfg.poll_ms().max(100)),
             counts: Counts::default(),
             next_id: 0,
             fresh_next: HashSet::new(),

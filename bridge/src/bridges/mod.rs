@@ -18,13 +18,25 @@
 //! session subscribed and resumed from its `{seq, epoch}` cursor, mapped by
 //! `aep_adapters::vendors::kimi_code::web` in the configured mode; in primary mode with
 //! `control = true` an approval is answerable over the server's REST approval route.
+//!
+//! The OpenHands agent server (`kind = "openhands"`, [`openhands`]): an observer on each
+//! discovered conversation's WebSocket event fan-out, mapped by
+//! `aep_adapters::protocols::openhands`, read-only unless `control = true` makes its
+//! confirmation requests answerable over the server's `respond_to_confirmation` route.
+//!
+//! AG-UI (`kind = "agui-proxy"`, [`agui`]): a tee proxy between an AG-UI client and its agent,
+//! forwarding each run POST byte-transparently and mapping the streamed events by
+//! `aep_adapters::protocols::agui` off the client's path.
 
+pub mod agui;
 pub mod kimi_ws;
 pub mod opencode;
+pub mod openhands;
 pub mod reply;
 pub mod sse;
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
 use serde::Deserialize;
 
@@ -42,37 +54,32 @@ pub enum BridgeKind {
     /// A `kimi web` (kap-server) WebSocket event stream.
     #[serde(rename = "kimi-ws")]
     KimiWs,
+    /// An OpenHands agent server (`openhands-agent-server`): its conversations' event sockets.
+    #[serde(rename = "openhands")]
+    Openhands,
+    /// A tee proxy in front of an AG-UI agent's HTTP endpoint.
+    #[serde(rename = "agui-proxy")]
+    AguiProxy,
 }
 
 impl BridgeKind {
-    /// The vendor profile of an OpenCode-shaped SSE mapping (`None` for other kinds).
+    /// The vendor profile of the OpenCode-shaped mappings (`None` for the other kinds).
     pub fn profile(self) -> Option<aep_adapters::vendors::opencode::Profile> {
         match self {
             BridgeKind::OpencodeSse => Some(aep_adapters::vendors::opencode::OPENCODE),
             BridgeKind::KilocodeSse => Some(aep_adapters::vendors::kilocode::KILOCODE),
-            BridgeKind::KimiWs => None,
+            BridgeKind::KimiWs | BridgeKind::Openhands | BridgeKind::AguiProxy => None,
         }
     }
 
-    /// The vendor, the default agent identity of the events.
+    /// The default agent identity of the events.
     pub fn vendor(self) -> &'static str {
         match self {
             BridgeKind::OpencodeSse | BridgeKind::KilocodeSse => self.profile().map_or("", |p| p.vendor),
             BridgeKind::KimiWs => aep_adapters::vendors::kimi_code::VENDOR,
+            BridgeKind::Openhands => aep_adapters::protocols::openhands::PROTOCOL,
+            BridgeKind::AguiProxy => aep_adapters::protocols::agui::PROTOCOL,
         }
-    }
-}
-
-/// Starts the observer of `[bridges.<name>]` for its kind; it runs until `shutdown`.
-pub fn spawn(
-    name: &str,
-    cfg: &BridgeConfig,
-    deps: opencode::Deps,
-    shutdown: tokio_util::sync::CancellationToken,
-) -> Result<tokio::task::JoinHandle<()>, opencode::StartError> {
-    match cfg.kind {
-        Some(BridgeKind::KimiWs) => kimi_ws::spawn(name, cfg, deps, shutdown),
-        _ => opencode::spawn(name, cfg, deps, shutdown),
     }
 }
 
@@ -93,14 +100,19 @@ pub enum BridgeMode {
 pub struct BridgeConfig {
     /// What the server is (required).
     pub kind: Option<BridgeKind>,
-    /// The server's base URL, e.g. `http://127.0.0.1:4096` (required); the stream is
-    /// `{url}/event` (`kimi-ws`: `ws(s)://{host}/api/v1/ws`, REST under `{url}/api/v1`).
+    /// The server's base URL (required): OpenCode's, e.g. `http://127.0.0.1:4096` (the stream
+    /// is `{url}/event`); `kimi-ws`: the stream is `ws(s)://{host}/api/v1/ws`, REST under
+    /// `{url}/api/v1`; the OpenHands agent server's, e.g. `http://127.0.0.1:8000`; for
+    /// `agui-proxy` the AG-UI agent's endpoint the runs are forwarded to.
     pub url: Option<HttpUrl>,
+    /// `agui-proxy`: the local address the AG-UI client posts its runs to (required).
+    pub listen: Option<SocketAddr>,
     /// `companion` (default) or `primary`.
     pub mode: BridgeMode,
     /// The control gate: permission asks become answerable over the server's reply route.
-    /// Honoured in `primary` mode only, and only when an answer can reach the bridge (a
-    /// token or a relay).
+    /// OpenCode / Kilo Code: honoured in `primary` mode only; OpenHands: confirmations
+    /// answered over `respond_to_confirmation`; never for `agui-proxy` (a read-only channel).
+    /// Only when an answer can reach the bridge (a token or a relay).
     pub control: bool,
     /// The envelope `agent` of the events; default the vendor (`opencode`, `kilocode`).
     pub agent: Option<aep_adapters::otel::generic::VendorName>,
@@ -114,9 +126,15 @@ pub struct BridgeConfig {
     /// at every connect until it exists; `""` = none (a server run with
     /// `--dangerous-bypass-auth`).
     pub token_file: String,
-    /// `kimi-ws`: how often the server's session list is re-read for new sessions,
-    /// milliseconds.
-    pub poll_ms: u64,
+    /// OpenHands: the session API key (`X-Session-API-Key` on REST, the socket's first-message
+    /// auth frame); `""` = an unsecured server.
+    pub api_key: String,
+    /// How often the server's session list is re-read for new sessions, milliseconds;
+    /// unset: the kind's default ([`Self::poll_ms`]).
+    pub poll_ms: Option<u64>,
+    /// OpenHands / AG-UI: the token and argument delta planes (`AEP_OPENHANDS_DELTAS`,
+    /// `AEP_AGUI_DELTAS`), off by default.
+    pub deltas: bool,
     /// Extra headers on every request to the server.
     pub headers: Headers,
     /// TLS options for an `https://` server.
@@ -131,7 +149,8 @@ pub struct BridgeConfig {
     /// An open stream silent this long is taken for dead and reconnected, milliseconds; 0 =
     /// never. OpenCode sends `server.heartbeat` every 10 s.
     pub idle_timeout_ms: u64,
-    /// Largest SSE frame (its data) accepted, bytes; a larger one is dropped and counted.
+    /// Largest SSE frame (its data) or WebSocket message accepted, bytes; a larger one is
+    /// dropped and counted.
     pub max_frame_bytes: usize,
     /// How long a permission reply may take before the command is acked anyway (the write
     /// may still land), milliseconds; inside the 10 s ack window (AEP-0004 §3).
@@ -143,6 +162,7 @@ impl Default for BridgeConfig {
         Self {
             kind: None,
             url: None,
+            listen: None,
             mode: BridgeMode::Companion,
             control: false,
             agent: None,
@@ -150,7 +170,9 @@ impl Default for BridgeConfig {
             password: String::new(),
             token: String::new(),
             token_file: String::new(),
-            poll_ms: 2_000,
+            api_key: String::new(),
+            poll_ms: None,
+            deltas: false,
             headers: Headers::new(),
             tls: TlsConfig::default(),
             reconnect_initial_ms: 500,
@@ -173,9 +195,21 @@ impl BridgeConfig {
         }
     }
 
+    /// The session list's polling period, milliseconds: as configured, else 2 s for `kimi-ws`
+    /// and 15 s for `openhands` (the design record's `AEP_OPENHANDS_POLL`).
+    pub fn poll_ms(&self) -> u64 {
+        self.poll_ms.unwrap_or(if self.kind == Some(BridgeKind::Openhands) { 15_000 } else { 2_000 })
+    }
+
     /// The headers of every request: the configured ones plus basic auth.
     pub fn request_headers(&self) -> Headers {
         let mut h = self.headers.clone();
+        if self.kind == Some(BridgeKind::Openhands) {
+            if !self.api_key.is_empty() {
+                h.insert("x-session-api-key".into(), self.api_key.clone());
+            }
+            return h;
+        }
         if !self.password.is_empty() {
             let creds = format!("{}:{}", self.username, self.password);
             h.insert("authorization".into(), format!("Basic {}", base64(creds.as_bytes())));
@@ -189,7 +223,7 @@ impl BridgeConfig {
         if self.kind.is_none() {
             out.push((
                 format!("{prefix}.kind"),
-                "is required: \"opencode-sse\", \"kilocode-sse\" or \"kimi-ws\"".into(),
+                "is required: \"opencode-sse\", \"kilocode-sse\", \"kimi-ws\", \"openhands\" or \"agui-proxy\"".into(),
             ));
         }
         let kimi = self.kind == Some(BridgeKind::KimiWs);
@@ -199,15 +233,25 @@ impl BridgeConfig {
         if kimi && !self.password.is_empty() {
             out.push((format!("{prefix}.password"), "is for the SSE kinds; kimi-ws takes token or token_file".into()));
         }
-        if kimi && self.poll_ms < 100 {
+        let openhands = self.kind == Some(BridgeKind::Openhands);
+        if !openhands && !self.api_key.is_empty() {
+            out.push((format!("{prefix}.api_key"), "is for kind = \"openhands\"".into()));
+        }
+        if openhands && !self.password.is_empty() {
+            out.push((format!("{prefix}.password"), "is for the SSE kinds; openhands takes api_key".into()));
+        }
+        if kimi && self.poll_ms() < 100 {
             out.push((format!("{prefix}.poll_ms"), "must be at least 100".into()));
         }
         match &self.url {
+            None if self.kind == Some(BridgeKind::AguiProxy) => {
+                out.push((format!("{prefix}.url"), "is required: the AG-UI agent's endpoint the runs go to".into()));
+            }
             None => out.push((
                 format!("{prefix}.url"),
                 "is required: the server's base URL, e.g. http://127.0.0.1:4096".into(),
             )),
-            Some(u) if u.url().query().is_some() => {
+            Some(u) if u.url().query().is_some() && self.kind != Some(BridgeKind::AguiProxy) => {
                 out.push((
                     format!("{prefix}.url"),
                     "give the base URL without a query; the stream path is appended".into(),
@@ -215,7 +259,36 @@ impl BridgeConfig {
             }
             Some(_) => {}
         }
-        if self.control && self.mode != BridgeMode::Primary {
+        match self.kind {
+            Some(BridgeKind::AguiProxy) => {
+                if self.listen.is_none() {
+                    out.push((
+                        format!("{prefix}.listen"),
+                        "is required: the local address the AG-UI client posts its runs to".into(),
+                    ));
+                }
+                if self.control {
+                    // The design record: a read-only channel, `control: { accepts: [] }`.
+                    out.push((format!("{prefix}.control"), "AG-UI is a read-only channel: no control gate".into()));
+                }
+            }
+            Some(BridgeKind::Openhands) => {
+                if self.listen.is_some() {
+                    out.push((format!("{prefix}.listen"), "is for kind = \"agui-proxy\" only".into()));
+                }
+                if self.poll_ms() == 0 {
+                    out.push((format!("{prefix}.poll_ms"), "must be at least 1".into()));
+                }
+            }
+            _ => {
+                if self.listen.is_some() {
+                    out.push((format!("{prefix}.listen"), "is for kind = \"agui-proxy\" only".into()));
+                }
+            }
+        }
+        let moded =
+            matches!(self.kind, None | Some(BridgeKind::OpencodeSse | BridgeKind::KilocodeSse | BridgeKind::KimiWs));
+        if moded && self.control && self.mode != BridgeMode::Primary {
             // The design record: companion has no control home (the plugin adapter is it).
             out.push((format!("{prefix}.control"), "is honoured in mode = \"primary\" only".into()));
         }
@@ -241,6 +314,49 @@ impl BridgeConfig {
         out.extend(self.tls.check(&format!("{prefix}.tls")));
         out
     }
+}
+
+pub use opencode::Deps;
+
+/// Why a bridge could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// An OpenCode / Kilo Code observer.
+    #[error(transparent)]
+    Sse(#[from] opencode::StartError),
+    /// An OpenHands observer.
+    #[error(transparent)]
+    Openhands(#[from] openhands::StartError),
+    /// An AG-UI tee proxy.
+    #[error(transparent)]
+    Agui(#[from] agui::StartError),
+}
+
+/// A started bridge.
+#[derive(Debug)]
+pub struct Spawned {
+    /// Its task (it ends at shutdown).
+    pub task: tokio::task::JoinHandle<()>,
+    /// The address it listens on, for the kinds that take connections (`agui-proxy`).
+    pub listen: Option<SocketAddr>,
+}
+
+/// Starts `[bridges.<name>]` by its kind; it runs until `shutdown`.
+pub fn spawn(
+    name: &str,
+    cfg: &BridgeConfig,
+    deps: Deps,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<Spawned, SpawnError> {
+    Ok(match cfg.kind {
+        Some(BridgeKind::KimiWs) => Spawned { task: kimi_ws::spawn(name, cfg, deps, shutdown)?, listen: None },
+        Some(BridgeKind::Openhands) => Spawned { task: openhands::spawn(name, cfg, deps, shutdown)?, listen: None },
+        Some(BridgeKind::AguiProxy) => {
+            let (task, at) = agui::spawn(name, cfg, deps, shutdown)?;
+            Spawned { task, listen: Some(at) }
+        }
+        _ => Spawned { task: opencode::spawn(name, cfg, deps, shutdown)?, listen: None },
+    })
 }
 
 /// Checks every `[bridges.<name>]`: names are tokens, each section is complete.
@@ -312,16 +428,40 @@ mod tests {
     }
 
     #[test]
+    fn openhands_and_agui_sections_are_checked_by_kind() {
+        let oh: BridgeConfig =
+            toml::from_str("kind = \"openhands\"\nurl = \"http://127.0.0.1:8000\"\napi_key = \"k\"\ncontrol = true")
+                .unwrap();
+        assert!(oh.check("b").is_empty(), "{:?}", oh.check("b"));
+        assert_eq!(oh.agent(), "openhands");
+        // The key rides as the vendor's header, never as basic auth.
+        assert_eq!(oh.request_headers()["x-session-api-key"], "k");
+        assert!(!oh.request_headers().contains_key("authorization"));
+        let ui: BridgeConfig = toml::from_str(
+            "kind = \"agui-proxy\"\nurl = \"http://127.0.0.1:9000/agent?v=1\"\nlisten = \"127.0.0.1:0\"",
+        )
+        .unwrap();
+        assert!(ui.check("b").is_empty(), "{:?}", ui.check("b"));
+        assert_eq!(ui.agent(), "agui");
+        let keys = |b: BridgeConfig| b.check("b").into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(keys(BridgeConfig { control: true, listen: None, ..ui.clone() }), ["b.listen", "b.control"]);
+        assert_eq!(keys(BridgeConfig { listen: ui.listen, poll_ms: Some(0), ..oh.clone() }), ["b.listen", "b.poll_ms"]);
+        assert_eq!((oh.poll_ms(), ui.poll_ms()), (15_000, 2_000));
+        assert_eq!(keys(BridgeConfig { password: "pw".into(), ..oh.clone() }), ["b.password"]);
+        assert_eq!(keys(BridgeConfig { api_key: "k".into(), ..ui.clone() }), ["b.api_key"]);
+    }
+
+    #[test]
     fn a_kimi_section_takes_its_token_and_poll() {
         let b: BridgeConfig = toml::from_str(
             "kind = \"kimi-ws\"\nurl = \"http://127.0.0.1:58627\"\ntoken_file = \"/h/server.token\"\npoll_ms = 500",
         )
         .unwrap();
-        assert_eq!((b.kind, b.agent(), b.poll_ms), (Some(BridgeKind::KimiWs), "kimi-code".into(), 500));
+        assert_eq!((b.kind, b.agent(), b.poll_ms()), (Some(BridgeKind::KimiWs), "kimi-code".into(), 500));
         assert!(b.check("bridges.k").is_empty());
         assert_eq!(BridgeKind::KimiWs.profile(), None);
         let keys = |b: &BridgeConfig| b.check("b").into_iter().map(|(k, _)| k).collect::<Vec<_>>();
-        assert_eq!(keys(&BridgeConfig { poll_ms: 10, ..b.clone() }), ["b.poll_ms"]);
+        assert_eq!(keys(&BridgeConfig { poll_ms: Some(10), ..b.clone() }), ["b.poll_ms"]);
         assert_eq!(keys(&BridgeConfig { password: "pw".into(), ..b.clone() }), ["b.password"]);
         let sse = BridgeConfig { kind: Some(BridgeKind::OpencodeSse), ..b };
         assert_eq!(keys(&sse), ["b.token"]);

@@ -184,6 +184,33 @@ impl HttpClient {
         Ok(Stream { status: resp.status().as_u16(), content_type, url: url.to_owned(), resp })
     }
 
+    /// Sends one request as given (the AG-UI tee proxy's forwarding: method, headers and body
+    /// verbatim; the client's configured headers fill in only what the request lacks) and
+    /// returns once the answer's head is in; the body is read with [`Stream::chunk`], as it
+    /// comes, never decoded (no content decoding is compiled in).
+    pub async fn forward(
+        &self,
+        method: &str,
+        url: &str,
+        headers: reqwest::header::HeaderMap,
+        body: Bytes,
+    ) -> Result<Stream, SendError> {
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|e| SendError::Transport { url: format!("{method} {url}"), reason: e.to_string() })?;
+        let name = method.to_string();
+        let resp = self
+            .client
+            .request(method, url)
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| fail(&name, url, &e))?;
+        let content_type =
+            resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        Ok(Stream { status: resp.status().as_u16(), content_type, url: url.to_owned(), resp })
+    }
+
     /// POSTs once and classifies the answer: 2xx done; 429/502/503/504 and transport
     /// errors retried; a refused certificate and any other status a permanent failure.
     pub async fn attempt(&self, url: &str, content_type: &str, body: Bytes, gzipped: bool) -> Attempt<Reply> {
@@ -215,6 +242,11 @@ impl Stream {
     /// The next piece of the body; `None` at its end.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, SendError> {
         self.resp.chunk().await.map_err(|e| fail("GET", &self.url, &e))
+    }
+
+    /// The answer's headers.
+    pub fn headers(&self) -> &reqwest::header::HeaderMap {
+        self.resp.headers()
     }
 
     /// The first `cap` bytes of the body (an error answer's explanation).

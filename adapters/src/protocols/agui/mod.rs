@@ -130,8 +130,21 @@ pub fn map_event(ev: &Value, opts: Options, cx: &MapContext) -> Vec<EventDraft> 
     }
 }
 
+/// Bytes of one message's streamed text assembled for its end (beyond: cut, marked).
+pub const MAX_ASSEMBLED: usize = 64 << 10;
+/// Messages assembled at once (beyond, a new message's text is not assembled).
+pub const MAX_OPEN_MESSAGES: usize = 256;
+
+/// One message's streamed text (`TEXT_MESSAGE_CONTENT` / `_CHUNK` deltas), bounded.
+#[derive(Debug, Default)]
+struct Assembled {
+    text: String,
+    cut: bool,
+}
+
 /// One tee stream (one run POST): `threadId` -> session and `runId` -> run from
-/// `RUN_STARTED`, the `toolCallId` -> name join for results, the role of a message for its end.
+/// `RUN_STARTED`, the `toolCallId` -> name join for results, the role of a message for its
+/// end, and (at capture `redacted`+) the message's streamed text assembled for its end.
 #[derive(Debug, Default)]
 pub struct Stream {
     opts: Options,
@@ -140,12 +153,34 @@ pub struct Stream {
     step: Option<String>,
     tools: HashMap<String, String>,
     roles: HashMap<String, String>,
+    texts: HashMap<String, Assembled>,
 }
 
 impl Stream {
     /// A fresh stream.
     pub fn new(opts: Options) -> Self {
         Self { opts, ..Self::default() }
+    }
+
+    fn assemble(&mut self, id: &str, delta: &str) {
+        if !self.texts.contains_key(id) && self.texts.len() >= MAX_OPEN_MESSAGES {
+            return;
+        }
+        let a = self.texts.entry(id.to_owned()).or_default();
+        if a.cut {
+            return;
+        }
+        let room = MAX_ASSEMBLED.saturating_sub(a.text.len());
+        if delta.len() <= room {
+            a.text.push_str(delta);
+        } else {
+            let mut end = room;
+            while !delta.is_char_boundary(end) {
+                end -= 1;
+            }
+            a.text.push_str(&delta[..end]);
+            a.cut = true;
+        }
     }
 
     /// Maps one event of this stream, stamped with the stream's identity.
@@ -178,9 +213,25 @@ impl Stream {
                 }
             }
             "STEP_STARTED" => self.step = s(&ev, "stepName").map(str::to_owned),
+            // The text rides the reply terminal at redacted+ only: below, nothing is kept.
+            "TEXT_MESSAGE_CONTENT" | "TEXT_MESSAGE_CHUNK" if cx.capture >= aep_schemas::Capture::Redacted => {
+                if let (Some(id), Some(delta)) = (s(&ev, "messageId"), s(&ev, "delta")) {
+                    self.assemble(id, delta);
+                }
+            }
             _ => {}
         }
         let mut out = map_event(&ev, self.opts, cx);
+        if ty == "TEXT_MESSAGE_END"
+            && let Some(a) = s(&ev, "messageId").and_then(|id| self.texts.remove(id))
+            && let Some(d) = out.first_mut()
+            && let Some(text) = common::gate_text(&a.text, d.capture, cx)
+        {
+            d.data.insert("content".into(), json!(text));
+            if a.cut {
+                d.data.insert("content_truncated".into(), json!(true));
+            }
+        }
         let session = self.session.as_deref();
         let run = self.run.clone();
         for d in &mut out {

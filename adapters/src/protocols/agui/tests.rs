@@ -43,3 +43,24 @@ fn the_raw_payload_rides_only_at_full() {
     let red = MapContext { capture: aep_schemas::Capture::Redacted, ..MapContext::default() };
     assert!(map_event(&ev, Options::default(), &red)[0].data.is_empty());
 }
+
+#[test]
+fn a_replys_streamed_text_rides_its_end_at_redacted_only_bounded() {
+    let run = |cx: &MapContext, deltas: &[&str]| {
+        let mut st = Stream::new(Options::default());
+        st.map(&json!({"type": "RUN_STARTED", "threadId": "th", "runId": "ru"}), cx);
+        st.map(&json!({"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}), cx);
+        for d in deltas {
+            assert!(st.map(&json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": d}), cx).is_empty());
+        }
+        let end = st.map(&json!({"type": "TEXT_MESSAGE_END", "messageId": "m"}), cx);
+        assert!(st.texts.is_empty(), "released at the end");
+        end[0].data.clone()
+    };
+    let red = MapContext { capture: aep_schemas::Capture::Redacted, ..MapContext::default() };
+    assert_eq!(run(&red, &["Hello ", "there."])["content"], "Hello there.");
+    assert!(run(&MapContext::default(), &["Hello"]).get("content").is_none(), "metadata: nothing");
+    let big = "é".repeat(MAX_ASSEMBLED);
+    let d = run(&red, &[&big, "more"]);
+    assert_eq!((d["content"].as_str().unwrap().len(), d["content_truncated"].as_bool()), (MAX_ASSEMBLED, Some(true)));
+}

@@ -197,8 +197,36 @@ impl Conversation {
         Self { id: id.into(), opts, status: None, runs: 0, run: None, asks: 0, seen: Default::default() }
     }
 
+    /// Whether vendor event `id` was mapped already (a replay after reconnect).
+    pub fn seen(&self, id: &str) -> bool {
+        self.seen.iter().any(|x| x == id)
+    }
+
+    /// The last `execution_status` observed (the state the run synthesis is in).
+    pub fn status(&self) -> Option<&str> {
+        self.status.as_deref()
+    }
+
+    /// The conversation id (the envelope `session`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Maps the state a socket opens with (the server pushes the conversation's current
+    /// `full_state` to every new subscriber, ahead of the replay): a `state.snapshot` like any
+    /// other, but no transition. It is the present, and the history replayed after it holds
+    /// the transitions in their order; read as one, it would raise or close runs and asks
+    /// out of order.
+    pub fn map_opening_state(&mut self, ev: &Value, cx: &MapContext) -> Vec<EventDraft> {
+        self.map_inner(ev, cx, false)
+    }
+
     /// Maps one event off the socket; a vendor id seen before (a replay) maps to nothing.
     pub fn map(&mut self, ev: &Value, cx: &MapContext) -> Vec<EventDraft> {
+        self.map_inner(ev, cx, true)
+    }
+
+    fn map_inner(&mut self, ev: &Value, cx: &MapContext, transitions: bool) -> Vec<EventDraft> {
         if let Some(id) = s(ev, "id") {
             if self.seen.iter().any(|x| x == id) {
                 return Vec::new();
@@ -210,7 +238,7 @@ impl Conversation {
         }
         let session = self.id.clone();
         let mut out = Vec::new();
-        if s(ev, "kind") == Some("ConversationStateUpdateEvent") {
+        if transitions && s(ev, "kind") == Some("ConversationStateUpdateEvent") {
             let next = match s(ev, "key") {
                 Some("execution_status") => s(ev, "value"),
                 Some("full_state") => ev.pointer("/value/execution_status").and_then(Value::as_str),
@@ -258,9 +286,11 @@ impl Conversation {
     }
 }
 
-/// The one frame the observer ever writes (the never-send posture): the first-message auth.
+/// The one frame the observer ever writes (the never-send posture): the first-message auth,
+/// `{"type": "auth", "session_api_key": ...}` (the server's `sockets.py` refuses any other
+/// first frame with close code 4001 when keys are configured, and ignores it when none are).
 pub fn auth_frame(api_key: &str) -> Value {
-    json!({"session_api_key": api_key})
+    json!({"type": "auth", "session_api_key": api_key})
 }
 
 #[cfg(test)]

@@ -61,3 +61,29 @@ fn token_events_never_map_and_deltas_need_the_opt_in() {
     assert_eq!(map_event(&delta, Options { deltas: true }, &cx)[0].r#type, "x.openhands.streaming.delta");
     assert!(map_event(&json!({"no": "kind"}), Options::default(), &cx).is_empty());
 }
+
+#[test]
+fn the_auth_frame_is_typed_as_the_server_expects() {
+    assert_eq!(auth_frame("k"), json!({"type": "auth", "session_api_key": "k"}));
+    let mut c = Conversation::new("c", Options::default());
+    assert!(!c.seen("e1") && c.status().is_none());
+    c.map(
+        &json!({"kind": "ConversationStateUpdateEvent", "id": "e1", "key": "execution_status", "value": "idle"}),
+        &MapContext::default(),
+    );
+    assert!(c.seen("e1") && c.status() == Some("idle") && c.id() == "c");
+}
+
+#[test]
+fn the_opening_state_is_a_snapshot_not_a_transition() {
+    let cx = MapContext::default();
+    let mut c = Conversation::new("c", Options::default());
+    let push = json!({"kind": "ConversationStateUpdateEvent", "id": "p1", "key": "full_state",
+        "value": {"execution_status": "waiting_for_confirmation"}});
+    let d = c.map_opening_state(&push, &cx);
+    assert_eq!(d.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(), ["state.snapshot"]);
+    assert!(c.status().is_none() && c.seen("p1"));
+    // The replayed history then drives the runs in order.
+    let st = json!({"kind": "ConversationStateUpdateEvent", "id": "e1", "key": "execution_status", "value": "running"});
+    assert_eq!(c.map(&st, &cx)[0].r#type, "run.started");
+}

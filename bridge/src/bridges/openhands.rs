@@ -1,0 +1,743 @@
+//! The OpenHands agent-server observer (`kind = "openhands"`; design record
+//! `bridge-openhands-design.md`, AEP-0002 Annex A.15): a late-joining consumer of the
+//! server's own multi-observer event fan-out, never a tee.
+//!
+//! Discovery: `GET {url}/api/conversations/search` every `poll_ms` (paged, at most
+//! [`MAX_CONVERSATIONS`] watched); each conversation gets its own socket,
+//! `GET /sockets/events/{conversation_id}` upgraded to a WebSocket (`ws://` or `wss://` over
+//! the transport's rustls configuration). The conversation is the AEP `session`
+//! (`session.started`, `client.name = "openhands-agent-server"`, on its first event; the
+//! server opens every socket with the conversation's state); every
+//! transport-shaped event is mapped by the pure `aep_adapters::protocols::openhands`
+//! (`Conversation`: the event table, runs synthesized from `execution_status`, the vendor-id
+//! dedupe). `StreamingDeltaEvent` needs `deltas = true`; `TokenEvent` never maps.
+//!
+//! The never-send posture: with `api_key` set the socket's first message is the auth frame
+//! `{"type": "auth", "session_api_key": ...}`, and that is the only frame this bridge ever
+//! writes on it, gated or not (REST reads carry the key as `X-Session-API-Key`).
+//!
+//! Replay and resume: the first attach asks `resend_mode=all`; a reconnect asks
+//! `resend_mode=since` with `after_timestamp` = the earliest vendor timestamp of the last 32
+//! events delivered (the server's delivery order is not strictly its timestamp order; the
+//! search is inclusive; the overlap is absorbed by the vendor-id dedupe, 4096 ids per
+//! conversation). Every socket opens with the server's push of the conversation's current
+//! `full_state`: mapped as `state.snapshot` but not as a status transition, since the replay
+//! after it carries the transitions in order. Reconnects
+//! back off exponentially with 20 % jitter (reset by a connection that delivered frames);
+//! a socket silent for `idle_timeout_ms` (the server pings every 20 s) is taken for dead.
+//! A message over `max_frame_bytes` ends the connection (WebSocket framing cannot skip
+//! one in place): it is counted and the socket resumed; when the replay brings the same
+//! oversized event back with nothing new before it (besides the state every socket opens
+//! with), the next connect resumes live (no
+//! replay), and what the server persisted between that event and the reconnect is not
+//! replayed. Close 4004 (the conversation is gone) ends the watch; 4001 (the key was
+//! refused) is retried with backoff and logged.
+//!
+//! The control gate (`control = true`, honoured only when an answer can reach the bridge:
+//! a token or a relay). Off, a `waiting_for_confirmation` ask is read-only: no options, no
+//! `respond_via` (the pinned fixture). On, it gains `approve` / `deny` options and
+//! `respond_via: ["control"]` and is registered with the control loop as a reply route:
+//! `control.attention.respond` becomes
+//! `POST {url}/api/conversations/{id}/events/respond_to_confirmation` with `{"accept": true}`
+//! or `{"accept": false, "reason": text | "User rejected the action."}`; the REST answer is
+//! the ack (2xx `control.accepted`; another status `refused`; unreachable `busy`; no answer
+//! within `reply_guard_ms` `accepted`: the write may still land). The outcome has one source,
+//! the observed status flip out of `waiting_for_confirmation`: after a delivered answer it
+//! is `attention.answered` + `attention.resolved`, both `cause` = the command (AEP-0004 §5);
+//! a flip with no answer of ours in flight is the plain observed `attention.resolved`.
+//! The design record's other four gated writes (`control.pause`, `control.resume`,
+//! `x.openhands.control.send_input`, `x.openhands.control.interrupt`) are not built: this
+//! bridge's command plane declares and routes `control.attention.respond` only.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use aep_adapters::protocols::Options;
+use aep_adapters::protocols::openhands::{Conversation, auth_frame};
+use aep_adapters::{EventDraft, MapContext};
+use aep_schemas::{Capture, Event};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_util::sync::CancellationToken;
+
+use super::{BridgeConfig, Deps};
+use crate::attention::Pending;
+use crate::control::{Applied, ReplyRoute, RouteVerdict};
+use crate::pipeline::Stamped;
+use crate::transport::retry::{RetryConfig, random_unit};
+use crate::transport::{Headers, HttpClient, HttpOptions};
+
+/// Conversations watched at most per server.
+pub const MAX_CONVERSATIONS: usize = 256;
+/// Ended conversations remembered so discovery does not re-attach them.
+const GONE: usize = 4096;
+/// Pages of the conversation search read per poll (100 conversations a page).
+const SEARCH_PAGES: usize = 10;
+/// Vendor times remembered for the resume point.
+const RECENT_TS: usize = 32;
+/// The vendor's own default rejection reason (`ConfirmationResponseRequest.reason`).
+const DEFAULT_REJECT: &str = "User rejected the action.";
+/// `session.started.client.name`.
+const CLIENT: &str = "openhands-agent-server";
+
+/// Why the observer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The section is incomplete (`config validate` reports it too).
+    #[error("bridges.{0}: url is required")]
+    Incomplete(String),
+    /// The HTTP client could not be built.
+    #[error("bridges.{0}: {1}")]
+    Client(String, crate::transport::http::ClientError),
+    /// The TLS options are unusable.
+    #[error("bridges.{0}: tls.{1}")]
+    Tls(String, crate::transport::tls::TlsError),
+}
+
+/// Starts the observer of `[bridges.<name>]`; it runs until `shutdown`.
+pub fn spawn(
+    name: &str,
+    cfg: &BridgeConfig,
+    deps: Deps,
+    shutdown: CancellationToken,
+) -> Result<tokio::task::JoinHandle<()>, StartError> {
+    let shared = Arc::new(Shared::new(name, cfg, deps)?);
+    Ok(tokio::spawn(discover(shared, shutdown)))
+}
+
+/// What every conversation's watch shares.
+struct Shared {
+    name: String,
+    agent: String,
+    /// `http(s)://host[:port][/prefix]`, no trailing `/`.
+    base: String,
+    /// The same as `ws(s)://`.
+    ws_base: String,
+    api_key: String,
+    /// The configured extra headers (the socket's upgrade request; never the key).
+    headers: Headers,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    rest: HttpClient,
+    deps: Deps,
+    gated: bool,
+    opts: Options,
+    reconnect: RetryConfig,
+    timeout: Duration,
+    idle: Option<Duration>,
+    max_frame: usize,
+    guard: Duration,
+    poll: Duration,
+}
+
+impl Shared {
+    fn new(name: &str, cfg: &BridgeConfig, deps: Deps) -> Result<Self, StartError> {
+        let Some(url) = &cfg.url else { return Err(StartError::Incomplete(name.into())) };
+        let opts = HttpOptions {
+            timeout: Duration::from_millis(cfg.timeout_ms),
+            headers: cfg.request_headers(),
+            tls: cfg.tls.clone(),
+        };
+        let rest = HttpClient::new(&opts).map_err(|e| StartError::Client(name.into(), e))?;
+        let base = url.as_str().trim_end_matches('/').to_owned();
+        let ws_base = match base.split_once("://") {
+            Some(("https", rest)) => format!("wss://{rest}"),
+            Some((_, rest)) => format!("ws://{rest}"),
+            None => base.clone(),
+        };
+        let tls = if ws_base.starts_with("wss://") {
+            Some(crate::transport::tls::client_config(&cfg.tls).map_err(|e| StartError::Tls(name.into(), e))?)
+        } else {
+            None
+        };
+        let gated = cfg.control && deps.can_answer;
+        if cfg.control && !gated {
+            tracing::warn!(
+                bridge = name,
+                "control = true is not honoured: it needs a token or a relay for answers to arrive."
+            );
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            agent: cfg.agent(),
+            base,
+            ws_base,
+            api_key: cfg.api_key.clone(),
+            headers: cfg.headers.clone(),
+            tls,
+            rest,
+            deps,
+            gated,
+            opts: Options { deltas: cfg.deltas },
+            reconnect: RetryConfig {
+                initial_ms: cfg.reconnect_initial_ms,
+                max_ms: cfg.reconnect_max_ms,
+                max_elapsed_ms: 0,
+                multiplier: 2.0,
+                jitter: 0.2,
+            },
+            timeout: Duration::from_millis(cfg.timeout_ms),
+            idle: (cfg.idle_timeout_ms > 0).then(|| Duration::from_millis(cfg.idle_timeout_ms)),
+            max_frame: cfg.max_frame_bytes,
+            guard: Duration::from_millis(cfg.reply_guard_ms),
+            poll: Duration::from_millis(cfg.poll_ms().max(1)),
+        })
+    }
+}
+
+/// How a conversation's watch ended.
+enum End {
+    /// The server no longer has the conversation (close 4004).
+    Gone,
+    /// The pipeline closed: the bridge is shutting down.
+    Pipeline,
+    /// Shutdown.
+    Shutdown,
+}
+
+/// The discovery loop: polls the server's conversation list and watches each conversation.
+async fn discover(sh: Arc<Shared>, shutdown: CancellationToken) {
+    tracing::info!(bridge = %sh.name, url = %sh.base, agent = %sh.agent, control = sh.gated, "OpenHands bridge starting.");
+    let mut live: HashSet<String> = HashSet::new();
+    let mut gone: (HashSet<String>, VecDeque<String>) = Default::default();
+    let mut tasks: JoinSet<(String, End)> = JoinSet::new();
+    let mut full_warned = false;
+    loop {
+        match search(&sh).await {
+            Ok(ids) => {
+                for id in ids {
+                    if live.contains(&id) || gone.0.contains(&id) {
+                        continue;
+                    }
+                    if live.len() >= MAX_CONVERSATIONS {
+                        if !full_warned {
+                            full_warned = true;
+                            tracing::warn!(bridge = %sh.name, max = MAX_CONVERSATIONS, "Too many conversations: the rest are not watched.");
+                        }
+                        break;
+                    }
+                    live.insert(id.clone());
+                    tasks.spawn(watch(sh.clone(), id, shutdown.clone()));
+                }
+            }
+            Err(e) => tracing::warn!(bridge = %sh.name, error = %e, "Conversation discovery failed; retrying."),
+        }
+        let sleep = tokio::time::sleep(sh.poll);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = &mut sleep => break,
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    let Ok((id, end)) = done else { continue };
+                    live.remove(&id);
+                    match end {
+                        End::Gone => {
+                            gone.0.insert(id.clone());
+                            gone.1.push_back(id);
+                            if gone.1.len() > GONE && let Some(old) = gone.1.pop_front() {
+                                gone.0.remove(&old);
+                            }
+                        }
+                        End::Pipeline => {
+                            tracing::info!(bridge = %sh.name, "The pipeline closed; the OpenHands bridge stops.");
+                            return;
+                        }
+                        End::Shutdown => return,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A conversation id usable as a path segment: the server's ids are UUIDs.
+fn conversation_id_ok(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+}
+
+/// The conversation ids the server lists (`GET /api/conversations/search`, paged).
+async fn search(sh: &Shared) -> Result<Vec<String>, String> {
+    let mut ids = Vec::new();
+    let mut page: Option<String> = None;
+    for _ in 0..SEARCH_PAGES {
+        let mut url = format!("{}/api/conversations/search?limit=100", sh.base);
+        if let Some(p) = &page {
+            url.push_str("&page_id=");
+            url.extend(url::form_urlencoded::byte_serialize(p.as_bytes()));
+        }
+        let r = sh.rest.get(&url).await.map_err(|e| e.to_string())?;
+        if r.status != 200 {
+            return Err(format!("GET {url}: HTTP {}", r.status));
+        }
+        let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("GET {url}: {e}"))?;
+        for item in v.get("items").and_then(Value::as_array).into_iter().flatten() {
+            match item.get("id").and_then(Value::as_str) {
+                Some(id) if conversation_id_ok(id) => ids.push(id.to_owned()),
+                _ => tracing::debug!(bridge = %sh.name, "A listed conversation without a usable id."),
+            }
+        }
+        page = v.get("next_page_id").and_then(Value::as_str).map(str::to_owned);
+        if page.is_none() {
+            break;
+        }
+    }
+    Ok(ids)
+}
+
+/// What one conversation's watch counted (logged when a connection ends).
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    frames: u64,
+    fresh: u64,
+    /// Fresh events besides the state each socket opens with (the replay's progress).
+    progress: u64,
+    replayed: u64,
+    unparsable: u64,
+    oversized: u64,
+}
+
+/// Why a connection ended.
+enum Stop {
+    /// Reconnect after a wait.
+    Retry(String),
+    /// A message passed `max_frame_bytes`.
+    Oversized(String),
+    /// The server has no such conversation (close 4004).
+    Gone,
+    /// The pipeline is closed.
+    Pipeline,
+}
+
+/// One conversation's watch: its socket, its mapping state, its confirmation route.
+struct Watch {
+    sh: Arc<Shared>,
+    conv: Conversation,
+    route: Arc<Route>,
+    cx: MapContext,
+    /// The vendor times of the last events delivered: the resume point is the earliest
+    /// (delivery order is not quite timestamp order).
+    recent_ts: VecDeque<String>,
+    /// The next frame is a connection's first (the server's state push).
+    opening: bool,
+    started: bool,
+    /// The next connect asks no replay (an oversized event could not be skipped).
+    live_only: bool,
+    counts: Counts,
+}
+
+async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (String, End) {
+    let route = Arc::new(Route {
+        rest: sh.rest.clone(),
+        url: format!("{}/api/conversations/{id}/events/respond_to_confirmation", sh.base),
+        guard: sh.guard,
+        ask: Mutex::new(None),
+        acks: Mutex::new(HashMap::new()),
+    });
+    let mut w = Watch {
+        cx: sh.deps.cx.clone(),
+        conv: Conversation::new(id.clone(), sh.opts),
+        sh,
+        route,
+        recent_ts: VecDeque::new(),
+        opening: false,
+        started: false,
+        live_only: false,
+        counts: Counts::default(),
+    };
+    let mut failures = 0u32;
+    // The replay's progress when the last oversized message ended a connection.
+    let mut oversized_at: Option<u64> = None;
+    loop {
+        let frames = w.counts.frames;
+        let ended = tokio::select! {
+            _ = shutdown.cancelled() => return (id, End::Shutdown),
+            r = w.connection() => r,
+        };
+        let name = w.sh.name.clone();
+        match ended {
+            Ok(()) => tracing::info!(bridge = %name, conversation = %id, "The event socket closed; reconnecting."),
+            Err(Stop::Gone) => {
+                tracing::info!(bridge = %name, conversation = %id, "The conversation is gone; no longer watched.");
+                w.release();
+                return (id, End::Gone);
+            }
+            Err(Stop::Pipeline) => return (id, End::Pipeline),
+            Err(Stop::Oversized(e)) => {
+                w.counts.oversized += 1;
+                if oversized_at == Some(w.counts.progress) {
+                    // The replay brought it back with nothing new before it: skip it by
+                    // resuming live.
+                    w.live_only = true;
+                    tracing::warn!(bridge = %name, conversation = %id, error = %e, max_frame_bytes = w.sh.max_frame,
+                        "An oversized event came back on replay: resuming live, the replay after it is skipped.");
+                } else {
+                    tracing::warn!(bridge = %name, conversation = %id, error = %e, max_frame_bytes = w.sh.max_frame,
+                        "An oversized event was dropped; resuming.");
+                }
+                oversized_at = Some(w.counts.progress);
+            }
+            Err(Stop::Retry(e)) => {
+                tracing::warn!(bridge = %name, conversation = %id, error = %e, "Event socket unavailable; reconnecting.")
+            }
+        }
+        let c = w.counts;
+        tracing::debug!(bridge = %name, conversation = %id, frames = c.frames, fresh = c.fresh, replayed = c.replayed,
+            unparsable = c.unparsable, oversized = c.oversized, "OpenHands bridge counts.");
+        failures = if w.counts.frames > frames { 0 } else { failures.saturating_add(1) };
+        let wait = w.sh.reconnect.backoff_jittered(failures, random_unit());
+        tokio::select! {
+            _ = shutdown.cancelled() => return (id, End::Shutdown),
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+impl Watch {
+    /// The socket URL of this connect: replay all, since the last vendor time, or live.
+    fn socket_url(&self) -> String {
+        let mut url = format!("{}/sockets/events/{}", self.sh.ws_base, self.conv.id());
+        match (self.recent_ts.iter().min(), self.live_only) {
+            (_, true) => {}
+            (None, false) => url.push_str("?resend_mode=all"),
+            (Some(ts), false) => {
+                url.push_str("?resend_mode=since&after_timestamp=");
+                url.extend(url::form_urlencoded::byte_serialize(ts.as_bytes()));
+            }
+        }
+        url
+    }
+
+    /// One connection: open, authenticate, read until the socket ends.
+    async fn connection(&mut self) -> Result<(), Stop> {
+        let url = self.socket_url();
+        let mut req = url.as_str().into_client_request().map_err(|e| Stop::Retry(format!("{url}: {e}")))?;
+        for (k, v) in &self.sh.headers {
+            if let (Ok(k), Ok(v)) =
+                (tungstenite::http::HeaderName::from_bytes(k.as_bytes()), tungstenite::http::HeaderValue::from_str(v))
+            {
+                req.headers_mut().insert(k, v);
+            }
+        }
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(self.sh.max_frame))
+            .max_frame_size(Some(self.sh.max_frame));
+        let connector = self.sh.tls.clone().map(tokio_tungstenite::Connector::Rustls);
+        let connect = tokio_tungstenite::connect_async_tls_with_config(req, Some(config), false, connector);
+        let ws = match tokio::time::timeout(self.sh.timeout, connect).await {
+            Ok(Ok((ws, _))) => ws,
+            Ok(Err(tungstenite::Error::Http(resp))) if resp.status() == 404 => {
+                return Err(Stop::Retry(format!("{url}: HTTP 404 (is this an OpenHands agent server?)")));
+            }
+            Ok(Err(e)) => return Err(Stop::Retry(format!("{url}: {e}"))),
+            Err(_) => return Err(Stop::Retry(format!("{url}: no answer within {:?}", self.sh.timeout))),
+        };
+        let (mut sink, mut stream) = ws.split();
+        if !self.sh.api_key.is_empty() {
+            // The only frame this bridge ever writes on the socket (the design record's
+            // never-send posture, gated or not).
+            sink.send(Message::text(auth_frame(&self.sh.api_key).to_string()))
+                .await
+                .map_err(|e| Stop::Retry(format!("{url}: auth frame: {e}")))?;
+        }
+        tracing::info!(bridge = %self.sh.name, conversation = %self.conv.id(), live = self.live_only, "Event socket connected.");
+        self.live_only = false;
+        self.opening = true;
+        loop {
+            let next = stream.next();
+            let read = match self.sh.idle {
+                Some(idle) => match tokio::time::timeout(idle, next).await {
+                    Ok(r) => r,
+                    Err(_) => return Err(Stop::Retry(format!("{url}: silent for {idle:?}"))),
+                },
+                None => next.await,
+            };
+            match read {
+                None => return Ok(()),
+                Some(Err(tungstenite::Error::Capacity(e))) => return Err(Stop::Oversized(e.to_string())),
+                Some(Err(e)) => return Err(Stop::Retry(e.to_string())),
+                Some(Ok(Message::Text(t))) => self.frame(t.as_str()).await?,
+                Some(Ok(Message::Close(f))) => {
+                    return match f.as_ref().map(|f| u16::from(f.code)) {
+                        Some(4004) => Err(Stop::Gone),
+                        Some(4001) => Err(Stop::Retry("the server refused the session API key (close 4001)".into())),
+                        Some(code) => Err(Stop::Retry(format!("closed by the server ({code})"))),
+                        None => Ok(()),
+                    };
+                }
+                // Pings are answered by the WebSocket layer; binary frames are not the protocol.
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
+    /// One transport event off the socket.
+    async fn frame(&mut self, text: &str) -> Result<(), Stop> {
+        self.counts.frames += 1;
+        let ev: Value = match serde_json::from_str(text) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                self.counts.unparsable += 1;
+                return Ok(());
+            }
+        };
+        let opening = std::mem::take(&mut self.opening);
+        if let Some(ts) = ev.get("timestamp").and_then(Value::as_str) {
+            self.recent_ts.push_back(ts.to_owned());
+            if self.recent_ts.len() > RECENT_TS {
+                self.recent_ts.pop_front();
+            }
+        }
+        if ev.get("id").and_then(Value::as_str).is_some_and(|id| self.conv.seen(id)) {
+            self.counts.replayed += 1;
+            return Ok(());
+        }
+        self.counts.fresh += 1;
+        if ev.get("key").and_then(Value::as_str) != Some("full_state") {
+            self.counts.progress += 1;
+        }
+        let drafts = if opening
+            && ev.get("kind").and_then(Value::as_str) == Some("ConversationStateUpdateEvent")
+            && ev.get("key").and_then(Value::as_str) == Some("full_state")
+        {
+            // The present state pushed ahead of the replay: visibility, not a transition.
+            self.conv.map_opening_state(&ev, &self.cx)
+        } else {
+            self.conv.map(&ev, &self.cx)
+        };
+        self.publish(drafts).await
+    }
+
+    /// Publishes one event's drafts, with the confirmation ask raised or settled.
+    async fn publish(&mut self, drafts: Vec<EventDraft>) -> Result<(), Stop> {
+        let now = now_ms();
+        let mut out = Vec::with_capacity(drafts.len() + 1);
+        if !self.started {
+            // On first sight: the server's first frame on a socket is the conversation's
+            // state, so a conversation closed with 4004 never starts a session.
+            self.started = true;
+            let mut d = EventDraft::new("session.started", Capture::Metadata);
+            d.session = Some(self.conv.id().to_owned());
+            d.data.insert("client".into(), json!({"name": CLIENT}));
+            out.push(d);
+        }
+        for d in drafts {
+            match d.r#type.as_str() {
+                "attention.requested" => out.push(self.raise(d, now)),
+                "attention.resolved" => out.extend(self.settle(d, now).await),
+                _ => out.push(d),
+            }
+        }
+        self.submit(out, now).await
+    }
+
+    /// Opens the ask of a `waiting_for_confirmation` flip: id minted, the book opened, and
+    /// under the gate the approve/deny decoration and the reply route.
+    fn raise(&mut self, mut d: EventDraft, now: u64) -> EventDraft {
+        if self.sh.gated {
+            // The design record's gated-on decoration; the pinned payload is the gated-off one.
+            d.data.insert(
+                "options".into(),
+                json!([{"id": "approve", "label": "Approve"}, {"id": "deny", "label": "Deny"}]),
+            );
+            d.data.insert("respond_via".into(), json!(["control"]));
+        }
+        let id = self.sh.deps.pipeline.mint_id();
+        d.id = Some(id.clone());
+        let session = self.conv.id().to_owned();
+        let p = Pending::from_request(id, &self.sh.agent, session, d.run.clone(), d.subject.clone(), &d.data, now);
+        self.sh.deps.book.open(p.clone());
+        if let Some(old) = self.route.replace(p.clone()) {
+            self.sh.deps.control.forget(&old.pending.id);
+            self.sh.deps.book.take(&old.pending.id);
+        }
+        if self.sh.gated {
+            self.sh.deps.control.register_route(p, self.route.clone());
+        }
+        d
+    }
+
+    /// The status left `waiting_for_confirmation`: the ask's outcome, from this flip only.
+    async fn settle(&mut self, d: EventDraft, now: u64) -> Vec<EventDraft> {
+        let resolution = d.data.get("resolution").and_then(Value::as_str).unwrap_or("answered").to_owned();
+        let Some(ask) = self.route.take() else { return vec![d] };
+        self.sh.deps.control.forget(&ask.pending.id);
+        self.sh.deps.book.take(&ask.pending.id);
+        let Some(s) = ask.settling else { return vec![ask.pending.resolved(now, &resolution)] };
+        // Outcomes follow the ack (AEP-0004 §1); a refused delivery drops its signal.
+        let mut acked = s.acked;
+        let waited = tokio::time::timeout(self.sh.guard + Duration::from_secs(2), acked.wait_for(|a| *a)).await;
+        if resolution != "answered" || !matches!(waited, Ok(Ok(_))) {
+            return vec![ask.pending.resolved(now, &resolution)];
+        }
+        let mut answered = self.sh.deps.control.answered(&ask.pending, &s.applied, &s.command);
+        answered.data.insert("via".into(), json!("control"));
+        let mut resolved = ask.pending.resolved(now, "answered");
+        resolved.cause = Some(s.command);
+        vec![answered, resolved]
+    }
+
+    /// Publishes drafts (claiming their session under the gate) and lets the book and the
+    /// control loop see what was stamped.
+    async fn submit(&mut self, mut drafts: Vec<EventDraft>, now: u64) -> Result<(), Stop> {
+        if drafts.is_empty() {
+            return Ok(());
+        }
+        let deps = &self.sh.deps;
+        for id in deps.book.settle(&self.sh.agent, &mut drafts, now) {
+            deps.control.forget(&id);
+            self.route.take_if(&id);
+        }
+        if self.sh.gated {
+            deps.control.claim(&self.sh.agent, &drafts);
+        }
+        let stamped: Vec<Arc<Stamped>> =
+            deps.pipeline.submit_drafts("openhands", &self.sh.agent, drafts).await.map_err(|_| Stop::Pipeline)?;
+        deps.book.observe(&stamped, now);
+        deps.control.observe(&stamped);
+        Ok(())
+    }
+
+    /// The conversation is gone: its ask takes no command any more.
+    fn release(&mut self) {
+        if let Some(ask) = self.route.take() {
+            self.sh.deps.control.forget(&ask.pending.id);
+        }
+    }
+}
+
+/// The conversation's pending confirmation.
+struct Ask {
+    pending: Pending,
+    settling: Option<Settling>,
+}
+
+/// An answer being delivered: the command, its answer, and whether its ack is out.
+struct Settling {
+    command: String,
+    applied: Applied,
+    acked: watch::Receiver<bool>,
+}
+
+/// One conversation's confirmation route (`respond_to_confirmation`). The server has one
+/// confirmation plane per conversation: at most one ask is pending.
+struct Route {
+    rest: HttpClient,
+    url: String,
+    guard: Duration,
+    ask: Mutex<Option<Ask>>,
+    /// Command id -> its "ack published" signal, until the ack is out (or it was refused).
+    acks: Mutex<HashMap<String, watch::Sender<bool>>>,
+}
+
+impl Route {
+    fn replace(&self, pending: Pending) -> Option<Ask> {
+        self.ask.lock().ok()?.replace(Ask { pending, settling: None })
+    }
+
+    fn take(&self) -> Option<Ask> {
+        self.ask.lock().ok()?.take()
+    }
+
+    fn take_if(&self, id: &str) -> Option<Ask> {
+        let mut a = self.ask.lock().ok()?;
+        if a.as_ref().is_some_and(|x| x.pending.id == id) { a.take() } else { None }
+    }
+
+    async fn deliver_now(&self, request: &Pending, answer: &Applied, cmd: &Event) -> RouteVerdict {
+        let invalid = |why: &str| RouteVerdict::Rejected("invalid", why.to_owned());
+        if answer.values.is_some() {
+            return invalid("a confirmation is answered with an option: approve or deny");
+        }
+        let body = match answer.option.as_deref() {
+            Some("approve") => json!({"accept": true}),
+            Some("deny") => json!({"accept": false, "reason": answer.text.as_deref().unwrap_or(DEFAULT_REJECT)}),
+            _ => return invalid("answer with an option: approve or deny"),
+        };
+        {
+            let Ok(mut ask) = self.ask.lock() else { return RouteVerdict::Rejected("busy", "state lock".into()) };
+            match ask.as_mut() {
+                Some(a) if a.pending.id == request.id => {
+                    if a.settling.is_some() {
+                        return invalid("another answer to this confirmation is being delivered");
+                    }
+                    let (tx, acked) = watch::channel(false);
+                    if let Ok(mut acks) = self.acks.lock() {
+                        acks.insert(cmd.id.clone(), tx);
+                    }
+                    // Marked before the write: the status flip may overtake the REST answer.
+                    a.settling = Some(Settling { command: cmd.id.clone(), applied: answer.clone(), acked });
+                }
+                // The design record: a respond whose subject is not the live request is refused.
+                _ => {
+                    return RouteVerdict::Rejected(
+                        "refused",
+                        "not the conversation's live pending confirmation".into(),
+                    );
+                }
+            }
+        }
+        let verdict = match tokio::time::timeout(self.guard, self.rest.post_json(&self.url, &body)).await {
+            Ok(Ok(r)) if (200..300).contains(&r.status) => RouteVerdict::Accepted,
+            Ok(Ok(r)) => {
+                let snippet = String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).into_owned();
+                RouteVerdict::Rejected("refused", format!("the server answered HTTP {}: {snippet}", r.status))
+            }
+            Ok(Err(e)) => RouteVerdict::Rejected("busy", format!("the server is unreachable: {e}")),
+            // Will-try: the write may still land; the outcome is the status flip.
+            Err(_) => RouteVerdict::Accepted,
+        };
+        if verdict != RouteVerdict::Accepted {
+            if let Ok(mut acks) = self.acks.lock() {
+                acks.remove(&cmd.id);
+            }
+            if let Ok(mut ask) = self.ask.lock()
+                && let Some(a) = ask.as_mut()
+                && a.settling.as_ref().is_some_and(|s| s.command == cmd.id)
+            {
+                a.settling = None;
+            }
+        }
+        verdict
+    }
+}
+
+impl ReplyRoute for Route {
+    fn deliver<'a>(
+        &'a self,
+        request: &'a Pending,
+        answer: &'a Applied,
+        cmd: &'a Event,
+    ) -> futures_util::future::BoxFuture<'a, RouteVerdict> {
+        Box::pin(self.deliver_now(request, answer, cmd))
+    }
+
+    fn acked(&self, _request: &str, cmd: &str) {
+        if let Some(tx) = self.acks.lock().ok().and_then(|mut a| a.remove(cmd)) {
+            let _ = tx.send(true);
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    crate::time::unix_ms(SystemTime::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_uuid_shaped_ids_become_socket_paths() {
+        assert!(conversation_id_ok("6f1c2a3b-0000-4000-8000-1234567890ab"));
+        assert!(conversation_id_ok("6f1c2a3b00004000800012345678900b"));
+        for bad in ["", "../x", "a/b", "id?x=1", &"a".repeat(65)] {
+            assert!(!conversation_id_ok(bad), "{bad}");
+        }
+    }
+}
