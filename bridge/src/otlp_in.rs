@@ -16,8 +16,8 @@ use aep_adapters::MapContext;
 use aep_adapters::otel::generic::{self, GenericOtel};
 use aep_adapters::otel::{MappedDraft, Mode, OtelRecord, ProfileSelector, Vendor, map_batch};
 use aep_receivers::otlp::{
-    Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler, Refused,
-    into_otel_records, to_otel_records,
+    Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler,
+    RecordsAnswer, Refused, into_otel_records, to_otel_records,
 };
 use tokio::sync::mpsc;
 
@@ -203,17 +203,20 @@ async fn submit_in_chunks(pipeline: &Pipeline, batch: Vec<MappedDraft>) -> Resul
     }
 }
 
+/// An export's records mapped: the drafts, and what the answer must say of the rest.
+struct Mapped {
+    drafts: Vec<MappedDraft>,
+    total: usize,
+    unmatched: u64,
+    first_unmatched: Option<String>,
+}
+
 impl BridgeOtlp {
-    /// Maps `records` and queues the drafts; `tee` runs once they are accepted. With
-    /// `inline` (the caller is a blocking-pool thread) the drafts are stamped and fanned out
-    /// on this thread instead, unless drafts of earlier exports are still queued (they go
-    /// first: the queue keeps exports in order).
-    fn take_records(&self, records: Vec<OtelRecord>, tee: impl FnOnce(), inline: bool) -> Result<Accepted, Refused> {
+    /// Maps `records` through the profiles (pure), after checking there is room for them.
+    fn map_records(&self, records: Vec<OtelRecord>) -> Result<Mapped, Refused> {
         self.check_room()?;
         let total = records.len();
         let mut drafts = Vec::with_capacity(total);
-        let mut unmatched = 0u64;
-        let mut first_unmatched = None;
         // Records whose service.name has a configured profile go through it; the rest are detected.
         let (forced, detected): (Vec<_>, Vec<_>) = if self.overrides.is_empty() {
             (Vec::new(), records)
@@ -241,60 +244,100 @@ impl BridgeOtlp {
             // Not the sender's error (nothing is rejected in partial_success): counted only.
             self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_session")], sessionless);
         }
-        unmatched += out.unmatched;
-        first_unmatched = first_unmatched.or(out.first_unmatched_service);
         if drafts.is_empty() {
             drafts = out.drafts;
         } else {
             drafts.extend(out.drafts);
         }
+        Ok(Mapped { drafts, total, unmatched: out.unmatched, first_unmatched: out.first_unmatched_service })
+    }
+
+    /// Whether an export's drafts may be stamped by its own caller: only when no earlier
+    /// export's drafts are still queued (they go first: the queue keeps exports in order).
+    fn may_stamp_inline(&self, drafts: &[MappedDraft]) -> bool {
+        self.queued.load(Ordering::Acquire) == 0 && !drafts.is_empty()
+    }
+
+    /// Hands `drafts` to the draining task, or refuses when its queue is full.
+    fn queue(&self, drafts: Vec<MappedDraft>) -> Result<(), Refused> {
+        if drafts.is_empty() {
+            return Ok(());
+        }
+        let n = drafts.len();
+        self.queued.fetch_add(n, Ordering::AcqRel);
+        match self.tx.try_send(drafts) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.queued.fetch_sub(n, Ordering::AcqRel);
+                self.metrics.rejected.inc(&[("receiver", "otlp"), ("reason", "pipeline_full")]);
+                Err(Refused::Full { retry_after: Duration::from_secs(1) })
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                self.queued.fetch_sub(n, Ordering::AcqRel);
+                Err(Refused::Full { retry_after: Duration::from_secs(5) })
+            }
+        }
+    }
+
+    /// The answer to an export whose drafts are in the pipeline (or queued for it): records
+    /// no profile matched are reported in `partial_success` and counted.
+    fn answer(&self, unmatched: u64, total: usize, first_unmatched: Option<String>) -> Accepted {
+        if unmatched == 0 {
+            return Accepted::all();
+        }
+        self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_profile")], unmatched);
+        let svc = first_unmatched.unwrap_or_default();
+        Accepted::partial(
+            unmatched as i64,
+            format!(
+                "{unmatched} of {total} log records match no vendor profile (service.name {svc:?}); set [otlp_in.profiles] or [otlp_in.generic] to map it"
+            ),
+        )
+    }
+
+    /// Maps `records` and queues the drafts; `tee` runs once they are accepted. With
+    /// `inline` (the caller is a blocking-pool thread) the drafts are stamped and fanned out
+    /// on this thread instead, unless drafts of earlier exports are still queued.
+    fn take_records(&self, records: Vec<OtelRecord>, tee: impl FnOnce(), inline: bool) -> Result<Accepted, Refused> {
+        let Mapped { drafts, total, unmatched, first_unmatched } = self.map_records(records)?;
         // Inline: everything a record costs is allocated and freed on this one thread (a
         // free from another thread, the drain task's or the log writer's, costs the
         // allocator several times a local one), and the export is answered once its events
         // are in the pipeline.
-        let handle = if inline && self.queued.load(Ordering::Acquire) == 0 && !drafts.is_empty() {
-            tokio::runtime::Handle::try_current().ok()
-        } else {
-            None
-        };
+        let handle =
+            if inline && self.may_stamp_inline(&drafts) { tokio::runtime::Handle::try_current().ok() } else { None };
         if let Some(handle) = handle {
-            let n = drafts.len();
-            self.inline.fetch_add(n, Ordering::AcqRel);
-            let done = handle.block_on(submit_in_chunks(&self.pipeline, drafts));
-            self.inline.fetch_sub(n, Ordering::AcqRel);
-            if done.is_err() {
-                return Err(Refused::Full { retry_after: Duration::from_secs(5) });
-            }
-        } else if !drafts.is_empty() {
-            let n = drafts.len();
-            self.queued.fetch_add(n, Ordering::AcqRel);
-            match self.tx.try_send(drafts) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    self.queued.fetch_sub(n, Ordering::AcqRel);
-                    self.metrics.rejected.inc(&[("receiver", "otlp"), ("reason", "pipeline_full")]);
-                    return Err(Refused::Full { retry_after: Duration::from_secs(1) });
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    self.queued.fetch_sub(n, Ordering::AcqRel);
-                    return Err(Refused::Full { retry_after: Duration::from_secs(5) });
-                }
-            }
+            handle.block_on(self.stamp_inline(drafts))?;
+        } else {
+            self.queue(drafts)?;
         }
         // The tee sees only requests this receiver accepted: a 503 makes the sender retry,
         // and forwarding before it would hand the upstream the same records twice.
         tee();
-        if unmatched > 0 {
-            self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_profile")], unmatched);
-            let svc = first_unmatched.unwrap_or_default();
-            return Ok(Accepted::partial(
-                unmatched as i64,
-                format!(
-                    "{unmatched} of {total} log records match no vendor profile (service.name {svc:?}); set [otlp_in.profiles] or [otlp_in.generic] to map it"
-                ),
-            ));
+        Ok(self.answer(unmatched, total, first_unmatched))
+    }
+
+    /// Stamps and fans out `drafts` on the caller's thread or task (counted against
+    /// `max_queued` meanwhile).
+    async fn stamp_inline(&self, drafts: Vec<MappedDraft>) -> Result<(), Refused> {
+        let n = drafts.len();
+        self.inline.fetch_add(n, Ordering::AcqRel);
+        let done = submit_in_chunks(&self.pipeline, drafts).await;
+        self.inline.fetch_sub(n, Ordering::AcqRel);
+        done.map_err(|_| Refused::Full { retry_after: Duration::from_secs(5) })
+    }
+
+    /// [`Self::take_records`] on the receiving task itself: the drafts are stamped there
+    /// (awaiting the pipeline, which bounds it), not handed to the draining task, so an
+    /// export costs no thread handoff and is answered once its events are in the pipeline.
+    async fn take_records_async(&self, records: Vec<OtelRecord>) -> Result<Accepted, Refused> {
+        let Mapped { drafts, total, unmatched, first_unmatched } = self.map_records(records)?;
+        if self.may_stamp_inline(&drafts) {
+            self.stamp_inline(drafts).await?;
+        } else {
+            self.queue(drafts)?;
         }
-        Ok(Accepted::all())
+        Ok(self.answer(unmatched, total, first_unmatched))
     }
 }
 
@@ -334,6 +377,10 @@ impl OtlpHandler for BridgeOtlp {
 
     fn log_records_blocking(&self, records: Vec<OtelRecord>) -> Result<Accepted, Refused> {
         self.take_records(records, || {}, true)
+    }
+
+    fn log_records_async(&self, records: Vec<OtelRecord>) -> RecordsAnswer<'_> {
+        Box::pin(self.take_records_async(records))
     }
 
     fn traces(&self, req: ExportTraceServiceRequest) -> Result<Accepted, Refused> {
@@ -433,6 +480,41 @@ mod tests {
         // An export queued (its task has not run yet), then a blocking one: it must not go first.
         assert_eq!(otlp.log_records(vec![codex_record("c2")]), Ok(Accepted::all()));
         assert_eq!(blocking("c3").await.unwrap(), Ok(Accepted::all()));
+        let mut sessions = Vec::new();
+        while sessions.len() < 2 {
+            let b = rx.recv().await.unwrap();
+            sessions.extend(b.iter().map(|(k, _, _)| k.session.clone().unwrap()));
+        }
+        assert_eq!(sessions, ["c2", "c3"]);
+    }
+
+    /// An export awaited on the receiving task is stamped there: its events are in the sink
+    /// queue when it is answered, though the draining task never ran (a current-thread
+    /// runtime runs it only when this test yields). Behind an export still queued it queues
+    /// too, so exports stay in order.
+    #[tokio::test(flavor = "current_thread")]
+    async fn async_exports_stamp_on_the_receiving_task_but_never_overtake_queued_ones() {
+        let (tx, mut rx) = mpsc::channel(64);
+        let pipeline = PipelineBuilder::new(0, "h", Arc::new(Metrics::default()))
+            .sink(crate::pipeline::SinkTx::durable_lines("jsonl", tx))
+            .build();
+        let (otlp, _task) = BridgeOtlp::new(
+            pipeline,
+            MapContext::default(),
+            Mode::Companion,
+            ProfileOverrides::default(),
+            100,
+            None,
+            None,
+            DecodeBudget::new(1 << 20),
+        );
+        assert_eq!(otlp.log_records_async(vec![codex_record("c1"), codex_record("c1")]).await, Ok(Accepted::all()));
+        let first = rx.try_recv().expect("stamped before the answer");
+        let seqs: Vec<_> = first.iter().map(|(k, _, _)| k.session.clone().unwrap()).collect();
+        assert_eq!(seqs, ["c1", "c1"]);
+        assert_eq!(otlp.log_records(vec![codex_record("c2")]), Ok(Accepted::all()));
+        assert_eq!(otlp.log_records_async(vec![codex_record("c3")]).await, Ok(Accepted::all()));
+        assert!(rx.try_recv().is_err(), "c3 waits behind the queued c2");
         let mut sessions = Vec::new();
         while sessions.len() < 2 {
             let b = rx.recv().await.unwrap();

@@ -11,7 +11,7 @@ use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsSe
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
-use otlp_common::{Answer, Recorder, codex_request};
+use otlp_common::{Answer, Entry, Recorder, RecordsRecorder, codex_request};
 use prost::Message;
 use tonic::Code;
 use tonic::codec::CompressionEncoding;
@@ -148,4 +148,16 @@ async fn trace_service_is_served() {
     };
     TraceServiceClient::new(ch).send_compressed(CompressionEncoding::Gzip).export(req).await.unwrap();
     assert_eq!(rec.traces.lock().unwrap()[0].resource_spans[0].scope_spans[0].spans[0].name, "chat");
+}
+
+/// A handler that takes records gets gRPC exports through `log_records_async`, awaited on the
+/// task tonic decoded them on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_take_the_async_entry() {
+    let rec = RecordsRecorder::new();
+    let ch = start(rec.clone(), GrpcConfig::default()).await;
+    let mut client = logs_client(ch, CompressionEncoding::Gzip);
+    client.export(codex_request(Vec::new())).await.unwrap();
+    assert_eq!(rec.entries(), [(Entry::Async, 1)]);
+    assert_eq!(rec.exports.lock().unwrap()[0].1, ["codex.tool_result"]);
 }

@@ -11,7 +11,7 @@ use aep_adapters::MapContext;
 use aep_adapters::otel::{Mode, Vendor};
 use aep_receivers::otlp::{self, HttpConfig, OtlpHandler};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
-use otlp_common::{Answer, Recorder, codex_request};
+use otlp_common::{Answer, Entry, Recorder, RecordsRecorder, codex_request};
 use prost::Message;
 use serde_json::{Value, json};
 
@@ -310,20 +310,53 @@ async fn only_post_is_routed() {
     assert_eq!(status, 405);
 }
 
-/// A body past the blocking-decode threshold (64 KiB) takes the blocking-pool path and still
+/// A JSON logs body of `n` `codex.turn_ttft` records, each observed a nanosecond later.
+fn json_logs(n: usize) -> Vec<u8> {
+    let one = |i: usize| json!({"observedTimeUnixNano": (i + 1).to_string(), "attributes": [{"key": "event.name", "value": {"stringValue": "codex.turn_ttft"}}]});
+    let records: Vec<Value> = (0..n).map(one).collect();
+    json!({"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}).to_string().into_bytes()
+}
+
+/// A body past the blocking-decode threshold takes the blocking-pool path and still
 /// arrives whole, compressed or not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_bodies_decode_whole() {
     let rec = Recorder::new();
     let url = start(rec.clone(), HttpConfig::default()).await;
-    let one = json!({"observedTimeUnixNano": "1", "attributes": [{"key": "event.name", "value": {"stringValue": "codex.turn_ttft"}}]});
-    let records: Vec<Value> = (0..3000).map(|_| one.clone()).collect();
-    let body = json!({"resourceLogs": [{"scopeLogs": [{"logRecords": records}]}]}).to_string().into_bytes();
-    assert!(body.len() > 64 * 1024);
+    let body = json_logs(3000);
     let r = post(format!("{url}/v1/logs"), vec![JSON], body.clone()).await;
     assert_eq!(r.status, 200);
     let r = post(format!("{url}/v1/logs"), vec![JSON, ("content-encoding", "gzip")], gzip(&body)).await;
     assert_eq!(r.status, 200);
     let got = rec.logs.lock().unwrap().clone();
     assert_eq!(got.iter().map(|r| otlp::to_otel_records(r).len()).collect::<Vec<_>>(), [3000, 3000]);
+}
+
+/// A handler that takes records gets an SDK-sized export (under the blocking threshold)
+/// through `log_records_async` on the receiving task, protobuf or JSON, and a larger or
+/// compressed one through `log_records_blocking` on the pool; every record arrives, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_take_the_async_entry_unless_the_body_is_large() {
+    let rec = RecordsRecorder::new();
+    let url = start(rec.clone(), HttpConfig::default()).await;
+    let pb = codex_request(TRACE.to_vec()).encode_to_vec();
+    assert_eq!(post(format!("{url}/v1/logs"), vec![PB], pb).await.status, 200);
+    let small = json_logs(10);
+    assert_eq!(post(format!("{url}/v1/logs"), vec![JSON], small.clone()).await.status, 200);
+    let zipped = gzip(&json_logs(3000));
+    assert!(zipped.len() >= 1024, "a compressed body past 1 KiB goes to the pool");
+    assert_eq!(post(format!("{url}/v1/logs"), vec![JSON, ("content-encoding", "gzip")], zipped).await.status, 200);
+    let mut n = 10;
+    let big = loop {
+        let b = json_logs(n);
+        if b.len() >= otlp::http::BLOCKING_DECODE_BYTES {
+            break b;
+        }
+        n *= 2;
+    };
+    assert_eq!(post(format!("{url}/v1/logs"), vec![JSON], big).await.status, 200);
+    assert_eq!(rec.entries(), [(Entry::Async, 1), (Entry::Async, 10), (Entry::Blocking, 3000), (Entry::Blocking, n)]);
+    let exports = rec.exports.lock().unwrap();
+    assert_eq!(exports[0].1, ["codex.tool_result"]);
+    assert!(exports[3].1.iter().all(|name| name == "codex.turn_ttft"));
 }

@@ -141,7 +141,13 @@ impl LogsService for Otlp {
             self.handler.refused("invalid");
             Status::invalid_argument(e)
         })?;
-        let a = self.handler.logs(req).map_err(refused)?;
+        // tonic has decoded the message on this task; the records stay on it.
+        let a = if self.handler.wants_log_records() {
+            self.handler.log_records_async(super::into_otel_records(req)).await
+        } else {
+            self.handler.logs(req)
+        }
+        .map_err(refused)?;
         let partial_success = partial(&a)
             .then_some(ExportLogsPartialSuccess { rejected_log_records: a.rejected, error_message: a.message });
         Ok(Response::new(ExportLogsServiceResponse { partial_success }))

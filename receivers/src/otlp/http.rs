@@ -97,19 +97,23 @@ async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Res
     if let Err(r) = st.handler.ready_for_logs() {
         return refused(format, r);
     }
-    let answer = if format == Format::Protobuf && st.handler.wants_log_records() {
-        // The records go to the handler on the thread that read them (the blocking pool for
-        // a large body): they are built, mapped and dropped there, never handed across.
-        let handler = Arc::clone(&st.handler);
-        let blocking = on_blocking_pool(wire.len(), encoding);
-        let take = move |b: Bytes, f| {
-            decode_log_records(b, f).map(|records| {
-                if blocking { handler.log_records_blocking(records) } else { handler.log_records(records) }
-            })
-        };
-        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, take).await {
-            Ok((answer, _admitted)) => answer,
-            Err(e) => return decode_error(format, e),
+    let answer = if st.handler.wants_log_records() {
+        // The records go to the handler on the thread that read them: they are built,
+        // mapped and dropped there, never handed across. A large body is decoded and handed
+        // over on the blocking pool; any other on this task, which awaits the handler.
+        if on_blocking_pool(wire.len(), encoding) {
+            let handler = Arc::clone(&st.handler);
+            let take = move |b: Bytes, f| decode_log_records(b, f).map(|records| handler.log_records_blocking(records));
+            match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, take).await {
+                Ok((answer, _admitted)) => answer,
+                Err(e) => return decode_error(format, e),
+            }
+        } else {
+            match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, decode_log_records).await
+            {
+                Ok((records, _admitted)) => st.handler.log_records_async(records).await,
+                Err(e) => return decode_error(format, e),
+            }
         }
     } else {
         match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, |b: Bytes, f| {
@@ -221,11 +225,16 @@ fn partial(a: &Accepted) -> bool {
 }
 
 /// Bodies at least this large are decompressed and decoded on the blocking pool, so a 20 MiB
-/// JSON export does not stall the async workers.
-const BLOCKING_DECODE_BYTES: usize = 64 * 1024;
+/// JSON export does not stall the async workers. Smaller ones, which include an SDK's whole
+/// default batch (512 records: 250-300 KiB of real Codex or Claude Code records), are decoded
+/// on the receiving task, as tonic decodes every gRPC message: a hop to the blocking pool and
+/// back costs two thread wake-ups per export, about a tenth of the CPU an export of real
+/// records takes (issue 17, `aep-bench otlp`).
+pub const BLOCKING_DECODE_BYTES: usize = 1024 * 1024;
 
-/// A protobuf logs body as neutral records: read directly when it has the common shape,
-/// else through prost (whose decision, and error message, is authoritative).
+/// A logs body as neutral records: a protobuf body read directly when it has the common
+/// shape, else decoded (prost or OTLP/JSON, whose decision and error message are
+/// authoritative; a JSON body leaves the direct reader at its first byte).
 fn decode_log_records(body: Bytes, format: Format) -> Result<Vec<aep_adapters::otel::OtelRecord>, DecodeError> {
     match super::fast::log_records(body.clone()) {
         Some(records) => Ok(records),
@@ -275,8 +284,9 @@ async fn decode_body<T: Send + 'static>(
 
 /// Whether a body of `len` wire bytes is decoded on the blocking pool ([`BLOCKING_DECODE_BYTES`]).
 fn on_blocking_pool(len: usize, encoding: Encoding) -> bool {
-    // A compressed body may expand a hundredfold or more: judge it by a smaller wire size.
-    let threshold = if encoding == Encoding::Identity { BLOCKING_DECODE_BYTES } else { BLOCKING_DECODE_BYTES / 64 };
+    // A compressed body may expand a thousandfold (deflate's limit): past 1 KiB on the wire
+    // it could pass the threshold once decompressed, so it goes to the pool.
+    let threshold = if encoding == Encoding::Identity { BLOCKING_DECODE_BYTES } else { 1024 };
     len >= threshold
 }
 

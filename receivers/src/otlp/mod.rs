@@ -83,6 +83,11 @@ pub enum Refused {
     Invalid(String),
 }
 
+/// The answer of [`OtlpHandler::log_records_async`]: a boxed future, so the trait stays
+/// object-safe (receivers hold an `Arc<dyn OtlpHandler>`).
+pub type RecordsAnswer<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Accepted, Refused>> + Send + 'a>>;
+
 /// The seam between the receivers and the bridge pipeline.
 ///
 /// Called on the receiving task: implementations must not block (hand work to a bounded
@@ -108,10 +113,10 @@ pub trait OtlpHandler: Send + Sync + 'static {
         let _ = reason;
     }
 
-    /// Whether this handler takes logs as neutral records through [`OtlpHandler::log_records`].
-    /// When it does, the OTLP/HTTP receiver reads protobuf bodies straight into records
-    /// ([`fast::log_records`]) instead of calling [`OtlpHandler::logs`] with the decoded
-    /// request; JSON bodies and gRPC still arrive through `logs`.
+    /// Whether this handler takes logs as neutral records ([`OtlpHandler::log_records_async`],
+    /// [`OtlpHandler::log_records_blocking`]) instead of [`OtlpHandler::logs`] with the
+    /// decoded request. When it does, the OTLP/HTTP receiver reads protobuf bodies straight
+    /// into records ([`fast::log_records`]), and JSON bodies and gRPC messages are converted.
     fn wants_log_records(&self) -> bool {
         false
     }
@@ -129,6 +134,14 @@ pub trait OtlpHandler: Send + Sync + 'static {
     /// (so they are built, used and freed on one thread). Defaults to `log_records`.
     fn log_records_blocking(&self, records: Vec<aep_adapters::otel::OtelRecord>) -> Result<Accepted, Refused> {
         self.log_records(records)
+    }
+
+    /// [`OtlpHandler::log_records`] awaited on the receiving task (the OTLP/HTTP receiver
+    /// decodes bodies under [`BLOCKING_DECODE_BYTES`](http::BLOCKING_DECODE_BYTES) there): the
+    /// handler may await its own bounded queues before it answers, so the records are built,
+    /// used and freed on one task with no handoff to another thread. Defaults to `log_records`.
+    fn log_records_async(&self, records: Vec<aep_adapters::otel::OtelRecord>) -> RecordsAnswer<'_> {
+        Box::pin(std::future::ready(self.log_records(records)))
     }
 
     /// Whether a logs export would be taken now. The OTLP/HTTP receiver asks before it decodes

@@ -5,8 +5,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use aep_adapters::otel::OtelRecord;
 use aep_receivers::otlp::{
-    Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler, Refused,
+    Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler,
+    RecordsAnswer, Refused,
 };
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value::Value as Av};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
@@ -78,6 +80,63 @@ impl OtlpHandler for Recorder {
             self.metrics.lock().unwrap().push(req);
         }
         r
+    }
+}
+
+/// Which entry point of a records-taking handler a logs export came through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// `log_records_async`, awaited on the receiving task.
+    Async,
+    /// `log_records_blocking`, on the blocking pool.
+    Blocking,
+    /// `logs`, with the decoded request.
+    Request,
+}
+
+/// A handler that takes logs as records and notes, per export, the entry point, the
+/// records' event names and whether it ran on a tokio worker (a blocking-pool thread has a
+/// runtime handle too, so it is told apart by the entry point's own contract).
+#[derive(Default)]
+pub struct RecordsRecorder {
+    pub exports: Mutex<Vec<(Entry, Vec<String>)>>,
+}
+
+impl RecordsRecorder {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    fn note(&self, entry: Entry, records: &[OtelRecord]) -> Result<Accepted, Refused> {
+        let names = records.iter().map(|r| r.attr_str("event.name").unwrap_or("").to_owned()).collect();
+        self.exports.lock().unwrap().push((entry, names));
+        Ok(Accepted::all())
+    }
+
+    pub fn entries(&self) -> Vec<(Entry, usize)> {
+        self.exports.lock().unwrap().iter().map(|(e, n)| (*e, n.len())).collect()
+    }
+}
+
+impl OtlpHandler for RecordsRecorder {
+    fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused> {
+        self.note(Entry::Request, &aep_receivers::otlp::into_otel_records(req))
+    }
+    fn wants_log_records(&self) -> bool {
+        true
+    }
+    fn log_records(&self, _records: Vec<OtelRecord>) -> Result<Accepted, Refused> {
+        panic!("the receivers call log_records_async or log_records_blocking, never this")
+    }
+    fn log_records_blocking(&self, records: Vec<OtelRecord>) -> Result<Accepted, Refused> {
+        self.note(Entry::Blocking, &records)
+    }
+    fn log_records_async(&self, records: Vec<OtelRecord>) -> RecordsAnswer<'_> {
+        Box::pin(async move {
+            // Awaiting is what this entry point allows: yield once before answering.
+            tokio::task::yield_now().await;
+            self.note(Entry::Async, &records)
+        })
     }
 }
 
