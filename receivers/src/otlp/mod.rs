@@ -91,7 +91,8 @@ pub type RecordsAnswer<'a> =
 /// The seam between the receivers and the bridge pipeline.
 ///
 /// Called on the receiving task: implementations must not block (hand work to a bounded
-/// channel with `try_send` and answer [`Refused::Full`] when it is full). Traces and metrics
+/// channel with `try_send` and answer [`Refused::Full`] when it is full; only
+/// [`OtlpHandler::log_records_async`] may await, and only bounded work). Traces and metrics
 /// are accepted and dropped by default, so exporters that send every signal do not fail.
 pub trait OtlpHandler: Send + Sync + 'static {
     /// `true` when `token` (the request's bearer credential, if any) may export. Checked
@@ -121,9 +122,10 @@ pub trait OtlpHandler: Send + Sync + 'static {
         false
     }
 
-    /// A logs export as neutral records, in request order (only called when
-    /// [`OtlpHandler::wants_log_records`] is true). Same contract as [`OtlpHandler::logs`];
-    /// it may be called on the blocking pool, on the thread that decoded a large body.
+    /// A logs export as neutral records, in request order, answered without waiting (the
+    /// default of the two entry points the receivers call, [`OtlpHandler::log_records_async`]
+    /// and [`OtlpHandler::log_records_blocking`], only when [`OtlpHandler::wants_log_records`]
+    /// is true). Same contract as [`OtlpHandler::logs`].
     fn log_records(&self, records: Vec<aep_adapters::otel::OtelRecord>) -> Result<Accepted, Refused> {
         let _ = records;
         Err(Refused::Invalid("this receiver does not take log records".into()))

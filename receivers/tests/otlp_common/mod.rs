@@ -94,9 +94,8 @@ pub enum Entry {
     Request,
 }
 
-/// A handler that takes logs as records and notes, per export, the entry point, the
-/// records' event names and whether it ran on a tokio worker (a blocking-pool thread has a
-/// runtime handle too, so it is told apart by the entry point's own contract).
+/// A handler that takes logs as records and notes, per export, the entry point it came
+/// through and the records' event names.
 #[derive(Default)]
 pub struct RecordsRecorder {
     pub exports: Mutex<Vec<(Entry, Vec<String>)>>,
