@@ -7,7 +7,7 @@
 //! routed to the one live claimant of its session), written by the control loop as it
 //! maps hooks and read by the collector for routing and the roster.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use aep_schemas::Event;
@@ -67,6 +67,19 @@ pub enum SendError {
 pub struct Commands {
     tx: mpsc::Sender<Event>,
     owned: Arc<Owned>,
+    read_only: ReadOnly,
+}
+
+/// Agent identities that take no command at all (their declarations say
+/// `control: { accepts: [] }`), fixed when the channel is made.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOnly(Arc<HashSet<String>>);
+
+impl ReadOnly {
+    /// The command types `agent` honours: none when it is read-only, else [`ACCEPTS`].
+    pub fn accepts(&self, agent: &str) -> &'static [&'static str] {
+        if self.0.contains(agent) { &[] } else { &ACCEPTS }
+    }
 }
 
 /// The receiving side, owned by the control loop.
@@ -76,13 +89,22 @@ pub struct Inbox {
     pub rx: mpsc::Receiver<Event>,
     /// The owned-session table the loop keeps current.
     pub owned: Arc<Owned>,
+    /// The agents that take no command (the loop refuses theirs as `unsupported`).
+    pub read_only: ReadOnly,
 }
 
-/// A new command channel of [`CAPACITY`].
+/// A new command channel of [`CAPACITY`] where every agent honours [`ACCEPTS`].
 pub fn channel() -> (Commands, Inbox) {
+    channel_with(HashSet::new())
+}
+
+/// A new command channel of [`CAPACITY`] where the `read_only` agents honour no command
+/// (the read-only bridges' identities: [`crate::bridges::read_only_agents`]).
+pub fn channel_with(read_only: HashSet<String>) -> (Commands, Inbox) {
     let (tx, rx) = mpsc::channel(CAPACITY);
     let owned = Arc::new(Owned::default());
-    (Commands { tx, owned: owned.clone() }, Inbox { rx, owned })
+    let read_only = ReadOnly(Arc::new(read_only));
+    (Commands { tx, owned: owned.clone(), read_only: read_only.clone() }, Inbox { rx, owned, read_only })
 }
 
 impl Commands {
@@ -99,14 +121,25 @@ impl Commands {
         self.owned.agent_of(session).is_some()
     }
 
+    /// The agent of `session`, when this process owns it.
+    pub fn agent_of(&self, session: &str) -> Option<String> {
+        self.owned.agent_of(session)
+    }
+
     /// The sessions owned now, each with its agent (roster entries, AEP-0003 §4.1).
     pub fn claims(&self) -> Vec<(String, String)> {
         self.owned.all()
     }
 
-    /// The command types honoured (`control.accepts`).
+    /// The command types honoured by some agent of this process (an endpoint's `hello`).
     pub fn accepts(&self) -> Vec<String> {
         ACCEPTS.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    /// The command types `agent` honours (its `hello` to a relay and its roster entries,
+    /// AEP-0004 §4.2: declared accepts are authoritative): none for a read-only identity.
+    pub fn accepts_for(&self, agent: &str) -> Vec<String> {
+        self.read_only.accepts(agent).iter().map(|s| (*s).to_owned()).collect()
     }
 }
 

@@ -30,7 +30,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
 use crate::attention::{AttentionBook, Pending};
-use crate::commands::{ACCEPTS, Inbox, Owned};
+use crate::commands::{Inbox, Owned, ReadOnly};
 use crate::pipeline::{Pipeline, Stamped};
 
 /// Commands remembered for dedupe and byte-identical re-acks (AEP-0004 §2.3, §3).
@@ -108,6 +108,8 @@ pub struct ControlLoop {
     dedupe: Mutex<Dedupe>,
     /// Sessions this process owns (maps hooks for), shared with the command senders.
     owned: Arc<Owned>,
+    /// The agents that take no command.
+    read_only: ReadOnly,
     timeout: Duration,
 }
 
@@ -163,7 +165,7 @@ impl ControlLoop {
         timeout: Duration,
         inbox: Inbox,
     ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
-        let Inbox { mut rx, owned } = inbox;
+        let Inbox { mut rx, owned, read_only } = inbox;
         let this = Arc::new(Self {
             pipeline,
             book,
@@ -171,6 +173,7 @@ impl ControlLoop {
             waiters: Mutex::new(HashMap::new()),
             dedupe: Mutex::new(Dedupe::default()),
             owned,
+            read_only,
             timeout,
         });
         let control = this.clone();
@@ -296,7 +299,7 @@ impl ControlLoop {
     async fn decide(&self, cmd: &Event) -> Option<Arc<Stamped>> {
         let session = cmd.session.clone().unwrap_or_default();
         let agent = self.owned.agent_of(&session)?;
-        if !ACCEPTS.contains(&cmd.r#type.as_str()) {
+        if !self.read_only.accepts(&agent).contains(&cmd.r#type.as_str()) {
             return self
                 .reject(&agent, &session, cmd, "unsupported", format!("{} is not accepted here", cmd.r#type))
                 .await;

@@ -62,7 +62,8 @@ pub struct RelayOptions {
     pub ping_every: Duration,
     /// Outbox capacity per agent; beyond it debug/info events are dropped first.
     pub outbox: usize,
-    /// Command types this bridge honours (`control.accepts` in hello).
+    /// Command types this bridge honours (`control.accepts` in hello) when no command
+    /// channel is given; with one, each agent's own ([`crate::commands::Commands::accepts_for`]).
     pub accepts: Vec<String>,
     /// Where inbound commands go (the control loop's channel).
     pub commands: Option<crate::commands::Commands>,
@@ -261,7 +262,10 @@ async fn session(
         Err(_) => return Outcome::Retry,
     };
     let (mut sink, mut stream) = ws.split();
-    if sink.send(Message::text(hello(agent, &opts.accepts).to_string())).await.is_err() {
+    // Each agent identity declares what it honours: a read-only bridge's none (AEP-0004 §4.2,
+    // so the relay refuses its commands sender-side).
+    let accepts = opts.commands.as_ref().map_or_else(|| opts.accepts.clone(), |c| c.accepts_for(agent));
+    if sink.send(Message::text(hello(agent, &accepts).to_string())).await.is_err() {
         return Outcome::Retry;
     }
     // Wait for the relay's hello before sending anything else (AEP-0003 §3.5 rule 1).

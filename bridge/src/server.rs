@@ -234,7 +234,18 @@ pub async fn serve(
     // The command channel exists before anything that can receive a command: the collector
     // and the relay binding send, the control loop (started once the pipeline exists) owns
     // the inbox.
-    let (commands, inbox) = crate::commands::channel();
+    // Hold moments only when an answer can arrive: control needs an authenticated binding
+    // (a token for the embedded collector, or an upstream relay). Otherwise every hook
+    // answers at once and the agent's own dialog decides.
+    let can_answer = token.is_some() || cfg.relay.url.is_some();
+    // Built-in adapters plus custom manifests (`{data}/adapters/*.toml`, generic fallback mapping).
+    let mut adapters = aep_adapters::vendors::all();
+    adapters.extend(crate::custom::custom_adapters(&cfg.data_dir().join("adapters")));
+    // The read-only bridges' identities honour no command (unless a hook vendor shares one).
+    let read_only = crate::bridges::read_only_agents(&cfg.bridges, can_answer, |agent| {
+        adapters.iter().any(|a| a.vendor() == agent)
+    });
+    let (commands, inbox) = crate::commands::channel_with(read_only);
     let collector =
         collector::Collector::new(cfg.collector.clone(), token.clone(), metrics.clone(), Some(commands.clone()));
     if cfg.collector.enabled {
@@ -293,14 +304,7 @@ pub async fn serve(
         Duration::from_secs(cfg.control.attention_timeout_secs),
         inbox,
     );
-    // Built-in adapters plus custom manifests (`{data}/adapters/*.toml`, generic fallback mapping).
-    let mut adapters = aep_adapters::vendors::all();
-    adapters.extend(crate::custom::custom_adapters(&cfg.data_dir().join("adapters")));
     let mut hooks = BridgeHooks::new(pipeline.clone(), adapters, map_context(&cfg), token.clone());
-    // Hold moments only when an answer can arrive: control needs an authenticated binding
-    // (a token for the embedded collector, or an upstream relay). Otherwise every hook
-    // answers at once and the agent's own dialog decides.
-    let can_answer = token.is_some() || cfg.relay.url.is_some();
     hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
     // The plugins' bus asks (OpenCode, Kilo Code) answered over their server's reply route.
     match crate::transport::HttpClient::new(&crate::transport::HttpOptions::default()) {

@@ -318,3 +318,86 @@ async fn a_broken_agent_or_a_departed_client_breaks_only_its_own_stream() {
     drop(dir);
     b.shutdown().await;
 }
+
+/// The AG-UI proxy's identity takes no command (bridge-agui-design: `control: { accepts: [] }`):
+/// its `hello` to the relay declares none, so the relay lists its session read-only and
+/// refuses a command for it on its behalf (AEP-0004 §4.2), where before it was declared
+/// answerable and the command went nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_declares_no_command_to_its_relay_and_the_relay_refuses_one() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    const TOKEN: &str = "relay-token";
+    let relay_dir = tempfile::tempdir().unwrap();
+    let mut rcfg = config(relay_dir.path());
+    rcfg.server.token = TOKEN.into();
+    let relay = start(rcfg).await;
+    let (agent, upstream) = agent().await;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path());
+    cfg.relay.url = Some(relay.url().parse().unwrap());
+    cfg.relay.token = TOKEN.into();
+    cfg.bridges.insert(
+        "ui".into(),
+        BridgeConfig {
+            kind: Some(BridgeKind::AguiProxy),
+            url: Some(HttpUrl::parse(&upstream).unwrap()),
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            ..BridgeConfig::default()
+        },
+    );
+    let b = start(cfg).await;
+    let at = b.bound.bridges["ui"];
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("content-type", "application/json".parse().unwrap());
+    let mut s =
+        client().forward("POST", &format!("http://{at}/"), headers, Bytes::from(input().to_string())).await.unwrap();
+    until("the agent's stream", || agent.pipe.lock().unwrap().is_some()).await;
+    agent.send(frame(&json!({"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-1"})));
+    let mut got = Vec::new();
+    read_until(&mut s, &mut got, 1).await;
+    let upstream_log = relay_dir.path().join("logs").join("agui").join(format!("{THREAD}.jsonl"));
+    until("the relay's copy", || std::fs::read_to_string(&upstream_log).is_ok_and(|t| t.contains("run.started"))).await;
+
+    let mut req = format!("ws://{}/socket", relay.bound.http).into_client_request().unwrap();
+    req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let hello = json!({"type": "hello", "versions": ["0.1"], "role": "both", "identity": {"agent": "phone"}});
+    ws.send(Message::text(hello.to_string())).await.unwrap();
+    next_frame(&mut ws, |v| v["type"] == "hello").await;
+    ws.send(Message::text(json!({"type": "roster", "id": "r1"}).to_string())).await.unwrap();
+    let roster = next_frame(&mut ws, |v| v["type"] == "roster").await;
+    let entry = roster["entries"].as_array().unwrap().iter().find(|e| e["session"] == THREAD).expect("claim listed");
+    assert_eq!((entry["agent"].as_str(), &entry["control"]["accepts"]), (Some("agui"), &json!([])), "{entry}");
+    let cmd = json!({"aep": "0.1", "id": "c-agui", "type": "control.attention.respond", "subject": "r", "cause": "r",
+        "time": "2026-12-02T00:00:00.000Z", "source": "aep://phone/agent/phone", "agent": "phone",
+        "session": THREAD, "data": {"answer": {"option": "allow"}}});
+    ws.send(Message::text(cmd.to_string())).await.unwrap();
+    let nack = next_frame(&mut ws, |v| v["cause"] == "c-agui").await;
+    assert_eq!(nack["code"], "unsupported", "{nack}");
+    agent.end();
+    b.shutdown().await;
+    relay.shutdown().await;
+}
+
+/// The next text frame on `ws` that `pred` accepts.
+async fn next_frame(
+    ws: &mut tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    use futures_util::StreamExt;
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(Ok(m)) = ws.next().await {
+            if let tokio_tungstenite::tungstenite::Message::Text(t) = m {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if pred(&v) {
+                    return v;
+                }
+            }
+        }
+        panic!("socket closed")
+    })
+    .await
+    .expect("timed out waiting for a frame")
+}

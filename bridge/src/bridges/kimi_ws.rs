@@ -262,7 +262,7 @@ impl Observer {
             BridgeMode::Companion => WsMode::Companion,
             BridgeMode::Primary => WsMode::Primary,
         };
-        let gated = cfg.control && mode == WsMode::Primary && deps.can_answer;
+        let gated = cfg.answerable(deps.can_answer);
         if cfg.control && !gated {
             tracing::warn!(
                 bridge = name,

@@ -35,7 +35,7 @@ pub mod openhands;
 pub mod reply;
 pub mod sse;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 
 use serde::Deserialize;
@@ -186,6 +186,21 @@ impl Default for BridgeConfig {
 }
 
 impl BridgeConfig {
+    /// Whether this bridge's asks are answerable: its control gate is on where its kind
+    /// honours one (OpenCode, Kilo Code and Kimi in `primary` mode only; OpenHands; never
+    /// AG-UI) and an answer can reach the bridge (`can_answer`: a token or a relay).
+    pub fn answerable(&self, can_answer: bool) -> bool {
+        self.control
+            && can_answer
+            && match self.kind {
+                None | Some(BridgeKind::AguiProxy) => false,
+                Some(BridgeKind::Openhands) => true,
+                Some(BridgeKind::OpencodeSse | BridgeKind::KilocodeSse | BridgeKind::KimiWs) => {
+                    self.mode == BridgeMode::Primary
+                }
+            }
+    }
+
     /// The agent identity of the events.
     pub fn agent(&self) -> String {
         match (&self.agent, self.kind) {
@@ -359,6 +374,28 @@ pub fn spawn(
     })
 }
 
+/// The agent identities that take no command, so their relay `hello` and roster entries
+/// declare `control: { accepts: [] }` and a command for them is refused as `unsupported`
+/// (AEP-0004 §4.2): the identity of every bridge whose asks are not answerable
+/// ([`BridgeConfig::answerable`]; the design records of AG-UI, OpenHands, OpenCode, Kilo Code
+/// and Kimi), unless it is shared with something that does take commands: another bridge
+/// whose gate is on, or a hook vendor (`hooked`: OpenCode's plugin answers its own asks
+/// under the identity its companion-mode stream observer shares).
+pub fn read_only_agents(
+    bridges: &BTreeMap<String, BridgeConfig>,
+    can_answer: bool,
+    hooked: impl Fn(&str) -> bool,
+) -> HashSet<String> {
+    let answering: HashSet<String> =
+        bridges.values().filter(|b| b.answerable(can_answer)).map(BridgeConfig::agent).collect();
+    bridges
+        .values()
+        .filter(|b| !b.answerable(can_answer))
+        .map(BridgeConfig::agent)
+        .filter(|a| !a.is_empty() && !answering.contains(a) && !hooked(a))
+        .collect()
+}
+
 /// Checks every `[bridges.<name>]`: names are tokens, each section is complete.
 pub fn check_all(bridges: &BTreeMap<String, BridgeConfig>) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -393,6 +430,45 @@ fn base64(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Which identities take no command: AG-UI always; OpenHands, OpenCode, Kilo Code and Kimi
+    /// without an effective gate; never an identity a hook vendor or a gated bridge shares.
+    #[test]
+    fn read_only_identities_follow_the_gates_and_shared_identities_stay_answerable() {
+        let b = |kind, mode, control, agent: Option<&str>| BridgeConfig {
+            kind: Some(kind),
+            mode,
+            control,
+            agent: agent.map(|a| aep_adapters::otel::generic::VendorName::new(a).unwrap()),
+            ..BridgeConfig::default()
+        };
+        let hooked = |a: &str| aep_adapters::vendors::by_vendor(a).is_some();
+        let set = |v: Vec<(&str, BridgeConfig)>, can_answer| {
+            let m: BTreeMap<String, BridgeConfig> = v.into_iter().map(|(n, c)| (n.to_owned(), c)).collect();
+            let mut out: Vec<String> = read_only_agents(&m, can_answer, hooked).into_iter().collect();
+            out.sort();
+            out
+        };
+        use BridgeKind::*;
+        use BridgeMode::*;
+        let all = || {
+            vec![
+                ("ui", b(AguiProxy, Companion, true, None)),
+                ("oh", b(Openhands, Companion, true, None)),
+                ("oc", b(OpencodeSse, Primary, true, None)),
+                ("watch", b(OpencodeSse, Companion, false, Some("oc-watch"))),
+                ("kimi", b(KimiWs, Primary, true, Some("kimi-web"))),
+            ]
+        };
+        // With answers able to arrive: AG-UI and the companion watcher only.
+        assert_eq!(set(all(), true), ["agui", "oc-watch"]);
+        // Without (no token, no relay) no gate is effective; `opencode` is still the plugin's.
+        assert_eq!(set(all(), false), ["agui", "kimi-web", "oc-watch", "openhands"]);
+        // A gated bridge sharing an identity keeps it answerable.
+        let shared =
+            vec![("a", b(Openhands, Companion, false, Some("oh"))), ("b", b(Openhands, Companion, true, Some("oh")))];
+        assert!(set(shared, true).is_empty());
+    }
 
     #[test]
     fn base64_matches_rfc_4648_vectors() {

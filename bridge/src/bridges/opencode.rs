@@ -174,7 +174,7 @@ impl Observer {
             BridgeMode::Companion => SseMode::Companion,
             BridgeMode::Primary => SseMode::Primary,
         };
-        let gated = cfg.control && mode == SseMode::Primary && deps.can_answer;
+        let gated = cfg.answerable(deps.can_answer);
         if cfg.control && !gated {
             tracing::warn!(
                 bridge = name,

@@ -155,7 +155,7 @@ impl Shared {
         } else {
             None
         };
-        let gated = cfg.control && deps.can_answer;
+        let gated = cfg.answerable(deps.can_answer);
         if cfg.control && !gated {
             tracing::warn!(
                 bridge = name,

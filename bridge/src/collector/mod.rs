@@ -341,8 +341,8 @@ impl Collector {
     pub fn roster(&self) -> Vec<Value> {
         let mut entries = Vec::new();
         if let Some(l) = &self.local {
-            let accepts = if self.control_enabled() { l.accepts() } else { Vec::new() };
             for (session, agent) in l.claims() {
+                let accepts = if self.control_enabled() { l.accepts_for(&agent) } else { Vec::new() };
                 entries.push(json!({
                     "session": session, "agent": agent, "instance": Self::instance(),
                     "control": { "accepts": accepts },
@@ -391,7 +391,8 @@ impl Collector {
         }
         if let Some(l) = local {
             // AEP-0004 §4.2: the declared accepts are authoritative.
-            if !l.accepts().contains(&cmd.r#type) {
+            let agent = l.agent_of(session).unwrap_or_default();
+            if !l.accepts_for(&agent).contains(&cmd.r#type) {
                 return Route::Refused("unsupported", format!("the target does not accept {}", cmd.r#type));
             }
             return Route::Local;
