@@ -3,9 +3,13 @@
 //! and only handed to the tees: the HTTP tee, the metrics forward, and the spans sink,
 //! which places the agents' own spans in their session traces (`export::vendor_spans`).
 //!
-//! The receivers call the handler synchronously on their own task, so it maps (pure) and
-//! hands the drafts to a bounded queue drained by one async task; a full queue answers
-//! 503 / `UNAVAILABLE` with a retry delay (OTLP backpressure), never a silent drop.
+//! The receivers hand it an export's records on the task (or, for a large body, the
+//! blocking-pool thread) that decoded them: it maps them (pure) and stamps the drafts right
+//! there, awaiting the pipeline's bounded queues, so an export costs no thread handoff. When
+//! an earlier export's drafts are still queued, or a tee needs the decoded request, the drafts
+//! go to a bounded queue drained in order by one task instead. Past `max_queued` drafts in
+//! flight an export is answered 503 / `UNAVAILABLE` with a retry delay (OTLP backpressure),
+//! never dropped silently.
 
 use std::collections::HashMap;
 use std::sync::Arc;
