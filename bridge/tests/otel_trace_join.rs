@@ -472,6 +472,13 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
     assert!(!llm.is_empty() && llm.iter().all(|s| s.parent_span_id == gm_root.span_id), "model calls under the root");
     // Classed for OpenInference UIs (they name their GenAI operation in their own words).
     assert!(llm.iter().all(|s| attr_str(&s.attributes, "openinference.span.kind") == Some("LLM")));
+    // Each model call carries the counts of its own `api_response` record (joined by time),
+    // so a trace UI's token total is the run's: the calls' sums are the recorded sums.
+    assert_eq!(llm.len(), gm_calls.len(), "one span per recorded call");
+    assert!(llm.iter().all(|s| attr_str(&s.attributes, "aep.usage.join") == Some("time")));
+    let llm_sum = |k: &str| llm.iter().map(|s| attr_num(&s.attributes, k).unwrap_or(f64::NAN)).sum::<f64>();
+    assert_eq!((llm_sum("gen_ai.usage.input_tokens"), llm_sum("gen_ai.usage.output_tokens")), (gm_in, gm_out));
+    assert_eq!(llm_sum("llm.token_count.total"), gm_in + gm_out);
     assert!(
         gm_vendor
             .iter()

@@ -74,6 +74,20 @@ impl Default for JoinConfig {
     }
 }
 
+/// How long after a vendor's model-call span ends its usage record may still be stamped.
+pub const CALL_SLACK_NANOS: u64 = 250_000_000;
+
+/// A vendor's report of one model call, as [`SpanJoin::model_call_in`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallUsage {
+    /// The model the record names.
+    pub model: Option<String>,
+    /// Input tokens.
+    pub input: Option<u64>,
+    /// Output tokens.
+    pub output: Option<u64>,
+}
+
 /// Distinct runs tracked per session (beyond it the session is not a sole-run session).
 const MAX_RUNS: usize = 64;
 
@@ -190,6 +204,21 @@ impl SpanJoin {
     /// The run span of a remembered session's run.
     pub fn run_of(&self, key: &Key, run: &str) -> Option<SpanContext> {
         self.ledgers.get(key)?.run_ctx.get(run).copied()
+    }
+
+    /// The one model call of a remembered session reported while a vendor's own model-call
+    /// span was open: its record time between `start` and `end` (plus [`CALL_SLACK_NANOS`],
+    /// for a record written as the call returned). `None` when none or several lie there (a
+    /// join only where it is certain). Nothing is consumed: the run span still sums the call.
+    pub fn model_call_in(&self, key: &Key, start: u64, end: u64) -> Option<CallUsage> {
+        let ledger = self.ledgers.get(key)?;
+        let until = end.saturating_add(CALL_SLACK_NANOS);
+        let mut inside = ledger.calls.iter().filter(|c| start <= c.time && c.time <= until);
+        let one = inside.next()?;
+        if inside.next().is_some() {
+            return None;
+        }
+        Some(CallUsage { model: one.model.clone(), input: one.input, output: one.output })
     }
 
     /// The tool call span of a remembered session's call id, with its run.

@@ -17,7 +17,12 @@
 //! - any other span keeps its vendor parent.
 //!
 //! A placed model-call span that names its model but not its GenAI operation gets
-//! `gen_ai.operation.name = chat` and its own token counts under the GenAI names.
+//! `gen_ai.operation.name = chat` and its own token counts under the GenAI names. One that
+//! names its model and carries no counts at all (Gemini CLI's `llm_call`) waits, within the
+//! same grace, for the vendor's usage record of that call: the one record of its session
+//! stamped while the span was open ([`SpanJoin::model_call_in`]) gives it
+//! `gen_ai.usage.*`, OpenInference's `llm.token_count.*` and `aep.usage.join = time`; with
+//! none or several there it goes out placed but without counts.
 //!
 //! Where the span a vendor span belongs under lies in another trace (`trace_per_run`), it is
 //! linked to it (`aep.link.kind = aep_parent`) under the session root instead of parented
@@ -36,7 +41,7 @@ use opentelemetry_proto::tonic::trace::v1::span::Link;
 use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span};
 use tokio::sync::mpsc;
 
-use super::span_join::SpanJoin;
+use super::span_join::{CallUsage, SpanJoin};
 use crate::metrics::Metrics;
 
 /// Vendor trace ids remembered with their session (and run).
@@ -225,11 +230,13 @@ impl VendorSpans {
             self.learn_from(s, g, join);
         }
         let mut out: Vec<(Arc<Group>, Span)> = Vec::new();
+        // Without a grace nothing waits: a model call is placed with what is known now.
+        let last = self.grace_nanos == 0;
         for (g, mut s) in spans {
-            if self.place(&mut s, &g, join, &with_call) {
+            if self.place(&mut s, &g, join, &with_call, last) {
                 out.push((g, s));
             } else {
-                self.wait(now, g, s, &mut out);
+                self.wait(now, g, s, join, &mut out);
             }
         }
         regroup(out)
@@ -241,7 +248,8 @@ impl VendorSpans {
         let none = HashSet::new();
         for (due, bytes, g, mut s) in std::mem::take(&mut self.waiting) {
             self.learn_from(&s, &g, join);
-            if self.place(&mut s, &g, join, &none) || all || due <= now {
+            let last = all || due <= now;
+            if self.place(&mut s, &g, join, &none, last) || last {
                 self.waiting_bytes -= bytes;
                 out.push((g, s));
             } else {
@@ -251,7 +259,7 @@ impl VendorSpans {
         regroup(out)
     }
 
-    fn wait(&mut self, now: u64, g: Arc<Group>, s: Span, out: &mut Vec<(Arc<Group>, Span)>) {
+    fn wait(&mut self, now: u64, g: Arc<Group>, s: Span, join: &SpanJoin, out: &mut Vec<(Arc<Group>, Span)>) {
         if self.grace_nanos == 0 {
             out.push((g, s));
             return;
@@ -262,8 +270,10 @@ impl VendorSpans {
         while self.waiting.len() > self.max_waiting.max(1)
             || (self.waiting_bytes > self.max_waiting_bytes && self.waiting.len() > 1)
         {
-            if let Some((_, b, g, s)) = self.waiting.pop_front() {
+            if let Some((_, b, g, mut s)) = self.waiting.pop_front() {
                 self.waiting_bytes -= b;
+                // Out early: placed with what is known now, if its session is.
+                self.place(&mut s, &g, join, &HashSet::new(), true);
                 out.push((g, s));
             }
         }
@@ -282,14 +292,31 @@ impl VendorSpans {
     }
 
     /// Moves the span into its session's trace; `false` (the span untouched) when its
-    /// session is not known yet.
-    fn place(&mut self, s: &mut Span, g: &Group, join: &SpanJoin, with_call: &HashSet<(Vec<u8>, String)>) -> bool {
+    /// session is not known yet, or when it is a model call whose usage record has not
+    /// arrived and this is not its `last` chance (then it waits like an unknown session's).
+    fn place(
+        &mut self,
+        s: &mut Span,
+        g: &Group,
+        join: &SpanJoin,
+        with_call: &HashSet<(Vec<u8>, String)>,
+        last: bool,
+    ) -> bool {
         let Some((key, run)) = self.traces.get(&s.trace_id).cloned() else { return false };
         // The session may have left the join's memory since the trace was learned.
         if session_name(s, g).is_some_and(|n| n != key.1) {
             return false;
         }
         let Some(root) = join.root_of(&key) else { return false };
+        let usage = if awaits_usage(s) {
+            let usage = join.model_call_in(&key, s.start_time_unix_nano, s.end_time_unix_nano);
+            if usage.is_none() && !last {
+                return false;
+            }
+            usage
+        } else {
+            None
+        };
         let vendor_trace = s.trace_id.clone();
         let vendor_parent = s.parent_span_id.clone();
         let tool = call_id(s).and_then(|c| {
@@ -335,9 +362,50 @@ impl VendorSpans {
         }
         s.attributes.push(kv("aep.vendor.placement", how));
         s.attributes.push(kv("aep.session_id", &key.1));
+        if let Some(u) = usage {
+            put_call_usage(s, &u);
+        }
         fill_genai(s);
         true
     }
+}
+
+/// A vendor span that names a model but carries no token counts of its own (Gemini CLI's
+/// `llm_call`): its counts are in the vendor's log record of the same call.
+fn awaits_usage(s: &Span) -> bool {
+    const COUNTS: [&str; 5] = [
+        "gen_ai.usage.input_tokens",
+        "gen_ai.usage.output_tokens",
+        "input_tokens",
+        "output_tokens",
+        "llm.token_count.total",
+    ];
+    s.attributes.iter().any(|kv| kv.key == "gen_ai.request.model")
+        && !s.attributes.iter().any(|kv| COUNTS.contains(&kv.key.as_str()))
+}
+
+/// The counts of the one usage record reported while the span was open (the join is by
+/// time, and says so), under the GenAI names and OpenInference's, which trace UIs sum over
+/// a trace's model calls.
+fn put_call_usage(s: &mut Span, u: &CallUsage) {
+    let int = |key: &str, n: u64| KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue { value: Some(any_value::Value::IntValue(i64::try_from(n).unwrap_or(i64::MAX))) }),
+        ..Default::default()
+    };
+    if let Some(n) = u.input {
+        s.attributes.push(int("gen_ai.usage.input_tokens", n));
+        s.attributes.push(int("llm.token_count.prompt", n));
+    }
+    if let Some(n) = u.output {
+        s.attributes.push(int("gen_ai.usage.output_tokens", n));
+        s.attributes.push(int("llm.token_count.completion", n));
+    }
+    s.attributes.push(int("llm.token_count.total", u.input.unwrap_or(0).saturating_add(u.output.unwrap_or(0))));
+    if let Some(m) = &u.model {
+        s.attributes.push(kv("gen_ai.response.model", m));
+    }
+    s.attributes.push(kv("aep.usage.join", "time"));
 }
 
 /// A vendor model-call span that names its model but not its operation (Claude Code's
@@ -561,6 +629,80 @@ mod tests {
         let late = vs.tick(&join, 1_000, false);
         let n: usize = late.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
         assert_eq!((n, vs.waiting(), vs.waiting_bytes()), (sent, 0, 0));
+    }
+
+    /// A vendor model-call span with no counts of its own (Gemini CLI's `llm_call`) waits for
+    /// its call's usage record and takes the counts of the one record stamped while it was
+    /// open; with none, or two, in its window it goes out at its grace placed, without counts.
+    #[test]
+    fn a_model_call_span_takes_the_counts_of_the_one_record_stamped_while_it_was_open() {
+        let mut join = joined();
+        let t = |s: &str| aep_projections::spans::parse_rfc3339_nanos(s).unwrap();
+        let llm = |id: u8, from: &str, to: &str| Span {
+            start_time_unix_nano: t(from),
+            end_time_unix_nano: t(to),
+            ..vspan("llm_call", id, None, &[("session.id", "s1"), ("gen_ai.request.model", "gemini-2.5-pro")])
+        };
+        let req = |spans: Vec<Span>| ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans { spans, ..Default::default() }],
+                ..Default::default()
+            }],
+        };
+        let call = |id: &str, time: &str, input: &str| {
+            let mut e = ev(
+                id,
+                "x.claude-code.otel.api_request",
+                0,
+                None,
+                json!({"model": "gemini-2.5-pro", "input_tokens": input, "output_tokens": "25"}),
+            );
+            (e.time, e.seq) = (time.to_owned(), None);
+            e
+        };
+        let int = |s: &Span, k: &str| {
+            s.attributes.iter().find(|kv| kv.key == k).and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                any_value::Value::IntValue(n) => Some(*n),
+                _ => None,
+            })
+        };
+        let mut vs = VendorSpans::new(1_000, 100, 1 << 20);
+        let first = llm(7, "2026-07-03T10:00:03.000Z", "2026-07-03T10:00:03.600Z");
+        assert!(vs.take(req(vec![first]), &join, 0).is_empty());
+        assert_eq!(vs.waiting(), 1, "its session is known, its record is not yet");
+        // The record, stamped as the call returned (inside the slack after the span's end).
+        join.observe(&call("c1", "2026-07-03T10:00:03.650Z", "1200"));
+        let out = vs.tick(&join, 10, false);
+        let s = by_name(&out, "llm_call");
+        assert_eq!(str_attr(&s.attributes, "aep.vendor.placement"), Some("session"));
+        assert_eq!(
+            [
+                int(s, "gen_ai.usage.input_tokens"),
+                int(s, "gen_ai.usage.output_tokens"),
+                int(s, "llm.token_count.prompt"),
+                int(s, "llm.token_count.total")
+            ],
+            [Some(1200), Some(25), Some(1200), Some(1225)]
+        );
+        assert_eq!(str_attr(&s.attributes, "aep.usage.join"), Some("time"));
+        assert_eq!(str_attr(&s.attributes, "openinference.span.kind"), Some("LLM"));
+        // No record in its window: it waits out its grace, then goes out placed, no counts.
+        assert!(
+            vs.take(req(vec![llm(8, "2026-07-03T10:00:04.000Z", "2026-07-03T10:00:04.100Z")]), &join, 20).is_empty()
+        );
+        assert!(vs.tick(&join, 1_019, false).is_empty());
+        let out = vs.tick(&join, 1_020, false);
+        let s = by_name(&out, "llm_call");
+        assert_eq!(str_attr(&s.attributes, "aep.vendor.placement"), Some("session"));
+        assert_eq!((int(s, "gen_ai.usage.input_tokens"), str_attr(&s.attributes, "aep.usage.join")), (None, None));
+        // Two records in its window: no certain join, no counts.
+        join.observe(&call("c2", "2026-07-03T10:00:03.100Z", "900"));
+        assert!(
+            vs.take(req(vec![llm(9, "2026-07-03T10:00:03.000Z", "2026-07-03T10:00:03.600Z")]), &join, 2_000).is_empty()
+        );
+        let out = vs.tick(&join, 3_000, false);
+        assert_eq!(int(by_name(&out, "llm_call"), "gen_ai.usage.input_tokens"), None);
+        assert_eq!(vs.waiting(), 0);
     }
 
     #[test]
