@@ -5,7 +5,8 @@
 //!
 //! The receivers hand it an export's records on the task (or, for a large body, the
 //! blocking-pool thread) that decoded them: it maps them (pure) and stamps the drafts right
-//! there, awaiting the pipeline's bounded queues, so an export costs no thread handoff. When
+//! there, a chunk of records at a time, awaiting the pipeline's bounded queues, so an export
+//! costs no thread handoff and its memory stays in cache. When
 //! an earlier export's drafts are still queued, or a tee needs the decoded request, the drafts
 //! go to a bounded queue drained in order by one task instead. Past `max_queued` drafts in
 //! flight an export is answered 503 / `UNAVAILABLE` with a retry delay (OTLP backpressure),
@@ -208,6 +209,7 @@ async fn submit_in_chunks(pipeline: &Pipeline, batch: Vec<MappedDraft>) -> Resul
 }
 
 /// An export's records mapped: the drafts, and what the answer must say of the rest.
+#[derive(Default)]
 struct Mapped {
     drafts: Vec<MappedDraft>,
     total: usize,
@@ -217,49 +219,59 @@ struct Mapped {
 
 impl BridgeOtlp {
     /// Maps `records` through the profiles (pure), after checking there is room for them.
-    fn map_records(&self, records: Vec<OtelRecord>) -> Result<Mapped, Refused> {
+    fn map_records(&self, records: &[OtelRecord]) -> Result<Mapped, Refused> {
         self.check_room()?;
-        let total = records.len();
-        let mut drafts = Vec::with_capacity(total);
-        // Records whose service.name has a configured profile go through it; the rest are detected.
-        let (forced, detected): (Vec<_>, Vec<_>) = if self.overrides.is_empty() {
-            (Vec::new(), records)
-        } else {
-            records.into_iter().partition(|r| self.overrides.covers(r))
-        };
+        let mut m = Mapped::default();
+        self.map_into(records, &mut m);
+        Ok(m)
+    }
+
+    /// Maps `records` (pure) onto `m`, in record order: a record whose `service.name` has a
+    /// configured profile goes through it, a run of the rest through detection at once.
+    fn map_into(&self, records: &[OtelRecord], m: &mut Mapped) {
+        m.total += records.len();
+        let mut rest = records;
         let mut sessionless = 0;
-        for r in forced {
-            let svc = r.service_name().unwrap_or("");
-            let out = match (self.overrides.forced.get(svc), self.overrides.generic.get(svc)) {
-                (None, Some(generic)) => generic::map_batch(std::slice::from_ref(&r), generic, &self.cx, self.mode),
-                (vendor, _) => map_batch(
-                    std::slice::from_ref(&r),
-                    &ProfileSelector { forced: vendor.copied() },
-                    &self.cx,
-                    self.mode,
-                ),
+        while let Some(first) = rest.first() {
+            let (out, n) = if self.overrides.is_empty() || !self.overrides.covers(first) {
+                let n = if self.overrides.is_empty() {
+                    rest.len()
+                } else {
+                    rest.iter().position(|r| self.overrides.covers(r)).unwrap_or(rest.len())
+                };
+                (map_batch(&rest[..n], &ProfileSelector::default(), &self.cx, self.mode), n)
+            } else {
+                let one = std::slice::from_ref(first);
+                let svc = first.service_name().unwrap_or("");
+                let out = match (self.overrides.forced.get(svc), self.overrides.generic.get(svc)) {
+                    (None, Some(generic)) => generic::map_batch(one, generic, &self.cx, self.mode),
+                    (vendor, _) => map_batch(one, &ProfileSelector { forced: vendor.copied() }, &self.cx, self.mode),
+                };
+                (out, 1)
             };
+            rest = &rest[n..];
             sessionless += out.sessionless;
-            drafts.extend(out.drafts);
+            m.unmatched += out.unmatched;
+            if m.first_unmatched.is_none() {
+                m.first_unmatched = out.first_unmatched_service;
+            }
+            if m.drafts.is_empty() {
+                m.drafts = out.drafts;
+            } else {
+                m.drafts.extend(out.drafts);
+            }
         }
-        let out = map_batch(&detected, &ProfileSelector::default(), &self.cx, self.mode);
-        sessionless += out.sessionless;
         if sessionless > 0 {
             // Not the sender's error (nothing is rejected in partial_success): counted only.
             self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_session")], sessionless);
         }
-        if drafts.is_empty() {
-            drafts = out.drafts;
-        } else {
-            drafts.extend(out.drafts);
-        }
-        Ok(Mapped { drafts, total, unmatched: out.unmatched, first_unmatched: out.first_unmatched_service })
     }
 
-    /// Whether an export's drafts may be stamped by its own caller: only when no earlier
-    /// export's drafts are still queued (they go first: the queue keeps exports in order).
-    fn may_stamp_inline(&self, drafts: &[MappedDraft]) -> bool {
-        self.queued.load(Ordering::Acquire) == 0 && !drafts.is_empty()
+    /// Whether an export's records may be mapped and stamped by its own caller: only when
+    /// no earlier export's drafts are still queued (they go first: the queue keeps exports
+    /// in order).
+    fn may_stamp_inline(&self) -> bool {
+        self.queued.load(Ordering::Acquire) == 0
     }
 
     /// Hands `drafts` to the draining task, or refuses when its queue is full.
@@ -303,47 +315,76 @@ impl BridgeOtlp {
     /// `inline` (the caller is a blocking-pool thread) the drafts are stamped and fanned out
     /// on this thread instead, unless drafts of earlier exports are still queued.
     fn take_records(&self, records: Vec<OtelRecord>, tee: impl FnOnce(), inline: bool) -> Result<Accepted, Refused> {
-        let Mapped { drafts, total, unmatched, first_unmatched } = self.map_records(records)?;
         // Inline: everything a record costs is allocated and freed on this one thread (a
         // free from another thread, the drain task's or the log writer's, costs the
         // allocator several times a local one), and the export is answered once its events
         // are in the pipeline.
-        let handle =
-            if inline && self.may_stamp_inline(&drafts) { tokio::runtime::Handle::try_current().ok() } else { None };
-        if let Some(handle) = handle {
-            handle.block_on(self.stamp_inline(drafts))?;
-        } else {
-            self.queue(drafts)?;
-        }
+        let handle = if inline && self.may_stamp_inline() { tokio::runtime::Handle::try_current().ok() } else { None };
+        let answer = match handle {
+            Some(handle) => handle.block_on(self.take_records_inline(records))?,
+            None => {
+                let Mapped { drafts, total, unmatched, first_unmatched } = self.map_records(&records)?;
+                drop(records);
+                self.queue(drafts)?;
+                self.answer(unmatched, total, first_unmatched)
+            }
+        };
         // The tee sees only requests this receiver accepted: a 503 makes the sender retry,
         // and forwarding before it would hand the upstream the same records twice.
         tee();
-        Ok(self.answer(unmatched, total, first_unmatched))
+        Ok(answer)
     }
 
-    /// Stamps and fans out `drafts` on the caller's thread or task (counted against
-    /// `max_queued` meanwhile).
-    async fn stamp_inline(&self, drafts: Vec<MappedDraft>) -> Result<(), Refused> {
-        let n = drafts.len();
+    /// Maps, stamps and fans out `records` on the caller's thread or task, [`INLINE_CHUNK`]
+    /// records at a time (counted against `max_queued` meanwhile), and answers once their
+    /// events are in the pipeline.
+    ///
+    /// Chunked for the cache, not for fairness: a chunk's records are dropped once mapped
+    /// and its drafts once stamped, so the next chunk allocates from memory that is still
+    /// in cache. An export of 500 records mapped whole, then stamped whole, cycles over a
+    /// megabyte of allocations through a 1 MiB L2 and pays a miss on most of them (issue 17:
+    /// the same instructions ran 8-15% slower in CPU time).
+    async fn take_records_inline(&self, records: Vec<OtelRecord>) -> Result<Accepted, Refused> {
+        self.check_room()?;
+        let n = records.len();
         self.inline.fetch_add(n, Ordering::AcqRel);
-        let done = submit_in_chunks(&self.pipeline, drafts).await;
+        let mut m = Mapped::default();
+        let mut done = Ok(());
+        let mut records = records.into_iter();
+        while records.len() > 0 && done.is_ok() {
+            let k = records.len().min(INLINE_CHUNK);
+            self.map_into(&records.as_slice()[..k], &mut m);
+            // Dropped where they lie, before their drafts are stamped.
+            records.by_ref().take(k).for_each(drop);
+            let chunk = std::mem::take(&mut m.drafts);
+            if !chunk.is_empty() {
+                done = submit_in_chunks(&self.pipeline, chunk).await;
+            }
+        }
         self.inline.fetch_sub(n, Ordering::AcqRel);
-        done.map_err(|_| Refused::Full { retry_after: Duration::from_secs(5) })
+        done.map_err(|_| Refused::Full { retry_after: Duration::from_secs(5) })?;
+        Ok(self.answer(m.unmatched, m.total, m.first_unmatched))
     }
 
-    /// [`Self::take_records`] on the receiving task itself: the drafts are stamped there
-    /// (awaiting the pipeline, which bounds it), not handed to the draining task, so an
-    /// export costs no thread handoff and is answered once its events are in the pipeline.
+    /// [`Self::take_records`] on the receiving task itself: the records are mapped and
+    /// stamped there (awaiting the pipeline, which bounds it), not handed to the draining
+    /// task, so an export costs no thread handoff and is answered once its events are in
+    /// the pipeline.
     async fn take_records_async(&self, records: Vec<OtelRecord>) -> Result<Accepted, Refused> {
-        let Mapped { drafts, total, unmatched, first_unmatched } = self.map_records(records)?;
-        if self.may_stamp_inline(&drafts) {
-            self.stamp_inline(drafts).await?;
-        } else {
-            self.queue(drafts)?;
+        if self.may_stamp_inline() {
+            return self.take_records_inline(records).await;
         }
+        let Mapped { drafts, total, unmatched, first_unmatched } = self.map_records(&records)?;
+        drop(records);
+        self.queue(drafts)?;
         Ok(self.answer(unmatched, total, first_unmatched))
     }
 }
+
+/// Records mapped and stamped at a time by [`BridgeOtlp::take_records_inline`]: about
+/// 100-250 KiB of records, drafts and lines, well inside one core's L2 (`aep-bench otlp`
+/// on the Codex and Claude Code mixes: 32-64 best, 256 no better than the whole export).
+const INLINE_CHUNK: usize = 64;
 
 impl OtlpHandler for BridgeOtlp {
     fn refused(&self, reason: &'static str) {
@@ -525,5 +566,73 @@ mod tests {
             sessions.extend(b.iter().map(|(k, _, _)| k.session.clone().unwrap()));
         }
         assert_eq!(sessions, ["c2", "c3"]);
+    }
+
+    /// An export larger than one chunk is mapped and stamped a chunk at a time, yet its
+    /// events reach the sink in record order, all before the answer; a record whose service
+    /// has a configured profile keeps its place among the detected ones (it used to be
+    /// mapped ahead of them), and its sessions keep gapless sequence numbers.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_large_export_is_stamped_in_chunks_in_record_order() {
+        let (tx, mut rx) = mpsc::channel(1024);
+        let pipeline = PipelineBuilder::new(0, "h", Arc::new(Metrics::default()))
+            .sink(crate::pipeline::SinkTx::durable_lines("jsonl", tx))
+            .build();
+        let mut overrides = ProfileOverrides::default();
+        overrides.generic.insert(
+            "acme-agent".to_owned(),
+            GenericOtel::leak(&aep_adapters::otel::generic::VendorName::new("acme").unwrap()),
+        );
+        let (otlp, _task) = BridgeOtlp::new(
+            pipeline,
+            MapContext::default(),
+            Mode::Companion,
+            overrides,
+            10_000,
+            None,
+            None,
+            DecodeBudget::new(1 << 20),
+        );
+        let n = 3 * INLINE_CHUNK + 7;
+        let acme = |i: usize| OtelRecord {
+            resource: Arc::new(serde_json::Map::from_iter([("service.name".to_owned(), json!("acme-agent"))])),
+            attributes: Attributes::from_iter([
+                ("event.name", json!("acme.tick")),
+                ("session.id", json!("a1")),
+                ("i", json!(i)),
+            ]),
+            ..Default::default()
+        };
+        let records: Vec<OtelRecord> = (0..n)
+            .map(|i| if i % 50 == 25 { acme(i) } else { codex_record(if i % 2 == 0 { "c1" } else { "c2" }) })
+            .collect();
+        let expected: Vec<String> = (0..n)
+            .map(|i| {
+                if i % 50 == 25 {
+                    "a1"
+                } else if i % 2 == 0 {
+                    "c1"
+                } else {
+                    "c2"
+                }
+                .to_owned()
+            })
+            .collect();
+        assert_eq!(otlp.log_records_async(records).await, Ok(Accepted::all()));
+        let mut seen = Vec::new();
+        let mut seqs: HashMap<String, Vec<u64>> = HashMap::new();
+        while let Ok(batch) = rx.try_recv() {
+            for (key, line, _) in batch.iter() {
+                let session = key.session.clone().unwrap();
+                let ev: serde_json::Value = serde_json::from_slice(line).unwrap();
+                seqs.entry(session.clone()).or_default().push(ev["seq"].as_u64().unwrap());
+                seen.push(session);
+            }
+        }
+        assert_eq!(seen, expected, "every event in the sink before the answer, in record order");
+        for (session, s) in seqs {
+            assert_eq!(s, (0..s.len() as u64).collect::<Vec<_>>(), "{session}: gapless, in order");
+        }
+        assert_eq!(otlp.inline.load(Ordering::Acquire), 0, "nothing left counted in flight");
     }
 }
