@@ -162,6 +162,30 @@ impl LineBatch {
         }))
     }
 
+    /// The lines in order as runs: consecutive lines of one file that lie back to back in
+    /// the batch's buffer (a session's events of one export nearly always do) as one slice,
+    /// with the number of lines in it. A writer hands the kernel one buffer per run instead
+    /// of one per line.
+    pub fn runs(&self) -> impl Iterator<Item = (&Arc<LogKey>, &[u8], usize)> {
+        let one = self.one.iter().map(|(s, k)| (k, &s.line[..], 1));
+        let mut i = 0;
+        let lines = std::iter::from_fn(move || {
+            let &(k, start, len, _) = self.lines.get(i)?;
+            let (mut end, mut n) = (start + len, 1);
+            i += 1;
+            while let Some(&(k2, s2, l2, _)) = self.lines.get(i)
+                && k2 == k
+                && s2 == end
+            {
+                end += l2;
+                n += 1;
+                i += 1;
+            }
+            Some((&self.keys[k as usize], &self.buf[start as usize..end as usize], n))
+        });
+        one.chain(lines)
+    }
+
     /// The highest severity of the batch (`info` when empty).
     fn max_severity(&self) -> Severity {
         self.iter().map(|l| l.2).max().unwrap_or_default()
@@ -987,6 +1011,33 @@ mod tests {
     /// A line sink gets the lines and files of a submit in one batch, not the events: the
     /// lines of one session share one key, the lines of a batch one buffer, and each line is
     /// its event's JSON.
+    /// Consecutive lines of one file that are back to back in the buffer come out as one
+    /// run; a change of file or a gap starts a new one, and every line is in exactly one.
+    #[test]
+    fn runs_merge_adjacent_lines_of_one_file() {
+        let key = |s: &str| Arc::new(LogKey { agent: "a".into(), session: Some(s.into()) });
+        let (a, b) = (key("a"), key("b"));
+        let buf = Bytes::from((0..50u8).collect::<Vec<u8>>());
+        let mut batch = LineBatch::over(buf.clone(), 5);
+        for (k, start, len) in [(&a, 0, 10), (&a, 10, 10), (&b, 20, 5), (&a, 25, 5), (&a, 40, 5)] {
+            batch.push_range(k, start, len, Severity::Info);
+        }
+        let runs: Vec<(String, &[u8], usize)> =
+            batch.runs().map(|(k, r, n)| (k.session.clone().unwrap(), r, n)).collect();
+        assert_eq!(
+            runs,
+            [
+                ("a".to_owned(), &buf[0..20], 2),
+                ("b".to_owned(), &buf[20..25], 1),
+                ("a".to_owned(), &buf[25..30], 1),
+                ("a".to_owned(), &buf[40..45], 1),
+            ]
+        );
+        assert_eq!(runs.iter().map(|r| r.2).sum::<usize>(), batch.len());
+        let one = LineBatch::copied([(&a, &b"x\n"[..], Severity::Info), (&a, &b"y\n"[..], Severity::Info)]);
+        assert_eq!(one.runs().map(|(_, r, n)| (r.to_vec(), n)).collect::<Vec<_>>(), [(b"x\ny\n".to_vec(), 2)]);
+    }
+
     #[tokio::test]
     async fn a_line_sink_gets_one_batch_per_submit_with_shared_keys() {
         let (tx, mut rx) = mpsc::channel(16);

@@ -561,7 +561,8 @@ mod tests {
         // e993 was the last evicted: its entry is still in the index (a sweep keeps it).
         assert!(b.admit(&ev("e993", "s", 0, 1000)), "an evicted id is new again past the evictions");
         assert!(!b.admit(&ev("e993", "s", 0, 1001)), "and then held: its reused entry finds it");
-        let held: Vec<u64> = b.after("s", Position { epoch: 0, seq: 0 }).1.iter().map(|e| e.event.seq.unwrap()).collect();
+        let held: Vec<u64> =
+            b.after("s", Position { epoch: 0, seq: 0 }).1.iter().map(|e| e.event.seq.unwrap()).collect();
         assert_eq!(held, [995, 996, 997, 998, 999, 1000]);
     }
 

@@ -57,8 +57,9 @@ pub fn log_path(root: &Path, agent: &str, session: Option<&str>) -> PathBuf {
     }
 }
 
-/// The lines of one batch bound for one `(agent, session)` log.
-type Group<'a> = (&'a Arc<LogKey>, Vec<&'a [u8]>);
+/// The lines of one batch bound for one `(agent, session)` log: runs of whole lines
+/// ([`LineBatch::runs`]) and how many lines they hold.
+type Group<'a> = (&'a Arc<LogKey>, Vec<&'a [u8]>, u64);
 
 struct OpenFile {
     file: File,
@@ -121,18 +122,21 @@ impl JsonlWriter {
         // Group by file, keeping each group's lines in order; resolve each group's path once.
         // The lines of a session share one key, so a pointer comparison nearly always decides.
         let mut groups: Vec<Group<'_>> = Vec::new();
-        for (key, line, _) in batch.iter().flat_map(LineBatch::iter) {
-            match groups.iter_mut().rev().find(|(k, _)| Arc::ptr_eq(k, key) || **k == *key) {
-                Some((_, lines)) => lines.push(line),
-                None => groups.push((key, vec![line])),
+        for (key, run, n) in batch.iter().flat_map(LineBatch::runs) {
+            match groups.iter_mut().rev().find(|(k, _, _)| Arc::ptr_eq(k, key) || **k == *key) {
+                Some((_, runs, lines)) => {
+                    runs.push(run);
+                    *lines += n as u64;
+                }
+                None => groups.push((key, vec![run], n as u64)),
             }
         }
         let (mut written, mut failed) = (0u64, 0u64);
         let mut last_error = None;
-        for (key, lines) in groups {
+        for (key, runs, lines) in groups {
             let (agent, session) = (key.agent.as_str(), key.session.as_deref());
             let path = self.path_of(agent, session);
-            if let Err(e) = self.write_file(&path, &lines) {
+            if let Err(e) = self.write_file(&path, &runs) {
                 failed += 1;
                 tracing::error!(path = %path.display(), error = %e, "JSONL write failed.");
                 // Every event of the group is lost: counted exactly, by severity (issue 15 #8).
@@ -148,7 +152,7 @@ impl JsonlWriter {
                 }
                 last_error = Some(format!("{}: {e}", path.display()));
             } else {
-                written += lines.len() as u64;
+                written += lines;
             }
         }
         if let Some(h) = &self.health {
