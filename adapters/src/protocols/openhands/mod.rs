@@ -132,7 +132,8 @@ fn run_open(status: Option<&str>) -> bool {
 /// `status_transitions`): `running` opens a run; `finished` / `error` / `stuck` close it;
 /// `running -> idle` closes it honestly with `reason: idle`; `deleting` cancels it and ends
 /// the session (`killed`, the closed enum's honest class); `paused` and
-/// `waiting_for_confirmation` never close. Entering `waiting_for_confirmation` asks a
+/// `waiting_for_confirmation` never close, and open a run when none is (the observer missed
+/// its `running`). Entering `waiting_for_confirmation` asks a
 /// read-only permission (no options, no respond path); leaving it resolves the ask
 /// (`dismissed` when the exit is `paused` or `deleting`).
 pub fn status_moments(prev: Option<&str>, next: &str, cx: &MapContext) -> Vec<EventDraft> {
@@ -145,6 +146,12 @@ pub fn status_moments(prev: Option<&str>, next: &str, cx: &MapContext) -> Vec<Ev
         out.push(Builder::new("attention.resolved", cx).meta("resolution", how).build());
     }
     let open = run_open(prev);
+    if matches!(next, "paused" | "waiting_for_confirmation") && !open {
+        // A confirmation or a pause happens inside a run: an observer that missed the
+        // `running` update (it attached after it; the server's replay holds no state
+        // updates) opens the run here, so the ask is not left outside any run.
+        out.push(Builder::new("run.started", cx).build());
+    }
     match next {
         "running" if !open => out.push(Builder::new("run.started", cx).build()),
         "finished" if open => out.push(Builder::new("run.finished", cx).build()),

@@ -87,3 +87,23 @@ fn the_opening_state_is_a_snapshot_not_a_transition() {
     let st = json!({"kind": "ConversationStateUpdateEvent", "id": "e1", "key": "execution_status", "value": "running"});
     assert_eq!(c.map(&st, &cx)[0].r#type, "run.started");
 }
+
+/// An observer that attached after the conversation's `running` update (the server's replay
+/// holds no state updates) meets the run at its first ask or pause: the run opens there, and
+/// the ask is inside it. A pause with a run open opens nothing.
+#[test]
+fn a_run_missed_at_its_start_opens_at_its_first_ask() {
+    let cx = MapContext::default();
+    let st = |id: &str, v: &str| json!({"kind": "ConversationStateUpdateEvent", "id": id, "key": "execution_status", "value": v});
+    let mut c = Conversation::new("late", Options::default());
+    let d = c.map(&st("e1", "waiting_for_confirmation"), &cx);
+    let types: Vec<&str> = d.iter().map(|d| d.r#type.as_str()).collect();
+    assert_eq!(types, ["run.started", "attention.requested", "state.delta"]);
+    assert!(d.iter().all(|d| d.run.as_deref() == Some("run:late:1")), "{d:?}");
+    let d = c.map(&st("e2", "running"), &cx);
+    assert_eq!(d.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(), ["attention.resolved", "state.delta"]);
+    assert_eq!(c.map(&st("e3", "paused"), &cx)[0].r#type, "state.delta", "a pause inside the run opens nothing");
+    let mut p = Conversation::new("p", Options::default());
+    assert_eq!(p.map(&st("e1", "paused"), &cx)[0].r#type, "run.started");
+    assert_eq!(status_moments(Some("idle"), "waiting_for_confirmation", &cx)[0].r#type, "run.started");
+}
