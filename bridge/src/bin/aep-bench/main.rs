@@ -103,6 +103,12 @@ fn clk_tck() -> f64 {
 
 /// User + system CPU seconds of a process (`/proc/<pid>/stat` utime + stime); `None` = this process.
 pub(crate) fn cpu_seconds(pid: Option<u32>) -> Option<f64> {
+    cpu_split(pid).map(|(user, system)| user + system)
+}
+
+/// User and system CPU seconds of a process so far (`/proc/<pid>/stat` utime and stime),
+/// this process's for `None`.
+pub(crate) fn cpu_split(pid: Option<u32>) -> Option<(f64, f64)> {
     let path = match pid {
         Some(p) => format!("/proc/{p}/stat"),
         None => "/proc/self/stat".into(),
@@ -111,8 +117,8 @@ pub(crate) fn cpu_seconds(pid: Option<u32>) -> Option<f64> {
     // Fields after the parenthesized command name start at field 3 (state); utime is 14, stime 15.
     let after = &text[text.rfind(')')? + 1..];
     let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / clk_tck())
+    let (user, system) = (f.get(11)?.parse::<u64>().ok()?, f.get(12)?.parse::<u64>().ok()?);
+    Some((user as f64 / clk_tck(), system as f64 / clk_tck()))
 }
 
 /// CPU seconds of this process's threads whose name (`comm`) satisfies `pick`

@@ -16,7 +16,7 @@ use clap::Args;
 use prost::Message as _;
 
 use super::mix::{Mix, Source};
-use super::{cpu_seconds, line, metric_sum, rate, scrape, verdict, wait_until};
+use super::{cpu_split, line, metric_sum, rate, scrape, verdict, wait_until};
 
 /// Arguments of `aep-bench otlp`.
 #[derive(Debug, Clone, Args)]
@@ -282,20 +282,27 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
     let (mut cpus, mut rcpus, mut ratios, mut wall, mut rwall, mut retries) =
         (Vec::new(), Vec::new(), Vec::new(), 0.0, 0.0, 0);
     let (mut in1, mut out1, mut drop1, mut noses1) = (in0, out0, drop0, noses0);
+    // CPU in the kernel over all measured rounds (the bridge's JSONL writes and fsyncs are
+    // there; rotel's blackhole writes nothing).
+    let (mut user, mut system, mut rsystem) = (0.0, 0.0, 0.0);
     let n = (a.batches * a.records) as f64;
     for round in 0..a.rounds.max(1) {
         let w = batches(warm + round * a.batches, a.batches);
-        let cpu0 = cpu_seconds(Some(pid)).context("cannot read the child's CPU time")?;
+        let (u0, s0) = cpu_split(Some(pid)).context("cannot read the child's CPU time")?;
         let (t, r) = send_all(&agent, &url, &w)?;
         (in1, out1, drop1, noses1) = settled(&agent, &url)?;
-        let cpu = cpu_seconds(Some(pid)).context("cannot read the child's CPU time")? - cpu0;
+        let (u1, s1) = cpu_split(Some(pid)).context("cannot read the child's CPU time")?;
+        let cpu = (u1 - u0) + (s1 - s0);
+        (user, system) = (user + (u1 - u0), system + (s1 - s0));
         cpus.push(cpu);
         (wall, retries) = (wall + t, retries + r);
         if let Some((_, rpid, base)) = &rotel {
-            let c0 = cpu_seconds(Some(*rpid)).context("rotel cpu")?;
+            let (ru0, rs0) = cpu_split(Some(*rpid)).context("rotel cpu")?;
             rwall += send_all(&agent, base, &w)?.0;
             std::thread::sleep(Duration::from_millis(200));
-            let rcpu = cpu_seconds(Some(*rpid)).context("rotel cpu")? - c0;
+            let (ru1, rs1) = cpu_split(Some(*rpid)).context("rotel cpu")?;
+            let rcpu = (ru1 - ru0) + (rs1 - rs0);
+            rsystem += rs1 - rs0;
             rcpus.push(rcpu);
             ratios.push(rcpu / cpu.max(1e-9));
         }
@@ -323,6 +330,18 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
         "bridge: wall rate (sequential client)",
         &rate(n * rounds as f64 / wall, "rec/s"),
         &format!("{retries} retried 503s; peak RSS {}", super::mib(rss)),
+    );
+    line(
+        "bridge: CPU in the kernel",
+        &format!("{:.0}%", 100.0 * system / (user + system).max(1e-9)),
+        &format!(
+            "user {user:.2} s, system {system:.2} s over {rounds} rounds (socket reads, JSONL writes and fsyncs){}",
+            if rcpus.is_empty() {
+                String::new()
+            } else {
+                format!("; rotel {:.0}%", 100.0 * rsystem / rcpus.iter().sum::<f64>().max(1e-9))
+            }
+        ),
     );
     line(
         "bridge: events to JSONL",
