@@ -232,24 +232,21 @@ impl BridgeOtlp {
         m.total += records.len();
         let mut rest = records;
         let mut sessionless = 0;
+        let covered = |r: &OtelRecord| !self.overrides.is_empty() && self.overrides.covers(r);
         while let Some(first) = rest.first() {
-            let (out, n) = if self.overrides.is_empty() || !self.overrides.covers(first) {
-                let n = if self.overrides.is_empty() {
-                    rest.len()
-                } else {
-                    rest.iter().position(|r| self.overrides.covers(r)).unwrap_or(rest.len())
-                };
-                (map_batch(&rest[..n], &ProfileSelector::default(), &self.cx, self.mode), n)
-            } else {
+            let out = if covered(first) {
                 let one = std::slice::from_ref(first);
                 let svc = first.service_name().unwrap_or("");
-                let out = match (self.overrides.forced.get(svc), self.overrides.generic.get(svc)) {
+                rest = &rest[1..];
+                match (self.overrides.forced.get(svc), self.overrides.generic.get(svc)) {
                     (None, Some(generic)) => generic::map_batch(one, generic, &self.cx, self.mode),
                     (vendor, _) => map_batch(one, &ProfileSelector { forced: vendor.copied() }, &self.cx, self.mode),
-                };
-                (out, 1)
+                }
+            } else {
+                let (run, tail) = rest.split_at(rest.iter().position(covered).unwrap_or(rest.len()));
+                rest = tail;
+                map_batch(run, &ProfileSelector::default(), &self.cx, self.mode)
             };
-            rest = &rest[n..];
             sessionless += out.sessionless;
             m.unmatched += out.unmatched;
             if m.first_unmatched.is_none() {
@@ -341,9 +338,10 @@ impl BridgeOtlp {
     ///
     /// Chunked for the cache, not for fairness: a chunk's records are dropped once mapped
     /// and its drafts once stamped, so the next chunk allocates from memory that is still
-    /// in cache. An export of 500 records mapped whole, then stamped whole, cycles over a
-    /// megabyte of allocations through a 1 MiB L2 and pays a miss on most of them (issue 17:
-    /// the same instructions ran 8-15% slower in CPU time).
+    /// in cache. An export of 500 records mapped whole, then stamped whole, cycles its
+    /// allocations through the core's L2 (issue 17, `aep-bench otlp` A/B at equal callgrind
+    /// instruction counts: Codex mix 160k -> 179k records per CPU-second, Claude Code
+    /// 134k -> 139k).
     async fn take_records_inline(&self, records: Vec<OtelRecord>) -> Result<Accepted, Refused> {
         self.check_room()?;
         let n = records.len();
@@ -381,9 +379,9 @@ impl BridgeOtlp {
     }
 }
 
-/// Records mapped and stamped at a time by [`BridgeOtlp::take_records_inline`]: about
-/// 100-250 KiB of records, drafts and lines, well inside one core's L2 (`aep-bench otlp`
-/// on the Codex and Claude Code mixes: 32-64 best, 256 no better than the whole export).
+/// Records mapped and stamped at a time by [`BridgeOtlp::take_records_inline`] (`aep-bench
+/// otlp` on the Codex and Claude Code mixes: 32-128 beat the whole export in the same run,
+/// 256 did not; 64 costs no more instructions than the whole).
 const INLINE_CHUNK: usize = 64;
 
 impl OtlpHandler for BridgeOtlp {
@@ -463,6 +461,26 @@ mod tests {
         }
     }
 
+    /// A handler over `pipeline` holding at most `max_queued` drafts, with `overrides`.
+    fn handler(
+        pipeline: Pipeline,
+        overrides: ProfileOverrides,
+        max_queued: usize,
+    ) -> (Arc<BridgeOtlp>, tokio::task::JoinHandle<()>) {
+        let cx = MapContext::default();
+        BridgeOtlp::new(pipeline, cx, Mode::Companion, overrides, max_queued, None, None, DecodeBudget::new(1 << 20))
+    }
+
+    /// A pipeline whose only sink is a line queue of `depth` batches (what the JSONL sink
+    /// is handed), and that queue.
+    fn line_pipeline(depth: usize) -> (Pipeline, mpsc::Receiver<crate::pipeline::LineBatch>) {
+        let (tx, rx) = mpsc::channel(depth);
+        let pipeline = PipelineBuilder::new(0, "h", Arc::new(Metrics::default()))
+            .sink(crate::pipeline::SinkTx::durable_lines("jsonl", tx))
+            .build();
+        (pipeline, rx)
+    }
+
     /// On a current-thread runtime the draining task cannot run between the two calls, so
     /// the second export meets a full queue: refused before mapping, counted, and taken
     /// again once the queue has drained.
@@ -470,16 +488,7 @@ mod tests {
     async fn a_full_queue_refuses_with_a_retry_delay_and_recovers() {
         let metrics = Arc::new(Metrics::default());
         let pipeline = PipelineBuilder::new(0, "h", metrics.clone()).build();
-        let (otlp, _task) = BridgeOtlp::new(
-            pipeline,
-            MapContext::default(),
-            Mode::Companion,
-            ProfileOverrides::default(),
-            2,
-            None,
-            None,
-            DecodeBudget::new(1 << 20),
-        );
+        let (otlp, _task) = handler(pipeline, ProfileOverrides::default(), 2);
         let batch = || vec![codex_record("c1"), codex_record("c1")];
         assert_eq!(otlp.log_records(batch()), Ok(Accepted::all()));
         assert!(matches!(otlp.ready_for_logs(), Err(Refused::Full { .. })));
@@ -500,20 +509,8 @@ mod tests {
     /// runtime the draining task runs only when this test yields.
     #[tokio::test(flavor = "current_thread")]
     async fn blocking_exports_stamp_inline_but_never_overtake_queued_ones() {
-        let (tx, mut rx) = mpsc::channel(64);
-        let pipeline = PipelineBuilder::new(0, "h", Arc::new(Metrics::default()))
-            .sink(crate::pipeline::SinkTx::durable_lines("jsonl", tx))
-            .build();
-        let (otlp, _task) = BridgeOtlp::new(
-            pipeline,
-            MapContext::default(),
-            Mode::Companion,
-            ProfileOverrides::default(),
-            100,
-            None,
-            None,
-            DecodeBudget::new(1 << 20),
-        );
+        let (pipeline, mut rx) = line_pipeline(64);
+        let (otlp, _task) = handler(pipeline, ProfileOverrides::default(), 100);
         let blocking = |conv: &'static str| {
             let otlp = otlp.clone();
             tokio::task::spawn_blocking(move || otlp.log_records_blocking(vec![codex_record(conv)]))
@@ -539,20 +536,8 @@ mod tests {
     /// too, so exports stay in order.
     #[tokio::test(flavor = "current_thread")]
     async fn async_exports_stamp_on_the_receiving_task_but_never_overtake_queued_ones() {
-        let (tx, mut rx) = mpsc::channel(64);
-        let pipeline = PipelineBuilder::new(0, "h", Arc::new(Metrics::default()))
-            .sink(crate::pipeline::SinkTx::durable_lines("jsonl", tx))
-            .build();
-        let (otlp, _task) = BridgeOtlp::new(
-            pipeline,
-            MapContext::default(),
-            Mode::Companion,
-            ProfileOverrides::default(),
-            100,
-            None,
-            None,
-            DecodeBudget::new(1 << 20),
-        );
+        let (pipeline, mut rx) = line_pipeline(64);
+        let (otlp, _task) = handler(pipeline, ProfileOverrides::default(), 100);
         assert_eq!(otlp.log_records_async(vec![codex_record("c1"), codex_record("c1")]).await, Ok(Accepted::all()));
         let first = rx.try_recv().expect("stamped before the answer");
         let seqs: Vec<_> = first.iter().map(|(k, _, _)| k.session.clone().unwrap()).collect();
@@ -574,25 +559,13 @@ mod tests {
     /// mapped ahead of them), and its sessions keep gapless sequence numbers.
     #[tokio::test(flavor = "current_thread")]
     async fn a_large_export_is_stamped_in_chunks_in_record_order() {
-        let (tx, mut rx) = mpsc::channel(1024);
-        let pipeline = PipelineBuilder::new(0, "h", Arc::new(Metrics::default()))
-            .sink(crate::pipeline::SinkTx::durable_lines("jsonl", tx))
-            .build();
+        let (pipeline, mut rx) = line_pipeline(1024);
         let mut overrides = ProfileOverrides::default();
         overrides.generic.insert(
             "acme-agent".to_owned(),
             GenericOtel::leak(&aep_adapters::otel::generic::VendorName::new("acme").unwrap()),
         );
-        let (otlp, _task) = BridgeOtlp::new(
-            pipeline,
-            MapContext::default(),
-            Mode::Companion,
-            overrides,
-            10_000,
-            None,
-            None,
-            DecodeBudget::new(1 << 20),
-        );
+        let (otlp, _task) = handler(pipeline, overrides, 10_000);
         let n = 3 * INLINE_CHUNK + 7;
         let acme = |i: usize| OtelRecord {
             resource: Arc::new(serde_json::Map::from_iter([("service.name".to_owned(), json!("acme-agent"))])),

@@ -1008,9 +1008,6 @@ mod tests {
         assert_eq!(m.dropped.get(&[("sink", "slow"), ("severity", "error")]), 1);
     }
 
-    /// A line sink gets the lines and files of a submit in one batch, not the events: the
-    /// lines of one session share one key, the lines of a batch one buffer, and each line is
-    /// its event's JSON.
     /// Consecutive lines of one file that are back to back in the buffer come out as one
     /// run; a change of file or a gap starts a new one, and every line is in exactly one.
     #[test]
@@ -1038,6 +1035,9 @@ mod tests {
         assert_eq!(one.runs().map(|(_, r, n)| (r.to_vec(), n)).collect::<Vec<_>>(), [(b"x\ny\n".to_vec(), 2)]);
     }
 
+    /// A line sink gets the lines and files of a submit in one batch, not the events: the
+    /// lines of one session share one key, the lines of a batch one buffer, and each line is
+    /// its event's JSON.
     #[tokio::test]
     async fn a_line_sink_gets_one_batch_per_submit_with_shared_keys() {
         let (tx, mut rx) = mpsc::channel(16);

@@ -114,8 +114,9 @@ impl SessionBuffer {
             }
             return false;
         }
-        // One probe: a held (source, id) is refused; a new key is indexed; a key held by
-        // another event (a hash collision) leaves this one held but unindexed.
+        // One probe: a held (source, id) is refused; a new key is indexed, and so is a key
+        // whose entry outlived its event; a key held by another event (a hash collision)
+        // leaves this one held but unindexed.
         match self.ids.entry(key) {
             Entry::Occupied(mut o) => {
                 let at = *o.get();
@@ -123,7 +124,6 @@ impl SessionBuffer {
                     return false;
                 }
                 if !indexes_held(&self.events, self.last_evicted, at, key) {
-                    // The entry outlived its event (eviction leaves entries behind): reuse it.
                     o.insert(p);
                 }
             }
@@ -225,21 +225,22 @@ fn stamped(ring: &VecDeque<u8>, ring_base: u64, h: &Held) -> Option<Arc<Stamped>
 /// Whether the event the index puts at `at` under `key` has `ev`'s `(source, id)`: the
 /// index only narrows the search, the held line decides.
 fn confirms(events: &VecDeque<Held>, ring: &VecDeque<u8>, ring_base: u64, at: Position, key: u64, ev: &Event) -> bool {
-    let from = events.partition_point(|h| h.pos < at);
-    events.range(from..).take_while(|h| h.pos == at).filter(|h| h.key == key).any(|h| {
+    held_under(events, at, key).any(|h| {
         stamped(ring, ring_base, h).is_some_and(|held| held.event.source == ev.source && held.event.id == ev.id)
     })
+}
+
+/// The held events at `at` whose dedupe key is `key`.
+fn held_under(events: &VecDeque<Held>, at: Position, key: u64) -> impl Iterator<Item = &Held> {
+    let from = events.partition_point(|h| h.pos < at);
+    events.range(from..).take_while(move |h| h.pos == at).filter(move |h| h.key == key)
 }
 
 /// Whether the index entry `key -> at` still names a held event. Events leave from the front
 /// in `(epoch, seq)` order, so an entry past the latest eviction does; one at or before it
 /// does only if an event with that key is still held at `at`.
 fn indexes_held(events: &VecDeque<Held>, last_evicted: Option<Position>, at: Position, key: u64) -> bool {
-    if last_evicted.is_none_or(|e| at > e) {
-        return true;
-    }
-    let from = events.partition_point(|h| h.pos < at);
-    events.range(from..).take_while(|h| h.pos == at).any(|h| h.key == key)
+    last_evicted.is_none_or(|e| at > e) || held_under(events, at, key).next().is_some()
 }
 
 fn pos(s: &Stamped) -> Position {

@@ -146,14 +146,13 @@ pub fn status_moments(prev: Option<&str>, next: &str, cx: &MapContext) -> Vec<Ev
         out.push(Builder::new("attention.resolved", cx).meta("resolution", how).build());
     }
     let open = run_open(prev);
-    if matches!(next, "paused" | "waiting_for_confirmation") && !open {
-        // A confirmation or a pause happens inside a run: an observer that missed the
-        // `running` update (it attached after it; the server's replay holds no state
-        // updates) opens the run here, so the ask is not left outside any run.
+    if run_open(Some(next)) && !open {
+        // Entering a status inside a run opens one: `running`, and also a pause or an ask
+        // whose `running` the observer missed (it attached after it; the server's replay
+        // holds no state updates), so the ask is not left outside any run.
         out.push(Builder::new("run.started", cx).build());
     }
     match next {
-        "running" if !open => out.push(Builder::new("run.started", cx).build()),
         "finished" if open => out.push(Builder::new("run.finished", cx).build()),
         "error" | "stuck" if open => out.push(Builder::new("run.failed", cx).meta("reason", next).build()),
         "idle" if prev == Some("running") => out.push(Builder::new("run.finished", cx).meta("reason", "idle").build()),

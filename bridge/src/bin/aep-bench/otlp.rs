@@ -284,7 +284,7 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
     let (mut in1, mut out1, mut drop1, mut noses1) = (in0, out0, drop0, noses0);
     // CPU in the kernel over all measured rounds (the bridge's JSONL writes and fsyncs are
     // there; rotel's blackhole writes nothing).
-    let (mut user, mut system, mut rsystem) = (0.0, 0.0, 0.0);
+    let (mut system, mut rsystem) = (0.0, 0.0);
     let n = (a.batches * a.records) as f64;
     for round in 0..a.rounds.max(1) {
         let w = batches(warm + round * a.batches, a.batches);
@@ -293,7 +293,7 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
         (in1, out1, drop1, noses1) = settled(&agent, &url)?;
         let (u1, s1) = cpu_split(Some(pid)).context("cannot read the child's CPU time")?;
         let cpu = (u1 - u0) + (s1 - s0);
-        (user, system) = (user + (u1 - u0), system + (s1 - s0));
+        system += s1 - s0;
         cpus.push(cpu);
         (wall, retries) = (wall + t, retries + r);
         if let Some((_, rpid, base)) = &rotel {
@@ -310,6 +310,7 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
     let rss = super::proc_status_bytes(Some(pid), "VmHWM").unwrap_or(0);
     drop(child);
     let rounds = cpus.len();
+    let total: f64 = cpus.iter().sum();
     let (cpu, fastest, slowest) = median_spread(cpus);
     let per_cpu = n / cpu.max(1e-9);
     if cpu < 0.05 {
@@ -333,9 +334,10 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
     );
     line(
         "bridge: CPU in the kernel",
-        &format!("{:.0}%", 100.0 * system / (user + system).max(1e-9)),
+        &format!("{:.0}%", 100.0 * system / total.max(1e-9)),
         &format!(
-            "user {user:.2} s, system {system:.2} s over {rounds} rounds (socket reads, JSONL writes and fsyncs){}",
+            "user {:.2} s, system {system:.2} s over {rounds} rounds (socket reads, JSONL writes and fsyncs){}",
+            total - system,
             if rcpus.is_empty() {
                 String::new()
             } else {
