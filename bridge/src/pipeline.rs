@@ -56,6 +56,14 @@ impl Stamped {
         Stamped { event, line }
     }
 
+    /// `event` in its shared allocation before its line exists (a batch submit serializes
+    /// the batch first and fills each line in place before handing the event on). Moving
+    /// the event into its `Arc` at once, rather than through a staging vector, saves two
+    /// copies of an `Event` and the cache misses of writing the vector (issue 17).
+    fn unlined(event: Event) -> Arc<Self> {
+        Arc::new(Stamped { event, line: Bytes::new() })
+    }
+
     fn line_of(event: &Event) -> Bytes {
         let mut line = Vec::new();
         event.write_json(&mut line);
@@ -538,7 +546,7 @@ impl Pipeline {
             let start = buf.len();
             ev.write_json_with(&mut buf, envelope.as_deref());
             buf.push(b'\n');
-            events.push((ev, key, start, buf.len() - start));
+            events.push((Stamped::unlined(ev), key, start, buf.len() - start));
         }
         st.line_guess = buf.len().checked_div(n).unwrap_or(LINE_GUESS).clamp(64, 64 * 1024);
         let result = self.fan_out_serialized(&sinks, events, buf, &mut drops, Some(&mut out)).await;
@@ -575,7 +583,7 @@ impl Pipeline {
             let start = buf.len();
             ev.write_json_with(&mut buf, envelope.as_deref());
             buf.push(b'\n');
-            events.push((ev, key, start, buf.len() - start));
+            events.push((Stamped::unlined(ev), key, start, buf.len() - start));
             match counts.last_mut() {
                 Some((v, n)) if *v == m.vendor => *n += 1,
                 _ => counts.push((m.vendor, 1)),
@@ -599,7 +607,7 @@ impl Pipeline {
     async fn fan_out_serialized(
         &self,
         sinks: &[SinkTx],
-        events: Vec<(Event, Arc<LogKey>, usize, usize)>,
+        events: Vec<(Arc<Stamped>, Arc<LogKey>, usize, usize)>,
         buf: Vec<u8>,
         drops: &mut Drops,
         mut keep: Option<&mut Vec<Arc<Stamped>>>,
@@ -609,9 +617,12 @@ impl Pipeline {
         let lines_wanted = has_lines(sinks);
         let mut lines = LineBatch::over(if lines_wanted { whole.clone() } else { Bytes::new() }, n);
         let mut result = Ok(());
-        for (ev, key, start, len) in events {
-            let sev = ev.severity();
-            let s = Arc::new(Stamped { event: ev, line: whole.slice(start..start + len) });
+        for (mut s, key, start, len) in events {
+            let sev = s.event.severity();
+            // Not yet shared (made by `Stamped::unlined` for this call): the line goes in place.
+            if let Some(unshared) = Arc::get_mut(&mut s) {
+                unshared.line = whole.slice(start..start + len);
+            }
             result = self.fan_out_to(sinks, &s, drops).await;
             if let Some(k) = keep.as_deref_mut() {
                 k.push(s);
@@ -674,7 +685,7 @@ impl Pipeline {
                 _ => counts.push((ev.agent.clone(), 1)),
             }
             let key = external_key(&mut st, &ev);
-            keyed.push((ev, key, start, len));
+            keyed.push((Stamped::unlined(ev), key, start, len));
         }
         let result = self.fan_out_serialized(&sinks, keyed, buf, &mut drops, None).await;
         // Counted after the stamper is released (nothing is recorded under it).
