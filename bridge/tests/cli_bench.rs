@@ -94,6 +94,31 @@ fn otlp_bench_maps_every_record_into_the_jsonl_log() {
     assert!(report_line(&r, "baseline: rotel").contains("skipped"), "{r}");
 }
 
+/// `--against`: another bridge binary (here the same one) in rotel's place, interleaved
+/// round for round, both settled: the A/B line is printed and no rotel line.
+#[test]
+fn otlp_bench_against_another_bridge_reports_their_ratio() {
+    let r = bench(&[
+        "otlp",
+        "--mix",
+        "synthetic",
+        "--batches",
+        "4",
+        "--records",
+        "50",
+        "--warmup",
+        "2",
+        "--rounds",
+        "2",
+        "--against",
+        env!("CARGO_BIN_EXE_aep-bridge"),
+    ]);
+    assert!(report_line(&r, "baseline: aep-bridge").contains("rec/CPU-s"), "{r}");
+    let ratio = report_line(&r, "bridge / baseline bridge");
+    assert!(ratio.contains("median of 2 per-round ratios"), "{ratio}");
+    assert!(!r.contains("rotel blackhole"), "{r}");
+}
+
 /// The real Codex mix: every record is an event in the log except Codex's own sessionless
 /// "flushing OTEL metrics" lines, which are counted, not emitted (AEP-0001 §5.1).
 #[test]

@@ -5,6 +5,12 @@
 //! decode only) as the baseline, round for round: each measured round sends the batches to
 //! the bridge, then to rotel, so both see the same machine load, and the ratio is taken per
 //! round (median and spread reported).
+//!
+//! `--against <aep-bridge>` puts another bridge binary in rotel's place (an A/B of two
+//! builds under the same per-round interleaving, each settled before its CPU is read): on
+//! a machine whose speed drifts by 20% from run to run, this is what separates a 5% change
+//! from noise. The second position pays for a little less (its settle is not followed by the
+//! first's), so run both orders and read the two ratios together.
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -38,6 +44,10 @@ pub struct OtlpArgs {
     /// Python package), or `off`.
     #[arg(long, default_value = "auto")]
     pub rotel: String,
+    /// Another `aep-bridge` binary as the baseline instead of rotel (an A/B of two builds,
+    /// interleaved round for round); overrides `--rotel`.
+    #[arg(long)]
+    pub against: Option<PathBuf>,
     /// Drive an already running bridge at this base URL instead of a child (for profiling,
     /// e.g. under `valgrind --tool=callgrind`); its CPU is read from `--pid`.
     #[arg(long, requires = "pid")]
@@ -131,8 +141,12 @@ impl Drop for ChildGuard {
 
 /// Starts `aep-bridge serve` (the binary beside this one) as a child; returns it with its HTTP address.
 pub(super) fn start_bridge(data: &Path) -> anyhow::Result<(ChildGuard, String)> {
-    let exe = super::sibling_binary("aep-bridge")?;
-    let mut child = Command::new(&exe)
+    start_bridge_exe(&super::sibling_binary("aep-bridge")?, data)
+}
+
+/// Starts `exe serve` (an `aep-bridge` binary) as a child; returns it with its HTTP address.
+fn start_bridge_exe(exe: &Path, data: &Path) -> anyhow::Result<(ChildGuard, String)> {
+    let mut child = Command::new(exe)
         .args(["serve", "--listen", "127.0.0.1:0", "--otlp-grpc", "", "--otlp-http", ""])
         .arg("--data-dir")
         .arg(data)
@@ -260,9 +274,15 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
         &super::mib(idle),
         &format!("budget < 20 MiB: {}", verdict(idle > 0 && idle < 20 << 20)),
     );
-    let rotel = match find_rotel(&a.rotel) {
-        None => None,
-        Some(bin) => match start_rotel(&bin, scratch.path()) {
+    let against = a.against.as_deref();
+    let rotel = match (against, find_rotel(&a.rotel)) {
+        (Some(exe), _) => {
+            let (c, u) = start_bridge_exe(exe, &scratch.path().join("against"))?;
+            let pid = c.id();
+            Some((c, pid, u))
+        }
+        (None, None) => None,
+        (None, Some(bin)) => match start_rotel(&bin, scratch.path()) {
             Ok(r) => Some(r),
             Err(e) => {
                 line("baseline: rotel (decode only)", "failed", &format!("{e:#}"));
@@ -299,7 +319,11 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
         if let Some((_, rpid, base)) = &rotel {
             let (ru0, rs0) = cpu_split(Some(*rpid)).context("rotel cpu")?;
             rwall += send_all(&agent, base, &w)?.0;
-            std::thread::sleep(Duration::from_millis(200));
+            if against.is_some() {
+                settled(&agent, base)?;
+            } else {
+                std::thread::sleep(Duration::from_millis(200));
+            }
             let (ru1, rs1) = cpu_split(Some(*rpid)).context("rotel cpu")?;
             let rcpu = (ru1 - ru0) + (rs1 - rs0);
             rsystem += rs1 - rs0;
@@ -341,7 +365,8 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
             if rcpus.is_empty() {
                 String::new()
             } else {
-                format!("; rotel {:.0}%", 100.0 * rsystem / rcpus.iter().sum::<f64>().max(1e-9))
+                let who = if against.is_some() { "baseline" } else { "rotel" };
+                format!("; {who} {:.0}%", 100.0 * rsystem / rcpus.iter().sum::<f64>().max(1e-9))
             }
         ),
     );
@@ -356,6 +381,17 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
         ),
     );
     anyhow::ensure!(in1 > in0, "the bridge mapped no record to an event (profile detection failed?)");
+    if let Some(exe) = against {
+        let (rcpu, _, _) = median_of(&rcpus);
+        let (ratio, lo, hi) = median_of(&ratios);
+        line("baseline: aep-bridge", &rate(n / rcpu.max(1e-9), "rec/CPU-s"), &exe.display().to_string());
+        line(
+            "bridge / baseline bridge",
+            &format!("{ratio:.2}x"),
+            &format!("median of {rounds} per-round ratios; spread {lo:.2}x..{hi:.2}x (above 1: this build is cheaper)"),
+        );
+        return Ok(());
+    }
     match rotel {
         None if a.rotel == "off" => line("baseline: rotel (decode only)", "skipped", "--rotel off"),
         None => line(
