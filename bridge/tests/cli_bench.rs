@@ -69,23 +69,13 @@ fn collector_bench_delivers_every_event_to_every_subscriber() {
     assert!(delivered.contains("600..600"), "{delivered}");
 }
 
+/// A small `bench otlp` run: two measured rounds of 4 x 50 synthetic records.
+const SMALL_OTLP: &[&str] =
+    &["otlp", "--mix", "synthetic", "--batches", "4", "--records", "50", "--warmup", "2", "--rounds", "2"];
+
 #[test]
 fn otlp_bench_maps_every_record_into_the_jsonl_log() {
-    let r = bench(&[
-        "otlp",
-        "--mix",
-        "synthetic",
-        "--batches",
-        "4",
-        "--records",
-        "50",
-        "--warmup",
-        "2",
-        "--rounds",
-        "2",
-        "--rotel",
-        "off",
-    ]);
+    let r = bench(&[SMALL_OTLP, &["--rotel", "off"]].concat());
     assert!(has_verdict(report_line(&r, "serve idle RSS")), "{r}");
     report_line(&r, "bridge: records per CPU-second");
     // Two measured rounds of 4 x 50 records (the warm-up is not counted).
@@ -98,21 +88,7 @@ fn otlp_bench_maps_every_record_into_the_jsonl_log() {
 /// round for round, both settled: the A/B line is printed and no rotel line.
 #[test]
 fn otlp_bench_against_another_bridge_reports_their_ratio() {
-    let r = bench(&[
-        "otlp",
-        "--mix",
-        "synthetic",
-        "--batches",
-        "4",
-        "--records",
-        "50",
-        "--warmup",
-        "2",
-        "--rounds",
-        "2",
-        "--against",
-        env!("CARGO_BIN_EXE_aep-bridge"),
-    ]);
+    let r = bench(&[SMALL_OTLP, &["--against", env!("CARGO_BIN_EXE_aep-bridge")]].concat());
     assert!(report_line(&r, "baseline: aep-bridge").contains("rec/CPU-s"), "{r}");
     let ratio = report_line(&r, "bridge / baseline bridge");
     assert!(ratio.contains("median of 2 per-round ratios"), "{ratio}");
