@@ -9,8 +9,8 @@
 //! `--against <aep-bridge>` puts another bridge binary in rotel's place (an A/B of two
 //! builds under the same per-round interleaving, each settled before its CPU is read): on
 //! a machine whose speed drifts by 20% from run to run, this is what separates a 5% change
-//! from noise. The second position pays for a little less (its settle is not followed by the
-//! first's), so run both orders and read the two ratios together.
+//! from noise. The two positions are not quite symmetric (swapping them moved the ratio by
+//! up to a tenth in issue 17's runs), so run both orders and read the two ratios together.
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -275,7 +275,7 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
         &format!("budget < 20 MiB: {}", verdict(idle > 0 && idle < 20 << 20)),
     );
     let against = a.against.as_deref();
-    let rotel = match (against, find_rotel(&a.rotel)) {
+    let baseline = match (against, find_rotel(&a.rotel)) {
         (Some(exe), _) => {
             let (c, u) = start_bridge_exe(exe, &scratch.path().join("against"))?;
             let pid = c.id();
@@ -295,7 +295,7 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
     let warm = warmup_batches(a);
     let batches = |first, count| Batches { src: &src, first, count, records: a.records, sessions: a.sessions, now };
     send_all(&agent, &url, &batches(0, warm))?;
-    if let Some((_, _, base)) = &rotel {
+    if let Some((_, _, base)) = &baseline {
         send_all(&agent, base, &batches(0, warm))?;
     }
     let (in0, out0, drop0, noses0) = settled(&agent, &url)?;
@@ -316,15 +316,15 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
         system += s1 - s0;
         cpus.push(cpu);
         (wall, retries) = (wall + t, retries + r);
-        if let Some((_, rpid, base)) = &rotel {
-            let (ru0, rs0) = cpu_split(Some(*rpid)).context("rotel cpu")?;
+        if let Some((_, rpid, base)) = &baseline {
+            let (ru0, rs0) = cpu_split(Some(*rpid)).context("baseline cpu")?;
             rwall += send_all(&agent, base, &w)?.0;
             if against.is_some() {
                 settled(&agent, base)?;
             } else {
                 std::thread::sleep(Duration::from_millis(200));
             }
-            let (ru1, rs1) = cpu_split(Some(*rpid)).context("rotel cpu")?;
+            let (ru1, rs1) = cpu_split(Some(*rpid)).context("baseline cpu")?;
             let rcpu = (ru1 - ru0) + (rs1 - rs0);
             rsystem += rs1 - rs0;
             rcpus.push(rcpu);
@@ -392,7 +392,7 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    match rotel {
+    match baseline {
         None if a.rotel == "off" => line("baseline: rotel (decode only)", "skipped", "--rotel off"),
         None => line(
             "baseline: rotel (decode only)",
