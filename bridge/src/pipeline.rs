@@ -58,8 +58,9 @@ impl Stamped {
 
     /// `event` in its shared allocation before its line exists (a batch submit serializes
     /// the batch first and fills each line in place before handing the event on). Moving
-    /// the event into its `Arc` at once, rather than through a staging vector, saves two
-    /// copies of an `Event` and the cache misses of writing the vector (issue 17).
+    /// the event into its `Arc` at once, rather than through a staging vector of whole
+    /// events, took the submit path's `memcpy` calls from 10.8 to 4.9 per record and its L2
+    /// write misses from 45.9 to 41.6 (issue 17, callgrind on the Codex mix).
     fn unlined(event: Event) -> Arc<Self> {
         Arc::new(Stamped { event, line: Bytes::new() })
     }
