@@ -158,7 +158,7 @@ impl AttentionBook {
         for s in stamped {
             let ev = &s.event;
             let Some(session) = ev.session.clone() else { continue };
-            let key = (ev.agent.clone(), session.clone());
+            let key = (ev.agent.to_string(), session.clone());
             match ev.r#type.as_str() {
                 "attention.requested" => {
                     if preopened.remove(&ev.id) {

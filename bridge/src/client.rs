@@ -234,7 +234,7 @@ impl Dedupe {
 
     /// `true` the first time an event's `(source, id)` is seen.
     pub fn first(&mut self, ev: &Event) -> bool {
-        let k = (ev.source.clone(), ev.id.clone());
+        let k = (ev.source.to_string(), ev.id.clone());
         if self.set.contains(&k) {
             return false;
         }

@@ -256,7 +256,7 @@ impl ControlLoop {
 
     /// Handles one command (from the collector or the relay); acks go out as events.
     pub async fn command(self: Arc<Self>, cmd: Event) {
-        let key = (cmd.source.clone(), cmd.id.clone());
+        let key = (cmd.source.to_string(), cmd.id.clone());
         // AEP-0004 §2.3 / §3: dedupe on (source, id); a decided command is re-acked byte-identically.
         let recorded: Option<Option<Arc<Stamped>>> = {
             let Ok(mut d) = self.dedupe.lock() else { return };

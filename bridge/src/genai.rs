@@ -155,12 +155,12 @@ impl Measurer {
                         self.models.clear();
                     }
                     let m = self.sv(m);
-                    self.models.insert((ev.agent.clone(), s.clone()), m);
+                    self.models.insert((ev.agent.to_string(), s.clone()), m);
                 }
             }
             "session.ended" => {
                 if let Some(s) = &ev.session {
-                    self.models.remove(&(ev.agent.clone(), s.clone()));
+                    self.models.remove(&(ev.agent.to_string(), s.clone()));
                 }
             }
             "run.started" | "tool.requested" => {
@@ -257,7 +257,7 @@ impl Measurer {
     }
 
     fn model(&self, ev: &Event) -> Option<StringValue> {
-        self.models.get(&(ev.agent.clone(), ev.session.clone()?)).cloned()
+        self.models.get(&(ev.agent.to_string(), ev.session.clone()?)).cloned()
     }
 
     fn remember(&mut self, ev: &Event) {

@@ -10,6 +10,7 @@
 //! dropped for that sink and counted; `notice`+ events wait up to `notice_wait` for room
 //! and are only then dropped, counted and logged as an error: never silently.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -97,7 +98,7 @@ pub struct LogKey {
 
 impl LogKey {
     fn of(event: &Event) -> Arc<Self> {
-        Arc::new(Self { agent: event.agent.clone(), session: event.session.clone() })
+        Arc::new(Self { agent: event.agent.to_string(), session: event.session.clone() })
     }
 }
 
@@ -376,7 +377,8 @@ impl Drops {
 /// each built once.
 #[derive(Default)]
 struct SessionMeta {
-    source: String,
+    /// Shared by every event of the session (an `Arc`, not a copy per event).
+    source: Arc<str>,
     log: Option<Arc<LogKey>>,
     /// The session's `source`, `agent` and `session` members as every line writes them
     /// ([`Event::envelope_members`]).
@@ -536,6 +538,7 @@ impl Pipeline {
     ) -> Result<Vec<Arc<Stamped>>, SubmitError> {
         let mut out = Vec::with_capacity(drafts.len());
         let mut drops = Drops::default();
+        let agent: Cow<'static, str> = Cow::Owned(agent.to_owned());
         let mut st = self.inner.stamper.lock().await;
         let sinks = self.sinks();
         // As in `submit_mapped`: stamped and serialized into one buffer first, then fanned out.
@@ -543,7 +546,7 @@ impl Pipeline {
         let mut events = Vec::with_capacity(n);
         let mut buf = Vec::with_capacity(n * (st.line_guess + st.line_guess / 8));
         for d in drafts {
-            let (ev, key, envelope) = stamp(&mut st, agent, d, SystemTime::now());
+            let (ev, key, envelope) = stamp(&mut st, agent.clone(), d, SystemTime::now());
             let start = buf.len();
             ev.write_json_with(&mut buf, envelope.as_deref());
             buf.push(b'\n');
@@ -554,7 +557,7 @@ impl Pipeline {
         // Counted once per call, after the stamper is released (nothing is recorded under it).
         drop(st);
         drops.record(&self.inner.metrics);
-        self.inner.metrics.events_in.add(&[("input", input), ("agent", agent)], out.len() as u64);
+        self.inner.metrics.events_in.add(&[("input", input), ("agent", &agent)], out.len() as u64);
         result.map(|()| out)
     }
 
@@ -580,7 +583,7 @@ impl Pipeline {
         let mut events = Vec::with_capacity(n);
         let mut buf = Vec::with_capacity(n * (st.line_guess + st.line_guess / 8));
         for m in batch {
-            let (ev, key, envelope) = stamp(&mut st, m.vendor, m.draft, now);
+            let (ev, key, envelope) = stamp(&mut st, Cow::Borrowed(m.vendor), m.draft, now);
             let start = buf.len();
             ev.write_json_with(&mut buf, envelope.as_deref());
             buf.push(b'\n');
@@ -683,7 +686,7 @@ impl Pipeline {
         for (ev, start, len) in events {
             match counts.last_mut() {
                 Some((a, k)) if *a == ev.agent => *k += 1,
-                _ => counts.push((ev.agent.clone(), 1)),
+                _ => counts.push((ev.agent.to_string(), 1)),
             }
             let key = external_key(&mut st, &ev);
             keyed.push((Stamped::unlined(ev), key, start, len));
@@ -835,10 +838,10 @@ fn mint(ids: &mut ulid::Generator, now: SystemTime) -> String {
 /// The log key of an external event's session, kept per session (bounded).
 fn external_key(st: &mut Stamper, ev: &Event) -> Arc<LogKey> {
     let Some(session) = ev.session.as_deref() else { return LogKey::of(ev) };
-    if let Some(k) = st.external_keys.get(ev.agent.as_str()).and_then(|m| m.get(session)) {
+    if let Some(k) = st.external_keys.get(&*ev.agent).and_then(|m| m.get(session)) {
         return Arc::clone(k);
     }
-    let m = st.external_keys.entry(ev.agent.clone()).or_default();
+    let m = st.external_keys.entry(ev.agent.to_string()).or_default();
     if m.len() >= CAUSE_MEMORY {
         m.clear();
     }
@@ -850,7 +853,8 @@ fn external_key(st: &mut Stamper, ev: &Event) -> Arc<LogKey> {
 /// [`Event::write_json_with`]).
 type Stamping = (Event, Arc<LogKey>, Option<Arc<[u8]>>);
 
-fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Stamping {
+fn stamp(st: &mut Stamper, agent_name: Cow<'static, str>, d: EventDraft, now: SystemTime) -> Stamping {
+    let agent: &str = &agent_name;
     let ms = time::unix_ms(now);
     let id = match d.id {
         Some(id) => id,
@@ -863,7 +867,7 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Stamp
         Some(s) => {
             let (epoch, seq, meta) = st.seq.next_with(agent, s);
             if meta.source.is_empty() {
-                meta.source = source_uri(&st.host, agent, Some(s));
+                meta.source = source_uri(&st.host, agent, Some(s)).into();
             }
             let log = meta
                 .log
@@ -876,7 +880,7 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Stamp
         None => (
             None,
             None,
-            source_uri(&st.host, agent, None),
+            source_uri(&st.host, agent, None).into(),
             Arc::new(LogKey { agent: agent.to_owned(), session: None }),
             None,
         ),
@@ -927,13 +931,13 @@ fn stamp(st: &mut Stamper, agent: &str, d: EventDraft, now: SystemTime) -> Stamp
         }
     };
     let ev = Event {
-        aep: AEP_VERSION.to_owned(),
+        aep: Cow::Borrowed(AEP_VERSION),
         id,
         r#type: d.r#type,
         subject,
         time,
         source,
-        agent: agent.to_owned(),
+        agent: agent_name,
         run: if agent_scoped { None } else { d.run },
         step: if agent_scoped { None } else { d.step },
         session,
@@ -972,7 +976,10 @@ mod tests {
         assert_eq!(out.iter().map(|s| s.event.seq).collect::<Vec<_>>(), [Some(0), Some(1), Some(2)]);
         assert_eq!(out[2].event.cause.as_deref(), Some(out[1].event.id.as_str()));
         assert_eq!(out[0].event.epoch, Some(7));
-        assert_eq!(out[0].event.source, "aep://h/agent/codex/session/s%2F1");
+        assert_eq!(&*out[0].event.source, "aep://h/agent/codex/session/s%2F1");
+        // A session's events share one `source` allocation, and the version marker is static.
+        assert!(Arc::ptr_eq(&out[0].event.source, &out[2].event.source));
+        assert!(matches!(out[0].event.aep, Cow::Borrowed(AEP_VERSION)));
         for want in &out {
             let got = rx.recv().await.unwrap();
             assert_eq!(got.event.id, want.event.id);

@@ -110,7 +110,7 @@ pub async fn run(
     let mut agents: HashMap<String, mpsc::Sender<Arc<Stamped>>> = HashMap::new();
     let mut tasks = Vec::new();
     while let Some(ev) = rx.recv().await {
-        let agent = ev.event.agent.clone();
+        let agent = ev.event.agent.to_string();
         let tx = agents.entry(agent.clone()).or_insert_with(|| {
             let (tx, rx) = mpsc::channel(1024);
             status.set(&agent, false);

@@ -416,13 +416,13 @@ impl Stamper {
         };
         let time = d.time.unwrap_or_else(|| crate::time::rfc3339_ms(crate::time::unix_ms(SystemTime::now())));
         Some(Event {
-            aep: AEP_VERSION.to_owned(),
+            aep: AEP_VERSION.into(),
             id,
             r#type: d.r#type,
             subject,
             time,
-            source: crate::pipeline::source_uri(&self.host, self.agent, Some(&session)),
-            agent: self.agent.to_owned(),
+            source: crate::pipeline::source_uri(&self.host, self.agent, Some(&session)).into(),
+            agent: self.agent.into(),
             session: Some(session),
             run: d.run,
             step: d.step,
@@ -443,13 +443,13 @@ impl Stamper {
     fn agent_scoped(&mut self, d: EventDraft) -> Event {
         let time = d.time.unwrap_or_else(|| crate::time::rfc3339_ms(crate::time::unix_ms(SystemTime::now())));
         Event {
-            aep: AEP_VERSION.to_owned(),
+            aep: AEP_VERSION.into(),
             id: d.id.unwrap_or_else(|| ulid::Ulid::new().to_string()),
             r#type: d.r#type,
             subject: d.subject,
             time,
-            source: crate::pipeline::source_uri(&self.host, self.agent, None),
-            agent: self.agent.to_owned(),
+            source: crate::pipeline::source_uri(&self.host, self.agent, None).into(),
+            agent: self.agent.into(),
             session: None,
             run: None,
             step: None,
@@ -600,7 +600,7 @@ mod tests {
         settled.run = Some("r".into());
         let e = st.stamp(settled).unwrap();
         assert_eq!(
-            (e.session.as_deref(), e.seq, e.run.as_deref(), e.source.as_str()),
+            (e.session.as_deref(), e.seq, e.run.as_deref(), &*e.source),
             (None, None, None, "aep://h/agent/acp")
         );
         aep_schemas::validate::validate_event(&e).unwrap();

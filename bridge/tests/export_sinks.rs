@@ -94,7 +94,7 @@ async fn start_recorder(rec: Recorder) -> SocketAddr {
 fn check_sdk_event(ce: &cloudevents::Event, ev: &Event) {
     assert_eq!(ce.id(), ev.id);
     assert_eq!(ce.ty(), format!("dev.aep.{}", ev.r#type));
-    assert_eq!(ce.source().as_str(), ev.source);
+    assert_eq!(ce.source().as_str(), &*ev.source);
     assert_eq!(ce.specversion().as_str(), "1.0");
 }
 

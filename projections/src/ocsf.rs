@@ -186,7 +186,7 @@ pub fn to_ocsf(ev: &Event, opts: &OcsfOptions) -> Option<Value> {
             device.insert("type_id".into(), 0.into());
             match uri_host(&ev.source) {
                 Some(host) => device.insert("hostname".into(), host.into()),
-                None => device.insert("name".into(), Value::String(ev.source.clone())),
+                None => device.insert("name".into(), Value::String(ev.source.to_string())),
             };
             rec.insert("device".into(), Value::Object(device));
             let tool = payload.and_then(|d| d.get("tool")).and_then(Value::as_object);

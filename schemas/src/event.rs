@@ -5,6 +5,9 @@
 //! (AEP-0001 §5.1) are applied by the accessors [`Event::epoch`], [`Event::severity`] and
 //! [`Event::capture`], which every consumer in this workspace reads through.
 
+use std::borrow::Cow;
+use std::sync::Arc;
+
 use serde::de::Error as _;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -14,6 +17,11 @@ use crate::level::{Capture, Severity};
 
 /// The envelope version this implementation speaks (AEP-0001 §5.1 #1).
 pub const AEP_VERSION: &str = "0.1";
+
+/// An `aep` member as held: this version's marker is shared, not allocated per event.
+fn version(aep: String) -> Cow<'static, str> {
+    if aep == AEP_VERSION { Cow::Borrowed(AEP_VERSION) } else { Cow::Owned(aep) }
+}
 
 /// The sixteen core context attribute names plus `data`, in wire order (AEP-0001 §5.1).
 pub const CORE_ATTRIBUTES: [&str; 17] = [
@@ -55,8 +63,9 @@ impl EnvelopeError {
 /// One AEP Event (AEP-0001 §5).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Event {
-    /// #1 envelope version.
-    pub aep: String,
+    /// #1 envelope version. This version's marker is borrowed, not allocated per event
+    /// (the OTLP path builds hundreds of thousands a second; each allocation costs there).
+    pub aep: Cow<'static, str>,
     /// #2 id, unique per `source`.
     pub id: String,
     /// #3 bare type `{category}.{rest}` or `x.{vendor}.{category}.{rest}`.
@@ -65,10 +74,10 @@ pub struct Event {
     pub subject: Option<String>,
     /// #5 RFC 3339 time (display only; never ordering authority).
     pub time: String,
-    /// #6 emitter URI.
-    pub source: String,
-    /// #7 logical agent identity.
-    pub agent: String,
+    /// #6 emitter URI, shared (the events of one session hold one allocation).
+    pub source: Arc<str>,
+    /// #7 logical agent identity; borrowed when it is a mapping's static vendor name.
+    pub agent: Cow<'static, str>,
     /// #8 session key (session-scoped Events).
     pub session: Option<String>,
     /// #9 run within the session.
@@ -312,7 +321,7 @@ impl EventBuilder {
         let k = key.as_str();
         match k {
             "aep" => {
-                ev.aep = req_string(k, value)?;
+                ev.aep = version(req_string(k, value)?);
                 self.have[0] = true;
             }
             "id" => {
@@ -327,8 +336,8 @@ impl EventBuilder {
                 ev.time = req_string(k, value)?;
                 self.have[3] = true;
             }
-            "source" => ev.source = req_string(k, value)?,
-            "agent" => ev.agent = req_string(k, value)?,
+            "source" => ev.source = req_string(k, value)?.into(),
+            "agent" => ev.agent = req_string(k, value)?.into(),
             "subject" => ev.subject = Some(req_string(k, value)?),
             "session" => ev.session = Some(req_string(k, value)?),
             "run" => ev.run = Some(req_string(k, value)?),
@@ -544,7 +553,7 @@ impl Serialize for Event {
             out.serialize_entry("subject", v)?;
         }
         out.serialize_entry("time", &self.time)?;
-        out.serialize_entry("source", &self.source)?;
+        out.serialize_entry("source", &*self.source)?;
         out.serialize_entry("agent", &self.agent)?;
         for (k, v) in [("session", &self.session), ("run", &self.run), ("step", &self.step)] {
             if let Some(v) = v {
@@ -602,6 +611,11 @@ mod tests {
         assert_eq!(ev.severity(), Severity::Info);
         assert_eq!(ev.capture(), Capture::Metadata);
         assert!(!ev.to_json().contains("null"));
+        // This version's marker is the static one; another version is kept as sent.
+        assert!(matches!(ev.aep, Cow::Borrowed(AEP_VERSION)));
+        let other =
+            Event::from_value(json!({"aep":"9.0","id":"b","type":"run.started","time":"t","source":"s","agent":"x"}));
+        assert_eq!(other.map(|e| e.aep.into_owned()).ok().as_deref(), Some("9.0"));
     }
 
     #[test]

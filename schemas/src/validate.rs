@@ -572,7 +572,7 @@ impl StreamValidator {
         let mut flag = |rule: &'static str, message: String| out.push(Violation { rule, message, index });
 
         // AEP-0001 §7.4: dedupe on (source, id); same key with different content is a collision.
-        let key = (ev.source.clone(), ev.id.clone());
+        let key = (ev.source.to_string(), ev.id.clone());
         let fingerprint = digest(&ev.to_value());
         if let Some(prev) = self.seen.get(&key) {
             if *prev != fingerprint {
@@ -595,7 +595,7 @@ impl StreamValidator {
         if matches!(ty, "control.accepted" | "control.rejected")
             && let Some(cmd) = &ev.cause
         {
-            let ack_key = (ev.source.clone(), cmd.clone());
+            let ack_key = (ev.source.to_string(), cmd.clone());
             match self.acks.get(&ack_key) {
                 Some(first) if *first != ev.id => flag(
                     "AEP-0004 §3",
@@ -609,7 +609,7 @@ impl StreamValidator {
         }
 
         let Some(seq) = ev.seq else { return out };
-        let st = self.sessions.entry((ev.source.clone(), session.clone())).or_default();
+        let st = self.sessions.entry((ev.source.to_string(), session.clone())).or_default();
 
         // AEP-0001 §7.2: no regression within an epoch, no epoch reuse.
         let pos = (ev.epoch(), seq);

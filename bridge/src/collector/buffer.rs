@@ -611,10 +611,7 @@ mod tests {
                     let expect: Vec<_> = m.held.iter().filter(|(q, ..)| *q > from).collect();
                     assert_eq!(got.len(), expect.len(), "step {step}: replay of {s} after {from:?}");
                     for (g, (q, src, i, line)) in got.iter().zip(expect) {
-                        assert_eq!(
-                            (pos(g), g.event.source.as_str(), g.event.id.as_str()),
-                            (*q, src.as_str(), i.as_str())
-                        );
+                        assert_eq!((pos(g), &*g.event.source, g.event.id.as_str()), (*q, src.as_str(), i.as_str()));
                         assert_eq!(&g.line, line, "the held bytes");
                     }
                     let earliest = m.held.first().map(|h| h.0);

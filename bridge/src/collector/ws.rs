@@ -384,7 +384,7 @@ async fn handle_event(
         c.claim(Claim {
             conn: conn.id,
             session,
-            agent: conn.agent.clone().or_else(|| Some(ev.agent.clone())),
+            agent: conn.agent.clone().or_else(|| Some(ev.agent.to_string())),
             instance: conn.instance.clone(),
             control: conn.control.clone(),
             emits: conn.emits.clone(),

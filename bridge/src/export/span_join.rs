@@ -277,7 +277,7 @@ impl SpanJoin {
     /// its session, the session's end.
     pub fn observe(&mut self, ev: &Event) {
         let Some(session) = ev.session.as_deref() else { return };
-        let key = (ev.source.clone(), session.to_owned());
+        let key = (ev.source.to_string(), session.to_owned());
         let data = ev.data.as_ref().and_then(Value::as_object);
         let call = data
             .and_then(|d| model_call(&ev.r#type, d))

@@ -143,7 +143,7 @@ impl SpanAssembler {
         let Some(name) = ev.session.as_deref() else {
             return out; // AEP-0001 §5.2: agent-scoped Events belong to no session trace.
         };
-        let dedupe = (ev.source.clone(), ev.id.clone());
+        let dedupe = (ev.source.to_string(), ev.id.clone());
         if self.seen.contains(&dedupe) {
             return out;
         }
@@ -180,7 +180,7 @@ impl SpanAssembler {
         // ended it annotates nothing (the trace is complete; the record stays in the log
         // export) instead of opening one `(late)` continuation span per record.
         if !self.closed.is_empty() && ev.r#type.starts_with("x.") && ev.r#type.contains(".otel.") {
-            let own = (ev.source.clone(), name.to_owned());
+            let own = (ev.source.to_string(), name.to_owned());
             if !self.sessions.contains_key(&own) && self.closed.get(&own).is_some_and(|c| c.ended) {
                 return;
             }
@@ -286,7 +286,7 @@ impl SpanAssembler {
 
     /// Finds the session an Event belongs to, creating it when new.
     fn resolve_session(&mut self, ev: &Event, name: &str, out: &mut Vec<Span>) -> SessKey {
-        let own = (ev.source.clone(), name.to_owned());
+        let own = (ev.source.to_string(), name.to_owned());
         if self.sessions.contains_key(&own) {
             return own;
         }
@@ -313,7 +313,7 @@ impl SpanAssembler {
         let sess = Session {
             source: own.0.clone(),
             session: own.1.clone(),
-            agent: ev.agent.clone(),
+            agent: ev.agent.to_string(),
             trace_per_run: self.cfg.trace_per_run,
             generation,
             after_end,

@@ -59,7 +59,7 @@ impl LogSpans {
     pub fn context(&mut self, ev: &Event) -> Option<SpanContext> {
         let session = ev.session.as_deref()?;
         ev.seq?;
-        let source = ev.source.as_str();
+        let source: &str = &ev.source;
         let tp = ev.traceparent.as_deref().and_then(parse_traceparent);
         let skey: Key = (source.to_owned(), session.to_owned(), None);
         if ev.r#type == "session.started"

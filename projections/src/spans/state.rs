@@ -40,8 +40,8 @@ impl Rec {
         Rec {
             id: ev.id.clone(),
             ty: ev.r#type.clone(),
-            foreign_source: (ev.source != owner.0).then(|| ev.source.clone()),
-            foreign_agent: (ev.agent != owner.1).then(|| ev.agent.clone()),
+            foreign_source: (*ev.source != *owner.0).then(|| ev.source.to_string()),
+            foreign_agent: (ev.agent != owner.1).then(|| ev.agent.to_string()),
             time: parse_rfc3339_nanos(&ev.time).unwrap_or(fallback_time),
             pos: ev.position(),
             subject: ev.subject.clone(),
