@@ -21,6 +21,8 @@
 pub mod generic;
 pub mod usage;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use aep_schemas::Capture;
@@ -650,8 +652,8 @@ pub(crate) fn companion(
     vendor: &str,
     suffix: &str,
     rec: &OtelRecord,
-    fields: &[Field],
-    common: &[Field],
+    fields: &'static [Field],
+    common: &'static [Field],
     cx: &MapContext,
 ) -> EventDraft {
     let ty = otel_type(vendor, suffix);
@@ -667,25 +669,94 @@ pub(crate) fn companion(
     // the payload map is allocated at its final size (most records carry a few of the
     // listed fields: a map sized for all of them would be mostly empty).
     let mut at = [usize::MAX; MAX_LISTED];
-    let mut n = 0;
+    let mut present = 0u32;
     for (i, &(key, level, _)) in fields.iter().chain(common).enumerate() {
         if level <= ceiling
             && let Some(p) = rec.attributes.position(key)
         {
             at[i] = p;
+            present |= 1 << i;
+        }
+    }
+    let listed = |i: usize| if i < fields.len() { fields[i] } else { common[i - fields.len()] };
+    let Some(mut data) = layout(fields, common, present) else {
+        // A layout that repeats a key: inserted one by one (a later value wins in place).
+        d.data = Map::with_capacity(present.count_ones() as usize);
+        for i in bits(present) {
+            let (key, level, kind) = listed(i);
+            if let Some(v) = gate_owned(rec.attributes.owned_at(at[i]), level, kind, ceiling, cx) {
+                d.data.insert(key.to_owned(), v);
+            }
+        }
+        return d;
+    };
+    // The layout's slots are the present fields in list order: fill them in place.
+    let mut gated_out = 0u32;
+    for ((n, slot), i) in data.values_mut().enumerate().zip(bits(present)) {
+        let (_, level, kind) = listed(i);
+        match gate_owned(rec.attributes.owned_at(at[i]), level, kind, ceiling, cx) {
+            Some(v) => *slot = v,
+            None => gated_out |= 1 << n,
+        }
+    }
+    if gated_out != 0 {
+        let mut n = 0;
+        data.retain(|_, _| {
             n += 1;
-        }
+            gated_out & (1 << (n - 1)) == 0
+        });
     }
-    d.data = Map::with_capacity(n);
-    for (i, &(key, level, kind)) in fields.iter().chain(common).enumerate() {
-        if at[i] == usize::MAX {
-            continue;
-        }
-        if let Some(v) = gate_owned(rec.attributes.owned_at(at[i]), level, kind, ceiling, cx) {
-            d.data.insert(key.to_owned(), v);
-        }
-    }
+    d.data = data;
     d
+}
+
+/// The set bits of `mask`, lowest first.
+fn bits(mut mask: u32) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        let i = mask.trailing_zeros() as usize;
+        mask &= mask.wrapping_sub(1);
+        (i < 32).then_some(i)
+    })
+}
+
+/// Key layouts of companion payloads already built on this thread, by field lists (their
+/// static addresses) and which of their fields a record carries.
+type Layouts = HashMap<LayoutKey, Option<Map<String, Value>>, foldhash::fast::FixedState>;
+
+/// The two field lists (address and length) and the bits of the present fields.
+type LayoutKey = ((usize, usize), (usize, usize), u32);
+
+/// Most layouts kept per thread (a few dozen occur per vendor); past it the memo restarts.
+const MAX_LAYOUTS: usize = 4096;
+
+thread_local! {
+    static LAYOUTS: RefCell<Layouts> = RefCell::new(Layouts::default());
+}
+
+/// The payload map of a companion event whose present listed fields are `present` (bits
+/// over `fields` then `common`): those keys in list order, every value `Null`; `None` when
+/// two of them are the same key. A memo per thread of maps built once: serde_json's
+/// order-keeping map hashes each inserted key with SipHash, and a clone copies the stored
+/// hashes instead (Claude Code's companions carry a dozen keys or more per record).
+fn layout(fields: &'static [Field], common: &'static [Field], present: u32) -> Option<Map<String, Value>> {
+    let key = ((fields.as_ptr() as usize, fields.len()), (common.as_ptr() as usize, common.len()), present);
+    LAYOUTS.with(|memo| {
+        let mut memo = memo.borrow_mut();
+        if let Some(m) = memo.get(&key) {
+            return m.clone();
+        }
+        if memo.len() >= MAX_LAYOUTS {
+            memo.clear();
+        }
+        let mut m = Map::with_capacity(present.count_ones() as usize);
+        for i in bits(present) {
+            let name = if i < fields.len() { fields[i].0 } else { common[i - fields.len()].0 };
+            m.insert(name.to_owned(), Value::Null);
+        }
+        let m = (m.len() == present.count_ones() as usize).then_some(m);
+        memo.insert(key, m.clone());
+        m
+    })
 }
 
 /// Most attributes one companion event lists (its own and the common ones); longer lists
@@ -796,6 +867,66 @@ mod tests {
         assert_eq!(rfc3339_from_unix_nanos(951_782_400_000_000_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(rfc3339_from_unix_nanos(u64::MAX), "2554-07-21T23:34:33.709Z");
         assert_eq!(rfc3339_from_unix_nanos(1_234_567_890_123_456_789), "2009-02-13T23:31:30.123Z");
+    }
+
+    /// Listed fields for the layout test: two lists, a key repeated across them, every
+    /// level and both kinds.
+    static OWN: &[Field] = &[
+        ("model", Capture::Metadata, Kind::Plain),
+        ("prompt", Capture::Full, Kind::Text),
+        ("tokens", Capture::Metadata, Kind::Plain),
+        ("error", Capture::Redacted, Kind::Text),
+    ];
+    static COMMON: &[Field] =
+        &[("session.id", Capture::Metadata, Kind::Plain), ("user.email", Capture::Redacted, Kind::Text)];
+    static REPEATS: &[Field] = &[("tokens", Capture::Metadata, Kind::Plain), ("user.email", Capture::Full, Kind::Text)];
+
+    /// What `companion` built before layouts: each admitted field inserted in list order.
+    fn inserted_one_by_one(
+        rec: &OtelRecord,
+        lists: [&[Field]; 2],
+        cx: &MapContext,
+        ceiling: Capture,
+    ) -> Vec<(String, Value)> {
+        let mut m = Map::new();
+        for &(key, level, kind) in lists.iter().flat_map(|l| l.iter()) {
+            if level <= ceiling
+                && let Some(v) = rec.attributes.get_owned(key)
+                && let Some(v) = gate_owned(v, level, kind, ceiling, cx)
+            {
+                m.insert(key.to_owned(), v);
+            }
+        }
+        m.into_iter().collect()
+    }
+
+    #[test]
+    fn payload_layouts_give_the_one_by_one_maps_in_order() {
+        // Each attribute absent, present, null, or a vendor redaction marker.
+        let values = [None, Some(json!("v")), Some(Value::Null), Some(json!("[REDACTED]")), Some(json!(7))];
+        let keys = ["model", "prompt", "tokens", "error", "session.id", "user.email"];
+        let mut checked = 0;
+        for ceiling in [Capture::Metadata, Capture::Redacted, Capture::Full] {
+            let cx = MapContext { capture: ceiling, attention_capture: ceiling, ..MapContext::default() };
+            for combo in 0..values.len().pow(keys.len() as u32) {
+                let mut rec = OtelRecord::default();
+                let mut c = combo;
+                // Pushed in reverse list order: where a record carries a key does not matter.
+                for key in keys.iter().rev() {
+                    if let Some(v) = &values[c % values.len()] {
+                        rec.attributes.push(*key, v.clone());
+                    }
+                    c /= values.len();
+                }
+                for lists in [[OWN, COMMON], [OWN, REPEATS]] {
+                    let d = companion("t", "s", &rec, lists[0], lists[1], &cx);
+                    let got: Vec<(String, Value)> = d.data.into_iter().collect();
+                    assert_eq!(got, inserted_one_by_one(&rec, lists, &cx, ceiling), "{ceiling:?} {combo}");
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 3 * 5usize.pow(6) * 2);
     }
 
     #[test]
