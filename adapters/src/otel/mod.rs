@@ -678,7 +678,7 @@ pub(crate) fn companion(
             present |= 1 << i;
         }
     }
-    let listed = |i: usize| if i < fields.len() { fields[i] } else { common[i - fields.len()] };
+    let listed = |i: usize| nth_listed(fields, common, i);
     let Some(mut data) = layout(fields, common, present) else {
         // A layout that repeats a key: inserted one by one (a later value wins in place).
         d.data = Map::with_capacity(present.count_ones() as usize);
@@ -708,6 +708,11 @@ pub(crate) fn companion(
     }
     d.data = data;
     d
+}
+
+/// Field `i` of `fields` then `common`.
+fn nth_listed(fields: &[Field], common: &[Field], i: usize) -> Field {
+    if i < fields.len() { fields[i] } else { common[i - fields.len()] }
 }
 
 /// The set bits of `mask`, lowest first.
@@ -750,8 +755,7 @@ fn layout(fields: &'static [Field], common: &'static [Field], present: u32) -> O
         }
         let mut m = Map::with_capacity(present.count_ones() as usize);
         for i in bits(present) {
-            let name = if i < fields.len() { fields[i].0 } else { common[i - fields.len()].0 };
-            m.insert(name.to_owned(), Value::Null);
+            m.insert(nth_listed(fields, common, i).0.to_owned(), Value::Null);
         }
         let m = (m.len() == present.count_ones() as usize).then_some(m);
         memo.insert(key, m.clone());
