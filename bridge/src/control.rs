@@ -348,8 +348,11 @@ impl ControlLoop {
         let answered = self.answered(&pending, &applied, &cmd.id);
         let mut resolved = pending.resolved(now_ms(), "answered");
         resolved.cause = Some(cmd.id.clone());
-        let stamped =
-            self.pipeline.submit_drafts("control", &pending.agent, vec![accepted, answered, resolved]).await.ok()?;
+        let stamped = self
+            .pipeline
+            .submit_drafts("control", pending.agent.clone(), vec![accepted, answered, resolved])
+            .await
+            .ok()?;
         self.book.observe(&stamped, now_ms());
         let _ = tx.send(Outcome::Answer(applied));
         stamped.into_iter().next()
@@ -373,7 +376,7 @@ impl ControlLoop {
                 accepted.session = Some(session.to_owned());
                 accepted.run = pending.run.clone();
                 accepted.cause = Some(cmd.id.clone());
-                let stamped = self.pipeline.submit_drafts("control", &pending.agent, vec![accepted]).await.ok();
+                let stamped = self.pipeline.submit_drafts("control", pending.agent.clone(), vec![accepted]).await.ok();
                 route.acked(&pending.id, &cmd.id);
                 stamped?.into_iter().next()
             }
@@ -431,7 +434,7 @@ impl ControlLoop {
             d.capture = Capture::Redacted;
         }
         tracing::info!(reason, "Command rejected.");
-        let s = self.pipeline.submit_drafts("control", agent, vec![d]).await.ok()?;
+        let s = self.pipeline.submit_drafts("control", agent.to_owned(), vec![d]).await.ok()?;
         s.into_iter().next()
     }
 }
@@ -519,7 +522,7 @@ impl Held {
                     // Fail-open: the agent's own dialog takes over.
                     let mut d = pending.lifecycle("attention.timeout", Capture::Metadata);
                     d.data.insert("after_ms".into(), json!(c.timeout.as_millis() as u64));
-                    if let Ok(s) = c.pipeline.submit_drafts("control", &pending.agent, vec![d]).await {
+                    if let Ok(s) = c.pipeline.submit_drafts("control", pending.agent.clone(), vec![d]).await {
                         c.book.observe(&s, now_ms());
                     }
                 }

@@ -414,7 +414,7 @@ impl BridgeHooks {
         if let Some(control) = &self.control {
             control.claim(vendor, &drafts);
         }
-        let stamped = match self.pipeline.submit_drafts("hook", vendor, drafts).await {
+        let stamped = match self.pipeline.submit_drafts("hook", adapter.vendor(), drafts).await {
             Ok(s) => s,
             Err(e) => {
                 if let Some(h) = &held {

@@ -530,15 +530,17 @@ impl Pipeline {
     }
 
     /// Stamps drafts of `agent` and fans them out, in order. Returns the stamped events.
+    /// A static name (a hook adapter's vendor) is borrowed by every event; an owned one is
+    /// copied into each.
     pub async fn submit_drafts(
         &self,
         input: &'static str,
-        agent: &str,
+        agent: impl Into<Cow<'static, str>>,
         drafts: Vec<EventDraft>,
     ) -> Result<Vec<Arc<Stamped>>, SubmitError> {
         let mut out = Vec::with_capacity(drafts.len());
         let mut drops = Drops::default();
-        let agent: Cow<'static, str> = Cow::Owned(agent.to_owned());
+        let agent = agent.into();
         let mut st = self.inner.stamper.lock().await;
         let sinks = self.sinks();
         // As in `submit_mapped`: stamped and serialized into one buffer first, then fanned out.
@@ -980,6 +982,11 @@ mod tests {
         // A session's events share one `source` allocation, and the version marker is static.
         assert!(Arc::ptr_eq(&out[0].event.source, &out[2].event.source));
         assert!(matches!(out[0].event.aep, Cow::Borrowed(AEP_VERSION)));
+        // A hook adapter's static vendor name is borrowed, an owned name (a bridge's) copied.
+        assert!(matches!(out[0].event.agent, Cow::Borrowed("codex")));
+        let owned = p.submit_drafts("hook", String::from("codex"), vec![draft("run.started", "s/1")]).await.unwrap();
+        assert!(matches!(&owned[0].event.agent, Cow::Owned(a) if a == "codex"));
+        assert!(Arc::ptr_eq(&owned[0].event.source, &out[0].event.source), "one source per session");
         for want in &out {
             let got = rx.recv().await.unwrap();
             assert_eq!(got.event.id, want.event.id);

@@ -316,7 +316,7 @@ impl TeeTask {
         if drafts.is_empty() {
             return true;
         }
-        self.pipeline.submit_drafts("agui", &self.agent, drafts).await.is_ok()
+        self.pipeline.submit_drafts("agui", self.agent.clone(), drafts).await.is_ok()
     }
 }
 

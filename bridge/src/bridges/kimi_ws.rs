@@ -913,8 +913,12 @@ impl Observer {
         if self.gated {
             self.deps.control.claim(&self.agent, &drafts);
         }
-        let stamped: Vec<Arc<Stamped>> =
-            self.deps.pipeline.submit_drafts("kimi-ws", &self.agent, drafts).await.map_err(|_| Stop::Pipeline)?;
+        let stamped: Vec<Arc<Stamped>> = self
+            .deps
+            .pipeline
+            .submit_drafts("kimi-ws", self.agent.clone(), drafts)
+            .await
+            .map_err(|_| Stop::Pipeline)?;
         self.deps.book.observe(&stamped, now);
         self.deps.control.observe(&stamped);
         Ok(())

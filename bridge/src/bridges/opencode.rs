@@ -476,7 +476,7 @@ impl Observer {
             self.deps.control.claim(&self.agent, &drafts);
         }
         let stamped: Vec<Arc<Stamped>> =
-            self.deps.pipeline.submit_drafts("sse", &self.agent, drafts).await.map_err(|_| Stop::Pipeline)?;
+            self.deps.pipeline.submit_drafts("sse", self.agent.clone(), drafts).await.map_err(|_| Stop::Pipeline)?;
         self.deps.book.observe(&stamped, now);
         self.deps.control.observe(&stamped);
         Ok(())

@@ -596,8 +596,11 @@ impl Watch {
         if self.sh.gated {
             deps.control.claim(&self.sh.agent, &drafts);
         }
-        let stamped: Vec<Arc<Stamped>> =
-            deps.pipeline.submit_drafts("openhands", &self.sh.agent, drafts).await.map_err(|_| Stop::Pipeline)?;
+        let stamped: Vec<Arc<Stamped>> = deps
+            .pipeline
+            .submit_drafts("openhands", self.sh.agent.clone(), drafts)
+            .await
+            .map_err(|_| Stop::Pipeline)?;
         deps.book.observe(&stamped, now);
         deps.control.observe(&stamped);
         Ok(())
