@@ -382,7 +382,10 @@ struct Stamper {
     agent: &'static str,
     host: String,
     epoch: u64,
-    seq: HashMap<String, u64>,
+    /// Per session: the last `seq` given and the session's `source` (built once, shared).
+    sessions: HashMap<String, (u64, Arc<str>)>,
+    /// The `source` of agent-scoped events.
+    agent_source: Arc<str>,
     causes: HashMap<String, String>,
 }
 
@@ -390,6 +393,11 @@ struct Stamper {
 const CAUSE_MEMORY: usize = 8192;
 
 impl Stamper {
+    fn new(agent: &'static str, host: String, epoch: u64) -> Self {
+        let agent_source = crate::pipeline::source_uri(&host, agent, None).into();
+        Stamper { agent, host, epoch, sessions: HashMap::new(), agent_source, causes: HashMap::new() }
+    }
+
     fn stamp(&mut self, d: EventDraft) -> Option<Event> {
         // AEP-0001 §5.2: `agent.*` events (a vendor's `x.{vendor}.agent.*` too) belong to the
         // agent, not a session: no session, position, run or step.
@@ -397,8 +405,12 @@ impl Stamper {
             return Some(self.agent_scoped(d));
         }
         let session = d.session?;
-        let seq = self.seq.entry(session.clone()).or_insert(0);
+        let (seq, source) = self
+            .sessions
+            .entry(session.clone())
+            .or_insert_with(|| (0, crate::pipeline::source_uri(&self.host, self.agent, Some(&session)).into()));
         *seq += 1;
+        let (seq, source) = (*seq, source.clone());
         let id = d.id.unwrap_or_else(|| ulid::Ulid::new().to_string());
         let scoped = |k: &str| format!("{session}\u{0}{k}");
         let cause = d.cause.or_else(|| d.cause_key.as_deref().and_then(|k| self.causes.get(&scoped(k)).cloned()));
@@ -421,12 +433,12 @@ impl Stamper {
             r#type: d.r#type,
             subject,
             time,
-            source: crate::pipeline::source_uri(&self.host, self.agent, Some(&session)).into(),
+            source,
             agent: self.agent.into(),
             session: Some(session),
             run: d.run,
             step: d.step,
-            seq: Some(*seq),
+            seq: Some(seq),
             epoch: Some(self.epoch),
             cause,
             traceparent: d.traceparent,
@@ -448,7 +460,7 @@ impl Stamper {
             r#type: d.r#type,
             subject: d.subject,
             time,
-            source: crate::pipeline::source_uri(&self.host, self.agent, None).into(),
+            source: self.agent_source.clone(),
             agent: self.agent.into(),
             session: None,
             run: None,
@@ -473,8 +485,7 @@ fn deliver(rx: Receiver<Line>, mut mapper: Box<dyn LineMapper>, opts: &WrapOptio
         .build()
         .new_agent();
     let url = format!("{}/events", opts.endpoint.base);
-    let mut stamper =
-        Stamper { agent: mapper.agent(), host: opts.host.clone(), epoch, seq: HashMap::new(), causes: HashMap::new() };
+    let mut stamper = Stamper::new(mapper.agent(), opts.host.clone(), epoch);
     loop {
         let first = match rx.recv_timeout(Duration::from_millis(20)) {
             Ok(l) => l,
@@ -581,7 +592,7 @@ mod tests {
 
     #[test]
     fn the_stamper_numbers_sessions_and_links_causes() {
-        let mut st = Stamper { agent: "acp", host: "h".into(), epoch: 9, seq: HashMap::new(), causes: HashMap::new() };
+        let mut st = Stamper::new("acp", "h".into(), 9);
         let mut req = EventDraft::new("attention.requested", aep_schemas::Capture::Redacted);
         req.session = Some("s".into());
         req.correlation_key = Some("k".into());
@@ -593,6 +604,9 @@ mod tests {
         assert_eq!((req.seq, ans.seq, ans.epoch), (Some(1), Some(2), Some(9)));
         assert_eq!(ans.cause.as_deref(), Some(req.id.as_str()));
         assert_eq!(ans.subject.as_deref(), Some(req.id.as_str()));
+        // The session's `source`, built once and shared by its events.
+        assert_eq!(&*req.source, "aep://h/agent/acp/session/s");
+        assert!(Arc::ptr_eq(&req.source, &ans.source));
         assert!(st.stamp(EventDraft::new("run.started", aep_schemas::Capture::Metadata)).is_none(), "no session");
         // Agent-scoped events go out without a session (and take no position of one).
         let mut settled = EventDraft::new("x.pi.agent.settled", aep_schemas::Capture::Metadata);
