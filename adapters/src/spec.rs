@@ -29,7 +29,7 @@ pub struct VendorSpec {
     /// What `aep-bridge install` writes; `None` when wiring is manual.
     pub install: Option<InstallSpec>,
     /// The vendor's OTel profile, when it exports OTLP logs the bridge maps.
-    pub otel: Option<crate::otel::Vendor>,
+    pub otel: Option<&'static dyn crate::otel::OtelProfile>,
     /// The hook adapter.
     pub adapter: fn() -> Box<dyn HookAdapter>,
 }

@@ -15,8 +15,9 @@ use aep_schemas::Capture;
 use serde::Deserialize;
 
 use crate::env::Env;
-use crate::transport::config::{HttpUrl, RelayUrl, off_if_empty};
-use crate::transport::{Headers, TlsConfig};
+pub use crate::otlp_in::OtlpInConfig;
+use crate::transport::TlsConfig;
+use crate::transport::config::{RelayUrl, off_if_empty};
 
 /// One problem found in a configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -266,50 +267,6 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         Self { queue_capacity: 16_384, notice_wait_ms: 200 }
-    }
-}
-
-/// `[otlp_in]`: the OTLP receivers' vendor profiles.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OtlpInConfig {
-    /// `primary` or `companion` (default).
-    pub mode: aep_adapters::otel::Mode,
-    /// Overrides of profile selection: resource `service.name` -> profile
-    /// (`codex`, `vscode`, `claude-code`, `gemini-cli`, `qwen-code`).
-    pub profiles: BTreeMap<String, aep_adapters::otel::Vendor>,
-    /// Opt-in for services no profile knows: resource `service.name` -> a vendor name; their
-    /// records map to `x.<vendor>.otel.<event>` (only the event name below the `full`
-    /// ceiling) instead of being refused.
-    pub generic: BTreeMap<String, aep_adapters::otel::generic::VendorName>,
-    /// Forward every received OTLP request unchanged to this OTLP/HTTP base URL (the tee);
-    /// `""` = off.
-    #[serde(deserialize_with = "off_if_empty")]
-    pub tee: Option<HttpUrl>,
-    /// Extra request headers of the tee (e.g. an API key).
-    pub tee_headers: Headers,
-    /// `[otlp_in.tee_tls]`: extra CA bundle and client certificate for an `https://` tee.
-    pub tee_tls: TlsConfig,
-    /// Decompressed OTLP/HTTP bytes decoded at once over every receiver; past it an
-    /// export gets 503 + `Retry-After` (one export is always taken when none is in flight).
-    pub max_decode_bytes: usize,
-    /// OTLP/gRPC exports handled at once (tonic decodes a message before the bridge sees
-    /// it, so gRPC is bounded by count: memory is about this many times the message limit).
-    pub max_grpc_concurrency: usize,
-}
-
-impl Default for OtlpInConfig {
-    fn default() -> Self {
-        Self {
-            mode: aep_adapters::otel::Mode::default(),
-            profiles: BTreeMap::new(),
-            generic: BTreeMap::new(),
-            tee: None,
-            tee_headers: Headers::default(),
-            tee_tls: TlsConfig::default(),
-            max_decode_bytes: 16 * 1024 * 1024,
-            max_grpc_concurrency: 2,
-        }
     }
 }
 
@@ -599,13 +556,13 @@ mod tests {
         let typed =
             Config::from_toml("[otlp_in]\nmode = \"primary\"\nprofiles = { \"my-codex\" = \"codex\" }").unwrap();
         assert_eq!(typed.otlp_in.mode, aep_adapters::otel::Mode::Primary);
-        assert_eq!(typed.otlp_in.profiles["my-codex"], aep_adapters::otel::Vendor::Codex);
+        assert_eq!(typed.otlp_in.profiles["my-codex"], aep_adapters::vendors::OtelVendor::named("codex").unwrap());
         assert!(Config::from_toml("[otlp_in]\nprofiles = { x = \"gemini\" }").is_err(), "no such profile");
         let typed = Config::from_toml(
             "[otlp_in.profiles]\ng = \"gemini-cli\"\nq = \"qwen-code\"\n[otlp_in.generic]\nmy-app = \"my-agent\"",
         )
         .unwrap();
-        assert_eq!(typed.otlp_in.profiles["q"], aep_adapters::otel::Vendor::QwenCode);
+        assert_eq!(typed.otlp_in.profiles["q"], aep_adapters::vendors::OtelVendor::named("qwen-code").unwrap());
         assert_eq!(typed.otlp_in.generic["my-app"].as_str(), "my-agent");
         assert!(Config::from_toml("[otlp_in.generic]\nmy-app = \"My Agent\"").is_err(), "not a vendor token");
     }

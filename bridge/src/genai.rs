@@ -22,7 +22,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use aep_adapters::otel::usage::{count, member, model_call, number};
+use aep_adapters::otel::usage::{count, member, number};
+use aep_adapters::vendors::model_call;
 use aep_schemas::Event;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
 use opentelemetry::{KeyValue, StringValue};

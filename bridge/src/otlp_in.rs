@@ -12,22 +12,70 @@
 //! flight an export is answered 503 / `UNAVAILABLE` with a retry delay (OTLP backpressure),
 //! never dropped silently.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aep_adapters::MapContext;
 use aep_adapters::otel::generic::{self, GenericOtel};
-use aep_adapters::otel::{MappedDraft, Mode, OtelRecord, ProfileSelector, Vendor, map_batch};
+use aep_adapters::otel::{MappedDraft, Mode, OtelRecord, map_batch};
+use aep_adapters::vendors::{OtelVendor, otel_selector};
 use aep_receivers::otlp::{
     Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler,
     RecordsAnswer, Refused, into_otel_records, to_otel_records,
 };
+use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
+use crate::transport::config::{HttpUrl, off_if_empty};
+use crate::transport::{Headers, TlsConfig};
+
+/// `[otlp_in]`: the OTLP receivers' vendor profiles.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OtlpInConfig {
+    /// `primary` or `companion` (default).
+    pub mode: aep_adapters::otel::Mode,
+    /// Overrides of profile selection: resource `service.name` -> profile
+    /// (`codex`, `vscode`, `claude-code`, `gemini-cli`, `qwen-code`).
+    pub profiles: BTreeMap<String, OtelVendor>,
+    /// Opt-in for services no profile knows: resource `service.name` -> a vendor name; their
+    /// records map to `x.<vendor>.otel.<event>` (only the event name below the `full`
+    /// ceiling) instead of being refused.
+    pub generic: BTreeMap<String, aep_adapters::otel::generic::VendorName>,
+    /// Forward every received OTLP request unchanged to this OTLP/HTTP base URL (the tee);
+    /// `""` = off.
+    #[serde(deserialize_with = "off_if_empty")]
+    pub tee: Option<HttpUrl>,
+    /// Extra request headers of the tee (e.g. an API key).
+    pub tee_headers: Headers,
+    /// `[otlp_in.tee_tls]`: extra CA bundle and client certificate for an `https://` tee.
+    pub tee_tls: TlsConfig,
+    /// Decompressed OTLP/HTTP bytes decoded at once over every receiver; past it an
+    /// export gets 503 + `Retry-After` (one export is always taken when none is in flight).
+    pub max_decode_bytes: usize,
+    /// OTLP/gRPC exports handled at once (tonic decodes a message before the bridge sees
+    /// it, so gRPC is bounded by count: memory is about this many times the message limit).
+    pub max_grpc_concurrency: usize,
+}
+
+impl Default for OtlpInConfig {
+    fn default() -> Self {
+        Self {
+            mode: aep_adapters::otel::Mode::default(),
+            profiles: BTreeMap::new(),
+            generic: BTreeMap::new(),
+            tee: None,
+            tee_headers: Headers::default(),
+            tee_tls: TlsConfig::default(),
+            max_decode_bytes: 16 * 1024 * 1024,
+            max_grpc_concurrency: 2,
+        }
+    }
+}
 
 /// Drafts submitted to the pipeline at once from an OTLP export.
 const BULK_CHUNK: usize = 256;
@@ -85,14 +133,14 @@ impl OtlpTee for Tees {
 #[derive(Debug, Clone, Default)]
 pub struct ProfileOverrides {
     /// `service.name` -> built-in profile.
-    pub forced: HashMap<String, Vendor>,
+    pub forced: HashMap<String, OtelVendor>,
     /// `service.name` -> the generic profile of a configured vendor name.
     pub generic: HashMap<String, GenericOtel>,
 }
 
 impl ProfileOverrides {
     /// From the config's two tables (a service in both takes its built-in profile).
-    pub fn from_config(cfg: &crate::config::OtlpInConfig) -> Self {
+    pub fn from_config(cfg: &OtlpInConfig) -> Self {
         Self {
             forced: cfg.profiles.iter().map(|(svc, v)| (svc.clone(), *v)).collect(),
             generic: cfg.generic.iter().map(|(svc, name)| (svc.clone(), GenericOtel::leak(name))).collect(),
@@ -240,12 +288,12 @@ impl BridgeOtlp {
                 rest = &rest[1..];
                 match (self.overrides.forced.get(svc), self.overrides.generic.get(svc)) {
                     (None, Some(generic)) => generic::map_batch(one, generic, &self.cx, self.mode),
-                    (vendor, _) => map_batch(one, &ProfileSelector { forced: vendor.copied() }, &self.cx, self.mode),
+                    (vendor, _) => map_batch(one, &otel_selector(vendor.copied()), &self.cx, self.mode),
                 }
             } else {
                 let (run, tail) = rest.split_at(rest.iter().position(covered).unwrap_or(rest.len()));
                 rest = tail;
-                map_batch(run, &ProfileSelector::default(), &self.cx, self.mode)
+                map_batch(run, &otel_selector(None), &self.cx, self.mode)
             };
             sessionless += out.sessionless;
             m.unmatched += out.unmatched;

@@ -352,7 +352,7 @@ pub fn validate_cloudevent(ce: &Value) -> Result<(), CeError> {
                 }
             }
             "time" => match value.as_str() {
-                Some(t) if crate::otlp_logs::is_rfc3339(t) => {}
+                Some(t) if aep_schemas::time::parse_rfc3339(t).is_some() => {}
                 _ => return bad(format!("`time` must be an RFC 3339 timestamp, got {value}")),
             },
             "subject" | "datacontenttype" | "dataschema" => {

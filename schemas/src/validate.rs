@@ -60,7 +60,7 @@ pub fn validate_owned(v: Value) -> Result<Event, Violation> {
 }
 
 /// [`validate_owned`] of an event read straight from JSON
-/// ([`crate::json::event_from_str_strict`]): the same checks and the same first violation.
+/// ([`crate::event::event_from_str_strict`]): the same checks and the same first violation.
 pub fn validate_parsed(parsed: Result<Event, crate::event::EnvelopeError>) -> Result<Event, Violation> {
     let ev = parsed.map_err(|e| Violation::new(e.rule, e.message))?;
     validate_event(&ev)?;

@@ -87,6 +87,12 @@ impl OtelProfile for GenericOtel {
         self.vendor
     }
 
+    /// Never by detection: a generic profile applies only to the services the config
+    /// names for it (`[otlp_in.generic]`).
+    fn claims(&self, _rec: &OtelRecord) -> bool {
+        false
+    }
+
     /// The OTel semantic-conventions `session.id`, on the record or its resource.
     fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str> {
         rec.attr_str("session.id").or_else(|| rec.resource_str("session.id")).filter(|s| !s.is_empty())

@@ -327,6 +327,16 @@ pub trait OtelProfile: Send + Sync {
         record_event_name(rec)
     }
 
+    /// Whether a record is this vendor's, from its resource `service.name` and scope name
+    /// (profile detection when the config forces none). Claims of two profiles never
+    /// overlap: the registry asks them in list order and takes the first.
+    fn claims(&self, rec: &OtelRecord) -> bool;
+
+    /// Where this vendor's records carry a model call's figures ([`usage`]).
+    fn model_calls(&self) -> &'static [usage::ModelCallFields] {
+        &[]
+    }
+
     /// The AEP session id this record belongs to.
     fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str>;
 
@@ -341,105 +351,45 @@ pub trait OtelProfile: Send + Sync {
     }
 }
 
-/// The built-in profiles; `codex` / `vscode` / `claude-code` / `gemini-cli` / `qwen-code` in config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Vendor {
-    /// Codex (`codex.*` events; session = `conversation.id`).
-    Codex,
-    /// The VS Code agent (`copilot_chat.*`; session = resource `session.id`).
-    Vscode,
-    /// Claude Code (scope `com.anthropic.claude_code.events`; session = `session.id`).
-    ClaudeCode,
-    /// Gemini CLI (`gemini_cli.*`; session = `session.id`).
-    GeminiCli,
-    /// Qwen Code (`qwen-code.*`; session = `session.id`).
-    QwenCode,
-}
-
-impl Vendor {
-    /// Every built-in profile.
-    pub const ALL: [Vendor; 5] =
-        [Vendor::Codex, Vendor::Vscode, Vendor::ClaudeCode, Vendor::GeminiCli, Vendor::QwenCode];
-
-    /// The agent identity token.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Vendor::Codex => "codex",
-            Vendor::Vscode => "vscode",
-            Vendor::ClaudeCode => "claude-code",
-            Vendor::GeminiCli => "gemini-cli",
-            Vendor::QwenCode => "qwen-code",
-        }
-    }
-
-    /// The profile implementing this vendor.
-    pub fn profile(self) -> &'static dyn OtelProfile {
-        match self {
-            Vendor::Codex => &crate::vendors::codex::otel::CodexOtel,
-            Vendor::Vscode => &crate::vendors::vscode::otel::VscodeOtel,
-            Vendor::ClaudeCode => &crate::vendors::claude_code::otel::ClaudeCodeOtel,
-            Vendor::GeminiCli => &crate::vendors::gemini_cli::otel::GeminiCliOtel,
-            Vendor::QwenCode => &crate::vendors::qwen_code::otel::QwenCodeOtel,
-        }
-    }
-
-    /// Picks a profile from a record's resource `service.name` and scope name:
-    /// `codex_exec`, `codex-app-server`, `codex*` -> Codex; `copilot-chat`, `copilot*`,
-    /// `vscode*` -> VS Code; `claude-code` or scope `com.anthropic.claude_code*` -> Claude Code;
-    /// `gemini-cli` / `gemini_cli` (or scope `gemini-cli`) -> Gemini CLI; `qwen-code` /
-    /// `qwen_code` (or scope `qwen-code`) -> Qwen Code.
-    pub fn detect(rec: &OtelRecord) -> Option<Vendor> {
-        // Case-insensitive, without lowercasing a copy (this runs once per record).
-        let service = rec.service_name().unwrap_or("").as_bytes();
-        let starts = |p: &str| service.len() >= p.len() && service[..p.len()].eq_ignore_ascii_case(p.as_bytes());
-        if starts("codex") {
-            Some(Vendor::Codex)
-        } else if starts("copilot") || starts("vscode") {
-            Some(Vendor::Vscode)
-        } else if service.eq_ignore_ascii_case(b"claude-code")
-            || service.eq_ignore_ascii_case(b"claude_code")
-            || rec.scope_name.starts_with("com.anthropic.claude_code")
-        {
-            Some(Vendor::ClaudeCode)
-        } else if service.eq_ignore_ascii_case(b"gemini-cli")
-            || service.eq_ignore_ascii_case(b"gemini_cli")
-            || &*rec.scope_name == "gemini-cli"
-        {
-            Some(Vendor::GeminiCli)
-        } else if service.eq_ignore_ascii_case(b"qwen-code")
-            || service.eq_ignore_ascii_case(b"qwen_code")
-            || &*rec.scope_name == "qwen-code"
-        {
-            Some(Vendor::QwenCode)
-        } else {
-            None
-        }
-    }
-}
-
-impl std::str::FromStr for Vendor {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Vendor::ALL.into_iter().find(|v| v.as_str() == s).ok_or_else(|| {
-            format!("unknown OTel profile `{s}` (expected codex, vscode, claude-code, gemini-cli or qwen-code)")
-        })
-    }
-}
-
-/// Chooses the profile for each record: a forced vendor (one vendor per process, the design
-/// record's deployment shape) or detection by `service.name` / scope.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Chooses the profile for each record: a forced one (one vendor per process, the design
+/// record's deployment shape) or the first of the candidates that claims the record. The
+/// candidates are the vendor registry's ([`crate::vendors::otel_selector`]); this module
+/// names no vendor.
+#[derive(Clone, Copy)]
 pub struct ProfileSelector {
-    /// When set, every record maps through this vendor's profile.
-    pub forced: Option<Vendor>,
+    /// When set, every record maps through this profile.
+    pub forced: Option<&'static dyn OtelProfile>,
+    /// The profiles asked, in order, when none is forced.
+    pub candidates: &'static [&'static dyn OtelProfile],
 }
 
 impl ProfileSelector {
-    /// The profile for `rec`, or `None` when no profile is forced and none is recognised.
+    /// The profile for `rec`, or `None` when no profile is forced and none claims it.
     pub fn select(&self, rec: &OtelRecord) -> Option<&'static dyn OtelProfile> {
-        self.forced.or_else(|| Vendor::detect(rec)).map(Vendor::profile)
+        self.forced.or_else(|| self.candidates.iter().copied().find(|p| p.claims(rec)))
     }
+}
+
+impl std::fmt::Debug for ProfileSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProfileSelector")
+            .field("forced", &self.forced.map(|p| p.vendor()))
+            .field("candidates", &self.candidates.iter().map(|p| p.vendor()).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Whether a `service.name` starts with `prefix`, ASCII case-insensitively (no lowercased
+/// copy: detection runs once per run of records).
+pub fn service_starts_with(rec: &OtelRecord, prefix: &str) -> bool {
+    let service = rec.service_name().unwrap_or("").as_bytes();
+    service.len() >= prefix.len() && service[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+}
+
+/// Whether a `service.name` is one of `names`, ASCII case-insensitively.
+pub fn service_is(rec: &OtelRecord, names: &[&str]) -> bool {
+    let service = rec.service_name().unwrap_or("").as_bytes();
+    names.iter().any(|n| service.eq_ignore_ascii_case(n.as_bytes()))
 }
 
 /// A draft with the vendor (agent identity) whose profile produced it.
@@ -969,8 +919,12 @@ mod tests {
         prompt.attributes.insert("event.name", json!("codex.user_prompt"));
         prompt.attributes.insert("conversation.id", json!("019a-conv"));
         for mode in [Mode::Companion, Mode::Primary] {
-            let out =
-                map_batch(&[flush.clone(), prompt.clone()], &ProfileSelector::default(), &MapContext::default(), mode);
+            let out = map_batch(
+                &[flush.clone(), prompt.clone()],
+                &crate::vendors::otel_selector(None),
+                &MapContext::default(),
+                mode,
+            );
             assert_eq!(out.sessionless, 1, "{mode:?}");
             assert_eq!(out.unmatched, 0);
             assert!(mode == Mode::Primary || !out.drafts.is_empty(), "the prompt is a companion event");
@@ -994,37 +948,6 @@ mod tests {
     }
 
     #[test]
-    fn detects_profiles() {
-        let with = |svc: &str, scope: &str| OtelRecord {
-            resource: Arc::new(Map::from_iter([("service.name".to_owned(), json!(svc))])),
-            scope_name: scope.into(),
-            ..Default::default()
-        };
-        assert_eq!(Vendor::detect(&with("codex_exec", "")), Some(Vendor::Codex));
-        assert_eq!(Vendor::detect(&with("codex-app-server", "")), Some(Vendor::Codex));
-        assert_eq!(Vendor::detect(&with("copilot-chat", "")), Some(Vendor::Vscode));
-        assert_eq!(Vendor::detect(&with("claude-code", "")), Some(Vendor::ClaudeCode));
-        assert_eq!(Vendor::detect(&with("x", "com.anthropic.claude_code.events")), Some(Vendor::ClaudeCode));
-        assert_eq!(Vendor::detect(&with("gemini-cli", "")), Some(Vendor::GeminiCli));
-        assert_eq!(Vendor::detect(&with("x", "gemini-cli")), Some(Vendor::GeminiCli));
-        assert_eq!(Vendor::detect(&with("qwen-code", "qwen-code")), Some(Vendor::QwenCode));
-        assert_eq!(Vendor::detect(&with("gemini", "")), None);
-        assert_eq!(Vendor::detect(&with("Codex_Exec", "")), Some(Vendor::Codex));
-        assert_eq!(Vendor::detect(&with("VSCode", "")), Some(Vendor::Vscode));
-        assert_eq!(Vendor::detect(&with("Claude-Code", "")), Some(Vendor::ClaudeCode));
-        assert_eq!(Vendor::detect(&with("claude-codex", "")), None);
-        assert_eq!(Vendor::detect(&with("cod", "")), None);
-        assert_eq!(Vendor::detect(&with("é", "")), None);
-        for v in Vendor::ALL {
-            assert_eq!(serde_json::to_value(v).unwrap(), json!(v.as_str()));
-            assert_eq!(v.as_str().parse::<Vendor>(), Ok(v));
-        }
-        assert_eq!(serde_json::from_value::<Mode>(json!("primary")).unwrap(), Mode::Primary);
-        let forced = ProfileSelector { forced: Some(Vendor::Vscode) };
-        assert_eq!(forced.select(&with("codex_exec", "")).map(|p| p.vendor()), Some("vscode"));
-    }
-
-    #[test]
     fn maps_a_mixed_batch() {
         let rec = |svc: &str, name: &str, sess: &str| OtelRecord {
             resource: Arc::new(Map::from_iter([("service.name".to_owned(), json!(svc))])),
@@ -1040,7 +963,7 @@ mod tests {
             rec("my-agent", "my_agent.api_request", "g1"),
             rec("claude-code", "compaction", "s1"),
         ];
-        let out = map_batch(&batch, &ProfileSelector::default(), &MapContext::default(), Mode::Companion);
+        let out = map_batch(&batch, &crate::vendors::otel_selector(None), &MapContext::default(), Mode::Companion);
         let got: Vec<_> = out.drafts.iter().map(|m| (m.vendor, m.draft.r#type.as_str())).collect();
         assert_eq!(got, [("codex", "x.codex.otel.turn_ttft"), ("claude-code", "x.claude-code.otel.compaction")]);
         assert_eq!(out.unmatched, 1);

@@ -2,8 +2,8 @@
 //! telemetry records describe one call to a model, and where their model, token counts and
 //! duration sit. The GenAI metrics (`gen_ai.client.token.usage`,
 //! `gen_ai.client.operation.duration`) are read from them, so the fields of a vendor live
-//! in its profile folder ([`crate::vendors`]`::<vendor>::otel::MODEL_CALLS`), beside the
-//! attribute lists that forward them.
+//! in its profile folder (`vendors::<vendor>::otel::MODEL_CALLS`, returned by
+//! [`crate::otel::OtelProfile::model_calls`]), beside the attribute lists that forward them.
 //!
 //! Pure: no clock, no I/O. Values are read as numbers or numeric strings (Claude Code sends
 //! its counts as strings).
@@ -46,18 +46,6 @@ pub struct ModelCall<'a> {
     pub duration_ms: Option<f64>,
 }
 
-/// The model-call fields of `vendor` (empty for a vendor without a profile).
-pub fn fields_of(vendor: &str) -> &'static [ModelCallFields] {
-    match vendor {
-        crate::vendors::claude_code::otel::VENDOR => crate::vendors::claude_code::otel::MODEL_CALLS,
-        crate::vendors::codex::otel::VENDOR => crate::vendors::codex::otel::MODEL_CALLS,
-        crate::vendors::vscode::otel::VENDOR => crate::vendors::vscode::otel::MODEL_CALLS,
-        crate::vendors::gemini_cli::otel::VENDOR => crate::vendors::gemini_cli::otel::MODEL_CALLS,
-        crate::vendors::qwen_code::otel::VENDOR => crate::vendors::qwen_code::otel::MODEL_CALLS,
-        _ => &[],
-    }
-}
-
 /// `data[key]`, found by a scan when the map is small: a payload carries a handful of
 /// members, and comparing a few short keys costs less than hashing one with the map's
 /// SipHash (this runs for every companion event offered to the GenAI sink).
@@ -65,8 +53,14 @@ pub fn member<'a>(data: &'a Map<String, Value>, key: &str) -> Option<&'a Value> 
     if data.len() <= 16 { data.iter().find_map(|(k, v)| (k == key).then_some(v)) } else { data.get(key) }
 }
 
-/// The model call an event of type `ty` with payload `data` reports, if it is one.
-pub fn model_call<'a>(ty: &'a str, data: &'a Map<String, Value>) -> Option<ModelCall<'a>> {
+/// The model call an event of type `ty` with payload `data` reports, if it is one;
+/// `fields_of` names a vendor's [`ModelCallFields`] (the registry's
+/// [`crate::vendors::model_call`] passes its own lookup).
+pub fn model_call_in<'a>(
+    ty: &'a str,
+    data: &'a Map<String, Value>,
+    fields_of: impl Fn(&str) -> &'static [ModelCallFields],
+) -> Option<ModelCall<'a>> {
     // `x.{vendor}.otel.{suffix}`; the profiled vendors' names have no dot. Split on single
     // bytes: this runs for every companion event the GenAI sink is offered.
     let (vendor, rest) = ty.strip_prefix("x.")?.split_once('.')?;
@@ -109,6 +103,7 @@ pub fn number(v: &Value) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vendors::model_call;
     use serde_json::json;
 
     fn data(v: Value) -> Map<String, Value> {

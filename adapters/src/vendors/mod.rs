@@ -1,10 +1,18 @@
 //! One folder per vendor: its README (mapping table, deviations, honest gaps) is the module
 //! doc, `mod.rs` the hook mapping, `spec.rs` everything the bridge does around it (the
 //! manifest, held moments and reply shapes, the install plan; see [`crate::spec`]), and,
-//! for vendors that export OTLP logs, `otel/` the OTel profile. Adding a vendor touches
-//! its folder and the [`SPECS`] list.
+//! for vendors that export OTLP logs, `otel/` the OTel profile (with its detection and
+//! model-call fields). Adding a vendor touches its folder and the [`SPECS`] list: the hook
+//! adapters, the OTel profiles and their detection order, and the model-call lookup are
+//! all derived from that list here.
+
+use std::sync::LazyLock;
+
+use serde_json::{Map, Value};
 
 use crate::HookAdapter;
+use crate::otel::usage::{ModelCall, ModelCallFields, model_call_in};
+use crate::otel::{OtelProfile, OtelRecord, ProfileSelector};
 use crate::spec::VendorSpec;
 
 pub mod antigravity;
@@ -53,6 +61,101 @@ pub fn by_vendor(vendor: &str) -> Option<Box<dyn HookAdapter>> {
     spec(vendor).map(|s| (s.adapter)())
 }
 
+/// The OTel profiles of the vendors that have one, in [`SPECS`] order.
+static OTEL_PROFILES: LazyLock<Vec<&'static dyn OtelProfile>> =
+    LazyLock::new(|| SPECS.iter().filter_map(|s| s.otel).collect());
+
+/// Every built-in OTel profile, in [`SPECS`] order (the detection order).
+pub fn otel_profiles() -> &'static [&'static dyn OtelProfile] {
+    &OTEL_PROFILES
+}
+
+/// The profile selector over the built-in profiles, with an optional forced one.
+pub fn otel_selector(forced: Option<OtelVendor>) -> ProfileSelector {
+    ProfileSelector { forced: forced.map(OtelVendor::profile), candidates: otel_profiles() }
+}
+
+/// The model-call fields of `vendor` (empty for a vendor without a profile).
+pub fn model_call_fields(vendor: &str) -> &'static [ModelCallFields] {
+    otel_profiles().iter().find(|p| p.vendor() == vendor).map_or(&[], |p| p.model_calls())
+}
+
+/// The model call a companion event of type `ty` with payload `data` reports, if it is one
+/// (the GenAI metrics and the run spans' usage read it).
+pub fn model_call<'a>(ty: &'a str, data: &'a Map<String, Value>) -> Option<ModelCall<'a>> {
+    model_call_in(ty, data, model_call_fields)
+}
+
+/// A vendor that has an OTel profile, as config names it (`[otlp_in.profiles]`: a
+/// `service.name` forced onto `codex`, `vscode`, `claude-code`, `gemini-cli` or `qwen-code`).
+/// Parsed against the registry, so a new vendor's profile is nameable with no table to edit.
+#[derive(Clone, Copy)]
+pub struct OtelVendor(&'static dyn OtelProfile);
+
+impl OtelVendor {
+    /// The profiled vendor `id`, if any.
+    pub fn named(id: &str) -> Option<Self> {
+        otel_profiles().iter().copied().find(|p| p.vendor() == id).map(Self)
+    }
+
+    /// The first profile (in registry order) that claims `rec`.
+    pub fn detect(rec: &OtelRecord) -> Option<Self> {
+        otel_profiles().iter().copied().find(|p| p.claims(rec)).map(Self)
+    }
+
+    /// Every profiled vendor.
+    pub fn all() -> impl Iterator<Item = Self> {
+        otel_profiles().iter().copied().map(Self)
+    }
+
+    /// The agent identity token.
+    pub fn as_str(self) -> &'static str {
+        self.0.vendor()
+    }
+
+    /// The profile.
+    pub fn profile(self) -> &'static dyn OtelProfile {
+        self.0
+    }
+}
+
+impl PartialEq for OtelVendor {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for OtelVendor {}
+
+impl std::fmt::Debug for OtelVendor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for OtelVendor {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::named(s).ok_or_else(|| {
+            let names: Vec<&str> = Self::all().map(Self::as_str).collect();
+            format!("unknown OTel profile `{s}` (expected one of {})", names.join(", "))
+        })
+    }
+}
+
+impl serde::Serialize for OtelVendor {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for OtelVendor {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,6 +164,44 @@ mod tests {
     /// The listing, the held set and the install plan agree for every vendor: the adapter
     /// is the vendor the spec names, every moment that may be held is wired by the install
     /// (with the long timeout), and every other wired moment gets the short one.
+    #[test]
+    fn detects_profiles_from_the_registry() {
+        use std::sync::Arc;
+        let with = |svc: &str, scope: &str| OtelRecord {
+            resource: Arc::new(Map::from_iter([("service.name".to_owned(), Value::from(svc))])),
+            scope_name: scope.into(),
+            ..Default::default()
+        };
+        let detect = |svc: &str, scope: &str| OtelVendor::detect(&with(svc, scope)).map(OtelVendor::as_str);
+        assert_eq!(detect("codex_exec", ""), Some("codex"));
+        assert_eq!(detect("codex-app-server", ""), Some("codex"));
+        assert_eq!(detect("copilot-chat", ""), Some("vscode"));
+        assert_eq!(detect("claude-code", ""), Some("claude-code"));
+        assert_eq!(detect("x", "com.anthropic.claude_code.events"), Some("claude-code"));
+        assert_eq!(detect("gemini-cli", ""), Some("gemini-cli"));
+        assert_eq!(detect("x", "gemini-cli"), Some("gemini-cli"));
+        assert_eq!(detect("qwen-code", "qwen-code"), Some("qwen-code"));
+        assert_eq!(detect("gemini", ""), None);
+        assert_eq!(detect("Codex_Exec", ""), Some("codex"));
+        assert_eq!(detect("VSCode", ""), Some("vscode"));
+        assert_eq!(detect("Claude-Code", ""), Some("claude-code"));
+        assert_eq!(detect("claude-codex", ""), None);
+        assert_eq!(detect("cod", ""), None);
+        assert_eq!(detect("é", ""), None);
+        let names: Vec<&str> = OtelVendor::all().map(OtelVendor::as_str).collect();
+        assert_eq!(names, ["claude-code", "codex", "gemini-cli", "qwen-code", "vscode"]);
+        for v in OtelVendor::all() {
+            assert_eq!(serde_json::to_value(v).unwrap(), Value::from(v.as_str()));
+            assert_eq!(v.as_str().parse::<OtelVendor>(), Ok(v));
+            assert_eq!(model_call_fields(v.as_str()), v.profile().model_calls());
+            assert!(!v.profile().model_calls().is_empty(), "{} reports model calls", v.as_str());
+        }
+        assert!("pi".parse::<OtelVendor>().unwrap_err().contains("expected one of claude-code, codex"));
+        let forced = otel_selector(OtelVendor::named("vscode"));
+        assert_eq!(forced.select(&with("codex_exec", "")).map(|p| p.vendor()), Some("vscode"));
+        assert_eq!(otel_selector(None).select(&with("codex_exec", "")).map(|p| p.vendor()), Some("codex"));
+    }
+
     #[test]
     fn listing_held_set_and_install_plan_agree() {
         let mut ids: Vec<&str> = SPECS.iter().map(|s| s.id).collect();

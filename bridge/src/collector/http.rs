@@ -120,10 +120,10 @@ async fn post_events(
             // check); any other goes byte-wise, failing as before.
             let parsed = match std::str::from_utf8(&body) {
                 Ok(text) => ndjson(text.split('\n').map(|l| (l.as_bytes(), l)), |l| {
-                    aep_schemas::json::event_from_str_strict(l).map(Parsed::Event)
+                    aep_schemas::event::event_from_str_strict(l).map(Parsed::Event)
                 }),
                 Err(_) => ndjson(body.split(|b| *b == b'\n').map(|l| (l, l)), |l| {
-                    aep_schemas::json::event_from_slice_strict(l).map(Parsed::Event)
+                    aep_schemas::event::event_from_slice_strict(l).map(Parsed::Event)
                 }),
             };
             match parsed {

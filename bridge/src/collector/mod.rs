@@ -444,7 +444,7 @@ pub fn validate_received(value: Value, raw: &[u8]) -> Result<Stamped, Violation>
 }
 
 /// One received event as parsed: a JSON value, or read straight into an [`aep_schemas::Event`]
-/// ([`aep_schemas::json::event_from_str_strict`]: what it could not represent is the error).
+/// ([`aep_schemas::event::event_from_str_strict`]: what it could not represent is the error).
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)] // built once per line and moved on: a box would be an allocation per event
 pub enum Parsed {

@@ -35,7 +35,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use aep_adapters::otel::usage::{model_call, number};
+use aep_adapters::otel::usage::number;
+use aep_adapters::vendors::model_call;
 use aep_projections::spans::{LogSpans, Span, SpanContext, SpanRole, parse_rfc3339_nanos, session_root_context};
 use aep_schemas::event::Event;
 use serde_json::{Map, Value};

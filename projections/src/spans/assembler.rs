@@ -6,7 +6,7 @@ use aep_schemas::event::Event;
 
 use super::build;
 use super::config::SpanConfig;
-use super::ids::{SpanContext, run_trace_id, session_trace_id, span_id};
+use super::ids::{SpanContext, run_context, run_trace_id, session_root_context, sibling_source, span_id};
 use super::model::Span;
 use super::state::{Call, CallKind, Rec, Run, RunState, Session, before, push_capped};
 
@@ -66,32 +66,6 @@ pub struct SpanAssembler {
     closed: HashMap<SessKey, Closed>,
     closed_fifo: VecDeque<SessKey>,
     orphans: Orphans,
-}
-
-/// The root span context of a session's first generation, as derived (no `traceparent`).
-pub fn session_root_context(source: &str, session: &str) -> SpanContext {
-    SpanContext { trace_id: session_trace_id(source, session), span_id: span_id("session", &[source, session, "0"]) }
-}
-
-/// The span context of a run of a session's first generation, as derived (no
-/// `traceparent`): in the session's trace, or in its own with `trace_per_run`.
-pub fn run_context(source: &str, session: &str, run: &str, trace_per_run: bool) -> SpanContext {
-    let trace_id = if trace_per_run { run_trace_id(source, session, run) } else { session_trace_id(source, session) };
-    SpanContext { trace_id, span_id: span_id("run", &[source, session, "0", run]) }
-}
-
-/// The source of a sibling session of the same emitter: the RECOMMENDED source form
-/// `aep://{host}/agent/{agent}/session/{session}` (AEP-0001 §5.1 #6) with the agent and
-/// session swapped; a source of another form is shared by its sessions and kept as is.
-pub fn sibling_source(source: &str, agent: &str, session: &str) -> String {
-    if let Some(at) = source.rfind("/session/") {
-        let head = &source[..at];
-        if let Some(a) = head.rfind("/agent/") {
-            return format!("{}/agent/{agent}/session/{session}", &head[..a]);
-        }
-        return format!("{head}/session/{session}");
-    }
-    source.to_owned()
 }
 
 impl SpanAssembler {
@@ -996,16 +970,6 @@ mod tests {
 
     fn ev(v: serde_json::Value) -> Event {
         Event::from_value(v).unwrap()
-    }
-
-    #[test]
-    fn sibling_sources() {
-        assert_eq!(
-            sibling_source("aep://h/agent/claude-code/session/s1", "codex", "s2"),
-            "aep://h/agent/codex/session/s2"
-        );
-        assert_eq!(sibling_source("aep://h/session/s1", "a", "s2"), "aep://h/session/s2");
-        assert_eq!(sibling_source("aep://relay", "a", "s2"), "aep://relay");
     }
 
     #[test]

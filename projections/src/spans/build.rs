@@ -6,8 +6,8 @@
 
 use serde_json::{Map, Value};
 
-use super::assembler::sibling_source;
 use super::ids::{SpanContext, SpanId};
+use super::ids::{run_context, session_root_context, sibling_source};
 use super::model::{Span, SpanEvent, SpanLink, SpanRole, StatusCode};
 use super::state::{Call, CallKind, Rec, RunState, Session, sort_recs};
 
@@ -469,8 +469,8 @@ pub(crate) fn call_span(sess: &Session, call: Call, ctx: SpanContext, parent: Sp
                 let agent = child_agent.unwrap_or(sess.agent.as_str());
                 let csource = sibling_source(&sess.source, agent, child);
                 let target = match pick("/child/run") {
-                    Some(run) => super::assembler::run_context(&csource, child, run, sess.trace_per_run),
-                    None => super::assembler::session_root_context(&csource, child),
+                    Some(run) => run_context(&csource, child, run, sess.trace_per_run),
+                    None => session_root_context(&csource, child),
                 };
                 links.push(link(target, "subagent"));
             }

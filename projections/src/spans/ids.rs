@@ -60,6 +60,32 @@ pub fn span_id(kind: &str, parts: &[&str]) -> SpanId {
 }
 
 /// All-zero ids are invalid in OTLP; a digest is all zeros with negligible odds.
+/// The root span context of a session's first generation, as derived (no `traceparent`).
+pub fn session_root_context(source: &str, session: &str) -> SpanContext {
+    SpanContext { trace_id: session_trace_id(source, session), span_id: span_id("session", &[source, session, "0"]) }
+}
+
+/// The span context of a run of a session's first generation, as derived (no
+/// `traceparent`): in the session's trace, or in its own with `trace_per_run`.
+pub fn run_context(source: &str, session: &str, run: &str, trace_per_run: bool) -> SpanContext {
+    let trace_id = if trace_per_run { run_trace_id(source, session, run) } else { session_trace_id(source, session) };
+    SpanContext { trace_id, span_id: span_id("run", &[source, session, "0", run]) }
+}
+
+/// The source of a sibling session of the same emitter: the RECOMMENDED source form
+/// `aep://{host}/agent/{agent}/session/{session}` (AEP-0001 §5.1 #6) with the agent and
+/// session swapped; a source of another form is shared by its sessions and kept as is.
+pub fn sibling_source(source: &str, agent: &str, session: &str) -> String {
+    if let Some(at) = source.rfind("/session/") {
+        let head = &source[..at];
+        if let Some(a) = head.rfind("/agent/") {
+            return format!("{}/agent/{agent}/session/{session}", &head[..a]);
+        }
+        return format!("{head}/session/{session}");
+    }
+    source.to_owned()
+}
+
 fn non_zero(bytes: &mut [u8]) {
     if bytes.iter().all(|b| *b == 0)
         && let Some(last) = bytes.last_mut()
@@ -123,5 +149,15 @@ mod tests {
         assert_eq!(session_trace_id("a", "b"), session_trace_id("a", "b"));
         assert_ne!(session_trace_id("ab", "c"), session_trace_id("a", "bc"));
         assert_ne!(span_id("run", &["s", "r"]), span_id("tool", &["s", "r"]));
+    }
+
+    #[test]
+    fn sibling_sources() {
+        assert_eq!(
+            sibling_source("aep://h/agent/claude-code/session/s1", "codex", "s2"),
+            "aep://h/agent/codex/session/s2"
+        );
+        assert_eq!(sibling_source("aep://h/session/s1", "a", "s2"), "aep://h/session/s2");
+        assert_eq!(sibling_source("aep://relay", "a", "s2"), "aep://relay");
     }
 }

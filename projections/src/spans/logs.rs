@@ -21,8 +21,8 @@ use std::collections::{HashMap, VecDeque};
 
 use aep_schemas::event::Event;
 
-use super::assembler::{run_context, session_root_context};
 use super::ids::{SpanContext, TraceId, parse_traceparent, span_id};
+use super::ids::{run_context, session_root_context};
 
 /// Sessions (and runs) whose joined trace is remembered.
 const MAX_JOINED: usize = 65_536;

@@ -44,10 +44,11 @@ mod logs;
 mod model;
 mod state;
 
-pub use assembler::{SpanAssembler, run_context, session_root_context, sibling_source};
+pub use assembler::SpanAssembler;
 pub use config::SpanConfig;
 pub use ids::{
-    SpanContext, SpanId, TraceId, parse_rfc3339_nanos, parse_traceparent, run_trace_id, session_trace_id, span_id,
+    SpanContext, SpanId, TraceId, parse_rfc3339_nanos, parse_traceparent, run_context, run_trace_id,
+    session_root_context, session_trace_id, sibling_source, span_id,
 };
 pub use logs::LogSpans;
 pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, SpanRole, StatusCode, attributes, traces_request};

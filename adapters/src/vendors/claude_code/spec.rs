@@ -52,7 +52,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         timeout_unit: TimeUnit::Seconds,
         enable_hooks_config: false,
     })),
-    otel: Some(crate::otel::Vendor::ClaudeCode),
+    otel: Some(&super::otel::ClaudeCodeOtel),
     adapter: super::adapter,
 };
 

@@ -35,6 +35,6 @@ pub static SPEC: VendorSpec = VendorSpec {
         timeout_unit: TimeUnit::Seconds,
         enable_hooks_config: false,
     })),
-    otel: Some(crate::otel::Vendor::Codex),
+    otel: Some(&super::otel::CodexOtel),
     adapter: super::adapter,
 };

@@ -31,6 +31,6 @@ pub static SPEC: VendorSpec = VendorSpec {
         timeout_unit: TimeUnit::Millis,
         enable_hooks_config: true,
     })),
-    otel: Some(crate::otel::Vendor::GeminiCli),
+    otel: Some(&super::otel::GeminiCliOtel),
     adapter: super::adapter,
 };

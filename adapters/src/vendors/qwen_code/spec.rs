@@ -38,6 +38,6 @@ pub static SPEC: VendorSpec = VendorSpec {
         timeout_unit: TimeUnit::Millis,
         enable_hooks_config: false,
     })),
-    otel: Some(crate::otel::Vendor::QwenCode),
+    otel: Some(&super::otel::QwenCodeOtel),
     adapter: super::adapter,
 };

@@ -19,7 +19,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         reply: Some(reply),
     },
     install: None,
-    otel: Some(crate::otel::Vendor::Vscode),
+    otel: Some(&super::otel::VscodeOtel),
     adapter: super::adapter,
 };
 

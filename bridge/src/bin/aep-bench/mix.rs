@@ -395,7 +395,8 @@ mod tests {
 
     use super::*;
     use aep_adapters::MapContext;
-    use aep_adapters::otel::{Mode, ProfileSelector, map_batch};
+    use aep_adapters::otel::{Mode, map_batch};
+    use aep_adapters::vendors::otel_selector;
     use prost::Message as _;
 
     /// Share of each event name among `recs` (unnamed records under "").
@@ -421,7 +422,7 @@ mod tests {
         let slow = aep_receivers::otlp::to_otel_records(&decode::logs(&body, Format::Protobuf).unwrap());
         assert_eq!(fast, slow, "{mix:?}");
         assert_eq!(fast.len(), 500);
-        let out = map_batch(&fast, &ProfileSelector::default(), &MapContext::default(), Mode::Companion);
+        let out = map_batch(&fast, &otel_selector(None), &MapContext::default(), Mode::Companion);
         assert_eq!(out.unmatched, 0, "{mix:?}");
         assert!(out.drafts.iter().all(|d| d.vendor == vendor), "{mix:?}");
         let sessions: BTreeSet<_> = out.drafts.iter().filter_map(|d| d.draft.session.clone()).collect();

@@ -3,8 +3,8 @@
 //!
 //! Check names: `mappings/{file-stem}: {table}.{case}`, e.g. `mappings/codex: hooks.PreToolUse`.
 
-use aep_adapters::otel::Vendor;
 use aep_adapters::vendors;
+use aep_adapters::vendors::OtelVendor;
 use aep_adapters::{EventDraft, HookAdapter, HookCall, MapContext, SessionState};
 use serde_json::{Value, json};
 
@@ -30,7 +30,7 @@ pub fn run(fx: &Fixtures, out: &mut Checks) {
     claude_code::run(fx, out);
     cline::run(fx, out);
     run_adapter_table(fx, out, "codex", vendors::codex::adapter().as_ref());
-    otel::run_otel_pins(fx, out, "codex-otel", Vendor::Codex);
+    otel::run_otel_pins(fx, out, "codex-otel", OtelVendor::named("codex").expect("the codex profile"));
     run_adapter_table(fx, out, "gemini-cli", vendors::gemini_cli::adapter().as_ref());
     // The Hermes pins need no prelude: the run is the payload's own `turn_id`, and the
     // clarify overlay is payload-derived.
@@ -43,7 +43,7 @@ pub fn run(fx: &Fixtures, out: &mut Checks) {
     pi::run(fx, out);
     run_preluded(fx, out, "qwen-code", vendors::qwen_code::adapter().as_ref(), session_seen);
     run_adapter_table(fx, out, "vscode", vendors::vscode::adapter().as_ref());
-    otel::run_otel_pins(fx, out, "vscode-otel", Vendor::Vscode);
+    otel::run_otel_pins(fx, out, "vscode-otel", OtelVendor::named("vscode").expect("the vscode profile"));
 }
 
 /// A draft as the pins state it: `{type, data, subject?}`.

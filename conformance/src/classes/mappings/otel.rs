@@ -9,13 +9,14 @@
 use std::sync::Arc;
 
 use aep_adapters::MapContext;
-use aep_adapters::otel::{Mode, OtelRecord, Vendor};
+use aep_adapters::otel::{Mode, OtelRecord};
+use aep_adapters::vendors::OtelVendor;
 use serde_json::{Map, Value};
 
 use crate::{Checks, Fixtures};
 
 /// Runs one OTel mapping pin file (`mappings/{stem}.json`) through `vendor`'s profile.
-pub(super) fn run_otel_pins(fx: &Fixtures, out: &mut Checks, stem: &str, vendor: Vendor) {
+pub(super) fn run_otel_pins(fx: &Fixtures, out: &mut Checks, stem: &str, vendor: OtelVendor) {
     let name = format!("mappings/{stem}");
     let Some(pins) = super::load(fx, out, stem, "load") else { return };
     let session_from = pins.pointer("/identity/session_from").and_then(Value::as_str).unwrap_or("");
@@ -53,7 +54,7 @@ fn expected_session(input: &Value, session_from: &str) -> Option<String> {
     input.get(scope)?.get(key)?.as_str().map(str::to_owned)
 }
 
-fn check_case(pin: &Value, vendor: Vendor, session_from: &str) -> Result<(), String> {
+fn check_case(pin: &Value, vendor: OtelVendor, session_from: &str) -> Result<(), String> {
     let input = pin.get("input").ok_or("case has no `input`")?;
     let rec = record_from_pin(input)?;
     let profile = vendor.profile();

@@ -137,6 +137,16 @@ impl OtelProfile for ClaudeCodeOtel {
         VENDOR
     }
 
+    /// `service.name` `claude-code` (or `claude_code`), or the scope `com.anthropic.claude_code*`.
+    fn claims(&self, rec: &OtelRecord) -> bool {
+        crate::otel::service_is(rec, &["claude-code", "claude_code"])
+            || rec.scope_name.starts_with("com.anthropic.claude_code")
+    }
+
+    fn model_calls(&self) -> &'static [crate::otel::usage::ModelCallFields] {
+        MODEL_CALLS
+    }
+
     fn event_name(&self, rec: &OtelRecord) -> Option<String> {
         name_ref(rec).map(str::to_owned)
     }

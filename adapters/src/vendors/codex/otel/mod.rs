@@ -116,6 +116,15 @@ impl OtelProfile for CodexOtel {
         VENDOR
     }
 
+    /// `service.name` `codex*` (`codex_exec`, `codex-app-server`, ...).
+    fn claims(&self, rec: &OtelRecord) -> bool {
+        crate::otel::service_starts_with(rec, "codex")
+    }
+
+    fn model_calls(&self) -> &'static [crate::otel::usage::ModelCallFields] {
+        MODEL_CALLS
+    }
+
     fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str> {
         // Design record "Identity": session = the per-record `conversation.id`.
         rec.attr_str("conversation.id").filter(|s| !s.is_empty())

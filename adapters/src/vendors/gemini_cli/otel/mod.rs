@@ -299,6 +299,15 @@ impl OtelProfile for GeminiCliOtel {
         VENDOR
     }
 
+    /// `service.name` `gemini-cli` (or `gemini_cli`), or the scope `gemini-cli`.
+    fn claims(&self, rec: &OtelRecord) -> bool {
+        crate::otel::service_is(rec, &["gemini-cli", "gemini_cli"]) || &*rec.scope_name == "gemini-cli"
+    }
+
+    fn model_calls(&self) -> &'static [crate::otel::usage::ModelCallFields] {
+        MODEL_CALLS
+    }
+
     fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str> {
         GEMINI.session_id(rec)
     }

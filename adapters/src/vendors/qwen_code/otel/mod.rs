@@ -161,6 +161,15 @@ impl OtelProfile for QwenCodeOtel {
         VENDOR
     }
 
+    /// `service.name` `qwen-code` (or `qwen_code`), or the scope `qwen-code`.
+    fn claims(&self, rec: &OtelRecord) -> bool {
+        crate::otel::service_is(rec, &["qwen-code", "qwen_code"]) || &*rec.scope_name == "qwen-code"
+    }
+
+    fn model_calls(&self) -> &'static [crate::otel::usage::ModelCallFields] {
+        MODEL_CALLS
+    }
+
     fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str> {
         QWEN.session_id(rec)
     }

@@ -89,6 +89,15 @@ impl OtelProfile for VscodeOtel {
         VENDOR
     }
 
+    /// `service.name` `copilot*` (`copilot-chat`) or `vscode*`.
+    fn claims(&self, rec: &OtelRecord) -> bool {
+        crate::otel::service_starts_with(rec, "copilot") || crate::otel::service_starts_with(rec, "vscode")
+    }
+
+    fn model_calls(&self) -> &'static [crate::otel::usage::ModelCallFields] {
+        MODEL_CALLS
+    }
+
     fn session_id<'r>(&self, rec: &'r OtelRecord) -> Option<&'r str> {
         // AEP-0002 Annex A.5: the exporter stamps `session.id` at the RESOURCE level.
         rec.resource_str("session.id").or_else(|| rec.attr_str("session.id")).filter(|s| !s.is_empty())

@@ -15,6 +15,9 @@ use serde_json::{Map, Value};
 
 use crate::level::{Capture, Severity};
 
+mod parse;
+pub use parse::{event_from_slice_strict, event_from_str_strict};
+
 /// The envelope version this implementation speaks (AEP-0001 §5.1 #1).
 pub const AEP_VERSION: &str = "0.1";
 
@@ -267,7 +270,7 @@ impl MemberKey<'_> {
 
 /// Builds an Event member by member, in arrival order: the first member that cannot be
 /// represented is the error, then the required attributes are checked (AEP-0001 §5.1).
-/// Shared by [`Event::from_map`] and the direct parser [`crate::json::event_from_str_strict`],
+/// Shared by [`Event::from_map`] and the direct parser [`event_from_str_strict`],
 /// so both refuse the same input with the same first error.
 #[derive(Debug, Default)]
 pub(crate) struct EventBuilder {
