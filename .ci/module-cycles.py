@@ -4,7 +4,8 @@
     python3 .ci/module-cycles.py [CRATE_SRC ...] [-v]
 
 With no argument it reads the workspace's `Cargo.toml` and checks every member's `src/`
-(the library, and each binary under `src/bin/` as a crate of its own). Paths come from
+(the library, and each binary under `src/bin/` as a crate of its own; a binary-only
+member is read from its `src/main.rs`). Paths come from
 code only: comments (doc links included) are stripped first, and `#[cfg(test)]` modules
 are left out.
 

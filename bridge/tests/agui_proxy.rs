@@ -5,7 +5,7 @@
 //! events reach the session log mapped by the pinned AG-UI table; a broken agent breaks
 //! nothing but its own stream.
 
-mod common;
+use aep_testkit as common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! The clients are deliberately low level (a raw-socket SSE reader, a bare WebSocket) so
 //! the assertions see the exact bytes on the wire.
 
-mod common;
+use aep_testkit as common;
 
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! receiver as `ExportMetricsServiceRequest`s, with the configured temporality, after a
 //! real Claude Code session's own OTLP logs went through `serve`.
 
-mod common;
+use aep_testkit as common;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

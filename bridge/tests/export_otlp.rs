@@ -2,7 +2,7 @@
 //! PyPI: `pip install -r bridge/tests/requirements-export.txt`), an in-test OTLP/HTTP
 //! server that decodes what it got, a flaky gRPC server, and a whole `aep-bridge serve`.
 
-mod common;
+use aep_testkit as common;
 
 use std::collections::VecDeque;
 use std::io::Read as _;

@@ -2,7 +2,7 @@
 //! `s01_tools_bypass_json`, tools with two failures) and its own OTLP log exports, into the
 //! real `serve`; `/metrics` must show the counts the recorded data implies.
 
-mod common;
+use aep_testkit as common;
 
 use std::time::{Duration, Instant};
 

@@ -26,7 +26,7 @@
 //! The load figures (1,000 idle connections, 200 stalled subscribers, an 8 x 20 MB flood)
 //! come from `aep-bench hostile`, not from a test: no wall-clock assertion here.
 
-mod common;
+use aep_testkit as common;
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;

@@ -8,7 +8,7 @@
 //! prompt whose Bash call asked approval, approved over REST, then ran); the question loop
 //! is written from the design record's shapes.
 
-mod common;
+use aep_testkit as common;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -9,7 +9,7 @@
 //! is written for this test in the transport shape (`event_transport_dump`: no `parent_id`,
 //! no nulls): a user message, a terminal call under confirmation, its result, the reply.
 
-mod common;
+use aep_testkit as common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@
 //! primary mode opens the session and ends the tools from OTLP alone; an unknown service
 //! is refused unless `[otlp_in.generic]` names a vendor for it.
 
-mod common;
+use aep_testkit as common;
 
 use std::path::{Path, PathBuf};
 

@@ -8,7 +8,7 @@
 //! The SDK tests need `pip install -r bridge/tests/requirements-otel.txt`; without the
 //! packages they print a SKIP line and pass.
 
-mod common;
+use aep_testkit as common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

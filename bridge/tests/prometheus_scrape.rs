@@ -4,7 +4,7 @@
 //! every metric name the shipped Grafana dashboard queries must exist there (issue 14).
 //! Prints `SKIP` and passes when no `prometheus` binary is installed.
 
-mod common;
+use aep_testkit as common;
 
 use std::net::TcpListener;
 use std::path::PathBuf;

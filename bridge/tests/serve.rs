@@ -1,7 +1,7 @@
 //! The daemon end to end over real sockets: hooks in, JSONL out, a second bridge's embedded
 //! collector as the upstream relay, restarts, concurrency, hostile ids.
 
-mod common;
+use aep_testkit as common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! server's permission routes: `GET /permission` and `POST /session/{id}/permissions/{id}`,
 //! which broadcasts `permission.replied` on the stream as the real server does.
 
-mod common;
+use aep_testkit as common;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -31,7 +31,7 @@ if [ -n "${AEP_E2E_BIN:-}" ]; then  # prebuilt aep-bridge + aep-hook
   BIN="$AEP_E2E_BIN"
 else
   echo "== build aep-bridge, aep-hook"
-  (cd "$ROOT" && cargo build -q -p aep-bridge --bins) || { echo "FAIL e2e: cargo build"; echo "0 passed, 1 failed"; elapsed; exit 1; }
+  (cd "$ROOT" && cargo build -q -p aep-bridge-cli -p aep-hook) || { echo "FAIL e2e: cargo build"; echo "0 passed, 1 failed"; elapsed; exit 1; }
   BIN="$ROOT/target/debug"
 fi
 

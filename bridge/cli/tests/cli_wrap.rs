@@ -1,10 +1,10 @@
 //! `aep-bridge wrap`: the real binary between a driving client (this test, playing the
-//! editor) and a real child process (stub agents in `tests/data/wrap/`), against a real
+//! editor) and a real child process (stub agents in `bridge/tests/data/wrap/`), against a real
 //! bridge on 127.0.0.1:0. Asserts byte-transparency (the client sees exactly what the agent
 //! wrote, stderr and exit code included, compared with the same agent run directly on the
 //! same input), the session log, and fail-open when the bridge is down.
 
-mod common;
+use aep_testkit as common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
@@ -14,7 +14,7 @@ use common::*;
 use serde_json::{Value, json};
 
 fn data(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/wrap").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/wrap").join(name)
 }
 
 /// What the client saw: stdout bytes, stderr bytes, exit code.

@@ -7,7 +7,7 @@
 //! durations, Claude Code's own spans inside the session trace under the spans they belong
 //! to, log records on the matching trace and span ids, and the GenAI metrics' counts.
 
-mod common;
+use aep_testkit as common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
@@ -38,32 +38,32 @@ const QWEN: &str = "8a03b421-4c8f-40ab-9b43-04b98fb814c0";
 
 const CLAUDE_LOGS: &[&str] = common::CLAUDE_S01_LOGS;
 const CLAUDE_TRACES: &[&str] = &[
-    include_str!("data/otlp-captures/claude-code/s01_0004_traces.json"),
-    include_str!("data/otlp-captures/claude-code/s01_0007_traces.json"),
-    include_str!("data/otlp-captures/claude-code/s01_0011_traces.json"),
-    include_str!("data/otlp-captures/claude-code/s01_0013_traces.json"),
-    include_str!("data/otlp-captures/claude-code/s01_0016_traces.json"),
-    include_str!("data/otlp-captures/claude-code/s01_0019_traces.json"),
-    include_str!("data/otlp-captures/claude-code/s01_0022_traces.json"),
+    include_str!("../../tests/data/otlp-captures/claude-code/s01_0004_traces.json"),
+    include_str!("../../tests/data/otlp-captures/claude-code/s01_0007_traces.json"),
+    include_str!("../../tests/data/otlp-captures/claude-code/s01_0011_traces.json"),
+    include_str!("../../tests/data/otlp-captures/claude-code/s01_0013_traces.json"),
+    include_str!("../../tests/data/otlp-captures/claude-code/s01_0016_traces.json"),
+    include_str!("../../tests/data/otlp-captures/claude-code/s01_0019_traces.json"),
+    include_str!("../../tests/data/otlp-captures/claude-code/s01_0022_traces.json"),
 ];
 const CODEX_LOGS: &[&str] = &[
-    include_str!("data/otlp-captures/codex/c01_0001_logs.json"),
-    include_str!("data/otlp-captures/codex/c01_0003_logs.json"),
-    include_str!("data/otlp-captures/codex/c01_0004_logs.json"),
-    include_str!("data/otlp-captures/codex/c01_0007_logs.json"),
+    include_str!("../../tests/data/otlp-captures/codex/c01_0001_logs.json"),
+    include_str!("../../tests/data/otlp-captures/codex/c01_0003_logs.json"),
+    include_str!("../../tests/data/otlp-captures/codex/c01_0004_logs.json"),
+    include_str!("../../tests/data/otlp-captures/codex/c01_0007_logs.json"),
 ];
 const GEMINI_LOGS: &[&str] = &[
-    include_str!("data/otlp-captures/gemini-cli/g02_0001_logs.json"),
-    include_str!("data/otlp-captures/gemini-cli/g02_0004_logs.json"),
+    include_str!("../../tests/data/otlp-captures/gemini-cli/g02_0001_logs.json"),
+    include_str!("../../tests/data/otlp-captures/gemini-cli/g02_0004_logs.json"),
 ];
 /// Gemini CLI's own spans of the same run (`llm_call`, `tool_call`, `schedule_tool_calls`).
 const GEMINI_TRACES: &[&str] = &[
-    include_str!("data/otlp-captures/gemini-cli/g02_0002_traces.json"),
-    include_str!("data/otlp-captures/gemini-cli/g02_0003_traces.json"),
+    include_str!("../../tests/data/otlp-captures/gemini-cli/g02_0002_traces.json"),
+    include_str!("../../tests/data/otlp-captures/gemini-cli/g02_0003_traces.json"),
 ];
 const QWEN_LOGS: &[&str] = &[
-    include_str!("data/otlp-captures/qwen-code/q01_0001_logs.json"),
-    include_str!("data/otlp-captures/qwen-code/q01_0003_logs.json"),
+    include_str!("../../tests/data/otlp-captures/qwen-code/q01_0001_logs.json"),
+    include_str!("../../tests/data/otlp-captures/qwen-code/q01_0003_logs.json"),
 ];
 
 /// What the OTLP receiver got: (path, protobuf body).
@@ -102,8 +102,8 @@ fn hooks(vendor_dir: &str, capture: &str) -> Vec<Value> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let f = match vendor_dir {
         // Recorded with its spans (the adapters' g01 recording kept none).
-        "gemini-cli" => root.join("tests/data/otlp-captures/gemini-cli").join(capture),
-        _ => root.join("../adapters/tests/data").join(vendor_dir).join(capture),
+        "gemini-cli" => root.join("../tests/data/otlp-captures/gemini-cli").join(capture),
+        _ => root.join("../../adapters/tests/data").join(vendor_dir).join(capture),
     };
     std::fs::read_to_string(&f)
         .unwrap()

@@ -1,6 +1,6 @@
 //! `tail`, `timeline` and `adapters` against a real bridge fed through its hook receiver.
 
-mod common;
+use aep_testkit as common;
 
 use std::process::Command;
 

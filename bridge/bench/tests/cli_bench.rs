@@ -89,7 +89,7 @@ fn otlp_bench_maps_every_record_into_the_jsonl_log() {
 /// rotel line. Enough requests that the baseline's CPU passes the bench's 0.05 s floor.
 #[test]
 fn otlp_bench_against_another_bridge_reports_their_ratio() {
-    let r = bench(&[SMALL_OTLP, &["--batches", "120", "--against", env!("CARGO_BIN_EXE_aep-bridge")]].concat());
+    let r = bench(&[SMALL_OTLP, &["--batches", "120", "--against", &cli_binary()]].concat());
     assert!(report_line(&r, "baseline: aep-bridge").contains("rec/CPU-s"), "{r}");
     let ratio = report_line(&r, "bridge / baseline bridge");
     assert!(ratio.contains("median of 2 per-round ratios") && !ratio.contains("target"), "{ratio}");
@@ -138,4 +138,16 @@ fn wrap_bench_passes_every_line_back_and_reaches_the_bridge() {
     let counters = report_line(&r, "tee counters");
     assert!(counters.contains("lines=88"), "44 lines, each teed in and out: {counters}");
     assert!(!report_line(&r, "bridge admitted").contains(" 0 events"), "{r}");
+}
+
+/// The `aep-bridge` binary beside this crate's `aep-bench`: `cargo test --workspace` builds
+/// it (the CLI crate has integration tests of its own); a crate-only run must build it first.
+fn cli_binary() -> String {
+    let p = std::path::Path::new(env!("CARGO_BIN_EXE_aep-bench")).with_file_name("aep-bridge");
+    assert!(
+        p.is_file(),
+        "{} is missing: run `cargo build -p aep-bridge-cli` (or the whole workspace) first",
+        p.display()
+    );
+    p.display().to_string()
 }

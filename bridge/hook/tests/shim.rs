@@ -1,7 +1,7 @@
 //! The real `aep-hook` binary against a running bridge: every captured payload of the four
 //! recorded CLIs replays without error, replies are byte-exact, and a dead bridge fails open.
 
-mod common;
+use aep_testkit as common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -29,7 +29,7 @@ fn shim(url: &str, vendor: &str, event: Option<&str>, payload: &[u8]) -> (i32, V
 }
 
 fn captures(vendor_dir: &str) -> Vec<(String, Value)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../adapters/tests/data").join(vendor_dir);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../adapters/tests/data").join(vendor_dir);
     let mut out = Vec::new();
     let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).collect();
     files.sort();
@@ -186,7 +186,8 @@ fn held_shim(url: &str, env: &[(&str, &str)], limit: std::time::Duration) -> Opt
         cmd.env(k, v);
     }
     let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    let payload = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/claude-code-permission-request.json"));
+    let payload =
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/claude-code-permission-request.json"));
     child.stdin.take().unwrap().write_all(&payload.unwrap()).unwrap();
     let deadline = std::time::Instant::now() + limit;
     while std::time::Instant::now() < deadline {

@@ -9,7 +9,6 @@ mod hostile;
 mod mix;
 mod otlp;
 mod pipeline;
-mod rotel;
 mod wrap;
 
 // The same allocator as `aep-bridge` (the in-process benches measure the daemon's code).
@@ -293,15 +292,19 @@ pub(crate) fn wait_until_every(limit: Duration, every: Duration, mut check: impl
     }
 }
 
-/// A free loopback port (bound then released).
 /// A binary installed beside this one (`aep-bridge`, `aep-hook`): cargo builds them into
 /// one directory, and so does `cargo install`.
 pub(crate) fn sibling_binary(name: &str) -> anyhow::Result<PathBuf> {
     let path = std::env::current_exe()?.with_file_name(name);
-    anyhow::ensure!(path.is_file(), "no {name} at {} (build it: cargo build -p aep-bridge --bins)", path.display());
+    anyhow::ensure!(
+        path.is_file(),
+        "no {name} at {} (build it: cargo build -p aep-bridge-cli -p aep-hook)",
+        path.display()
+    );
     Ok(path)
 }
 
+/// A free loopback port (bound then released).
 pub(crate) fn free_port() -> std::io::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }

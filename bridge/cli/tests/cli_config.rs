@@ -47,7 +47,7 @@ fn invalid_config_reports_every_problem_and_exits_64() {
 
 #[test]
 fn the_example_file_validates() {
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/aep-bridge.example.toml");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../aep-bridge.example.toml");
     let out = bridge().args(["config", "validate", example]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -3,7 +3,7 @@
 //! `wss://`, a refused certificate, and the retry policy over HTTPS. Every server checks a
 //! credential header and records what arrived.
 
-mod common;
+use aep_testkit as common;
 
 use std::collections::VecDeque;
 use std::io::Read as _;

@@ -1,7 +1,7 @@
 //! `aep-bridge respond` against a real bridge and a real WebSocket emitter that claims a
 //! session, declares `control.accepts`, and answers routed commands (AEP-0004).
 
-mod common;
+use aep_testkit as common;
 
 use std::process::Command;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! a second AEP party answers over the collector's authenticated WebSocket, and the hook
 //! reply, the ack, the cause chain and the JSONL log are checked.
 
-mod common;
+use aep_testkit as common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -94,7 +94,7 @@ fn spawn_shim(url: String, vendor: &'static str, payload: Value) -> tokio::task:
 }
 
 fn cc_permission() -> Value {
-    serde_json::from_str(include_str!("data/claude-code-permission-request.json")).unwrap()
+    serde_json::from_str(include_str!("../../tests/data/claude-code-permission-request.json")).unwrap()
 }
 
 async fn bridge(timeout_secs: u64, token: bool) -> (Running, tempfile::TempDir) {

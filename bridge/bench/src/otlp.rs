@@ -177,7 +177,7 @@ fn start_bridge_exe(exe: &Path, data: &Path) -> anyhow::Result<(ChildGuard, Stri
 fn find_rotel(spec: &str) -> Option<PathBuf> {
     match spec {
         "off" | "" => None,
-        "auto" => crate::rotel::rotel_agent(),
+        "auto" => aep_testkit::rotel_agent(),
         p => Some(PathBuf::from(p)),
     }
 }

@@ -70,7 +70,7 @@ pub struct Source {
 
 macro_rules! capture {
     ($path:literal) => {
-        ($path, include_bytes!(concat!("../../../tests/data/otlp-mix/", $path)).as_slice())
+        ($path, include_bytes!(concat!("../../tests/data/otlp-mix/", $path)).as_slice())
     };
 }
 

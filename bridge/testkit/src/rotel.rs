@@ -1,5 +1,5 @@
-//! Where the real OTLP collector the benches (and the bridge's integration tests, which
-//! include this file) compare with is installed.
+//! Where the real OTLP collector the benches and the integration tests compare with is
+//! installed.
 
 /// Path of `rotel-agent` (the real OTLP collector the benches and tests compare with):
 /// `$ROTEL_AGENT`, then `PATH`, then the binary inside the `rotel` wheel (`pip install

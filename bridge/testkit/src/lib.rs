@@ -1,6 +1,7 @@
-//! Helpers for the bridge's integration tests: a real `serve` on 127.0.0.1:0.
-
-#![allow(dead_code)]
+//! What the bridge's integration tests (in every crate under `bridge/`) and the load tools
+//! share: a real `serve` on 127.0.0.1:0, small HTTP helpers, the lookup of the real OTLP
+//! collector they compare with, and recorded agent sessions. A crate, not a `#[path]`
+//! include, so each test crate and `aep-bench` link one copy with one dependency list.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -9,26 +10,30 @@ use aep_bridge::config::Config;
 use aep_bridge::server::{Bound, serve};
 use tokio_util::sync::CancellationToken;
 
-/// `rotel-agent`, the real OTLP collector some tests talk to (one lookup, shared with `aep-bench`).
-#[path = "../../src/bin/aep-bench/rotel.rs"]
 mod rotel;
-#[allow(unused_imports)]
 pub use rotel::rotel_agent;
 
 /// A running bridge.
 pub struct Running {
+    /// The addresses it bound.
     pub bound: Bound,
+    /// Its epoch (AEP-0001 §5.3), as `serve` reported it.
     pub epoch: u64,
+    /// Cancels it.
     pub stop: CancellationToken,
+    /// The `serve` task.
     pub task: tokio::task::JoinHandle<()>,
+    /// Its data directory.
     pub data: PathBuf,
 }
 
 impl Running {
+    /// The main port's base URL.
     pub fn url(&self) -> String {
         format!("http://{}", self.bound.http)
     }
 
+    /// Stops it and waits (at most 10 s) for `serve` to return.
     pub async fn shutdown(self) {
         self.stop.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
@@ -47,6 +52,7 @@ pub fn config(data: &Path) -> Config {
     cfg
 }
 
+/// Starts `serve` with `cfg` and waits until it is bound.
 pub async fn start(cfg: Config) -> Running {
     let data = cfg.data_dir();
     let stop = CancellationToken::new();
@@ -84,6 +90,7 @@ pub async fn post(url: String, body: String, headers: Vec<(String, String)>) -> 
     .unwrap()
 }
 
+/// GETs `url` (blocking client on a worker thread); returns status and body.
 pub async fn get(url: String) -> (u16, String) {
     tokio::task::spawn_blocking(move || {
         let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
@@ -108,6 +115,7 @@ pub async fn wait_lines(path: &Path, n: usize) -> Vec<String> {
     }
 }
 
+/// The hook payloads of a short Codex session: start, prompt, one Bash call, stop.
 pub fn codex_session(session: &str) -> Vec<serde_json::Value> {
     use serde_json::json;
     vec![
@@ -141,16 +149,16 @@ pub fn otlp_json_attr(record: &serde_json::Value, key: &str) -> Option<String> {
 /// The real Claude Code `s01` session's own OTLP log exports (tools, two of them failing),
 /// as it recorded them (`data/otlp-mix/claude-code`).
 pub const CLAUDE_S01_LOGS: &[&str] = &[
-    include_str!("../data/otlp-mix/claude-code/s01_0001_logs.json"),
-    include_str!("../data/otlp-mix/claude-code/s01_0003_logs.json"),
-    include_str!("../data/otlp-mix/claude-code/s01_0006_logs.json"),
-    include_str!("../data/otlp-mix/claude-code/s01_0008_logs.json"),
-    include_str!("../data/otlp-mix/claude-code/s01_0010_logs.json"),
-    include_str!("../data/otlp-mix/claude-code/s01_0012_logs.json"),
-    include_str!("../data/otlp-mix/claude-code/s01_0015_logs.json"),
-    include_str!("../data/otlp-mix/claude-code/s01_0017_logs.json"),
-    include_str!("../data/otlp-mix/claude-code/s01_0020_logs.json"),
-    include_str!("../data/otlp-mix/claude-code/s01_0021_logs.json"),
+    include_str!("../../tests/data/otlp-mix/claude-code/s01_0001_logs.json"),
+    include_str!("../../tests/data/otlp-mix/claude-code/s01_0003_logs.json"),
+    include_str!("../../tests/data/otlp-mix/claude-code/s01_0006_logs.json"),
+    include_str!("../../tests/data/otlp-mix/claude-code/s01_0008_logs.json"),
+    include_str!("../../tests/data/otlp-mix/claude-code/s01_0010_logs.json"),
+    include_str!("../../tests/data/otlp-mix/claude-code/s01_0012_logs.json"),
+    include_str!("../../tests/data/otlp-mix/claude-code/s01_0015_logs.json"),
+    include_str!("../../tests/data/otlp-mix/claude-code/s01_0017_logs.json"),
+    include_str!("../../tests/data/otlp-mix/claude-code/s01_0020_logs.json"),
+    include_str!("../../tests/data/otlp-mix/claude-code/s01_0021_logs.json"),
 ];
 
 /// The spans of an OTLP/JSON traces body, as recorded.
