@@ -135,16 +135,18 @@ fn permission_outcome(o: &Value, cx: &MapContext) -> Vec<EventDraft> {
     }
 }
 
-/// The `tool.name` of a tool update: the agent's own tool identifier (`_meta.toolName`, which
-/// Qwen Code sends), else the ACP `kind` (`execute`, `read`, `edit`, ...; a closed enum every
-/// agent sends), else `other` (the schema's default kind). Never the `title`: agents put the
-/// literal command or file name there, which is content (AEP-0002 §5.3 `tool_ref.name` is
-/// `metadata`) and an unbounded metric label; the title rides as `title` at `redacted`+.
+/// The `tool.name` of a tool update: the ACP `kind` (`execute`, `read`, `edit`, ...: the
+/// schema's closed enum, which Gemini CLI and Qwen Code both send on a call's first update),
+/// else the agent's own tool id `_meta.toolName` (Qwen Code adds it to later updates only),
+/// else `other` (the schema's default kind). Never the `title`: agents put the literal command
+/// or file name there, which is content (AEP-0002 §5.3 `tool_ref.name` is `metadata`) and an
+/// unbounded metric label; the title rides as `title` at `redacted`+. The tee joins the
+/// first update's `kind` onto later ones, so a call keeps one name.
 pub fn tool_name(update: &Value) -> &str {
     fn nonempty(v: Option<&Value>) -> Option<&str> {
         v.and_then(Value::as_str).filter(|t| !t.is_empty())
     }
-    nonempty(update.pointer("/_meta/toolName")).or_else(|| nonempty(update.get("kind"))).unwrap_or("other")
+    nonempty(update.get("kind")).or_else(|| nonempty(update.pointer("/_meta/toolName"))).unwrap_or("other")
 }
 
 fn notification(method: &str, p: &Value, opts: Options, cx: &MapContext) -> Vec<EventDraft> {

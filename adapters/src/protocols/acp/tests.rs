@@ -192,8 +192,8 @@ fn delta_chunks_are_agent_scoped_by_their_pinned_type() {
 }
 
 /// Gemini CLI titles a shell call with the literal command, Qwen Code a read with the file:
-/// content, and an unbounded label. The name is the agent's tool id or the ACP kind; the title
-/// rides only at `redacted`+.
+/// content, and an unbounded label. The name is the ACP kind (else the agent's tool id); the
+/// title rides only at `redacted`+.
 #[test]
 fn the_tool_name_is_the_tool_id_or_kind_never_the_title() {
     let gemini = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "run_shell_command-1", "status": "in_progress", "title": "python3 -c 'print(6*7)'", "kind": "execute", "content": [], "locations": []}}});
@@ -210,8 +210,8 @@ fn the_tool_name_is_the_tool_id_or_kind_never_the_title() {
         [
             ("tool.requested", &json!("execute")),
             ("tool.completed", &json!("execute")),
-            ("tool.requested", &json!("read_file")),
-            ("tool.completed", &json!("read_file")),
+            ("tool.requested", &json!("read")),
+            ("tool.completed", &json!("read")),
         ]
     );
     for d in &d {
@@ -222,8 +222,10 @@ fn the_tool_name_is_the_tool_id_or_kind_never_the_title() {
     let redacted = MapContext { capture: aep_schemas::Capture::Redacted, ..MapContext::default() };
     let mut tee = Tee::new(1, Options::default());
     let d = tee.map_line(Direction::FromAgent, qwen.to_string().as_bytes(), &redacted);
-    assert_eq!((&d[0].data["tool"]["name"], &d[0].data["title"]), (&json!("read_file"), &json!("ReadFile: hello.txt")));
-    // No kind, no tool id: the schema's default kind.
+    assert_eq!((&d[0].data["tool"]["name"], &d[0].data["title"]), (&json!("read"), &json!("ReadFile: hello.txt")));
+    // No kind: the agent's tool id; neither: the schema's default kind.
+    let no_kind = json!({"kind": "notification", "method": "session/update", "params": {"update": {"sessionUpdate": "tool_call", "toolCallId": "y", "title": "ls", "_meta": {"toolName": "list_directory"}}}});
+    assert_eq!(map_moment(&no_kind, Options::default(), &cx())[0].data["tool"]["name"], json!("list_directory"));
     let bare = json!({"kind": "notification", "method": "session/update", "params": {"update": {"sessionUpdate": "tool_call", "toolCallId": "x", "title": "rm -rf /tmp/x"}}});
     assert_eq!(map_moment(&bare, Options::default(), &cx())[0].data["tool"]["name"], json!("other"));
 }
@@ -252,4 +254,31 @@ fn the_agent_is_the_initialize_answers_agent_info_name() {
     assert_eq!(agent_token("@Google/Gemini CLI "), Some("google-gemini-cli".into()));
     assert_eq!(agent_token(" ../ "), None);
     assert_eq!(agent_token(&"a".repeat(500)).map(|s| s.len()), Some(64));
+}
+
+/// Qwen Code 0.15.10 `--acp` as recorded by the e2e suite (paths rewritten): its shell call is
+/// opened by the permission ask (a kind, no `_meta.toolName`), completed by an update with
+/// `_meta.toolName` and no kind. The call keeps one name, and no title rides at metadata.
+#[test]
+fn a_real_qwen_code_call_keeps_one_name_from_ask_to_outcome() {
+    let mut tee = Tee::new(1, Options::default());
+    let d: Vec<EventDraft> = include_str!("testdata/qwen_code_0.15.10_tools.jsonl")
+        .lines()
+        .flat_map(|l| tee.map_line(Direction::FromAgent, l.as_bytes(), &cx()))
+        .filter(|d| d.r#type.starts_with("tool."))
+        .collect();
+    let seen: Vec<(&str, &Value)> = d.iter().map(|d| (d.r#type.as_str(), &d.data["tool"]["name"])).collect();
+    assert_eq!(
+        seen,
+        [
+            ("tool.requested", &json!("execute")),
+            ("tool.completed", &json!("execute")),
+            ("tool.requested", &json!("read")),
+            ("tool.failed", &json!("read")),
+        ]
+    );
+    for d in &d {
+        let text = Value::Object(d.data.clone()).to_string();
+        assert!(!text.contains("touch") && !text.contains("e2e_missing"), "content at metadata: {text}");
+    }
 }
