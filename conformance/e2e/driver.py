@@ -655,14 +655,15 @@ def codex_exec_in(a, env, name, prompt, extra_config):
 
 def scenario_codex_subagent(a):
     """Codex 0.171 with a subagent: the model spawns one (`multi_agent_v1.spawn_agent`; the
-    subagent's own conversation answers `pong`), then waits for it (`wait_agent`). The
+    subagent runs a shell call of its own, then answers `pong`), then waits for it (`wait_agent`). The
     subagent's hooks ride the parent's thread with their own turn and an `agent_id`; its turn
     must be a run of its own, never the end of the parent's."""
     env, tid, log = codex_exec(a, "codex-subagent", "Delegate the e2e script {{e2e:agent,wait_agent}}")
     try:
         model = read_jsonl(os.path.join(env.logs, "model.jsonl"))
-        check("codex-subagent: the model spawned a subagent and waited for it (its own conversation answered)",
-              [x.get("tool") for x in model if x.get("tool")] == ["spawn_agent", "wait_agent"], str(model)[-400:])
+        check("codex-subagent: the model spawned a subagent (which ran its shell call) and waited for it",
+              sorted(x.get("tool") for x in model if x.get("tool")) == ["exec_command", "spawn_agent", "wait_agent"],
+              str([x.get("tool") for x in model]))
         if not check("codex-subagent: JSONL log at {data}/logs/codex/{thread id}.jsonl", bool(tid) and os.path.isfile(log),
                      f"have {session_logs(env.data, 'codex')}"):
             return
@@ -687,9 +688,12 @@ def scenario_codex_subagent(a):
               child and sp and types.index("delegation.subagent.stopped") > ev.index(fin.get(child[0]["run"], ev[0]))
               and fin.get(parent) is not None and ev.index(fin[parent]) == max(ev.index(f) for f in fin.values()),
               str(types))
-        names = sorted(x["data"]["tool"]["name"] for x in ev if x["type"] == "tool.requested")
-        check("codex-subagent: the parent's spawn_agent and wait_agent calls", len(names) == 2
-              and "spawn_agent" in names, str(names))
+        calls = [(x["data"]["tool"]["name"], x.get("run")) for x in ev if x["type"] == "tool.requested"]
+        theirs = [n for n, r in calls if r == parent]
+        sub = [n for n, r in calls if child and r == child[0].get("run")]
+        check("codex-subagent: the parent's spawn_agent and wait_agent calls in its run, the subagent's shell "
+              "call in the subagent's run", len(theirs) == 2 and "spawn_agent" in theirs and sub == ["Bash"]
+              and len(calls) == 3, str(calls))
         check_complete("codex-subagent", events)
         for path in session_logs(env.data, "codex"):
             r = env.aep("validate", path)

@@ -50,10 +50,12 @@ def openai_call(step, tools):
 
 def codex_agent_call(step, items):
     """(tool name, arguments JSON, namespace) of a Codex 0.171 multi-agent step: `agent` spawns a
-    subagent (`multi_agent_v1.spawn_agent`, its prompt answered `pong` below), `wait_agent`
+    subagent (`multi_agent_v1.spawn_agent`; its own script runs a shell call, then it answers
+    `pong`), `wait_agent`
     waits for the one the history's spawn_agent output names."""
     if step == "agent":
-        return "spawn_agent", json.dumps({"message": "Reply with pong {{e2e-sub}}"}), "multi_agent_v1"
+        # The subagent's own script: one shell call, then `pong`.
+        return "spawn_agent", json.dumps({"message": "Run {{e2e:shell_ok}} then reply pong {{e2e-sub}}"}), "multi_agent_v1"
     spawned = {it.get("call_id") for it in items if isinstance(it, dict) and it.get("type") == "function_call"
                and it.get("name") == "spawn_agent"}
     agent = "unknown"
@@ -243,7 +245,7 @@ class Handler(BaseHTTPRequestHandler):
             reply = COMPACT_SUMMARY
         elif "E2E_COMPACTION_SUMMARY" in said:  # the compacted history goes on: the turn ends
             reply = "E2E done after compaction."
-        elif "{{e2e-sub}}" in said:  # a Codex subagent's own conversation
+        elif "{{e2e-sub}}" in said and turn >= len(plan):  # a Codex subagent, its own script done
             reply = "pong"
         if reply is None and turn < len(plan) and tools:
             ns = None
