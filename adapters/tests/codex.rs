@@ -15,6 +15,7 @@ const CAPTURES: &[&str] = &[
     include_str!("data/codex/c01_exec_json.jsonl"),
     include_str!("data/codex/c03_otlp_binary.jsonl"),
     include_str!("data/codex/c10_auto_compact.jsonl"),
+    include_str!("data/codex/c09_subagent.jsonl"),
 ];
 
 #[test]
@@ -57,6 +58,43 @@ fn compaction_once_and_the_compact_restart_is_no_new_session() {
     assert_eq!(drafts.iter().filter(|d| d.r#type == "session.compacted").count(), 1);
     assert_eq!(drafts.iter().filter(|d| d.r#type == "session.started").count(), 1);
     assert!(drafts.iter().any(|d| d.r#type == "x.codex.session.session_start"));
+}
+
+/// The real 0.171 subagent session (`spawn_agent`, then `wait_agent`): the subagent's hooks
+/// ride the parent's thread with their own `turn_id` and an `agent_id`, it ends with
+/// `SubagentStop` (no `Stop`), and the parent's `PostToolUse` and `Stop` arrive after it.
+#[test]
+fn a_subagent_turn_is_its_own_run_and_never_ends_the_parent() {
+    let drafts = replay(codex::adapter().as_ref(), &load(CAPTURES[3]), &MapContext::default());
+    let parent = "01a241e9-1c88-79c1-8afe-8178fcb83407";
+    let child = "01a241e9-222f-7853-a3f0-a19f7de8cefb";
+    let main: Vec<_> =
+        drafts.iter().filter(|d| d.session.as_deref() == Some("01a241e9-1c1f-7f10-bf0c-74075bc81a17")).collect();
+    let seen: Vec<(&str, Option<&str>)> =
+        main.iter().filter(|d| !d.r#type.starts_with("x.")).map(|d| (d.r#type.as_str(), d.run.as_deref())).collect();
+    assert_eq!(
+        seen,
+        [
+            ("session.started", None),
+            ("run.started", Some(parent)),
+            ("tool.requested", Some(parent)),
+            ("tool.completed", Some(parent)),
+            ("delegation.subagent.started", Some(parent)),
+            ("run.started", Some(child)),
+            ("tool.requested", Some(parent)),
+            ("run.finished", Some(child)),
+            ("delegation.subagent.stopped", Some(parent)),
+            ("tool.completed", Some(parent)),
+            ("run.finished", Some(parent)),
+            ("session.ended", None),
+        ]
+    );
+    assert!(!drafts.iter().any(|d| d.r#type == "run.cancelled"), "no run is cancelled");
+    let child_start = main.iter().find(|d| d.r#type == "run.started" && d.run.as_deref() == Some(child)).unwrap();
+    assert_eq!(child_start.data["trigger"], "agent");
+    let started = main.iter().find(|d| d.r#type == "delegation.subagent.started").unwrap();
+    assert_eq!(child_start.cause_key, started.correlation_key, "the child run is caused by its delegation");
+    common::assert_causal(&drafts);
 }
 
 #[test]

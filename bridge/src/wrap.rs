@@ -23,6 +23,7 @@
 //!   agent runs in its own process group, so a terminal's Ctrl-C (sent to the foreground
 //!   group, the tee's) reaches it once, through the tee, not twice.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
@@ -379,23 +380,41 @@ fn pump(
 /// `(epoch, seq)` per session, `source` per session, causes from correlation keys, the
 /// attention lifecycle's subject from its cause: AEP-0002 §7.1).
 struct Stamper {
-    agent: &'static str,
+    agent: Cow<'static, str>,
     host: String,
     epoch: u64,
-    /// Per session: the last `seq` given and the session's `source` (built once, shared).
-    sessions: HashMap<String, (u64, Arc<str>)>,
+    /// Per session: the last `seq` given, the session's `source` (built once, shared) and its
+    /// `agent` (the one known when the session was first seen: a session never changes agent).
+    sessions: HashMap<String, (u64, Arc<str>, Cow<'static, str>)>,
     /// The `source` of agent-scoped events.
     agent_source: Arc<str>,
     causes: HashMap<String, String>,
+}
+
+/// The agent name as a `'static` borrow, so every event's `agent` is a free copy: a tee
+/// leaks its protocol's name once and at most one name the wire gives (the mappers keep the
+/// first), a few bytes per process.
+fn leak(agent: &str) -> &'static str {
+    Box::leak(agent.to_owned().into_boxed_str())
 }
 
 /// Correlation keys remembered at most (then forgotten wholesale, like the bridge's).
 const CAUSE_MEMORY: usize = 8192;
 
 impl Stamper {
-    fn new(agent: &'static str, host: String, epoch: u64) -> Self {
+    fn new(agent: &str, host: String, epoch: u64) -> Self {
         let agent_source = crate::pipeline::source_uri(&host, agent, None).into();
+        let agent = Cow::Borrowed(leak(agent));
         Stamper { agent, host, epoch, sessions: HashMap::new(), agent_source, causes: HashMap::new() }
+    }
+
+    /// Adopts the agent the wire named (ACP's `agentInfo.name`) for sessions first seen from
+    /// now on.
+    fn adopt_agent(&mut self, agent: &str) {
+        if agent != self.agent {
+            self.agent = Cow::Borrowed(leak(agent));
+            self.agent_source = crate::pipeline::source_uri(&self.host, agent, None).into();
+        }
     }
 
     fn stamp(&mut self, d: EventDraft) -> Option<Event> {
@@ -405,12 +424,11 @@ impl Stamper {
             return Some(self.agent_scoped(d));
         }
         let session = d.session?;
-        let (seq, source) = self
-            .sessions
-            .entry(session.clone())
-            .or_insert_with(|| (0, crate::pipeline::source_uri(&self.host, self.agent, Some(&session)).into()));
+        let (seq, source, agent) = self.sessions.entry(session.clone()).or_insert_with(|| {
+            (0, crate::pipeline::source_uri(&self.host, &self.agent, Some(&session)).into(), self.agent.clone())
+        });
         *seq += 1;
-        let (seq, source) = (*seq, source.clone());
+        let (seq, source, agent) = (*seq, source.clone(), agent.clone());
         let id = d.id.unwrap_or_else(|| ulid::Ulid::new().to_string());
         let scoped = |k: &str| format!("{session}\u{0}{k}");
         let cause = d.cause.or_else(|| d.cause_key.as_deref().and_then(|k| self.causes.get(&scoped(k)).cloned()));
@@ -434,7 +452,7 @@ impl Stamper {
             subject,
             time,
             source,
-            agent: self.agent.into(),
+            agent,
             session: Some(session),
             run: d.run,
             step: d.step,
@@ -461,7 +479,7 @@ impl Stamper {
             subject: d.subject,
             time,
             source: self.agent_source.clone(),
-            agent: self.agent.into(),
+            agent: self.agent.clone(),
             session: None,
             run: None,
             step: None,
@@ -486,12 +504,22 @@ fn deliver(rx: Receiver<Line>, mut mapper: Box<dyn LineMapper>, opts: &WrapOptio
         .new_agent();
     let url = format!("{}/events", opts.endpoint.base);
     let mut stamper = Stamper::new(mapper.agent(), opts.host.clone(), epoch);
+    // The agent's output is over: what the mapper still holds goes out last.
+    let finish = |mapper: &mut Box<dyn LineMapper>, stamper: &mut Stamper| {
+        let mut body = String::new();
+        let n = stamp_into(mapper.finish(&opts.cx), stamper, &mut body, stats);
+        if n > 0 {
+            post(&agent, &url, opts, &body, n, stats);
+        }
+    };
     loop {
         let first = match rx.recv_timeout(Duration::from_millis(20)) {
             Ok(l) => l,
-            Err(RecvTimeoutError::Timeout) if stats.finished.load(Ordering::Relaxed) => return,
+            Err(RecvTimeoutError::Timeout) if stats.finished.load(Ordering::Relaxed) => {
+                return finish(&mut mapper, &mut stamper);
+            }
             Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Disconnected) => return finish(&mut mapper, &mut stamper),
         };
         let mut lines = vec![first];
         let window = Instant::now() + REORDER;
@@ -510,27 +538,36 @@ fn deliver(rx: Receiver<Line>, mut mapper: Box<dyn LineMapper>, opts: &WrapOptio
         let mut body = String::new();
         let mut n = 0u64;
         for line in lines {
-            for d in mapper.map_line(line.dir, &line.bytes, &opts.cx) {
-                match stamper.stamp(d).map(|ev| serde_json::to_value(&ev)) {
-                    // Validated here so one bad draft never costs the whole batch its 202.
-                    Some(Ok(v)) if aep_schemas::validate::validate_value(&v).is_ok() => {
-                        body.push_str(&v.to_string());
-                        body.push('\n');
-                        n += 1;
-                    }
-                    _ => {
-                        stats.skipped.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
+            let drafts = mapper.map_line(line.dir, &line.bytes, &opts.cx);
+            stamper.adopt_agent(mapper.agent());
+            n += stamp_into(drafts, &mut stamper, &mut body, stats);
         }
         if n > 0 {
             post(&agent, &url, opts, &body, n, stats);
         }
         if gone {
-            return;
+            return finish(&mut mapper, &mut stamper);
         }
     }
+}
+
+/// Stamps drafts and appends the valid events to an NDJSON `body`; returns how many.
+fn stamp_into(drafts: Vec<EventDraft>, stamper: &mut Stamper, body: &mut String, stats: &Stats) -> u64 {
+    let mut n = 0;
+    for d in drafts {
+        match stamper.stamp(d).map(|ev| serde_json::to_value(&ev)) {
+            // Validated here so one bad draft never costs the whole batch its 202.
+            Some(Ok(v)) if aep_schemas::validate::validate_value(&v).is_ok() => {
+                body.push_str(&v.to_string());
+                body.push('\n');
+                n += 1;
+            }
+            _ => {
+                stats.skipped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    n
 }
 
 /// POSTs one NDJSON batch of `n` events; a refusal or an unreachable bridge costs the batch.

@@ -27,7 +27,11 @@ for (let i = 0; i < dash; i += 2) {
   if (k === "prompt") opts.prompt.push(argv[i + 1]);
   else opts[k] = argv[i + 1];
 }
-const acp = await import(pathToFileURL(path.join(opts.sdk, "@agentclientprotocol/sdk/dist/acp.js")).href);
+// The SDK's own entry point (its package.json `exports`, 2.x: `dist/v1/stable/acp.js`).
+const sdkDir = path.join(opts.sdk, "@agentclientprotocol/sdk");
+const pkg = JSON.parse(fs.readFileSync(path.join(sdkDir, "package.json"), "utf8"));
+const acp = await import(pathToFileURL(path.join(sdkDir, pkg.exports?.["."]?.import || pkg.main)).href);
+const { methods } = acp;
 
 const report = { prompts: [], permissions: [], reads: [], updates: {}, errors: [] };
 const wrote = fs.openSync(opts.wrote, "w");
@@ -48,50 +52,52 @@ const toAgent = new Writable({
 child.stdout.on("data", (chunk) => fs.writeSync(read, chunk));
 const stream = acp.ndJsonStream(Writable.toWeb(toAgent), Readable.toWeb(child.stdout));
 
-const editor = {
-  async requestPermission(p) {
+// The editor's side (SDK 2.x: a client app with per-method handlers).
+const editor = acp
+  .client({ name: "aep-e2e-editor" })
+  .onRequest(methods.client.session.requestPermission, ({ params: p }) => {
     const want = opts.permission || "allow_once";
     const option = p.options.find((o) => o.kind === want) || p.options[0];
     report.permissions.push({ toolCallId: p.toolCall?.toolCallId, title: p.toolCall?.title,
       options: p.options.map((o) => o.kind), chose: option.optionId });
     return { outcome: { outcome: "selected", optionId: option.optionId } };
-  },
-  async sessionUpdate(n) {
+  })
+  .onNotification(methods.client.session.update, ({ params: n }) => {
     const k = n.update.sessionUpdate;
     report.updates[k] = (report.updates[k] || 0) + 1;
-  },
-  async readTextFile(p) {
+  })
+  .onRequest(methods.client.fs.readTextFile, ({ params: p }) => {
     report.reads.push(p.path);
     try {
       return { content: fs.readFileSync(p.path, "utf8") };
     } catch (e) {
       throw acp.RequestError.resourceNotFound(p.path);
     }
-  },
-  async writeTextFile(p) {
+  })
+  .onRequest(methods.client.fs.writeTextFile, ({ params: p }) => {
     fs.writeFileSync(p.path, p.content);
     return {};
-  },
-};
-const conn = new acp.ClientSideConnection(() => editor, stream);
+  });
 
 try {
-  report.initialize = await conn.initialize({
-    protocolVersion: acp.PROTOCOL_VERSION,
-    clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: false },
-    clientInfo: { name: "aep-e2e-editor", version: "0" },
+  await editor.connectWith(stream, async (agent) => {
+    report.initialize = await agent.request(methods.agent.initialize, {
+      protocolVersion: acp.PROTOCOL_VERSION,
+      clientCapabilities: { fs: { readTextFile: true, writeTextFile: true }, terminal: false },
+      clientInfo: { name: "aep-e2e-editor", version: "0" },
+    });
+    const authMethods = (report.initialize.authMethods || []).map((m) => m.id);
+    if (opts.auth && authMethods.includes(opts.auth)) {
+      await agent.request(methods.agent.authenticate, { methodId: opts.auth });
+      report.authenticated = opts.auth;
+    }
+    const s = await agent.request(methods.agent.session.new, { cwd: opts.cwd, mcpServers: [] });
+    report.sessionId = s.sessionId;
+    for (const text of opts.prompt) {
+      const r = await agent.request(methods.agent.session.prompt, { sessionId: s.sessionId, prompt: [{ type: "text", text }] });
+      report.prompts.push({ text, stopReason: r.stopReason });
+    }
   });
-  const methods = (report.initialize.authMethods || []).map((m) => m.id);
-  if (opts.auth && methods.includes(opts.auth)) {
-    await conn.authenticate({ methodId: opts.auth });
-    report.authenticated = opts.auth;
-  }
-  const s = await conn.newSession({ cwd: opts.cwd, mcpServers: [] });
-  report.sessionId = s.sessionId;
-  for (const text of opts.prompt) {
-    const r = await conn.prompt({ sessionId: s.sessionId, prompt: [{ type: "text", text }] });
-    report.prompts.push({ text, stopReason: r.stopReason });
-  }
 } catch (e) {
   report.errors.push(String(e?.message || JSON.stringify(e)));
 }

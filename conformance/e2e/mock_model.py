@@ -48,6 +48,34 @@ def openai_call(step, tools):
     return "shell", json.dumps({"command": ["bash", "-lc", cmd]})
 
 
+def codex_agent_call(step, items):
+    """(tool name, arguments JSON, namespace) of a Codex 0.171 multi-agent step: `agent` spawns a
+    subagent (`multi_agent_v1.spawn_agent`; its own script runs a shell call, then it answers
+    `pong`), `wait_agent`
+    waits for the one the history's spawn_agent output names."""
+    if step == "agent":
+        # The subagent's own script: one shell call, then `pong`.
+        return "spawn_agent", json.dumps({"message": "Run {{e2e:shell_ok}} then reply pong {{e2e-sub}}"}), "multi_agent_v1"
+    spawned = {it.get("call_id") for it in items if isinstance(it, dict) and it.get("type") == "function_call"
+               and it.get("name") == "spawn_agent"}
+    agent = "unknown"
+    for it in items:
+        if isinstance(it, dict) and it.get("type") == "function_call_output" and it.get("call_id") in spawned:
+            try:
+                agent = json.loads(it.get("output") if isinstance(it.get("output"), str) else "{}").get("agent_id", agent)
+            except ValueError:
+                pass
+    return "wait_agent", json.dumps({"targets": [agent], "timeout_ms": 30000}), "multi_agent_v1"
+
+
+# The input tokens a `shell_full` response reports: past any model's context window.
+CONTEXT_FULL = 1_000_000
+
+# Codex asks its model to summarize the history when it compacts (this marker is in its prompt).
+CODEX_COMPACT = "CONTEXT CHECKPOINT COMPACTION"
+COMPACT_SUMMARY = "E2E_COMPACTION_SUMMARY: the planned shell steps ran; nothing remains."
+
+
 def fork_call(step, workdir, tools=()):
     """(tool name, args) of a Gemini CLI / Qwen Code step (their shared built-in tools), or of
     an OpenCode (`bash`) or Kimi Code (`Bash`) step when that shell tool is offered (the
@@ -212,17 +240,33 @@ class Handler(BaseHTTPRequestHandler):
         m = MARK.search(said)
         plan = [s for s in m.group(1).split(",") if s] if m else []
         turn = sum(1 for it in items if isinstance(it, dict) and it.get("type") == "function_call")
-        if turn < len(plan) and tools:
-            name, arguments = openai_call(plan[turn], tools)
+        reply = None
+        if CODEX_COMPACT in said:  # Codex compacting: the summary that replaces the history
+            reply = COMPACT_SUMMARY
+        elif "E2E_COMPACTION_SUMMARY" in said:  # the compacted history goes on: the turn ends
+            reply = "E2E done after compaction."
+        elif "{{e2e-sub}}" in said and turn >= len(plan):  # a Codex subagent, its own script done
+            reply = "pong"
+        if reply is None and turn < len(plan) and tools:
+            ns = None
+            if plan[turn] in ("agent", "wait_agent"):
+                name, arguments, ns = codex_agent_call(plan[turn], items)
+            else:
+                name, arguments = openai_call(plan[turn].replace("_full", "_ok"), tools)
             out = {"type": "function_call", "id": "fc_" + uuid.uuid4().hex[:16], "status": "completed",
                    "call_id": "call_" + uuid.uuid4().hex[:16], "name": name, "arguments": arguments}
+            if ns:
+                out["namespace"] = ns
         else:
             name = None
             out = {"type": "message", "id": "msg_" + uuid.uuid4().hex[:16], "status": "completed",
                    "role": "assistant",
-                   "content": [{"type": "output_text", "text": f"E2E done after {turn} tool turn(s).",
+                   "content": [{"type": "output_text", "text": reply or f"E2E done after {turn} tool turn(s).",
                                 "annotations": []}]}
-        self.note(api="openai", turn=turn, tool=name)
+        # `shell_full`: a shell call whose response reports the context as full (what a long
+        # conversation costs), so Codex auto-compacts before its next model call.
+        full = turn < len(plan) and plan[turn] == "shell_full" and reply is None
+        self.note(api="openai", turn=turn, tool=name, full=full, compact=CODEX_COMPACT in said)
         resp = {"id": "resp_" + uuid.uuid4().hex[:16], "object": "response", "created_at": 1735689600,
                 "model": body.get("model", "mock-model"), "status": "in_progress", "output": []}
         self.start_sse()
@@ -232,8 +276,9 @@ class Handler(BaseHTTPRequestHandler):
                                                   "sequence_number": next(seq), "output_index": 0, "item": out})
         self.event("response.output_item.done", {"type": "response.output_item.done",
                                                  "sequence_number": next(seq), "output_index": 0, "item": out})
-        usage = {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
-                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 110}
+        used = CONTEXT_FULL if full else 100
+        usage = {"input_tokens": used, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
+                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": used + 10}
         self.event("response.completed", {"type": "response.completed", "sequence_number": next(seq),
                                           "response": {**resp, "status": "completed", "output": [out],
                                                        "usage": usage}})

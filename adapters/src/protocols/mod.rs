@@ -53,10 +53,16 @@ pub enum Answerable {
 /// to drafts carrying their `session` and `run`. A line that is not JSON, or not a shape the
 /// protocol defines, maps to nothing: the pass-through never depends on it.
 pub trait LineMapper: Send {
-    /// The envelope `agent` of every draft (the protocol, not a vendor: AEP-0002 A.13).
-    fn agent(&self) -> &'static str;
+    /// The envelope `agent` of the drafts mapped so far: the protocol's vendor, or (ACP) the
+    /// agent's own name once the wire gave it. The caller reads it after each line.
+    fn agent(&self) -> &str;
     /// Maps one line seen travelling `dir`.
     fn map_line(&mut self, dir: Direction, line: &[u8], cx: &MapContext) -> Vec<EventDraft>;
+    /// The agent's output ended: drafts the mapper still holds, if it can place them now
+    /// (pi's events that waited for a session no response named). Nothing by default.
+    fn finish(&mut self, _cx: &MapContext) -> Vec<EventDraft> {
+        Vec::new()
+    }
 }
 
 /// The stdio protocols `aep-bridge wrap` speaks, by CLI name.

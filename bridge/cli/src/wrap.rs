@@ -15,8 +15,9 @@ use clap::Args;
 /// Arguments of `aep-bridge wrap`.
 #[derive(Debug, Clone, Args)]
 #[command(after_help = "Protocols and who answers their approvals (respond_via):
-  acp                 ACP JSON-RPC (e.g. `gemini --acp`, formerly `--experimental-acp`); session/request_permission is
-                      the editor's gate: observed read-only, no options or respond_via claimed.
+  acp                 ACP JSON-RPC (e.g. `gemini --acp`, formerly `--experimental-acp`; `qwen --acp`); session/request_permission is
+                      the editor's gate: observed read-only, no options or respond_via claimed. The
+                      agent is logged under the name its initialize answer gives (agentInfo.name), else `acp`.
   claude-stream-json  Claude Code `-p --output-format stream-json [--input-format stream-json]`;
                       can_use_tool prompts are answered by the process driving Claude Code, not by
                       the tee: observed read-only, the answer recorded via oob.
@@ -24,7 +25,8 @@ use clap::Args;
                       the client driving it: observed read-only, the decision recorded via oob.
   pi-rpc              `pi --mode rpc` (commands in, typed responses and the event stream out); upstream
                       pi raises no approval on this wire: nothing answerable, no respond_via. The
-                      session id comes from the client's own get_state; the tee never asks.")]
+                      session id comes from the client's own get_state; the tee never asks. A client
+                      that never asks gets its events at pi's end, as session rpc-{epoch}.")]
 pub struct WrapArgs {
     /// The protocol the agent speaks on stdio.
     #[arg(value_parser = clap::builder::PossibleValuesParser::new(STDIO_PROTOCOLS))]

@@ -117,7 +117,8 @@ async fn an_acp_session_passes_through_untouched_and_lands_in_the_session_log() 
     assert_eq!(wrapped.2, plain.2, "exit code");
     assert!(plain.0.ends_with(b"bye") && plain.0.windows(2).any(|w| w == b"\r\n"));
 
-    let log = b.data.join("logs/acp/sess-wrap-1.jsonl");
+    // The agent named itself `stub-acp` in its `initialize` answer: that is its AEP agent.
+    let log = b.data.join("logs/stub-acp/sess-wrap-1.jsonl");
     let lines = wait_lines(&log, 10).await;
     assert_eq!(
         log_types(&lines),
@@ -136,14 +137,23 @@ async fn an_acp_session_passes_through_untouched_and_lands_in_the_session_log() 
         .map(str::to_owned)
     );
     let evs: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert!(evs.iter().all(|e| e["agent"] == "acp" && e["session"] == "sess-wrap-1"));
+    assert!(evs.iter().all(|e| e["agent"] == "stub-acp" && e["session"] == "sess-wrap-1"));
+    assert!(evs.iter().all(|e| e["source"].as_str().unwrap().contains("/agent/stub-acp/session/sess-wrap-1")));
     let run = evs[1]["run"].as_str().unwrap().to_owned();
     assert!(run.ends_with(".2"), "the run is the prompt's rpc id, epoch-qualified: {run}");
     assert_eq!(evs[9]["run"], json!(run));
     assert_eq!(evs[9]["cause"], evs[1]["id"], "run.finished points at run.started");
     assert_eq!(evs[3]["cause"], evs[2]["id"], "the tool pair");
     // The permission request is the first the wire says of call-2: it requests the call.
-    assert_eq!(evs[5]["data"]["tool"], json!({"name": "sudo make install", "call_id": "call-2"}));
+    // Tools are named by their ACP kind; the titles (`run tests`, the command) are content.
+    assert_eq!(evs[2]["data"]["tool"], json!({"name": "execute", "call_id": "call-1"}));
+    assert_eq!(evs[5]["data"]["tool"], json!({"name": "execute", "call_id": "call-2"}));
+    // The tool events carry no title at the default `metadata` ceiling. (The permission ask's
+    // prompt quotes it: `attention.*` defaults to `redacted`, as `mappings/acp.json` pins.)
+    let tools: Vec<&String> = lines.iter().filter(|l| l.contains("\"type\":\"tool.")).collect();
+    assert_eq!(tools.len(), 3);
+    assert!(!tools.iter().any(|l| l.contains("sudo make install") || l.contains("run tests")), "titles at metadata");
+    assert!(!lines.iter().any(|l| l.contains("run tests")));
     assert_eq!(evs[6]["cause"], evs[5]["id"], "the ask points at the call it gates");
     assert_eq!(evs[6]["data"]["options_count"], json!(2));
     assert!(evs[6]["data"].get("options").is_none() && evs[6]["data"].get("respond_via").is_none(), "read-only");
@@ -352,6 +362,57 @@ async fn a_pi_rpc_session_is_named_by_get_state_and_maps_through_the_pi_mapping(
     assert!(evs.iter().all(|e| e["agent"] == "pi"));
     let seqs: Vec<u64> = evs.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (1..=23).collect::<Vec<u64>>(), "no gap");
+    let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge")).args(["validate"]).arg(&log).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pi_rpc_client_that_never_asks_get_state_still_gets_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = start(config(dir.path())).await;
+    let url = b.url();
+    // The same real session without the client's `get_state` (and so without its answer, the
+    // only line that names the session).
+    let full = std::fs::read_to_string(data("pi_rpc.jsonl")).unwrap();
+    let stream: String =
+        full.lines().filter(|l| !l.contains("\"command\":\"get_state\"")).map(|l| format!("{l}\n")).collect();
+    assert_eq!(stream.lines().count() + 1, full.lines().count());
+    let recorded = dir.path().join("pi_rpc_no_get_state.jsonl");
+    std::fs::write(&recorded, &stream).unwrap();
+    let (replay, rec) = (data("replay.py").display().to_string(), recorded.display().to_string());
+    let out = tokio::task::spawn_blocking(move || {
+        wrap_cmd("pi-rpc", &url, None, &["python3", &replay, &rec, "0"]).stdin(Stdio::null()).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(out.stdout, stream.as_bytes(), "byte for byte");
+    assert!(out.stderr.is_empty(), "nothing of ours on the agent's stderr: {}", String::from_utf8_lossy(&out.stderr));
+    // The events waited for a name; at the end they go out under the tee's own session name.
+    let logs = b.data.join("logs/pi");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let has_session_log = || {
+        std::fs::read_dir(&logs).is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("rpc-")))
+    };
+    while !has_session_log() {
+        assert!(std::time::Instant::now() < deadline, "no pi log at all");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Session logs only (`@agent.jsonl` holds the agent-scoped `x.pi.agent.settled`).
+    let names: Vec<String> = std::fs::read_dir(&logs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('@'))
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].starts_with("rpc-") && names[0].ends_with(".jsonl"), "{names:?}");
+    let log = logs.join(&names[0]);
+    let lines = wait_lines(&log, 23).await;
+    let types = log_types(&lines);
+    assert_eq!(types.first().map(String::as_str), Some("session.started"));
+    assert_eq!(types.iter().filter(|t| *t == "run.finished").count(), 2);
+    assert_eq!(types.iter().filter(|t| *t == "tool.requested").count(), 2);
     let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge")).args(["validate"]).arg(&log).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
     b.shutdown().await;

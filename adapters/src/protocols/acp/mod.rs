@@ -9,8 +9,8 @@ use super::{Direction, LineMapper, Options, content_text, debug, dotted};
 use crate::common::{self, Builder, attention_key, run_key, tool_key};
 use crate::{EventDraft, MapContext};
 
-/// The `wrap` protocol name and the envelope `agent` (the bridge observes a protocol, not a
-/// vendor: AEP-0002 A.13); also the `x.acp.*` token.
+/// The `wrap` protocol name, the `x.acp.*` token, and the envelope `agent` of an agent whose
+/// `initialize` answer names none.
 pub const PROTOCOL: &str = "acp";
 
 /// What a JSON-RPC line is (the fixture's moment `kind`).
@@ -135,6 +135,20 @@ fn permission_outcome(o: &Value, cx: &MapContext) -> Vec<EventDraft> {
     }
 }
 
+/// The `tool.name` of a tool update: the ACP `kind` (`execute`, `read`, `edit`, ...: the
+/// schema's closed enum, which Gemini CLI and Qwen Code both send on a call's first update),
+/// else the agent's own tool id `_meta.toolName` (Qwen Code adds it to later updates only),
+/// else `other` (the schema's default kind). Never the `title`: agents put the literal command
+/// or file name there, which is content (AEP-0002 §5.3 `tool_ref.name` is `metadata`) and an
+/// unbounded metric label; the title rides as `title` at `redacted`+. The tee joins the
+/// first update's `kind` onto later ones, so a call keeps one name.
+pub fn tool_name(update: &Value) -> &str {
+    fn nonempty(v: Option<&Value>) -> Option<&str> {
+        v.and_then(Value::as_str).filter(|t| !t.is_empty())
+    }
+    nonempty(update.get("kind")).or_else(|| nonempty(update.pointer("/_meta/toolName"))).unwrap_or("other")
+}
+
 fn notification(method: &str, p: &Value, opts: Options, cx: &MapContext) -> Vec<EventDraft> {
     if method != "session/update" {
         return vec![debug(x(&dotted(method), cx).build())];
@@ -143,7 +157,8 @@ fn notification(method: &str, p: &Value, opts: Options, cx: &MapContext) -> Vec<
     let u = p.get("update").unwrap_or(&empty);
     let kind = u.get("sessionUpdate").and_then(Value::as_str).unwrap_or("");
     let call = u.get("toolCallId").and_then(Value::as_str);
-    let name = u.get("title").and_then(Value::as_str).filter(|t| !t.is_empty()).unwrap_or("unknown");
+    let name = tool_name(u);
+    let title = u.get("title").and_then(Value::as_str).filter(|t| !t.is_empty());
     let with_subject = |mut d: EventDraft| {
         d.subject = call.map(str::to_owned);
         d
@@ -153,6 +168,7 @@ fn notification(method: &str, p: &Value, opts: Options, cx: &MapContext) -> Vec<
             let mut d = Builder::new("tool.requested", cx)
                 .meta("tool", common::tool_obj(name, call))
                 .meta_opt("kind", u.get("kind").and_then(Value::as_str))
+                .text("title", title)
                 .content("args", u.get("rawInput"))
                 .build();
             d.correlation_key = call.map(tool_key);
@@ -227,8 +243,11 @@ pub struct Tee {
     pending: HashMap<(Direction, String), Pending>,
     /// session -> open run.
     runs: HashMap<String, String>,
-    /// toolCallId -> title (tool updates usually omit it).
-    titles: HashMap<String, String>,
+    /// toolCallId -> what names the call (`title`, `kind`, `_meta.toolName` of its first
+    /// update; later updates usually omit them).
+    titles: HashMap<String, Value>,
+    /// The agent's name from the `initialize` response (`agentInfo.name`), as an AEP `agent`.
+    agent: Option<String>,
     /// toolCallIds whose `tool.requested` was emitted and whose outcome was not seen yet.
     open_calls: HashSet<String>,
     /// The session of lines that name none (a single-session agent's machinery).
@@ -254,6 +273,7 @@ impl Tee {
             runs: HashMap::new(),
             titles: HashMap::new(),
             open_calls: HashSet::new(),
+            agent: None,
             last_session: None,
             orphans: Vec::new(),
         }
@@ -362,6 +382,12 @@ impl Tee {
                 moment[k] = v.clone();
             }
         }
+        if req.method == "initialize"
+            && self.agent.is_none()
+            && let Some(name) = msg.pointer("/result/agentInfo/name").and_then(Value::as_str).and_then(agent_token)
+        {
+            self.agent = Some(name);
+        }
         let session = match req.method.as_str() {
             "session/new" => {
                 let s = msg.pointer("/result/sessionId").and_then(Value::as_str).map(str::to_owned);
@@ -413,21 +439,34 @@ impl Tee {
         let params = msg.get("params");
         let session = self.session_of(params);
         let mut params = params.cloned().unwrap_or(json!({}));
-        // Join the tool title the first update carried onto later updates that omit it.
+        // Join what named the call on its first updates (title, kind, `_meta.toolName`) onto
+        // later updates that omit it.
         if method == "session/update"
             && let Some(u) = params.get_mut("update").and_then(Value::as_object_mut)
             && let Some(call) = u.get("toolCallId").and_then(Value::as_str).map(str::to_owned)
         {
-            match u.get("title").and_then(Value::as_str) {
-                Some(t) if !t.is_empty() => {
-                    if self.titles.len() >= MAX_PENDING {
-                        self.titles.clear();
+            if self.titles.len() >= MAX_PENDING && !self.titles.contains_key(&call) {
+                self.titles.clear();
+            }
+            let known = self.titles.entry(call.clone()).or_insert_with(|| json!({}));
+            for key in ["title", "kind"] {
+                match u.get(key).and_then(Value::as_str) {
+                    Some(v) if !v.is_empty() => known[key] = json!(v),
+                    _ => {
+                        if let Some(v) = known.get(key).filter(|v| v.is_string()) {
+                            u.insert(key.into(), v.clone());
+                        }
                     }
-                    self.titles.insert(call.clone(), t.to_owned());
                 }
+            }
+            match u.get("_meta").and_then(|m| m.get("toolName")).and_then(Value::as_str) {
+                Some(v) if !v.is_empty() => known["toolName"] = json!(v),
                 _ => {
-                    if let Some(t) = self.titles.get(&call) {
-                        u.insert("title".into(), json!(t));
+                    if let Some(v) = known.get("toolName").filter(|v| v.is_string()).cloned() {
+                        let meta = u.entry("_meta").or_insert_with(|| json!({}));
+                        if let Some(m) = meta.as_object_mut() {
+                            m.insert("toolName".into(), v);
+                        }
                     }
                 }
             }
@@ -459,9 +498,31 @@ impl Tee {
     }
 }
 
+/// The AEP `agent` of an ACP agent's self-declared `agentInfo.name` (`gemini-cli`,
+/// `qwen-code`, ...): the stable logical identity AEP-0001 §5.1 #7 asks for, which also names
+/// the log folder and rides `source` and metric labels. Lowercased; every run of characters
+/// outside `[a-z0-9._-]` becomes one `-`; at most 64 characters; `None` when nothing is left.
+pub fn agent_token(name: &str) -> Option<String> {
+    let mut out = String::new();
+    for c in name.trim().chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+        if out.len() >= 64 {
+            break;
+        }
+    }
+    let out = out.trim_matches(|c| matches!(c, '-' | '.' | '_')).to_owned();
+    (!out.is_empty()).then_some(out)
+}
+
 impl LineMapper for Tee {
-    fn agent(&self) -> &'static str {
-        PROTOCOL
+    /// The agent's `agentInfo.name` once `initialize` answered with one (first answer wins:
+    /// an ACP connection initializes once), else the protocol, `acp`.
+    fn agent(&self) -> &str {
+        self.agent.as_deref().unwrap_or(PROTOCOL)
     }
 
     fn map_line(&mut self, dir: Direction, line: &[u8], cx: &MapContext) -> Vec<EventDraft> {

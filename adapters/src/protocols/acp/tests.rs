@@ -36,14 +36,14 @@ fn a_prompt_turn_is_one_run_keyed_by_the_request_id() {
         json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s9", "update": {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "ls", "kind": "execute", "rawInput": {"command": "ls"}}}}),
     );
     assert_eq!((d[0].r#type.as_str(), d[0].run.as_deref()), ("tool.requested", Some("7.2")));
-    // A later update omits the title: the tee joins the one it saw.
+    // A later update omits the kind: the tee joins the one it saw.
     let d = line(
         &mut tee,
         Direction::FromAgent,
         json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s9", "update": {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed", "rawOutput": "a b"}}}),
     );
     assert_eq!(d[0].r#type, "tool.completed");
-    assert_eq!(d[0].data["tool"], json!({"name": "ls", "call_id": "t1"}));
+    assert_eq!(d[0].data["tool"], json!({"name": "execute", "call_id": "t1"}));
     assert_eq!(d[0].cause_key.as_deref(), Some("tool:t1"));
     let d =
         line(&mut tee, Direction::FromAgent, json!({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}));
@@ -136,7 +136,7 @@ fn a_permission_request_opens_a_call_no_tool_call_announced() {
     let d = line(&mut tee, Direction::FromAgent, ask.clone());
     let types: Vec<&str> = d.iter().map(|d| d.r#type.as_str()).collect();
     assert_eq!(types, ["tool.requested", "attention.requested"]);
-    assert_eq!(d[0].data["tool"], json!({"name": "touch x", "call_id": "sh_1"}));
+    assert_eq!(d[0].data["tool"], json!({"name": "execute", "call_id": "sh_1"}));
     assert_eq!(d[0].data["kind"], json!("execute"));
     assert_eq!(d[0].correlation_key.as_deref(), Some("tool:sh_1"));
     assert_eq!(d[1].cause_key.as_deref(), Some("tool:sh_1"), "the ask points at the call it gates");
@@ -160,7 +160,7 @@ fn a_permission_request_opens_a_call_no_tool_call_announced() {
         json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call_update", "toolCallId": "sh_1", "status": "completed"}}}),
     );
     assert_eq!((d[0].r#type.as_str(), d[0].cause_key.as_deref()), ("tool.completed", Some("tool:sh_1")));
-    assert_eq!(d[0].data["tool"]["name"], json!("touch x"), "the title the ask carried");
+    assert_eq!(d[0].data["tool"]["name"], json!("execute"), "the kind the ask carried");
     // A call announced by `tool_call` first is not requested again by its permission ask.
     line(
         &mut tee,
@@ -189,4 +189,96 @@ fn delta_chunks_are_agent_scoped_by_their_pinned_type() {
         (d[0].r#type.as_str(), d[0].session.as_deref(), d[0].run.as_deref()),
         ("x.acp.agent.thought.chunk", None, None)
     );
+}
+
+/// Gemini CLI titles a shell call with the literal command, Qwen Code a read with the file:
+/// content, and an unbounded label. The name is the ACP kind (else the agent's tool id); the
+/// title rides only at `redacted`+.
+#[test]
+fn the_tool_name_is_the_tool_id_or_kind_never_the_title() {
+    let gemini = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "run_shell_command-1", "status": "in_progress", "title": "python3 -c 'print(6*7)'", "kind": "execute", "content": [], "locations": []}}});
+    let qwen = json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "call_1", "status": "pending", "title": "ReadFile: hello.txt", "kind": "read", "_meta": {"toolName": "read_file"}, "rawInput": {"absolute_path": "/w/hello.txt"}}}});
+    let done = |id: &str| json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call_update", "toolCallId": id, "status": "completed"}}});
+    let mut tee = Tee::new(1, Options::default());
+    let mut d = line(&mut tee, Direction::FromAgent, gemini.clone());
+    d.extend(line(&mut tee, Direction::FromAgent, done("run_shell_command-1")));
+    d.extend(line(&mut tee, Direction::FromAgent, qwen.clone()));
+    d.extend(line(&mut tee, Direction::FromAgent, done("call_1")));
+    let names: Vec<(&str, &Value)> = d.iter().map(|d| (d.r#type.as_str(), &d.data["tool"]["name"])).collect();
+    assert_eq!(
+        names,
+        [
+            ("tool.requested", &json!("execute")),
+            ("tool.completed", &json!("execute")),
+            ("tool.requested", &json!("read")),
+            ("tool.completed", &json!("read")),
+        ]
+    );
+    for d in &d {
+        let text = Value::Object(d.data.clone()).to_string();
+        assert!(!text.contains("print(6*7)") && !text.contains("hello.txt"), "content at metadata: {text}");
+    }
+    // At redacted the title is carried, as `title`.
+    let redacted = MapContext { capture: aep_schemas::Capture::Redacted, ..MapContext::default() };
+    let mut tee = Tee::new(1, Options::default());
+    let d = tee.map_line(Direction::FromAgent, qwen.to_string().as_bytes(), &redacted);
+    assert_eq!((&d[0].data["tool"]["name"], &d[0].data["title"]), (&json!("read"), &json!("ReadFile: hello.txt")));
+    // No kind: the agent's tool id; neither: the schema's default kind.
+    let no_kind = json!({"kind": "notification", "method": "session/update", "params": {"update": {"sessionUpdate": "tool_call", "toolCallId": "y", "title": "ls", "_meta": {"toolName": "list_directory"}}}});
+    assert_eq!(map_moment(&no_kind, Options::default(), &cx())[0].data["tool"]["name"], json!("list_directory"));
+    let bare = json!({"kind": "notification", "method": "session/update", "params": {"update": {"sessionUpdate": "tool_call", "toolCallId": "x", "title": "rm -rf /tmp/x"}}});
+    assert_eq!(map_moment(&bare, Options::default(), &cx())[0].data["tool"]["name"], json!("other"));
+}
+
+/// The agent names itself in its `initialize` answer; that name is the envelope `agent`.
+#[test]
+fn the_agent_is_the_initialize_answers_agent_info_name() {
+    let mut tee = Tee::new(1, Options::default());
+    assert_eq!(tee.agent(), "acp", "no name yet");
+    line(
+        &mut tee,
+        Direction::ToAgent,
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
+    );
+    line(
+        &mut tee,
+        Direction::FromAgent,
+        json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1, "agentInfo": {"name": "qwen-code", "title": "Qwen Code", "version": "0.15.10"}}}),
+    );
+    assert_eq!(tee.agent(), "qwen-code");
+    // An agent that gives no name stays `acp`; a name that is not a token is made one.
+    let mut anon = Tee::new(1, Options::default());
+    line(&mut anon, Direction::ToAgent, json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}));
+    line(&mut anon, Direction::FromAgent, json!({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": 1}}));
+    assert_eq!(anon.agent(), "acp");
+    assert_eq!(agent_token("@Google/Gemini CLI "), Some("google-gemini-cli".into()));
+    assert_eq!(agent_token(" ../ "), None);
+    assert_eq!(agent_token(&"a".repeat(500)).map(|s| s.len()), Some(64));
+}
+
+/// Qwen Code 0.15.10 `--acp` as recorded by the e2e suite (paths rewritten): its shell call is
+/// opened by the permission ask (a kind, no `_meta.toolName`), completed by an update with
+/// `_meta.toolName` and no kind. The call keeps one name, and no title rides at metadata.
+#[test]
+fn a_real_qwen_code_call_keeps_one_name_from_ask_to_outcome() {
+    let mut tee = Tee::new(1, Options::default());
+    let d: Vec<EventDraft> = include_str!("testdata/qwen_code_0.15.10_tools.jsonl")
+        .lines()
+        .flat_map(|l| tee.map_line(Direction::FromAgent, l.as_bytes(), &cx()))
+        .filter(|d| d.r#type.starts_with("tool."))
+        .collect();
+    let seen: Vec<(&str, &Value)> = d.iter().map(|d| (d.r#type.as_str(), &d.data["tool"]["name"])).collect();
+    assert_eq!(
+        seen,
+        [
+            ("tool.requested", &json!("execute")),
+            ("tool.completed", &json!("execute")),
+            ("tool.requested", &json!("read")),
+            ("tool.failed", &json!("read")),
+        ]
+    );
+    for d in &d {
+        let text = Value::Object(d.data.clone()).to_string();
+        assert!(!text.contains("touch") && !text.contains("e2e_missing"), "content at metadata: {text}");
+    }
 }

@@ -171,9 +171,28 @@ impl Tee {
     }
 }
 
+impl Tee {
+    /// The session of a stream no response named: `rpc-{epoch}`, the tee's own name (pi
+    /// states its id only when asked; the tee never asks, it writes nothing on the wire).
+    pub fn synthesized_session(&self) -> String {
+        format!("rpc-{}", self.epoch)
+    }
+}
+
 impl LineMapper for Tee {
     fn agent(&self) -> &'static str {
         AGENT
+    }
+
+    /// A client that never asked `get_state` (or `get_session_stats`) never let pi name its
+    /// session: what waited for it is delivered at the end, under the tee's own session name
+    /// ([`Tee::synthesized_session`]), rather than lost.
+    fn finish(&mut self, cx: &MapContext) -> Vec<EventDraft> {
+        if self.session.is_some() || self.waiting.is_empty() {
+            return Vec::new();
+        }
+        let sid = self.synthesized_session();
+        self.learn(&sid, cx)
     }
 
     fn map_line(&mut self, dir: Direction, line: &[u8], cx: &MapContext) -> Vec<EventDraft> {

@@ -199,3 +199,29 @@ fn what_waits_for_the_session_is_bounded_in_bytes() {
     }
     assert_eq!(tee.waiting.len(), MAX_WAITING);
 }
+
+/// A client that never asks `get_state`: nothing names the session while pi runs; at the end
+/// the held events map under the tee's own session name instead of being lost.
+#[test]
+fn events_no_response_named_go_out_at_the_end_under_the_tees_session() {
+    let mut tee = Tee::new(5, Options::default());
+    let cx = MapContext::default();
+    let mut held = Vec::new();
+    for ev in
+        [json!({"type": "agent_start"}), json!({"type": "turn_start"}), json!({"type": "agent_end", "messages": []})]
+    {
+        held.extend(tee.map_line(Direction::FromAgent, ev.to_string().as_bytes(), &cx));
+    }
+    assert!(held.is_empty(), "nothing while the session is unknown");
+    let out = tee.finish(&cx);
+    let types: Vec<&str> = out.iter().map(|d| d.r#type.as_str()).collect();
+    assert_eq!(types, ["session.started", "run.started", "run.step.started", "run.finished"]);
+    assert!(out.iter().all(|d| d.session.as_deref() == Some("rpc-5")));
+    assert!(tee.finish(&cx).is_empty(), "once");
+    // A named session leaves nothing to finish.
+    let mut named = Tee::new(5, Options::default());
+    let state = json!({"type": "response", "command": "get_state", "success": true, "data": {"sessionId": "abc"}});
+    named.map_line(Direction::FromAgent, state.to_string().as_bytes(), &cx);
+    named.map_line(Direction::FromAgent, br#"{"type":"agent_start"}"#, &cx);
+    assert!(named.finish(&cx).is_empty());
+}

@@ -3,7 +3,7 @@
 pub mod otel;
 pub mod spec;
 
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 use super::hook_family::{self as hf, Moment};
 use crate::common::{self, Builder, close_run, drain_run, fallback, ne, open_vendor_run, run_key, s};
@@ -55,6 +55,24 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
     }
 }
 
+/// The correlation key of a subagent's delegation pair, by its `agent_id`.
+fn delegation_key(agent: &str) -> String {
+    format!("delegation:{agent}")
+}
+
+/// The open subagent turns of a session: `agent_id` -> its open turn (the child's run).
+fn subagent_runs(state: &mut SessionState) -> &mut Map<String, Value> {
+    let v = state.extra.entry("codex_subagent_runs").or_insert_with(|| Value::Object(Map::new()));
+    if !v.is_object() {
+        *v = Value::Object(Map::new());
+    }
+    v.as_object_mut().unwrap_or_else(|| unreachable!("made an object above"))
+}
+
+fn as_run(v: &Value) -> Option<String> {
+    v.as_str().map(str::to_owned)
+}
+
 impl HookAdapter for CodexAdapter {
     fn vendor(&self) -> &'static str {
         VENDOR
@@ -89,8 +107,55 @@ impl HookAdapter for CodexAdapter {
         let mut m = Moment::open(self, call, cx, map_pinned)?;
         let (p, sess) = (m.p, m.session.as_deref());
         let turn = ne(p, "turn_id").or_else(|| ne(p, "turn-id"));
-        match m.hook.as_str() {
-            "UserPromptSubmit" => {
+        // A subagent (`spawn_agent`) fires its hooks on the parent's thread with its own
+        // `turn_id` and an `agent_id`: its turns are runs of their own beside the parent's open
+        // run, never the parent's (AEP-0002 §4.2 delegation; Annex A.2 turn = run).
+        let agent = ne(p, "agent_id");
+        match (m.hook.as_str(), agent) {
+            ("SubagentStart", Some(a)) => {
+                let parent = state.current_run.clone().or_else(|| turn.map(str::to_owned));
+                // The child's run is linked by cause (its `run.started` points here): the pinned
+                // data of the pair stays as `mappings/codex.json` states it.
+                for d in &mut m.drafts {
+                    d.run.clone_from(&parent);
+                    d.correlation_key = Some(delegation_key(a));
+                }
+            }
+            ("UserPromptSubmit", Some(a)) => {
+                if let Some(t) = turn {
+                    // A second message to the same subagent while its turn is open drains it.
+                    if let Some(stale) = subagent_runs(state).insert(a.to_owned(), json!(t)).and_then(|v| as_run(&v))
+                        && stale != t
+                    {
+                        m.before.push(drain_run(&stale, sess, cx));
+                    }
+                    for d in &mut m.drafts {
+                        d.data.insert("trigger".into(), json!("agent"));
+                        d.correlation_key = Some(run_key(sess, t));
+                        d.cause_key = Some(delegation_key(a));
+                    }
+                }
+            }
+            // Codex ends a subagent turn with `SubagentStop` (no `Stop` of its own); a `Stop`
+            // naming an agent closes that agent's turn only.
+            ("SubagentStop" | "Stop", Some(a)) => {
+                let child = subagent_runs(state).remove(a).and_then(|v| as_run(&v));
+                let parent = state.current_run.clone();
+                if let Some(c) = child.as_deref() {
+                    let mut fin = Builder::new("run.finished", cx).build();
+                    fin.run = Some(c.to_owned());
+                    fin.cause_key = Some(run_key(sess, c));
+                    m.before.push(fin);
+                }
+                if m.hook == "Stop" {
+                    m.drafts.clear();
+                }
+                for d in &mut m.drafts {
+                    d.run = parent.clone().or_else(|| turn.map(str::to_owned));
+                    d.cause_key = Some(delegation_key(a));
+                }
+            }
+            ("UserPromptSubmit", None) => {
                 // Codex turn = AEP run (Annex A.2). A turn left open (interrupted) drains
                 // as run.cancelled at the next prompt.
                 if let Some(t) = turn {
@@ -102,7 +167,7 @@ impl HookAdapter for CodexAdapter {
                     }
                 }
             }
-            "Stop" => {
+            ("Stop", None) => {
                 let closed = close_run(state);
                 if let Some(t) = turn.map(str::to_owned).or(closed) {
                     for d in &mut m.drafts {
@@ -111,7 +176,14 @@ impl HookAdapter for CodexAdapter {
                     }
                 }
             }
-            "SessionEnd" => m.drain_open_run(state, cx),
+            ("SessionEnd", _) => {
+                // Subagent turns left open drain first, then the parent's.
+                let open: Vec<String> = std::mem::take(subagent_runs(state)).values().filter_map(as_run).collect();
+                for stale in open {
+                    m.before.push(drain_run(&stale, sess, cx));
+                }
+                m.drain_open_run(state, cx);
+            }
             _ => {}
         }
         // The turn (else the open run) on every draft but session.* and the vendor namespace.

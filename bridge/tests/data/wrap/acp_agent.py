@@ -18,7 +18,8 @@ for raw in sys.stdin:
     msg = json.loads(raw)
     method = msg.get("method")
     if method == "initialize":
-        send({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}}})
+        send({"jsonrpc": "2.0", "id": msg["id"], "result": {"protocolVersion": 1, "agentCapabilities": {},
+                                                 "agentInfo": {"name": "stub-acp", "version": "1.0.0"}}})
         sys.stdout.write("not json at all   \n")
         sys.stdout.flush()
     elif method == "session/new":
