@@ -6,10 +6,30 @@
 //! what arrives through the pure adapters into drafts; the [`pipeline`] stamps and fans
 //! them out to the [`sinks`], the [`collector`] and the exporters ([`export`], [`relay`]);
 //! the [`control`] loop holds permission moments until a human answers. [`server`] wires
-//! them and serves them. The `aep-bridge` binary is the CLI over this library
-//! (and [`client`], the collector client it shares with the `aep-bench` load tools).
+//! them and serves them. The `aep-bridge` command (`bridge/cli`) is the CLI over this
+//! library (and [`client`], the collector client it shares with the `aep-bench` load tools).
 //! [`wrap`] is the stdio tee behind `aep-bridge wrap`, delivering to a running bridge;
 //! [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`).
+//!
+//! # Two OpenTelemetry crates, decided
+//!
+//! - **`opentelemetry-otlp` is not used.** Its span and log exporters consume the SDK's
+//!   `SpanData` / `SdkLogRecord`, produced by an SDK tracer or logger as work happens; the
+//!   bridge has neither: it synthesizes spans and records after the fact from AEP events
+//!   (deterministic ids, past timestamps, vendor spans placed into the session's trace) and
+//!   builds the OTLP protobuf types directly (`aep_projections`). For metrics, where the SDK
+//!   is used, its `MetricExporter` would bring a second HTTP/gRPC client with its own TLS
+//!   and retry settings beside [`transport`] (one rustls setup, one retry policy, the
+//!   `OTEL_EXPORTER_OTLP_*` handling, failures counted and shown on `/healthz`); the bridge's
+//!   exporter is the SDK's `PushMetricExporter` over opentelemetry-proto's own transform
+//!   (`export::otlp_metrics`). Revisit when the crate accepts a caller's client.
+//! - **`opentelemetry-prometheus` is kept, knowingly.** Upstream has discontinued it (its
+//!   advice: push OTLP to Prometheus's OTLP receiver, which `[export.otlp]` already does).
+//!   The bridge still serves the pull endpoint users scrape (`GET /metrics`) and the crate
+//!   is the SDK's reader for it; its advisory concerned the `protobuf` crate, which is not
+//!   in this build (`prometheus` with default features off, text encoding only). If it
+//!   stops following the SDK, the replacement is a text encoder over a `ManualReader`'s
+//!   collection in `metrics`, the same shape the crate has.
 
 pub mod attention;
 pub mod auth;
