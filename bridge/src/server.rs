@@ -167,6 +167,28 @@ pub fn map_context(cfg: &Config) -> MapContext {
     cx
 }
 
+/// The bound listeners of `serve`, bound before anything starts so a port clash fails first.
+struct Listeners {
+    http: TcpListener,
+    otlp_grpc: Option<TcpListener>,
+    otlp_http: Option<TcpListener>,
+}
+
+impl Listeners {
+    async fn bind(cfg: &Config) -> Result<Self, ServeError> {
+        let http = bind(cfg.server.listen, "--listen").await?;
+        let otlp_grpc = match cfg.server.otlp_grpc {
+            None => None,
+            Some(a) => Some(bind(a, "--otlp-grpc").await?),
+        };
+        let otlp_http = match cfg.server.otlp_http {
+            None => None,
+            Some(a) => Some(bind(a, "--otlp-http").await?),
+        };
+        Ok(Self { http, otlp_grpc, otlp_http })
+    }
+}
+
 /// Runs the bridge until SIGINT/SIGTERM or `shutdown` is cancelled. `on_bound` sees the
 /// bound addresses once every listener is up.
 pub async fn serve(
@@ -174,266 +196,345 @@ pub async fn serve(
     shutdown: CancellationToken,
     on_bound: impl FnOnce(&Bound, u64),
 ) -> Result<(), ServeError> {
-    let data_dir: PathBuf = cfg.data_dir();
-    let dd_err = |message: String| ServeError::DataDir { path: data_dir.display().to_string(), message };
-    std::fs::create_dir_all(&data_dir).map_err(|e| dd_err(e.to_string()))?;
-    let now_secs = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    // A full disk must not stop the bridge from starting (issue 15 #8): the epoch is then
-    // kept in place or seeded from the clock, and /healthz says the state is not durable.
-    let (epoch, epoch_warning) = match state::bump_epoch(&data_dir, now_secs).map_err(|e| dd_err(e.to_string()))? {
-        state::Epoch { value, not_durable: None } => (value, None),
-        state::Epoch { value, not_durable: Some(e) } => {
-            tracing::error!(epoch = value, error = %e, "The epoch could not be written durably; continuing.");
-            (value, Some(e))
-        }
-    };
-
-    // Bind first, so a port clash fails before anything else starts.
-    let http_listener = bind(cfg.server.listen, "--listen").await?;
-    let grpc_listener = match cfg.server.otlp_grpc {
-        None => None,
-        Some(a) => Some(bind(a, "--otlp-grpc").await?),
-    };
-    let otlp_http_listener = match cfg.server.otlp_http {
-        None => None,
-        Some(a) => Some(bind(a, "--otlp-http").await?),
-    };
-
-    // The bridge's metrics also go over OTLP when `[export.otlp]` has an endpoint (issue 14).
-    let (metrics, mut otlp_metrics) = match crate::export::otlp_metrics::setup(&cfg.export) {
-        Some((reader, delivery)) => (Arc::new(Metrics::with_reader(reader)), Some(delivery)),
-        None => (Arc::new(Metrics::default()), None),
-    };
-    // The agents' own `/v1/metrics` go the same way, unchanged (issue 14).
-    let vendor_metrics = otlp_metrics.as_mut().and_then(|d| d.vendor_forward());
-    let otlp_metrics_task =
-        otlp_metrics.map(|d| tokio::spawn(d.run(cfg.export.retry.clone(), metrics.clone(), shutdown.clone())));
-    let health = Arc::new(crate::health::Health::default());
-    if let Some(e) = &epoch_warning {
-        health.failing("state", e);
-    }
-    let relay_status = Arc::new(RelayStatus::default());
-    let token = (!cfg.server.token.is_empty()).then(|| cfg.server.token.clone());
-    let mut builder = PipelineBuilder::new(epoch, host_name(&cfg), metrics.clone())
-        .notice_wait(Duration::from_millis(cfg.pipeline.notice_wait_ms));
-
-    let mut jsonl_thread = None;
-    if cfg.jsonl.enabled {
-        let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
-        let progress = Arc::new(crate::pipeline::Progress::default());
-        jsonl_thread = Some(sinks::jsonl::spawn(
-            rx,
-            data_dir.clone(),
-            cfg.jsonl.clone(),
-            metrics.clone(),
-            Some(progress.clone()),
-            Some(health.clone()),
-        ));
-        builder = builder.sink(SinkTx::durable_lines("jsonl", tx).with_progress(progress));
-    }
-    // The command channel exists before anything that can receive a command: the collector
-    // and the relay binding send, the control loop (started once the pipeline exists) owns
-    // the inbox.
-    // Hold moments only when an answer can arrive: control needs an authenticated binding
-    // (a token for the embedded collector, or an upstream relay). Otherwise every hook
-    // answers at once and the agent's own dialog decides.
-    let can_answer = token.is_some() || cfg.relay.url.is_some();
-    // Built-in adapters plus custom manifests (`{data}/adapters/*.toml`, generic fallback mapping).
-    let mut adapters = aep_adapters::vendors::all();
-    adapters.extend(crate::custom::custom_adapters(&cfg.data_dir().join("adapters")));
-    // The read-only bridges' identities honour no command (unless a hook vendor shares one).
-    let read_only = crate::bridges::read_only_agents(&cfg.bridges, can_answer, |agent| {
-        adapters.iter().any(|a| a.vendor() == agent)
-    });
-    let (commands, inbox) = crate::commands::channel_with(read_only);
-    let collector =
-        collector::Collector::new(cfg.collector.clone(), token.clone(), metrics.clone(), Some(commands.clone()));
-    if cfg.collector.enabled {
-        builder = builder.tap(collector.clone());
-    }
-    let mut relay_tasks = Vec::new();
-    if let Some(relay_url) = &cfg.relay.url {
-        let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
-        let relay_token = if cfg.relay.token.is_empty() { token.clone() } else { Some(cfg.relay.token.clone()) };
-        let mut opts = relay::RelayOptions::new(relay_url.as_str(), relay_token);
-        match crate::transport::tls::client_config(&cfg.relay.tls) {
-            Ok(tls) => opts.tls = Some(tls),
-            Err(e) => tracing::error!(error = %e, "relay.tls unusable; wss:// uses the built-in roots only."),
-        }
-        opts.accepts = commands.accepts();
-        opts.commands = Some(commands.clone());
-        relay_tasks.push(tokio::spawn(relay::run(rx, opts, relay_status.clone(), metrics.clone(), shutdown.clone())));
-        builder = builder.sink(SinkTx::new("relay", tx));
-    }
-    let (export_sinks, export_tasks, vendor_spans) =
-        crate::export::spawn(&cfg.export, cfg.pipeline.queue_capacity, metrics.clone(), shutdown.clone());
-    for s in export_sinks {
-        builder = builder.sink(s);
-    }
-    // GenAI metrics for dashboards (issue 14): only the events they measure reach the sink.
-    let (genai_tx, genai_rx) = mpsc::channel(cfg.pipeline.queue_capacity);
-    tokio::spawn(crate::genai::run(genai_rx, crate::genai::GenAiMetrics::new(&metrics.meter("aep-bridge"))));
-    builder = builder.sink(SinkTx::new("genai_metrics", genai_tx).only(crate::genai::wants));
-    let pipeline: Pipeline = builder.build();
-
-    let (otlp, otlp_task) = crate::otlp_in::BridgeOtlp::new(
-        pipeline.clone(),
-        map_context(&cfg),
-        cfg.otlp_in.mode,
-        otlp_overrides(&cfg),
-        cfg.pipeline.queue_capacity,
-        crate::otlp_in::Tees::of(
-            crate::otlp_tee::from_config(&cfg, &metrics)
-                .into_iter()
-                .chain(vendor_metrics.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>))
-                // The agents' own spans go into their session traces (issue 14).
-                .chain(vendor_spans.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>))
-                .collect(),
-        ),
-        token.clone(),
-        aep_receivers::otlp::DecodeBudget::new(cfg.otlp_in.max_decode_bytes),
-    );
-    let attention = Arc::new(crate::attention::AttentionBook::default());
-    // Control flows only on authenticated bindings (AEP-0004 §4.1): without a token the
-    // collector refuses commands in-band before they reach this loop.
-    drop(commands);
-    let (control, _control_task) = crate::control::ControlLoop::start(
-        pipeline.clone(),
-        attention.clone(),
-        map_context(&cfg),
-        Duration::from_secs(cfg.control.attention_timeout_secs),
-        inbox,
-    );
-    let mut hooks = BridgeHooks::new(pipeline.clone(), adapters, map_context(&cfg), token.clone());
-    hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
-    // The plugins' bus asks (OpenCode, Kilo Code) answered over their server's reply route.
-    match crate::transport::HttpClient::new(&crate::transport::HttpOptions::default()) {
-        Ok(rest) => hooks = hooks.with_reply_routes(crate::bridges::reply::Replies::new(rest, Duration::from_secs(8))),
-        Err(e) => tracing::error!(error = %e, "No reply route for the plugins' bus asks."),
-    }
-    let hooks = Arc::new(hooks.with_idle_close(Some(Duration::from_secs(cfg.hooks.idle_session_secs))));
-    // `[bridges.<name>]`: the observers of agents' own event streams.
-    let bridge_deps = crate::bridges::Deps {
-        pipeline: pipeline.clone(),
-        control: control.clone(),
-        book: hooks.attention().clone(),
-        cx: map_context(&cfg),
-        can_answer,
-    };
-    let mut bridge_listeners = std::collections::BTreeMap::new();
-    for (name, b) in &cfg.bridges {
-        match crate::bridges::spawn(name, b, bridge_deps.clone(), shutdown.clone()) {
-            Ok(s) => {
-                if let Some(a) = s.listen {
-                    bridge_listeners.insert(name.clone(), a);
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "Bridge not started."),
-        }
-    }
-    drop(bridge_deps);
-    tokio::spawn(crate::hooks::run_idle_close(hooks.clone(), shutdown.clone()));
-    let app = app(AppParts {
-        state: AppState {
-            metrics: metrics.clone(),
-            relay: relay_status.clone(),
-            relay_required: cfg.relay.required,
-            health: health.clone(),
-        },
-        hooks,
-        max_hook_body: cfg.server.max_hook_body,
-        otlp: otlp.clone(),
-        collector: cfg.collector.enabled.then(|| (collector.clone(), pipeline.clone())),
-    });
-
-    let bound = Bound {
-        http: http_listener.local_addr().map_err(|e| dd_err(e.to_string()))?,
-        otlp_grpc: grpc_listener.as_ref().and_then(|l| l.local_addr().ok()),
-        otlp_http: otlp_http_listener.as_ref().and_then(|l| l.local_addr().ok()),
-        bridges: bridge_listeners,
-    };
-    if !bound.http.ip().is_loopback() {
-        // AEP-0003 §8.1: off-host bindings need TLS; this listener speaks plain HTTP.
-        tracing::warn!(http = %bound.http, "Listening off-host without TLS: terminate TLS in front of the bridge (AEP-0003 §8.1).");
-    }
-    on_bound(&bound, epoch);
-    tracing::info!(http = %bound.http, epoch, "Bridge started.");
-
+    let listeners = Listeners::bind(&cfg).await?;
+    let daemon = Daemon::build(cfg, shutdown.clone())?;
     let stop = shutdown.clone();
     tokio::spawn(async move {
         wait_for_signal().await;
         stop.cancel();
     });
-    let mut servers = Vec::new();
-    let limits = cfg.server.limits().fitted_to_file_limit();
-    servers.push(tokio::spawn(crate::listener::serve(
-        http_listener,
-        app.clone(),
-        limits,
-        metrics.clone(),
-        shutdown.clone(),
-    )));
-    if let Some(l) = otlp_http_listener {
-        // The extra OTLP/HTTP port serves the same app (the OTLP paths live on both).
-        servers.push(tokio::spawn(crate::listener::serve(l, app.clone(), limits, metrics.clone(), shutdown.clone())));
-    }
-    if let Some(l) = grpc_listener {
-        let s = shutdown.clone();
-        let grpc_concurrency = cfg.otlp_in.max_grpc_concurrency.max(1);
-        let h: Arc<dyn aep_receivers::otlp::OtlpHandler> = otlp.clone();
-        servers.push(tokio::spawn(async move {
-            let cfg = aep_receivers::otlp::GrpcConfig { max_concurrency: grpc_concurrency, ..Default::default() };
-            if let Err(e) = aep_receivers::otlp::serve_grpc(l, h, cfg, s.cancelled_owned()).await {
-                tracing::error!(error = %e, "OTLP/gRPC receiver stopped.");
+    daemon.run(listeners, shutdown, on_bound).await
+}
+
+/// The bridge, built from its config and not yet listening: the pipeline with its sinks,
+/// the receivers' handlers, the collector, the control loop and the observers, and the
+/// HTTP [`app`] they serve. `serve` builds one and runs it on its listeners; a test builds
+/// the same one and drives [`Daemon::app`] without a socket.
+pub struct Daemon {
+    cfg: Config,
+    epoch: u64,
+    data_dir: PathBuf,
+    app: Router,
+    metrics: Arc<Metrics>,
+    pipeline: Pipeline,
+    collector: Arc<collector::Collector>,
+    otlp: Arc<crate::otlp_in::BridgeOtlp>,
+    otlp_task: tokio::task::JoinHandle<()>,
+    export_tasks: Vec<tokio::task::JoinHandle<()>>,
+    relay_tasks: Vec<tokio::task::JoinHandle<()>>,
+    otlp_metrics_task: Option<tokio::task::JoinHandle<()>>,
+    jsonl_thread: Option<std::thread::JoinHandle<()>>,
+    bridge_listeners: std::collections::BTreeMap<String, SocketAddr>,
+}
+
+impl Daemon {
+    /// Builds everything `cfg` asks for: bumps the epoch in the data directory, starts the
+    /// sinks, exporters, control loop and `[bridges]` observers (they stop with
+    /// `shutdown`). Must run inside a tokio runtime.
+    pub fn build(cfg: Config, shutdown: CancellationToken) -> Result<Self, ServeError> {
+        let data_dir: PathBuf = cfg.data_dir();
+        let dd_err = |message: String| ServeError::DataDir { path: data_dir.display().to_string(), message };
+        std::fs::create_dir_all(&data_dir).map_err(|e| dd_err(e.to_string()))?;
+        let now_secs = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        // A full disk must not stop the bridge from starting: the epoch is then kept in place
+        // or seeded from the clock, and /healthz says the state is not durable.
+        let (epoch, epoch_warning) = match state::bump_epoch(&data_dir, now_secs).map_err(|e| dd_err(e.to_string()))? {
+            state::Epoch { value, not_durable: None } => (value, None),
+            state::Epoch { value, not_durable: Some(e) } => {
+                tracing::error!(epoch = value, error = %e, "The epoch could not be written durably; continuing.");
+                (value, Some(e))
             }
-        }));
+        };
+
+        // The bridge's metrics also go over OTLP when `[export.otlp]` has an endpoint.
+        let (metrics, mut otlp_metrics) = match crate::export::otlp_metrics::setup(&cfg.export) {
+            Some((reader, delivery)) => (Arc::new(Metrics::with_reader(reader)), Some(delivery)),
+            None => (Arc::new(Metrics::default()), None),
+        };
+        // The agents' own `/v1/metrics` go the same way, unchanged.
+        let vendor_metrics = otlp_metrics.as_mut().and_then(|d| d.vendor_forward());
+        let otlp_metrics_task =
+            otlp_metrics.map(|d| tokio::spawn(d.run(cfg.export.retry.clone(), metrics.clone(), shutdown.clone())));
+        let health = Arc::new(crate::health::Health::default());
+        if let Some(e) = &epoch_warning {
+            health.failing("state", e);
+        }
+        let relay_status = Arc::new(RelayStatus::default());
+        let token = (!cfg.server.token.is_empty()).then(|| cfg.server.token.clone());
+        let mut builder = PipelineBuilder::new(epoch, host_name(&cfg), metrics.clone())
+            .notice_wait(Duration::from_millis(cfg.pipeline.notice_wait_ms));
+
+        let mut jsonl_thread = None;
+        if cfg.jsonl.enabled {
+            let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
+            let progress = Arc::new(crate::pipeline::Progress::default());
+            jsonl_thread = Some(sinks::jsonl::spawn(
+                rx,
+                data_dir.clone(),
+                cfg.jsonl.clone(),
+                metrics.clone(),
+                Some(progress.clone()),
+                Some(health.clone()),
+            ));
+            builder = builder.sink(SinkTx::durable_lines("jsonl", tx).with_progress(progress));
+        }
+        // The command channel exists before anything that can receive a command: the
+        // collector and the relay binding send, the control loop (started once the pipeline
+        // exists) owns the inbox.
+        // Hold moments only when an answer can arrive: control needs an authenticated binding
+        // (a token for the embedded collector, or an upstream relay). Otherwise every hook
+        // answers at once and the agent's own dialog decides.
+        let can_answer = token.is_some() || cfg.relay.url.is_some();
+        // Built-in adapters plus custom manifests (`{data}/adapters/*.toml`, generic fallback mapping).
+        let mut adapters = aep_adapters::vendors::all();
+        adapters.extend(crate::custom::custom_adapters(&data_dir.join("adapters")));
+        // The read-only bridges' identities honour no command (unless a hook vendor shares one).
+        let read_only = crate::bridges::read_only_agents(&cfg.bridges, can_answer, |agent| {
+            adapters.iter().any(|a| a.vendor() == agent)
+        });
+        let (commands, inbox) = crate::commands::channel_with(read_only);
+        let collector =
+            collector::Collector::new(cfg.collector.clone(), token.clone(), metrics.clone(), Some(commands.clone()));
+        if cfg.collector.enabled {
+            builder = builder.tap(collector.clone());
+        }
+        let mut relay_tasks = Vec::new();
+        if let Some(relay_url) = &cfg.relay.url {
+            let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
+            let relay_token = if cfg.relay.token.is_empty() { token.clone() } else { Some(cfg.relay.token.clone()) };
+            let mut opts = relay::RelayOptions::new(relay_url.as_str(), relay_token);
+            match crate::transport::tls::client_config(&cfg.relay.tls) {
+                Ok(tls) => opts.tls = Some(tls),
+                Err(e) => tracing::error!(error = %e, "relay.tls unusable; wss:// uses the built-in roots only."),
+            }
+            opts.accepts = commands.accepts();
+            opts.commands = Some(commands.clone());
+            relay_tasks.push(tokio::spawn(relay::run(
+                rx,
+                opts,
+                relay_status.clone(),
+                metrics.clone(),
+                shutdown.clone(),
+            )));
+            builder = builder.sink(SinkTx::new("relay", tx));
+        }
+        let (export_sinks, export_tasks, vendor_spans) =
+            crate::export::spawn(&cfg.export, cfg.pipeline.queue_capacity, metrics.clone(), shutdown.clone());
+        for s in export_sinks {
+            builder = builder.sink(s);
+        }
+        // GenAI metrics for dashboards: only the events they measure reach the sink.
+        let (genai_tx, genai_rx) = mpsc::channel(cfg.pipeline.queue_capacity);
+        tokio::spawn(crate::genai::run(genai_rx, crate::genai::GenAiMetrics::new(&metrics.meter("aep-bridge"))));
+        builder = builder.sink(SinkTx::new("genai_metrics", genai_tx).only(crate::genai::wants));
+        let pipeline: Pipeline = builder.build();
+
+        let (otlp, otlp_task) = crate::otlp_in::BridgeOtlp::new(
+            pipeline.clone(),
+            map_context(&cfg),
+            cfg.otlp_in.mode,
+            otlp_overrides(&cfg),
+            cfg.pipeline.queue_capacity,
+            crate::otlp_in::Tees::of(
+                crate::otlp_tee::from_config(&cfg, &metrics)
+                    .into_iter()
+                    .chain(vendor_metrics.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>))
+                    // The agents' own spans go into their session traces.
+                    .chain(vendor_spans.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>))
+                    .collect(),
+            ),
+            token.clone(),
+            aep_receivers::otlp::DecodeBudget::new(cfg.otlp_in.max_decode_bytes),
+        );
+        let attention = Arc::new(crate::attention::AttentionBook::default());
+        // Control flows only on authenticated bindings (AEP-0004 §4.1): without a token the
+        // collector refuses commands in-band before they reach this loop.
+        drop(commands);
+        let (control, _control_task) = crate::control::ControlLoop::start(
+            pipeline.clone(),
+            attention.clone(),
+            map_context(&cfg),
+            Duration::from_secs(cfg.control.attention_timeout_secs),
+            inbox,
+        );
+        let mut hooks = BridgeHooks::new(pipeline.clone(), adapters, map_context(&cfg), token.clone());
+        hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
+        // The plugins' bus asks (OpenCode, Kilo Code) answered over their server's reply route.
+        match crate::transport::HttpClient::new(&crate::transport::HttpOptions::default()) {
+            Ok(rest) => {
+                hooks = hooks.with_reply_routes(crate::bridges::reply::Replies::new(rest, Duration::from_secs(8)))
+            }
+            Err(e) => tracing::error!(error = %e, "No reply route for the plugins' bus asks."),
+        }
+        let hooks = Arc::new(hooks.with_idle_close(Some(Duration::from_secs(cfg.hooks.idle_session_secs))));
+        // `[bridges.<name>]`: the observers of agents' own event streams.
+        let bridge_deps = crate::bridges::Deps {
+            pipeline: pipeline.clone(),
+            control: control.clone(),
+            book: hooks.attention().clone(),
+            cx: map_context(&cfg),
+            can_answer,
+        };
+        let mut bridge_listeners = std::collections::BTreeMap::new();
+        for (name, b) in &cfg.bridges {
+            match crate::bridges::spawn(name, b, bridge_deps.clone(), shutdown.clone()) {
+                Ok(s) => {
+                    if let Some(a) = s.listen {
+                        bridge_listeners.insert(name.clone(), a);
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "Bridge not started."),
+            }
+        }
+        drop(bridge_deps);
+        tokio::spawn(crate::hooks::run_idle_close(hooks.clone(), shutdown.clone()));
+        let app = app(AppParts {
+            state: AppState {
+                metrics: metrics.clone(),
+                relay: relay_status,
+                relay_required: cfg.relay.required,
+                health,
+            },
+            hooks,
+            max_hook_body: cfg.server.max_hook_body,
+            otlp: otlp.clone(),
+            collector: cfg.collector.enabled.then(|| (collector.clone(), pipeline.clone())),
+        });
+        Ok(Self {
+            cfg,
+            epoch,
+            data_dir,
+            app,
+            metrics,
+            pipeline,
+            collector,
+            otlp,
+            otlp_task,
+            export_tasks,
+            relay_tasks,
+            otlp_metrics_task,
+            jsonl_thread,
+            bridge_listeners,
+        })
     }
 
-    shutdown.cancelled().await;
-    let grace = Duration::from_millis(cfg.server.shutdown_grace_ms);
-    let deadline = Instant::now() + grace;
-    tracing::info!(grace_ms = cfg.server.shutdown_grace_ms, "Shutting down: stopping receivers.");
-    collector.close();
-    for s in servers {
-        let _ = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), s).await;
+    /// The HTTP app the main port (and the extra OTLP/HTTP port) serves.
+    pub fn app(&self) -> Router {
+        self.app.clone()
     }
-    // Receivers are down: let the OTLP queue drain into the pipeline, then close it.
-    // The router holds the OTLP handler: drop it so the OTLP queue closes and drains.
-    drop(app);
-    drop(otlp);
-    let _ = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), otlp_task).await;
-    pipeline.close();
-    drop(pipeline);
-    let mut unfinished = Vec::new();
-    for t in export_tasks {
-        if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), t).await.is_err() {
-            unfinished.push("exporter (flush)");
+
+    /// This run's epoch (AEP-0001 §5.3).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The pipeline every receiver submits to.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// Serves the listeners until `shutdown`, then stops in stages within the grace period.
+    async fn run(
+        self,
+        listeners: Listeners,
+        shutdown: CancellationToken,
+        on_bound: impl FnOnce(&Bound, u64),
+    ) -> Result<(), ServeError> {
+        let Self { cfg, epoch, data_dir, app, metrics, pipeline, collector, otlp, otlp_task, .. } = self;
+        let bound = Bound {
+            http: listeners
+                .http
+                .local_addr()
+                .map_err(|e| ServeError::DataDir { path: data_dir.display().to_string(), message: e.to_string() })?,
+            otlp_grpc: listeners.otlp_grpc.as_ref().and_then(|l| l.local_addr().ok()),
+            otlp_http: listeners.otlp_http.as_ref().and_then(|l| l.local_addr().ok()),
+            bridges: self.bridge_listeners,
+        };
+        if !bound.http.ip().is_loopback() {
+            // AEP-0003 §8.1: off-host bindings need TLS; this listener speaks plain HTTP.
+            tracing::warn!(http = %bound.http, "Listening off-host without TLS: terminate TLS in front of the bridge (AEP-0003 §8.1).");
         }
-    }
-    for t in relay_tasks {
-        if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), t).await.is_err() {
-            unfinished.push("relay (closing frame)");
+        on_bound(&bound, epoch);
+        tracing::info!(http = %bound.http, epoch, "Bridge started.");
+
+        let mut servers = Vec::new();
+        let limits = cfg.server.limits().fitted_to_file_limit();
+        servers.push(tokio::spawn(crate::listener::serve(
+            listeners.http,
+            app.clone(),
+            limits,
+            metrics.clone(),
+            shutdown.clone(),
+        )));
+        if let Some(l) = listeners.otlp_http {
+            // The extra OTLP/HTTP port serves the same app (the OTLP paths live on both).
+            servers.push(tokio::spawn(crate::listener::serve(
+                l,
+                app.clone(),
+                limits,
+                metrics.clone(),
+                shutdown.clone(),
+            )));
         }
-    }
-    if let Some(t) = otlp_metrics_task {
-        // The provider's shutdown runs the last collection through the exporter, then drops it.
-        let m = metrics.clone();
-        let _ = tokio::task::spawn_blocking(move || m.shutdown()).await;
-        if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), t).await.is_err() {
-            unfinished.push("otlp metrics (last collection)");
+        if let Some(l) = listeners.otlp_grpc {
+            let s = shutdown.clone();
+            let grpc_concurrency = cfg.otlp_in.max_grpc_concurrency.max(1);
+            let h: Arc<dyn aep_receivers::otlp::OtlpHandler> = otlp.clone();
+            servers.push(tokio::spawn(async move {
+                let cfg = aep_receivers::otlp::GrpcConfig { max_concurrency: grpc_concurrency, ..Default::default() };
+                if let Err(e) = aep_receivers::otlp::serve_grpc(l, h, cfg, s.cancelled_owned()).await {
+                    tracing::error!(error = %e, "OTLP/gRPC receiver stopped.");
+                }
+            }));
         }
-    }
-    if let Some(t) = jsonl_thread {
-        let joined = tokio::task::spawn_blocking(move || t.join());
-        if tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), joined).await.is_err() {
-            unfinished.push("jsonl (flush and fsync)");
+
+        shutdown.cancelled().await;
+        let grace = Duration::from_millis(cfg.server.shutdown_grace_ms);
+        let deadline = Instant::now() + grace;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        tracing::info!(grace_ms = cfg.server.shutdown_grace_ms, "Shutting down: stopping receivers.");
+        collector.close();
+        for s in servers {
+            let _ = tokio::time::timeout(left(), s).await;
         }
+        // Receivers are down: let the OTLP queue drain into the pipeline, then close it.
+        // The router holds the OTLP handler: drop it so the OTLP queue closes and drains.
+        drop(app);
+        drop(otlp);
+        let _ = tokio::time::timeout(left(), otlp_task).await;
+        pipeline.close();
+        drop(pipeline);
+        let mut unfinished = Vec::new();
+        for t in self.export_tasks {
+            if tokio::time::timeout(left(), t).await.is_err() {
+                unfinished.push("exporter (flush)");
+            }
+        }
+        for t in self.relay_tasks {
+            if tokio::time::timeout(left(), t).await.is_err() {
+                unfinished.push("relay (closing frame)");
+            }
+        }
+        if let Some(t) = self.otlp_metrics_task {
+            // The provider's shutdown runs the last collection through the exporter, then drops it.
+            let m = metrics.clone();
+            let _ = tokio::task::spawn_blocking(move || m.shutdown()).await;
+            if tokio::time::timeout(left(), t).await.is_err() {
+                unfinished.push("otlp metrics (last collection)");
+            }
+        }
+        if let Some(t) = self.jsonl_thread {
+            let joined = tokio::task::spawn_blocking(move || t.join());
+            if tokio::time::timeout(left(), joined).await.is_err() {
+                unfinished.push("jsonl (flush and fsync)");
+            }
+        }
+        if !unfinished.is_empty() {
+            tracing::warn!(unfinished = ?unfinished, "Shutdown grace period ran out before everything finished.");
+            eprintln!("aep-bridge: warning: shutdown grace period ran out; unfinished: {}", unfinished.join(", "));
+        }
+        Ok(())
     }
-    if !unfinished.is_empty() {
-        tracing::warn!(unfinished = ?unfinished, "Shutdown grace period ran out before everything finished.");
-        eprintln!("aep-bridge: warning: shutdown grace period ran out; unfinished: {}", unfinished.join(", "));
-    }
-    Ok(())
 }
 
 async fn wait_for_signal() {
