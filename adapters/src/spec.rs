@@ -218,6 +218,23 @@ pub struct AssetInstall {
     pub content: &'static str,
     /// A step the user still has to take, if any.
     pub note: Option<&'static str>,
+    /// The plugin SDK the agent installs beside its plugins at start, if it does.
+    pub deps: Option<PluginDeps>,
+}
+
+/// The plugin SDK an OpenCode-family agent installs from npm into its config directories
+/// before it loads any plugin, at every start until it succeeds, and waits for (offline:
+/// about 70 s of retries). Its check skips the install when the directory has `node_modules`
+/// and its `package-lock.json` lists the package. The aep-bridge plugin imports nothing, so
+/// `aep-bridge install` writes that state where the directory has neither yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginDeps {
+    /// The package (`@opencode-ai/plugin`, `@kilocode/plugin`).
+    pub package: &'static str,
+    /// The user's config directory (relative to home) when the agent installs into it
+    /// whether or not it holds a plugin (OpenCode 1.18 does, into every config directory;
+    /// Kilo Code 7.7 only into those holding one): a project install writes it there too.
+    pub user_dir_always: Option<&'static str>,
 }
 
 /// How long the agent lets a held hook run, in seconds: above the bridge's default

@@ -42,6 +42,8 @@ pub struct BridgeHooks {
     timer: crate::genai::HookTimer,
     /// The reply route of the plugins' bus asks (OpenCode, Kilo Code).
     replies: Option<Arc<crate::bridges::reply::Replies>>,
+    /// The sessions each vendor's hook calls delivered (an SSE companion adds nothing for them).
+    sessions: Arc<crate::bridges::claims::HookSessions>,
 }
 
 /// One `(vendor, session)` mapping state and when it was last used.
@@ -128,7 +130,14 @@ impl BridgeHooks {
             timer: crate::genai::HookTimer::new(&metrics.meter("aep-bridge")),
             metrics,
             replies: None,
+            sessions: Arc::default(),
         }
+    }
+
+    /// The sessions the hook calls delivered, per vendor: shared with the SSE observers so a
+    /// companion beside a plugin adds nothing twice.
+    pub fn hook_sessions(&self) -> &Arc<crate::bridges::claims::HookSessions> {
+        &self.sessions
     }
 
     /// Answers the plugins' bus asks over their server's reply route (only while moments
@@ -335,6 +344,9 @@ impl BridgeHooks {
         let now = (self.clock)();
         let mut drafts = self.map(adapter.as_ref(), &call, &hook, now)?;
         check_sessions(&drafts)?;
+        if let Some(session) = drafts.iter().find_map(|d| d.session.as_deref()) {
+            self.sessions.claim(adapter.vendor(), session);
+        }
         // A reply-route ask the vendor settled (bus `permission.replied`): its outcome, after
         // the command's ack when a command answered it; spawned, so a caller giving up does
         // not lose the terminal.

@@ -888,6 +888,8 @@ fn stamp(st: &mut Stamper, agent_name: Cow<'static, str>, d: EventDraft, now: Sy
         ),
     };
     let mut cause = d.cause;
+    // A lifecycle event linked to its request by the request's correlation key.
+    let mut keyed_request = false;
     if let Some(s) = &session
         && (d.cause_key.is_some() || d.correlation_key.is_some())
     {
@@ -901,6 +903,7 @@ fn stamp(st: &mut Stamper, agent_name: Cow<'static, str>, d: EventDraft, now: Sy
         };
         if let (None, Some(k)) = (&cause, &d.cause_key) {
             cause = map.get(k).cloned();
+            keyed_request = cause.is_some() && k.starts_with("attention:");
         }
         if let Some(k) = d.correlation_key {
             if map.len() >= CAUSE_MEMORY {
@@ -916,11 +919,13 @@ fn stamp(st: &mut Stamper, agent_name: Cow<'static, str>, d: EventDraft, now: Sy
         sessions.remove(s.as_str());
     }
     // AEP-0002 §7.1: the lifecycle events after a request name it as their subject; a
-    // mapping that linked them by correlation key gets the subject from the resolved cause.
+    // mapping that linked them by the request's correlation key gets the subject from the
+    // resolved cause, over a vendor id it may have set (the vendor's request id is not the
+    // Event's; a pinned mapping such as OpenCode's `permission.replied` carries it).
+    let lifecycle = matches!(d.r#type.as_str(), "attention.answered" | "attention.resolved" | "attention.timeout");
     let subject = match d.subject {
-        None if matches!(d.r#type.as_str(), "attention.answered" | "attention.resolved" | "attention.timeout") => {
-            cause.clone()
-        }
+        _ if lifecycle && keyed_request => cause.clone(),
+        None if lifecycle => cause.clone(),
         s => s,
     };
     let time = match d.time {
@@ -964,6 +969,29 @@ mod tests {
         let mut d = EventDraft::new(ty, Capture::Metadata);
         d.session = Some(session.into());
         d
+    }
+
+    #[tokio::test]
+    async fn a_keyed_attention_lifecycle_event_names_the_request_event_as_subject() {
+        // AEP-0002 §7.1 rule 1: OpenCode's pinned `permission.replied` mapping carries the
+        // vendor's permission id as subject; the Event names the request Event instead.
+        let (tx, _rx) = mpsc::channel(16);
+        let p = PipelineBuilder::new(1, "h", Arc::new(Metrics::default())).sink(SinkTx::new("t", tx)).build();
+        let mut req = draft("attention.requested", "s1");
+        req.subject = Some("bash".into());
+        req.correlation_key = Some("attention:per_1".into());
+        let mut res = draft("attention.resolved", "s1");
+        res.subject = Some("per_1".into());
+        res.cause_key = Some("attention:per_1".into());
+        let mut other = draft("attention.resolved", "s1");
+        other.subject = Some("per_unknown".into());
+        other.cause_key = Some("attention:per_unknown".into());
+        let out = p.submit_drafts("hook", "opencode", vec![req, res, other]).await.unwrap();
+        assert_eq!(out[0].event.subject.as_deref(), Some("bash"));
+        assert_eq!(out[1].event.subject.as_deref(), Some(out[0].event.id.as_str()));
+        assert_eq!(out[1].event.cause.as_deref(), Some(out[0].event.id.as_str()));
+        // Nothing resolved: the mapping's own subject stays.
+        assert_eq!(out[2].event.subject.as_deref(), Some("per_unknown"));
     }
 
     #[tokio::test]

@@ -374,6 +374,7 @@ impl Daemon {
             book: hooks.attention().clone(),
             cx: map_context(&cfg),
             can_answer,
+            hook_sessions: hooks.hook_sessions().clone(),
         };
         let mut bridge_listeners = std::collections::BTreeMap::new();
         for (name, b) in &cfg.bridges {

@@ -298,11 +298,13 @@ async fn primary_maps_the_recorded_session_and_answers_the_permission_over_the_r
             "run.started",
             "progress.status",
             "progress.status",
+            "tool.requested",
             "attention.requested",
             "control.rejected",
             "control.accepted",
             "attention.answered",
             "attention.resolved",
+            "tool.completed",
             "progress.status",
             "progress.status",
             "progress.status",
@@ -313,7 +315,15 @@ async fn primary_maps_the_recorded_session_and_answers_the_permission_over_the_r
     let run_started = events.iter().find(|e| e["type"] == "run.started").unwrap();
     let finished = events.iter().find(|e| e["type"] == "run.finished").unwrap();
     assert_eq!((finished["run"].clone(), finished["cause"].clone()), (json!("r1"), run_started["id"].clone()));
-    // The machinery rides x.opencode.* at debug, the tool plane included (the design record).
+    // The stream's tool parts are the tool plane: one request, one outcome caused by it.
+    let requested = events.iter().find(|e| e["type"] == "tool.requested").unwrap();
+    let completed = events.iter().find(|e| e["type"] == "tool.completed").unwrap();
+    assert_eq!(requested["data"]["tool"], json!({"name": "bash", "call_id": ask["properties"]["tool"]["callID"]}));
+    assert_eq!(
+        (completed["data"]["tool"].clone(), completed["cause"].clone()),
+        (requested["data"]["tool"].clone(), requested["id"].clone())
+    );
+    // The other parts (step start/finish, text) stay machinery at debug.
     assert!(events.iter().any(|e| e["type"] == "x.opencode.message.part.updated" && e["severity"] == "debug"));
     // Every line is a valid event in a valid stream order (what `aep-bridge validate` checks).
     let text = std::fs::read_to_string(b.data.join("logs/opencode").join(format!("{session}.jsonl"))).unwrap();
@@ -408,6 +418,64 @@ async fn companion_emits_no_core_type_and_a_resync_raises_asks_missed_while_away
         (resolved["subject"].clone(), resolved["data"]["resolution"].as_str()),
         (req["id"].clone(), Some("dismissed"))
     );
+    drop(dir);
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_companion_beside_the_plugin_adds_nothing_twice() {
+    // The plugin inside the server forwards every bus event naming a session; the companion
+    // on the same server's stream sees them too, whichever channel is first.
+    let (fake, url) = fake_server().await;
+    let (head, _, ask) = halves();
+    let session = ask["properties"]["sessionID"].as_str().unwrap().to_owned();
+    let (b, dir) = bridge(&url, BridgeMode::Companion, false).await;
+    until("a connection", || fake.connections() == 1).await;
+    let to = format!("{}/hooks/opencode/bus", b.url());
+    let auth = vec![("authorization".to_owned(), format!("Bearer {TOKEN}"))];
+    let named: Vec<&Value> =
+        head.iter().filter(|e| aep_adapters::vendors::opencode::bus_session(e).is_some()).collect();
+    for (i, ev) in named.iter().enumerate() {
+        // The stream first for half of them, the plugin first for the others.
+        if i % 2 == 0 {
+            fake.send(frame(ev));
+        }
+        let (st, _) = common::post(to.clone(), json!({"kind": "bus", "event": ev}).to_string(), auth.clone()).await;
+        assert_eq!(st, 200);
+        if i % 2 == 1 {
+            fake.send(frame(ev));
+        }
+    }
+    // A session no plugin call names: the companion's own visibility, after its grace.
+    let other = json!({"id": "evt_other", "type": "session.updated", "properties": {"sessionID": "ses_other", "info": {"id": "ses_other"}}});
+    fake.send(frame(&other));
+    until("the companion's event of the session no plugin names", || !log(&b.data, "ses_other").is_empty()).await;
+    let events = log(&b.data, &session);
+    let mut by_type: std::collections::BTreeMap<&str, usize> = Default::default();
+    for e in &events {
+        *by_type.entry(e["type"].as_str().unwrap()).or_default() += 1;
+    }
+    let mut want: std::collections::BTreeMap<&str, usize> = Default::default();
+    for ev in &named {
+        let ty = match ev["type"].as_str().unwrap() {
+            "session.created" => "session.started",
+            "permission.asked" => "attention.requested",
+            "session.status" => "progress.status",
+            "message.updated" if ev["properties"]["info"]["role"] == "user" => "run.started",
+            "message.updated" => "x.opencode.message.updated",
+            "message.part.updated" if ev["properties"]["part"]["type"] == "tool" => "tool.requested",
+            other => Box::leak(format!("x.opencode.{other}").into_boxed_str()),
+        };
+        *want.entry(ty).or_default() += 1;
+    }
+    // The user message re-sent after the turn opens nothing; a part update requests once.
+    let got: std::collections::BTreeMap<&str, usize> =
+        by_type.iter().filter(|(t, _)| t.starts_with("x.")).map(|(t, n)| (*t, *n)).collect();
+    let want_x: std::collections::BTreeMap<&str, usize> =
+        want.iter().filter(|(t, _)| t.starts_with("x.")).map(|(t, n)| (*t, *n)).collect();
+    assert_eq!(got, want_x, "one x.opencode.* per bus event, the plugin's");
+    assert_eq!(by_type.get("session.started"), Some(&1));
+    assert_eq!(log(&b.data, "ses_other").len(), 1);
     drop(dir);
     b.shutdown().await;
 }

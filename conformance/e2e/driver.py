@@ -4,7 +4,7 @@ span export through a real collector. Run by run.sh inside `unshare -n` (loopbac
 
 Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [--openhands PYTHON] [--agui PYTHON] [scenario ...]
 Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, permission, codex, gemini, qwen, opencode-sse,
-opencode-plugin, kimi-ws, openhands, agui (default: all). Prints one PASS/FAIL/SKIP line per check
+opencode-plugin, opencode-run, kilo-run, kilo-sse, opencode-companion, kimi-ws, openhands, agui (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
@@ -968,13 +968,6 @@ def opencode_serve(a, env):
         e[k] = os.path.join(env.home, d)
     e.update({"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1",
               "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_SHARE": "1"})
-    # OpenCode installs @opencode-ai/plugin into every config directory before it loads
-    # plugins; offline that fails only after ~70 s of retries. Its own check skips the install
-    # when node_modules exists and the lock lists the package (our plugin imports nothing).
-    for d in (os.path.join(env.proj, ".opencode"), os.path.join(e["XDG_CONFIG_HOME"], "opencode")):
-        os.makedirs(os.path.join(d, "node_modules"), exist_ok=True)
-        with open(os.path.join(d, "package-lock.json"), "w") as f:
-            json.dump({"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}, f)
     env.procs.procs.append(subprocess.Popen(
         [os.path.join(a.clients, "opencode"), "serve", "--port", str(OPENCODE_PORT), "--hostname", "127.0.0.1",
          "--print-logs"], cwd=env.proj, env=e, stdout=open(os.path.join(env.logs, "opencode.log"), "w"),
@@ -1061,8 +1054,12 @@ def scenario_opencode_sse(a):
               str(core))
         check_opencode_answer("opencode-sse", env, events, r.stdout)
         # The tool plane rides x.opencode.* at debug (the design record: message.* is machinery).
-        check("opencode-sse: the tool plane is visible as x.opencode.message.part.updated (debug)",
+        check("opencode-sse: the non-tool parts stay x.opencode.message.part.updated (debug)",
               any(x["type"] == "x.opencode.message.part.updated" and x.get("severity") == "debug" for x in events))
+        tools = [(x["type"], x["data"]["tool"]["name"]) for x in events if x["type"].startswith("tool.")]
+        check("opencode-sse: the stream's tool parts: bash requested, then completed",
+              tools == [("tool.requested", "bash"), ("tool.completed", "bash")], str(tools))
+        check_complete("opencode-sse", events)
         r = env.aep("validate", log)
         check("opencode-sse: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
     finally:
@@ -1082,7 +1079,7 @@ def scenario_opencode_plugin(a):
     try:
         env.start_mock()
         env.start_bridge()
-        r = env.aep("install", "opencode", "--project", env.proj)
+        r = install_plugin(env, "opencode")
         check(f"{tag}: aep-bridge install opencode --project", r.returncode == 0, r.stderr.strip())
         oc = opencode_serve(a, env)
         sid = opencode_prompt(oc, "Write the answer {{e2e:shell_write}}")
@@ -1114,6 +1111,246 @@ def scenario_opencode_plugin(a):
               and tools[0][0] < types.index("attention.requested") < types.index("attention.resolved") < tools[1][0]
               and tools[1][1].get("cause") == tools[0][1]["id"], str([x["type"] for _, x in tools]))
         check_opencode_answer(tag, env, events, r.stdout)
+        check_complete(tag, events)
+        r = env.aep("validate", log)
+        check(f"{tag}: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
+# ------------------------------------------- OpenCode / Kilo Code: one-shot run, kilo serve, companion
+KILO_PORT = 4097
+
+
+def oc_family(a, env, agent, bash="ask"):
+    """The offline environment of `opencode` / `kilo` in the project: the mock as a custom
+    openai-compatible provider, bash asking permission, its own XDG dirs under HOME."""
+    name = "kilo.json" if agent == "kilo" else "opencode.json"
+    with open(os.path.join(env.proj, name), "w") as f:
+        json.dump({"model": "mock/mock-model",
+                   "provider": {"mock": {"npm": "@ai-sdk/openai-compatible", "name": "Mock",
+                                         "options": {"baseURL": f"http://127.0.0.1:{MOCK_PORT}/v1", "apiKey": "e2e"},
+                                         "models": {"mock-model": {"name": "Mock model"}}}},
+                   "permission": {"bash": bash}, "autoupdate": False, "share": "disabled"}, f)
+    e = env.base_env()
+    for k, d in (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"), ("XDG_CACHE_HOME", ".cache"),
+                 ("XDG_STATE_HOME", ".local/state")):
+        e[k] = os.path.join(env.home, d)
+    for p in ("OPENCODE", "KILO"):
+        e.update({f"{p}_DISABLE_AUTOUPDATE": "1", f"{p}_DISABLE_MODELS_FETCH": "1",
+                  f"{p}_DISABLE_LSP_DOWNLOAD": "1", f"{p}_DISABLE_SHARE": "1"})
+    return e
+
+
+def install_plugin(env, vendor):
+    """`aep-bridge install <vendor> --project` as the agent's user would run it: with the
+    scenario's HOME (OpenCode's install also prepares the user's config directory)."""
+    return subprocess.run([env.bridge, "install", vendor, "--project", env.proj], capture_output=True, text=True,
+                          timeout=60, env=env.base_env())
+
+
+def check_complete(tag, events):
+    """The log is a complete record: every run reaches one terminal after its start, every
+    tool.requested is answered by exactly one later outcome caused by it, every ask closes."""
+    ids = {x["id"]: i for i, x in enumerate(events)}
+    runs = {x.get("run"): i for i, x in enumerate(events) if x["type"] == "run.started"}
+    terms = [(i, x) for i, x in enumerate(events) if x["type"] in ("run.finished", "run.failed", "run.cancelled")]
+    ok_runs = runs and all(sum(1 for i, t in terms if t.get("run") == r and i > at) == 1 for r, at in runs.items()) \
+        and len(terms) == len(runs)
+    check(f"{tag}: every run reaches exactly one terminal after its start", bool(ok_runs),
+          str([(x["type"], x.get("run")) for x in events if x["type"].startswith("run.")]))
+    outcomes = [(i, x) for i, x in enumerate(events) if x["type"] in ("tool.completed", "tool.failed", "tool.denied")]
+    reqs = [(i, x) for i, x in enumerate(events) if x["type"] == "tool.requested"]
+    paired = all(sum(1 for j, o in outcomes if o.get("cause") == r["id"] and j > i) == 1 for i, r in reqs) \
+        and all(o.get("cause") in ids and events[ids[o["cause"]]]["type"] == "tool.requested" for _, o in outcomes) \
+        and len(outcomes) == len(reqs)
+    check(f"{tag}: every tool.requested has exactly one later outcome caused by it", paired,
+          str([(x["type"], x.get("data", {}).get("tool"), x.get("cause")) for x in events if x["type"].startswith("tool.")]))
+    asks = [x["id"] for x in events if x["type"] == "attention.requested"]
+    closed = {x.get("subject") for x in events if x["type"] in ("attention.resolved", "attention.timeout")}
+    check(f"{tag}: every attention.requested is closed", all(a in closed for a in asks), f"{asks} vs {closed}")
+
+
+def scenario_oc_run(a, agent):
+    """`aep-bridge install opencode|kilocode --project`, then the one-shot `opencode run` /
+    `kilo run` (offline): a read that works, a read of a missing file (the tool fails) and a
+    bash call whose permission the CLI auto-rejects. Also the same run without the plugin,
+    to compare start-up times (the plugin's SDK is not fetched at start)."""
+    vendor, tag = ("kilocode", "kilo-run") if agent == "kilo" else ("opencode", "opencode-run")
+    if not os.path.exists(os.path.join(a.clients, agent)):
+        skip(f"{tag}: {agent} run with the plugin", f"{agent} not installed")
+        return
+    env = Env(a, tag)
+    try:
+        env.start_mock()
+        env.start_bridge()
+        prompt = "Check the files {{e2e:read_ok,read_fail,shell_ok}}"
+
+        def one_run(name, home=None):
+            e = oc_family(a, env, agent)
+            if home:  # a HOME of its own: the bare run leaves nothing in the plugin run's config dirs
+                for k in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+                    e[k] = e[k].replace(env.home, home, 1)
+            t0 = time.time()
+            p = subprocess.run([os.path.join(a.clients, agent), "run", "--print-logs", prompt], cwd=env.proj, env=e,
+                               capture_output=True, text=True, timeout=600)
+            took = time.time() - t0
+            open(os.path.join(env.logs, f"{name}.out"), "w").write(p.stdout)
+            open(os.path.join(env.logs, f"{name}.err"), "w").write(p.stderr)
+            return p, took
+
+        _, bare = one_run(f"{agent}-bare", home=os.path.join(env.root, "home-bare"))
+        r = install_plugin(env, vendor)
+        check(f"{tag}: aep-bridge install {vendor} --project", r.returncode == 0, r.stderr.strip())
+        before = set(session_logs(env.data, vendor))
+        p, took = one_run(agent)
+        check(f"{tag}: {agent} run ends (exit {p.returncode})", p.returncode in (0, 1), p.stderr[-300:])
+        check(f"{tag}: no plugin SDK fetched at start (nothing installs, {took:.0f}s vs {bare:.0f}s without the plugin)",
+              "dependency install" not in p.stderr and took < bare + 30, f"{took:.0f}s vs {bare:.0f}s")
+        check(f"{tag}: the plugin loaded", "failed to load plugin" not in p.stderr.lower()
+              and "must export" not in p.stderr, p.stderr[-300:])
+        logs = wait_for(lambda: [f for f in session_logs(env.data, vendor) if f not in before
+                                 and any(x["type"] == "run.finished" for x in read_jsonl(f))], 30)
+        if not check(f"{tag}: one session log with its run finished", len(logs or []) == 1,
+                     str(session_logs(env.data, vendor))):
+            return
+        events = read_jsonl(logs[0])
+        types = [x["type"] for x in events]
+        core = [t for t in types if not t.startswith("x.")]
+        check(f"{tag}: session.started first, one run started and finished (cause-linked)",
+              core[:2] == ["session.started", "run.started"] and core.count("run.started") == 1
+              and core.count("run.finished") == 1
+              and events[types.index("run.finished")].get("cause") == events[types.index("run.started")]["id"],
+              str(core))
+        tools = [(x["type"], x["data"]["tool"]["name"]) for x in events if x["type"] in ("tool.completed", "tool.failed")]
+        check(f"{tag}: read completed, the missing read failed, the rejected bash failed",
+              tools == [("tool.completed", "read"), ("tool.failed", "read"), ("tool.failed", "bash")]
+              and all(x.get("severity") == "error" for x in events if x["type"] == "tool.failed"), str(tools))
+        req = [x for x in events if x["type"] == "attention.requested"]
+        res = [x for x in events if x["type"] == "attention.resolved"]
+        check(f"{tag}: the auto-rejected ask is the agent's decision (respond_via oob, resolved auto, no answer)",
+              len(req) == 1 and req[0]["data"].get("respond_via") == ["oob"] and len(res) == 1
+              and res[0]["data"].get("resolution") == "auto" and res[0].get("subject") == req[0]["id"]
+              and "attention.answered" not in types, str([(x["type"], x.get("data")) for x in req + res]))
+        check_complete(tag, events)
+        r = env.aep("validate", logs[0])
+        check(f"{tag}: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        warn = open(os.path.join(env.logs, "bridge.log")).read().count("Hook call refused")
+        check(f"{tag}: no hook call refused by the bridge", warn == 0, f"{warn} refused")
+    finally:
+        env.procs.stop()
+
+
+def scenario_kilo_sse(a):
+    """`kilo serve` (the real @kilocode/cli) observed over SSE in primary mode with the
+    control gate: a prompt whose bash call asks permission, answered by `aep-bridge respond`
+    over the server's reply route; a read of a missing file fails."""
+    tag = "kilo-sse"
+    if not os.path.exists(os.path.join(a.clients, "kilo")):
+        skip(f"{tag}: kilo serve over SSE", "kilo not installed")
+        return
+    env = Env(a, tag)
+    try:
+        env.start_mock()
+        e = oc_family(a, env, "kilo")
+        env.procs.procs.append(subprocess.Popen(
+            [os.path.join(a.clients, "kilo"), "serve", "--port", str(KILO_PORT), "--hostname", "127.0.0.1",
+             "--print-logs"], cwd=env.proj, env=e, stdout=open(os.path.join(env.logs, "kilo.log"), "w"),
+            stderr=subprocess.STDOUT))
+        wait_port(KILO_PORT, 120)
+        kc = f"http://127.0.0.1:{KILO_PORT}"
+
+        def ready():
+            try:
+                return http_json("GET", f"{kc}/session", timeout=5) is not None
+            except OSError:
+                return False
+        wait_for(ready, 120)
+        env.start_bridge(extra=f'[bridges.kilo]\nkind = "kilocode-sse"\nurl = "{kc}"\nmode = "primary"\n'
+                               'control = true\nreconnect_max_ms = 2000\n')
+        connected = wait_for(lambda: "Event stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 60)
+        if not check(f"{tag}: the bridge is attached to GET /event", bool(connected)):
+            return
+        sid = opencode_prompt(kc, "Try {{e2e:read_fail,shell_write}}")
+        log = os.path.join(env.data, "logs", "kilocode", f"{sid}.jsonl")
+        req = wait_for(lambda: next((x for x in read_jsonl(log) if x["type"] == "attention.requested"), None), 180)
+        if not check(f"{tag}: the permission ask is an answerable attention.requested", bool(req)
+                     and req["data"].get("respond_via") == ["control"]
+                     and [o["id"] for o in req["data"].get("options", [])] == ["once", "always", "reject"]
+                     and req.get("subject") == "bash", str(req)):
+            return
+        r = env.aep("respond", req["id"], "--option", "once", "--url", f"http://{BRIDGE}", "--token", TOKEN,
+                    timeout=60)
+        open(os.path.join(env.logs, "respond.out"), "w").write(r.stdout + r.stderr)
+        check(f"{tag}: aep-bridge respond {{id}} --option once exits 0", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        answer = os.path.join(env.proj, "answer.txt")
+        check(f"{tag}: the allowed bash call ran (answer.txt = 42)",
+              bool(wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 90)))
+        wait_for(lambda: any(x["type"] == "run.finished" for x in read_jsonl(log)), 90)
+        events = read_jsonl(log)
+        types = [x["type"] for x in events]
+        core = [t for t in types if not t.startswith("x.")]
+        check(f"{tag}: session.started first, one run started and finished",
+              core[:2] == ["session.started", "run.started"] and core.count("run.started") == 1
+              and core.count("run.finished") == 1, str(core))
+        tools = [(x["type"], x["data"]["tool"]["name"]) for x in events if x["type"].startswith("tool.")]
+        check(f"{tag}: the stream's tool parts: read requested and failed, bash requested and completed",
+              tools == [("tool.requested", "read"), ("tool.failed", "read"), ("tool.requested", "bash"),
+                        ("tool.completed", "bash")], str(tools))
+        check_opencode_answer(tag, env, events, r.stdout)
+        check_complete(tag, events)
+        r = env.aep("validate", log)
+        check(f"{tag}: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
+def scenario_opencode_companion(a):
+    """The plugin inside `opencode serve` and the bridge on the same server's event stream in
+    companion mode: the companion adds nothing the plugin delivers."""
+    tag = "opencode-companion"
+    if not os.path.exists(os.path.join(a.clients, "opencode")):
+        skip(f"{tag}: OpenCode SSE companion beside the plugin", "opencode not installed")
+        return
+    env = Env(a, tag)
+    try:
+        env.start_mock()
+        r = install_plugin(env, "opencode")
+        check(f"{tag}: aep-bridge install opencode --project", r.returncode == 0, r.stderr.strip())
+        oc = opencode_serve(a, env)
+        env.start_bridge(extra=f'[bridges.opencode]\nkind = "opencode-sse"\nurl = "{oc}"\nmode = "companion"\n'
+                               'reconnect_max_ms = 2000\n')
+        connected = wait_for(lambda: "Event stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
+        if not check(f"{tag}: the companion is attached to GET /event", bool(connected)):
+            return
+        # The driver reads the same stream: the bus events of the session, once each.
+        seen = []
+
+        def reader():
+            try:
+                with urllib.request.urlopen(f"{oc}/event", timeout=120) as resp:
+                    for line in resp:
+                        if line.startswith(b"data: "):
+                            seen.append(json.loads(line[6:]))
+            except Exception:
+                pass
+        import threading
+        threading.Thread(target=reader, daemon=True).start()
+        time.sleep(1)
+        sid = opencode_prompt(oc, "Check {{e2e:read_ok,read_fail}}")
+        log = os.path.join(env.data, "logs", "opencode", f"{sid}.jsonl")
+        wait_for(lambda: any(x["type"] == "run.finished" for x in read_jsonl(log)), 90)
+        time.sleep(5)  # past the companion's grace: anything it would add is in the log now
+        events = read_jsonl(log)
+        mine = [x for x in seen if (x.get("properties") or {}).get("sessionID") == sid]
+        xs = [x for x in events if x["type"].startswith("x.opencode.")]
+        check(f"{tag}: no more x.opencode.* events than the session's bus events ({len(xs)} <= {len(mine)})",
+              0 < len(xs) <= len(mine), f"{len(xs)} x.opencode.* events for {len(mine)} bus events")
+        tools = [(x["type"], x["data"]["tool"]["name"]) for x in events if x["type"].startswith("tool.")]
+        check(f"{tag}: read requested and completed, the missing read requested and failed (once each)",
+              tools == [("tool.requested", "read"), ("tool.completed", "read"), ("tool.requested", "read"),
+                        ("tool.failed", "read")], str(tools))
+        check_complete(tag, events)
         r = env.aep("validate", log)
         check(f"{tag}: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
     finally:
@@ -1716,6 +1953,8 @@ SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "co
              "codex-subagent": scenario_codex_subagent, "codex-compact": scenario_codex_compact,
              "gemini": lambda a: scenario_fork(a, "gemini"), "qwen": lambda a: scenario_fork(a, "qwen"),
              "opencode-sse": scenario_opencode_sse, "opencode-plugin": scenario_opencode_plugin,
+             "opencode-run": lambda a: scenario_oc_run(a, "opencode"), "kilo-run": lambda a: scenario_oc_run(a, "kilo"),
+             "kilo-sse": scenario_kilo_sse, "opencode-companion": scenario_opencode_companion,
              "kimi-ws": scenario_kimi_ws, "openhands": scenario_openhands, "agui": scenario_agui}
 
 

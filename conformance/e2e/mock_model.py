@@ -78,8 +78,11 @@ COMPACT_SUMMARY = "E2E_COMPACTION_SUMMARY: the planned shell steps ran; nothing 
 
 def fork_call(step, workdir, tools=()):
     """(tool name, args) of a Gemini CLI / Qwen Code step (their shared built-in tools), or of
-    an OpenCode (`bash`) or Kimi Code (`Bash`) step when that shell tool is offered (the
-    OpenHands agent server's `terminal`)."""
+    an OpenCode / Kilo Code (`bash`, `read`) or Kimi Code (`Bash`) step when that tool is
+    offered (the OpenHands agent server's `terminal`)."""
+    if "read" in tools and step in ("read_ok", "read_fail"):  # OpenCode's and Kilo Code's read tool
+        name = {"read_ok": "hello.txt", "read_fail": "e2e_missing.txt"}[step]
+        return "read", {"filePath": f"{workdir}/{name}"}
     shell = next((t for t in ("bash", "Bash") if t in tools), None)
     if shell and step in ("shell_ok", "shell_write"):
         cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt"}[step]

@@ -3,7 +3,7 @@
 # from npm into ~/.cache/aep-e2e) driven offline against mock_model.py inside a loopback-only
 # network namespace (`unshare -n`), wired to aep-bridge through `aep-bridge install`.
 #
-#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|qwen-acp|pi-wrap|permission|codex|codex-subagent|codex-compact|gemini|qwen|opencode-sse|opencode-plugin|kimi-ws|openhands|agui|quickstart ...]   (default: all)
+#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|qwen-acp|pi-wrap|permission|codex|codex-subagent|codex-compact|gemini|qwen|opencode-sse|opencode-plugin|opencode-run|kilo-run|kilo-sse|opencode-companion|kimi-ws|openhands|agui|quickstart ...]   (default: all)
 #
 # Exit 0 when every check passes; 1 otherwise. Prints "SKIP: ..." and exits 0 when the
 # machine lacks what the suite needs (root + unshare, npm). AEP_E2E_CACHE moves the cache;
@@ -24,7 +24,7 @@ command -v npm >/dev/null || skip "npm not installed"
 command -v python3 >/dev/null || skip "python3 not installed"
 
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin kimi-ws openhands agui quickstart)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands agui quickstart)
 want() { local s; for s in "${scenarios[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 if [ -n "${AEP_E2E_BIN:-}" ]; then  # prebuilt aep-bridge + aep-hook
@@ -44,6 +44,7 @@ mkdir -p "$CACHE/node"
 if ! cmp -s "$HERE/package-lock.json" "$CACHE/node/package-lock.json" || [ ! -x "$CACHE/node/node_modules/.bin/claude" ] \
     || [ ! -x "$CACHE/node/node_modules/.bin/gemini" ] || [ ! -x "$CACHE/node/node_modules/.bin/qwen" ] \
     || [ ! -x "$CACHE/node/node_modules/.bin/opencode" ] || [ ! -x "$CACHE/node/node_modules/.bin/kimi" ] \
+    || [ ! -x "$CACHE/node/node_modules/.bin/kilo" ] \
     || [ ! -f "$CACHE/node/node_modules/@agentclientprotocol/sdk/package.json" ] \
     || [ ! -f "$CACHE/node/node_modules/@earendil-works/pi-coding-agent/package.json" ]; then
   cp "$HERE/package.json" "$HERE/package-lock.json" "$CACHE/node/"
@@ -53,7 +54,7 @@ fi
 CLIENTS="$CACHE/node/node_modules/.bin"
 "$CLIENTS/claude" --version && "$CLIENTS/codex" --version && echo "gemini $("$CLIENTS/gemini" --version)" \
   && echo "qwen $("$CLIENTS/qwen" --version)" && echo "opencode $("$CLIENTS/opencode" --version)" \
-  && echo "kimi $("$CLIENTS/kimi" --version)"
+  && echo "kimi $("$CLIENTS/kimi" --version)" && echo "kilo $("$CLIENTS/kilo" --version)"
 
 # The real OTLP collector (rotel) and the protobuf decoder of the span sink: the project's
 # requirement files, as .ci/run installs them. Without them the span-tree checks SKIP.
@@ -131,7 +132,7 @@ tally() { # adds the driver's "N passed, M failed" line to the totals
 }
 
 driver=()
-for s in claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin kimi-ws openhands agui; do want "$s" && driver+=("$s"); done
+for s in claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands agui; do want "$s" && driver+=("$s"); done
 if [ ${#driver[@]} -gt 0 ]; then
   echo "== agents in a loopback-only namespace: ${driver[*]}"
   unshare -n python3 "$HERE/driver.py" --bin "$BIN" --clients "$CLIENTS" --work "$WORK" --rotel "$ROTEL" \

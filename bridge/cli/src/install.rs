@@ -62,6 +62,8 @@ pub enum Plan {
         content: &'static str,
         /// A step the user still has to take, if any.
         note: Option<&'static str>,
+        /// The agent's plugin SDK and the config directories it installs it into at start.
+        deps: Option<(&'static str, Vec<PathBuf>)>,
     },
 }
 
@@ -87,12 +89,63 @@ pub fn plan(vendor: &str, scope: &Scope) -> Option<Plan> {
             };
             Plan::Hooks { file, spec, install }
         }
-        InstallSpec::Asset(a) => Plan::Asset {
-            file: base.join(if user { a.user_file } else { a.project_file }),
-            content: a.content,
-            note: a.note,
-        },
+        InstallSpec::Asset(a) => {
+            let file = base.join(if user { a.user_file } else { a.project_file });
+            // The config directory is the plugin folder's parent (`.opencode/plugins/x.js`).
+            let deps = a.deps.map(|d| {
+                let mut dirs: Vec<PathBuf> =
+                    file.parent().and_then(Path::parent).map(Path::to_path_buf).into_iter().collect();
+                if let (false, Some(rel), Some(home)) = (user, d.user_dir_always, home_dir()) {
+                    dirs.push(home.join(rel));
+                }
+                (d.package, dirs)
+            });
+            Plan::Asset { file, content: a.content, note: a.note, deps }
+        }
     })
+}
+
+fn home_dir() -> Option<PathBuf> {
+    env_dir("HOME")
+}
+
+/// What [`plugin_deps`] did in one config directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DepsState {
+    /// `node_modules/` and `package-lock.json` written (or, dry run, would be).
+    Written,
+    /// The directory's own lock lists the package already.
+    Listed,
+    /// The directory has its own `node_modules/` or lock without the package: untouched,
+    /// and the agent will try to install it at start.
+    Foreign,
+}
+
+/// Makes the agent's own dependency check accept `package` as installed in `dir` (it
+/// installs it from npm before loading plugins, at every start until that succeeds: ~70 s
+/// of retries offline), when the directory has no `node_modules` and no lock of its own;
+/// a user's existing lock is never edited.
+pub fn plugin_deps(dir: &Path, package: &str, dry_run: bool) -> Result<DepsState, String> {
+    let lock = dir.join("package-lock.json");
+    let modules = dir.join("node_modules");
+    if let Some(text) = read_opt(&lock)? {
+        let listed = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v.pointer("/packages/")?.get("dependencies")?.get(package).cloned())
+            .is_some();
+        return Ok(if listed && modules.is_dir() { DepsState::Listed } else { DepsState::Foreign });
+    }
+    if modules.exists() {
+        return Ok(DepsState::Foreign);
+    }
+    if !dry_run {
+        std::fs::create_dir_all(&modules).map_err(|e| format!("cannot create {}: {e}", modules.display()))?;
+        let doc = json!({"lockfileVersion": 3, "requires": true, "packages": {"": {"dependencies": {package: "*"}}}});
+        let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        text.push('\n');
+        std::fs::write(&lock, text).map_err(|e| format!("cannot write {}: {e}", lock.display()))?;
+    }
+    Ok(DepsState::Written)
 }
 
 /// The shim command prefix: the absolute `aep-hook` next to this binary, else `aep-hook`.
@@ -366,6 +419,26 @@ pub fn run(args: InstallArgs) -> i32 {
             }
             if let Plan::Asset { note: Some(n), .. } = &p {
                 println!("  next: {n}");
+            }
+            if let Plan::Asset { deps: Some((package, dirs)), .. } = &p {
+                for dir in dirs {
+                    match plugin_deps(dir, package, args.dry_run) {
+                        Ok(DepsState::Written) => println!(
+                            "{}: {} (the agent's check takes {package} as installed: it fetches nothing at start; the plugin imports nothing)",
+                            dir.join("package-lock.json").display(),
+                            if args.dry_run { "would create" } else { "created" }
+                        ),
+                        Ok(DepsState::Listed) => {}
+                        Ok(DepsState::Foreign) => println!(
+                            "  note: {} has its own node_modules or lock without {package}: the agent installs it there at start (offline: ~70 s of retries)",
+                            dir.display()
+                        ),
+                        Err(e) => {
+                            eprintln!("aep-bridge install: {e}");
+                            return 1;
+                        }
+                    }
+                }
             }
             0
         }

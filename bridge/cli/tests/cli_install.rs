@@ -154,6 +154,98 @@ fn plugin_assets_are_written_once() {
     assert!(proj.path().join(".pi/extensions/aep-bridge.ts").is_file());
 }
 
+/// The package the agent's own start-up check reads as installed in `dir` (OpenCode 1.18.33
+/// and Kilo 7.7.7 run `npm install <package>` there unless `node_modules/` exists and the
+/// lock's root lists the package).
+fn sdk_listed(dir: &Path, package: &str) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join("package-lock.json")) else { return false };
+    let lock: Value = serde_json::from_str(&text).unwrap();
+    dir.join("node_modules").is_dir()
+        && lock.pointer("/packages/").and_then(|r| r["dependencies"].get(package)).is_some()
+}
+
+#[test]
+fn plugin_installs_leave_nothing_for_the_agent_to_fetch_at_start() {
+    let home = tempfile::tempdir().unwrap();
+    let proj = tempfile::tempdir().unwrap();
+    let p = proj.path().to_str().unwrap();
+    let (code, out, err) = install(&["opencode", "--project", p], home.path());
+    assert_eq!(code, 0, "{err}");
+    // OpenCode installs into every config directory, the user's included.
+    assert!(sdk_listed(&proj.path().join(".opencode"), "@opencode-ai/plugin"), "{out}");
+    assert!(sdk_listed(&home.path().join(".config/opencode"), "@opencode-ai/plugin"), "{out}");
+    // Kilo only into the directories holding a plugin; it loads the folder by itself.
+    let (code, out, err) = install(&["kilocode", "--project", p], home.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(proj.path().join(".kilocode/plugins/aep-bridge.js").is_file());
+    assert!(sdk_listed(&proj.path().join(".kilocode"), "@kilocode/plugin"), "{out}");
+    assert!(!home.path().join(".config/kilo").exists(), "{out}");
+    assert!(!out.contains("plugin` array") && !out.contains("next:"), "no registration step: {out}");
+    let (code, _, _) = install(&["kilocode", "--user"], home.path());
+    assert_eq!(code, 0);
+    assert!(sdk_listed(&home.path().join(".config/kilo"), "@kilocode/plugin"));
+    // A directory with a lock of its own is never edited: the install says what will happen.
+    let other = tempfile::tempdir().unwrap();
+    let mine = r#"{"packages": {"": {"dependencies": {"left-pad": "1.0.0"}}}}"#;
+    std::fs::create_dir_all(other.path().join(".opencode")).unwrap();
+    std::fs::write(other.path().join(".opencode/package-lock.json"), mine).unwrap();
+    let (code, out, _) = install(&["opencode", "--project", other.path().to_str().unwrap()], home.path());
+    assert_eq!(code, 0);
+    assert_eq!(std::fs::read_to_string(other.path().join(".opencode/package-lock.json")).unwrap(), mine);
+    assert!(out.contains("installs it there at start"), "{out}");
+}
+
+/// The Kilo Code 7.7.7 loader's contract for a file plugin, applied by node to the file
+/// `aep-bridge install kilocode` writes (its `readV1Plugin` / `resolvePluginId`): a default
+/// export object with a non-empty string `id` and a `server` function. Then the hooks it
+/// returns: a bus event naming no session is not forwarded, one naming a session is.
+#[test]
+fn the_kilo_plugin_passes_kilos_loader_and_forwards_only_session_events() {
+    let Ok(node) = which_node() else {
+        println!("SKIP: node not installed");
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let proj = tempfile::tempdir().unwrap();
+    let (code, _, _) = install(&["kilocode", "--project", proj.path().to_str().unwrap()], home.path());
+    assert_eq!(code, 0);
+    let plugin = proj.path().join(".kilocode/plugins/aep-bridge.js");
+    let harness = proj.path().join("harness.mjs");
+    std::fs::write(
+        &harness,
+        r#"
+const sent = [];
+globalThis.fetch = async (url, init) => { sent.push({ url: String(url), body: JSON.parse(init.body) }); return new Response(""); };
+const mod = await import(process.argv[2]);
+const D = mod.default;
+if (!D || typeof D !== "object") throw new Error("must default export an object with server()");
+if (typeof D.server !== "function") throw new Error("must default export an object with server()");
+if (typeof D.id !== "string" || !D.id.trim()) throw new Error("Path plugin must export id");
+const hooks = await D.server({ serverUrl: new URL("http://127.0.0.1:4096") }, undefined);
+await hooks.event({ event: { id: "e1", type: "plugin.added", properties: { name: "x" } } });
+await hooks.event({ event: { id: "e2", type: "catalog.updated", properties: {} } });
+await hooks.event({ event: { id: "e3", type: "session.status", properties: { sessionID: "ses_1", status: { type: "idle" } } } });
+await new Promise((r) => setTimeout(r, 200));
+console.log(JSON.stringify({ id: D.id, sent }));
+"#,
+    )
+    .unwrap();
+    let out = Command::new(node).arg(&harness).arg(&plugin).output().expect("run node");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(out.stdout.trim_ascii()).unwrap();
+    let sent: Vec<&str> =
+        v["sent"].as_array().unwrap().iter().map(|s| s["body"]["event"]["type"].as_str().unwrap()).collect();
+    assert_eq!(sent, ["session.status"], "{v}");
+    assert!(v["sent"][0]["url"].as_str().unwrap().ends_with("/hooks/kilocode/bus"));
+    assert_eq!(v["sent"][0]["body"]["serverUrl"], "http://127.0.0.1:4096/");
+}
+
+fn which_node() -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join("node")).find(|f| f.is_file()))
+        .ok_or(())
+}
+
 #[test]
 fn refuses_unknown_vendors_and_malformed_settings() {
     let home = tempfile::tempdir().unwrap();

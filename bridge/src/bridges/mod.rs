@@ -29,6 +29,7 @@
 //! `aep_adapters::protocols::agui` off the client's path.
 
 pub mod agui;
+pub mod claims;
 pub mod kimi_ws;
 pub mod opencode;
 pub mod openhands;

@@ -6,7 +6,11 @@
 //! (`aep_adapters::vendors::opencode::sse::map_sse`) and submitted to the pipeline under
 //! the bridge's agent identity. Sessionless machinery (`server.connected`, `plugin.added`,
 //! ...) is not a valid session-scoped event and is skipped. Runs are synthesized per session
-//! in primary mode; companion owns none.
+//! in primary mode; companion owns none. Primary maps the stream's tool parts
+//! (`message.part.updated`, type `tool`) to `tool.requested` / `tool.completed` /
+//! `tool.failed` by call id, the mapping the plugin route shares. A companion adds nothing
+//! for a session the plugin delivers ([`super::claims`]): each bus event naming a session is
+//! held a short grace and published only when no plugin call named that session by then.
 //!
 //! Reconnect and resume: after an error or the end of the stream the task reconnects with
 //! jittered exponential backoff (reset by a connection that delivered frames), sending
@@ -32,7 +36,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use aep_adapters::vendors::opencode::sse::{SseMode, map_sse};
 use aep_adapters::vendors::opencode::{Profile, bus_session};
@@ -55,6 +59,11 @@ const MAX_LINE: usize = 1 << 20;
 const SEEN: usize = 4096;
 /// Sessions whose run state is kept (the least recently seen is dropped beyond).
 const MAX_SESSIONS: usize = 4096;
+/// How long a companion holds a bus event of a session no plugin call has named yet: the
+/// plugin posts the same event within its own hook timeout (1.5 s by default).
+const COMPANION_GRACE: Duration = Duration::from_secs(3);
+/// Bus events a companion holds at most (the oldest is decided early beyond).
+const MAX_HELD: usize = 4096;
 
 /// What an observer needs from the running bridge.
 #[derive(Clone)]
@@ -69,6 +78,8 @@ pub struct Deps {
     pub cx: MapContext,
     /// Whether an answer can reach this bridge at all (a token or a relay, AEP-0004 §4.1).
     pub can_answer: bool,
+    /// The sessions the hook receiver's plugin calls delivered (a companion adds nothing for them).
+    pub hook_sessions: Arc<super::claims::HookSessions>,
 }
 
 /// Why an observer could not start.
@@ -124,6 +135,8 @@ struct Counts {
     replayed: u64,
     unparsable: u64,
     sessionless: u64,
+    /// Companion events dropped because the plugin delivered their session.
+    plugin: u64,
 }
 
 struct Observer {
@@ -150,6 +163,8 @@ struct Observer {
     /// Longest silence on an open stream before it is taken for dead.
     idle: Option<Duration>,
     counts: Counts,
+    /// Companion mode: bus events held until their grace ends, with their session.
+    held: VecDeque<(Instant, String, Value)>,
 }
 
 impl Observer {
@@ -207,6 +222,7 @@ impl Observer {
             timeout: Duration::from_millis(cfg.timeout_ms),
             idle: (cfg.idle_timeout_ms > 0).then(|| Duration::from_millis(cfg.idle_timeout_ms)),
             counts: Counts::default(),
+            held: VecDeque::new(),
         })
     }
 
@@ -232,7 +248,7 @@ impl Observer {
             }
             let c = self.counts;
             tracing::debug!(bridge = %self.name, frames = c.frames, replayed = c.replayed, unparsable = c.unparsable,
-                sessionless = c.sessionless, dropped = parser.dropped(), "SSE bridge counts.");
+                sessionless = c.sessionless, plugin = c.plugin, dropped = parser.dropped(), "SSE bridge counts.");
             parser.reset();
             failures = if self.counts.frames > before { 0 } else { failures.saturating_add(1) };
             let mut wait = self.reconnect.backoff_jittered(failures, random_unit());
@@ -273,14 +289,33 @@ impl Observer {
         let mut frames = Vec::new();
         let mut warned = false;
         loop {
+            // A companion's held events are decided when their grace ends, frames or not.
+            let held_due = self.held.front().map(|(due, _, _)| *due);
             let next = stream.chunk();
-            let read = match self.idle {
-                Some(idle) => match tokio::time::timeout(idle, next).await {
+            let read = match (self.idle, held_due) {
+                (idle, Some(due)) => {
+                    let silent_at = idle.map(|i| Instant::now() + i);
+                    let wake = silent_at.map_or(due, |s| s.min(due));
+                    match tokio::time::timeout_at(wake.into(), next).await {
+                        Ok(r) => r,
+                        Err(_) if silent_at.is_some_and(|s| s <= due) => {
+                            return Err(Stop::Retry(format!(
+                                "GET {url}: silent for {:?}",
+                                self.idle.unwrap_or_default()
+                            )));
+                        }
+                        Err(_) => {
+                            self.companion(None).await?;
+                            continue;
+                        }
+                    }
+                }
+                (Some(idle), None) => match tokio::time::timeout(idle, next).await {
                     Ok(r) => r,
                     // The server's heartbeat (`server.heartbeat`, every 10 s at 1.18.33) stopped.
                     Err(_) => return Err(Stop::Retry(format!("GET {url}: silent for {idle:?}"))),
                 },
-                None => next.await,
+                (None, None) => next.await,
             };
             let chunk = match read {
                 Ok(Some(c)) => c,
@@ -314,7 +349,38 @@ impl Observer {
             self.counts.replayed += 1;
             return Ok(());
         }
+        if self.mode == SseMode::Companion {
+            return self.companion(Some(ev)).await;
+        }
         self.event(&ev).await
+    }
+
+    /// Companion mode: the plugin (when one runs in this server) forwards every bus event that
+    /// names a session, so such an event is held for [`COMPANION_GRACE`] and published only
+    /// when no plugin call delivered its session by then; sessionless machinery maps to no
+    /// event either way. `None` only decides the held events whose grace ended.
+    async fn companion(&mut self, ev: Option<Value>) -> Result<(), Stop> {
+        let now = Instant::now();
+        if let Some(ev) = ev {
+            match bus_session(&ev).map(str::to_owned) {
+                Some(session) if self.deps.hook_sessions.claimed(&self.agent, &session) => self.counts.plugin += 1,
+                Some(session) => self.held.push_back((now + COMPANION_GRACE, session, ev)),
+                None => self.event(&ev).await?,
+            }
+        }
+        while let Some((due, session, _)) = self.held.front() {
+            if *due > now && self.held.len() <= MAX_HELD {
+                break;
+            }
+            let claimed = self.deps.hook_sessions.claimed(&self.agent, session);
+            let Some((_, _, ev)) = self.held.pop_front() else { break };
+            if claimed {
+                self.counts.plugin += 1;
+            } else {
+                self.event(&ev).await?;
+            }
+        }
+        Ok(())
     }
 
     /// The run state of `session` (bounded: the least recently used is dropped).

@@ -1,15 +1,17 @@
 // aep-bridge: Kilo Code plugin shim (AEP-0002 Annex A.8; Kilo Code is an OpenCode fork).
 //
-// Register it in the Kilo config's plugin array. The module exports `{ server }` (the
-// fork's plugin module shape). Runs inside Kilo's Bun runtime: ESM, global fetch, no Node built-ins. Every moment is POSTed as
-// JSON to `${AEP_BRIDGE_URL}/hooks/kilocode/{moment}`:
+// Kilo loads every `*.js` of `.kilocode/plugins/` (and `~/.config/kilo/plugins/`) by itself:
+// nothing to register. The module default-exports `{ id, server }` (the fork's plugin module
+// shape). Runs inside Kilo's Bun runtime: ESM, global fetch, no Node built-ins. Every moment
+// is POSTed as JSON to `${AEP_BRIDGE_URL}/hooks/kilocode/{moment}`:
 //
-//   bus            {kind:"bus", event}                         (the `event` hook)
+//   bus            {kind:"bus", event}                         (the `event` hook; events naming a session)
 //   tool.before    {kind:"tool.before", input, output}         (tool.execute.before)
 //   tool.after     {kind:"tool.after", input, output}          (tool.execute.after)
 //   permission.ask {kind:"permission.ask", permission}         (held open, bounded; <=7.4.5)
 //
-// Every body also carries `serverUrl` (PluginInput.serverUrl) when Kilo provides it: on
+// Every body also carries `serverUrl` (PluginInput.serverUrl) when Kilo provides it, and
+// `oneShot: true` under `kilo run` (see ONE_SHOT): on
 // >=7.4.6 the asks ride the bus (permission.asked, question.asked) and the bridge answers
 // through the server's reply routes, so it needs the address.
 //
@@ -42,6 +44,19 @@ const TOKEN = env("AEP_TOKEN");
 const HOOK_TIMEOUT_MS = bounded(env("AEP_HOOK_TIMEOUT_MS"), 1500, 10000);
 const PERMISSION_WAIT_MS = bounded(env("AEP_PERMISSION_WAIT_MS"), 60000, 300000);
 const MAX_QUEUE = 1000;
+
+// The one-shot `kilo run` (in this process; not a client attached to a server with
+// --attach) answers every permission ask itself, at once (auto-reject unless told to allow):
+// every body says so (`oneShot: true`), and the bridge records those decisions as the agent's own.
+const ONE_SHOT = (() => {
+  try {
+    const args = typeof process !== "undefined" && Array.isArray(process.argv) ? process.argv.slice(2).map(String) : [];
+    const command = args.find((a) => !a.startsWith("-"));
+    return command === "run" && !args.some((a) => a === "--attach" || a.startsWith("--attach="));
+  } catch {
+    return false;
+  }
+})();
 
 // One POST with its own deadline; resolves to the parsed JSON reply or undefined.
 async function post(moment, body, timeoutMs) {
@@ -91,14 +106,26 @@ const server = async (input) => {
   try {
     if (input && input.serverUrl) serverUrl = String(input.serverUrl);
   } catch {}
-  const withServer = (body) => (serverUrl ? { ...body, serverUrl } : body);
+  const withServer = (body) => {
+    const out = serverUrl ? { ...body, serverUrl } : { ...body };
+    if (ONE_SHOT) out.oneShot = true;
+    return out;
+  };
   return hooks(withServer);
+};
+
+// The session a bus event belongs to (the adapter's rule); the server's own machinery
+// (server.heartbeat, plugin.added, catalog.updated, ...) names none and maps to no event.
+const sessionOf = (event) => {
+  const p = (event && event.properties) || {};
+  const info = p.info || {};
+  return p.sessionID || info.sessionID || (String(event && event.type).startsWith("session.") ? info.id : undefined);
 };
 
 const hooks = (withServer) => ({
   event: async ({ event }) => {
     try {
-      forward("bus", withServer({ kind: "bus", event }));
+      if (sessionOf(event)) forward("bus", withServer({ kind: "bus", event }));
     } catch {}
   },
   "tool.execute.before": async (input, output) => {
@@ -124,6 +151,7 @@ const hooks = (withServer) => ({
   },
 });
 
-// The fork's plugin module shape: a default export `{ server }` and nothing else, so the
-// loader cannot initialize the same hooks twice.
-export default { server };
+// The fork's plugin module shape (Kilo 7.7's loader): a default export `{ id, server }` and
+// nothing else. A file plugin without `id` is refused ("must export id"), and one default
+// export keeps the loader from initializing the same hooks twice.
+export default { id: "aep-bridge", server };

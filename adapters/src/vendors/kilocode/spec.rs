@@ -1,7 +1,7 @@
 //! Kilo Code around its mapping: manifest, the held `permission.ask` (OpenCode's reply
 //! shape), the plugin asset `aep-bridge install kilocode` writes.
 
-use crate::spec::{AssetInstall, ControlSpec, InstallSpec, VendorSpec};
+use crate::spec::{AssetInstall, ControlSpec, InstallSpec, PluginDeps, VendorSpec};
 
 /// The Kilo Code plugin shim.
 pub const PLUGIN: &str = include_str!("plugin.js");
@@ -13,7 +13,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     executables: &["kilo", "kilocode"],
     hook_channel: "plugin (Bun, fetch to /hooks/kilocode)",
     families: &["session", "run", "tool", "attention", "progress"],
-    setup: "aep-bridge install kilocode, then list the plugin in the Kilo config",
+    setup: "aep-bridge install kilocode [--project DIR]",
     control: ControlSpec {
         held: crate::vendors::opencode::spec::HELD,
         gate: None,
@@ -23,7 +23,9 @@ pub static SPEC: VendorSpec = VendorSpec {
         project_file: ".kilocode/plugins/aep-bridge.js",
         user_file: ".config/kilo/plugins/aep-bridge.js",
         content: PLUGIN,
-        note: Some("register this file in the Kilo config's `plugin` array"),
+        // Kilo loads every file of its `plugins/` folders by itself: nothing to register.
+        note: None,
+        deps: Some(PluginDeps { package: "@kilocode/plugin", user_dir_always: None }),
     })),
     otel: None,
     adapter: super::adapter,

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use crate::common::{attention_key, tool_key};
 use crate::generic::fallback_draft;
 use crate::vendors::plugin_common::{
-    choices, close_run, content_ok, draft, gate_text, open_run, ptr_str, put_args, put_result, put_text, scratch,
-    stamp, synth_prompt, tool_ref, x_type,
+    choices, close_run, content_ok, draft, error_info, gate_text, open_run, ptr_str, put_args, put_result, put_text,
+    scratch, stamp, synth_prompt, tool_ref, x_type,
 };
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, NeutralReply, SessionState};
 
@@ -136,10 +136,10 @@ impl HookAdapter for PluginAdapter {
                     .get("event")
                     .filter(|e| e.is_object())
                     .ok_or(AdapterError::MissingField { field: "event", expected: "object" })?;
-                self.map_bus(ev, state, cx)?
+                self.map_bus(ev, one_shot(call.payload), state, cx)?
             }
-            moment::TOOL_BEFORE => vec![self.tool_before(call.payload, cx)?],
-            moment::TOOL_AFTER => vec![self.tool_after(call.payload, cx)?],
+            moment::TOOL_BEFORE => self.tool_before(call.payload, state, cx)?.into_iter().collect(),
+            moment::TOOL_AFTER => self.tool_after(call.payload, state, cx)?.into_iter().collect(),
             moment::PERMISSION_ASK => {
                 let p = call
                     .payload
@@ -176,7 +176,13 @@ impl PluginAdapter {
         x_type(self.profile.vendor, rest)
     }
 
-    fn map_bus(&self, ev: &Value, state: &mut SessionState, cx: &MapContext) -> Result<Vec<EventDraft>, AdapterError> {
+    fn map_bus(
+        &self,
+        ev: &Value,
+        one_shot: bool,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Result<Vec<EventDraft>, AdapterError> {
         let ty = ev
             .get("type")
             .and_then(Value::as_str)
@@ -217,10 +223,22 @@ impl PluginAdapter {
             },
             "session.compacted" => vec![draft("session.compacted", cx)],
             "session.status" => {
+                let status = ptr_str(props, "/status/type");
                 let mut d = draft("progress.status", cx);
-                d.subject = ptr_str(props, "/status/type").map(str::to_owned);
+                d.subject = status.map(str::to_owned);
                 put_text(&mut d, cx, "message", ptr_str(props, "/status/message"));
-                vec![d]
+                let mut out = vec![d];
+                // `{type:"idle"}` is the turn's end: the one-shot `run` exits on it, before
+                // its `session.idle` is ever delivered, so it closes the run (once: the later
+                // `session.idle` finds nothing open).
+                if status == Some("idle")
+                    && let Some(run) = close_run(state)
+                {
+                    let mut f = draft("run.finished", cx);
+                    f.run = Some(run);
+                    out.push(f);
+                }
+                out
             }
             "session.error" => {
                 let mut d = draft(self.x("session.error"), cx);
@@ -235,17 +253,29 @@ impl PluginAdapter {
             // The held permission.ask hook is the first-class carrier (Annex A.7).
             "permission.updated" => Vec::new(),
             "permission.asked" if self.profile.bus_asks => {
-                vec![self.permission_card(props, cx, PermissionSurface::ReplyRoute)]
+                let mut d = self.permission_card(props, cx, PermissionSurface::ReplyRoute);
+                if one_shot {
+                    // The one-shot `run` answers every ask itself, at once: nothing can
+                    // answer over control, the decision is the agent's own (AEP-0008 §2).
+                    d.data.insert("respond_via".into(), json!(["oob"]));
+                }
+                vec![d]
             }
             "permission.replied" => {
                 let id =
                     props.get("permissionID").or_else(|| props.get("requestID")).and_then(Value::as_str).unwrap_or("");
-                self.settled(id, state, cx)
+                // Under the one-shot `run` the agent decided (auto-reject), not a person:
+                // `auto`, not `answered` (AEP-0002 §5.3 `attention.resolved`).
+                self.settled(id, if one_shot { "auto" } else { "answered" }, state, cx)
+            }
+            "message.part.updated" if ptr_str(props, "/part/type") == Some("tool") => {
+                let part = props.get("part").unwrap_or(&empty);
+                self.tool_part(part, state, cx)
             }
             "question.asked" if self.profile.bus_asks => vec![self.question_card(props, cx)],
             "question.replied" if self.profile.bus_asks => {
                 let id = props.get("requestID").and_then(Value::as_str).unwrap_or("");
-                self.settled(id, state, cx)
+                self.settled(id, "answered", state, cx)
             }
             "todo.updated" => {
                 let next = props.get("todos").cloned().unwrap_or(Value::Array(Vec::new()));
@@ -323,44 +353,132 @@ impl PluginAdapter {
         vec![d]
     }
 
-    fn settled(&self, id: &str, state: &mut SessionState, cx: &MapContext) -> Vec<EventDraft> {
+    fn settled(&self, id: &str, resolution: &str, state: &mut SessionState, cx: &MapContext) -> Vec<EventDraft> {
         if id.is_empty() || take_resolved(state, id) {
             return Vec::new(); // the bridge's own loop already resolved it
         }
         let mut d = draft("attention.resolved", cx);
-        d.data.insert("resolution".into(), json!("answered"));
+        d.data.insert("resolution".into(), json!(resolution));
         d.subject = Some(id.to_owned());
         d.cause_key = Some(attention_key(id));
         vec![d]
     }
 
-    fn tool_before(&self, p: &Value, cx: &MapContext) -> Result<EventDraft, AdapterError> {
+    fn tool_before(
+        &self,
+        p: &Value,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Result<Option<EventDraft>, AdapterError> {
         let name =
             ptr_str(p, "/input/tool").ok_or(AdapterError::MissingField { field: "input.tool", expected: "string" })?;
         let call_id = ptr_str(p, "/input/callID");
+        let args = p.pointer("/output/args").cloned().unwrap_or(Value::Object(Default::default()));
+        Ok(self.request(name, call_id, &args, state, cx))
+    }
+
+    fn tool_after(
+        &self,
+        p: &Value,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Result<Option<EventDraft>, AdapterError> {
+        let name =
+            ptr_str(p, "/input/tool").ok_or(AdapterError::MissingField { field: "input.tool", expected: "string" })?;
+        let call_id = ptr_str(p, "/input/callID");
+        // The typed hook has no error surface: tool.completed (Annex A.7); a failed call
+        // never reaches it and ends on its tool part (`state.status: "error"`).
+        Ok(self.outcome(name, call_id, Ok(p.pointer("/output/output")), state, cx))
+    }
+
+    /// A tool part of `message.part.updated` (`{type:"tool", tool, callID, state:{status,
+    /// input, output?, error?}}`): the tool plane of the bus, shared by the plugin route and
+    /// the SSE stream. `running` requests (its input is complete; `pending` may still be
+    /// streaming it), `completed` / `error` end the call; a call no earlier moment
+    /// requested is requested first, so every outcome follows its request.
+    fn tool_part(&self, part: &Value, state: &mut SessionState, cx: &MapContext) -> Vec<EventDraft> {
+        let (Some(name), Some(status)) = (ptr_str(part, "/tool"), ptr_str(part, "/state/status")) else {
+            return Vec::new();
+        };
+        let call_id = ptr_str(part, "/callID");
+        let input = part.pointer("/state/input").cloned().unwrap_or_else(|| json!({}));
+        let mut out = Vec::new();
+        match status {
+            "running" => out.extend(self.request(name, call_id, &input, state, cx)),
+            "completed" | "error" => {
+                out.extend(self.request(name, call_id, &input, state, cx));
+                let result = if status == "completed" {
+                    Ok(part.pointer("/state/output"))
+                } else {
+                    Err(ptr_str(part, "/state/error"))
+                };
+                out.extend(self.outcome(name, call_id, result, state, cx));
+            }
+            _ => {} // pending: the input may still be streaming
+        }
+        out
+    }
+
+    /// `tool.requested` for `call_id`, unless this call was requested already (the plugin's
+    /// `tool.execute.before` and the bus tool part both carry it).
+    fn request(
+        &self,
+        name: &str,
+        call_id: Option<&str>,
+        args: &Value,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Option<EventDraft> {
+        if let Some(id) = call_id {
+            if call_seen(state, id).is_some() {
+                return None;
+            }
+            mark_call(state, id, CALL_REQUESTED);
+        }
         let mut d = draft("tool.requested", cx);
         d.subject = Some(name.to_owned());
         d.data.insert("tool".into(), tool_ref(name, call_id));
-        let args = p.pointer("/output/args").cloned().unwrap_or(Value::Object(Default::default()));
-        put_args(&mut d, cx, &args);
+        put_args(&mut d, cx, args);
         d.correlation_key = call_id.map(tool_key);
-        Ok(d)
+        Some(d)
     }
 
-    fn tool_after(&self, p: &Value, cx: &MapContext) -> Result<EventDraft, AdapterError> {
-        let name =
-            ptr_str(p, "/input/tool").ok_or(AdapterError::MissingField { field: "input.tool", expected: "string" })?;
-        let call_id = ptr_str(p, "/input/callID");
-        // The typed hook has no error surface: always tool.completed (Annex A.7; failures
-        // ride x.{vendor}.session.error).
-        let mut d = draft("tool.completed", cx);
+    /// The one outcome of `call_id`: `tool.completed` with its result, or `tool.failed`
+    /// with the error (severity error); nothing when the call already ended.
+    fn outcome(
+        &self,
+        name: &str,
+        call_id: Option<&str>,
+        result: Result<Option<&Value>, Option<&str>>,
+        state: &mut SessionState,
+        cx: &MapContext,
+    ) -> Option<EventDraft> {
+        if let Some(id) = call_id {
+            if call_seen(state, id) == Some(CALL_ENDED) {
+                return None;
+            }
+            mark_call(state, id, CALL_ENDED);
+        }
+        let mut d = match result {
+            Ok(output) => {
+                let mut d = draft("tool.completed", cx);
+                if let Some(r) = output {
+                    put_result(&mut d, cx, r);
+                }
+                d
+            }
+            Err(message) => {
+                let mut d = draft("tool.failed", cx);
+                d.severity = Some(Severity::Error);
+                let err = error_info(&d, cx, "tool_error", message);
+                d.data.insert("error".into(), err);
+                d
+            }
+        };
         d.subject = Some(name.to_owned());
         d.data.insert("tool".into(), tool_ref(name, call_id));
-        if let Some(result) = p.pointer("/output/output") {
-            put_result(&mut d, cx, result);
-        }
         d.cause_key = call_id.map(tool_key);
-        Ok(d)
+        Some(d)
     }
 
     fn permission_card(&self, perm: &Value, cx: &MapContext, surface: PermissionSurface) -> EventDraft {
@@ -433,6 +551,38 @@ impl PluginAdapter {
         d.data.insert("respond_via".into(), json!(["control"]));
         d
     }
+}
+
+/// Whether the moment comes from a one-shot `opencode run` / `kilo run` process (the
+/// plugin's `oneShot`): that CLI answers every permission ask itself, at once.
+fn one_shot(payload: &Value) -> bool {
+    payload.get("oneShot").and_then(Value::as_bool) == Some(true)
+}
+
+/// `state.extra` key of the calls seen per session (`callID` -> requested / ended).
+const CALLS_KEY: &str = "tool_calls";
+/// Calls remembered per session (the oldest is forgotten beyond).
+const CALLS: usize = 256;
+const CALL_REQUESTED: &str = "requested";
+const CALL_ENDED: &str = "ended";
+
+fn call_seen(state: &mut SessionState, id: &str) -> Option<&'static str> {
+    match scratch(state, CALLS_KEY).get(id).and_then(Value::as_str) {
+        Some(CALL_ENDED) => Some(CALL_ENDED),
+        Some(_) => Some(CALL_REQUESTED),
+        None => None,
+    }
+}
+
+fn mark_call(state: &mut SessionState, id: &str, what: &str) {
+    let calls = scratch(state, CALLS_KEY);
+    if !calls.contains_key(id) && calls.len() >= CALLS {
+        // the workspace's serde_json keeps insertion order: the oldest call goes
+        if let Some(old) = calls.keys().next().cloned() {
+            calls.shift_remove(&old);
+        }
+    }
+    calls.insert(id.to_owned(), json!(what));
 }
 
 /// The kind of a permission request: `type` in the published types, `permission` on the

@@ -9,7 +9,8 @@
 //   tool.after     {kind:"tool.after", input, output}          (tool.execute.after)
 //   permission.ask {kind:"permission.ask", permission}         (held open, bounded)
 //
-// Every body also carries `serverUrl` (PluginInput.serverUrl) when OpenCode provides it: the
+// Every body also carries `serverUrl` (PluginInput.serverUrl) when OpenCode provides it, and
+// `oneShot: true` under `opencode run` (see ONE_SHOT): the
 // live server (1.18.33) no longer fires permission.ask, its asks ride the bus
 // (permission.asked) and the bridge answers through the server's reply route.
 //
@@ -42,6 +43,19 @@ const TOKEN = env("AEP_TOKEN");
 const HOOK_TIMEOUT_MS = bounded(env("AEP_HOOK_TIMEOUT_MS"), 1500, 10000);
 const PERMISSION_WAIT_MS = bounded(env("AEP_PERMISSION_WAIT_MS"), 60000, 300000);
 const MAX_QUEUE = 1000;
+
+// The one-shot `opencode run` (in this process; not a client attached to a server with
+// --attach) answers every permission ask itself, at once (auto-reject unless told to allow):
+// every body says so (`oneShot: true`), and the bridge records those decisions as the agent's own.
+const ONE_SHOT = (() => {
+  try {
+    const args = typeof process !== "undefined" && Array.isArray(process.argv) ? process.argv.slice(2).map(String) : [];
+    const command = args.find((a) => !a.startsWith("-"));
+    return command === "run" && !args.some((a) => a === "--attach" || a.startsWith("--attach="));
+  } catch {
+    return false;
+  }
+})();
 
 // One POST with its own deadline; resolves to the parsed JSON reply or undefined.
 async function post(moment, body, timeoutMs) {
@@ -93,7 +107,11 @@ export const AepBridge = async (plugin) => {
   try {
     if (plugin && plugin.serverUrl) serverUrl = String(plugin.serverUrl);
   } catch {}
-  const withServer = (body) => (serverUrl ? { ...body, serverUrl } : body);
+  const withServer = (body) => {
+    const out = serverUrl ? { ...body, serverUrl } : { ...body };
+    if (ONE_SHOT) out.oneShot = true;
+    return out;
+  };
   return hooks(withServer);
 };
 

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::spec::{AssetInstall, ControlSpec, Decision, Held, InstallSpec, VendorSpec};
+use crate::spec::{AssetInstall, ControlSpec, Decision, Held, InstallSpec, PluginDeps, VendorSpec};
 
 /// The OpenCode plugin shim (ESM, fetch only, fail-open).
 pub const PLUGIN: &str = include_str!("plugin.js");
@@ -26,6 +26,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         user_file: ".config/opencode/plugins/aep-bridge.js",
         content: PLUGIN,
         note: None,
+        deps: Some(PluginDeps { package: "@opencode-ai/plugin", user_dir_always: Some(".config/opencode") }),
     })),
     otel: None,
     adapter: super::adapter,

@@ -69,7 +69,7 @@ fn tool_pair_links_by_call_id_and_digests_at_metadata() {
     assert_eq!(c[0].data["result_digest"], json!(aep_schemas::digest::digest(&json!("done"))));
     // at redacted the args ride through the pipeline
     let red = MapContext { capture: Capture::Redacted, ..MapContext::default() };
-    let r = run(a.as_ref(), None, &before, &mut st, &red);
+    let r = run(a.as_ref(), None, &before, &mut SessionState::default(), &red);
     assert_eq!(r[0].capture, Capture::Redacted);
     let shown = r[0].data["args_redacted"].to_string();
     assert!(shown.contains("a.rs") && !shown.contains("sk-live-xyz"), "{shown}");
@@ -174,4 +174,115 @@ fn bad_payloads_are_errors_not_panics() {
     assert!(a.map(&HookCall { event: Some("bus"), payload: &json!({"event": 3}) }, &mut st, &cx).is_err());
     assert!(a.map(&HookCall { event: Some("tool.before"), payload: &json!({"input": {}}) }, &mut st, &cx).is_err());
     assert_eq!(a.neutral_reply("permission.ask").as_bytes(), b"");
+}
+
+#[test]
+fn session_status_idle_closes_the_run_once() {
+    // `opencode run` exits on `session.status {type:"idle"}`, before `session.idle` arrives.
+    let a = adapter();
+    let cx = MapContext::default();
+    let mut st = SessionState::default();
+    let user = bus("message.updated", json!({"info": {"id": "m1", "sessionID": "ses_a", "role": "user"}}));
+    run(a.as_ref(), None, &user, &mut st, &cx);
+    let busy = bus("session.status", json!({"sessionID": "ses_a", "status": {"type": "busy"}}));
+    let out = run(a.as_ref(), None, &busy, &mut st, &cx);
+    assert_eq!(out.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(), ["progress.status"]);
+    let idle = bus("session.status", json!({"sessionID": "ses_a", "status": {"type": "idle"}}));
+    let out = run(a.as_ref(), None, &idle, &mut st, &cx);
+    assert_eq!(out.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(), ["progress.status", "run.finished"]);
+    assert_eq!(out[1].run.as_deref(), Some("r1"));
+    assert_eq!(out[1].cause_key, Some(crate::common::run_key(Some("ses_a"), "r1")));
+    // the late session.idle closes nothing more
+    assert!(run(a.as_ref(), None, &bus("session.idle", json!({"sessionID": "ses_a"})), &mut st, &cx).is_empty());
+}
+
+fn part(call: &str, tool: &str, state: Value) -> Value {
+    bus(
+        "message.part.updated",
+        json!({"sessionID": "ses_t", "part": {"type": "tool", "tool": tool, "callID": call, "state": state}}),
+    )
+}
+
+fn types(ds: &[EventDraft]) -> Vec<&str> {
+    ds.iter().map(|d| d.r#type.as_str()).collect()
+}
+
+#[test]
+fn tool_parts_request_and_end_calls_failures_fail() {
+    // The SSE stream's (and the plugin's bus) tool plane, without any tool hook.
+    let a = adapter();
+    let cx = MapContext::default();
+    let mut st = SessionState::default();
+    let input = json!({"filePath": "/p/missing.txt"});
+    assert!(
+        run(a.as_ref(), None, &part("c1", "read", json!({"status": "pending", "input": {}})), &mut st, &cx).is_empty()
+    );
+    let r = run(a.as_ref(), None, &part("c1", "read", json!({"status": "running", "input": input})), &mut st, &cx);
+    assert_eq!(types(&r), ["tool.requested"]);
+    assert_eq!(r[0].correlation_key.as_deref(), Some("tool:c1"));
+    assert_eq!(r[0].data["args_digest"], json!(aep_schemas::digest::digest(&input)));
+    let e = json!({"status": "error", "input": input, "error": "File not found: /p/missing.txt"});
+    let f = run(a.as_ref(), None, &part("c1", "read", e.clone()), &mut st, &cx);
+    assert_eq!(types(&f), ["tool.failed"]);
+    assert_eq!(f[0].severity, Some(Severity::Error));
+    assert_eq!(f[0].cause_key.as_deref(), Some("tool:c1"));
+    assert_eq!(f[0].data["error"], json!({"type": "tool_error"}), "the message is content: redacted+ only");
+    // a repeated terminal part ends nothing twice
+    assert!(run(a.as_ref(), None, &part("c1", "read", e), &mut st, &cx).is_empty());
+    // a call first seen completed is requested, then completed
+    let done = json!({"status": "completed", "input": {"command": "ls"}, "output": "a\nb"});
+    let c = run(a.as_ref(), None, &part("c2", "bash", done), &mut st, &cx);
+    assert_eq!(types(&c), ["tool.requested", "tool.completed"]);
+    assert!(c[1].data.contains_key("result_digest"));
+    // non-tool parts stay machinery
+    let text = bus("message.part.updated", json!({"sessionID": "ses_t", "part": {"type": "text", "text": "hi"}}));
+    assert_eq!(types(&run(a.as_ref(), None, &text, &mut st, &cx)), ["x.opencode.message.part.updated"]);
+}
+
+#[test]
+fn tool_hooks_and_tool_parts_make_one_request_and_one_outcome() {
+    // The plugin route carries both, in the order OpenCode 1.18.33 fires them.
+    let a = adapter();
+    let cx = MapContext::default();
+    let mut st = SessionState::default();
+    let input = json!({"filePath": "/p/hello.txt"});
+    let before = json!({"kind": "tool.before", "input": {"tool": "read", "sessionID": "ses_t", "callID": "c1"}, "output": {"args": input}});
+    let after = json!({"kind": "tool.after", "input": {"tool": "read", "sessionID": "ses_t", "callID": "c1"}, "output": {"title": "t", "output": "hello", "metadata": {}}});
+    let mut all = Vec::new();
+    all.extend(run(a.as_ref(), None, &part("c1", "read", json!({"status": "pending", "input": {}})), &mut st, &cx));
+    all.extend(run(a.as_ref(), None, &before, &mut st, &cx));
+    all.extend(run(a.as_ref(), None, &part("c1", "read", json!({"status": "running", "input": input})), &mut st, &cx));
+    all.extend(run(a.as_ref(), None, &after, &mut st, &cx));
+    let done = json!({"status": "completed", "input": input, "output": "hello"});
+    all.extend(run(a.as_ref(), None, &part("c1", "read", done), &mut st, &cx));
+    assert_eq!(types(&all), ["tool.requested", "tool.completed"]);
+    // a failing call: tool.before, then the error part (tool.execute.after never fires)
+    let before2 = json!({"kind": "tool.before", "input": {"tool": "read", "sessionID": "ses_t", "callID": "c2"}, "output": {"args": input}});
+    let mut all = run(a.as_ref(), None, &before2, &mut st, &cx);
+    let e = json!({"status": "error", "input": input, "error": "File not found"});
+    all.extend(run(a.as_ref(), None, &part("c2", "read", e), &mut st, &cx));
+    assert_eq!(types(&all), ["tool.requested", "tool.failed"]);
+}
+
+#[test]
+fn asks_under_the_one_shot_run_are_the_agents_own_decisions() {
+    let a = adapter();
+    let cx = MapContext::default();
+    let mut st = SessionState::default();
+    let asked = json!({"id": "per_1", "sessionID": "ses_r", "permission": "bash", "patterns": ["echo hi"], "tool": {"callID": "c"}});
+    let replied = json!({"sessionID": "ses_r", "requestID": "per_1", "reply": "reject"});
+    let one_shot = |mut v: Value| {
+        v["oneShot"] = json!(true);
+        v
+    };
+    let card = run(a.as_ref(), None, &one_shot(bus("permission.asked", asked.clone())), &mut st, &cx);
+    assert_eq!(card[0].r#type, "attention.requested");
+    assert_eq!(card[0].data["respond_via"], json!(["oob"]), "nothing answers it over control");
+    let r = run(a.as_ref(), None, &one_shot(bus("permission.replied", replied.clone())), &mut st, &cx);
+    assert_eq!((r[0].r#type.as_str(), &r[0].data["resolution"]), ("attention.resolved", &json!("auto")));
+    // a served session's ask is answerable and its reply an answer
+    let card = run(a.as_ref(), None, &bus("permission.asked", asked), &mut st, &cx);
+    assert_eq!(card[0].data["respond_via"], json!(["control"]));
+    let r = run(a.as_ref(), None, &bus("permission.replied", replied), &mut st, &cx);
+    assert_eq!(r[0].data["resolution"], json!("answered"));
 }

@@ -27,6 +27,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         user_file: ".pi/agent/extensions/aep-bridge.ts",
         content: EXTENSION,
         note: None,
+        deps: None,
     })),
     otel: None,
     adapter: super::adapter,
