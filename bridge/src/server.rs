@@ -319,6 +319,7 @@ pub async fn serve(
         book: hooks.attention().clone(),
         cx: map_context(&cfg),
         can_answer,
+        data_dir: Some(data_dir.clone()),
     };
     let mut bridge_listeners = std::collections::BTreeMap::new();
     for (name, b) in &cfg.bridges {

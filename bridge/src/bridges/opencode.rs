@@ -69,6 +69,9 @@ pub struct Deps {
     pub cx: MapContext,
     /// Whether an answer can reach this bridge at all (a token or a relay, AEP-0004 §4.1).
     pub can_answer: bool,
+    /// The bridge's data folder, where an observer keeps what a restart resumes from (the
+    /// OpenHands conversations' cursors); `None` keeps nothing.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 /// Why an observer could not start.
