@@ -68,6 +68,10 @@ struct Fake {
     /// place of the state push (via `live`: to every socket; `replay`: only when a replay
     /// was asked).
     script: Mutex<Vec<(String, Value)>>,
+    /// Live frames published between a socket's subscription and its state push (the
+    /// server takes the push in a worker thread), and the status that push then carries.
+    before_push: Mutex<Vec<Value>>,
+    push_status: Mutex<Option<String>>,
     /// `X-Session-API-Key` of each REST request, by path.
     rest_keys: Mutex<Vec<(String, Option<String>)>>,
     /// `respond_to_confirmation` bodies.
@@ -165,13 +169,23 @@ async fn session(f: Arc<Fake>, id: String, q: HashMap<String, String>, mut sock:
     // with the server's "now" (here the latest time in its log).
     let state = {
         let log = f.log.lock().unwrap();
-        let status =
-            log.iter().rev().find(|e| e["key"] == "execution_status").map_or(json!("idle"), |e| e["value"].clone());
+        let status = match f.push_status.lock().unwrap().clone() {
+            Some(s) => json!(s),
+            None => {
+                log.iter().rev().find(|e| e["key"] == "execution_status").map_or(json!("idle"), |e| e["value"].clone())
+            }
+        };
         let now = log.last().and_then(|e| e["timestamp"].as_str()).unwrap_or("2026-12-02T09:29:59.000000").to_owned();
         let n = f.attaches.lock().unwrap().len();
         json!({"kind": "ConversationStateUpdateEvent", "id": format!("state-push-{n}"), "timestamp": now,
             "source": "environment", "key": "full_state", "value": {"id": CONV, "execution_status": status}})
     };
+    let early = f.before_push.lock().unwrap().clone();
+    for ev in early {
+        if sock.send(WsMessage::text(ev.to_string())).await.is_err() {
+            return;
+        }
+    }
     if sock.send(WsMessage::text(state.to_string())).await.is_err() {
         return;
     }
@@ -811,6 +825,78 @@ async fn a_refused_key_keeps_discovery_retrying_and_a_silent_socket_is_reconnect
     assert!(t.len() >= 3 && t[1..].iter().all(|t| *t == "state.snapshot"), "{t:?}");
     // The conversation the sockets do not know (4004) never started a session.
     assert!(!b.data.join("logs/openhands").join(format!("{GONE}.jsonl")).exists());
+    drop(dir);
+    b.shutdown().await;
+}
+
+/// A restart while a run waits for its confirmation: the restarted bridge re-opens the ask
+/// its predecessor raised (kept in the cursor), so a command answers it and the status flip
+/// resolves that very request, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmation_pending_across_a_restart_is_answered_by_the_restarted_bridge() {
+    let (fake, url) = fake_server(Some(KEY)).await;
+    let rec = recorded();
+    fake.on_accept.lock().unwrap().push(rec[5].clone());
+    let dir = tempfile::tempdir().unwrap();
+    let b = bridge_in(dir.path(), bridge_cfg(&url, true, Some(KEY))).await;
+    until("the conversation's socket", || fake.sockets() == 1).await;
+    for ev in &rec[..5] {
+        fake.emit(ev);
+    }
+    until("attention.requested", || types(&log(dir.path())).contains(&"attention.requested")).await;
+    let req = log(dir.path()).into_iter().find(|e| e["type"] == "attention.requested").unwrap();
+    b.shutdown().await;
+    let b = bridge_in(dir.path(), bridge_cfg(&url, true, Some(KEY))).await;
+    let mut ws = phone(b.bound.http).await;
+    until("the second socket", || fake.sockets() == 1 && fake.attaches_of(CONV).len() == 2).await;
+    until("its state push", || types(&log(dir.path())).iter().filter(|t| **t == "state.snapshot").count() >= 3).await;
+    answer(&mut ws, "cmd-after-restart", &req, json!({"option": "approve"})).await;
+    let ack = next(&mut ws, |v| v["cause"] == "cmd-after-restart").await;
+    assert_eq!(ack["type"], "control.accepted", "{ack}");
+    let resolved = next(&mut ws, |v| v["type"] == "attention.resolved").await;
+    assert_eq!(
+        (resolved["subject"].clone(), resolved["cause"].as_str()),
+        (req["id"].clone(), Some("cmd-after-restart"))
+    );
+    assert_eq!(fake.responds.lock().unwrap().clone(), [json!({"accept": true})]);
+    for ev in &rec[6..] {
+        fake.emit(ev);
+    }
+    until("run.finished", || types(&log(dir.path())).contains(&"run.finished")).await;
+    let events = log(dir.path());
+    let t = types(&events);
+    for once in ["session.started", "run.started", "attention.requested", "attention.answered", "attention.resolved"] {
+        assert_eq!(t.iter().filter(|x| **x == once).count(), 1, "{once} in {t:?}");
+    }
+    complete(&events);
+    validate(dir.path());
+    b.shutdown().await;
+}
+
+/// The server takes a socket's state push after it subscribed the socket, so a live frame
+/// may come first and the push may predate the history read next (a status `idle` taken
+/// just before the run started, seen on 1.58.2 in the e2e suite). The connection's first
+/// `full_state` is still the opening push: not a transition, no run closed by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_frame_ahead_of_the_state_push_does_not_make_the_push_a_transition() {
+    let (fake, url) = fake_server(None).await;
+    let rec = recorded();
+    fake.log.lock().unwrap().extend(rec[1..4].iter().cloned());
+    *fake.before_push.lock().unwrap() = vec![rec[3].clone()];
+    *fake.push_status.lock().unwrap() = Some("idle".into());
+    let (b, dir) = bridge(bridge_cfg(&url, false, None)).await;
+    until("the state push", || types(&log(&b.data)).contains(&"state.snapshot")).await;
+    fake.emit(&rec[4]);
+    until("attention.requested", || types(&log(&b.data)).contains(&"attention.requested")).await;
+    let events = log(&b.data);
+    let core: Vec<&str> = types(&events)
+        .into_iter()
+        .filter(|t| ["run.", "tool.", "attention."].iter().any(|p| t.starts_with(p)))
+        .collect();
+    assert_eq!(core, ["run.started", "tool.requested", "attention.requested"]);
+    assert!(events.iter().find(|e| e["type"] == "attention.requested").unwrap()["run"] == format!("run:{CONV}:1"));
+    complete(&events);
+    validate(&b.data);
     drop(dir);
     b.shutdown().await;
 }

@@ -97,6 +97,8 @@ const RECENT_TS: usize = 32;
 const HISTORY_PAGE: usize = 100;
 /// Vendor ids a cursor keeps for the dedupe at its resume point.
 const CURSOR_IDS: usize = 256;
+/// Open units whose starting event ids a conversation remembers.
+const LINKS: usize = 256;
 /// The vendor's own default rejection reason (`ConfirmationResponseRequest.reason`).
 const DEFAULT_REJECT: &str = "User rejected the action.";
 /// `session.started.client.name`.
@@ -346,6 +348,12 @@ struct Watch {
     started: bool,
     /// Where the conversation's cursor is kept (none without a data folder).
     cursor: Option<PathBuf>,
+    /// The connection's state push is still to come.
+    opening: bool,
+    /// The open units' correlation keys -> the ids of their starting events (a run, a tool
+    /// call, an ask), oldest first: kept in the cursor, so an outcome mapped after a restart
+    /// still names its cause (AEP-0002 §2 convention 1).
+    links: VecDeque<(String, String)>,
     counts: Counts,
 }
 
@@ -359,16 +367,36 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
     });
     let cursor = sh.state_dir.as_ref().map(|d| Cursor::path(d, &sh.name, &id));
     let saved = cursor.as_deref().and_then(|p| Cursor::load(p, &sh.name, &id));
-    let (conv, started, recent_ts) = match saved {
+    let (conv, started, recent_ts, ask, links) = match saved {
         Some(c) => {
             tracing::info!(bridge = %sh.name, conversation = %id, after = ?c.after, runs = c.conversation.runs,
                 "Resuming the conversation after its cursor.");
-            (Conversation::resume(id.clone(), sh.opts, c.conversation), c.started, c.after.into_iter().collect())
+            let conv = Conversation::resume(id.clone(), sh.opts, c.conversation);
+            (conv, c.started, c.after.into_iter().collect(), c.ask, c.links)
         }
-        None => (Conversation::new(id.clone(), sh.opts), false, VecDeque::new()),
+        None => (Conversation::new(id.clone(), sh.opts), false, VecDeque::new(), None, VecDeque::new()),
     };
-    let mut w =
-        Watch { cx: sh.deps.cx.clone(), conv, sh, route, recent_ts, started, cursor, counts: Counts::default() };
+    if let Some(a) = ask {
+        // The confirmation an earlier process raised, still pending when it stopped.
+        let p = Pending::from_request(a.id, &sh.agent, id.clone(), a.run, a.subject, &a.data, now_ms());
+        sh.deps.book.open(p.clone());
+        route.replace(p.clone());
+        if sh.gated {
+            sh.deps.control.register_route(p, route.clone());
+        }
+    }
+    let mut w = Watch {
+        cx: sh.deps.cx.clone(),
+        conv,
+        sh,
+        route,
+        recent_ts,
+        started,
+        cursor,
+        opening: false,
+        links,
+        counts: Counts::default(),
+    };
     let mut failures = 0u32;
     loop {
         let frames = w.counts.frames;
@@ -504,6 +532,38 @@ struct Cursor {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     after: Option<String>,
     conversation: Checkpoint,
+    /// The open units' correlation keys and the ids of their starting events.
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    links: VecDeque<(String, String)>,
+    /// The confirmation still pending: a restart re-opens it, so the status flip that
+    /// settles it resolves that request (and under the gate it stays answerable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ask: Option<SavedAsk>,
+}
+
+/// A pending confirmation, as a cursor keeps it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct SavedAsk {
+    id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    subject: Option<String>,
+    data: serde_json::Map<String, Value>,
+}
+
+impl SavedAsk {
+    fn of(p: &Pending) -> Self {
+        let mut data = serde_json::Map::new();
+        data.insert("kind".into(), json!(p.kind));
+        if let Some(prompt) = &p.prompt {
+            data.insert("prompt".into(), json!(prompt));
+        }
+        if !p.options.is_null() {
+            data.insert("options".into(), p.options.clone());
+        }
+        Self { id: p.id.clone(), run: p.run.clone(), subject: p.tool.clone(), data }
+    }
 }
 
 impl Cursor {
@@ -639,14 +699,15 @@ impl Watch {
             self.counts.frames += 1;
             self.event(ev, false).await?;
         }
-        for (i, t) in held.iter().enumerate() {
-            self.frame(t, i == 0).await?;
+        self.opening = true;
+        for t in &held {
+            self.frame(t).await?;
         }
         self.save();
         loop {
             match read(&mut stream, self.sh.idle, &url).await? {
                 Read::Text(t) => {
-                    self.frame(&t, false).await?;
+                    self.frame(&t).await?;
                     self.save();
                 }
                 Read::Skip => {}
@@ -655,11 +716,11 @@ impl Watch {
         }
     }
 
-    /// One text frame off the socket; `opening`: a connection's first (the server's state push).
-    async fn frame(&mut self, text: &str, opening: bool) -> Result<(), Stop> {
+    /// One text frame off the socket.
+    async fn frame(&mut self, text: &str) -> Result<(), Stop> {
         self.counts.frames += 1;
         match serde_json::from_str(text) {
-            Ok(v @ Value::Object(_)) => self.event(v, opening).await,
+            Ok(v @ Value::Object(_)) => self.event(v, true).await,
             _ => {
                 self.counts.unparsable += 1;
                 Ok(())
@@ -667,8 +728,8 @@ impl Watch {
         }
     }
 
-    /// One transport event, off the socket or out of the history.
-    async fn event(&mut self, ev: Value, opening: bool) -> Result<(), Stop> {
+    /// One transport event, off the socket (`live`) or out of the history.
+    async fn event(&mut self, ev: Value, live: bool) -> Result<(), Stop> {
         let full_state = ev.get("key").and_then(Value::as_str) == Some("full_state");
         if let Some(ts) = ev.get("timestamp").and_then(Value::as_str)
             && !full_state
@@ -684,11 +745,16 @@ impl Watch {
             return Ok(());
         }
         self.counts.fresh += 1;
-        let drafts = if opening
+        // The state every socket opens with: the server takes it after it subscribed the
+        // socket, so live frames published meanwhile may come first. The connection's first
+        // `full_state` is that push: the present, visibility, not a transition (the
+        // history carries the transitions in order).
+        let opening = live
+            && self.opening
             && full_state
-            && ev.get("kind").and_then(Value::as_str) == Some("ConversationStateUpdateEvent")
-        {
-            // The present state pushed ahead of the live frames: visibility, not a transition.
+            && ev.get("kind").and_then(Value::as_str) == Some("ConversationStateUpdateEvent");
+        let drafts = if opening {
+            self.opening = false;
             self.conv.map_opening_state(&ev, &self.cx)
         } else {
             self.conv.map(&ev, &self.cx)
@@ -700,8 +766,14 @@ impl Watch {
     /// between loses those events, a legal gap, AEP-0001 §7 rule 2; none is mapped twice).
     fn save(&self) {
         let Some(path) = &self.cursor else { return };
-        let c =
-            Cursor { started: self.started, after: self.resume_ts(), conversation: self.conv.checkpoint(CURSOR_IDS) };
+        let ask = self.route.ask.lock().ok().and_then(|a| a.as_ref().map(|a| SavedAsk::of(&a.pending)));
+        let c = Cursor {
+            started: self.started,
+            after: self.resume_ts(),
+            conversation: self.conv.checkpoint(CURSOR_IDS),
+            links: self.links.clone(),
+            ask,
+        };
         if let Err(e) = c.store(path) {
             tracing::warn!(bridge = %self.sh.name, conversation = %self.conv.id(), path = %path.display(), error = %e,
                 "The conversation's cursor could not be written; a restart would map its history again.");
@@ -791,11 +863,35 @@ impl Watch {
         if self.sh.gated {
             deps.control.claim(&self.sh.agent, &drafts);
         }
+        // The pipeline links a cause within its own lifetime; a unit opened before a
+        // restart is linked from the cursor's memory.
+        for d in &mut drafts {
+            if d.cause.is_none()
+                && let Some(k) = &d.cause_key
+                && let Some((_, id)) = self.links.iter().find(|(key, _)| key == k)
+            {
+                d.cause = Some(id.clone());
+            }
+        }
+        let keys: Vec<(Option<String>, Option<String>)> =
+            drafts.iter().map(|d| (d.correlation_key.clone(), d.cause_key.clone())).collect();
         let stamped: Vec<Arc<Stamped>> = deps
             .pipeline
             .submit_drafts("openhands", self.sh.agent.clone(), drafts)
             .await
             .map_err(|_| Stop::Pipeline)?;
+        for ((opens, closes), st) in keys.into_iter().zip(&stamped) {
+            if let Some(k) = closes {
+                self.links.retain(|(key, _)| *key != k);
+            }
+            if let Some(k) = opens {
+                self.links.retain(|(key, _)| *key != k);
+                if self.links.len() >= LINKS {
+                    self.links.pop_front();
+                }
+                self.links.push_back((k, st.event.id.clone()));
+            }
+        }
         deps.book.observe(&stamped, now);
         deps.control.observe(&stamped);
         Ok(())
