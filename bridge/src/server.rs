@@ -375,6 +375,7 @@ impl Daemon {
             cx: map_context(&cfg),
             can_answer,
             hook_sessions: hooks.hook_sessions().clone(),
+            data_dir: Some(data_dir.clone()),
         };
         let mut bridge_listeners = std::collections::BTreeMap::new();
         for (name, b) in &cfg.bridges {

@@ -1,13 +1,16 @@
 //! The OpenHands bridge end to end against a real local agent-server stand-in (127.0.0.1:0)
-//! speaking the protocol of `openhands-agent-server` 1.35.0 as its source defines it:
-//! `GET /api/conversations/search`, the events socket `/sockets/events/{id}` with
-//! first-message auth (`{"type": "auth", "session_api_key"}`, close 4001 otherwise),
-//! `resend_mode=all|since` replay of the persisted log (`timestamp >= after_timestamp`,
-//! streaming deltas not persisted), close 4004 for an unknown conversation, and
-//! `POST /api/conversations/{id}/events/respond_to_confirmation`, which flips the status
-//! on the socket before it answers. The session (`data/openhands-1.35.0-confirmation.jsonl`)
-//! is written for this test in the transport shape (`event_transport_dump`: no `parent_id`,
-//! no nulls): a user message, a terminal call under confirmation, its result, the reply.
+//! speaking the protocol of `openhands-agent-server` as its source defines it (1.35.0 and
+//! 1.58.2): `GET /api/conversations/search`, the events socket `/sockets/events/{id}` with
+//! first-message auth (`{"type": "auth", "session_api_key"}`, close 4001 otherwise), the
+//! persisted history `GET /api/conversations/{id}/events/search` (log order, `limit`,
+//! `page_id`, `timestamp__gte` inclusive; streaming deltas not persisted), close 4004 for
+//! an unknown conversation, and `POST /api/conversations/{id}/events/respond_to_confirmation`,
+//! which flips the status on the socket before it answers. One session
+//! (`data/openhands-1.35.0-confirmation.jsonl`) is written for these tests in the transport
+//! shape: a user message, a terminal call under confirmation, its result, the reply. The
+//! other (`data/openhands-1.58.2-exit2.jsonl`) is recorded from the real 1.58.2 server,
+//! offline against the e2e mock model: the socket frames in their arrival order and the
+//! REST history.
 
 use aep_testkit as common;
 
@@ -59,6 +62,16 @@ struct Fake {
     attaches: Mutex<Vec<(String, HashMap<String, String>)>>,
     /// Every text frame a client wrote on a socket.
     inbound: Mutex<Vec<String>>,
+    /// Every history search: (conversation, query).
+    searches: Mutex<Vec<(String, HashMap<String, String>)>>,
+    /// A recorded socket script: (via, frame) in arrival order, sent on every attach in
+    /// place of the state push (via `live`: to every socket; `replay`: only when a replay
+    /// was asked).
+    script: Mutex<Vec<(String, Value)>>,
+    /// Live frames published between a socket's subscription and its state push (the
+    /// server takes the push in a worker thread), and the status that push then carries.
+    before_push: Mutex<Vec<Value>>,
+    push_status: Mutex<Option<String>>,
     /// `X-Session-API-Key` of each REST request, by path.
     rest_keys: Mutex<Vec<(String, Option<String>)>>,
     /// `respond_to_confirmation` bodies.
@@ -139,19 +152,40 @@ async fn session(f: Arc<Fake>, id: String, q: HashMap<String, String>, mut sock:
     if id != CONV {
         return close(&mut sock, 4004, "Conversation not found").await;
     }
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (tx, rx) = mpsc::unbounded_channel();
     f.live.lock().unwrap().push(tx);
+    let script = f.script.lock().unwrap().clone();
+    if !script.is_empty() {
+        // What the real server sent on a socket, frame by frame, as it sent it.
+        let replay = q.contains_key("resend_mode");
+        for (via, frame) in script {
+            if (via == "live" || replay) && sock.send(WsMessage::text(frame.to_string())).await.is_err() {
+                return;
+            }
+        }
+        return live(f, sock, rx).await;
+    }
     // Subscribing pushes the conversation's current state first (not persisted), stamped
     // with the server's "now" (here the latest time in its log).
     let state = {
         let log = f.log.lock().unwrap();
-        let status =
-            log.iter().rev().find(|e| e["key"] == "execution_status").map_or(json!("idle"), |e| e["value"].clone());
+        let status = match f.push_status.lock().unwrap().clone() {
+            Some(s) => json!(s),
+            None => {
+                log.iter().rev().find(|e| e["key"] == "execution_status").map_or(json!("idle"), |e| e["value"].clone())
+            }
+        };
         let now = log.last().and_then(|e| e["timestamp"].as_str()).unwrap_or("2026-12-02T09:29:59.000000").to_owned();
         let n = f.attaches.lock().unwrap().len();
         json!({"kind": "ConversationStateUpdateEvent", "id": format!("state-push-{n}"), "timestamp": now,
             "source": "environment", "key": "full_state", "value": {"id": CONV, "execution_status": status}})
     };
+    let early = f.before_push.lock().unwrap().clone();
+    for ev in early {
+        if sock.send(WsMessage::text(ev.to_string())).await.is_err() {
+            return;
+        }
+    }
     if sock.send(WsMessage::text(state.to_string())).await.is_err() {
         return;
     }
@@ -174,6 +208,11 @@ async fn session(f: Arc<Fake>, id: String, q: HashMap<String, String>, mut sock:
             return;
         }
     }
+    live(f, sock, rx).await
+}
+
+/// The socket's live phase: what the server emits, until it closes.
+async fn live(f: Arc<Fake>, mut sock: WebSocket, mut rx: mpsc::UnboundedReceiver<Push>) {
     loop {
         tokio::select! {
             p = rx.recv() => match p {
@@ -188,6 +227,42 @@ async fn session(f: Arc<Fake>, id: String, q: HashMap<String, String>, mut sock:
             },
         }
     }
+}
+
+/// `GET /api/conversations/{id}/events/search`, as `event_router.py` serves it: the log in
+/// its order, `timestamp__gte` inclusive, `limit` a page, `page_id` the first id of the next.
+async fn events_search(
+    State(f): State<Arc<Fake>>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let key = headers.get("x-session-api-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    f.rest_keys.lock().unwrap().push((format!("events {id}"), key.clone()));
+    if f.key.is_some() && key != f.key {
+        return (StatusCode::UNAUTHORIZED, "Unauthorized").into_response();
+    }
+    f.searches.lock().unwrap().push((id.clone(), q.clone()));
+    if id != CONV {
+        return (StatusCode::NOT_FOUND, "Conversation not found").into_response();
+    }
+    let log = f.log.lock().unwrap().clone();
+    let start = q.get("page_id").and_then(|p| log.iter().position(|e| e["id"] == p.as_str())).unwrap_or(0);
+    let gte = q.get("timestamp__gte").cloned().unwrap_or_default();
+    let limit: usize = q.get("limit").and_then(|l| l.parse().ok()).unwrap_or(100);
+    let mut items = Vec::new();
+    let mut next = None;
+    for e in &log[start..] {
+        if e["timestamp"].as_str().unwrap_or("") < gte.as_str() {
+            continue;
+        }
+        if items.len() == limit {
+            next = e["id"].as_str().map(str::to_owned);
+            break;
+        }
+        items.push(e.clone());
+    }
+    axum::Json(json!({"items": items, "next_page_id": next})).into_response()
 }
 
 async fn respond(
@@ -220,6 +295,7 @@ async fn fake_server(key: Option<&str>) -> (Arc<Fake>, String) {
     let app = Router::new()
         .route("/api/conversations/search", get(search))
         .route("/sockets/events/{id}", any(socket))
+        .route("/api/conversations/{id}/events/search", get(events_search))
         .route("/api/conversations/{id}/events/respond_to_confirmation", post(respond))
         .with_state(fake.clone());
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -245,11 +321,74 @@ fn bridge_cfg(url: &str, control: bool, key: Option<&str>) -> BridgeConfig {
 
 async fn bridge(b: BridgeConfig) -> (Running, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir.path());
+    (bridge_in(dir.path(), b).await, dir)
+}
+
+/// A bridge on data folder `dir` (a restart reuses it).
+async fn bridge_in(dir: &std::path::Path, b: BridgeConfig) -> Running {
+    let mut cfg = config(dir);
     cfg.server.token = TOKEN.into();
     cfg.capture.attention = aep_schemas::Capture::Metadata;
     cfg.bridges.insert("oh".into(), b);
-    (start(cfg).await, dir)
+    start(cfg).await
+}
+
+const RECORDED_EXIT_2: &str = include_str!("data/openhands-1.58.2-exit2.jsonl");
+
+/// A real session of `openhands-agent-server` 1.58.2 (offline against the e2e mock model;
+/// `NeverConfirm`; `echo e2e-ok`, then `ls` of a missing folder, exit code 2), recorded as
+/// `(via, frame)`: the frames of a `resend_mode=all` socket attached while the conversation
+/// ran, in arrival order (`live` or `replay`), then the persisted history (`history`) as
+/// `GET .../events/search` answered it afterwards.
+fn recorded_exit_2() -> Vec<(String, Value)> {
+    RECORDED_EXIT_2
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["via"].as_str().unwrap().to_owned(), v["frame"].clone())
+        })
+        .collect()
+}
+
+/// The completeness of a session log: every tool outcome answers exactly one earlier
+/// request of its call (its `cause`) inside that request's run, every request is answered
+/// at most once, no vendor event is mapped twice, and no run or session has two starts or
+/// two terminals.
+fn complete(events: &[Value]) {
+    let mut requested: HashMap<String, (String, Value)> = HashMap::new();
+    let mut answered = std::collections::HashSet::new();
+    let mut vendor_ids = std::collections::HashSet::new();
+    let mut lifecycle = std::collections::HashSet::new();
+    for e in events {
+        let t = e["type"].as_str().unwrap();
+        if let Some(v) = e["data"]["vendor_event_id"].as_str() {
+            // One vendor event may map to several drafts (a status flip and its delta).
+            let key = format!("{t} {v}");
+            assert!(vendor_ids.insert(key), "mapped twice: {t} of vendor event {v}");
+        }
+        match t {
+            "tool.requested" => {
+                requested.insert(
+                    e["id"].as_str().unwrap().to_owned(),
+                    (e["data"]["tool"]["call_id"].to_string(), e["run"].clone()),
+                );
+            }
+            "tool.completed" | "tool.failed" | "tool.denied" => {
+                let cause = e["cause"].as_str().unwrap_or_else(|| panic!("an outcome with no cause: {e}"));
+                let (call, run) = requested.get(cause).unwrap_or_else(|| panic!("an outcome before its request: {e}"));
+                assert_eq!((call, run), (&e["data"]["tool"]["call_id"].to_string(), &e["run"]), "{e}");
+                assert!(!run.is_null(), "an outcome outside any run: {e}");
+                assert!(answered.insert(cause.to_owned()), "a request answered twice: {e}");
+            }
+            "session.started" | "session.ended" | "run.started" => {
+                assert!(lifecycle.insert(format!("{t} {}", e["run"])), "twice: {t} {}", e["run"]);
+            }
+            "run.finished" | "run.failed" | "run.cancelled" => {
+                assert!(lifecycle.insert(format!("end {}", e["run"])), "a second terminal of {}", e["run"]);
+            }
+            _ => {}
+        }
+    }
 }
 
 async fn until(what: &str, mut pred: impl FnMut() -> bool) {
@@ -327,7 +466,7 @@ fn status_event(id: &str, ts: &str, status: &str) -> Value {
 async fn the_gated_bridge_maps_the_session_and_answers_the_confirmation_over_rest() {
     let (fake, url) = fake_server(Some(KEY)).await;
     let rec = recorded();
-    // Persisted before the bridge attaches: the first attach replays it (`resend_mode=all`).
+    // Persisted before the bridge attaches: the first attach reads it (the history search).
     fake.log.lock().unwrap().extend(rec[..2].iter().cloned());
     fake.on_accept.lock().unwrap().push(rec[5].clone());
     let (b, dir) = bridge(bridge_cfg(&url, true, Some(KEY))).await;
@@ -392,18 +531,19 @@ async fn the_gated_bridge_maps_the_session_and_answers_the_confirmation_over_res
     until("the rejection", || types(&log(&b.data)).contains(&"x.openhands.user_reject.observation")).await;
 
     let events = log(&b.data);
+    // The persisted full state, and the state the socket opened with: that push is mapped
+    // once the history read meanwhile is, so where it lands depends on the timing.
+    assert_eq!(types(&events).iter().filter(|t| **t == "state.snapshot").count(), 2);
     let core: Vec<&str> = events
         .iter()
         .filter(|e| e["cause"] != "cmd-late")
         .map(|e| e["type"].as_str().unwrap())
-        .filter(|t| !t.starts_with("x."))
+        .filter(|t| !t.starts_with("x.") && *t != "state.snapshot")
         .collect();
     assert_eq!(
         core,
         [
             "session.started",
-            "state.snapshot",
-            "state.snapshot",
             "run.started",
             "state.delta",
             "tool.requested",
@@ -444,7 +584,10 @@ async fn the_gated_bridge_maps_the_session_and_answers_the_confirmation_over_res
     assert_eq!(inbound.len(), fake.attaches.lock().unwrap().len());
     let auth = json!({"type": "auth", "session_api_key": KEY}).to_string();
     assert!(inbound.iter().all(|t| *t == auth), "{inbound:?}");
-    assert_eq!(fake.attaches_of(CONV)[0].get("resend_mode").map(String::as_str), Some("all"));
+    // The socket asks no replay (the server's own replay is overtaken by its live frames):
+    // the history came over REST, in the log's order.
+    assert!(fake.attaches_of(CONV).iter().all(|q| !q.contains_key("resend_mode")));
+    assert!(fake.searches.lock().unwrap().iter().any(|(c, q)| c == CONV && !q.contains_key("timestamp__gte")));
     // Every REST call carried the key.
     assert!(fake.rest_keys.lock().unwrap().iter().all(|(_, k)| k.as_deref() == Some(KEY)));
     // The conversation the sockets do not know (4004) is not attached again.
@@ -457,7 +600,7 @@ async fn the_gated_bridge_maps_the_session_and_answers_the_confirmation_over_res
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn read_only_by_default_reconnects_resumes_since_and_drops_the_replayed_overlap() {
+async fn read_only_by_default_reconnects_reads_the_history_since_and_drops_the_overlap() {
     let (fake, url) = fake_server(None).await;
     let rec = recorded();
     // The conversation already waits for a confirmation when the bridge attaches: the socket
@@ -476,13 +619,15 @@ async fn read_only_by_default_reconnects_resumes_since_and_drops_the_replayed_ov
     assert_eq!((nack["type"].as_str(), nack["code"].as_str()), (Some("error"), Some("no-route")));
     assert!(fake.responds.lock().unwrap().is_empty());
 
-    // The socket drops: resumed since a recent vendor time; the replayed overlap is dropped.
+    // The socket drops: the history is read again since a recent vendor time; the overlap
+    // is dropped.
     fake.close_all(1012);
     until("the second attach", || fake.attaches_of(CONV).len() == 2 && fake.sockets() == 1).await;
-    let q = &fake.attaches_of(CONV)[1];
-    assert_eq!(q.get("resend_mode").map(String::as_str), Some("since"));
-    // The earliest vendor time among the last events delivered.
-    assert_eq!(q.get("after_timestamp"), rec[0]["timestamp"].as_str().map(str::to_owned).as_ref());
+    until("the second history search", || fake.searches.lock().unwrap().len() == 2).await;
+    let q = fake.searches.lock().unwrap()[1].1.clone();
+    // The earliest vendor time among the last persisted events delivered (a state push is
+    // stamped "now" and is no resume point).
+    assert_eq!(q.get("timestamp__gte"), rec[1]["timestamp"].as_str().map(str::to_owned).as_ref());
     for ev in &rec[5..] {
         fake.emit(ev);
     }
@@ -519,7 +664,7 @@ async fn read_only_by_default_reconnects_resumes_since_and_drops_the_replayed_ov
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn oversized_events_are_dropped_and_a_persisted_one_is_skipped_by_resuming_live() {
+async fn oversized_events_are_dropped_live_and_skipped_in_the_history() {
     let (fake, url) = fake_server(Some(KEY)).await;
     let rec = recorded();
     let mut cfg = bridge_cfg(&url, false, Some(KEY));
@@ -530,7 +675,7 @@ async fn oversized_events_are_dropped_and_a_persisted_one_is_skipped_by_resuming
         fake.emit(ev);
     }
     until("run.started", || types(&log(&b.data)).contains(&"run.started")).await;
-    // A streaming delta over the bound (not persisted): the socket ends, the resume replays
+    // A streaming delta over the bound (not persisted): the socket ends, the resume reads
     // nothing oversized and the stream goes on.
     let big = "x".repeat(100 << 10);
     fake.emit(&json!({"kind": "StreamingDeltaEvent", "id": "big-delta", "timestamp": "2026-12-02T09:30:03.000000",
@@ -538,18 +683,14 @@ async fn oversized_events_are_dropped_and_a_persisted_one_is_skipped_by_resuming
     until("the second attach", || fake.attaches_of(CONV).len() == 2 && fake.sockets() == 1).await;
     fake.emit(&rec[3]);
     until("tool.requested", || types(&log(&b.data)).contains(&"tool.requested")).await;
-    // A persisted oversized event: the replay brings it back, so the watch resumes live.
+    // A persisted oversized event: the socket drops it and ends; the history read after the
+    // reconnect skips it by size, and the stream goes on.
     fake.emit(
         &json!({"kind": "CondensationSummaryEvent", "id": "big-summary", "timestamp": "2026-12-02T09:30:03.550000",
         "source": "environment", "summary": big}),
     );
-    until("a live attach", || {
-        fake.attaches_of(CONV).iter().any(|q| q.get("resend_mode").is_none()) && fake.sockets() == 1
-    })
-    .await;
-    let modes: Vec<Option<String>> = fake.attaches_of(CONV).iter().map(|q| q.get("resend_mode").cloned()).collect();
-    // all; since (after the delta); since (after the persisted one, which it replays); live.
-    assert_eq!(modes, [Some("all".into()), Some("since".into()), Some("since".into()), None]);
+    until("the third attach", || fake.attaches_of(CONV).len() == 3 && fake.sockets() == 1).await;
+    until("the third history search", || fake.searches.lock().unwrap().len() == 3).await;
     for ev in &rec[4..] {
         fake.emit(ev);
     }
@@ -557,8 +698,107 @@ async fn oversized_events_are_dropped_and_a_persisted_one_is_skipped_by_resuming
     let events = log(&b.data);
     assert!(events.iter().all(|e| !e.to_string().contains("big-")), "nothing oversized was mapped");
     assert_eq!(types(&events).iter().filter(|t| **t == "tool.requested").count(), 1);
+    complete(&events);
     validate(&b.data);
     drop(dir);
+    b.shutdown().await;
+}
+
+/// The real server's live fan-out overtakes its own replay: on a socket attached while the
+/// conversation ran, a tool's outcome arrived ahead of the replayed request (recorded on
+/// 1.58.2). The bridge maps the history first, in the log's order, then the held live
+/// frames, deduped: every outcome follows its request inside its run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_frames_ahead_of_the_replay_wait_until_the_history_is_mapped() {
+    let (fake, url) = fake_server(Some(KEY)).await;
+    let rec = recorded_exit_2();
+    // The recording shows the defect: an outcome ahead of its request on the socket.
+    let on_socket: Vec<&str> =
+        rec.iter().filter(|(v, _)| v != "history").map(|(_, f)| f["kind"].as_str().unwrap()).collect();
+    assert_eq!(on_socket[1], "ObservationEvent");
+    assert!(on_socket.iter().position(|k| *k == "ActionEvent").unwrap() > 1);
+    *fake.script.lock().unwrap() = rec.iter().filter(|(v, _)| v != "history").cloned().collect();
+    *fake.log.lock().unwrap() = rec.iter().filter(|(v, _)| v == "history").map(|(_, f)| f.clone()).collect();
+    let (b, dir) = bridge(bridge_cfg(&url, false, Some(KEY))).await;
+    until("run.finished", || types(&log(&b.data)).contains(&"run.finished")).await;
+    let events = log(&b.data);
+    let core: Vec<&str> =
+        types(&events).into_iter().filter(|t| ["session.", "run.", "tool."].iter().any(|p| t.starts_with(p))).collect();
+    assert_eq!(
+        core,
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "tool.requested",
+            "tool.completed",
+            "run.finished"
+        ]
+    );
+    complete(&events);
+    let outcomes: Vec<&Value> = events.iter().filter(|e| e["type"] == "tool.completed").collect();
+    assert_eq!(outcomes[0]["data"]["exit_code"], 0);
+    assert_eq!(outcomes[1]["data"]["exit_code"], 2, "the exit code the terminal reported");
+    validate(&b.data);
+    drop(dir);
+    b.shutdown().await;
+}
+
+/// A restart of the bridge mid-conversation: the second process resumes after the durable
+/// cursor the first one wrote. No second `session.started`, no event mapped twice, one
+/// terminal per run, and the log validates across both epochs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_bridge_resumes_after_its_cursor_and_appends_nothing_twice() {
+    let (fake, url) = fake_server(None).await;
+    let history: Vec<Value> = recorded_exit_2().into_iter().filter(|(v, _)| v == "history").map(|(_, f)| f).collect();
+    // The first call and its outcome, observed by the first process.
+    let cut = history.iter().position(|e| e["kind"] == "ObservationEvent").unwrap() + 1;
+    let dir = tempfile::tempdir().unwrap();
+    let b = bridge_in(dir.path(), bridge_cfg(&url, false, None)).await;
+    let first_epoch = b.epoch;
+    until("the conversation's socket", || fake.sockets() == 1).await;
+    for ev in &history[..cut] {
+        fake.emit(ev);
+    }
+    until("tool.completed", || types(&log(&b.data)).contains(&"tool.completed")).await;
+    b.shutdown().await;
+    // The conversation goes on while the bridge is down.
+    for ev in &history[cut..] {
+        fake.emit(ev);
+    }
+    let b = bridge_in(dir.path(), bridge_cfg(&url, false, None)).await;
+    assert!(b.epoch > first_epoch);
+    until("run.finished", || types(&log(&b.data)).contains(&"run.finished")).await;
+    // A second restart with nothing new appends no history either.
+    b.shutdown().await;
+    let before = log(dir.path()).len();
+    let b = bridge_in(dir.path(), bridge_cfg(&url, false, None)).await;
+    until("the third process's socket", || fake.sockets() == 1 && log(dir.path()).len() > before).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let events = log(&b.data);
+    // Only the state each new socket opens with.
+    assert!(events[before..].iter().all(|e| e["type"] == "state.snapshot"), "{:?}", types(&events[before..]));
+    let core: Vec<&str> =
+        types(&events).into_iter().filter(|t| ["session.", "run.", "tool."].iter().any(|p| t.starts_with(p))).collect();
+    assert_eq!(
+        core,
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "tool.requested",
+            "tool.completed",
+            "run.finished"
+        ]
+    );
+    complete(&events);
+    validate(&b.data);
+    let cursor = dir.path().join("state/openhands/oh").join(format!("{CONV}.json"));
+    assert!(cursor.is_file(), "the cursor is kept under the data folder");
+    let searches = fake.searches.lock().unwrap().clone();
+    assert!(searches[1..].iter().all(|(_, q)| q.contains_key("timestamp__gte")), "restarts read from the cursor on");
     b.shutdown().await;
 }
 
@@ -585,6 +825,78 @@ async fn a_refused_key_keeps_discovery_retrying_and_a_silent_socket_is_reconnect
     assert!(t.len() >= 3 && t[1..].iter().all(|t| *t == "state.snapshot"), "{t:?}");
     // The conversation the sockets do not know (4004) never started a session.
     assert!(!b.data.join("logs/openhands").join(format!("{GONE}.jsonl")).exists());
+    drop(dir);
+    b.shutdown().await;
+}
+
+/// A restart while a run waits for its confirmation: the restarted bridge re-opens the ask
+/// its predecessor raised (kept in the cursor), so a command answers it and the status flip
+/// resolves that very request, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmation_pending_across_a_restart_is_answered_by_the_restarted_bridge() {
+    let (fake, url) = fake_server(Some(KEY)).await;
+    let rec = recorded();
+    fake.on_accept.lock().unwrap().push(rec[5].clone());
+    let dir = tempfile::tempdir().unwrap();
+    let b = bridge_in(dir.path(), bridge_cfg(&url, true, Some(KEY))).await;
+    until("the conversation's socket", || fake.sockets() == 1).await;
+    for ev in &rec[..5] {
+        fake.emit(ev);
+    }
+    until("attention.requested", || types(&log(dir.path())).contains(&"attention.requested")).await;
+    let req = log(dir.path()).into_iter().find(|e| e["type"] == "attention.requested").unwrap();
+    b.shutdown().await;
+    let b = bridge_in(dir.path(), bridge_cfg(&url, true, Some(KEY))).await;
+    let mut ws = phone(b.bound.http).await;
+    until("the second socket", || fake.sockets() == 1 && fake.attaches_of(CONV).len() == 2).await;
+    until("its state push", || types(&log(dir.path())).iter().filter(|t| **t == "state.snapshot").count() >= 3).await;
+    answer(&mut ws, "cmd-after-restart", &req, json!({"option": "approve"})).await;
+    let ack = next(&mut ws, |v| v["cause"] == "cmd-after-restart").await;
+    assert_eq!(ack["type"], "control.accepted", "{ack}");
+    let resolved = next(&mut ws, |v| v["type"] == "attention.resolved").await;
+    assert_eq!(
+        (resolved["subject"].clone(), resolved["cause"].as_str()),
+        (req["id"].clone(), Some("cmd-after-restart"))
+    );
+    assert_eq!(fake.responds.lock().unwrap().clone(), [json!({"accept": true})]);
+    for ev in &rec[6..] {
+        fake.emit(ev);
+    }
+    until("run.finished", || types(&log(dir.path())).contains(&"run.finished")).await;
+    let events = log(dir.path());
+    let t = types(&events);
+    for once in ["session.started", "run.started", "attention.requested", "attention.answered", "attention.resolved"] {
+        assert_eq!(t.iter().filter(|x| **x == once).count(), 1, "{once} in {t:?}");
+    }
+    complete(&events);
+    validate(dir.path());
+    b.shutdown().await;
+}
+
+/// The server takes a socket's state push after it subscribed the socket, so a live frame
+/// may come first and the push may predate the history read next (a status `idle` taken
+/// just before the run started, seen on 1.58.2 in the e2e suite). The connection's first
+/// `full_state` is still the opening push: not a transition, no run closed by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_frame_ahead_of_the_state_push_does_not_make_the_push_a_transition() {
+    let (fake, url) = fake_server(None).await;
+    let rec = recorded();
+    fake.log.lock().unwrap().extend(rec[1..4].iter().cloned());
+    *fake.before_push.lock().unwrap() = vec![rec[3].clone()];
+    *fake.push_status.lock().unwrap() = Some("idle".into());
+    let (b, dir) = bridge(bridge_cfg(&url, false, None)).await;
+    until("the state push", || types(&log(&b.data)).contains(&"state.snapshot")).await;
+    fake.emit(&rec[4]);
+    until("attention.requested", || types(&log(&b.data)).contains(&"attention.requested")).await;
+    let events = log(&b.data);
+    let core: Vec<&str> = types(&events)
+        .into_iter()
+        .filter(|t| ["run.", "tool.", "attention."].iter().any(|p| t.starts_with(p)))
+        .collect();
+    assert_eq!(core, ["run.started", "tool.requested", "attention.requested"]);
+    assert!(events.iter().find(|e| e["type"] == "attention.requested").unwrap()["run"] == format!("run:{CONV}:1"));
+    complete(&events);
+    validate(&b.data);
     drop(dir);
     b.shutdown().await;
 }

@@ -4,7 +4,7 @@ span export through a real collector. Run by run.sh inside `unshare -n` (loopbac
 
 Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [--openhands PYTHON] [--agui PYTHON] [scenario ...]
 Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, permission, codex, gemini, qwen, opencode-sse,
-opencode-plugin, opencode-run, kilo-run, kilo-sse, opencode-companion, kimi-ws, openhands, agui (default: all). Prints one PASS/FAIL/SKIP line per check
+opencode-plugin, opencode-run, kilo-run, kilo-sse, opencode-companion, kimi-ws, openhands, openhands-observer, openhands-restart, agui (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
@@ -1798,7 +1798,7 @@ OPENHANDS_KEY = "e2e-openhands-session-key"
 
 
 def scenario_openhands(a):
-    """The real `openhands-agent-server` 1.35.0 (PyPI, run.sh's venv) on 127.0.0.1, the
+    """The real `openhands-agent-server` (PyPI, run.sh's venv) on 127.0.0.1, the
     bridge discovering its conversation and attached to its event socket with the control
     gate; a conversation under AlwaysConfirm whose terminal call waits for confirmation,
     approved by `aep-bridge respond` over respond_to_confirmation."""
@@ -1874,6 +1874,214 @@ def scenario_openhands(a):
                   if x["type"].startswith(("tool.", "state.", "x.openhands."))))
         r = env.aep("validate", log)
         check("openhands: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
+# ------------------------------------------------------------------ OpenHands: observer matrix (read-only, many, restart)
+def oh_server(a, env):
+    """Starts the real agent server on 127.0.0.1 (after the mock); returns its base URL."""
+    e = env.base_env()
+    e.update({"SESSION_API_KEY": OPENHANDS_KEY, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+              "OH_CONVERSATIONS_PATH": os.path.join(env.root, "oh-conversations"),
+              "OH_WORKSPACE_PATH": env.proj, "OH_BASH_EVENTS_DIR": os.path.join(env.root, "oh-bash")})
+    p = subprocess.Popen([a.openhands, "-m", "openhands.agent_server", "--host", "127.0.0.1",
+                          "--port", str(OPENHANDS_PORT)], cwd=env.root, env=e,
+                         stdout=open(os.path.join(env.logs, "openhands.log"), "w"), stderr=subprocess.STDOUT)
+    env.procs.procs.append(p)
+    wait_port(OPENHANDS_PORT, 120)
+    return f"http://127.0.0.1:{OPENHANDS_PORT}"
+
+
+def oh_rest(oh, method, path, body=None):
+    req = urllib.request.Request(oh + path, method=method, data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"content-type": "application/json", "X-Session-API-Key": OPENHANDS_KEY})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def oh_create(oh, env, text, policy="NeverConfirm"):
+    body = {"workspace": {"kind": "LocalWorkspace", "working_dir": env.proj},
+            "agent": {"kind": "Agent", "tools": [{"name": "terminal"}],
+                      "llm": {"model": "openai/mock-model", "base_url": f"http://127.0.0.1:{MOCK_PORT}/v1",
+                              "api_key": "e2e", "usage_id": "agent"}},
+            "confirmation_policy": {"kind": policy},
+            "initial_message": {"role": "user", "run": True, "content": [{"type": "text", "text": text}]}}
+    return oh_rest(oh, "POST", "/api/conversations", body)["id"]
+
+
+def oh_settled(oh, conv, events_at_least=0):
+    """Whether the conversation finished its run and persisted at least that many events."""
+    st = oh_rest(oh, "GET", f"/api/conversations/{conv}").get("execution_status")
+    n = oh_rest(oh, "GET", f"/api/conversations/{conv}/events/count")
+    return st == "finished" and n >= events_at_least
+
+
+def oh_bridge(env, oh, control=False, n=0):
+    """Starts `aep-bridge serve` with the OpenHands observer; returns its process."""
+    if n:  # keep the earlier process's log
+        os.replace(os.path.join(env.logs, "bridge.log"), os.path.join(env.logs, f"bridge-{n}.log"))
+    env.start_bridge(extra=f'[bridges.openhands]\nkind = "openhands"\nurl = "{oh}"\napi_key = "{OPENHANDS_KEY}"\n'
+                           + ("control = true\n" if control else "") + 'poll_ms = 500\nreconnect_max_ms = 2000\n')
+    return env.procs.procs[-1]
+
+
+def oh_stop(env, p):
+    """Stops one `aep-bridge serve` (SIGTERM: it drains and exits)."""
+    p.send_signal(signal.SIGTERM)
+    p.wait(15)
+    env.procs.procs.remove(p)
+
+
+def oh_log(env, conv):
+    return read_jsonl(os.path.join(env.data, "logs", "openhands", f"{conv}.jsonl"))
+
+
+def oh_incomplete(events):
+    """What makes a session log incomplete or doubled: an outcome before (or without) its
+    request or outside its run, a request not answered by exactly one outcome, a run started
+    or ended twice or ended unstarted, a vendor event mapped twice, not one session.started."""
+    probs, reqs, answers, started, ended, seen = [], {}, {}, set(), set(), set()
+    for i, x in enumerate(events):
+        t, v = x["type"], x["data"].get("vendor_event_id")
+        if v is not None:
+            if (t, v) in seen:
+                probs.append(f"{i}: {t} of vendor event {v} twice")
+            seen.add((t, v))
+        if t == "tool.requested":
+            reqs[x["id"]], answers[x["id"]] = x, 0
+        elif t in ("tool.completed", "tool.failed", "tool.denied"):
+            req = reqs.get(x.get("cause"))
+            if req is None:
+                probs.append(f"{i}: {t} before or without its request")
+                continue
+            answers[x["cause"]] += 1
+            if not x.get("run") or req.get("run") != x.get("run"):
+                probs.append(f"{i}: {t} outside its request's run")
+        elif t == "run.started":
+            if x.get("run") in started:
+                probs.append(f"{i}: {x.get('run')} started twice")
+            started.add(x.get("run"))
+        elif t in ("run.finished", "run.failed", "run.cancelled"):
+            if x.get("run") in ended or x.get("run") not in started:
+                probs.append(f"{i}: {t} of {x.get('run')}: a second terminal or no start")
+            ended.add(x.get("run"))
+    probs += [f"tool.requested {k} answered {n} times" for k, n in answers.items() if n != 1]
+    n = sum(1 for x in events if x["type"] == "session.started")
+    if n != 1:
+        probs.append(f"{n} session.started")
+    return probs
+
+
+def oh_check_logs(tag, env, convs):
+    for conv in convs:
+        events = oh_log(env, conv)
+        probs = oh_incomplete(events)
+        check(f"{tag}: {conv[:8]}: complete, in order, nothing twice", bool(events) and not probs, str(probs[:5]))
+        r = env.aep("validate", os.path.join(env.data, "logs", "openhands", f"{conv}.jsonl"))
+        check(f"{tag}: {conv[:8]}: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+
+
+def scenario_openhands_observer(a):
+    """The real agent server observed read-only: three conversations at once (one runs a
+    command that exits 2), then the bridge stops, two conversations go on and a fourth one
+    runs while it is down, and the bridge starts again on the same data folder."""
+    tag = "openhands-observer"
+    if not a.openhands:
+        skip(f"{tag}: OpenHands agent server, read-only, restart", "no Python >= 3.12 venv with the server")
+        return
+    env = Env(a, tag)
+    try:
+        env.start_mock()
+        oh = oh_server(a, env)
+        bridge = oh_bridge(env, oh)
+        convs = [oh_create(oh, env, t) for t in ("Run these {{e2e:shell_ok,shell_fail}}", "Say {{e2e:shell_ok}}",
+                                                 "Write the answer {{e2e:shell_write}}")]
+        done = lambda c, n=1: sum(1 for x in oh_log(env, c) if x["type"] == "run.finished") >= n
+        ok = wait_for(lambda: all(oh_settled(oh, c) and done(c) for c in convs), 120)
+        check(f"{tag}: three conversations at once, each logged to its run's end", bool(ok),
+              str([[x["type"] for x in oh_log(env, c)][-3:] for c in convs]))
+        events = oh_log(env, convs[0])
+        outs = [x for x in events if x["type"] in ("tool.completed", "tool.failed")]
+        check(f"{tag}: the command exiting 2 is tool.completed carrying exit_code 2 (the first exit_code 0)",
+              [(x["type"], x["data"].get("exit_code")) for x in outs] == [("tool.completed", 0), ("tool.completed", 2)],
+              str([(x["type"], x["data"].get("exit_code")) for x in outs]))
+        check(f"{tag}: read-only: no ask, no command plane", not any(x["type"].startswith(("attention.", "control."))
+                                                                     for c in convs for x in oh_log(env, c)))
+        oh_stop(env, bridge)
+        before = {c: len(oh_log(env, c)) for c in convs}
+        # The conversations go on while the bridge is down; a new one runs start to end.
+        counts = {c: oh_rest(oh, "GET", f"/api/conversations/{c}/events/count") for c in convs[:2]}
+        for c in convs[:2]:
+            oh_rest(oh, "POST", f"/api/conversations/{c}/events",
+                    {"role": "user", "content": [{"type": "text", "text": "Once more."}], "run": True})
+        late = oh_create(oh, env, "Say {{e2e:shell_ok}}")
+        ok = wait_for(lambda: all(oh_settled(oh, c, counts[c] + 3) for c in convs[:2]) and oh_settled(oh, late), 90)
+        check(f"{tag}: the conversations went on with the bridge down", bool(ok))
+        check(f"{tag}: nothing was logged while the bridge was down",
+              all(len(oh_log(env, c)) == before[c] for c in convs) and not oh_log(env, late))
+        oh_bridge(env, oh, n=1)
+        ok = wait_for(lambda: all(done(c, 2) for c in convs[:2]) and done(late), 60)
+        check(f"{tag}: after the restart the second runs and the new conversation are logged", bool(ok),
+              str([[x["type"] for x in oh_log(env, c)][before[c]:] for c in convs[:2]]))
+        time.sleep(2)  # anything doubled would land now
+        for c in convs[:2]:
+            events = oh_log(env, c)
+            runs = [x.get("run") for x in events if x["type"] == "run.finished"]
+            epochs = sorted({x.get("epoch", 0) for x in events})
+            check(f"{tag}: {c[:8]}: two runs, one terminal each, across two epochs, one session.started",
+                  runs == [f"run:{c}:1", f"run:{c}:2"] and len(epochs) == 2
+                  and [x["type"] for x in events].count("session.started") == 1, f"{runs} {epochs}")
+        check(f"{tag}: the third conversation, finished before the restart, gained no history",
+              all(x["type"] == "state.snapshot" for x in oh_log(env, convs[2])[before[convs[2]]:]),
+              str([x["type"] for x in oh_log(env, convs[2])[before[convs[2]]:]]))
+        oh_check_logs(tag, env, convs + [late])
+    finally:
+        env.procs.stop()
+
+
+def scenario_openhands_restart(a):
+    """The bridge with the control gate stops while a run waits for a confirmation, starts
+    again on the same data folder, and `aep-bridge respond` answers the ask the first
+    process raised: the run goes on and ends once, in one session."""
+    tag = "openhands-restart"
+    if not a.openhands:
+        skip(f"{tag}: OpenHands agent server, restart mid-run", "no Python >= 3.12 venv with the server")
+        return
+    env = Env(a, tag)
+    try:
+        env.start_mock()
+        oh = oh_server(a, env)
+        bridge = oh_bridge(env, oh, control=True)
+        conv = oh_create(oh, env, "Write the answer {{e2e:shell_write}}", policy="AlwaysConfirm")
+        req = wait_for(lambda: next((x for x in oh_log(env, conv) if x["type"] == "attention.requested"), None), 90)
+        if not check(f"{tag}: the confirmation is asked inside the run", bool(req) and req.get("run") == f"run:{conv}:1",
+                     str(req)):
+            return
+        oh_stop(env, bridge)
+        oh_bridge(env, oh, control=True, n=1)
+        # The restarted bridge re-opens the pending ask from its cursor (a new socket's
+        # state push is the sign it attached).
+        wait_for(lambda: sum(1 for x in oh_log(env, conv) if x["type"] == "state.snapshot") >= 2, 30)
+        # The restarted collector's replay buffer starts empty: respond names the session.
+        r = env.aep("respond", req["id"], "--session", conv, "--option", "approve", "--url", f"http://{BRIDGE}",
+                    "--token", TOKEN, timeout=60)
+        check(f"{tag}: aep-bridge respond --session answers the ask the first process raised", r.returncode == 0,
+              (r.stdout + r.stderr)[-400:])
+        answer = os.path.join(env.proj, "answer.txt")
+        check(f"{tag}: the approved call ran (answer.txt = 42)",
+              bool(wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 60)))
+        wait_for(lambda: any(x["type"] == "run.finished" for x in oh_log(env, conv)), 60)
+        time.sleep(2)
+        events = oh_log(env, conv)
+        types = [x["type"] for x in events]
+        resolved = [x for x in events if x["type"] == "attention.resolved"]
+        check(f"{tag}: one ask, answered and resolved once (subject = the ask), one run, one terminal",
+              types.count("attention.requested") == 1 and types.count("attention.answered") == 1
+              and len(resolved) == 1 and resolved[0].get("subject") == req["id"]
+              and types.count("run.started") == 1 and types.count("run.finished") == 1,
+              str([t for t in types if not t.startswith(("x.", "state."))]))
+        oh_check_logs(tag, env, [conv])
     finally:
         env.procs.stop()
 
@@ -1955,7 +2163,8 @@ SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "co
              "opencode-sse": scenario_opencode_sse, "opencode-plugin": scenario_opencode_plugin,
              "opencode-run": lambda a: scenario_oc_run(a, "opencode"), "kilo-run": lambda a: scenario_oc_run(a, "kilo"),
              "kilo-sse": scenario_kilo_sse, "opencode-companion": scenario_opencode_companion,
-             "kimi-ws": scenario_kimi_ws, "openhands": scenario_openhands, "agui": scenario_agui}
+             "kimi-ws": scenario_kimi_ws, "openhands": scenario_openhands, "agui": scenario_agui,
+             "openhands-observer": scenario_openhands_observer, "openhands-restart": scenario_openhands_restart}
 
 
 def main():

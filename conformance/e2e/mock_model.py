@@ -87,8 +87,8 @@ def fork_call(step, workdir, tools=()):
     if shell and step in ("shell_ok", "shell_write"):
         cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt"}[step]
         return shell, {"command": cmd, "description": "Run a command"}
-    if "terminal" in tools and step in ("shell_ok", "shell_write"):  # the OpenHands agent server's tool
-        cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt"}[step]
+    if "terminal" in tools and step in ("shell_ok", "shell_write", "shell_fail"):  # the OpenHands agent server's tool
+        cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt", "shell_fail": "ls /e2e_missing_dir"}[step]
         return "terminal", {"command": cmd, "is_input": False}
     return {
         "shell_ok": ("run_shell_command", {"command": "echo e2e-ok", "description": "Print a word"}),

@@ -3,7 +3,7 @@
 # from npm into ~/.cache/aep-e2e) driven offline against mock_model.py inside a loopback-only
 # network namespace (`unshare -n`), wired to aep-bridge through `aep-bridge install`.
 #
-#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|qwen-acp|pi-wrap|permission|codex|codex-subagent|codex-compact|gemini|qwen|opencode-sse|opencode-plugin|opencode-run|kilo-run|kilo-sse|opencode-companion|kimi-ws|openhands|agui|quickstart ...]   (default: all)
+#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|qwen-acp|pi-wrap|permission|codex|codex-subagent|codex-compact|gemini|qwen|opencode-sse|opencode-plugin|opencode-run|kilo-run|kilo-sse|opencode-companion|kimi-ws|openhands|openhands-observer|openhands-restart|agui|quickstart ...]   (default: all)
 #
 # Exit 0 when every check passes; 1 otherwise. Prints "SKIP: ..." and exits 0 when the
 # machine lacks what the suite needs (root + unshare, npm). AEP_E2E_CACHE moves the cache;
@@ -24,7 +24,7 @@ command -v npm >/dev/null || skip "npm not installed"
 command -v python3 >/dev/null || skip "python3 not installed"
 
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands agui quickstart)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands openhands-observer openhands-restart agui quickstart)
 want() { local s; for s in "${scenarios[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 if [ -n "${AEP_E2E_BIN:-}" ]; then  # prebuilt aep-bridge + aep-hook
@@ -71,9 +71,9 @@ fi
 
 # The real OpenHands agent server (PyPI, conformance/e2e/requirements-openhands.txt) needs
 # Python >= 3.12: a python3.1x on PATH, else one of pyenv's. Its venv is reused while the
-# requirement file is unchanged. Without such a Python the openhands scenario prints SKIP.
+# requirement file is unchanged. Without such a Python the openhands* scenarios print SKIP.
 OPENHANDS=""
-if want openhands; then
+if want openhands || want openhands-observer || want openhands-restart; then
   py312=""
   for c in python3.13 python3.12 python3; do
     if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
@@ -132,7 +132,7 @@ tally() { # adds the driver's "N passed, M failed" line to the totals
 }
 
 driver=()
-for s in claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands agui; do want "$s" && driver+=("$s"); done
+for s in claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands openhands-observer openhands-restart agui; do want "$s" && driver+=("$s"); done
 if [ ${#driver[@]} -gt 0 ]; then
   echo "== agents in a loopback-only namespace: ${driver[*]}"
   unshare -n python3 "$HERE/driver.py" --bin "$BIN" --clients "$CLIENTS" --work "$WORK" --rotel "$ROTEL" \

@@ -80,6 +80,9 @@ pub struct Deps {
     pub can_answer: bool,
     /// The sessions the hook receiver's plugin calls delivered (a companion adds nothing for them).
     pub hook_sessions: Arc<super::claims::HookSessions>,
+    /// The bridge's data folder, where an observer keeps what a restart resumes from (the
+    /// OpenHands conversations' cursors); `None` keeps nothing.
+    pub data_dir: Option<std::path::PathBuf>,
 }
 
 /// Why an observer could not start.

@@ -16,22 +16,33 @@
 //! `{"type": "auth", "session_api_key": ...}`, and that is the only frame this bridge ever
 //! writes on it, gated or not (REST reads carry the key as `X-Session-API-Key`).
 //!
-//! Replay and resume: the first attach asks `resend_mode=all`; a reconnect asks
-//! `resend_mode=since` with `after_timestamp` = the earliest vendor timestamp of the last 32
-//! events delivered (the server's delivery order is not strictly its timestamp order; the
-//! search is inclusive; the overlap is absorbed by the vendor-id dedupe, 4096 ids per
-//! conversation). Every socket opens with the server's push of the conversation's current
-//! `full_state`: mapped as `state.snapshot` but not as a status transition, since the replay
-//! after it carries the transitions in order. Reconnects
-//! back off exponentially with 20 % jitter (reset by a connection that delivered frames);
-//! a socket silent for `idle_timeout_ms` (the server pings every 20 s) is taken for dead.
-//! A message over `max_frame_bytes` ends the connection (WebSocket framing cannot skip
-//! one in place): it is counted and the socket resumed; when the replay brings the same
-//! oversized event back with nothing new before it (besides the state every socket opens
-//! with), the next connect resumes live (no
-//! replay), and what the server persisted between that event and the reconnect is not
-//! replayed. Close 4004 (the conversation is gone) ends the watch; 4001 (the key was
-//! refused) is retried with backoff and logged.
+//! Replay and resume: the socket asks no replay (`resend_mode` unset). The server subscribes
+//! a socket before it replays, and its live fan-out overtakes its own replay (a tool's
+//! outcome arrives ahead of the request that caused it), so the history is read over REST
+//! instead: `GET /api/conversations/{id}/events/search`, paged, in the server's log order,
+//! from the resume point on (`timestamp__gte`, inclusive; the first attach reads it all).
+//! Live frames that arrive meanwhile are held and mapped after the history, in arrival
+//! order; the overlap is absorbed by the vendor-id dedupe (4096 ids per conversation). The
+//! resume point is the earliest vendor time of the last 32 persisted events delivered (live
+//! delivery order is not strictly timestamp order). Every socket opens with the server's push
+//! of the conversation's current `full_state`: mapped as `state.snapshot` but not as a status
+//! transition, since the history carries the transitions in order.
+//!
+//! The durable cursor: after each batch the pipeline took, the conversation's resume point,
+//! whether its session started, and its run synthesis
+//! ([`Checkpoint`](aep_adapters::protocols::openhands::Checkpoint)) are written atomically
+//! to `{data_dir}/state/openhands/{bridge}/{conversation}.json`. A restarted bridge (a new
+//! epoch, AEP-0001 §7 rule 2) resumes after it: no second `session.started`, the run
+//! counter and the open run go on, and nothing the cursor covers is mapped again, so no run
+//! reaches a second terminal (AEP-0002 §2 convention 5). Written after the pipeline took
+//! the events, a crash in between loses them (a legal gap) rather than doubling them.
+//!
+//! Reconnects back off exponentially with 20 % jitter (reset by a connection that delivered
+//! frames); a socket silent for `idle_timeout_ms` (the server pings every 20 s) is taken for
+//! dead. A message over `max_frame_bytes` ends the connection (WebSocket framing cannot skip
+//! one in place): it is counted and the socket resumed; the history read after it skips an
+//! event over the bound by size. Close 4004 (the conversation is gone) ends the watch; 4001
+//! (the key was refused) is retried with backoff and logged.
 //!
 //! The control gate (`control = true`, honoured only when an answer can reach the bridge:
 //! a token or a relay). Off, a `waiting_for_confirmation` ask is read-only: no options, no
@@ -50,11 +61,12 @@
 //! bridge's command plane declares and routes `control.attention.respond` only.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use aep_adapters::protocols::Options;
-use aep_adapters::protocols::openhands::{Conversation, auth_frame};
+use aep_adapters::protocols::openhands::{Checkpoint, Conversation, auth_frame};
 use aep_adapters::{EventDraft, MapContext};
 use aep_schemas::{Capture, Event};
 use futures_util::{SinkExt, StreamExt};
@@ -81,6 +93,12 @@ const GONE: usize = 4096;
 const SEARCH_PAGES: usize = 10;
 /// Vendor times remembered for the resume point.
 const RECENT_TS: usize = 32;
+/// Events a history page asks for.
+const HISTORY_PAGE: usize = 100;
+/// Vendor ids a cursor keeps for the dedupe at its resume point.
+const CURSOR_IDS: usize = 256;
+/// Open units whose starting event ids a conversation remembers.
+const LINKS: usize = 256;
 /// The vendor's own default rejection reason (`ConfirmationResponseRequest.reason`).
 const DEFAULT_REJECT: &str = "User rejected the action.";
 /// `session.started.client.name`.
@@ -133,6 +151,8 @@ struct Shared {
     max_frame: usize,
     guard: Duration,
     poll: Duration,
+    /// The bridge's state folder (`{data_dir}/state`): the conversations' cursors.
+    state_dir: Option<PathBuf>,
 }
 
 impl Shared {
@@ -156,6 +176,7 @@ impl Shared {
             None
         };
         let gated = cfg.answerable(deps.can_answer);
+        let state_dir = deps.data_dir.as_ref().map(|d| d.join("state"));
         if cfg.control && !gated {
             tracing::warn!(
                 bridge = name,
@@ -186,6 +207,7 @@ impl Shared {
             max_frame: cfg.max_frame_bytes,
             guard: Duration::from_millis(cfg.reply_guard_ms),
             poll: Duration::from_millis(cfg.poll_ms().max(1)),
+            state_dir,
         })
     }
 }
@@ -295,9 +317,9 @@ async fn search(sh: &Shared) -> Result<Vec<String>, String> {
 struct Counts {
     frames: u64,
     fresh: u64,
-    /// Fresh events besides the state each socket opens with (the replay's progress).
-    progress: u64,
     replayed: u64,
+    /// Live frames held while the history was read.
+    held: u64,
     unparsable: u64,
     oversized: u64,
 }
@@ -323,11 +345,15 @@ struct Watch {
     /// The vendor times of the last events delivered: the resume point is the earliest
     /// (delivery order is not quite timestamp order).
     recent_ts: VecDeque<String>,
-    /// The next frame is a connection's first (the server's state push).
-    opening: bool,
     started: bool,
-    /// The next connect asks no replay (an oversized event could not be skipped).
-    live_only: bool,
+    /// Where the conversation's cursor is kept (none without a data folder).
+    cursor: Option<PathBuf>,
+    /// The connection's state push is still to come.
+    opening: bool,
+    /// The open units' correlation keys -> the ids of their starting events (a run, a tool
+    /// call, an ask), oldest first: kept in the cursor, so an outcome mapped after a restart
+    /// still names its cause (AEP-0002 §2 convention 1).
+    links: VecDeque<(String, String)>,
     counts: Counts,
 }
 
@@ -339,20 +365,39 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
         ask: Mutex::new(None),
         acks: Mutex::new(HashMap::new()),
     });
+    let cursor = sh.state_dir.as_ref().map(|d| Cursor::path(d, &sh.name, &id));
+    let saved = cursor.as_deref().and_then(|p| Cursor::load(p, &sh.name, &id));
+    let (conv, started, recent_ts, ask, links) = match saved {
+        Some(c) => {
+            tracing::info!(bridge = %sh.name, conversation = %id, after = ?c.after, runs = c.conversation.runs,
+                "Resuming the conversation after its cursor.");
+            let conv = Conversation::resume(id.clone(), sh.opts, c.conversation);
+            (conv, c.started, c.after.into_iter().collect(), c.ask, c.links)
+        }
+        None => (Conversation::new(id.clone(), sh.opts), false, VecDeque::new(), None, VecDeque::new()),
+    };
+    if let Some(a) = ask {
+        // The confirmation an earlier process raised, still pending when it stopped.
+        let p = Pending::from_request(a.id, &sh.agent, id.clone(), a.run, a.subject, &a.data, now_ms());
+        sh.deps.book.open(p.clone());
+        route.replace(p.clone());
+        if sh.gated {
+            sh.deps.control.register_route(p, route.clone());
+        }
+    }
     let mut w = Watch {
         cx: sh.deps.cx.clone(),
-        conv: Conversation::new(id.clone(), sh.opts),
+        conv,
         sh,
         route,
-        recent_ts: VecDeque::new(),
+        recent_ts,
+        started,
+        cursor,
         opening: false,
-        started: false,
-        live_only: false,
+        links,
         counts: Counts::default(),
     };
     let mut failures = 0u32;
-    // The replay's progress when the last oversized message ended a connection.
-    let mut oversized_at: Option<u64> = None;
     loop {
         let frames = w.counts.frames;
         let ended = tokio::select! {
@@ -370,17 +415,8 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
             Err(Stop::Pipeline) => return (id, End::Pipeline),
             Err(Stop::Oversized(e)) => {
                 w.counts.oversized += 1;
-                if oversized_at == Some(w.counts.progress) {
-                    // The replay brought it back with nothing new before it: skip it by
-                    // resuming live.
-                    w.live_only = true;
-                    tracing::warn!(bridge = %name, conversation = %id, error = %e, max_frame_bytes = w.sh.max_frame,
-                        "An oversized event came back on replay: resuming live, the replay after it is skipped.");
-                } else {
-                    tracing::warn!(bridge = %name, conversation = %id, error = %e, max_frame_bytes = w.sh.max_frame,
-                        "An oversized event was dropped; resuming.");
-                }
-                oversized_at = Some(w.counts.progress);
+                tracing::warn!(bridge = %name, conversation = %id, error = %e, max_frame_bytes = w.sh.max_frame,
+                    "An oversized event was dropped; resuming (the history replay skips it by size).");
             }
             Err(Stop::Retry(e)) => {
                 tracing::warn!(bridge = %name, conversation = %id, error = %e, "Event socket unavailable; reconnecting.")
@@ -388,7 +424,7 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
         }
         let c = w.counts;
         tracing::debug!(bridge = %name, conversation = %id, frames = c.frames, fresh = c.fresh, replayed = c.replayed,
-            unparsable = c.unparsable, oversized = c.oversized, "OpenHands bridge counts.");
+            held = c.held, unparsable = c.unparsable, oversized = c.oversized, "OpenHands bridge counts.");
         failures = if w.counts.frames > frames { 0 } else { failures.saturating_add(1) };
         let wait = w.sh.reconnect.backoff_jittered(failures, random_unit());
         tokio::select! {
@@ -398,22 +434,204 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
     }
 }
 
-impl Watch {
-    /// The socket URL of this connect: replay all, since the last vendor time, or live.
-    fn socket_url(&self) -> String {
-        let mut url = format!("{}/sockets/events/{}", self.sh.ws_base, self.conv.id());
-        match (self.recent_ts.iter().min(), self.live_only) {
-            (_, true) => {}
-            (None, false) => url.push_str("?resend_mode=all"),
-            (Some(ts), false) => {
-                url.push_str("?resend_mode=since&after_timestamp=");
-                url.extend(url::form_urlencoded::byte_serialize(ts.as_bytes()));
+/// What one read off the socket gave.
+enum Read {
+    /// A text frame.
+    Text(String),
+    /// A ping, pong or binary frame: nothing to map.
+    Skip,
+    /// The socket ended without a close code.
+    Closed,
+}
+
+/// Reads the socket's next message (`idle`: how long it may stay silent).
+async fn read<S>(stream: &mut S, idle: Option<Duration>, url: &str) -> Result<Read, Stop>
+where
+    S: futures_util::Stream<Item = Result<Message, tungstenite::Error>> + Unpin,
+{
+    let next = stream.next();
+    let got = match idle {
+        Some(idle) => match tokio::time::timeout(idle, next).await {
+            Ok(r) => r,
+            Err(_) => return Err(Stop::Retry(format!("{url}: silent for {idle:?}"))),
+        },
+        None => next.await,
+    };
+    match got {
+        None => Ok(Read::Closed),
+        Some(Err(tungstenite::Error::Capacity(e))) => Err(Stop::Oversized(e.to_string())),
+        Some(Err(e)) => Err(Stop::Retry(e.to_string())),
+        Some(Ok(Message::Text(t))) => Ok(Read::Text(t.as_str().to_owned())),
+        Some(Ok(Message::Close(f))) => match f.as_ref().map(|f| u16::from(f.code)) {
+            Some(4004) => Err(Stop::Gone),
+            Some(4001) => Err(Stop::Retry("the server refused the session API key (close 4001)".into())),
+            Some(code) => Err(Stop::Retry(format!("closed by the server ({code})"))),
+            None => Ok(Read::Closed),
+        },
+        // Pings are answered by the WebSocket layer; binary frames are not the protocol.
+        Some(Ok(_)) => Ok(Read::Skip),
+    }
+}
+
+/// A conversation's persisted history, in the server's log order.
+struct History {
+    items: Vec<Value>,
+    /// Events skipped for passing `max_frame_bytes`.
+    oversized: u64,
+}
+
+/// The conversation's persisted events from vendor time `after` on (all of them without
+/// one): `GET /api/conversations/{id}/events/search`, paged, in the server's log order (its
+/// default `TIMESTAMP` order walks the append-only log). An event over `max_frame_bytes` is
+/// skipped and counted, as the socket would drop it.
+async fn history(sh: &Shared, id: &str, after: Option<String>) -> Result<History, String> {
+    let mut out = History { items: Vec::new(), oversized: 0 };
+    let mut page: Option<String> = None;
+    loop {
+        let mut url = format!("{}/api/conversations/{id}/events/search?limit={HISTORY_PAGE}", sh.base);
+        if let Some(ts) = &after {
+            url.push_str("&timestamp__gte=");
+            url.extend(url::form_urlencoded::byte_serialize(ts.as_bytes()));
+        }
+        if let Some(p) = &page {
+            url.push_str("&page_id=");
+            url.extend(url::form_urlencoded::byte_serialize(p.as_bytes()));
+        }
+        let r = sh.rest.get(&url).await.map_err(|e| e.to_string())?;
+        if r.status != 200 {
+            return Err(format!("GET {url}: HTTP {}", r.status));
+        }
+        let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("GET {url}: {e}"))?;
+        let Some(items) = v.get("items").and_then(Value::as_array) else {
+            return Err(format!("GET {url}: no items"));
+        };
+        for item in items {
+            if item.to_string().len() > sh.max_frame {
+                out.oversized += 1;
+                tracing::warn!(bridge = %sh.name, conversation = %id, max_frame_bytes = sh.max_frame,
+                    "An oversized event in the history was skipped.");
+            } else {
+                out.items.push(item.clone());
             }
         }
-        url
+        let next = v.get("next_page_id").and_then(Value::as_str).map(str::to_owned);
+        // A page that does not move on would loop forever: the history ends there.
+        if next.is_none() || next == page {
+            return Ok(out);
+        }
+        page = next;
+    }
+}
+
+/// A conversation's durable cursor, `{data_dir}/state/openhands/{bridge}/{conversation}.json`:
+/// whether its session started, the vendor time the history replay resumes from, and the
+/// mapping state. A restarted bridge resumes after it: nothing it covers is mapped again.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Cursor {
+    started: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after: Option<String>,
+    conversation: Checkpoint,
+    /// The open units' correlation keys and the ids of their starting events.
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    links: VecDeque<(String, String)>,
+    /// The confirmation still pending: a restart re-opens it, so the status flip that
+    /// settles it resolves that request (and under the gate it stays answerable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ask: Option<SavedAsk>,
+}
+
+/// A pending confirmation, as a cursor keeps it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct SavedAsk {
+    id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    subject: Option<String>,
+    data: serde_json::Map<String, Value>,
+}
+
+impl SavedAsk {
+    fn of(p: &Pending) -> Self {
+        let mut data = serde_json::Map::new();
+        data.insert("kind".into(), json!(p.kind));
+        if let Some(prompt) = &p.prompt {
+            data.insert("prompt".into(), json!(prompt));
+        }
+        if !p.options.is_null() {
+            data.insert("options".into(), p.options.clone());
+        }
+        Self { id: p.id.clone(), run: p.run.clone(), subject: p.tool.clone(), data }
+    }
+}
+
+impl Cursor {
+    fn path(state_dir: &Path, bridge: &str, id: &str) -> PathBuf {
+        let bridge: String =
+            bridge.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+        state_dir.join("openhands").join(bridge).join(format!("{id}.json"))
     }
 
-    /// One connection: open, authenticate, read until the socket ends.
+    /// The saved cursor, if any; an unreadable one is reported and not trusted.
+    fn load(path: &Path, bridge: &str, id: &str) -> Option<Self> {
+        let text = match std::fs::read(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!(bridge, conversation = id, path = %path.display(), error = %e,
+                    "The conversation's cursor is unreadable; its history is mapped from the start.");
+                return None;
+            }
+        };
+        match serde_json::from_slice(&text) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(bridge, conversation = id, path = %path.display(), error = %e,
+                    "The conversation's cursor is not valid; its history is mapped from the start.");
+                None
+            }
+        }
+    }
+
+    /// Writes the cursor atomically: a temporary file, fsynced, renamed over the old one.
+    fn store(&self, path: &Path) -> std::io::Result<()> {
+        let dir = path.parent().ok_or_else(|| std::io::Error::other("no folder"))?;
+        std::fs::create_dir_all(dir)?;
+        let tmp = path.with_extension("json.tmp");
+        let written = (|| {
+            let mut f = std::fs::File::create(&tmp)?;
+            serde_json::to_writer(&mut f, self)?;
+            f.sync_all()
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        std::fs::rename(&tmp, path)
+    }
+}
+
+impl Watch {
+    /// The socket URL: live frames only; the history comes over REST ([`history`]).
+    fn socket_url(&self) -> String {
+        format!("{}/sockets/events/{}", self.sh.ws_base, self.conv.id())
+    }
+
+    /// Where the history replay starts: the earliest vendor time among the last events
+    /// delivered (the search is inclusive; the overlap is absorbed by the vendor-id dedupe).
+    fn resume_ts(&self) -> Option<String> {
+        self.recent_ts.iter().min().cloned()
+    }
+
+    /// One connection: open the live socket, replay the history in the server's order while
+    /// the live frames wait, map the held frames, then read live until the socket ends.
+    ///
+    /// The server subscribes a socket before it replays anything, and its live fan-out
+    /// overtakes its own `resend_mode` replay (a tool's outcome arrives ahead of the request
+    /// that caused it). So the socket asks no replay: the history is read over REST in the
+    /// server's log order ([`history`]), every live frame that arrives meanwhile is held, and
+    /// the held frames are mapped after the history, in arrival order, deduped by vendor id.
     async fn connection(&mut self) -> Result<(), Stop> {
         let url = self.socket_url();
         let mut req = url.as_str().into_client_request().map_err(|e| Stop::Retry(format!("{url}: {e}")))?;
@@ -445,49 +663,78 @@ impl Watch {
                 .await
                 .map_err(|e| Stop::Retry(format!("{url}: auth frame: {e}")))?;
         }
-        tracing::info!(bridge = %self.sh.name, conversation = %self.conv.id(), live = self.live_only, "Event socket connected.");
-        self.live_only = false;
-        self.opening = true;
+        tracing::info!(bridge = %self.sh.name, conversation = %self.conv.id(), "Event socket connected.");
+        // The server subscribes the socket before it pushes the state every socket opens
+        // with: once that first frame is in, whatever the server persists next reaches the
+        // socket, so the history read from here on misses nothing.
+        let mut held: Vec<String> = Vec::new();
         loop {
-            let next = stream.next();
-            let read = match self.sh.idle {
-                Some(idle) => match tokio::time::timeout(idle, next).await {
-                    Ok(r) => r,
-                    Err(_) => return Err(Stop::Retry(format!("{url}: silent for {idle:?}"))),
-                },
-                None => next.await,
-            };
-            match read {
-                None => return Ok(()),
-                Some(Err(tungstenite::Error::Capacity(e))) => return Err(Stop::Oversized(e.to_string())),
-                Some(Err(e)) => return Err(Stop::Retry(e.to_string())),
-                Some(Ok(Message::Text(t))) => self.frame(t.as_str()).await?,
-                Some(Ok(Message::Close(f))) => {
-                    return match f.as_ref().map(|f| u16::from(f.code)) {
-                        Some(4004) => Err(Stop::Gone),
-                        Some(4001) => Err(Stop::Retry("the server refused the session API key (close 4001)".into())),
-                        Some(code) => Err(Stop::Retry(format!("closed by the server ({code})"))),
-                        None => Ok(()),
-                    };
+            match read(&mut stream, self.sh.idle, &url).await? {
+                Read::Text(t) => {
+                    held.push(t);
+                    break;
                 }
-                // Pings are answered by the WebSocket layer; binary frames are not the protocol.
-                Some(Ok(_)) => {}
+                Read::Skip => {}
+                Read::Closed => return Ok(()),
+            }
+        }
+        let history = {
+            let fetch = history(&self.sh, self.conv.id(), self.resume_ts());
+            tokio::pin!(fetch);
+            loop {
+                tokio::select! {
+                    h = &mut fetch => break h,
+                    r = read(&mut stream, self.sh.idle, &url) => match r? {
+                        Read::Text(t) => held.push(t),
+                        Read::Skip => {}
+                        Read::Closed => return Ok(()),
+                    },
+                }
+            }
+        };
+        let history = history.map_err(Stop::Retry)?;
+        self.counts.held += held.len() as u64;
+        self.counts.oversized += history.oversized;
+        for ev in history.items {
+            self.counts.frames += 1;
+            self.event(ev, false).await?;
+        }
+        self.opening = true;
+        for t in &held {
+            self.frame(t).await?;
+        }
+        self.save();
+        loop {
+            match read(&mut stream, self.sh.idle, &url).await? {
+                Read::Text(t) => {
+                    self.frame(&t).await?;
+                    self.save();
+                }
+                Read::Skip => {}
+                Read::Closed => return Ok(()),
             }
         }
     }
 
-    /// One transport event off the socket.
+    /// One text frame off the socket.
     async fn frame(&mut self, text: &str) -> Result<(), Stop> {
         self.counts.frames += 1;
-        let ev: Value = match serde_json::from_str(text) {
-            Ok(v @ Value::Object(_)) => v,
+        match serde_json::from_str(text) {
+            Ok(v @ Value::Object(_)) => self.event(v, true).await,
             _ => {
                 self.counts.unparsable += 1;
-                return Ok(());
+                Ok(())
             }
-        };
-        let opening = std::mem::take(&mut self.opening);
-        if let Some(ts) = ev.get("timestamp").and_then(Value::as_str) {
+        }
+    }
+
+    /// One transport event, off the socket (`live`) or out of the history.
+    async fn event(&mut self, ev: Value, live: bool) -> Result<(), Stop> {
+        let full_state = ev.get("key").and_then(Value::as_str) == Some("full_state");
+        if let Some(ts) = ev.get("timestamp").and_then(Value::as_str)
+            && !full_state
+        {
+            // The state push is stamped "now" and never persisted: not a resume point.
             self.recent_ts.push_back(ts.to_owned());
             if self.recent_ts.len() > RECENT_TS {
                 self.recent_ts.pop_front();
@@ -498,19 +745,39 @@ impl Watch {
             return Ok(());
         }
         self.counts.fresh += 1;
-        if ev.get("key").and_then(Value::as_str) != Some("full_state") {
-            self.counts.progress += 1;
-        }
-        let drafts = if opening
-            && ev.get("kind").and_then(Value::as_str) == Some("ConversationStateUpdateEvent")
-            && ev.get("key").and_then(Value::as_str) == Some("full_state")
-        {
-            // The present state pushed ahead of the replay: visibility, not a transition.
+        // The state every socket opens with: the server takes it after it subscribed the
+        // socket, so live frames published meanwhile may come first. The connection's first
+        // `full_state` is that push: the present, visibility, not a transition (the
+        // history carries the transitions in order).
+        let opening = live
+            && self.opening
+            && full_state
+            && ev.get("kind").and_then(Value::as_str) == Some("ConversationStateUpdateEvent");
+        let drafts = if opening {
+            self.opening = false;
             self.conv.map_opening_state(&ev, &self.cx)
         } else {
             self.conv.map(&ev, &self.cx)
         };
         self.publish(drafts).await
+    }
+
+    /// Writes the conversation's cursor after the pipeline took what it covers (a crash in
+    /// between loses those events, a legal gap, AEP-0001 §7 rule 2; none is mapped twice).
+    fn save(&self) {
+        let Some(path) = &self.cursor else { return };
+        let ask = self.route.ask.lock().ok().and_then(|a| a.as_ref().map(|a| SavedAsk::of(&a.pending)));
+        let c = Cursor {
+            started: self.started,
+            after: self.resume_ts(),
+            conversation: self.conv.checkpoint(CURSOR_IDS),
+            links: self.links.clone(),
+            ask,
+        };
+        if let Err(e) = c.store(path) {
+            tracing::warn!(bridge = %self.sh.name, conversation = %self.conv.id(), path = %path.display(), error = %e,
+                "The conversation's cursor could not be written; a restart would map its history again.");
+        }
     }
 
     /// Publishes one event's drafts, with the confirmation ask raised or settled.
@@ -596,11 +863,35 @@ impl Watch {
         if self.sh.gated {
             deps.control.claim(&self.sh.agent, &drafts);
         }
+        // The pipeline links a cause within its own lifetime; a unit opened before a
+        // restart is linked from the cursor's memory.
+        for d in &mut drafts {
+            if d.cause.is_none()
+                && let Some(k) = &d.cause_key
+                && let Some((_, id)) = self.links.iter().find(|(key, _)| key == k)
+            {
+                d.cause = Some(id.clone());
+            }
+        }
+        let keys: Vec<(Option<String>, Option<String>)> =
+            drafts.iter().map(|d| (d.correlation_key.clone(), d.cause_key.clone())).collect();
         let stamped: Vec<Arc<Stamped>> = deps
             .pipeline
             .submit_drafts("openhands", self.sh.agent.clone(), drafts)
             .await
             .map_err(|_| Stop::Pipeline)?;
+        for ((opens, closes), st) in keys.into_iter().zip(&stamped) {
+            if let Some(k) = closes {
+                self.links.retain(|(key, _)| *key != k);
+            }
+            if let Some(k) = opens {
+                self.links.retain(|(key, _)| *key != k);
+                if self.links.len() >= LINKS {
+                    self.links.pop_front();
+                }
+                self.links.push_back((k, st.event.id.clone()));
+            }
+        }
         deps.book.observe(&stamped, now);
         deps.control.observe(&stamped);
         Ok(())

@@ -57,9 +57,18 @@ pub fn map_event(ev: &Value, opts: Options, cx: &MapContext) -> Vec<EventDraft> 
             let mut d = if obs.get("is_error").and_then(Value::as_bool) == Some(true) {
                 base("tool.failed", ev, cx).tool(name, call).error("tool_error", text.as_deref()).build()
             } else {
+                // A command that ran and exited non-zero is still a completed call: the
+                // server says `is_error: false` (the fixture's pin), and the exit code rides
+                // beside it.
                 let result = text.map(Value::String);
                 base("tool.completed", ev, cx).tool(name, call).content("result", result.as_ref()).build()
             };
+            // The terminal's exit code, a vendor field at metadata (AEP-0002 §5.4: payloads
+            // are open, extensions default to metadata; the registry's `tool.completed` and
+            // `tool.failed` name no exit code of their own).
+            if let Some(code) = obs.get("exit_code").and_then(Value::as_i64) {
+                d.data.insert("exit_code".into(), json!(code));
+            }
             d.cause_key = call.map(tool_key);
             one(d)
         }
@@ -197,10 +206,53 @@ pub struct Conversation {
 /// How many vendor event ids a conversation remembers for the replay dedupe.
 const SEEN: usize = 4096;
 
+/// What a [`Conversation`] needs to go on where an earlier process left it: the run
+/// synthesis (status, run counter, the open run, the ask counter) and the newest vendor ids
+/// mapped. A restarted observer resumes from it instead of mapping the history again, so a
+/// run's terminal and the session's start are never emitted twice (AEP-0002 §2 convention 5).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Checkpoint {
+    /// The last `execution_status` observed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Runs synthesized so far (the next run is `run:{conversation}:{runs + 1}`).
+    #[serde(default)]
+    pub runs: u64,
+    /// The open run, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// Confirmation asks raised so far.
+    #[serde(default)]
+    pub asks: u64,
+    /// The newest vendor event ids mapped, oldest first.
+    #[serde(default)]
+    pub seen: Vec<String>,
+}
+
 impl Conversation {
     /// The conversation `id` (the WebSocket path / discovery id).
     pub fn new(id: impl Into<String>, opts: Options) -> Self {
         Self { id: id.into(), opts, status: None, runs: 0, run: None, asks: 0, seen: Default::default() }
+    }
+
+    /// Resumes conversation `id` from `cp` (what [`Conversation::checkpoint`] wrote).
+    pub fn resume(id: impl Into<String>, opts: Options, cp: Checkpoint) -> Self {
+        let mut seen: std::collections::VecDeque<String> = cp.seen.into();
+        while seen.len() > SEEN {
+            seen.pop_front();
+        }
+        Self { id: id.into(), opts, status: cp.status, runs: cp.runs, run: cp.run, asks: cp.asks, seen }
+    }
+
+    /// The state to resume from, with the newest `keep` vendor ids.
+    pub fn checkpoint(&self, keep: usize) -> Checkpoint {
+        Checkpoint {
+            status: self.status.clone(),
+            runs: self.runs,
+            run: self.run.clone(),
+            asks: self.asks,
+            seen: self.seen.iter().skip(self.seen.len().saturating_sub(keep)).cloned().collect(),
+        }
     }
 
     /// Whether vendor event `id` was mapped already (a replay after reconnect).

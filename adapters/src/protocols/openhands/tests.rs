@@ -107,3 +107,44 @@ fn a_run_missed_at_its_start_opens_at_its_first_ask() {
     assert_eq!(p.map(&st("e1", "paused"), &cx)[0].r#type, "run.started");
     assert_eq!(status_moments(Some("idle"), "waiting_for_confirmation", &cx)[0].r#type, "run.started");
 }
+
+/// A real `ObservationEvent` of `openhands-agent-server` 1.58.2 (recorded offline against the
+/// e2e mock): `ls` of a missing folder, exit code 2, `is_error: false`.
+const EXIT_2: &str = r#"{"id": "b63ebcb1-bc3b-455a-8cc6-6e14132da4d0", "timestamp": "2026-12-04T16:37:50.478739", "source": "environment", "parent_id": "25daf7c4-abd4-4369-9339-fa3f7b7cac7e", "tool_name": "terminal", "tool_call_id": "call_e2e032dee8847894b53", "observation": {"content": [{"cache_prompt": false, "type": "text", "text": "ls: cannot access '/e2e_missing_dir': No such file or directory"}], "is_error": false, "command": "ls /e2e_missing_dir", "exit_code": 2, "timeout": false, "metadata": {"exit_code": 2, "pid": -1, "username": "root", "hostname": "vm", "working_dir": "/tmp/ohrec/run1/root/proj", "py_interpreter_path": "/root/.pyenv/shims/python", "prefix": "", "suffix": "\n[The command completed with exit code 2.]"}, "full_output_save_dir": "/tmp/ohrec/run1/root/conv/dc0f58ff99404eafa38083b967ab2d8c/observations", "kind": "TerminalObservation"}, "action_id": "25daf7c4-abd4-4369-9339-fa3f7b7cac7e", "extended_content": [], "kind": "ObservationEvent"}"#;
+
+#[test]
+fn a_command_exiting_non_zero_is_completed_with_its_exit_code() {
+    let cx = MapContext::default();
+    let ev: Value = serde_json::from_str(EXIT_2).unwrap();
+    let d = map_event(&ev, Options::default(), &cx);
+    assert_eq!(d.len(), 1);
+    // The server's verdict (`is_error: false`) stands: the call completed; the code rides along.
+    assert_eq!(d[0].r#type, "tool.completed");
+    assert_eq!(d[0].data["exit_code"], json!(2));
+    assert_eq!(d[0].data["tool"], json!({"name": "terminal", "call_id": "call_e2e032dee8847894b53"}));
+    // A failed observation keeps its code too.
+    let mut failed = ev.clone();
+    failed["observation"]["is_error"] = json!(true);
+    let d = map_event(&failed, Options::default(), &cx);
+    assert_eq!((d[0].r#type.as_str(), &d[0].data["exit_code"]), ("tool.failed", &json!(2)));
+}
+
+#[test]
+fn a_resumed_conversation_goes_on_where_its_checkpoint_left_it() {
+    let cx = MapContext::default();
+    let st = |id: &str, v: &str| json!({"kind": "ConversationStateUpdateEvent", "id": id, "key": "execution_status", "value": v});
+    let mut c = Conversation::new("conv1", Options::default());
+    c.map(&st("e1", "running"), &cx);
+    c.map(&st("e2", "finished"), &cx);
+    c.map(&st("e3", "running"), &cx);
+    let cp = c.checkpoint(8);
+    assert_eq!(cp.run.as_deref(), Some("run:conv1:2"));
+    let text = serde_json::to_string(&cp).unwrap();
+    let mut r = Conversation::resume("conv1", Options::default(), serde_json::from_str(&text).unwrap());
+    assert!(r.map(&st("e3", "running"), &cx).is_empty(), "an id mapped before the restart");
+    let d = r.map(&st("e4", "finished"), &cx);
+    assert_eq!((d[0].r#type.as_str(), d[0].run.as_deref()), ("run.finished", Some("run:conv1:2")));
+    let d = r.map(&st("e5", "running"), &cx);
+    assert_eq!(d[0].run.as_deref(), Some("run:conv1:3"), "the run counter goes on");
+    assert_eq!(r.checkpoint(2).seen, ["e4", "e5"]);
+}
