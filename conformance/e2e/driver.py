@@ -164,6 +164,8 @@ class Env:
                                    "--log-file", os.path.join(self.logs, "rotel-agent.log")], ROTEL_GRPC)
 
     def aep(self, *args, timeout=60):
+        if args[:1] == ("validate",):  # every session log the suite validates must also be agent-complete
+            args = ("validate", "--strict", *args[1:])
         return subprocess.run([self.bridge, *args], capture_output=True, text=True, timeout=timeout)
 
 
