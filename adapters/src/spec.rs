@@ -164,6 +164,41 @@ pub enum InstallSpec {
     Hooks(HooksInstall),
     /// Write a plugin or extension file verbatim.
     Asset(AssetInstall),
+    /// Write one hook script per vendor event into the vendor's hooks folder, each running
+    /// `aep-hook <vendor>` (Cline discovers hooks by file name).
+    HookScripts(HookScriptsInstall),
+    /// Append a `hooks:` block to the vendor's YAML config (Hermes); a file that already
+    /// has a top-level `hooks:` key is left to the user, with the block to merge.
+    YamlHooks(YamlHooksInstall),
+}
+
+/// One hook script per event in a hooks folder.
+#[derive(Debug, Clone, Copy)]
+pub struct HookScriptsInstall {
+    /// The folder, relative to a project directory.
+    pub project_dir: &'static str,
+    /// The folder, relative to the home directory.
+    pub user_dir: &'static str,
+    /// An environment variable naming the vendor's home folder, which then holds
+    /// `hooks/` instead (e.g. `CLINE_DIR`).
+    pub user_dir_env: Option<&'static str>,
+    /// The vendor's event file names (without the suffix).
+    pub events: &'static [&'static str],
+    /// The file name suffix (the vendor picks the interpreter by it).
+    pub suffix: &'static str,
+}
+
+/// A `hooks:` block in a YAML config read only from the user's home.
+#[derive(Debug, Clone, Copy)]
+pub struct YamlHooksInstall {
+    /// The config file, relative to the home directory.
+    pub user_file: &'static str,
+    /// An environment variable naming the folder that holds the file instead (e.g. `HERMES_HOME`).
+    pub user_dir_env: Option<&'static str>,
+    /// The hook events to wire.
+    pub events: &'static [&'static str],
+    /// A step the user still has to take, if any.
+    pub note: Option<&'static str>,
 }
 
 /// A hook-list install into a settings file.
