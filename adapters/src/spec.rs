@@ -226,11 +226,31 @@ pub struct HookEntry {
     pub event: &'static str,
     /// `true` for tool events (written with `"matcher": "*"`).
     pub matcher: bool,
+    /// The most seconds the vendor accepts for this hook, if it clamps.
+    pub max_secs: Option<u64>,
 }
 
 /// A hook event to wire (const constructor for the vendor tables).
 pub const fn hook(event: &'static str, matcher: bool) -> HookEntry {
-    HookEntry { event, matcher }
+    HookEntry { event, matcher, max_secs: None }
+}
+
+/// A hook event whose timeout the vendor clamps to `max_secs` (with a warning on every
+/// run when the file asks for more): written at most that.
+pub const fn hook_capped(event: &'static str, matcher: bool, max_secs: u64) -> HookEntry {
+    HookEntry { event, matcher, max_secs: Some(max_secs) }
+}
+
+impl HookEntry {
+    /// The timeout to write for this entry: the vendor's for the moment, within the cap.
+    pub fn timeout(&self, vendor: &VendorSpec, unit: TimeUnit) -> u64 {
+        let t = vendor.hook_timeout(self.event, unit);
+        match (self.max_secs, unit) {
+            (Some(m), TimeUnit::Seconds) => t.min(m),
+            (Some(m), TimeUnit::Millis) => t.min(m * 1000),
+            (None, _) => t,
+        }
+    }
 }
 
 /// The unit of a vendor's hook timeout field.

@@ -191,7 +191,7 @@ pub fn merge_hooks(
         if e.matcher {
             group.insert("matcher".into(), json!("*"));
         }
-        let timeout = vendor.hook_timeout(e.event, install.timeout_unit);
+        let timeout = e.timeout(vendor, install.timeout_unit);
         group.insert("hooks".into(), json!([{"type": "command", "command": command, "timeout": timeout}]));
         list.push(Value::Object(group));
         changed.push(e.event);
@@ -612,5 +612,16 @@ mod tests {
         std::fs::write(file, "hooks:\n  pre_tool_call: []\n").unwrap();
         assert!(apply(&p, "/bin/aep-hook hermes", false).unwrap_err().contains("by hand"));
         assert_eq!(std::fs::read_to_string(file).unwrap(), "hooks:\n  pre_tool_call: []\n");
+    }
+
+    /// Codex clamps SessionEnd to 3 s and warns on every run when asked for more.
+    #[test]
+    fn codex_session_end_timeout_is_within_the_vendors_clamp() {
+        let codex = aep_adapters::vendors::spec("codex").unwrap();
+        let Some(InstallSpec::Hooks(plan)) = codex.install else { panic!("codex installs hooks") };
+        let mut doc = json!({});
+        merge_hooks(&mut doc, codex, &plan, "aep-hook codex").unwrap();
+        assert_eq!(doc["hooks"]["SessionEnd"][0]["hooks"][0]["timeout"], 3);
+        assert_eq!(doc["hooks"]["Stop"][0]["hooks"][0]["timeout"], 10);
     }
 }
