@@ -164,6 +164,41 @@ pub enum InstallSpec {
     Hooks(HooksInstall),
     /// Write a plugin or extension file verbatim.
     Asset(AssetInstall),
+    /// Write one hook script per vendor event into the vendor's hooks folder, each running
+    /// `aep-hook <vendor>` (Cline discovers hooks by file name).
+    HookScripts(HookScriptsInstall),
+    /// Append a `hooks:` block to the vendor's YAML config (Hermes); a file that already
+    /// has a top-level `hooks:` key is left to the user, with the block to merge.
+    YamlHooks(YamlHooksInstall),
+}
+
+/// One hook script per event in a hooks folder.
+#[derive(Debug, Clone, Copy)]
+pub struct HookScriptsInstall {
+    /// The folder, relative to a project directory.
+    pub project_dir: &'static str,
+    /// The folder, relative to the home directory.
+    pub user_dir: &'static str,
+    /// An environment variable naming the vendor's home folder, which then holds
+    /// `hooks/` instead (e.g. `CLINE_DIR`).
+    pub user_dir_env: Option<&'static str>,
+    /// The vendor's event file names (without the suffix).
+    pub events: &'static [&'static str],
+    /// The file name suffix (the vendor picks the interpreter by it).
+    pub suffix: &'static str,
+}
+
+/// A `hooks:` block in a YAML config read only from the user's home.
+#[derive(Debug, Clone, Copy)]
+pub struct YamlHooksInstall {
+    /// The config file, relative to the home directory.
+    pub user_file: &'static str,
+    /// An environment variable naming the folder that holds the file instead (e.g. `HERMES_HOME`).
+    pub user_dir_env: Option<&'static str>,
+    /// The hook events to wire.
+    pub events: &'static [&'static str],
+    /// A step the user still has to take, if any.
+    pub note: Option<&'static str>,
 }
 
 /// A hook-list install into a settings file.
@@ -191,11 +226,31 @@ pub struct HookEntry {
     pub event: &'static str,
     /// `true` for tool events (written with `"matcher": "*"`).
     pub matcher: bool,
+    /// The most seconds the vendor accepts for this hook, if it clamps.
+    pub max_secs: Option<u64>,
 }
 
 /// A hook event to wire (const constructor for the vendor tables).
 pub const fn hook(event: &'static str, matcher: bool) -> HookEntry {
-    HookEntry { event, matcher }
+    HookEntry { event, matcher, max_secs: None }
+}
+
+/// A hook event whose timeout the vendor clamps to `max_secs` (with a warning on every
+/// run when the file asks for more): written at most that.
+pub const fn hook_capped(event: &'static str, matcher: bool, max_secs: u64) -> HookEntry {
+    HookEntry { event, matcher, max_secs: Some(max_secs) }
+}
+
+impl HookEntry {
+    /// The timeout to write for this entry: the vendor's for the moment, within the cap.
+    pub fn timeout(&self, vendor: &VendorSpec, unit: TimeUnit) -> u64 {
+        let t = vendor.hook_timeout(self.event, unit);
+        match (self.max_secs, unit) {
+            (Some(m), TimeUnit::Seconds) => t.min(m),
+            (Some(m), TimeUnit::Millis) => t.min(m * 1000),
+            (None, _) => t,
+        }
+    }
 }
 
 /// The unit of a vendor's hook timeout field.

@@ -63,3 +63,23 @@ fn malformed_payloads_never_panic() {
     let hooks = ["agent_start", "agent_end", "agent_error", "tool_call", "tool_result", "pre_compact", "zzz"];
     assert_no_panics(cline::adapter().as_ref(), &hooks);
 }
+
+/// What Cline CLI 3.0.65 (`cline "prompt"`, its `run_commands` tool) delivered to a hook
+/// script, verbatim: one command succeeding, one exiting 2.
+const REAL_CLI: &str = include_str!("data/cline/cli_3.0.65_run_commands.jsonl");
+
+#[test]
+fn real_cli_a_failing_command_is_tool_failed() {
+    let ds = drive(cline::adapter().as_ref(), REAL_CLI, &MapContext::default());
+    assert_eq!(
+        types(&ds),
+        ["run.started", "tool.requested", "tool.completed", "tool.requested", "tool.failed", "run.finished"]
+    );
+    // The record carries no `error`: the command's own result says it failed.
+    assert_eq!(ds[4].data["error"]["type"], "command_failed");
+    assert!(!ds[4].data["error"].as_object().unwrap().contains_key("message"), "message is redacted+");
+    assert_causal(&ds);
+    let red =
+        drive(cline::adapter().as_ref(), REAL_CLI, &MapContext { capture: Capture::Redacted, ..MapContext::default() });
+    assert_eq!(red[4].data["error"]["message"], "Command exited with code 2");
+}

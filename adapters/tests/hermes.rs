@@ -64,3 +64,28 @@ fn malformed_payloads_never_panic() {
     let hooks = ["pre_tool_call", "post_tool_call", "pre_approval_request", "subagent_stop", "on_session_end", "q"];
     assert_no_panics(hermes::adapter().as_ref(), &hooks);
 }
+
+/// What Hermes Agent 0.19.0 (`hermes -z`, its `terminal` tool) delivered to a shell hook,
+/// verbatim: a command printing a word, then one exiting 2 (Hermes calls both `ok`).
+const REAL_CLI: &str = include_str!("data/hermes/agent_0.19.0_terminal.jsonl");
+
+#[test]
+fn real_cli_the_terminal_exit_code_is_carried() {
+    let ds = drive(hermes::adapter().as_ref(), REAL_CLI, &MapContext::default());
+    assert_eq!(
+        types(&ds),
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "tool.requested",
+            "tool.completed",
+            "run.finished"
+        ]
+    );
+    // The vendor's status stays the split (Annex A.10); its exit code rides along (metadata).
+    assert_eq!(ds[3].data["exit_code"], 0);
+    assert_eq!(ds[5].data["exit_code"], 2);
+    assert_causal(&ds);
+}

@@ -1,8 +1,11 @@
 //! `aep-bridge validate`: checks a JSONL stream (envelope, payload schema, ordering,
-//! lifecycle, capture honesty) and reports each failure with the event index and rule.
+//! lifecycle, capture honesty) and reports each failure with the event index and rule;
+//! beside them, the agent-completeness warnings (`aep_schemas::completeness`): runs and
+//! tool calls whose story the log leaves unfinished or tells out of order.
 
 use std::io::BufRead;
 
+use aep_schemas::completeness::{CompletenessChecker, Warning};
 use aep_schemas::validate::{StreamValidator, Violation};
 
 /// One failure: the 0-based event index (line order, blank lines skipped), the rule, the message.
@@ -28,15 +31,39 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// What [`validate_report`] found in one stream.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Events read (blank lines skipped).
+    pub events: usize,
+    /// Spec violations: the stream is not valid AEP when there is any.
+    pub failures: Vec<Failure>,
+    /// Completeness warnings (rule = the completeness rule's name): valid AEP, but a run or
+    /// tool call's story is unfinished or out of order.
+    pub warnings: Vec<Failure>,
+}
+
 /// Validates a JSONL stream; returns the number of events read and every failure.
 pub fn validate_stream(reader: impl BufRead) -> std::io::Result<(usize, Vec<Failure>)> {
+    validate_report(reader).map(|r| (r.events, r.failures))
+}
+
+/// Validates a JSONL stream and checks it for agent completeness. Only events that pass
+/// the per-event checks are fed to the completeness rules (a malformed one is a failure).
+pub fn validate_report(reader: impl BufRead) -> std::io::Result<Report> {
     let mut stream = StreamValidator::new();
+    let mut complete = CompletenessChecker::new();
     let mut failures = Vec::new();
+    let mut warnings = Vec::new();
     let mut lines_of = Vec::new();
     let mut index = 0usize;
     let push = |failures: &mut Vec<Failure>, lines_of: &[usize], v: Violation| {
         let line = v.index.and_then(|i| lines_of.get(i).copied());
         failures.push(Failure { index: v.index, line, rule: v.rule.to_string(), message: v.message });
+    };
+    let warn = |warnings: &mut Vec<Failure>, lines_of: &[usize], w: Warning| {
+        let line = w.index.and_then(|i| lines_of.get(i).copied());
+        warnings.push(Failure { index: w.index, line, rule: w.rule.to_string(), message: w.message });
     };
     for (n, line) in reader.lines().enumerate() {
         let line = line?;
@@ -63,6 +90,9 @@ pub fn validate_stream(reader: impl BufRead) -> std::io::Result<(usize, Vec<Fail
                     v.index = v.index.or(Some(index));
                     push(&mut failures, &lines_of, v);
                 }
+                for w in complete.push_at(Some(index), &ev) {
+                    warn(&mut warnings, &lines_of, w);
+                }
             }
             Err(mut v) => {
                 v.index = Some(index);
@@ -74,5 +104,8 @@ pub fn validate_stream(reader: impl BufRead) -> std::io::Result<(usize, Vec<Fail
     for v in stream.finish() {
         push(&mut failures, &lines_of, v);
     }
-    Ok((index, failures))
+    for w in complete.finish() {
+        warn(&mut warnings, &lines_of, w);
+    }
+    Ok(Report { events: index, failures, warnings })
 }

@@ -2,9 +2,9 @@
 """End-to-end driver: real agent CLIs -> aep-hook / OTLP -> aep-bridge -> JSONL log, validator,
 span export through a real collector. Run by run.sh inside `unshare -n` (loopback only).
 
-Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [--openhands PYTHON] [--agui PYTHON] [scenario ...]
+Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [--openhands PYTHON] [--agui PYTHON] [--hermes PATH] [scenario ...]
 Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, permission, codex, gemini, qwen, opencode-sse,
-opencode-plugin, opencode-run, kilo-run, kilo-sse, opencode-companion, kimi-ws, openhands, openhands-observer, openhands-restart, agui (default: all). Prints one PASS/FAIL/SKIP line per check
+opencode-plugin, opencode-run, kilo-run, kilo-sse, opencode-companion, kimi-ws, openhands, openhands-observer, openhands-restart, agui, cline, hermes, failopen (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
@@ -164,6 +164,8 @@ class Env:
                                    "--log-file", os.path.join(self.logs, "rotel-agent.log")], ROTEL_GRPC)
 
     def aep(self, *args, timeout=60):
+        if args[:1] == ("validate",):  # every session log the suite validates must also be agent-complete
+            args = ("validate", "--strict", *args[1:])
         return subprocess.run([self.bridge, *args], capture_output=True, text=True, timeout=timeout)
 
 
@@ -2154,6 +2156,263 @@ def scenario_agui(a):
         env.procs.stop()
 
 
+# ------------------------------------------ Cline CLI and Hermes Agent through their hooks; fail-open
+def cline_env(env):
+    """Cline's user state under the scenario's HOME; its provider the mock (openai-compatible)."""
+    e = env.base_env()
+    r = subprocess.run([os.path.join(env.a.clients, "cline"), "auth", "-p", "openai", "-k", "sk-e2e-offline",
+                        "-m", "mock-model", "-b", f"http://127.0.0.1:{MOCK_PORT}/v1"],
+                       cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    return e, r
+
+
+def hermes_env(env):
+    """Hermes' home under the scenario's HOME: the mock as a custom OpenAI-compatible provider."""
+    hh = os.path.join(env.home, ".hermes")
+    os.makedirs(hh, exist_ok=True)
+    with open(os.path.join(hh, "config.yaml"), "w") as f:
+        f.write(f"model:\n  provider: custom\n  base_url: http://127.0.0.1:{MOCK_PORT}/v1\n"
+                "  default: mock-model\n  api_key: sk-e2e-offline\n")
+    return env.base_env()
+
+
+def check_tool_story(tag, events, n_tools, failed):
+    """One run started and finished (same id); n_tools requests, each ended once, later, by
+    its call id; `failed` of them tool.failed."""
+    ev = core(events)
+    types = [x["type"] for x in ev]
+    runs = [x.get("run") for x in ev if x["type"] == "run.started"]
+    fin = [x.get("run") for x in ev if x["type"] == "run.finished"]
+    check(f"{tag}: one run.started and one run.finished with the same run id", len(runs) == 1 and runs == fin
+          and bool(runs[0]), str(types))
+    req = {x["data"]["tool"]["call_id"]: i for i, x in enumerate(ev) if x["type"] == "tool.requested"}
+    ends = {}
+    for i, x in enumerate(ev):
+        if x["type"] in ("tool.completed", "tool.failed"):
+            ends.setdefault(x["data"]["tool"]["call_id"], []).append((i, x["type"]))
+    check(f"{tag}: {n_tools} tool.requested, each ended once, later, by its call id", len(req) == n_tools
+          and set(ends) == set(req) and all(len(ends[c]) == 1 and ends[c][0][0] > i for c, i in req.items()),
+          f"{req} {ends}")
+    nfail = sum(1 for v in ends.values() for _, t in v if t == "tool.failed")
+    check(f"{tag}: {failed} tool.failed, the others tool.completed", nfail == failed, str(types))
+    return ev
+
+
+def scenario_cline(a):
+    """`aep-bridge install cline --project` (hook scripts), the real `cline "prompt"` one-shot
+    against the mock: a command succeeding, one exiting 2."""
+    env = Env(a, "cline")
+    try:
+        env.start_mock()
+        env.start_bridge()
+        r = env.aep("install", "cline", "--project", env.proj)
+        check("cline: aep-bridge install cline --project writes .cline/hooks/", r.returncode == 0
+              and os.path.isfile(os.path.join(env.proj, ".cline", "hooks", "PreToolUse.sh")), (r.stdout + r.stderr)[-300:])
+        e, r = cline_env(env)
+        check("cline: cline auth points it at the mock", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        t0 = time.time()
+        r = subprocess.run([os.path.join(a.clients, "cline"), "Run the e2e script {{e2e:shell_ok,shell_fail}}"],
+                           cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+        open(os.path.join(env.logs, "cline.stdout"), "w").write(r.stdout)
+        open(os.path.join(env.logs, "cline.stderr"), "w").write(r.stderr)
+        check("cline: cline exits 0", r.returncode == 0, f"rc={r.returncode} {r.stderr[-300:]}")
+        logs = wait_for(lambda: session_logs(env.data, "cline"), 10)
+        print(f"  cline ran in {time.time() - t0:.0f}s; logs {logs}", flush=True)
+        if not check("cline: one session log at {data}/logs/cline/{taskId}.jsonl", len(logs) == 1, str(logs)):
+            return
+        log = logs[0]
+        # agent_start runs detached: wait for the run's terminal, then read
+        wait_for(lambda: any(x["type"] == "run.finished" for x in read_jsonl(log)), 10)
+        events = read_jsonl(log)
+        sid = os.path.basename(log)[:-len(".jsonl")]
+        check(f"cline: every Event names the task {sid}", all(x.get("session") == sid for x in events))
+        ev = check_tool_story("cline", events, 2, 1)
+        failed = [x for x in ev if x["type"] == "tool.failed"]
+        check("cline: the command exiting 2 is tool.failed (command_failed)", len(failed) == 1
+              and failed[0]["data"].get("error", {}).get("type") == "command_failed", str(failed))
+        r = env.aep("validate", log)
+        check("cline: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
+def scenario_hermes(a):
+    """`aep-bridge install hermes` (a hooks: block in ~/.hermes/config.yaml), the real
+    `hermes -z` against the mock: a command succeeding, one exiting 2, a read of a missing file."""
+    if not a.hermes:
+        skip("hermes", "hermes-agent not installed (run.sh installs requirements-hermes.txt into a venv)")
+        return
+    env = Env(a, "hermes")
+    try:
+        env.start_mock()
+        env.start_bridge()
+        e = hermes_env(env)
+        r = subprocess.run([env.bridge, "install", "hermes", "--user"], env=e, capture_output=True, text=True, timeout=30)
+        cfg = open(os.path.join(env.home, ".hermes", "config.yaml")).read()
+        check("hermes: aep-bridge install hermes appends the hooks block", r.returncode == 0
+              and "hooks:\n  on_session_start:" in cfg and cfg.startswith("model:\n"), (r.stdout + r.stderr)[-300:])
+        t0 = time.time()
+        r = subprocess.run([a.hermes, "--accept-hooks", "-z", "Run the e2e script {{e2e:shell_ok,shell_fail,read_fail}}"],
+                           cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+        open(os.path.join(env.logs, "hermes.stdout"), "w").write(r.stdout)
+        open(os.path.join(env.logs, "hermes.stderr"), "w").write(r.stderr)
+        check("hermes: hermes -z exits 0", r.returncode == 0, f"rc={r.returncode} {r.stderr[-300:]}")
+        logs = wait_for(lambda: session_logs(env.data, "hermes"), 10)
+        print(f"  hermes ran in {time.time() - t0:.0f}s; logs {logs}", flush=True)
+        if not check("hermes: one session log at {data}/logs/hermes/{session_id}.jsonl", len(logs) == 1, str(logs)):
+            return
+        log = logs[0]
+        events = read_jsonl(log)
+        sid = os.path.basename(log)[:-len(".jsonl")]
+        check(f"hermes: every Event names session {sid}", all(x.get("session") == sid for x in events))
+        check("hermes: session.started opens the stream", [x["type"] for x in core(events)][:1] == ["session.started"])
+        ev = check_tool_story("hermes", events, 3, 1)
+        codes = [x["data"].get("exit_code") for x in ev if x["type"] == "tool.completed"]
+        check("hermes: the terminal calls carry their exit codes (0, then 2)", codes == [0, 2], str(codes))
+        r = env.aep("validate", log)
+        check("hermes: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+    finally:
+        env.procs.stop()
+
+
+# Normalised in the fail-open comparison: what differs between any two runs of the same agent
+# whatever the bridge does. Session/thread/task ids and UUIDs, timestamps and durations.
+FAILOPEN_VOLATILE = [
+    (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uuid>"),
+    (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?", "<time>"),
+    (r"\b\d{8}_\d{6}_[0-9a-f]{6}\b", "<hermes-session>"),
+    (r"\b(conv|agent|call_e2e|chatcmpl-e2e)_?[0-9a-z_]+", r"\1<id>"),
+    (r'"(duration_ms|duration_api_ms|durationMs|total_cost_usd|elapsed|ttft_ms|latency_ms)":\s*[0-9.]+', r'"\1":<n>'),
+]
+
+
+# Dropped only when comparing with the hooks absent: what an agent prints because hooks are
+# configured, the same with the bridge up or down (Codex's `hook: <Event>` progress lines).
+FAILOPEN_HOOK_NOTICES = [r"(?m)^hook: [A-Za-z]+( Completed)?\n"]
+
+# Agents that print a notice on their first run only, whatever the bridge does: Cline its AI
+# SDK warnings in a fresh HOME, Gemini CLI the project-hooks notice the first time it sees
+# them. Each runs once after the install, before the three compared runs.
+FAILOPEN_WARM_UP = ("cline", "gemini")
+
+
+def failopen_norm(text, hooks_absent=False):
+    import re
+    for pat, rep in FAILOPEN_VOLATILE:
+        text = re.sub(pat, rep, text)
+    if hooks_absent:
+        for pat in FAILOPEN_HOOK_NOTICES:
+            text = re.sub(pat, "", text)
+    return text
+
+
+def failopen_agents(a, env):
+    """(name, install argv or None, argv, env) of each hook-wired agent, one tool turn each."""
+    prompt = lambda steps: "Run the e2e script {{e2e:" + steps + "}}"
+    out = []
+    e = claude_env(env, otlp=False)
+    e["IS_SANDBOX"] = "1"
+    out.append(("claude", ["install", "claude-code", "--project", env.proj],
+                [os.path.join(a.clients, "claude"), "-p", prompt("bash_ok"), "--permission-mode", "bypassPermissions"], e))
+    codex_home = os.path.join(env.home, ".codex")
+    codex_config(env, codex_home)
+    with open(os.path.join(codex_home, "config.toml")) as f:  # no OTLP export: hooks alone
+        cfg = f.read().split("[otel]")[0]
+    with open(os.path.join(codex_home, "config.toml"), "w") as f:
+        f.write(cfg)
+    e = env.base_env()
+    e.update({"CODEX_HOME": codex_home, "E2E_OPENAI_KEY": "sk-e2e-offline"})
+    out.append(("codex", ["install", "codex", "--project", env.proj],
+                [os.path.join(a.clients, "codex"), "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
+                 "--dangerously-bypass-approvals-and-sandbox", "-C", env.proj, prompt("shell_ok")], e))
+    for name, vendor, dirname in (("gemini", "gemini-cli", ".gemini"), ("qwen", "qwen-code", ".qwen")):
+        fork_settings(env.home, dirname, telemetry=False)
+        e = env.base_env()
+        if name == "gemini":
+            e.update({"GEMINI_API_KEY": "e2e-offline-key", "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}",
+                      "GEMINI_CLI_NO_RELAUNCH": "true"})
+            argv = ["-m", "gemini-2.5-pro"]
+        else:
+            e.update({"OPENAI_API_KEY": "sk-e2e-offline", "OPENAI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}/v1",
+                      "OPENAI_MODEL": "qwen3-coder-plus", "QWEN_CLI_NO_RELAUNCH": "true"})
+            argv = ["--auth-type", "openai", "-m", "qwen3-coder-plus"]
+        out.append((name, ["install", vendor, "--project", env.proj],
+                    [os.path.join(a.clients, name), "-p", prompt("shell_ok"), "--approval-mode", "yolo", *argv], e))
+    e, _ = cline_env(env)
+    out.append(("cline", ["install", "cline", "--project", env.proj], [os.path.join(a.clients, "cline"), prompt("shell_ok")], e))
+    if a.hermes:
+        e = hermes_env(env)
+        out.append(("hermes", ["install", "hermes", "--user"], [a.hermes, "--accept-hooks", "-z", prompt("shell_ok")], e))
+    else:
+        skip("failopen: hermes", "hermes-agent not installed")
+    return out
+
+
+def failopen_uninstall(env):
+    """Removes every hook wiring `aep-bridge install` wrote into the scenario's project and HOME."""
+    for d in (".claude", ".codex", ".gemini", ".qwen", ".cline"):
+        shutil.rmtree(os.path.join(env.proj, d), ignore_errors=True)
+    cfg = os.path.join(env.home, ".hermes", "config.yaml")
+    if os.path.isfile(cfg):
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(text.split("hooks:\n")[0])
+
+
+def scenario_failopen(a):
+    """Each hook-wired agent, headless, three times with the same scripted reply: bridge up,
+    bridge down (hooks installed, nothing listening on 8787), hooks absent. Its stdout,
+    stderr and exit code are the same in all three, after FAILOPEN_VOLATILE."""
+    env = Env(a, "failopen")
+    try:
+        env.start_mock()
+        agents = failopen_agents(a, env)
+        runs = {}
+        for mode in ("up", "down", "absent"):
+            if mode == "up":
+                env.start_bridge()
+            elif mode == "down":
+                env.procs.procs[-1].send_signal(signal.SIGTERM)
+                env.procs.procs[-1].wait(10)
+                env.procs.procs.pop()
+            else:
+                failopen_uninstall(env)
+            for name, install, argv, e in agents:
+                if mode == "up":
+                    r = subprocess.run([env.bridge, *install], env=e, capture_output=True, text=True, timeout=30)
+                    check(f"failopen: aep-bridge {' '.join(install[:2])}", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+                    if name in FAILOPEN_WARM_UP:
+                        subprocess.run(argv, cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True,
+                                       timeout=300)
+                t0 = time.time()
+                r = subprocess.run(argv, cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True,
+                                   text=True, timeout=300)
+                for stream, text in (("stdout", r.stdout), ("stderr", r.stderr)):
+                    with open(os.path.join(env.logs, f"{name}.{mode}.{stream}"), "w") as f:
+                        f.write(text)
+                runs[(name, mode)] = (r.returncode, r.stdout, r.stderr)
+                print(f"  failopen {name} [{mode}] rc={r.returncode} in {time.time() - t0:.0f}s", flush=True)
+        n_logs = {name: len(session_logs(env.data, v)) for name, v in
+                  (("claude", "claude-code"), ("codex", "codex"), ("gemini", "gemini-cli"), ("qwen", "qwen-code"),
+                   ("cline", "cline"), ("hermes", "hermes"))}
+        for name, *_ in agents:
+            up, down, absent = (runs[(name, m)] for m in ("up", "down", "absent"))
+            check(f"failopen: {name} exits 0 with the bridge up", up[0] == 0, f"rc={up[0]} {up[2][-300:]}")
+            norm = lambda r, hooks_absent: (r[0], failopen_norm(r[1], hooks_absent), failopen_norm(r[2], hooks_absent))
+            up, down, absent = norm(up, False), norm(down, False), norm(absent, True)
+            want = 1 + (name in FAILOPEN_WARM_UP)  # the warm-up run logs its own session
+            check(f"failopen: {name} logged its session with the bridge up (the hooks ran)", n_logs.get(name, 0) == want,
+                  str(n_logs))
+            for label, other in (("down", down), ("absent", absent)):
+                ref = norm(runs[(name, "up")], True) if label == "absent" else up
+                diff = [k for k, i in (("exit code", 0), ("stdout", 1), ("stderr", 2)) if ref[i] != other[i]]
+                check(f"failopen: {name} stdout, stderr and exit code identical, bridge up vs {label}", not diff,
+                      f"{diff}: see {env.logs}/{name}.{{up,{label}}}.*")
+    finally:
+        env.procs.stop()
+
+
 SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "codex-wrap": scenario_codex_wrap,
              "gemini-acp": lambda a: scenario_acp(a, "gemini-acp"), "qwen-acp": lambda a: scenario_acp(a, "qwen-acp"), "pi-wrap": scenario_pi_wrap,
              "permission": scenario_permission,
@@ -2164,7 +2423,8 @@ SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "co
              "opencode-run": lambda a: scenario_oc_run(a, "opencode"), "kilo-run": lambda a: scenario_oc_run(a, "kilo"),
              "kilo-sse": scenario_kilo_sse, "opencode-companion": scenario_opencode_companion,
              "kimi-ws": scenario_kimi_ws, "openhands": scenario_openhands, "agui": scenario_agui,
-             "openhands-observer": scenario_openhands_observer, "openhands-restart": scenario_openhands_restart}
+             "openhands-observer": scenario_openhands_observer, "openhands-restart": scenario_openhands_restart,
+             "cline": scenario_cline, "hermes": scenario_hermes, "failopen": scenario_failopen}
 
 
 def main():
@@ -2175,6 +2435,7 @@ def main():
     ap.add_argument("--rotel", default="")
     ap.add_argument("--openhands", default="", help="the Python of a venv with openhands-agent-server")
     ap.add_argument("--agui", default="", help="the Python of a venv with the AG-UI agent (requirements-agui.txt)")
+    ap.add_argument("--hermes", default="", help="the hermes executable of a venv with hermes-agent (requirements-hermes.txt)")
     ap.add_argument("scenarios", nargs="*")
     a = ap.parse_args()
     loopback_only()

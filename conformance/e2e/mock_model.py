@@ -79,7 +79,7 @@ COMPACT_SUMMARY = "E2E_COMPACTION_SUMMARY: the planned shell steps ran; nothing 
 def fork_call(step, workdir, tools=()):
     """(tool name, args) of a Gemini CLI / Qwen Code step (their shared built-in tools), or of
     an OpenCode / Kilo Code (`bash`, `read`) or Kimi Code (`Bash`) step when that tool is
-    offered (the OpenHands agent server's `terminal`)."""
+    offered (the OpenHands agent server's and Hermes' `terminal`, Cline's `run_commands`)."""
     if "read" in tools and step in ("read_ok", "read_fail"):  # OpenCode's and Kilo Code's read tool
         name = {"read_ok": "hello.txt", "read_fail": "e2e_missing.txt"}[step]
         return "read", {"filePath": f"{workdir}/{name}"}
@@ -87,7 +87,11 @@ def fork_call(step, workdir, tools=()):
     if shell and step in ("shell_ok", "shell_write"):
         cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt"}[step]
         return shell, {"command": cmd, "description": "Run a command"}
-    if "terminal" in tools and step in ("shell_ok", "shell_write", "shell_fail"):  # the OpenHands agent server's tool
+    if "terminal" in tools and "read_file" in tools and step in ("read_ok", "read_fail"):  # Hermes: `path`
+        return "read_file", {"path": f"{workdir}/{'hello.txt' if step == 'read_ok' else 'e2e_missing.txt'}"}
+    if "run_commands" in tools and step in ("shell_ok", "shell_fail"):  # Cline's shell tool: a command list
+        return "run_commands", {"commands": [{"shell_ok": "echo e2e-ok", "shell_fail": "ls /e2e_missing_dir"}[step]]}
+    if "terminal" in tools and step in ("shell_ok", "shell_write", "shell_fail"):  # OpenHands' and Hermes' tool
         cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt", "shell_fail": "ls /e2e_missing_dir"}[step]
         return "terminal", {"command": cmd, "is_input": False}
     return {

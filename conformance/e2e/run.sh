@@ -3,7 +3,7 @@
 # from npm into ~/.cache/aep-e2e) driven offline against mock_model.py inside a loopback-only
 # network namespace (`unshare -n`), wired to aep-bridge through `aep-bridge install`.
 #
-#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|qwen-acp|pi-wrap|permission|codex|codex-subagent|codex-compact|gemini|qwen|opencode-sse|opencode-plugin|opencode-run|kilo-run|kilo-sse|opencode-companion|kimi-ws|openhands|openhands-observer|openhands-restart|agui|quickstart ...]   (default: all)
+#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|qwen-acp|pi-wrap|permission|codex|codex-subagent|codex-compact|gemini|qwen|opencode-sse|opencode-plugin|opencode-run|kilo-run|kilo-sse|opencode-companion|kimi-ws|openhands|openhands-observer|openhands-restart|agui|cline|hermes|failopen|quickstart ...]   (default: all)
 #
 # Exit 0 when every check passes; 1 otherwise. Prints "SKIP: ..." and exits 0 when the
 # machine lacks what the suite needs (root + unshare, npm). AEP_E2E_CACHE moves the cache;
@@ -24,7 +24,7 @@ command -v npm >/dev/null || skip "npm not installed"
 command -v python3 >/dev/null || skip "python3 not installed"
 
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands openhands-observer openhands-restart agui quickstart)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands openhands-observer openhands-restart agui cline hermes failopen quickstart)
 want() { local s; for s in "${scenarios[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 if [ -n "${AEP_E2E_BIN:-}" ]; then  # prebuilt aep-bridge + aep-hook
@@ -45,6 +45,7 @@ if ! cmp -s "$HERE/package-lock.json" "$CACHE/node/package-lock.json" || [ ! -x 
     || [ ! -x "$CACHE/node/node_modules/.bin/gemini" ] || [ ! -x "$CACHE/node/node_modules/.bin/qwen" ] \
     || [ ! -x "$CACHE/node/node_modules/.bin/opencode" ] || [ ! -x "$CACHE/node/node_modules/.bin/kimi" ] \
     || [ ! -x "$CACHE/node/node_modules/.bin/kilo" ] \
+    || [ ! -x "$CACHE/node/node_modules/.bin/cline" ] \
     || [ ! -f "$CACHE/node/node_modules/@agentclientprotocol/sdk/package.json" ] \
     || [ ! -f "$CACHE/node/node_modules/@earendil-works/pi-coding-agent/package.json" ]; then
   cp "$HERE/package.json" "$HERE/package-lock.json" "$CACHE/node/"
@@ -54,7 +55,7 @@ fi
 CLIENTS="$CACHE/node/node_modules/.bin"
 "$CLIENTS/claude" --version && "$CLIENTS/codex" --version && echo "gemini $("$CLIENTS/gemini" --version)" \
   && echo "qwen $("$CLIENTS/qwen" --version)" && echo "opencode $("$CLIENTS/opencode" --version)" \
-  && echo "kimi $("$CLIENTS/kimi" --version)" && echo "kilo $("$CLIENTS/kilo" --version)"
+  && echo "kimi $("$CLIENTS/kimi" --version)" && echo "kilo $("$CLIENTS/kilo" --version)" && echo "cline $("$CLIENTS/cline" --version)"
 
 # The real OTLP collector (rotel) and the protobuf decoder of the span sink: the project's
 # requirement files, as .ci/run installs them. Without them the span-tree checks SKIP.
@@ -122,9 +123,28 @@ if want agui; then
   [ -x "$AGVENV/bin/python" ] && [ -f "$AGVENV/requirements-agui.txt" ] && AGUI="$AGVENV/bin/python"
 fi
 
+# The real Hermes Agent (PyPI, conformance/e2e/requirements-hermes.txt; Python >= 3.11) in its
+# own venv, reused while the requirement file is unchanged.
+HERMES=""
+if want hermes || want failopen; then
+  HMVENV="$CACHE/hermes"
+  if ! cmp -s "$HERE/requirements-hermes.txt" "$HMVENV/requirements-hermes.txt" || [ ! -x "$HMVENV/bin/hermes" ]; then
+    echo "== hermes-agent (pinned, venv $HMVENV)"
+    rm -rf "$HMVENV"
+    if python3 -m venv "$HMVENV" && "$HMVENV/bin/python" -m pip install -q --disable-pip-version-check \
+        -r "$HERE/requirements-hermes.txt" >"$CACHE/hermes-pip.log" 2>&1; then
+      cp "$HERE/requirements-hermes.txt" "$HMVENV/"
+    else
+      echo "FAIL e2e: pip install of the pinned Hermes Agent (see $CACHE/hermes-pip.log)"
+      FAIL_HM=1
+    fi
+  fi
+  [ -x "$HMVENV/bin/hermes" ] && [ -f "$HMVENV/requirements-hermes.txt" ] && HERMES="$HMVENV/bin/hermes"
+fi
+
 WORK="$CACHE/work"
 mkdir -p "$WORK"
-PASS=0; FAIL=$(( ${FAIL_OH:-0} + ${FAIL_AGUI:-0} ))
+PASS=0; FAIL=$(( ${FAIL_OH:-0} + ${FAIL_AGUI:-0} + ${FAIL_HM:-0} ))
 tally() { # adds the driver's "N passed, M failed" line to the totals
   local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -1)
   if [ -z "$line" ]; then FAIL=$((FAIL + 1)); echo "FAIL $2: no result line"; return; fi
@@ -132,11 +152,11 @@ tally() { # adds the driver's "N passed, M failed" line to the totals
 }
 
 driver=()
-for s in claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands openhands-observer openhands-restart agui; do want "$s" && driver+=("$s"); done
+for s in claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands openhands-observer openhands-restart agui cline hermes failopen; do want "$s" && driver+=("$s"); done
 if [ ${#driver[@]} -gt 0 ]; then
   echo "== agents in a loopback-only namespace: ${driver[*]}"
   unshare -n python3 "$HERE/driver.py" --bin "$BIN" --clients "$CLIENTS" --work "$WORK" --rotel "$ROTEL" \
-    --openhands "$OPENHANDS" --agui "$AGUI" "${driver[@]}" 2>&1 | tee "$WORK/driver.out"
+    --openhands "$OPENHANDS" --agui "$AGUI" --hermes "$HERMES" "${driver[@]}" 2>&1 | tee "$WORK/driver.out"
   tally "$WORK/driver.out" driver
 fi
 

@@ -229,12 +229,13 @@ mod tests {
                     assert!(plan.hooks.iter().any(|e| e.event == *h), "{}: held {h} is not wired by install", s.id);
                 }
                 for e in plan.hooks {
-                    let t = s.hook_timeout(e.event, crate::spec::TimeUnit::Seconds);
+                    let t = e.timeout(s, crate::spec::TimeUnit::Seconds);
                     let want = if c.may_hold(e.event) {
                         crate::spec::HELD_HOOK_TIMEOUT_SECS
                     } else {
                         crate::spec::HOOK_TIMEOUT_SECS
-                    };
+                    }
+                    .min(e.max_secs.unwrap_or(u64::MAX));
                     assert_eq!(t, want, "{}: {}", s.id, e.event);
                 }
             }

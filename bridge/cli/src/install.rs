@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use aep_adapters::spec::{HooksInstall, InstallSpec, VendorSpec};
+use aep_adapters::spec::{HooksInstall, InstallSpec, TimeUnit, VendorSpec, YamlHooksInstall};
 use clap::Args;
 use serde_json::{Map, Value, json};
 
@@ -16,7 +16,7 @@ use crate::jsonc;
 /// Arguments of `aep-bridge install`.
 #[derive(Debug, Clone, Args)]
 pub struct InstallArgs {
-    /// The vendor: claude-code, codex, gemini-cli, qwen-code, opencode, kilocode, pi.
+    /// The vendor: claude-code, codex, gemini-cli, qwen-code, opencode, kilocode, pi, cline, hermes.
     pub vendor: String,
     /// Install into this project directory (its `.claude/`, `.gemini/`, ... settings).
     #[arg(long, conflicts_with = "user")]
@@ -65,6 +65,24 @@ pub enum Plan {
         /// The agent's plugin SDK and the config directories it installs it into at start.
         deps: Option<(&'static str, Vec<PathBuf>)>,
     },
+    /// Write one hook script per event into a folder.
+    Scripts {
+        /// The hooks folder.
+        dir: PathBuf,
+        /// The event file names, each completed by `suffix`.
+        events: &'static [&'static str],
+        /// The file name suffix.
+        suffix: &'static str,
+    },
+    /// Append a `hooks:` block to a YAML config.
+    Yaml {
+        /// The config file.
+        file: PathBuf,
+        /// The vendor (its held moments get the long timeout).
+        spec: &'static VendorSpec,
+        /// What to wire.
+        install: YamlHooksInstall,
+    },
 }
 
 fn env_dir(name: &str) -> Option<PathBuf> {
@@ -101,6 +119,24 @@ pub fn plan(vendor: &str, scope: &Scope) -> Option<Plan> {
                 (d.package, dirs)
             });
             Plan::Asset { file, content: a.content, note: a.note, deps }
+        }
+        InstallSpec::HookScripts(h) => Plan::Scripts {
+            dir: match (user, h.user_dir_env.and_then(env_dir)) {
+                (true, Some(home)) => home.join("hooks"),
+                _ => base.join(if user { h.user_dir } else { h.project_dir }),
+            },
+            events: h.events,
+            suffix: h.suffix,
+        },
+        // The vendor reads hooks from its home only: a project install has nowhere to go.
+        InstallSpec::YamlHooks(_) if !user => return None,
+        InstallSpec::YamlHooks(install) => {
+            let rel = Path::new(install.user_file);
+            let file = match (install.user_dir_env.and_then(env_dir), rel.file_name()) {
+                (Some(dir), Some(name)) => dir.join(name),
+                _ => base.join(rel),
+            };
+            Plan::Yaml { file, spec, install }
         }
     })
 }
@@ -208,7 +244,7 @@ pub fn merge_hooks(
         if e.matcher {
             group.insert("matcher".into(), json!("*"));
         }
-        let timeout = vendor.hook_timeout(e.event, install.timeout_unit);
+        let timeout = e.timeout(vendor, install.timeout_unit);
         group.insert("hooks".into(), json!([{"type": "command", "command": command, "timeout": timeout}]));
         list.push(Value::Object(group));
         changed.push(e.event);
@@ -293,6 +329,33 @@ pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, Strin
             };
             (file.clone(), text, added)
         }
+        Plan::Scripts { dir, events, suffix } => return apply_scripts(dir, events, suffix, command, dry_run),
+        Plan::Yaml { file, spec, install } => {
+            let old = read_opt(file)?;
+            let text = old.clone().unwrap_or_default();
+            if text.contains(&yaml_command(command)) {
+                return Ok(Applied {
+                    file: file.clone(),
+                    change: Change::Unchanged,
+                    added: Vec::new(),
+                    backup: None,
+                    rewritten,
+                });
+            }
+            if text.lines().any(|l| l.starts_with("hooks:")) {
+                return Err(format!(
+                    "{} already has a top-level `hooks:` block; add these entries to it by hand:\n{}",
+                    file.display(),
+                    yaml_hooks(spec, install, command).trim_start_matches("hooks:\n")
+                ));
+            }
+            let mut new_text = text;
+            if !new_text.is_empty() && !new_text.ends_with('\n') {
+                new_text.push('\n');
+            }
+            new_text.push_str(&yaml_hooks(spec, install, command));
+            (file.clone(), new_text, install.events.to_vec())
+        }
         Plan::Asset { file, content, .. } => {
             let old = read_opt(file)?;
             if old.as_deref() == Some(*content) {
@@ -327,6 +390,76 @@ pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, Strin
         std::fs::rename(&tmp, &file).map_err(|e| format!("cannot replace {}: {e}", file.display()))?;
     }
     Ok(Applied { file, change, added, backup, rewritten })
+}
+
+/// A YAML double-quoted scalar of the hook command.
+fn yaml_command(command: &str) -> String {
+    serde_json::to_string(command).unwrap_or_default()
+}
+
+/// The `hooks:` block wiring every event of `install` to `command`.
+fn yaml_hooks(spec: &VendorSpec, install: &YamlHooksInstall, command: &str) -> String {
+    let mut out = String::from("hooks:\n");
+    for event in install.events {
+        out.push_str(&format!(
+            "  {event}:\n    - command: {}\n      timeout: {}\n",
+            yaml_command(command),
+            spec.hook_timeout(event, TimeUnit::Seconds)
+        ));
+    }
+    out
+}
+
+/// The script for one event: the shim reads the payload on stdin and names its hook.
+fn hook_script(command: &str) -> String {
+    format!(
+        "#!/bin/sh\n# written by `aep-bridge install`: forwards this hook to aep-bridge (fails open)\nexec {command}\n"
+    )
+}
+
+/// Writes the missing hook scripts; a same-named file that is not ours is an error (nothing
+/// written): the user's hook stays theirs.
+fn apply_scripts(
+    dir: &Path,
+    events: &'static [&'static str],
+    suffix: &str,
+    command: &str,
+    dry_run: bool,
+) -> Result<Applied, String> {
+    let script = hook_script(command);
+    let mut added = Vec::new();
+    for event in events {
+        let file = dir.join(format!("{event}{suffix}"));
+        match read_opt(&file)? {
+            Some(t) if t == script => {}
+            Some(_) => {
+                return Err(format!(
+                    "{} exists and is not ours; left as is (add `{command}` to it, or move it and run install again)",
+                    file.display()
+                ));
+            }
+            None => added.push(*event),
+        }
+    }
+    let change = match (added.is_empty(), dir.is_dir()) {
+        (true, _) => Change::Unchanged,
+        (false, true) => Change::Updated,
+        (false, false) => Change::Created,
+    };
+    if !dry_run && !added.is_empty() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        for event in &added {
+            let file = dir.join(format!("{event}{suffix}"));
+            std::fs::write(&file, script.as_bytes()).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755))
+                    .map_err(|e| format!("cannot make {} executable: {e}", file.display()))?;
+            }
+        }
+    }
+    Ok(Applied { file: dir.to_path_buf(), change, added, backup: None, rewritten: false })
 }
 
 /// The user's settings text with our additions inserted (every byte they wrote, comments
@@ -387,6 +520,12 @@ pub fn run(args: InstallArgs) -> i32 {
         },
     };
     let Some(p) = plan(&args.vendor, &scope) else {
+        if let (Some(InstallSpec::YamlHooks(_)), Scope::Project(_)) =
+            (aep_adapters::vendors::spec(&args.vendor).and_then(|s| s.install), &scope)
+        {
+            eprintln!("aep-bridge install: {} reads hooks from its home only; use --user", args.vendor);
+            return 2;
+        }
         eprintln!(
             "aep-bridge install: no installer for {:?}; supported: {} (see `aep-bridge adapters` for the others' setup)",
             args.vendor,
@@ -417,7 +556,9 @@ pub fn run(args: InstallArgs) -> i32 {
             if let Some(b) = &a.backup {
                 println!("  backup: {}{}", b.display(), if args.dry_run { " (not written: dry run)" } else { "" });
             }
-            if let Plan::Asset { note: Some(n), .. } = &p {
+            if let Plan::Asset { note: Some(n), .. }
+            | Plan::Yaml { install: YamlHooksInstall { note: Some(n), .. }, .. } = &p
+            {
                 println!("  next: {n}");
             }
             if let Plan::Asset { deps: Some((package, dirs)), .. } = &p {
@@ -488,5 +629,72 @@ mod tests {
     fn shell_words_quote_only_when_needed() {
         assert_eq!(hook_command("/usr/bin/aep-hook", "codex"), "/usr/bin/aep-hook codex");
         assert_eq!(hook_command("/a b/aep-hook", "pi"), "'/a b/aep-hook' pi");
+    }
+
+    /// Cline: one executable script per event; a second run changes nothing; a same-named
+    /// file of the user's stops the install before anything is written.
+    #[test]
+    fn cline_hook_scripts_are_written_once_and_never_over_a_users_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = plan("cline", &Scope::Project(dir.path().to_path_buf())).unwrap();
+        let a = apply(&p, "/bin/aep-hook cline", false).unwrap();
+        assert_eq!((a.change, a.added.len()), (Change::Created, 9));
+        let hooks = dir.path().join(".cline/hooks");
+        let script = std::fs::read_to_string(hooks.join("PreToolUse.sh")).unwrap();
+        assert!(script.starts_with("#!/bin/sh\n") && script.ends_with("exec /bin/aep-hook cline\n"), "{script}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(hooks.join("TaskStart.sh")).unwrap().permissions().mode();
+            assert_eq!(mode & 0o111, 0o111);
+        }
+        assert_eq!(apply(&p, "/bin/aep-hook cline", false).unwrap().change, Change::Unchanged);
+        let other = tempfile::tempdir().unwrap();
+        let theirs = other.path().join(".cline/hooks");
+        std::fs::create_dir_all(&theirs).unwrap();
+        std::fs::write(theirs.join("PostToolUse.sh"), "#!/bin/sh\necho mine\n").unwrap();
+        let p = plan("cline", &Scope::Project(other.path().to_path_buf())).unwrap();
+        assert!(apply(&p, "/bin/aep-hook cline", false).unwrap_err().contains("is not ours"));
+        assert!(!theirs.join("PreToolUse.sh").exists());
+        assert_eq!(std::fs::read_to_string(theirs.join("PostToolUse.sh")).unwrap(), "#!/bin/sh\necho mine\n");
+    }
+
+    /// Hermes: the block is appended after the user's config (kept byte for byte), once;
+    /// a config with its own `hooks:` is not edited; there is no project install.
+    #[test]
+    fn hermes_hooks_block_is_appended_once_and_a_users_block_is_left_alone() {
+        let home = tempfile::tempdir().unwrap();
+        assert!(plan("hermes", &Scope::Project(home.path().to_path_buf())).is_none());
+        let p = plan("hermes", &Scope::User(home.path().to_path_buf())).unwrap();
+        let Plan::Yaml { file, .. } = &p else { panic!("hermes installs a YAML block") };
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, "model:\n  default: x # mine").unwrap();
+        let a = apply(&p, "/bin/aep-hook hermes", false).unwrap();
+        assert_eq!(a.added.len(), 12);
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(text.starts_with("model:\n  default: x # mine\nhooks:\n  on_session_start:\n"), "{text}");
+        assert!(
+            text.contains("  pre_tool_call:\n    - command: \"/bin/aep-hook hermes\"\n      timeout: 70\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  post_tool_call:\n    - command: \"/bin/aep-hook hermes\"\n      timeout: 10\n"),
+            "{text}"
+        );
+        assert_eq!(apply(&p, "/bin/aep-hook hermes", false).unwrap().change, Change::Unchanged);
+        std::fs::write(file, "hooks:\n  pre_tool_call: []\n").unwrap();
+        assert!(apply(&p, "/bin/aep-hook hermes", false).unwrap_err().contains("by hand"));
+        assert_eq!(std::fs::read_to_string(file).unwrap(), "hooks:\n  pre_tool_call: []\n");
+    }
+
+    /// Codex clamps SessionEnd to 3 s and warns on every run when asked for more.
+    #[test]
+    fn codex_session_end_timeout_is_within_the_vendors_clamp() {
+        let codex = aep_adapters::vendors::spec("codex").unwrap();
+        let Some(InstallSpec::Hooks(plan)) = codex.install else { panic!("codex installs hooks") };
+        let mut doc = json!({});
+        merge_hooks(&mut doc, codex, &plan, "aep-hook codex").unwrap();
+        assert_eq!(doc["hooks"]["SessionEnd"][0]["hooks"][0]["timeout"], 3);
+        assert_eq!(doc["hooks"]["Stop"][0]["hooks"][0]["timeout"], 10);
     }
 }

@@ -46,9 +46,19 @@ pub enum Command {
     /// Run the bridge: hook receiver, OTLP receivers, embedded collector, JSONL log.
     Serve(ServeArgs),
     /// Validate an AEP JSONL stream (a file or `-` for stdin); exits 1 on any failure.
+    ///
+    /// Beside the spec checks it reports agent-completeness warnings as
+    /// `warning[completeness]: ...` lines: a run whose session ends before its terminal, a
+    /// run's second terminal, a tool request without exactly one later outcome
+    /// (completed/failed/denied, paired by call id, else cause, else tool name), an
+    /// outcome before its request. Warnings are not spec violations (arrival is never
+    /// guaranteed) and leave the exit code at 0 unless `--strict` is given.
     Validate {
         /// The JSONL file, or `-`.
         file: String,
+        /// Treat completeness warnings as failures: exit 1 when there is any.
+        #[arg(long)]
+        strict: bool,
     },
     /// Follow the embedded collector's SSE stream, one line per event (resumes after a disconnect).
     Tail(tail::TailArgs),
@@ -201,7 +211,7 @@ fn run() -> i32 {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
-        Command::Validate { file } => validate(&file),
+        Command::Validate { file, strict } => validate(&file, strict),
         Command::Config { action: ConfigAction::Validate { file } } => config_validate(file),
         Command::Tail(a) => tail::run(a),
         Command::Timeline(a) => timeline::run(a),
@@ -245,7 +255,7 @@ fn serve(args: ServeArgs) -> i32 {
     }
 }
 
-fn validate(file: &str) -> i32 {
+fn validate(file: &str, strict: bool) -> i32 {
     let reader: Box<dyn Read> = if file == "-" {
         Box::new(std::io::stdin())
     } else {
@@ -257,23 +267,27 @@ fn validate(file: &str) -> i32 {
             }
         }
     };
-    match aep_bridge::validate::validate_stream(BufReader::new(reader)) {
-        Ok((n, failures)) if failures.is_empty() => {
-            println!("{file}: {n} events, valid");
-            0
-        }
-        Ok((n, failures)) => {
-            for f in &failures {
-                println!("{f}");
-            }
-            println!("{file}: {n} events, {} failure(s)", failures.len());
-            1
-        }
+    let report = match aep_bridge::validate::validate_report(BufReader::new(reader)) {
+        Ok(r) => r,
         Err(e) => {
             eprintln!("aep-bridge validate: {e}");
-            2
+            return 2;
         }
+    };
+    for f in &report.failures {
+        println!("{f}");
     }
+    for w in &report.warnings {
+        println!("warning[completeness]: {w}");
+    }
+    let verdict =
+        if report.failures.is_empty() { "valid".to_owned() } else { format!("{} failure(s)", report.failures.len()) };
+    let warned = match report.warnings.len() {
+        0 => String::new(),
+        n => format!(", {n} completeness warning(s){}", if strict { " (--strict: failing)" } else { "" }),
+    };
+    println!("{file}: {} events, {verdict}{warned}", report.events);
+    i32::from(!report.failures.is_empty() || (strict && !report.warnings.is_empty()))
 }
 
 fn config_validate(file: Option<PathBuf>) -> i32 {

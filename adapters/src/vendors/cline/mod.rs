@@ -129,21 +129,33 @@ impl HookAdapter for ClineAdapter {
                     .and_then(Value::as_str)
                     .ok_or(AdapterError::MissingField { field: "tool_result.name", expected: "string" })?;
                 let id = tr.get("id").and_then(Value::as_str);
-                // The typed ToolCallRecord.error splits the outcome honestly (Annex A.9).
+                // The typed ToolCallRecord.error splits the outcome honestly (Annex A.9). Cline
+                // 3.x's `run_commands` reports a command that failed in its own result items
+                // (`{success: false, error}`), never on the record: that is a failure too.
                 let error = tr.get("error").filter(|e| !e.is_null() && e.as_str() != Some(""));
-                let mut d = draft(if error.is_some() { "tool.failed" } else { "tool.completed" }, cx);
+                let failed_item = (error.is_none())
+                    .then(|| tr.get("output").and_then(Value::as_array))
+                    .flatten()
+                    .and_then(|items| items.iter().find(|i| i.get("success") == Some(&Value::Bool(false))));
+                let failed = error.is_some() || failed_item.is_some();
+                let mut d = draft(if failed { "tool.failed" } else { "tool.completed" }, cx);
                 d.subject = Some(name.to_owned());
                 d.data.insert("tool".into(), tool_ref(name, id));
                 if let Some(ms) = tr.get("durationMs").and_then(Value::as_u64) {
                     d.data.insert("duration_ms".into(), json!(ms));
                 }
-                match error {
-                    Some(e) => {
+                match (error, failed_item) {
+                    (Some(e), _) => {
                         let msg = e.as_str().map(str::to_owned).unwrap_or_else(|| e.to_string());
                         let err = error_info(&d, cx, "tool_error", Some(&msg));
                         d.data.insert("error".into(), err);
                     }
-                    None => {
+                    (None, Some(item)) => {
+                        let msg = item.get("error").and_then(Value::as_str);
+                        let err = error_info(&d, cx, "command_failed", msg);
+                        d.data.insert("error".into(), err);
+                    }
+                    (None, None) => {
                         if let Some(o) = tr.get("output").filter(|o| !o.is_null()) {
                             put_result(&mut d, cx, o);
                         }

@@ -1,6 +1,6 @@
 //! Codex around its mapping: manifest, held moments and reply shapes, install plan.
 
-use crate::spec::{ControlSpec, HooksInstall, InstallSpec, TimeUnit, VendorSpec, hook};
+use crate::spec::{ControlSpec, HooksInstall, InstallSpec, TimeUnit, VendorSpec, hook, hook_capped};
 
 /// Codex.
 pub static SPEC: VendorSpec = VendorSpec {
@@ -26,7 +26,8 @@ pub static SPEC: VendorSpec = VendorSpec {
             hook("PreCompact", false),
             hook("PostCompact", false),
             hook("SessionStart", false),
-            hook("SessionEnd", false),
+            // Codex 0.171 clamps a SessionEnd hook to 3 s and warns on stderr at every run.
+            hook_capped("SessionEnd", false, 3),
             hook("UserPromptSubmit", false),
             hook("SubagentStart", false),
             hook("SubagentStop", false),

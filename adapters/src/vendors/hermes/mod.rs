@@ -152,6 +152,11 @@ impl HookAdapter for HermesAdapter {
                     _ => {
                         if let Some(r) = extra(p).get("result").filter(|r| !r.is_null()) {
                             put_result(&mut d, cx, r);
+                            // `terminal` reports `{"output", "exit_code", "error"}` and calls a
+                            // non-zero exit `ok`: the code is metadata the split does not carry.
+                            if let Some(code) = exit_code(r) {
+                                d.data.insert("exit_code".into(), json!(code));
+                            }
                         }
                     }
                 }
@@ -299,6 +304,16 @@ impl HookAdapter for HermesAdapter {
 /// The approval pair's correlation key: the daemon pairs post to pre by `session|pattern_key`.
 fn approval_key(session: Option<&str>, pattern: &str) -> String {
     attention_key(&format!("{}|{pattern}", session.unwrap_or("")))
+}
+
+/// The integer `exit_code` of a tool result (a JSON object, or a string holding one).
+fn exit_code(result: &Value) -> Option<i64> {
+    match result {
+        Value::String(s) if s.trim_start().starts_with('{') => {
+            serde_json::from_str::<Value>(s).ok()?.get("exit_code")?.as_i64()
+        }
+        v => v.get("exit_code")?.as_i64(),
+    }
 }
 
 #[cfg(test)]

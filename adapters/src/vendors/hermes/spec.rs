@@ -1,9 +1,9 @@
 //! Hermes Agent around its mapping: manifest, the opt-in gate on `pre_tool_call` and its
-//! reply shape; wiring is manual.
+//! reply shape; `aep-bridge install hermes` appends the shell-hook block to its config.
 
 use serde_json::{Value, json};
 
-use crate::spec::{ControlSpec, Decision, Gate, Held, VendorSpec};
+use crate::spec::{ControlSpec, Decision, Gate, Held, InstallSpec, VendorSpec, YamlHooksInstall};
 
 /// Hermes Agent.
 pub static SPEC: VendorSpec = VendorSpec {
@@ -12,13 +12,36 @@ pub static SPEC: VendorSpec = VendorSpec {
     executables: &["hermes"],
     hook_channel: "shell hook (stdin envelope)",
     families: &["session", "run", "tool", "attention", "error"],
-    setup: "configure Hermes shell hooks to run `aep-hook hermes <hook_event_name>`",
+    setup: "`aep-bridge install hermes` (a `hooks:` block in ~/.hermes/config.yaml running `aep-hook hermes`)",
     control: ControlSpec {
         held: &[],
         gate: Some(Gate { moment: "pre_tool_call", extra_options: &[] }),
         reply: Some(reply),
     },
-    install: None,
+    // Hermes reads shell hooks from its home's `config.yaml` only (`$HERMES_HOME` when set);
+    // the payload names its hook (`hook_event_name`). The mapped events of the adapter.
+    install: Some(InstallSpec::YamlHooks(YamlHooksInstall {
+        user_file: ".hermes/config.yaml",
+        user_dir_env: Some("HERMES_HOME"),
+        events: &[
+            "on_session_start",
+            "pre_llm_call",
+            "pre_tool_call",
+            "post_tool_call",
+            "pre_approval_request",
+            "post_approval_response",
+            "on_session_end",
+            "subagent_start",
+            "subagent_stop",
+            "api_request_error",
+            "on_session_finalize",
+            "on_session_reset",
+        ],
+        note: Some(
+            "Hermes asks once per hook before running it: approve on the first interactive start, or pass \
+             `--accept-hooks` (or HERMES_ACCEPT_HOOKS=1) to a headless `hermes -z`",
+        ),
+    })),
     otel: None,
     adapter: super::adapter,
 };
