@@ -283,6 +283,13 @@ impl Progress {
         self.done.send_modify(|d| *d += n);
     }
 
+    /// Follows how many events the sink has finished with so far (written, or failed and
+    /// counted as dropped): a caller that needs to know an event reached the sink waits on
+    /// this instead of polling what the sink writes.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.done.subscribe()
+    }
+
     /// Events handed and not yet finished.
     fn backlog(&self) -> u64 {
         self.handed.load(Ordering::Acquire).saturating_sub(*self.done.borrow())

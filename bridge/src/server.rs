@@ -119,6 +119,10 @@ pub struct Bound {
     pub otlp_http: Option<SocketAddr>,
     /// The listeners of `[bridges.<name>]` that take connections (`agui-proxy`), by name.
     pub bridges: std::collections::BTreeMap<String, SocketAddr>,
+    /// How many events the JSONL log has finished with (written, or failed and counted),
+    /// when `[jsonl]` is on: something to wait on for "this event reached the log" instead
+    /// of polling the files.
+    pub jsonl_done: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl Bound {
@@ -224,6 +228,7 @@ pub struct Daemon {
     relay_tasks: Vec<tokio::task::JoinHandle<()>>,
     otlp_metrics_task: Option<tokio::task::JoinHandle<()>>,
     jsonl_thread: Option<std::thread::JoinHandle<()>>,
+    jsonl_done: Option<tokio::sync::watch::Receiver<u64>>,
     bridge_listeners: std::collections::BTreeMap<String, SocketAddr>,
 }
 
@@ -265,9 +270,11 @@ impl Daemon {
             .notice_wait(Duration::from_millis(cfg.pipeline.notice_wait_ms));
 
         let mut jsonl_thread = None;
+        let mut jsonl_done = None;
         if cfg.jsonl.enabled {
             let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
             let progress = Arc::new(crate::pipeline::Progress::default());
+            jsonl_done = Some(progress.subscribe());
             jsonl_thread = Some(sinks::jsonl::spawn(
                 rx,
                 data_dir.clone(),
@@ -416,6 +423,7 @@ impl Daemon {
             relay_tasks,
             otlp_metrics_task,
             jsonl_thread,
+            jsonl_done,
             bridge_listeners,
         })
     }
@@ -451,6 +459,7 @@ impl Daemon {
             otlp_grpc: listeners.otlp_grpc.as_ref().and_then(|l| l.local_addr().ok()),
             otlp_http: listeners.otlp_http.as_ref().and_then(|l| l.local_addr().ok()),
             bridges: self.bridge_listeners,
+            jsonl_done: self.jsonl_done,
         };
         if !bound.http.ip().is_loopback() {
             // AEP-0003 §8.1: off-host bindings need TLS; this listener speaks plain HTTP.

@@ -11,6 +11,9 @@ use aep_bridge::server::{Bound, serve};
 use tokio_util::sync::CancellationToken;
 
 mod rotel;
+
+/// How long a wait on the bridge lasts before a test gives up.
+const WAIT: Duration = Duration::from_secs(15);
 pub use rotel::rotel_agent;
 
 /// A running bridge.
@@ -31,6 +34,34 @@ impl Running {
     /// The main port's base URL.
     pub fn url(&self) -> String {
         format!("http://{}", self.bound.http)
+    }
+
+    /// Waits until the JSONL log has finished with at least `n` events since the start
+    /// (written, or failed and counted); returns how many it has. Panics after 15 s.
+    pub async fn logged(&self, n: u64) -> u64 {
+        let mut rx = self.bound.jsonl_done.clone().expect("the JSONL log is off");
+        let reached = tokio::time::timeout(WAIT, rx.wait_for(|d| *d >= n)).await.map(|r| r.map(|d| *d));
+        match reached {
+            Ok(Ok(d)) => d,
+            _ => panic!("the log finished with {} events, wanted {n}", *rx.borrow()),
+        }
+    }
+
+    /// Reads the lines of a JSONL file once it has at least `n`, looking again each time
+    /// the log reports progress; panics after 15 s.
+    pub async fn wait_lines(&self, path: &Path, n: usize) -> Vec<String> {
+        let mut rx = self.bound.jsonl_done.clone().expect("the JSONL log is off");
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            rx.borrow_and_update();
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            if lines.len() >= n {
+                return lines;
+            }
+            let progressed = tokio::time::timeout_at(deadline, rx.changed()).await;
+            assert!(matches!(progressed, Ok(Ok(()))), "{} has {} lines, wanted {n}", path.display(), lines.len());
+        }
     }
 
     /// Stops it and waits (at most 10 s) for `serve` to return.
