@@ -10,11 +10,13 @@ use aep_bridge::config::Config;
 use aep_bridge::server::{Bound, serve};
 use tokio_util::sync::CancellationToken;
 
+mod output;
 mod rotel;
+pub use output::Output;
+pub use rotel::{ROTEL_STARTED, rotel_agent};
 
 /// How long a wait on the bridge lasts before a test gives up.
 const WAIT: Duration = Duration::from_secs(15);
-pub use rotel::rotel_agent;
 
 /// A running bridge.
 pub struct Running {
