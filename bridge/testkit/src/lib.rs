@@ -52,17 +52,30 @@ impl Running {
     /// Reads the lines of a JSONL file once it has at least `n`, looking again each time
     /// the log reports progress; panics after 15 s.
     pub async fn wait_lines(&self, path: &Path, n: usize) -> Vec<String> {
+        let read = || -> Vec<String> {
+            std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
+        };
+        self.until_logged(
+            || read().len() >= n,
+            || format!("{} has {} lines, wanted {n}", path.display(), read().len()),
+        )
+        .await;
+        read()
+    }
+
+    /// Waits until `done` holds, asking again each time the log reports progress; panics
+    /// with `what` after 15 s.
+    pub async fn until_logged(&self, mut done: impl FnMut() -> bool, what: impl Fn() -> String) {
         let mut rx = self.bound.jsonl_done.clone().expect("the JSONL log is off");
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
+            // Marked seen before looking: progress made while looking wakes the wait below.
             rx.borrow_and_update();
-            let text = std::fs::read_to_string(path).unwrap_or_default();
-            let lines: Vec<String> = text.lines().map(str::to_owned).collect();
-            if lines.len() >= n {
-                return lines;
+            if done() {
+                return;
             }
             let progressed = tokio::time::timeout_at(deadline, rx.changed()).await;
-            assert!(matches!(progressed, Ok(Ok(()))), "{} has {} lines, wanted {n}", path.display(), lines.len());
+            assert!(matches!(progressed, Ok(Ok(()))), "{}", what());
         }
     }
 
