@@ -41,7 +41,7 @@ impl Running {
     /// Waits until the JSONL log has finished with at least `n` events since the start
     /// (written, or failed and counted); returns how many it has. Panics after 15 s.
     pub async fn logged(&self, n: u64) -> u64 {
-        let mut rx = self.bound.jsonl_done.clone().expect("the JSONL log is off");
+        let mut rx = self.bound.progress.get("jsonl").expect("the JSONL log is off").subscribe();
         let reached = tokio::time::timeout(WAIT, rx.wait_for(|d| *d >= n)).await.map(|r| r.map(|d| *d));
         match reached {
             Ok(Ok(d)) => d,
@@ -66,7 +66,7 @@ impl Running {
     /// Waits until `done` holds, asking again each time the log reports progress; panics
     /// with `what` after 15 s.
     pub async fn until_logged(&self, mut done: impl FnMut() -> bool, what: impl Fn() -> String) {
-        let mut rx = self.bound.jsonl_done.clone().expect("the JSONL log is off");
+        let mut rx = self.bound.progress.get("jsonl").expect("the JSONL log is off").subscribe();
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             // Marked seen before looking: progress made while looking wakes the wait below.
@@ -77,6 +77,13 @@ impl Running {
             let progressed = tokio::time::timeout_at(deadline, rx.changed()).await;
             assert!(matches!(progressed, Ok(Ok(()))), "{}", what());
         }
+    }
+
+    /// Waits until the GenAI metrics sink has recorded every event handed to it so far
+    /// (so those of every request already answered); panics after 15 s.
+    pub async fn metrics_caught_up(&self) {
+        let p = self.bound.progress.get("genai_metrics").expect("no GenAI metrics sink");
+        assert!(p.caught_up(WAIT).await, "the GenAI metrics sink did not catch up");
     }
 
     /// Stops it and waits (at most 10 s) for `serve` to return.
