@@ -4,7 +4,6 @@
 
 use aep_testkit as common;
 
-
 use serde_json::Value;
 
 const HOOKS: &str = include_str!("data/claude-code-s01-hooks.jsonl");
