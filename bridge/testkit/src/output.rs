@@ -27,7 +27,6 @@ impl Output {
     /// Takes the child's piped stdout and stderr (those not piped are skipped) and reads
     /// them on two threads until they close.
     pub fn follow(child: &mut Child) -> Self {
-        let out = Self::default();
         let streams: Vec<Box<dyn Read + Send>> = [
             child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
             child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
@@ -35,6 +34,12 @@ impl Output {
         .into_iter()
         .flatten()
         .collect();
+        Self::read(streams)
+    }
+
+    /// Reads `streams` (merged, line by line) on one thread each until they close.
+    pub fn read(streams: Vec<Box<dyn Read + Send>>) -> Self {
+        let out = Self::default();
         out.0.state.lock().unwrap().open = streams.len();
         for s in streams {
             let shared = out.0.clone();
