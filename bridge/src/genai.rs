@@ -380,12 +380,18 @@ fn fold(folded: &mut Vec<Point>, p: Point) -> Option<Point> {
 /// Runs the GenAI sink until its queue closes, taking what is queued in batches. Histogram
 /// points are recorded one by one; counter points are summed per batch and series first
 /// (one SDK call per series instead of one per event: issue 13, `bench collector`).
-pub async fn run(mut rx: mpsc::Receiver<Arc<Stamped>>, metrics: GenAiMetrics) {
+/// With `progress`, reports each batch once it is recorded.
+pub async fn run(
+    mut rx: mpsc::Receiver<Arc<Stamped>>,
+    metrics: GenAiMetrics,
+    progress: Option<Arc<crate::pipeline::Progress>>,
+) {
     let mut m = Measurer::default();
     let mut batch = Vec::with_capacity(256);
     let mut points = Vec::new();
     let mut folded = Vec::with_capacity(FOLDED_SERIES);
     while rx.recv_many(&mut batch, 256).await > 0 {
+        let n = batch.len() as u64;
         for s in batch.drain(..) {
             m.measure_into(&s.event, &mut points);
             for p in points.drain(..) {
@@ -397,6 +403,9 @@ pub async fn run(mut rx: mpsc::Receiver<Arc<Stamped>>, metrics: GenAiMetrics) {
         }
         for p in folded.drain(..) {
             metrics.record(&p);
+        }
+        if let Some(p) = &progress {
+            p.finished(n);
         }
     }
 }

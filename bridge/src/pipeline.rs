@@ -255,13 +255,14 @@ pub struct SinkTx {
     /// producer wait (backpressure reaches the receivers: OTLP answers 503), up to
     /// [`DURABLE_WAIT`], and only then is an event counted as dropped and logged.
     pub durable: bool,
-    /// How far the sink has got, when it reports it ([`Pipeline::written`] waits on it).
+    /// How far the sink has got, when it reports it ([`Pipeline::written`] waits on a
+    /// durable sink's; a best-effort sink's is only there to be observed).
     pub progress: Option<Arc<Progress>>,
     /// Only the events this accepts are handed to the sink (`None`: every event).
     pub wants: Option<fn(&aep_schemas::Event) -> bool>,
 }
 
-/// How far a durable sink has got: events handed to its queue, and events it has finished
+/// How far a sink has got: events handed to its queue, and events it has finished
 /// with (written, or failed and counted as dropped). A caller that must not acknowledge
 /// before its events reached the writer waits for `done` to pass what was handed (issue 15
 /// #13: a hook is answered once its events are written to the log file, not yet fsynced).
@@ -283,6 +284,13 @@ impl Progress {
         self.done.send_modify(|d| *d += n);
     }
 
+    /// Follows how many events the sink has finished with so far (written, or failed and
+    /// counted as dropped): a caller that needs to know an event reached the sink waits on
+    /// this instead of polling what the sink writes.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.done.subscribe()
+    }
+
     /// Events handed and not yet finished.
     fn backlog(&self) -> u64 {
         self.handed.load(Ordering::Acquire).saturating_sub(*self.done.borrow())
@@ -296,7 +304,7 @@ impl Progress {
     }
 
     /// Waits until every event handed so far is finished; `false` after `timeout`.
-    async fn caught_up(&self, timeout: Duration) -> bool {
+    pub async fn caught_up(&self, timeout: Duration) -> bool {
         let target = self.handed.load(Ordering::Acquire);
         let mut rx = self.done.subscribe();
         if *rx.borrow() >= target {
@@ -802,7 +810,7 @@ impl Pipeline {
     /// `timeout` passed first (the caller answers anyway: hooks fail open).
     pub async fn written(&self, timeout: Duration) -> bool {
         let mut ok = true;
-        for p in self.sinks().iter().filter_map(|s| s.progress.as_ref()) {
+        for p in self.sinks().iter().filter(|s| s.durable).filter_map(|s| s.progress.as_ref()) {
             ok &= p.caught_up(timeout).await;
         }
         ok
@@ -813,7 +821,7 @@ impl Pipeline {
     /// queue so far ahead of the writer that a hook's answer, which waits for its events
     /// to be written, waits behind it.
     pub async fn room_for_bulk(&self, limit: u64) {
-        for p in self.sinks().iter().filter_map(|s| s.progress.as_ref()) {
+        for p in self.sinks().iter().filter(|s| s.durable).filter_map(|s| s.progress.as_ref()) {
             if p.backlog() > limit {
                 p.below(limit).await;
             }

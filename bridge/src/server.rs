@@ -119,6 +119,10 @@ pub struct Bound {
     pub otlp_http: Option<SocketAddr>,
     /// The listeners of `[bridges.<name>]` that take connections (`agui-proxy`), by name.
     pub bridges: std::collections::BTreeMap<String, SocketAddr>,
+    /// How far the sinks that report it have got, by sink name: `jsonl` (when on) and
+    /// `genai_metrics`. Something to wait on for "this event reached the log" or "the
+    /// metrics counted it" instead of polling the files or `/metrics`.
+    pub progress: std::collections::BTreeMap<&'static str, Arc<crate::pipeline::Progress>>,
 }
 
 impl Bound {
@@ -224,6 +228,7 @@ pub struct Daemon {
     relay_tasks: Vec<tokio::task::JoinHandle<()>>,
     otlp_metrics_task: Option<tokio::task::JoinHandle<()>>,
     jsonl_thread: Option<std::thread::JoinHandle<()>>,
+    progress: std::collections::BTreeMap<&'static str, Arc<crate::pipeline::Progress>>,
     bridge_listeners: std::collections::BTreeMap<String, SocketAddr>,
 }
 
@@ -265,18 +270,20 @@ impl Daemon {
             .notice_wait(Duration::from_millis(cfg.pipeline.notice_wait_ms));
 
         let mut jsonl_thread = None;
+        let mut progress = std::collections::BTreeMap::new();
         if cfg.jsonl.enabled {
             let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
-            let progress = Arc::new(crate::pipeline::Progress::default());
+            let jsonl_progress = Arc::new(crate::pipeline::Progress::default());
+            progress.insert("jsonl", jsonl_progress.clone());
             jsonl_thread = Some(sinks::jsonl::spawn(
                 rx,
                 data_dir.clone(),
                 cfg.jsonl.clone(),
                 metrics.clone(),
-                Some(progress.clone()),
+                Some(jsonl_progress.clone()),
                 Some(health.clone()),
             ));
-            builder = builder.sink(SinkTx::durable_lines("jsonl", tx).with_progress(progress));
+            builder = builder.sink(SinkTx::durable_lines("jsonl", tx).with_progress(jsonl_progress));
         }
         // The command channel exists before anything that can receive a command: the
         // collector and the relay binding send, the control loop (started once the pipeline
@@ -325,8 +332,13 @@ impl Daemon {
         }
         // GenAI metrics for dashboards: only the events they measure reach the sink.
         let (genai_tx, genai_rx) = mpsc::channel(cfg.pipeline.queue_capacity);
-        tokio::spawn(crate::genai::run(genai_rx, crate::genai::GenAiMetrics::new(&metrics.meter("aep-bridge"))));
-        builder = builder.sink(SinkTx::new("genai_metrics", genai_tx).only(crate::genai::wants));
+        let genai_progress = Arc::new(crate::pipeline::Progress::default());
+        progress.insert("genai_metrics", genai_progress.clone());
+        let genai = crate::genai::GenAiMetrics::new(&metrics.meter("aep-bridge"));
+        tokio::spawn(crate::genai::run(genai_rx, genai, Some(genai_progress.clone())));
+        // Best effort (not durable): its progress is only reported, nothing waits on it.
+        builder = builder
+            .sink(SinkTx::new("genai_metrics", genai_tx).only(crate::genai::wants).with_progress(genai_progress));
         let pipeline: Pipeline = builder.build();
 
         let (otlp, otlp_task) = crate::otlp_in::BridgeOtlp::new(
@@ -416,6 +428,7 @@ impl Daemon {
             relay_tasks,
             otlp_metrics_task,
             jsonl_thread,
+            progress,
             bridge_listeners,
         })
     }
@@ -451,6 +464,7 @@ impl Daemon {
             otlp_grpc: listeners.otlp_grpc.as_ref().and_then(|l| l.local_addr().ok()),
             otlp_http: listeners.otlp_http.as_ref().and_then(|l| l.local_addr().ok()),
             bridges: self.bridge_listeners,
+            progress: self.progress,
         };
         if !bound.http.ip().is_loopback() {
             // AEP-0003 §8.1: off-host bindings need TLS; this listener speaks plain HTTP.

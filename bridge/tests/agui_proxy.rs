@@ -32,6 +32,8 @@ struct Agent {
     pipe: Mutex<Option<mpsc::UnboundedSender<Result<Bytes, std::io::Error>>>>,
     /// The next run is refused with this status and JSON body.
     refuse: Mutex<Option<(u16, Value)>>,
+    /// Holds a permit once a run is being answered.
+    answering: tokio::sync::Notify,
 }
 
 impl Agent {
@@ -59,6 +61,7 @@ async fn run(State(a): State<Arc<Agent>>, uri: Uri, headers: HeaderMap, body: By
     }
     let (tx, rx) = mpsc::unbounded_channel();
     *a.pipe.lock().unwrap() = Some(tx);
+    a.answering.notify_one();
     let body = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
     (
         [("content-type", "text/event-stream"), ("cache-control", "no-cache"), ("x-agent", "stand-in")],
@@ -115,14 +118,6 @@ fn log(dir: &std::path::Path) -> Vec<Value> {
 
 fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
-}
-
-async fn until(what: &str, mut pred: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !pred() {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 fn frame(ev: &Value) -> String {
@@ -211,7 +206,7 @@ async fn the_client_reads_the_agents_stream_byte_for_byte_as_it_is_sent_and_the_
     read_until(&mut s, &mut got, usize::MAX).await;
     assert_eq!(got, expected, "the client's bytes are the agent's");
 
-    until("run.finished", || types(&log(&b.data)).contains(&"run.finished")).await;
+    b.until_logged(|| types(&log(&b.data)).contains(&"run.finished"), || "run.finished".into()).await;
     let logged = log(&b.data);
     assert_eq!(
         types(&logged),
@@ -286,7 +281,7 @@ async fn a_broken_agent_or_a_departed_client_breaks_only_its_own_stream() {
     .await
     .unwrap();
     assert!(broke, "the break reaches the client as a broken stream, not a clean end");
-    until("run.started", || types(&log(&b.data)).contains(&"run.started")).await;
+    b.until_logged(|| types(&log(&b.data)).contains(&"run.started"), || "run.started".into()).await;
 
     // The client walks away mid-run: the agent's stream is let go too (its sender sees the
     // receiving side gone), and what was observed stays.
@@ -298,7 +293,9 @@ async fn a_broken_agent_or_a_departed_client_breaks_only_its_own_stream() {
     agent.send(started.clone());
     read_until(&mut s, &mut Vec::new(), started.len()).await;
     drop(s);
-    until("the agent's stream let go", || agent.pipe.lock().unwrap().as_ref().is_some_and(|tx| tx.is_closed())).await;
+    let pipe = agent.pipe.lock().unwrap().clone().expect("the agent's stream");
+    let let_go = tokio::time::timeout(Duration::from_secs(20), pipe.closed()).await;
+    assert!(let_go.is_ok(), "the agent's stream was not let go");
     agent.end();
 
     // The proxy goes on serving: a later run streams and is observed.
@@ -310,7 +307,7 @@ async fn a_broken_agent_or_a_departed_client_breaks_only_its_own_stream() {
     agent.send(frame(&json!({"type": "RUN_ERROR", "message": "model overloaded", "code": "overloaded"})));
     agent.end();
     read_until(&mut s, &mut Vec::new(), usize::MAX).await;
-    until("run.failed", || types(&log(&b.data)).contains(&"run.failed")).await;
+    b.until_logged(|| types(&log(&b.data)).contains(&"run.failed"), || "run.failed".into()).await;
     let logged = log(&b.data);
     // Nothing is synthesized for the runs the broken and the abandoned streams left open.
     assert_eq!(types(&logged), ["run.started", "run.started", "run.started", "run.failed"]);
@@ -353,12 +350,14 @@ async fn the_proxy_declares_no_command_to_its_relay_and_the_relay_refuses_one() 
     headers.insert("content-type", "application/json".parse().unwrap());
     let mut s =
         client().forward("POST", &format!("http://{at}/"), headers, Bytes::from(input().to_string())).await.unwrap();
-    until("the agent's stream", || agent.pipe.lock().unwrap().is_some()).await;
+    let answering = tokio::time::timeout(Duration::from_secs(20), agent.answering.notified()).await;
+    assert!(answering.is_ok(), "the agent was not asked");
     agent.send(frame(&json!({"type": "RUN_STARTED", "threadId": THREAD, "runId": "run-1"})));
     let mut got = Vec::new();
     read_until(&mut s, &mut got, 1).await;
     let upstream_log = relay_dir.path().join("logs").join("agui").join(format!("{THREAD}.jsonl"));
-    until("the relay's copy", || std::fs::read_to_string(&upstream_log).is_ok_and(|t| t.contains("run.started"))).await;
+    let copied = || std::fs::read_to_string(&upstream_log).is_ok_and(|t| t.contains("run.started"));
+    relay.until_logged(copied, || "the relay's copy".into()).await;
 
     let mut req = format!("ws://{}/socket", relay.bound.http).into_client_request().unwrap();
     req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());

@@ -136,7 +136,9 @@ pub struct Sse {
 }
 
 impl Sse {
-    /// Opens `GET {path}` on the bridge at `addr` (host:port).
+    /// Opens `GET {path}` on the bridge at `addr` (host:port). Returns once the response
+    /// head arrived: the endpoint subscribes before it answers, so the head acknowledges
+    /// the subscription and anything published after it is delivered.
     pub async fn open(addr: &str, path: &str, headers: &[(&str, &str)]) -> Sse {
         let sock = TcpStream::connect(addr).await.expect("connect");
         Sse::request(sock, addr, path, headers).await
@@ -326,6 +328,30 @@ impl Ws {
             }
         }
         out
+    }
+
+    /// Round-trips a ping: the endpoint handles one connection's frames in order, so the
+    /// pong means every frame sent before it (an event, and the claim it makes) was handled.
+    pub async fn sync(&mut self) {
+        self.send(&json!({"type": "ping", "t": "sync"})).await;
+        let (f, _) = self.until(|f| f["type"] == "pong" && f["t"] == "sync").await;
+        assert!(f.is_some(), "no pong");
+    }
+
+    /// Closes, then reads the socket to its end: the endpoint drops the connection (and so
+    /// closes TCP) only after it has forgotten the connection's subscriptions and claims.
+    pub async fn close_and_wait(mut self) {
+        let _ = self.inner.close(None).await;
+        while let Ok(Some(Ok(_))) = tokio::time::timeout(WAIT, self.inner.next()).await {}
+        let tcp = self.inner.get_mut();
+        let mut buf = [0u8; 256];
+        loop {
+            match tokio::time::timeout(WAIT, tcp.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => return,
+                Ok(Ok(_)) => continue,
+                Err(_) => panic!("the endpoint kept the connection open"),
+            }
+        }
     }
 
     /// Subscribes and waits for `subscribed` (panics on an error frame).
@@ -577,7 +603,6 @@ async fn sse_fanout_filter_ids_and_byte_identity() {
     let filter = enc(&json!({"session": "f1"}).to_string());
     let mut s = Sse::open(&addr(&b), &format!("/stream?filter={filter}"), &[]).await;
     assert_eq!(s.status, 200);
-    tokio::time::sleep(Duration::from_millis(100)).await;
     // Member order differs from the bridge's own serialization: delivery keeps the emitter's.
     // An emitter's own serialization (member order, spacing, escapes, number spelling) is
     // what every consumer receives, never a re-serialization of it.
@@ -612,7 +637,6 @@ async fn sse_fanout_filter_ids_and_byte_identity() {
     // Agent-scoped events are live-only and carry no `id:` (not a resumable position).
     let filter = enc(&json!({"type": "agent.*"}).to_string());
     let mut a = Sse::open(&addr(&b), &format!("/stream?filter={filter}"), &[]).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     let presence = json!({"aep": "0.1", "id": "pres-1", "type": "agent.presence", "time": "2026-11-30T06:00:00Z",
         "source": "aep://test/agent/t", "agent": "t", "data": {"state": "online"}});
     assert_eq!(post_one(&b.url(), &presence).await.0, 202);
@@ -668,7 +692,6 @@ async fn sse_resume_from_and_last_event_id_strictly_after() {
     // Dedupe at buffer admission only: a re-POSTed event is forwarded live again, replayed once.
     let filter = enc(&json!({"session": "r1"}).to_string());
     let mut live = Sse::open(&addr(&b), &format!("/stream?filter={filter}"), &[]).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(post_one(&b.url(), &evs[1]).await.0, 202);
     assert_eq!(post_one(&b.url(), &evs[1]).await.0, 202);
     assert_eq!(seqs(&live.events(2).await), [1, 1], "live fan-out forwards redelivery (AEP-0003 §5)");
@@ -768,7 +791,6 @@ async fn capture_ceilings_down_level_and_never_up_level() {
     let mut asis = Sse::open(&addr(&b), &format!("/stream?filter={f}"), &[]).await;
     let (mut ws, _) = Ws::open(&addr(&b), None, "consumer", "c", json!({})).await;
     ws.subscribe(json!({"type": "subscribe", "id": "m", "filter": {"session": "cap1"}, "capture": "metadata"})).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(post_batch(&b.url(), &[redacted.clone(), full.clone()]).await.0, 202);
 
     let parse = |m: &SseMsg| serde_json::from_str::<Value>(m.data.as_deref().unwrap()).unwrap();
@@ -927,12 +949,12 @@ async fn ws_roster_reports_every_live_claim_verbatim() {
     e1.send(&started("ro1", 0)).await;
     let (mut e2, _) = Ws::open(&a, None, "emitter", "agent-two", json!({})).await;
     e2.send(&started("ro1", 0)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    e1.sync().await;
+    e2.sync().await;
 
     // Events emitted over the socket fan out exactly as sent.
     let f = enc(&json!({"session": "ro1"}).to_string());
     let mut sse = Sse::open(&a, &format!("/stream?filter={f}"), &[]).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     let spaced = r#"{"aep": "0.1", "id": "ro1-1", "type": "progress.status", "time": "2026-11-30T06:00:00Z", "source": "aep://test/agent/agent-one", "agent": "agent-one", "session": "ro1", "seq": 1}"#;
     e1.send_text(spaced).await;
     assert_eq!(sse.events(1).await[0].data.as_deref(), Some(spaced));
@@ -974,8 +996,7 @@ async fn ws_roster_reports_every_live_claim_verbatim() {
     assert_eq!(local[0]["control"], json!({"accepts": []}));
 
     // A claimant that goes away leaves the roster.
-    drop(e2);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    e2.close_and_wait().await;
     c.send(&json!({"type": "roster", "id": "r-2"})).await;
     let r = c.recv().await.unwrap();
     let n = r["entries"].as_array().unwrap().iter().filter(|e| e["session"] == "ro1").count();
@@ -998,10 +1019,9 @@ async fn control_never_flows_without_a_token() {
     let caps = json!({"control": {"accepts": ["control.attention.respond"]}});
     let (mut target, _) = Ws::open(&a, None, "emitter", "tgt", caps).await;
     target.send(&started("cg1", 0)).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    target.sync().await;
     let f = enc(&json!({"session": "cg1"}).to_string());
     let mut watch = Sse::open(&a, &format!("/stream?filter={f}"), &[]).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
 
     let (mut sender, _) = Ws::open(&a, None, "consumer", "sender", json!({})).await;
     let cmd = command("control.attention.respond", "cmd-unauth", "cg1");
@@ -1027,7 +1047,7 @@ async fn control_routes_to_exactly_one_claimant_with_a_token() {
     let (mut one, _) = Ws::open(&a, t, "emitter", "tgt", caps.clone()).await;
     one.send(&started("rt1", 0)).await;
     let (mut sender, _) = Ws::open(&a, t, "consumer", "sender", json!({})).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    one.sync().await;
 
     // No claimant: `no-route`, also for a session with history but no live claimant.
     sender.send(&command("control.attention.respond", "c-none", "rt-nobody")).await;
@@ -1064,7 +1084,7 @@ async fn control_routes_to_exactly_one_claimant_with_a_token() {
     // A second live claimant makes the session ambiguous: refused, delivered to no one.
     let (mut two, _) = Ws::open(&a, t, "emitter", "tgt2", caps).await;
     two.send(&started("rt1", 0)).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    two.sync().await;
     sender.send(&command("control.attention.respond", "c-amb", "rt1")).await;
     let f = sender.recv().await.unwrap();
     assert_eq!((f["code"].as_str(), f["cause"].as_str()), (Some("ambiguous"), Some("c-amb")), "{f}");
@@ -1081,6 +1101,21 @@ async fn control_routes_to_exactly_one_claimant_with_a_token() {
 // ---- backpressure (AEP-0003 §8.4) ------------------------------------------------------
 
 /// A raw SSE consumer with a tiny receive window that reads nothing until told to.
+/// Sends one keep-alive request on a fresh connection, reads the answer, and waits for the
+/// listener to cut the connection for idling.
+async fn cut_when_idle(a: &str) {
+    let mut sock = TcpStream::connect(a).await.unwrap();
+    sock.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {a}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(WAIT, sock.read(&mut buf)).await {
+            Ok(Ok(0) | Err(_)) => return,
+            Ok(Ok(_)) => continue,
+            Err(_) => panic!("an idle connection was not cut"),
+        }
+    }
+}
+
 async fn stalled_sse(a: &str, path: &str) -> Sse {
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
     sock.set_recv_buffer_size(2048).unwrap();
@@ -1111,7 +1146,6 @@ async fn slow_sse_consumer_loses_info_but_is_disconnected_on_notice() {
     // notice+: never dropped silently. The stream ends, and what it delivered has no hole.
     let f = enc(&json!({"session": "bp-n"}).to_string());
     let mut s = stalled_sse(&a, &format!("/stream?filter={f}")).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     for chunk in flood("bp-n", "notice", N).chunks(100) {
         assert_eq!(post_batch(&b.url(), chunk).await.0, 202);
     }
@@ -1123,7 +1157,6 @@ async fn slow_sse_consumer_loses_info_but_is_disconnected_on_notice() {
     // debug/info: may be dropped toward the slow consumer, which stays connected.
     let f = enc(&json!({"session": "bp-i"}).to_string());
     let mut s = stalled_sse(&a, &format!("/stream?filter={f}")).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     for chunk in flood("bp-i", "info", N).chunks(100) {
         assert_eq!(post_batch(&b.url(), chunk).await.0, 202);
     }
@@ -1205,7 +1238,11 @@ async fn long_lived_subscribers_outlive_the_idle_timeout() {
     assert_eq!(sse.status, 200);
     let (mut ws, _) = Ws::open(&addr(&b), None, "consumer", "idle-test", json!({})).await;
     ws.subscribe(json!({"type": "subscribe", "id": "all", "filter": {}})).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Two idle periods pass for certain once two plain keep-alive connections, opened one
+    // after the other, have each been cut for idling.
+    for _ in 0..2 {
+        cut_when_idle(&addr(&b)).await;
+    }
     let body = format!("{}\n", line(&started("idle-1", 0)));
     let (st, _) =
         post_raw(&b.url(), "application/x-ndjson", body.into_bytes(), vec![("aep-version", "0.1".into())]).await;

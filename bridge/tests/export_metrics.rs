@@ -5,7 +5,7 @@
 use aep_testkit as common;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aep_bridge::export::{Compression, MetricsTemporality, Protocol};
 use axum::body::Bytes;
@@ -22,27 +22,54 @@ const OTLP: &[&str] = &[
 
 type Got = Arc<Mutex<Vec<ExportMetricsServiceRequest>>>;
 
+/// What the receiver kept, and a wake-up per request kept.
+#[derive(Clone, Default)]
+struct Received {
+    got: Got,
+    seen: Arc<tokio::sync::Notify>,
+}
+
+impl Received {
+    /// Waits until what was kept satisfies `pred`; `false` after `timeout`.
+    async fn until(&self, timeout: Duration, pred: impl Fn(&[ExportMetricsServiceRequest]) -> bool) -> bool {
+        let wait = async {
+            loop {
+                let next = self.seen.notified();
+                tokio::pin!(next);
+                // Registered before looking, so a request kept in between still wakes it.
+                next.as_mut().enable();
+                if pred(&self.got.lock().unwrap()) {
+                    return;
+                }
+                next.await;
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.is_ok()
+    }
+}
+
 /// An OTLP/HTTP metrics receiver: decodes every `/v1/metrics` body and keeps it.
-async fn receiver() -> (std::net::SocketAddr, Got) {
-    let got: Got = Arc::default();
+async fn receiver() -> (std::net::SocketAddr, Received) {
+    let rec = Received::default();
     let app = axum::Router::new()
         .route(
             "/v1/metrics",
-            axum::routing::post(|State(g): State<Got>, body: Bytes| async move {
+            axum::routing::post(|State(r): State<Received>, body: Bytes| async move {
                 match ExportMetricsServiceRequest::decode(body) {
                     Ok(req) => {
-                        g.lock().unwrap().push(req);
+                        r.got.lock().unwrap().push(req);
+                        r.seen.notify_waiters();
                         (axum::http::StatusCode::OK, Vec::new())
                     }
                     Err(_) => (axum::http::StatusCode::BAD_REQUEST, Vec::new()),
                 }
             }),
         )
-        .with_state(got.clone());
+        .with_state(rec.clone());
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(l, app).await });
-    (addr, got)
+    (addr, rec)
 }
 
 fn metrics_named<'a>(reqs: &'a [ExportMetricsServiceRequest], name: &str) -> Vec<&'a Metric> {
@@ -91,23 +118,18 @@ async fn run(temporality: MetricsTemporality) -> Vec<ExportMetricsServiceRequest
         assert_eq!(status, 200, "{text}");
     }
     // Enough intervals for the session's points and a few quiet collections after them.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let n = {
-            let g = got.lock().unwrap();
-            let with = metrics_named(&g, "gen_ai.client.token.usage").len();
-            (with, g.len())
-        };
-        // Cumulative: every collection after the session carries it; delta: only the first.
-        let quiet_after = if temporality == MetricsTemporality::Delta { n.0 + 3 } else { 4 };
-        if n.0 >= 1 && n.1 >= quiet_after {
-            break;
-        }
-        assert!(Instant::now() < deadline, "metrics did not arrive: {n:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let counts = |g: &[ExportMetricsServiceRequest]| (metrics_named(g, "gen_ai.client.token.usage").len(), g.len());
+    let arrived = got
+        .until(Duration::from_secs(20), |g| {
+            let n = counts(g);
+            // Cumulative: every collection after the session carries it; delta: only the first.
+            let quiet_after = if temporality == MetricsTemporality::Delta { n.0 + 3 } else { 4 };
+            n.0 >= 1 && n.1 >= quiet_after
+        })
+        .await;
+    assert!(arrived, "metrics did not arrive: {:?}", counts(&got.got.lock().unwrap()));
     bridge.shutdown().await;
-    got.lock().unwrap().clone()
+    got.got.lock().unwrap().clone()
 }
 
 fn expected_input_tokens() -> f64 {
@@ -162,15 +184,10 @@ async fn vendor_metrics_are_forwarded_unchanged() {
                 "attributes": [{"key": "type", "value": {"stringValue": "input"}}]}]}}]}]}]});
     let (status, text) = common::post(format!("{}/v1/metrics", bridge.url()), body.to_string(), vec![]).await;
     assert_eq!(status, 200, "{text}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let forwarded = loop {
-        let found = metrics_named(&got.lock().unwrap(), "claude_code.token.usage").into_iter().next().cloned();
-        if let Some(m) = found {
-            break m;
-        }
-        assert!(Instant::now() < deadline, "the vendor metric was not forwarded");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let found =
+        |g: &[ExportMetricsServiceRequest]| metrics_named(g, "claude_code.token.usage").into_iter().next().cloned();
+    assert!(got.until(Duration::from_secs(10), |g| found(g).is_some()).await, "the vendor metric was not forwarded");
+    let forwarded = found(&got.got.lock().unwrap()).unwrap();
     let Some(Data::Sum(s)) = &forwarded.data else { panic!("{forwarded:?}") };
     assert_eq!(s.data_points.len(), 1);
     assert_eq!(
@@ -179,6 +196,7 @@ async fn vendor_metrics_are_forwarded_unchanged() {
     );
     assert_eq!(forwarded.unit, "tokens");
     let req = got
+        .got
         .lock()
         .unwrap()
         .iter()

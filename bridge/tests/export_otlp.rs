@@ -7,7 +7,6 @@ use aep_testkit as common;
 use std::collections::VecDeque;
 use std::io::Read as _;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -108,6 +107,27 @@ type Answer = (u16, Vec<(&'static str, String)>, Vec<u8>);
 struct Recorder {
     got: Arc<Mutex<Vec<Got>>>,
     script: Arc<Mutex<VecDeque<Answer>>>,
+    /// Woken each time a request is recorded.
+    seen: Arc<tokio::sync::Notify>,
+}
+
+impl Recorder {
+    /// Waits until what was recorded satisfies `pred`; `false` after `timeout`.
+    async fn until(&self, timeout: Duration, pred: impl Fn(&[Got]) -> bool) -> bool {
+        let wait = async {
+            loop {
+                let next = self.seen.notified();
+                tokio::pin!(next);
+                // Registered before looking, so a request recorded in between still wakes it.
+                next.as_mut().enable();
+                if pred(&self.got.lock().unwrap()) {
+                    return;
+                }
+                next.await;
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.is_ok()
+    }
 }
 
 async fn record(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
@@ -122,6 +142,7 @@ async fn record(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap, body:
     };
     let ct = h("content-type");
     rec.got.lock().unwrap().push(Got { path: uri.path().to_owned(), content_type: ct.clone(), gzip, body });
+    rec.seen.notify_waiters();
     match rec.script.lock().unwrap().pop_front() {
         Some((status, hs, body)) => {
             let mut r = (StatusCode::from_u16(status).unwrap(), body).into_response();
@@ -358,7 +379,7 @@ async fn grpc_honours_retry_info_and_sends_gzip() {
 
 struct Rotel {
     child: Child,
-    out: PathBuf,
+    out: common::Output,
     grpc: SocketAddr,
     http: SocketAddr,
     _dir: tempfile::TempDir,
@@ -375,34 +396,27 @@ fn free_addr() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
-fn start_rotel(exporter: &[&str]) -> Option<Rotel> {
+fn start_rotel(exporter: &[&str], env: &[(&str, &str)]) -> Option<Rotel> {
     let Some(bin) = common::rotel_agent() else {
         eprintln!("SKIP: rotel-agent not installed (pip install -r bridge/tests/requirements-export.txt)");
         return None;
     };
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("rotel.out");
     let (grpc, http) = (free_addr(), free_addr());
-    let f = std::fs::File::create(&out).unwrap();
-    let child = Command::new(bin)
+    let mut child = Command::new(bin)
         .arg("start")
         .args(exporter)
         .args(["--debug-log", "logs", "--debug-log", "traces"])
         .args(["--debug-log-verbosity", "detailed"])
         .args(["--otlp-grpc-endpoint", &grpc.to_string(), "--otlp-http-endpoint", &http.to_string()])
-        .stdout(Stdio::from(f.try_clone().unwrap()))
-        .stderr(Stdio::from(f))
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(http).is_err() || std::net::TcpStream::connect(grpc).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "rotel did not listen: {}",
-            std::fs::read_to_string(&out).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let out = common::Output::follow(&mut child);
+    let started = out.wait_blocking(Duration::from_secs(10), |t| t.contains(common::ROTEL_STARTED));
+    assert!(started, "rotel did not start: {}", out.text());
     Some(Rotel { child, out, grpc, http, _dir: dir })
 }
 
@@ -426,7 +440,7 @@ fn blocks(text: &str) -> Vec<(bool, String, String)> {
 
 #[tokio::test]
 async fn rotel_receives_logs_and_spans_over_grpc_and_http() {
-    let Some(rotel) = start_rotel(&["--exporter", "blackhole"]) else { return };
+    let Some(rotel) = start_rotel(&["--exporter", "blackhole"], &[]) else { return };
     let cases = [
         ("agent-grpc", format!("http://{}", rotel.grpc), Protocol::Grpc),
         ("agent-httppb", format!("http://{}", rotel.http), Protocol::HttpProtobuf),
@@ -437,26 +451,24 @@ async fn rotel_receives_logs_and_spans_over_grpc_and_http() {
         assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0), "{agent}");
         assert_eq!(stat(&stats, "otlp_spans"), (3, 0, 0, 0), "{agent}");
     }
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let text = std::fs::read_to_string(&rotel.out).unwrap_or_default();
-        let bl = blocks(&text);
-        let ok = cases.iter().all(|(agent, _, _)| {
-            let logs: String = bl.iter().filter(|b| b.0 && b.1 == *agent).map(|b| b.2.as_str()).collect();
-            let spans: String = bl.iter().filter(|b| !b.0 && b.1 == *agent).map(|b| b.2.as_str()).collect();
-            (0..6).all(|i| logs.contains(&format!(": Str({agent}-e{i})\n")))
-                && logs.matches("LogRecord #").count() == 6
-                && logs.contains("EventName: dev.aep.tool.completed")
-                && spans.contains("execute_tool Bash")
-                && spans.contains(&format!("invoke_agent {agent}"))
-                && spans.contains(&format!("session {agent}"))
-        });
-        if ok {
-            break;
-        }
-        assert!(Instant::now() < deadline, "rotel did not print every record and span:\n{text}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let agents: Vec<&'static str> = cases.iter().map(|c| c.0).collect();
+    let printed = rotel
+        .out
+        .wait(Duration::from_secs(15), move |text| {
+            let bl = blocks(text);
+            agents.iter().all(|agent| {
+                let logs: String = bl.iter().filter(|b| b.0 && b.1 == *agent).map(|b| b.2.as_str()).collect();
+                let spans: String = bl.iter().filter(|b| !b.0 && b.1 == *agent).map(|b| b.2.as_str()).collect();
+                (0..6).all(|i| logs.contains(&format!(": Str({agent}-e{i})\n")))
+                    && logs.matches("LogRecord #").count() == 6
+                    && logs.contains("EventName: dev.aep.tool.completed")
+                    && spans.contains("execute_tool Bash")
+                    && spans.contains(&format!("invoke_agent {agent}"))
+                    && spans.contains(&format!("session {agent}"))
+            })
+        })
+        .await;
+    assert!(printed, "rotel did not print every record and span:\n{}", rotel.out.text());
 }
 
 // ---------------------------------------------------------------- the whole daemon
@@ -476,6 +488,8 @@ async fn serve_exports_hook_events_as_otlp_logs() {
         let (status, body) = common::post(format!("{}/hooks/codex", bridge.url()), p.to_string(), Vec::new()).await;
         assert!(status < 300, "{status} {body}");
     }
+    // A bound, not a signal: nothing marks a batch as held, so "not exported early" is
+    // checked over a short window.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(rec.got.lock().unwrap().is_empty(), "exported before the batch timeout or shutdown");
     bridge.stop.cancel();
@@ -522,22 +536,15 @@ async fn a_second_bridge_receives_the_logs_and_reports_partial_success() {
         let (stats, metrics) = export_all(&cfg, &events).await;
         assert_eq!(stat(&stats, "otlp_logs"), (12, 0, 6, 0), "{protocol:?}");
         assert_eq!(metrics.sink_errors.get(&[("sink", "otlp_logs")]), 1, "{protocol:?}");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let (_, text) = common::get(format!("{}/metrics", peer.url())).await;
-            // The bridge's own LogRecords name their session as `aep.session_id`, not as a
-            // vendor's `conversation.id`: the receiving bridge maps them through the Codex
-            // profile, finds no session and counts them instead of emitting sessionless events.
-            let want = format!(
-                "aep_bridge_requests_rejected_total{{reason=\"no_session\",receiver=\"otlp\"}} {}",
-                6 * (n + 1)
-            );
-            if text.contains(&want) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{protocol:?}: wanted {want}:\n{text}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        // The peer counts while it maps, before it answers: the exports are answered, so
+        // the count is final.
+        let (_, text) = common::get(format!("{}/metrics", peer.url())).await;
+        // The bridge's own LogRecords name their session as `aep.session_id`, not as a
+        // vendor's `conversation.id`: the receiving bridge maps them through the Codex
+        // profile, finds no session and counts them instead of emitting sessionless events.
+        let want =
+            format!("aep_bridge_requests_rejected_total{{reason=\"no_session\",receiver=\"otlp\"}} {}", 6 * (n + 1));
+        assert!(text.contains(&want), "{protocol:?}: wanted {want}:\n{text}");
     }
     peer.shutdown().await;
 }
@@ -551,13 +558,12 @@ async fn throughput_into_rotel() {
     let mut child = Command::new(bin)
         .args(["start", "--exporter", "blackhole", "--otlp-grpc-endpoint", &grpc.to_string()])
         .args(["--otlp-http-endpoint", &http.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    while std::net::TcpStream::connect(http).is_err() || std::net::TcpStream::connect(grpc).is_err() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let out = common::Output::follow(&mut child);
+    assert!(out.wait_blocking(Duration::from_secs(10), |t| t.contains(common::ROTEL_STARTED)), "{}", out.text());
     let events: Vec<Event> = (0..5000).flat_map(|i| session(&format!("codex-{i}"))).collect();
     for (endpoint, protocol) in [
         (format!("http://{grpc}"), Protocol::Grpc),
@@ -606,7 +612,8 @@ async fn a_collector_forwards_to_the_bridge() {
         "--otlp-exporter-compression",
         "gzip",
     ];
-    let Some(rotel) = start_rotel(&exporter) else {
+    // At debug level rotel says when the bridge answered one of its exports.
+    let Some(rotel) = start_rotel(&exporter, &[("RUST_LOG", "debug")]) else {
         peer.shutdown().await;
         return;
     };
@@ -614,16 +621,20 @@ async fn a_collector_forwards_to_the_bridge() {
     cfg.otlp.spans = false;
     let (stats, _) = export_all(&cfg, &session("codex")).await;
     assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
-    let deadline = Instant::now() + Duration::from_secs(15);
+    // The bridge counts while it maps, before it answers: look each time rotel reports an
+    // answered export.
+    let answered =
+        |t: &str| t.lines().filter(|l| l.contains("OTLPExporter sent response.") && l.contains("otlp_logs")).count();
+    let mut seen = 0;
     loop {
         let (_, text) = common::get(format!("{}/metrics", peer.url())).await;
         // Counted, not emitted: the records name no vendor session (see the test above).
         if text.contains("aep_bridge_requests_rejected_total{reason=\"no_session\",receiver=\"otlp\"} 6") {
             break;
         }
-        let out = std::fs::read_to_string(&rotel.out).unwrap_or_default();
-        assert!(Instant::now() < deadline, "the bridge did not get 6 records via rotel:\n{text}\n{out}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let more = rotel.out.wait(Duration::from_secs(15), move |t| answered(t) > seen).await;
+        assert!(more, "the bridge did not get 6 records via rotel:\n{text}\n{}", rotel.out.text());
+        seen = answered(&rotel.out.text());
     }
     peer.shutdown().await;
 }
@@ -642,21 +653,16 @@ async fn idle_spans_are_flushed_by_the_tick() {
     for e in &session("codex")[..3] {
         ex.sinks[0].tx.send(Arc::new(Stamped::new(e.clone()))).await.unwrap();
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let spans = loop {
-        let got = rec.got.lock().unwrap().clone();
-        let spans: Vec<_> = got
-            .iter()
+    let all_spans = |got: &[Got]| -> Vec<_> {
+        got.iter()
             .flat_map(|g| decode_traces(g).resource_spans)
             .flat_map(|r| r.scope_spans)
             .flat_map(|s| s.spans)
-            .collect();
-        if spans.len() >= 3 {
-            break spans;
-        }
-        assert!(Instant::now() < deadline, "idle spans were not flushed: {spans:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+            .collect()
     };
+    let flushed = rec.until(Duration::from_secs(10), |got| all_spans(got).len() >= 3).await;
+    let spans = all_spans(&rec.got.lock().unwrap());
+    assert!(flushed, "idle spans were not flushed: {spans:?}");
     assert_eq!(spans.len(), 3);
     for s in &spans {
         let incomplete = s.attributes.iter().any(|kv| {
@@ -698,14 +704,22 @@ async fn a_lagging_session_is_not_cut_by_another_sessions_clock() {
     for e in live.iter().chain(&session("codex")[..3]) {
         ex.sinks[0].tx.send(Arc::new(Stamped::new(e.clone()))).await.unwrap();
     }
-    // Two idle ticks (one a second) pass with both sessions open and recent on their own clocks.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Two idle ticks (one a second) pass with both sessions open and recent on their own
+    // clocks: on paused time, so they pass at once and for certain.
+    tokio::time::pause();
+    for _ in 0..5 {
+        tokio::time::advance(Duration::from_millis(500)).await;
+    }
+    tokio::time::resume();
     assert!(rec.got.lock().unwrap().is_empty(), "a session was flushed by another session's clock");
     drop(ex.sinks);
     for t in ex.tasks {
         t.await.unwrap();
     }
     let got = rec.got.lock().unwrap().clone();
+    // An early flush would have been a request of its own, before the close's one (it may
+    // still have been in flight when the check above looked).
+    assert_eq!(got.len(), 1, "a session was flushed before the close");
     let spans: Vec<_> = got
         .iter()
         .flat_map(|g| decode_traces(g).resource_spans)

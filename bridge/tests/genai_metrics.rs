@@ -4,8 +4,6 @@
 
 use aep_testkit as common;
 
-use std::time::{Duration, Instant};
-
 use serde_json::Value;
 
 const HOOKS: &str = include_str!("data/claude-code-s01-hooks.jsonl");
@@ -58,17 +56,11 @@ async fn a_real_claude_code_session_yields_the_genai_metrics_its_data_implies() 
     let (completed, failed) = (hooks["PostToolUse"] as f64, hooks["PostToolUseFailure"] as f64);
     let agent = "gen_ai_agent_name=\"claude-code\"";
 
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let text = loop {
-        let (_, text) = common::get(format!("{}/metrics", bridge.url())).await;
-        let tools = series(&text, "aep_tool_calls_total", &[agent]);
-        let chats = series(&text, "gen_ai_client_operation_duration_seconds_count", &[agent]);
-        if tools >= completed + failed && chats >= timed as f64 {
-            break text;
-        }
-        assert!(Instant::now() < deadline, "metrics did not arrive:\n{text}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    bridge.metrics_caught_up().await;
+    let (_, text) = common::get(format!("{}/metrics", bridge.url())).await;
+    let tools = series(&text, "aep_tool_calls_total", &[agent]);
+    let chats = series(&text, "gen_ai_client_operation_duration_seconds_count", &[agent]);
+    assert!(tools >= completed + failed && chats >= timed as f64, "metrics did not arrive:\n{text}");
     let chat = "gen_ai_operation_name=\"chat\"";
     let input_l = "gen_ai_token_type=\"input\"";
     let output_l = "gen_ai_token_type=\"output\"";
@@ -141,22 +133,15 @@ async fn gemini_cli_and_qwen_code_model_calls_are_counted() {
         assert!(calls > 0 && input > 0, "{agent}: the capture has model calls");
         let labels = [format!("gen_ai_agent_name=\"{agent}\""), "gen_ai_token_type=\"input\"".to_owned()];
         let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let (_, text) = common::get(format!("{}/metrics", bridge.url())).await;
-            let (n, sum) = (
-                series(&text, "gen_ai_client_token_usage_count", &labels),
-                series(&text, "gen_ai_client_token_usage_sum", &labels),
-            );
-            if n >= calls as f64 {
-                assert_eq!((n, sum), (calls as f64, input as f64), "{agent}\n{text}");
-                let timed = series(&text, "gen_ai_client_operation_duration_seconds_count", &[labels[0]]);
-                assert_eq!(timed, calls as f64, "{agent}: every response has its duration");
-                break;
-            }
-            assert!(Instant::now() < deadline, "{agent}: no token usage:\n{text}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        bridge.metrics_caught_up().await;
+        let (_, text) = common::get(format!("{}/metrics", bridge.url())).await;
+        let (n, sum) = (
+            series(&text, "gen_ai_client_token_usage_count", &labels),
+            series(&text, "gen_ai_client_token_usage_sum", &labels),
+        );
+        assert_eq!((n, sum), (calls as f64, input as f64), "{agent}: token usage\n{text}");
+        let timed = series(&text, "gen_ai_client_operation_duration_seconds_count", &[labels[0]]);
+        assert_eq!(timed, calls as f64, "{agent}: every response has its duration");
     }
     bridge.shutdown().await;
 }

@@ -74,7 +74,7 @@ struct Fake {
     epoch: Mutex<String>,
     /// Each connection's command channel (the newest last).
     conns: Mutex<Vec<mpsc::UnboundedSender<Cmd>>>,
-    /// Every `subscribe` frame received.
+    /// Every `subscribe` frame received and answered (replay and `ack` sent).
     subscribes: Mutex<Vec<Value>>,
     /// Upgrade credentials: (authorization header, subprotocol).
     auth: Mutex<Vec<(Option<String>, Option<String>)>>,
@@ -96,6 +96,8 @@ struct Fake {
     rest_gone: AtomicBool,
     /// Close frames received from the bridge.
     client_closes: AtomicUsize,
+    /// Woken whenever a request, a connection or a frame from the bridge changed the above.
+    changed: tokio::sync::Notify,
     /// The next connection goes silent right after its hello.
     silent_next: AtomicBool,
 }
@@ -153,11 +155,13 @@ async fn upgrade(State(f): State<Arc<Fake>>, headers: HeaderMap, ws: WebSocketUp
     let header = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
     let proto = headers.get("sec-websocket-protocol").and_then(|v| v.to_str().ok()).map(str::to_owned);
     f.auth.lock().unwrap().push((header.clone(), proto.clone()));
+    f.changed.notify_waiters();
     let bearer = format!("kimi-code.bearer.{SERVER_TOKEN}");
     if !authorized(&headers) && proto.as_deref() != Some(bearer.as_str()) {
         return (StatusCode::UNAUTHORIZED, "").into_response();
     }
     f.upgrades.fetch_add(1, Ordering::SeqCst);
+    f.changed.notify_waiters();
     let silent = f.silent_next.swap(false, Ordering::SeqCst);
     ws.protocols([bearer]).on_upgrade(move |socket| connection(f, socket, silent))
 }
@@ -184,6 +188,7 @@ async fn connection(f: Arc<Fake>, mut socket: WebSocket, silent: bool) {
                     match m {
                         Some(Ok(AxMessage::Close(_))) => {
                             f.client_closes.fetch_add(1, Ordering::SeqCst);
+                            f.changed.notify_waiters();
                             return;
                         }
                         Some(Ok(_)) => continue,
@@ -194,12 +199,14 @@ async fn connection(f: Arc<Fake>, mut socket: WebSocket, silent: bool) {
                 if frame["type"] != "subscribe" {
                     continue;
                 }
-                f.subscribes.lock().unwrap().push(frame.clone());
                 for out in subscribe(&f, &frame, &mut subscribed) {
                     if socket.send(AxMessage::text(out.to_string())).await.is_err() {
                         return;
                     }
                 }
+                // Kept once answered: a test that sees it may publish, and the frame goes out live.
+                f.subscribes.lock().unwrap().push(frame.clone());
+                f.changed.notify_waiters();
             }
             c = rx.recv() => match c {
                 Some(Cmd::Frame(v)) => {
@@ -261,11 +268,13 @@ async fn list(State(f): State<Arc<Fake>>, headers: HeaderMap, Query(q): Query<Ha
     if q.get("page_size").and_then(|p| p.parse::<u32>().ok()).is_some_and(|p| !(1..=100).contains(&p)) {
         return envelope(40001, "page_size: Too big", Value::Null);
     }
+    // Read before counting: a test that saw the count may change the list for the next one.
+    let items: Vec<Value> = f.sessions.lock().unwrap().iter().map(|id| json!({"id": id, "title": ""})).collect();
     f.lists.fetch_add(1, Ordering::SeqCst);
+    f.changed.notify_waiters();
     if f.rest_gone.load(Ordering::SeqCst) {
         std::future::pending::<()>().await;
     }
-    let items: Vec<Value> = f.sessions.lock().unwrap().iter().map(|id| json!({"id": id, "title": ""})).collect();
     envelope(0, "success", json!({"items": items, "has_more": false}))
 }
 
@@ -280,6 +289,7 @@ async fn decide(
     }
     let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     f.decisions.lock().unwrap().push((format!("/api/v1/sessions/{sid}/approvals/{aid}"), body));
+    f.changed.notify_waiters();
     let code = *f.decision_code.lock().unwrap();
     if code != 0 {
         return envelope(code, &format!("approval {aid} already resolved"), json!({"resolved": false}));
@@ -351,11 +361,28 @@ async fn bridge(b: BridgeConfig) -> (Running, tempfile::TempDir) {
     (start(cfg).await, dir)
 }
 
-async fn until(what: &str, mut pred: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while !pred() {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
+/// Waits until `pred` holds, asking again each time the fake server saw something or the
+/// bridge's log moved on.
+async fn until(fake: &Fake, b: &Running, what: &str, mut pred: impl FnMut() -> bool) {
+    let mut logged = b.bound.progress.get("jsonl").expect("the JSONL log is off").subscribe();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        // Both registered before looking, so a change made while looking still wakes.
+        let changed = fake.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        logged.borrow_and_update();
+        if pred() {
+            return;
+        }
+        let woke = tokio::time::timeout_at(deadline, async {
+            tokio::select! {
+                () = &mut changed => {}
+                Ok(()) = logged.changed() => {}
+            }
+        })
+        .await;
+        assert!(woke.is_ok(), "timed out waiting for {what}");
     }
 }
 
@@ -447,7 +474,7 @@ async fn primary_maps_the_recorded_session_and_answers_the_approval_over_rest() 
     fake.after_decision.lock().unwrap().extend(tail);
     let (b, dir) = bridge(bridge_cfg(&url, BridgeMode::Primary, true)).await;
     let mut ws = phone(b.bound.http).await;
-    until("the first listing", || fake.lists.load(Ordering::SeqCst) >= 1).await;
+    until(&fake, &b, "the first listing", || fake.lists.load(Ordering::SeqCst) >= 1).await;
     // Both credentials the kap-server takes ride the upgrade.
     let (header, proto) = fake.auth.lock().unwrap()[0].clone();
     assert_eq!(header.as_deref(), Some(format!("Bearer {SERVER_TOKEN}").as_str()));
@@ -498,8 +525,8 @@ async fn primary_maps_the_recorded_session_and_answers_the_approval_over_rest() 
     let late = next(&mut ws, |v| v["type"] == "control.rejected" && v["cause"] == "cmd-late").await;
     assert_eq!(late["data"]["reason"], "invalid");
 
-    until("run.finished", || types(&log(&b.data, SESSION)).contains(&"run.finished")).await;
-    until("the late nack", || log(&b.data, SESSION).iter().any(|e| e["cause"] == "cmd-late")).await;
+    until(&fake, &b, "run.finished", || types(&log(&b.data, SESSION)).contains(&"run.finished")).await;
+    until(&fake, &b, "the late nack", || log(&b.data, SESSION).iter().any(|e| e["cause"] == "cmd-late")).await;
     let events = log(&b.data, SESSION);
     let c: Vec<&str> = events
         .iter()
@@ -552,7 +579,7 @@ async fn a_dropped_stream_resumes_from_its_cursor_and_drops_what_the_server_repl
     fake.overlap.store(3, Ordering::SeqCst);
     let (b, dir) = bridge(bridge_cfg(&url, BridgeMode::Primary, false)).await;
     // A session of the first listing is followed from the moment of attaching: no cursor.
-    until("the first subscription", || !fake.subscribes().is_empty()).await;
+    until(&fake, &b, "the first subscription", || !fake.subscribes().is_empty()).await;
     let first = fake.subscribes()[0].clone();
     assert_eq!(first["payload"]["session_ids"], json!([SESSION]));
     assert_eq!(first["payload"]["cursors"], json!({}));
@@ -560,13 +587,13 @@ async fn a_dropped_stream_resumes_from_its_cursor_and_drops_what_the_server_repl
     for f in &all[..cut] {
         fake.publish(f.clone());
     }
-    until("tool.requested", || types(&log(&b.data, SESSION)).contains(&"tool.requested")).await;
+    until(&fake, &b, "tool.requested", || types(&log(&b.data, SESSION)).contains(&"tool.requested")).await;
     fake.tell(Cmd::Close);
     // Published while the bridge is away: replayed on resume.
     for f in &all[cut..] {
         fake.publish(f.clone());
     }
-    until("run.finished", || types(&log(&b.data, SESSION)).contains(&"run.finished")).await;
+    until(&fake, &b, "run.finished", || types(&log(&b.data, SESSION)).contains(&"run.finished")).await;
     assert_eq!(fake.upgrades(), 2);
     let last_before = all[..cut].iter().rfind(|f| f.get("volatile").is_none()).unwrap()["seq"].clone();
     let resumed = fake.subscribes().into_iter().find(|s| s["payload"]["cursors"].get(SESSION).is_some()).unwrap();
@@ -600,14 +627,16 @@ async fn a_dropped_stream_resumes_from_its_cursor_and_drops_what_the_server_repl
     *fake.epoch.lock().unwrap() = "ep_second".into();
     fake.journal.lock().unwrap().clear();
     fake.tell(Cmd::Close);
-    until("the third connection", || fake.upgrades() >= 3).await;
-    until("its subscription", || fake.subscribes().len() >= 3).await;
+    until(&fake, &b, "the third connection", || fake.upgrades() >= 3).await;
+    until(&fake, &b, "its subscription", || fake.subscribes().len() >= 3).await;
     let next_turn = json!({"type": "turn.started", "seq": 1, "session_id": SESSION, "timestamp": "2026-12-02T17:40:00.000Z",
         "payload": {"type": "turn.started", "turnId": 1, "origin": {"kind": "user"}, "agentId": "main", "sessionId": SESSION},
         "epoch": "ep_second"});
     fake.publish(next_turn);
-    until("the second run", || types(&log(&b.data, SESSION)).iter().filter(|t| **t == "run.started").count() == 2)
-        .await;
+    until(&fake, &b, "the second run", || {
+        types(&log(&b.data, SESSION)).iter().filter(|t| **t == "run.started").count() == 2
+    })
+    .await;
     drop(dir);
     b.shutdown().await;
 }
@@ -620,12 +649,12 @@ async fn oversized_frames_end_the_connection_and_a_durable_one_is_skipped_on_the
     let mut cfg = bridge_cfg(&url, BridgeMode::Primary, false);
     cfg.max_frame_bytes = 16 * 1024;
     let (b, dir) = bridge(cfg).await;
-    until("the first subscription", || !fake.subscribes().is_empty()).await;
+    until(&fake, &b, "the first subscription", || !fake.subscribes().is_empty()).await;
     let turn = all.iter().position(|e| e["type"] == "turn.started").unwrap() + 1;
     for f in &all[..turn] {
         fake.publish(f.clone());
     }
-    until("run.started", || types(&log(&b.data, SESSION)).contains(&"run.started")).await;
+    until(&fake, &b, "run.started", || types(&log(&b.data, SESSION)).contains(&"run.started")).await;
     // A volatile delta over the cap: refused before it is buffered, the connection ends, the
     // resume goes on from the cursor (a volatile frame is never replayed).
     let big = "x".repeat(64 * 1024);
@@ -633,7 +662,8 @@ async fn oversized_frames_end_the_connection_and_a_durable_one_is_skipped_on_the
         json!({"type": "assistant.delta", "seq": 4, "session_id": SESSION, "volatile": true, "epoch": "ep_test",
         "payload": {"type": "assistant.delta", "turnId": 0, "delta": big, "agentId": "main", "sessionId": SESSION}}),
     );
-    until("the resume after the volatile frame", || fake.upgrades() == 2 && fake.subscribes().len() >= 2).await;
+    until(&fake, &b, "the resume after the volatile frame", || fake.upgrades() == 2 && fake.subscribes().len() >= 2)
+        .await;
     assert_eq!(fake.subscribes()[1]["payload"]["cursors"][SESSION]["seq"], json!(4));
     // A durable frame over the cap is journaled and replayed: the first resume fails again,
     // the next one skips ahead (no cursor) and the stream goes on.
@@ -641,7 +671,7 @@ async fn oversized_frames_end_the_connection_and_a_durable_one_is_skipped_on_the
     huge["seq"] = json!(5);
     huge["payload"]["messages"][0]["content"][0]["text"] = json!(big);
     fake.publish(huge);
-    until("the skip-ahead subscription", || {
+    until(&fake, &b, "the skip-ahead subscription", || {
         fake.subscribes().iter().skip(2).any(|s| s["payload"]["cursors"].get(SESSION).is_none())
     })
     .await;
@@ -649,7 +679,7 @@ async fn oversized_frames_end_the_connection_and_a_durable_one_is_skipped_on_the
     let mut ended = all.iter().find(|e| e["type"] == "turn.ended").unwrap().clone();
     ended["seq"] = json!(6);
     fake.publish(ended);
-    until("run.finished", || types(&log(&b.data, SESSION)).contains(&"run.finished")).await;
+    until(&fake, &b, "run.finished", || types(&log(&b.data, SESSION)).contains(&"run.finished")).await;
     assert_eq!(core(&log(&b.data, SESSION)), ["run.started", "run.finished"]);
     drop(dir);
     b.shutdown().await;
@@ -660,14 +690,14 @@ async fn companion_emits_channel_visibility_only() {
     let (fake, url) = fake_server().await;
     fake.sessions.lock().unwrap().push(SESSION.into());
     let (b, dir) = bridge(bridge_cfg(&url, BridgeMode::Companion, false)).await;
-    until("the first subscription", || !fake.subscribes().is_empty()).await;
+    until(&fake, &b, "the first subscription", || !fake.subscribes().is_empty()).await;
     let all = recorded(SESSION);
     for f in &all {
         fake.publish(f.clone());
     }
     let last = all.last().unwrap()["type"].as_str().unwrap();
     let want = format!("x.kimi-code.web.{last}");
-    until("the last frame", || types(&log(&b.data, SESSION)).contains(&want.as_str())).await;
+    until(&fake, &b, "the last frame", || types(&log(&b.data, SESSION)).contains(&want.as_str())).await;
     let events = log(&b.data, SESSION);
     // One event per durable frame but the bus echoes; volatile frames never.
     let durable: Vec<String> = all
@@ -691,7 +721,7 @@ async fn primary_questions_and_unraised_outcomes_stay_read_only() {
     fake.sessions.lock().unwrap().push(SESSION.into());
     let (b, dir) = bridge(bridge_cfg(&url, BridgeMode::Primary, true)).await;
     let mut ws = phone(b.bound.http).await;
-    until("the first subscription", || !fake.subscribes().is_empty()).await;
+    until(&fake, &b, "the first subscription", || !fake.subscribes().is_empty()).await;
     let q = numbered(
         &fake,
         SESSION,
@@ -742,13 +772,16 @@ async fn primary_questions_and_unraised_outcomes_stay_read_only() {
         "event.approval.resolved",
         json!({"approval_id": "call_unknown", "decision": "rejected"}),
     ));
-    until("the stray outcome", || types(&log(&b.data, SESSION)).contains(&"x.kimi-code.web.event.approval.resolved"))
-        .await;
+    until(&fake, &b, "the stray outcome", || {
+        types(&log(&b.data, SESSION)).contains(&"x.kimi-code.web.event.approval.resolved")
+    })
+    .await;
     // A subagent's turn is not one of the session's runs: channel visibility only.
     let mut sub = numbered(&fake, SESSION, "turn.started", json!({"turnId": 0, "origin": {"kind": "agent"}}));
     sub["payload"]["agentId"] = json!("agent_sub_1");
     fake.publish(sub);
-    until("the subagent's turn", || types(&log(&b.data, SESSION)).contains(&"x.kimi-code.web.turn.started")).await;
+    until(&fake, &b, "the subagent's turn", || types(&log(&b.data, SESSION)).contains(&"x.kimi-code.web.turn.started"))
+        .await;
     assert_eq!(
         core(&log(&b.data, SESSION)),
         [
@@ -788,13 +821,14 @@ async fn the_token_file_is_waited_for_and_a_silent_server_is_reconnected() {
     (cfg.timeout_ms, cfg.idle_timeout_ms) = (500, 400);
     fake.silent_next.store(true, Ordering::SeqCst);
     let (b, dir) = bridge(cfg).await;
-    // No token yet (kimi web writes it when it starts): nothing is attempted with none.
+    // No token yet (kimi web writes it when it starts): nothing is attempted with none. A
+    // bound, not a signal: nothing marks a look for the file that found none.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fake.auth.lock().unwrap().len(), 0);
     std::fs::write(&token_file, format!("{SERVER_TOKEN}\n")).unwrap();
     // The first connection goes silent after its hello (no pong): reconnected.
-    until("a connection", || fake.upgrades() >= 1).await;
-    until("a reconnect after the silent stream", || fake.upgrades() >= 2).await;
+    until(&fake, &b, "a connection", || fake.upgrades() >= 1).await;
+    until(&fake, &b, "a reconnect after the silent stream", || fake.upgrades() >= 2).await;
     drop(dir);
     b.shutdown().await;
 }
@@ -821,7 +855,7 @@ async fn asks_pending_at_attach_are_raised_and_asks_gone_meanwhile_are_closed() 
         (req["id"].clone(), Some("dismissed"))
     );
     assert_eq!(fake.upgrades(), 2);
-    until("the log", || core(&log(&b.data, SESSION)).len() == 2).await;
+    until(&fake, &b, "the log", || core(&log(&b.data, SESSION)).len() == 2).await;
     assert_eq!(core(&log(&b.data, SESSION)), ["attention.requested", "attention.resolved"]);
     validate(&b.data, SESSION);
     drop(dir);
@@ -837,10 +871,10 @@ async fn the_stream_is_let_go_when_the_servers_rest_side_is_gone() {
     let mut cfg = bridge_cfg(&url, BridgeMode::Companion, false);
     cfg.timeout_ms = 300;
     let (b, dir) = bridge(cfg).await;
-    until("a listing", || fake.lists.load(Ordering::SeqCst) >= 1).await;
+    until(&fake, &b, "a listing", || fake.lists.load(Ordering::SeqCst) >= 1).await;
     fake.rest_gone.store(true, Ordering::SeqCst);
-    until("the bridge's close frame", || fake.client_closes.load(Ordering::SeqCst) == 1).await;
-    until("a reconnect", || fake.upgrades() >= 2).await;
+    until(&fake, &b, "the bridge's close frame", || fake.client_closes.load(Ordering::SeqCst) == 1).await;
+    until(&fake, &b, "a reconnect", || fake.upgrades() >= 2).await;
     drop(dir);
     b.shutdown().await;
 }
@@ -853,7 +887,7 @@ async fn a_rejection_with_feedback_is_delivered_and_the_call_is_denied() {
     fake.after_decision.lock().unwrap().extend(all[at..].iter().cloned());
     let (b, dir) = bridge(bridge_cfg(&url, BridgeMode::Primary, true)).await;
     let mut ws = phone(b.bound.http).await;
-    until("the first listing", || fake.lists.load(Ordering::SeqCst) >= 1).await;
+    until(&fake, &b, "the first listing", || fake.lists.load(Ordering::SeqCst) >= 1).await;
     for f in &all[..at] {
         fake.publish(f.clone());
     }
@@ -874,7 +908,7 @@ async fn a_rejection_with_feedback_is_delivered_and_the_call_is_denied() {
     let answered = next(&mut ws, |v| v["type"] == "attention.answered").await;
     // The text is gated at the metadata attention ceiling (AEP-0002 §5.3).
     assert_eq!(answered["data"]["answer"], json!({"option": "rejected"}));
-    until("run.finished", || types(&log(&b.data, SESSION)).contains(&"run.finished")).await;
+    until(&fake, &b, "run.finished", || types(&log(&b.data, SESSION)).contains(&"run.finished")).await;
     let events = log(&b.data, SESSION);
     assert_eq!(
         core(&events),

@@ -81,9 +81,9 @@ async fn replay(url: &str, run: &Run, hooks: bool) -> usize {
 
 /// The events of a session log once it holds `otel` events of the vendor's OTel family
 /// (and at least `min` lines); checks the log validates and names one session.
-async fn events(data: &Path, run: &Run, agent: &str, min: usize) -> Vec<Value> {
+async fn events(bridge: &Running, data: &Path, run: &Run, agent: &str, min: usize) -> Vec<Value> {
     let path = log_file(data, agent, run.session);
-    let lines = wait_lines(&path, min).await;
+    let lines = bridge.wait_lines(&path, min).await;
     let events: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).expect("torn JSONL line")).collect();
     for e in &events {
         assert_eq!((e["agent"].as_str(), e["session"].as_str()), (Some(agent), Some(run.session)), "{e}");
@@ -114,15 +114,14 @@ async fn companion_records_join_the_hook_session_and_none_is_refused() {
         let prefix = format!("x.{}.otel.", run.vendor);
         let path = log_file(dir.path(), run.vendor, run.session);
         // Wait for every OTLP record (each maps to one companion event) after the hook events.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-        let evs = loop {
-            let evs = events(dir.path(), run, run.vendor, hook_lines).await;
-            if evs.iter().filter(|e| e["type"].as_str().unwrap().starts_with(&prefix)).count() >= sent {
-                break evs;
-            }
-            assert!(std::time::Instant::now() < deadline, "{}: OTLP events missing", path.display());
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let companions = || {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let ty =
+                |l: &str| serde_json::from_str::<Value>(l).ok().and_then(|e| e["type"].as_str().map(str::to_owned));
+            text.lines().filter(|l| ty(l).is_some_and(|t| t.starts_with(&prefix))).count()
         };
+        bridge.until_logged(|| companions() >= sent, || format!("{}: OTLP events missing", path.display())).await;
+        let evs = events(&bridge, dir.path(), run, run.vendor, hook_lines).await;
         let otel: Vec<&Value> = evs.iter().filter(|e| e["type"].as_str().unwrap().starts_with(&prefix)).collect();
         assert_eq!(otel.len(), sent, "one companion event per record");
         assert_eq!(count(&evs, &format!("{prefix}unknown")), 0, "every recorded event name is known");
@@ -154,7 +153,7 @@ async fn primary_mode_opens_the_session_and_ends_the_tools_from_otlp_alone() {
     let bridge = start(cfg).await;
     for run in [&GEMINI, &QWEN] {
         let sent = replay(&bridge.url(), run, false).await;
-        let evs = events(dir.path(), run, run.vendor, sent).await;
+        let evs = events(&bridge, dir.path(), run, run.vendor, sent).await;
         assert_eq!(evs.len(), sent, "one event per record");
         // The config record opens the session; Qwen logs its auth record before it.
         let core: Vec<&Value> = evs.iter().filter(|e| !e["type"].as_str().unwrap().starts_with("x.")).collect();
@@ -193,7 +192,7 @@ async fn an_unknown_service_is_refused_unless_opted_in_under_a_vendor_name() {
     let bridge = start(cfg).await;
     let (status, text) = post(format!("{}/v1/logs", bridge.url()), body, vec![]).await;
     assert_eq!((status, text.as_str()), (200, "{}"));
-    let evs = events(dir.path(), &QWEN, "acme", n).await;
+    let evs = events(&bridge, dir.path(), &QWEN, "acme", n).await;
     assert_eq!(evs.len(), n);
     let types: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert!(types.contains(&"x.acme.otel.qwen_code.tool_call"), "{types:?}");

@@ -130,7 +130,7 @@ async fn python_sdk_over_grpc_and_http_reaches_the_session_logs() {
         let out = sdk(sdk_args(endpoint, proto, agent, session, extra)).await;
         assert_eq!(out["records"], types.len(), "{out}");
         let path = log_file(dir.path(), agent, session);
-        let lines = wait_lines(&path, types.len()).await;
+        let lines = bridge.wait_lines(&path, types.len()).await;
         eprintln!("sdk {proto} {agent}: {} records in the log {:?} after the SDK started", lines.len(), t0.elapsed());
         check_log(&lines, &path, agent, session, types);
     }
@@ -138,7 +138,7 @@ async fn python_sdk_over_grpc_and_http_reaches_the_session_logs() {
     let t0 = Instant::now();
     sdk(sdk_args(&grpc, "grpc", "codex", "sdk-codex-volume", &["--gzip", "--repeat", "200"])).await;
     let path = log_file(dir.path(), "codex", "sdk-codex-volume");
-    let lines = wait_lines(&path, 1000).await;
+    let lines = bridge.wait_lines(&path, 1000).await;
     eprintln!("sdk grpc codex volume: {} records in the log after {:?}", lines.len(), t0.elapsed());
     check_log(&lines, &path, "codex", "sdk-codex-volume", &CODEX_TYPES.repeat(200));
     let seqs: Vec<u64> =
@@ -162,7 +162,7 @@ async fn python_sdk_in_primary_mode_emits_core_types() {
     let grpc = format!("http://{}", bridge.bound.otlp_grpc.unwrap());
     sdk(sdk_args(&grpc, "grpc", "vscode", "sdk-vscode-primary", &["--gzip"])).await;
     let path = log_file(dir.path(), "vscode", "sdk-vscode-primary");
-    let lines = wait_lines(&path, 4).await;
+    let lines = bridge.wait_lines(&path, 4).await;
     let types = ["session.started", "x.vscode.otel.agent.turn", "tool.completed", "tool.failed"];
     let events: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(events[3]["data"]["error"]["type"], "file_not_found", "{}", events[3]);
@@ -171,7 +171,7 @@ async fn python_sdk_in_primary_mode_emits_core_types() {
     // Codex: a config-approved tool decision emits nothing; `success: "true"` completes the tool.
     sdk(sdk_args(&bridge.url(), "http", "codex", "sdk-codex-primary", &[])).await;
     let path = log_file(dir.path(), "codex", "sdk-codex-primary");
-    let lines = wait_lines(&path, 4).await;
+    let lines = bridge.wait_lines(&path, 4).await;
     let types = ["session.started", "x.codex.otel.user_prompt", "tool.completed", "x.codex.otel.sse_event"];
     check_log(&lines, &path, "codex", "sdk-codex-primary", &types);
     bridge.shutdown().await;
@@ -291,12 +291,10 @@ async fn otlp_json_with_gzip_and_refused_requests_over_real_sockets() {
             400,
         ),
     ];
+    // Each refused request names its own session: one wrongly written shows which.
     for (name, body, headers, want) in refusals {
         let (status, text) = post_raw(url.clone(), body, headers).await;
         assert_eq!(status, want, "{name}: {text}");
-        // Give a wrongly accepted batch time to reach the sink before looking.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(all_log_lines(dir.path()).is_empty(), "{name}: something was written");
     }
 
     // A declared oversize body is refused from the headers alone (raw socket: no body sent).
@@ -326,7 +324,11 @@ async fn otlp_json_with_gzip_and_refused_requests_over_real_sockets() {
     let (status, text) = post_raw(url.clone(), body, vec![json_ct, ("content-encoding", "gzip")]).await;
     assert_eq!((status, text.as_str()), (200, "{}"));
     let path = log_file(dir.path(), "codex", "s-json-gzip");
-    let lines = wait_lines(&path, 2).await;
+    let lines = bridge.wait_lines(&path, 2).await;
+    // Requests reach the log in the order they were taken: had a refused one been written,
+    // it would be there by now.
+    let all = all_log_lines(dir.path());
+    assert_eq!(all.len(), 2, "a refused request was written: {all:#?}");
     check_log(&lines, &path, "codex", "s-json-gzip", &["x.codex.otel.conversation_starts", "x.codex.otel.tool_result"]);
     let first: Value = serde_json::from_str(&lines[0]).unwrap();
     let tp = first["traceparent"].as_str().unwrap_or("");
@@ -338,8 +340,13 @@ async fn otlp_json_with_gzip_and_refused_requests_over_real_sockets() {
     assert_eq!(status, 200);
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["partialSuccess"]["rejectedLogRecords"], "2", "{text}");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(all_log_lines(dir.path()).len(), 2, "only the accepted request was written");
+    // A request accepted after it is the barrier: once it is written, so would the foreign one be.
+    let (status, _) =
+        post_raw(url.clone(), codex_json("s-after", good_trace).to_string().into_bytes(), vec![json_ct]).await;
+    assert_eq!(status, 200);
+    bridge.wait_lines(&log_file(dir.path(), "codex", "s-after"), 2).await;
+    let all = all_log_lines(dir.path());
+    assert_eq!(all.len(), 4, "only the accepted requests were written: {all:#?}");
     bridge.shutdown().await;
 }
 
@@ -364,9 +371,9 @@ async fn tee_forwards_every_request_to_a_second_bridge() {
     let sent = t0.elapsed();
     for s in 0..4 {
         let session = format!("s-tee-{s}");
-        let local = wait_lines(&log_file(dir.path(), "codex", &session), 2 * n / 4).await;
+        let local = bridge.wait_lines(&log_file(dir.path(), "codex", &session), 2 * n / 4).await;
         let up_path = log_file(up_dir.path(), "codex", &session);
-        let remote = wait_lines(&up_path, 2 * n / 4).await;
+        let remote = upstream.wait_lines(&up_path, 2 * n / 4).await;
         assert_eq!(remote.len(), local.len());
         let types = |ls: &[String]| -> Vec<String> {
             ls.iter().map(|l| serde_json::from_str::<Value>(l).unwrap()["type"].as_str().unwrap().to_owned()).collect()
@@ -391,7 +398,7 @@ async fn tee_forwards_every_request_to_a_second_bridge() {
     let (status, _) = post(url.clone(), codex_json("s-tee-down", "").to_string(), vec![]).await;
     assert_eq!(status, 200);
     assert!(t1.elapsed() < Duration::from_millis(500), "the tee delayed the reply: {:?}", t1.elapsed());
-    wait_lines(&log_file(dir.path(), "codex", "s-tee-down"), 2).await;
+    bridge.wait_lines(&log_file(dir.path(), "codex", "s-tee-down"), 2).await;
     bridge.shutdown().await;
 }
 
@@ -413,20 +420,15 @@ fn strip_ansi(text: &str) -> String {
     out
 }
 
-/// A child process killed on drop.
-struct Guard(Child);
+/// A child process killed on drop, and what it printed.
+struct Guard(Child, common::Output);
 
 impl Guard {
-    /// SIGTERM, then up to 5 s for a graceful exit (SIGKILL on drop otherwise).
+    /// SIGTERM, then up to 5 s for a graceful exit (SIGKILL on drop otherwise): its output
+    /// closes when it has exited, after flushing.
     fn terminate(&mut self) {
         let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if self.0.try_wait().ok().flatten().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.1.wait_closed(Duration::from_secs(5));
     }
 }
 
@@ -445,8 +447,7 @@ fn free_port() -> u16 {
 /// returns the guard and its (gRPC, HTTP) receiver ports once both accept connections.
 fn start_rotel(bin: &Path, dir: &Path, name: &str, exporter: &[String], env: &[(&str, &str)]) -> (Guard, u16, u16) {
     let (g, h) = (free_port(), free_port());
-    let log = std::fs::File::create(dir.join(format!("{name}.log"))).unwrap();
-    let child = Command::new(bin)
+    let mut child = Command::new(bin)
         .arg("start")
         .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{g}")])
         .args(["--otlp-http-endpoint", &format!("127.0.0.1:{h}")])
@@ -455,16 +456,14 @@ fn start_rotel(bin: &Path, dir: &Path, name: &str, exporter: &[String], env: &[(
         .args(["--batch-timeout", "100ms"])
         .args(exporter)
         .envs(env.iter().copied())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("rotel-agent did not start");
-    let guard = Guard(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", g)).is_err() || TcpStream::connect(("127.0.0.1", h)).is_err() {
-        assert!(Instant::now() < deadline, "rotel-agent {name} did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let out = common::Output::follow(&mut child);
+    let guard = Guard(child, out.clone());
+    let started = out.wait_blocking(Duration::from_secs(10), |t| t.contains(common::ROTEL_STARTED));
+    assert!(started, "rotel-agent {name} did not start: {}", out.text());
     (guard, g, h)
 }
 
@@ -523,7 +522,7 @@ async fn agent_to_rotel_collector_to_bridge_and_tee_to_rotel() {
         [("codex", "via-rotel-codex", &CODEX_TYPES[..]), ("vscode", "via-rotel-vscode", &VSCODE_TYPES[..])]
     {
         let path = log_file(dir.path(), agent, session);
-        let lines = wait_lines(&path, types.len()).await;
+        let lines = bridge.wait_lines(&path, types.len()).await;
         check_log(&lines, &path, agent, session, types);
     }
     eprintln!("rotel: SDK -> rotel -> bridge, both sessions logged after {:?}", t0.elapsed());
@@ -531,13 +530,12 @@ async fn agent_to_rotel_collector_to_bridge_and_tee_to_rotel() {
     // A metric straight to the bridge over gRPC.
     let direct = format!("http://{bridge_grpc}");
     sdk(sdk_args(&direct, "grpc", "vscode", "direct-metric", &["--metric", "--gzip"])).await;
-    wait_lines(&log_file(dir.path(), "vscode", "direct-metric"), 4).await;
+    bridge.wait_lines(&log_file(dir.path(), "vscode", "direct-metric"), 4).await;
 
     // The tee forwarded the logs, the span and the metric to the sink rotel: it prints the logs
     // and spans it receives, and (at debug level) each request it answered. Its metrics printer
     // has been seen to print nothing under this harness, so metrics are checked by the request
-    // log. Output to a file is buffered: stop it gracefully to flush the rest.
-    let sink_log = work.path().join("sink.log");
+    // log. Its output may be buffered: stop it gracefully to flush the rest.
     let printed = |text: &str| {
         let text = strip_ansi(text);
         let answered = |path: &str| {
@@ -547,13 +545,10 @@ async fn agent_to_rotel_collector_to_bridge_and_tee_to_rotel() {
         ["codex.tool_result", "copilot_chat.tool.call", "execute_tool shell"].iter().all(|m| text.contains(m))
             && ["uri=/v1/logs", "uri=/v1/traces", "uri=/v1/metrics"].iter().all(|p| answered(p))
     };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !printed(&std::fs::read_to_string(&sink_log).unwrap_or_default()) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    sink.1.wait(Duration::from_secs(5), printed).await;
     let (_, metrics) = get(format!("{}/metrics", bridge.url())).await;
     sink.terminate();
-    let text = std::fs::read_to_string(&sink_log).unwrap_or_default();
+    let text = sink.1.text();
     assert!(printed(&text), "the tee's upstream did not get every signal:\n{text}\nbridge:\n{metrics}");
     bridge.shutdown().await;
 }
@@ -594,7 +589,7 @@ async fn tee_throughput() {
     let answered = t0.elapsed();
     let total = senders * requests * per;
     for s in 0..senders {
-        wait_lines(&log_file(up_dir.path(), "codex", &format!("s-tp-{s}")), requests * per).await;
+        upstream.wait_lines(&log_file(up_dir.path(), "codex", &format!("s-tp-{s}")), requests * per).await;
     }
     let all = t0.elapsed();
     eprintln!(

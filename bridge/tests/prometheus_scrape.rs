@@ -9,7 +9,7 @@ use aep_testkit as common;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -105,6 +105,27 @@ async fn drive_a_session(base: &str) {
     assert_eq!(status, 400);
 }
 
+/// Serves the bridge's `/metrics` on a port of its own and sends `()` each time a scrape
+/// of it begins.
+async fn scrape_relay(bridge: String) -> (std::net::SocketAddr, tokio::sync::mpsc::UnboundedReceiver<()>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let _ = tx.send(());
+            let url = format!("{bridge}/metrics");
+            async move {
+                let (_, text) = common::get(url).await;
+                ([("content-type", "text/plain; version=0.0.4; charset=utf-8")], text)
+            }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    (addr, rx)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_scrapes_every_metric_the_dashboard_queries() {
     let Some(bin) = prometheus() else {
@@ -117,6 +138,9 @@ async fn prometheus_scrapes_every_metric_the_dashboard_queries() {
     let dir = tempfile::tempdir().unwrap();
     let bridge = common::start(common::config(&dir.path().join("data"))).await;
     drive_a_session(&bridge.url()).await;
+    bridge.metrics_caught_up().await;
+    // Prometheus scrapes through this relay, which says when a scrape began.
+    let (scrape_addr, mut scrapes) = scrape_relay(bridge.url()).await;
 
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = dir.path().join("prometheus.yml");
@@ -124,7 +148,7 @@ async fn prometheus_scrapes_every_metric_the_dashboard_queries() {
         &config,
         format!(
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: aep-bridge\n    static_configs:\n      - targets: [\"{}\"]\n",
-            bridge.bound.http
+            scrape_addr
         ),
     )
     .unwrap();
@@ -140,8 +164,17 @@ async fn prometheus_scrapes_every_metric_the_dashboard_queries() {
     let _prometheus = Killed(child);
 
     let api = format!("http://127.0.0.1:{port}/api/v1");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let missing = loop {
+    // A scrape begins only once the one before it is stored: after two, the series of the
+    // first (which saw every metric) are queryable.
+    for _ in 0..2 {
+        let began = tokio::time::timeout(Duration::from_secs(60), scrapes.recv()).await;
+        assert!(
+            matches!(began, Ok(Some(()))),
+            "Prometheus did not scrape: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+    let missing = {
         let names: Vec<String> = tokio::task::spawn_blocking({
             let url = format!("{api}/label/__name__/values");
             move || {
@@ -156,11 +189,7 @@ async fn prometheus_scrapes_every_metric_the_dashboard_queries() {
         })
         .await
         .unwrap();
-        let missing: Vec<&String> = wanted.iter().filter(|w| !names.contains(w)).collect();
-        if missing.is_empty() || Instant::now() > deadline {
-            break missing.into_iter().cloned().collect::<Vec<_>>();
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        wanted.iter().filter(|w| !names.contains(w)).cloned().collect::<Vec<_>>()
     };
     let (_, exposition) = common::get(format!("{}/metrics", bridge.url())).await;
     assert!(

@@ -3,8 +3,6 @@
 
 use aep_testkit as common;
 
-use std::time::Duration;
-
 use common::*;
 use serde_json::Value;
 
@@ -25,7 +23,7 @@ async fn hooks_reach_jsonl_and_the_relay_in_order() {
         let (status, body) = post(format!("{}/hooks/codex", bridge.url()), p.to_string(), vec![]).await;
         assert_eq!(status, 200, "{body}");
     }
-    let local = wait_lines(&dir.path().join("logs/codex/s-relay.jsonl"), 5).await;
+    let local = bridge.wait_lines(&dir.path().join("logs/codex/s-relay.jsonl"), 5).await;
     let events = parse(&local);
     let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, [0, 1, 2, 3, 4]);
@@ -34,7 +32,7 @@ async fn hooks_reach_jsonl_and_the_relay_in_order() {
     assert_eq!(events[3]["cause"], events[2]["id"], "tool.completed is caused by its tool.requested");
 
     // The relay (a second bridge's collector) logs exactly what it received, byte for byte.
-    let upstream = wait_lines(&relay_dir.path().join("logs/codex/s-relay.jsonl"), 5).await;
+    let upstream = relay.wait_lines(&relay_dir.path().join("logs/codex/s-relay.jsonl"), 5).await;
     assert_eq!(upstream, local);
     let (_, health) = get(format!("{}/healthz", bridge.url())).await;
     assert_eq!(serde_json::from_str::<Value>(&health).unwrap(), serde_json::json!({"ok": true, "relay": true}));
@@ -61,7 +59,7 @@ async fn relay_down_at_start_then_up_then_dies_then_back() {
     let mut rcfg = config(relay_dir.path());
     rcfg.server.listen = format!("127.0.0.1:{port}").parse().unwrap();
     let relay = start(rcfg).await;
-    let got = wait_lines(&relay_dir.path().join("logs/codex/s-late.jsonl"), 3).await;
+    let got = relay.wait_lines(&relay_dir.path().join("logs/codex/s-late.jsonl"), 3).await;
     let seqs: Vec<u64> = parse(&got).iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, [0, 1, 2], "queued events arrive once, in order");
 
@@ -74,10 +72,13 @@ async fn relay_down_at_start_then_up_then_dies_then_back() {
     let mut rcfg2 = config(relay_dir2.path());
     rcfg2.server.listen = format!("127.0.0.1:{port}").parse().unwrap();
     let relay2 = start(rcfg2).await;
-    let got2 = wait_lines(&relay_dir2.path().join("logs/codex/s-late.jsonl"), 2).await;
+    let got2 = relay2.wait_lines(&relay_dir2.path().join("logs/codex/s-late.jsonl"), 2).await;
     let seqs2: Vec<u64> = parse(&got2).iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs2, [3, 4], "nothing lost or repeated across the reconnect");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The relay delivers in order: once an event sent after them arrived, a repeat of the
+    // earlier ones would have too.
+    post(format!("{}/hooks/codex", bridge.url()), codex_session("s-later")[0].to_string(), vec![]).await;
+    relay2.wait_lines(&relay_dir2.path().join("logs/codex/s-later.jsonl"), 1).await;
     assert_eq!(std::fs::read_to_string(relay_dir2.path().join("logs/codex/s-late.jsonl")).unwrap().lines().count(), 2);
     bridge.shutdown().await;
     relay2.shutdown().await;
@@ -88,13 +89,13 @@ async fn a_restart_bumps_the_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let first = start(config(dir.path())).await;
     post(format!("{}/hooks/codex", first.url()), codex_session("s-epoch")[0].to_string(), vec![]).await;
-    wait_lines(&dir.path().join("logs/codex/s-epoch.jsonl"), 1).await;
+    first.wait_lines(&dir.path().join("logs/codex/s-epoch.jsonl"), 1).await;
     let e1 = first.epoch;
     first.shutdown().await;
     let second = start(config(dir.path())).await;
     assert!(second.epoch > e1);
     post(format!("{}/hooks/codex", second.url()), codex_session("s-epoch")[1].to_string(), vec![]).await;
-    let lines = parse(&wait_lines(&dir.path().join("logs/codex/s-epoch.jsonl"), 2).await);
+    let lines = parse(&second.wait_lines(&dir.path().join("logs/codex/s-epoch.jsonl"), 2).await);
     assert_eq!((lines[0]["epoch"].as_u64(), lines[0]["seq"].as_u64()), (Some(e1), Some(0)));
     assert_eq!((lines[1]["epoch"].as_u64(), lines[1]["seq"].as_u64()), (Some(second.epoch), Some(0)));
     second.shutdown().await;
@@ -120,7 +121,7 @@ async fn eight_concurrent_writers_never_tear_a_line() {
     for t in tasks {
         t.await.unwrap();
     }
-    let lines = wait_lines(&dir.path().join("logs/codex/s-shared.jsonl"), 200).await;
+    let lines = bridge.wait_lines(&dir.path().join("logs/codex/s-shared.jsonl"), 200).await;
     let events = parse(&lines);
     assert_eq!(events.len(), 200);
     let mut seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();

@@ -9,6 +9,7 @@ use std::time::Duration;
 use common::*;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
 
 const TOKEN: &str = "s3cret-token";
@@ -31,8 +32,15 @@ fn event(ty: &str, session: &str, seq: u64, extra: Value) -> Value {
 
 /// The emitter: claims `session` with an attention.requested, then answers the
 /// `answer_on`-th delivery of a command with accepted + answered + resolved and re-acks
-/// later deliveries byte-identically. Returns every command frame it received.
-async fn emitter(base: String, session: String, req_id: String, answer_on: usize) -> Vec<Value> {
+/// later deliveries byte-identically. Says on `ready` once its request is in the collector.
+/// Returns every command frame it received.
+async fn emitter(
+    base: String,
+    session: String,
+    req_id: String,
+    answer_on: usize,
+    ready: oneshot::Sender<()>,
+) -> Vec<Value> {
     let mut req = format!("{}/socket", base.replace("http://", "ws://")).into_client_request().unwrap();
     req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("emitter connect");
@@ -50,12 +58,22 @@ async fn emitter(base: String, session: String, req_id: String, answer_on: usize
     );
     request["id"] = json!(req_id);
     ws.send(Message::text(request.to_string())).await.unwrap();
+    // The endpoint handles a connection's frames in order: the pong means the request
+    // before it is in the collector (what `pending` reads).
+    ws.send(Message::text(json!({"type": "ping", "t": "ready"}).to_string())).await.unwrap();
+    let mut ready = Some(ready);
     let mut got = Vec::new();
     let mut seq = 1;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(deadline, ws.next()).await {
         let Message::Text(t) = msg else { continue };
         let v: Value = serde_json::from_str(&t).unwrap();
+        if v["type"] == "pong" {
+            if let Some(r) = ready.take() {
+                let _ = r.send(());
+            }
+            continue;
+        }
         if v["type"] != "control.attention.respond" {
             continue;
         }
@@ -122,24 +140,10 @@ fn s(v: &[&str]) -> Vec<String> {
     v.iter().map(|x| (*x).to_owned()).collect()
 }
 
-/// Waits until the collector's replay holds the open request (what `pending` reads).
-async fn wait_pending(url: &str, req_id: &str) {
-    let ep = aep_bridge::client::Endpoint::new(Some(url.to_owned()), Some(TOKEN.to_owned()));
-    for _ in 0..50 {
-        let ep = ep.clone();
-        let evs = tokio::task::spawn_blocking(move || {
-            aep_bridge::client::replay_all(&ep, json!({"type": "attention.*"}), Duration::from_millis(150))
-        })
-        .await
-        .unwrap()
-        .expect("replay");
-        let book = aep_bridge::client::attention_book(&evs);
-        if book.get(req_id).is_some_and(|p| p.closed_by.is_none()) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("request {req_id} never showed up as pending");
+/// Waits for an emitter's or a target's word that what it sent is in the collector.
+async fn ready(rx: oneshot::Receiver<()>) {
+    let said = tokio::time::timeout(Duration::from_secs(20), rx).await;
+    assert!(matches!(said, Ok(Ok(()))), "the peer never got its events into the collector");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,8 +153,9 @@ async fn respond_round_trip_looks_up_the_session_and_prints_ack_and_outcome() {
     cfg.server.token = TOKEN.into();
     let b = start(cfg).await;
     let req_id = ulid::Ulid::new().to_string();
-    let em = tokio::spawn(emitter(b.url(), "sess-1".into(), req_id.clone(), 1));
-    wait_pending(&b.url(), &req_id).await;
+    let (tx, rx) = oneshot::channel();
+    let em = tokio::spawn(emitter(b.url(), "sess-1".into(), req_id.clone(), 1, tx));
+    ready(rx).await;
     let (code, out, err) =
         cli(s(&["respond", &req_id, "--option", "allow", "--url", &b.url(), "--token", TOKEN, "--timeout-ms", "8000"]))
             .await;
@@ -178,8 +183,9 @@ async fn silence_retransmits_the_same_command_id_once() {
     let b = start(cfg).await;
     let req_id = ulid::Ulid::new().to_string();
     // The emitter ignores the first delivery: only the retransmission gets an ack.
-    let em = tokio::spawn(emitter(b.url(), "sess-2".into(), req_id.clone(), 2));
-    wait_pending(&b.url(), &req_id).await;
+    let (tx, rx) = oneshot::channel();
+    let em = tokio::spawn(emitter(b.url(), "sess-2".into(), req_id.clone(), 2, tx));
+    ready(rx).await;
     let (code, out, err) = cli(s(&[
         "respond",
         &req_id,
@@ -252,9 +258,15 @@ async fn refusals_unauthorized_and_no_route() {
     b.shutdown().await;
 }
 
-/// A cancel target: claims `session` with a run.started, then answers one control.cancel
-/// with accepted + run.cancelled, or with a `refused` nack.
-async fn cancel_target(base: String, session: String, reject: bool) -> Vec<Value> {
+/// A cancel target: claims `session` with a run.started (saying so on `ready` once the claim
+/// is in place), then answers one control.cancel with accepted + run.cancelled, or with a
+/// `refused` nack. Returns the commands it got and its still open socket.
+async fn cancel_target(
+    base: String,
+    session: String,
+    reject: bool,
+    ready: oneshot::Sender<()>,
+) -> (Vec<Value>, impl Sized) {
     let mut req = format!("{}/socket", base.replace("http://", "ws://")).into_client_request().unwrap();
     req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("connect");
@@ -264,11 +276,20 @@ async fn cancel_target(base: String, session: String, reject: bool) -> Vec<Value
     let _ = ws.next().await;
     let started = event("run.started", &session, 1, json!({"run": "r1", "data": {}}));
     ws.send(Message::text(started.to_string())).await.unwrap();
+    // Frames are handled in order: the pong means the claim is in place.
+    ws.send(Message::text(json!({"type": "ping", "t": "ready"}).to_string())).await.unwrap();
+    let mut ready = Some(ready);
     let mut got = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(deadline, ws.next()).await {
         let Message::Text(t) = msg else { continue };
         let v: Value = serde_json::from_str(&t).unwrap();
+        if v["type"] == "pong" {
+            if let Some(r) = ready.take() {
+                let _ = r.send(());
+            }
+            continue;
+        }
         if v["type"] != "control.cancel" {
             continue;
         }
@@ -283,10 +304,10 @@ async fn cancel_target(base: String, session: String, reject: bool) -> Vec<Value
             let done = event("run.cancelled", &session, 3, json!({"run": "r1", "cause": id, "data": {}}));
             ws.send(Message::text(done.to_string())).await.unwrap();
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
         break;
     }
-    got
+    // The socket stays open until the caller is done with the command's outcome.
+    (got, ws)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,22 +317,9 @@ async fn cancel_accepted_and_rejected() {
     cfg.server.token = TOKEN.into();
     let b = start(cfg).await;
     for (session, reject, want) in [("c-ok", false, 0), ("c-no", true, 1)] {
-        let t = tokio::spawn(cancel_target(b.url(), session.into(), reject));
-        // Wait until the claim exists (the run.started is in the replay).
-        let ep = aep_bridge::client::Endpoint::new(Some(b.url()), Some(TOKEN.into()));
-        for _ in 0..50 {
-            let ep = ep.clone();
-            let s = session.to_owned();
-            let evs = tokio::task::spawn_blocking(move || {
-                aep_bridge::client::replay_all(&ep, json!({"session": s}), Duration::from_millis(100))
-            })
-            .await
-            .unwrap()
-            .unwrap();
-            if !evs.is_empty() {
-                break;
-            }
-        }
+        let (tx, rx) = oneshot::channel();
+        let t = tokio::spawn(cancel_target(b.url(), session.into(), reject, tx));
+        ready(rx).await;
         let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
             .args(["cancel", session, "r1", "--reason", "enough", "--url", &b.url(), "--token", TOKEN])
             .args(["--ack-window-ms", "3000", "--timeout-ms", "5000"])
@@ -321,7 +329,7 @@ async fn cancel_accepted_and_rejected() {
             .await
             .unwrap();
         assert_eq!(out.status.code(), Some(want), "{session}: {}", String::from_utf8_lossy(&out.stderr));
-        let cmds = t.await.unwrap();
+        let (cmds, _socket) = t.await.unwrap();
         assert_eq!(cmds.len(), 1);
         assert_eq!(cmds[0]["run"], "r1");
         assert_eq!(cmds[0]["data"]["scope"], "run");

@@ -2,10 +2,13 @@
 
 use aep_testkit as common;
 
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(15);
 
 async fn cli(args: Vec<String>) -> (i32, String, String) {
     tokio::task::spawn_blocking(move || {
@@ -36,7 +39,7 @@ async fn feed(b: &Running, session: &str) {
         let (status, body) = post(format!("{}/hooks/codex", b.url()), p.to_string(), vec![]).await;
         assert_eq!(status, 200, "{body}");
     }
-    wait_lines(&b.data.join(format!("logs/codex/{session}.jsonl")), 5).await;
+    b.wait_lines(&b.data.join(format!("logs/codex/{session}.jsonl")), 5).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,42 +144,40 @@ async fn tail_reconnects_with_backoff_after_the_bridge_goes_away() {
     feed(&b1, "s-one").await;
     let addr = b1.bound.http;
     let url = b1.url();
-    // Five replayed events from the first bridge, then two live ones from its successor.
-    let child = tokio::task::spawn_blocking({
-        let url = url.clone();
-        move || {
-            Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
-                .args(["tail", "--url", &url, "--from", "all", "--limit", "7"])
-                .env("NO_COLOR", "1")
-                .env_remove("AEP_TOKEN")
-                .output()
-                .expect("run tail")
-        }
-    });
-    // Let the tail catch up on the replay, then take the bridge away.
-    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    // Five replayed events from the first bridge, then two from its successor.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
+        .args(["tail", "--url", &url, "--from", "all", "--limit", "7"])
+        .env("NO_COLOR", "1")
+        .env_remove("AEP_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tail");
+    let stdout = Output::read(vec![Box::new(child.stdout.take().unwrap())]);
+    let stderr = Output::read(vec![Box::new(child.stderr.take().unwrap())]);
+    // Once the tail printed the replay, take the bridge away; once it noticed, bring the
+    // successor up on the same port and data directory (a new epoch).
+    let replayed = stdout.wait(WAIT, |t| t.lines().count() >= 5).await;
+    assert!(replayed, "{}{}", stdout.text(), stderr.text());
     b1.shutdown().await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let dir2 = tempfile::tempdir().unwrap();
-    let mut cfg = config(dir2.path());
+    assert!(stderr.wait(WAIT, |t| t.contains("stream ended; resuming")).await, "{}", stderr.text());
+    let mut cfg = config(dir.path());
     cfg.server.listen = addr;
     let b2 = start(cfg).await;
-    // Post until the reconnected tail has seen enough (it resumes on its own schedule).
-    let mut n = 0;
-    while !child.is_finished() && n < 40 {
-        n += 1;
-        let p = serde_json::json!({"hook_event_name": "SessionStart", "session_id": format!("s-two-{n}"), "source": "startup"});
-        let _ = post(format!("{}/hooks/codex", b2.url()), p.to_string(), vec![]).await;
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    // The tail resumes the session after its last position: whether it reconnects before or
+    // after these are posted, it gets them (live, or replayed as after the old epoch).
+    for p in &codex_session("s-one")[..2] {
+        let (status, body) = post(format!("{}/hooks/codex", b2.url()), p.to_string(), vec![]).await;
+        assert_eq!(status, 200, "{body}");
     }
-    let out = child.await.unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let status = tokio::task::spawn_blocking(move || child.wait()).await.unwrap().unwrap();
+    assert!(stdout.wait_closed(WAIT) && stderr.wait_closed(WAIT));
+    let (stdout, stderr) = (stdout.text(), stderr.text());
+    assert_eq!(status.code(), Some(0), "{stdout}\n{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 7, "{stdout}");
-    assert!(lines[..5].iter().all(|l| l.contains("s-one")), "{stdout}");
-    assert!(lines[5..].iter().all(|l| l.contains("s-two-")), "{stdout}");
-    assert!(stderr.contains("resuming") || stderr.contains("127.0.0.1"), "{stderr}");
+    assert!(lines.iter().all(|l| l.contains("s-one")), "{stdout}");
+    assert!(lines[5].contains("session.started"), "the successor's events: {stdout}");
+    assert!(stderr.contains("resuming"), "{stderr}");
     b2.shutdown().await;
 }

@@ -30,6 +30,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{Tra
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use prost::Message as _;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "Bearer s3cret";
@@ -134,6 +135,24 @@ struct Recorder {
     /// The credential header this server wants, and its value.
     want: Arc<Mutex<(&'static str, &'static str)>>,
     refused: Arc<Mutex<u32>>,
+    /// Woken per request and per failed handshake.
+    seen: Arc<Notify>,
+}
+
+/// Waits until `pred` holds, asking again each time `seen` is woken; panics with `what`
+/// after 15 s.
+async fn until(seen: &Notify, what: impl Fn() -> String, mut pred: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let next = seen.notified();
+        tokio::pin!(next);
+        // Registered before looking, so a change made while looking still wakes it.
+        next.as_mut().enable();
+        if pred() {
+            return;
+        }
+        assert!(tokio::time::timeout_at(deadline, next).await.is_ok(), "{}", what());
+    }
 }
 
 async fn record(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
@@ -141,6 +160,7 @@ async fn record(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap, body:
     let (name, value) = *rec.want.lock().unwrap();
     if h(name) != value {
         *rec.refused.lock().unwrap() += 1;
+        rec.seen.notify_waiters();
         return (StatusCode::UNAUTHORIZED, "no credential").into_response();
     }
     let body = if h("content-encoding") == "gzip" {
@@ -151,6 +171,7 @@ async fn record(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap, body:
         body.to_vec()
     };
     rec.got.lock().unwrap().push(Got { path: uri.path().to_owned(), content_type: h("content-type"), body });
+    rec.seen.notify_waiters();
     match rec.script.lock().unwrap().pop_front() {
         Some((status, ra)) => {
             let mut r = (StatusCode::from_u16(status).unwrap(), "busy").into_response();
@@ -163,11 +184,13 @@ async fn record(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap, body:
     }
 }
 
-/// Serves `app` over TLS on 127.0.0.1:0 (HTTP/1.1 and h2). Failed handshakes are counted.
+/// Serves `app` over TLS on 127.0.0.1:0 (HTTP/1.1 and h2). Failed handshakes are counted
+/// and wake `seen`.
 async fn serve_tls(
     app: axum::Router,
     tls: Arc<rustls::ServerConfig>,
     handshake_failures: Arc<Mutex<u32>>,
+    seen: Arc<Notify>,
 ) -> SocketAddr {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -175,10 +198,12 @@ async fn serve_tls(
     tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = l.accept().await else { return };
-            let (acceptor, app, fails) = (acceptor.clone(), app.clone(), handshake_failures.clone());
+            let (acceptor, app, fails, seen) =
+                (acceptor.clone(), app.clone(), handshake_failures.clone(), seen.clone());
             tokio::spawn(async move {
                 let Ok(stream) = acceptor.accept(tcp).await else {
                     *fails.lock().unwrap() += 1;
+                    seen.notify_waiters();
                     return;
                 };
                 let svc = hyper_util::service::TowerToHyperService::new(app);
@@ -202,7 +227,7 @@ async fn https(pki: &Pki, want: (&'static str, &'static str), client_auth: bool)
     *rec.want.lock().unwrap() = want;
     let app = axum::Router::new().fallback(record).with_state(rec.clone());
     let fails = Arc::new(Mutex::new(0));
-    let addr = serve_tls(app, pki.server_config(client_auth), fails.clone()).await;
+    let addr = serve_tls(app, pki.server_config(client_auth), fails.clone(), rec.seen.clone()).await;
     Https { addr, rec, handshake_failures: fails }
 }
 
@@ -338,11 +363,8 @@ async fn without_the_ca_https_export_fails_with_a_certificate_error() {
     assert_eq!(stat(&stats, "otlp_logs"), (0, 6, 0, 0));
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     assert!(srv.rec.got.lock().unwrap().is_empty());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while *srv.handshake_failures.lock().unwrap() < 2 {
-        assert!(Instant::now() < deadline, "the server saw no refused handshakes");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let refused = || *srv.handshake_failures.lock().unwrap() >= 2;
+    until(&srv.rec.seen, || "the server saw no refused handshakes".into(), refused).await;
 }
 
 #[tokio::test]
@@ -512,6 +534,9 @@ async fn otlp_logs_and_spans_over_grpc_tls_with_metadata() {
 struct RelayPeer {
     auth: Mutex<Vec<String>>,
     frames: Mutex<Vec<Value>>,
+    tls_failures: Mutex<u32>,
+    /// Woken per upgrade request, frame and failed handshake.
+    seen: Notify,
 }
 
 /// A TLS WebSocket relay peer: checks the bearer token, answers hello, records frames.
@@ -528,13 +553,18 @@ async fn wss_relay(pki: &Pki) -> (SocketAddr, Arc<RelayPeer>) {
             let Ok((tcp, _)) = l.accept().await else { return };
             let (acceptor, p) = (acceptor.clone(), p.clone());
             tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else { return };
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    *p.tls_failures.lock().unwrap() += 1;
+                    p.seen.notify_waiters();
+                    return;
+                };
                 let p2 = p.clone();
                 // tungstenite's callback signature returns its (large) error response by value.
                 #[allow(clippy::result_large_err)]
                 let check = move |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
                     let auth = req.headers().get("authorization").and_then(|v| v.to_str().ok()).unwrap_or("");
                     p2.auth.lock().unwrap().push(auth.to_owned());
+                    p2.seen.notify_waiters();
                     if auth == TOKEN && req.uri().path() == "/socket" {
                         Ok(resp)
                     } else {
@@ -552,6 +582,7 @@ async fn wss_relay(pki: &Pki) -> (SocketAddr, Arc<RelayPeer>) {
                         ws.send(Message::text(hello.to_string())).await.unwrap();
                     }
                     p.frames.lock().unwrap().push(v);
+                    p.seen.notify_waiters();
                 }
             });
         }
@@ -573,16 +604,9 @@ async fn the_relay_connects_over_wss_with_the_ca_from_config_and_delivers() {
     let task = tokio::spawn(run(rx, opts, status.clone(), Arc::new(Metrics::default()), stop.clone()));
     let ev = session("codex").remove(0);
     tx.send(Arc::new(Stamped::new(ev.clone()))).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let ids: Vec<String> =
-            peer.frames.lock().unwrap().iter().filter_map(|f| f["id"].as_str().map(str::to_owned)).collect();
-        if ids.contains(&ev.id) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the event did not arrive over wss: {:?}", peer.frames.lock().unwrap());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let arrived = || peer.frames.lock().unwrap().iter().any(|f| f["id"].as_str() == Some(ev.id.as_str()));
+    until(&peer.seen, || format!("the event did not arrive over wss: {:?}", peer.frames.lock().unwrap()), arrived)
+        .await;
     assert!(status.all_live());
     assert_eq!(peer.frames.lock().unwrap()[0]["type"], "hello");
     assert_eq!(peer.auth.lock().unwrap()[0], TOKEN);
@@ -603,7 +627,8 @@ async fn the_relay_refuses_a_wss_server_it_cannot_verify() {
     let stop = CancellationToken::new();
     let task = tokio::spawn(run(rx, opts, status.clone(), Arc::new(Metrics::default()), stop.clone()));
     tx.send(Arc::new(Stamped::new(session("codex").remove(0)))).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let failed = || *peer.tls_failures.lock().unwrap() >= 1;
+    until(&peer.seen, || "the relay did not try the server".into(), failed).await;
     assert!(!status.all_live());
     assert!(peer.auth.lock().unwrap().is_empty(), "the handshake must fail before any HTTP");
     drop(tx);
@@ -685,15 +710,8 @@ async fn the_otlp_tee_forwards_over_https_with_its_headers_and_ca() {
     tee.logs(&req);
     assert!(t0.elapsed() < Duration::from_millis(50), "the tee delayed the sender: {:?}", t0.elapsed());
     let stats = tee.stats();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while stats.delivered.load(Ordering::Relaxed) == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the tee did not deliver (failed: {})",
-            stats.failed.load(Ordering::Relaxed)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let what = || format!("the tee did not deliver (failed: {})", stats.failed.load(Ordering::Relaxed));
+    until(&srv.rec.seen, what, || !srv.rec.got.lock().unwrap().is_empty()).await;
     let got = srv.rec.got.lock().unwrap().clone();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].path, "/v1/logs");
@@ -717,15 +735,8 @@ async fn serve_relays_hook_events_over_wss_with_relay_tls_from_config() {
         let (status, body) = common::post(format!("{}/hooks/codex", bridge.url()), p.to_string(), Vec::new()).await;
         assert!(status < 300, "{status} {body}");
     }
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let n = peer.frames.lock().unwrap().iter().filter(|f| f["session"] == "s-wss").count();
-        if n >= 5 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{n} events over wss: {:?}", peer.frames.lock().unwrap());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let n = || peer.frames.lock().unwrap().iter().filter(|f| f["session"] == "s-wss").count();
+    until(&peer.seen, || format!("{} events over wss: {:?}", n(), peer.frames.lock().unwrap()), || n() >= 5).await;
     assert!(peer.auth.lock().unwrap().iter().all(|a| a == TOKEN));
     bridge.shutdown().await;
 }
@@ -769,16 +780,9 @@ async fn the_serve_binary_honours_otel_exporter_variables() {
         assert!(status < 300, "{status} {body}");
     }
     // Batches leave after batch_timeout_ms (1 s by default).
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let got = srv.rec.got.lock().unwrap().clone();
-        let names = log_bodies(&got);
-        if names.iter().any(|n| n == "dev.aep.session.started") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no OTLP logs over HTTPS from serve: {names:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let names = || log_bodies(&srv.rec.got.lock().unwrap());
+    let started = || names().iter().any(|n| n == "dev.aep.session.started");
+    until(&srv.rec.seen, || format!("no OTLP logs over HTTPS from serve: {:?}", names()), started).await;
     assert_eq!(*srv.rec.refused.lock().unwrap(), 0);
     let _ = child.kill();
     let _ = child.wait();

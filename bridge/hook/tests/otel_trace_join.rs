@@ -15,7 +15,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+
+use std::time::Duration;
+use tokio::sync::Notify;
 
 use aep_bridge::export::{Compression, Protocol};
 use axum::body::Bytes;
@@ -69,13 +71,15 @@ const QWEN_LOGS: &[&str] = &[
 /// What the OTLP receiver got: (path, protobuf body).
 type Got = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
-async fn record(State(got): State<Got>, uri: Uri, body: Bytes) -> &'static str {
+async fn record(State((got, seen)): State<(Got, Arc<Notify>)>, uri: Uri, body: Bytes) -> &'static str {
     got.lock().unwrap().push((uri.path().to_owned(), body.to_vec()));
+    seen.notify_waiters();
     ""
 }
 
-async fn start_receiver(got: Got) -> SocketAddr {
-    let app = axum::Router::new().fallback(record).with_state(got);
+/// Starts the receiver; `seen` is woken each time it got a request.
+async fn start_receiver(got: Got, seen: Arc<Notify>) -> SocketAddr {
+    let app = axum::Router::new().fallback(record).with_state((got, seen));
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
@@ -239,7 +243,8 @@ fn one_trace<'a>(spans: &'a [Span], session: &str, agent: &str) -> (Vec<&'a Span
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
     let got: Got = Arc::default();
-    let addr = start_receiver(got.clone()).await;
+    let seen = Arc::new(Notify::new());
+    let addr = start_receiver(got.clone(), seen.clone()).await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = common::config(dir.path());
     let o = &mut cfg.export.otlp;
@@ -324,8 +329,12 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
     assert!(cc_calls.len() > 1 && cx_calls.len() > 1 && gm_calls.len() > 1 && vendor_spans > 10, "the captures");
 
     // Wait for every run span (they leave after the grace) and the metrics, then stop.
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
+        let next = seen.notified();
+        tokio::pin!(next);
+        // Registered before looking, so a request that lands in between still wakes it.
+        next.as_mut().enable();
         let d = decode(&got);
         let runs = |s: &str| named(&ours(&d.spans, s), "invoke_agent").len();
         let placed = d.spans.iter().filter(|s| attr_str(&s.attributes, "aep.vendor.placement").is_some()).count();
@@ -342,13 +351,12 @@ async fn real_sessions_join_the_vendors_telemetry_into_one_trace_each() {
             break;
         }
         assert!(
-            Instant::now() < deadline,
+            tokio::time::timeout_at(deadline, next).await.is_ok(),
             "not all arrived: runs {} {} {}, vendor spans {placed}/{vendor_spans}, metrics {metrics_in}",
             runs(CLAUDE),
             runs(CODEX),
             runs(GEMINI)
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     bridge.shutdown().await;
     let d = decode(&got);

@@ -7,7 +7,11 @@
 
 use std::str::FromStr as _;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
+
+// Tokio's clock, not std's: the sinks' batch and idle timers then follow paused time in
+// tests (`tokio::time::pause`), and behave the same otherwise.
+use tokio::time::Instant;
 
 use aep_projections::otlp_logs::{OtlpOptions, logs_request, logs_request_on_spans};
 use aep_projections::spans::{LogSpans, Span, SpanAssembler, SpanConfig, traces_request};

@@ -10,8 +10,13 @@ use aep_bridge::config::Config;
 use aep_bridge::server::{Bound, serve};
 use tokio_util::sync::CancellationToken;
 
+mod output;
 mod rotel;
-pub use rotel::rotel_agent;
+pub use output::Output;
+pub use rotel::{ROTEL_STARTED, rotel_agent};
+
+/// How long a wait on the bridge lasts before a test gives up.
+const WAIT: Duration = Duration::from_secs(15);
 
 /// A running bridge.
 pub struct Running {
@@ -31,6 +36,54 @@ impl Running {
     /// The main port's base URL.
     pub fn url(&self) -> String {
         format!("http://{}", self.bound.http)
+    }
+
+    /// Waits until the JSONL log has finished with at least `n` events since the start
+    /// (written, or failed and counted); returns how many it has. Panics after 15 s.
+    pub async fn logged(&self, n: u64) -> u64 {
+        let mut rx = self.bound.progress.get("jsonl").expect("the JSONL log is off").subscribe();
+        let reached = tokio::time::timeout(WAIT, rx.wait_for(|d| *d >= n)).await.map(|r| r.map(|d| *d));
+        match reached {
+            Ok(Ok(d)) => d,
+            _ => panic!("the log finished with {} events, wanted {n}", *rx.borrow()),
+        }
+    }
+
+    /// Reads the lines of a JSONL file once it has at least `n`, looking again each time
+    /// the log reports progress; panics after 15 s.
+    pub async fn wait_lines(&self, path: &Path, n: usize) -> Vec<String> {
+        let read = || -> Vec<String> {
+            std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
+        };
+        self.until_logged(
+            || read().len() >= n,
+            || format!("{} has {} lines, wanted {n}", path.display(), read().len()),
+        )
+        .await;
+        read()
+    }
+
+    /// Waits until `done` holds, asking again each time the log reports progress; panics
+    /// with `what` after 15 s.
+    pub async fn until_logged(&self, mut done: impl FnMut() -> bool, what: impl Fn() -> String) {
+        let mut rx = self.bound.progress.get("jsonl").expect("the JSONL log is off").subscribe();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            // Marked seen before looking: progress made while looking wakes the wait below.
+            rx.borrow_and_update();
+            if done() {
+                return;
+            }
+            let progressed = tokio::time::timeout_at(deadline, rx.changed()).await;
+            assert!(matches!(progressed, Ok(Ok(()))), "{}", what());
+        }
+    }
+
+    /// Waits until the GenAI metrics sink has recorded every event handed to it so far
+    /// (so those of every request already answered); panics after 15 s.
+    pub async fn metrics_caught_up(&self) {
+        let p = self.bound.progress.get("genai_metrics").expect("no GenAI metrics sink");
+        assert!(p.caught_up(WAIT).await, "the GenAI metrics sink did not catch up");
     }
 
     /// Stops it and waits (at most 10 s) for `serve` to return.

@@ -22,3 +22,7 @@ pub fn rotel_agent() -> Option<std::path::PathBuf> {
     let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     (out.status.success() && p.is_file()).then_some(p)
 }
+
+/// What `rotel-agent start` prints once its OTLP listeners are bound (it binds them before
+/// it starts the agent, which logs this first): the line to wait for before sending to it.
+pub const ROTEL_STARTED: &str = "Starting Rotel.";
