@@ -119,7 +119,7 @@ async fn an_acp_session_passes_through_untouched_and_lands_in_the_session_log() 
 
     // The agent named itself `stub-acp` in its `initialize` answer: that is its AEP agent.
     let log = b.data.join("logs/stub-acp/sess-wrap-1.jsonl");
-    let lines = wait_lines(&log, 10).await;
+    let lines = b.wait_lines(&log, 10).await;
     assert_eq!(
         log_types(&lines),
         [
@@ -201,7 +201,7 @@ async fn a_claude_stream_json_run_is_a_session_a_run_and_a_tool_pair() {
     .unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(out.stdout, std::fs::read(&recorded).unwrap(), "stdout is the recorded stream, byte for byte");
-    let lines = wait_lines(&b.data.join("logs/claude-code/0b5e-csj-1.jsonl"), 5).await;
+    let lines = b.wait_lines(&b.data.join("logs/claude-code/0b5e-csj-1.jsonl"), 5).await;
     assert_eq!(
         log_types(&lines),
         ["session.started", "run.started", "tool.requested", "tool.completed", "run.finished"].map(str::to_owned)
@@ -247,7 +247,7 @@ async fn a_codex_app_server_turn_is_a_session_a_run_and_a_tool_pair() {
     .unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(out.stdout, std::fs::read(&recorded).unwrap(), "byte for byte");
-    let lines = wait_lines(&b.data.join("logs/codex/019a-cas-thread.jsonl"), 5).await;
+    let lines = b.wait_lines(&b.data.join("logs/codex/019a-cas-thread.jsonl"), 5).await;
     assert_eq!(
         log_types(&lines),
         ["session.started", "run.started", "tool.requested", "tool.completed", "run.finished"].map(str::to_owned)
@@ -265,38 +265,25 @@ async fn a_codex_app_server_turn_is_a_session_a_run_and_a_tool_pair() {
 #[test]
 fn signals_are_forwarded_to_the_agent_once_and_its_exit_code_kept() {
     use std::os::unix::process::CommandExt as _;
-    use std::sync::{Arc, Mutex};
 
     use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 
     /// Starts the tee in its own process group (so signalling that group cannot reach this
     /// test), waits for the agent's "ready", collects its stderr.
-    fn start(script: &str) -> (std::process::Child, Pid, Arc<Mutex<String>>) {
+    fn start(script: &str) -> (std::process::Child, Pid, common::Output) {
         let mut c = wrap_cmd("acp", "http://127.0.0.1:9", None, &["bash", "-c", script]);
         c.process_group(0).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = c.spawn().unwrap();
         let pid = Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
-        let err = Arc::new(Mutex::new(String::new()));
-        let (mut stderr, sink) = (child.stderr.take().unwrap(), err.clone());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 256];
-            while let Ok(n @ 1..) = stderr.read(&mut buf) {
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
+        let err = common::Output::read(vec![Box::new(child.stderr.take().unwrap())]);
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert_eq!(line, "ready\n");
         (child, pid, err)
     }
-    fn until(err: &Mutex<String>, needle: &str) {
-        for _ in 0..1000 {
-            if err.lock().unwrap().contains(needle) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        panic!("the agent never said {needle:?}: {}", err.lock().unwrap());
+    fn until(err: &common::Output, needle: &str) {
+        let said = err.wait_blocking(std::time::Duration::from_secs(10), |t| t.contains(needle));
+        assert!(said, "the agent never said {needle:?}: {}", err.text());
     }
 
     // A terminal's Ctrl-C goes to the foreground group (here: the tee's): the agent, in its
@@ -309,8 +296,8 @@ fn signals_are_forwarded_to_the_agent_once_and_its_exit_code_kept() {
     kill_process(pid, Signal::TERM).unwrap();
     let status = child.wait().unwrap();
     until(&err, "term after 1");
-    assert_eq!(status.code(), Some(7), "{}", err.lock().unwrap());
-    assert!(!err.lock().unwrap().contains("int 2"), "delivered twice: {}", err.lock().unwrap());
+    assert_eq!(status.code(), Some(7), "{}", err.text());
+    assert!(!err.text().contains("int 2"), "delivered twice: {}", err.text());
 
     // An agent that does not handle SIGHUP dies of it: the tee exits 128 + 1.
     let (mut child, pid, _) = start("echo ready; exec sleep 30");
@@ -336,7 +323,7 @@ async fn a_pi_rpc_session_is_named_by_get_state_and_maps_through_the_pi_mapping(
     let log = b.data.join("logs/pi/01a237c2-e6e7-714e-8bfa-92c9cc80500e.jsonl");
     // 25 mapped, less the two agent-scoped `x.pi.agent.settled` (no session: `wrap` delivers
     // session events only, and skips them without leaving a gap in the session's seq).
-    let lines = wait_lines(&log, 23).await;
+    let lines = b.wait_lines(&log, 23).await;
     let evs: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
     let core: Vec<&Value> = evs.iter().filter(|e| !e["type"].as_str().unwrap().starts_with("x.")).collect();
     let types: Vec<&str> = core.iter().map(|e| e["type"].as_str().unwrap()).collect();
@@ -391,14 +378,10 @@ async fn a_pi_rpc_client_that_never_asks_get_state_still_gets_its_log() {
     assert!(out.stderr.is_empty(), "nothing of ours on the agent's stderr: {}", String::from_utf8_lossy(&out.stderr));
     // The events waited for a name; at the end they go out under the tee's own session name.
     let logs = b.data.join("logs/pi");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
     let has_session_log = || {
         std::fs::read_dir(&logs).is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("rpc-")))
     };
-    while !has_session_log() {
-        assert!(std::time::Instant::now() < deadline, "no pi log at all");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    b.until_logged(has_session_log, || "no pi log at all".into()).await;
     // Session logs only (`@agent.jsonl` holds the agent-scoped `x.pi.agent.settled`).
     let names: Vec<String> = std::fs::read_dir(&logs)
         .unwrap()
@@ -408,7 +391,7 @@ async fn a_pi_rpc_client_that_never_asks_get_state_still_gets_its_log() {
     assert_eq!(names.len(), 1, "{names:?}");
     assert!(names[0].starts_with("rpc-") && names[0].ends_with(".jsonl"), "{names:?}");
     let log = logs.join(&names[0]);
-    let lines = wait_lines(&log, 23).await;
+    let lines = b.wait_lines(&log, 23).await;
     let types = log_types(&lines);
     assert_eq!(types.first().map(String::as_str), Some("session.started"));
     assert_eq!(types.iter().filter(|t| *t == "run.finished").count(), 2);

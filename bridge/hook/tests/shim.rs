@@ -148,7 +148,7 @@ async fn a_bridge_that_never_answers_is_bounded_by_the_timeout() {
 }
 
 /// A fake listener: accepts one connection, reads the request, then sends `reply` (or
-/// nothing, holding the connection open until the test ends).
+/// nothing, holding the connection open until the client goes away).
 fn fake_bridge(reply: Option<Vec<u8>>) -> (String, std::thread::JoinHandle<Vec<u8>>) {
     fake_bridge_with(move |_| reply)
 }
@@ -169,7 +169,11 @@ fn fake_bridge_with(
             Some(r) => {
                 let _ = c.write_all(&r);
             }
-            None => std::thread::sleep(std::time::Duration::from_secs(30)),
+            None => {
+                // A bridge that never answers: the connection ends when the client gives up.
+                let _ = c.set_read_timeout(None);
+                let _ = c.read_to_end(&mut Vec::new());
+            }
         }
         req.truncate(n);
         req
@@ -189,13 +193,11 @@ fn held_shim(url: &str, env: &[(&str, &str)], limit: std::time::Duration) -> Opt
     let payload =
         std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/claude-code-permission-request.json"));
     child.stdin.take().unwrap().write_all(&payload.unwrap()).unwrap();
-    let deadline = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < deadline {
-        if child.try_wait().unwrap().is_some() {
-            let out = child.wait_with_output().unwrap();
-            return Some((out.status.code().unwrap_or(-1), out.stdout));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    // Its stdout closes when it exits.
+    let stdout = Output::read(vec![Box::new(child.stdout.take().unwrap())]);
+    if stdout.wait_closed(limit) {
+        let status = child.wait().unwrap();
+        return Some((status.code().unwrap_or(-1), stdout.text().into_bytes()));
     }
     let _ = child.kill();
     let _ = child.wait();
@@ -343,7 +345,7 @@ async fn every_vendor_goes_through_the_shim_into_its_own_log() {
         let (code, out) =
             tokio::task::spawn_blocking(move || shim(&u, vendor, ev.as_deref(), body.as_bytes())).await.unwrap();
         assert_eq!((code, out), (0, neutral), "{vendor}");
-        let lines = wait_lines(&dir.path().join("logs").join(vendor).join(format!("{session}.jsonl")), 1).await;
+        let lines = bridge.wait_lines(&dir.path().join("logs").join(vendor).join(format!("{session}.jsonl")), 1).await;
         let first: Value = serde_json::from_str(&lines[0]).unwrap();
         assert_eq!((first["agent"].as_str(), first["session"].as_str()), (Some(vendor), Some(session)), "{vendor}");
     }

@@ -4,7 +4,7 @@
 //! include, so each test crate and `aep-bench` link one copy with one dependency list.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aep_bridge::config::Config;
 use aep_bridge::server::{Bound, serve};
@@ -152,20 +152,6 @@ pub async fn get(url: String) -> (u16, String) {
     })
     .await
     .unwrap()
-}
-
-/// Reads the lines of a JSONL file once it has at least `n` lines, or panics after a deadline.
-pub async fn wait_lines(path: &Path, n: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<String> = text.lines().map(str::to_owned).collect();
-        if lines.len() >= n {
-            return lines;
-        }
-        assert!(Instant::now() < deadline, "{} has {} lines, wanted {n}", path.display(), lines.len());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The hook payloads of a short Codex session: start, prompt, one Bash call, stop.
