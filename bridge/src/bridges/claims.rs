@@ -10,7 +10,9 @@ use std::sync::Mutex;
 /// Sessions remembered per agent (the oldest claim is forgotten beyond).
 const MAX_SESSIONS: usize = 4096;
 
-/// Claimed sessions per agent, shared by the hook receiver and the stream observers.
+/// Claimed sessions per watched agent, shared by the hook receiver and the stream observers.
+/// Only an agent an observer [`watch`](HookSessions::watch)es is tracked: every other
+/// vendor's hook call (Claude Code, Codex, ...) finds no entry and records nothing.
 #[derive(Debug, Default)]
 pub struct HookSessions {
     inner: Mutex<HashMap<String, Claims>>,
@@ -23,10 +25,18 @@ struct Claims {
 }
 
 impl HookSessions {
-    /// Records that a hook call of `agent` delivered a moment of `session`.
+    /// Starts tracking the sessions `agent`'s hook calls deliver (a companion observer of
+    /// that agent's stream asks this when it starts).
+    pub fn watch(&self, agent: &str) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.entry(agent.to_owned()).or_default();
+    }
+
+    /// Records that a hook call of `agent` delivered a moment of `session`, when an observer
+    /// watches `agent`; otherwise nothing (no allocation on the hook path).
     pub fn claim(&self, agent: &str, session: &str) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let c = inner.entry(agent.to_owned()).or_default();
+        let Some(c) = inner.get_mut(agent) else { return };
         if c.set.contains(session) {
             return;
         }
@@ -53,6 +63,9 @@ mod tests {
     #[test]
     fn claims_are_per_agent_and_bounded() {
         let h = HookSessions::default();
+        h.claim("opencode", "s0");
+        assert!(!h.claimed("opencode", "s0"), "an agent no observer watches is not tracked");
+        h.watch("opencode");
         h.claim("opencode", "s1");
         assert!(h.claimed("opencode", "s1"));
         assert!(!h.claimed("kilocode", "s1") && !h.claimed("opencode", "s2"));

@@ -192,6 +192,9 @@ impl Observer {
             BridgeMode::Companion => SseMode::Companion,
             BridgeMode::Primary => SseMode::Primary,
         };
+        if mode == SseMode::Companion {
+            deps.hook_sessions.watch(&cfg.agent());
+        }
         let gated = cfg.answerable(deps.can_answer);
         if cfg.control && !gated {
             tracing::warn!(
