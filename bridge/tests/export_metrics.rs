@@ -32,19 +32,7 @@ struct Received {
 impl Received {
     /// Waits until what was kept satisfies `pred`; `false` after `timeout`.
     async fn until(&self, timeout: Duration, pred: impl Fn(&[ExportMetricsServiceRequest]) -> bool) -> bool {
-        let wait = async {
-            loop {
-                let next = self.seen.notified();
-                tokio::pin!(next);
-                // Registered before looking, so a request kept in between still wakes it.
-                next.as_mut().enable();
-                if pred(&self.got.lock().unwrap()) {
-                    return;
-                }
-                next.await;
-            }
-        };
-        tokio::time::timeout(timeout, wait).await.is_ok()
+        common::until_notified(&self.seen, timeout, || pred(&self.got.lock().unwrap())).await
     }
 }
 

@@ -114,19 +114,7 @@ struct Recorder {
 impl Recorder {
     /// Waits until what was recorded satisfies `pred`; `false` after `timeout`.
     async fn until(&self, timeout: Duration, pred: impl Fn(&[Got]) -> bool) -> bool {
-        let wait = async {
-            loop {
-                let next = self.seen.notified();
-                tokio::pin!(next);
-                // Registered before looking, so a request recorded in between still wakes it.
-                next.as_mut().enable();
-                if pred(&self.got.lock().unwrap()) {
-                    return;
-                }
-                next.await;
-            }
-        };
-        tokio::time::timeout(timeout, wait).await.is_ok()
+        common::until_notified(&self.seen, timeout, || pred(&self.got.lock().unwrap())).await
     }
 }
 

@@ -141,18 +141,8 @@ struct Recorder {
 
 /// Waits until `pred` holds, asking again each time `seen` is woken; panics with `what`
 /// after 15 s.
-async fn until(seen: &Notify, what: impl Fn() -> String, mut pred: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let next = seen.notified();
-        tokio::pin!(next);
-        // Registered before looking, so a change made while looking still wakes it.
-        next.as_mut().enable();
-        if pred() {
-            return;
-        }
-        assert!(tokio::time::timeout_at(deadline, next).await.is_ok(), "{}", what());
-    }
+async fn until(seen: &Notify, what: impl Fn() -> String, pred: impl FnMut() -> bool) {
+    assert!(common::until_notified(seen, Duration::from_secs(15), pred).await, "{}", what());
 }
 
 async fn record(State(rec): State<Recorder>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {

@@ -212,3 +212,21 @@ pub fn otlp_json_spans(body: &str) -> Vec<serde_json::Value> {
         .flat_map(|ss| spans(&ss))
         .collect()
 }
+
+/// Waits until `pred` holds, asking again each time `seen` is woken (a peer in a test
+/// notifies it per request or frame it keeps); `false` after `timeout`. The wake-up is
+/// registered before each look, so a change made while looking still wakes it.
+pub async fn until_notified(seen: &tokio::sync::Notify, timeout: Duration, mut pred: impl FnMut() -> bool) -> bool {
+    let wait = async {
+        loop {
+            let next = seen.notified();
+            tokio::pin!(next);
+            next.as_mut().enable();
+            if pred() {
+                return;
+            }
+            next.await;
+        }
+    };
+    tokio::time::timeout(timeout, wait).await.is_ok()
+}
