@@ -92,8 +92,8 @@ pub struct ServerConfig {
     pub shutdown_grace_ms: u64,
     /// Largest hook payload accepted, in bytes.
     pub max_hook_body: usize,
-    /// Connections served at once per HTTP listener; past it a connection gets 503 and is
-    /// closed (lowered to fit the open-file limit).
+    /// Connections served at once per listener (HTTP ports, OTLP/gRPC, AG-UI proxies); past
+    /// it a connection is refused (lowered so all listeners full fit the open-file limit).
     pub max_connections: usize,
     /// A new connection must send a complete request head within this many milliseconds.
     pub header_timeout_ms: u64,
@@ -104,9 +104,9 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// The per-connection bounds of the HTTP listeners.
-    pub fn limits(&self) -> crate::listener::Limits {
-        crate::listener::Limits {
+    /// The connection bounds every listener shares.
+    pub fn limits(&self) -> aep_receivers::listener::Limits {
+        aep_receivers::listener::Limits {
             max_connections: self.max_connections,
             header_timeout: Duration::from_millis(self.header_timeout_ms.max(1)),
             idle_timeout: Duration::from_millis(self.idle_timeout_ms.max(1)),

@@ -45,7 +45,6 @@ pub mod export;
 pub mod genai;
 pub mod health;
 pub mod hooks;
-pub mod listener;
 pub mod metrics;
 pub mod otlp_in;
 pub mod otlp_tee;

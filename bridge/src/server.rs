@@ -16,6 +16,8 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use aep_receivers::listener::{self, OnRefused, Protocol};
+
 use crate::config::Config;
 use crate::hooks::BridgeHooks;
 use crate::metrics::Metrics;
@@ -230,6 +232,8 @@ pub struct Daemon {
     jsonl_thread: Option<std::thread::JoinHandle<()>>,
     progress: std::collections::BTreeMap<&'static str, Arc<crate::pipeline::Progress>>,
     bridge_listeners: std::collections::BTreeMap<String, SocketAddr>,
+    limits: listener::Limits,
+    on_refused: OnRefused,
 }
 
 impl Daemon {
@@ -379,6 +383,16 @@ impl Daemon {
             Err(e) => tracing::error!(error = %e, "No reply route for the plugins' bus asks."),
         }
         let hooks = Arc::new(hooks.with_idle_close(Some(Duration::from_secs(cfg.hooks.idle_session_secs))));
+        // One connection budget for every listener (the HTTP ports, OTLP/gRPC, the AG-UI
+        // proxies): all of them full still fit the open-file limit.
+        let listening = 1
+            + usize::from(cfg.server.otlp_http.is_some())
+            + usize::from(cfg.server.otlp_grpc.is_some())
+            + cfg.bridges.values().filter(|b| b.listen.is_some()).count();
+        let limits = cfg.server.limits().fitted_to_file_limit(listening);
+        let m = metrics.clone();
+        let on_refused: OnRefused =
+            Arc::new(move |p: Protocol| m.rejected.inc(&[("receiver", p.label()), ("reason", "connections")]));
         // `[bridges.<name>]`: the observers of agents' own event streams.
         let bridge_deps = crate::bridges::Deps {
             pipeline: pipeline.clone(),
@@ -388,6 +402,7 @@ impl Daemon {
             can_answer,
             hook_sessions: hooks.hook_sessions().clone(),
             data_dir: Some(data_dir.clone()),
+            listen: (limits, on_refused.clone()),
         };
         let mut bridge_listeners = std::collections::BTreeMap::new();
         for (name, b) in &cfg.bridges {
@@ -430,6 +445,8 @@ impl Daemon {
             jsonl_thread,
             progress,
             bridge_listeners,
+            limits,
+            on_refused,
         })
     }
 
@@ -474,34 +491,35 @@ impl Daemon {
         tracing::info!(http = %bound.http, epoch, "Bridge started.");
 
         let mut servers = Vec::new();
-        let limits = cfg.server.limits().fitted_to_file_limit();
-        servers.push(tokio::spawn(crate::listener::serve(
+        // One budget for every listener: all of them full still fit the open-file limit.
+        let (limits, on_refused) = (self.limits, self.on_refused);
+        servers.push(tokio::spawn(listener::serve(
             listeners.http,
             app.clone(),
             limits,
-            metrics.clone(),
+            Protocol::Http,
+            on_refused.clone(),
             shutdown.clone(),
         )));
         if let Some(l) = listeners.otlp_http {
             // The extra OTLP/HTTP port serves the same app (the OTLP paths live on both).
-            servers.push(tokio::spawn(crate::listener::serve(
+            servers.push(tokio::spawn(listener::serve(
                 l,
                 app.clone(),
                 limits,
-                metrics.clone(),
+                Protocol::Http,
+                on_refused.clone(),
                 shutdown.clone(),
             )));
         }
         if let Some(l) = listeners.otlp_grpc {
-            let s = shutdown.clone();
-            let grpc_concurrency = cfg.otlp_in.max_grpc_concurrency.max(1);
+            let cfg = aep_receivers::otlp::GrpcConfig {
+                max_concurrency: cfg.otlp_in.max_grpc_concurrency.max(1),
+                connections: limits,
+                ..Default::default()
+            };
             let h: Arc<dyn aep_receivers::otlp::OtlpHandler> = otlp.clone();
-            servers.push(tokio::spawn(async move {
-                let cfg = aep_receivers::otlp::GrpcConfig { max_concurrency: grpc_concurrency, ..Default::default() };
-                if let Err(e) = aep_receivers::otlp::serve_grpc(l, h, cfg, s.cancelled_owned()).await {
-                    tracing::error!(error = %e, "OTLP/gRPC receiver stopped.");
-                }
-            }));
+            servers.push(tokio::spawn(aep_receivers::otlp::serve_grpc(l, h, cfg, on_refused, shutdown.clone())));
         }
 
         shutdown.cancelled().await;

@@ -134,8 +134,10 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// The token of an `authorization` value `Bearer <token>` (an HTTP header or gRPC metadata).
+/// The scheme is matched without regard to case (RFC 9110 §11.1: `bearer`, `BEARER`).
 pub fn bearer_value(authorization: &str) -> Option<&str> {
-    authorization.strip_prefix("Bearer ").map(str::trim)
+    let (scheme, token) = authorization.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
 }
 
 async fn hook_no_event<H: HookHandler>(
@@ -197,6 +199,21 @@ async fn run<H: HookHandler>(
         Err(e) => {
             h.rejected(&vendor, &e);
             e.into_response()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bearer_value;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for v in ["Bearer t0k", "bearer t0k", "BEARER  t0k ", " Bearer t0k"] {
+            assert_eq!(bearer_value(v), Some("t0k"), "{v:?}");
+        }
+        for v in ["Basic dTpw", "Bearer", "Bearer ", "Bearert0k", ""] {
+            assert_eq!(bearer_value(v), None, "{v:?}");
         }
     }
 }

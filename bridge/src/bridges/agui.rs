@@ -99,11 +99,15 @@ pub fn spawn(
     });
     tracing::info!(bridge = name, listen = %at, upstream = %proxy.upstream, agent = %proxy.agent, "AG-UI tee proxy listening.");
     let app = Router::new().fallback(forward).with_state(proxy);
-    let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await {
-            tracing::error!(error = %e, "AG-UI tee proxy stopped.");
-        }
-    });
+    let (limits, on_refused) = deps.listen.clone();
+    let task = tokio::spawn(aep_receivers::listener::serve(
+        listener,
+        app,
+        limits,
+        aep_receivers::listener::Protocol::Http,
+        on_refused,
+        shutdown,
+    ));
     Ok((task, at))
 }
 

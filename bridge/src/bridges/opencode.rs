@@ -83,6 +83,9 @@ pub struct Deps {
     /// The bridge's data folder, where an observer keeps what a restart resumes from (the
     /// OpenHands conversations' cursors); `None` keeps nothing.
     pub data_dir: Option<std::path::PathBuf>,
+    /// The connection bounds of a listening observer (the AG-UI proxy), shared with the
+    /// bridge's other listeners, and who hears of a connection refused over them.
+    pub listen: (aep_receivers::listener::Limits, aep_receivers::listener::OnRefused),
 }
 
 /// Why an observer could not start.

@@ -1,31 +1,37 @@
-//! OTLP/gRPC: the tonic `LogsService`, `TraceService` and `MetricsService`, accepting gzip and
-//! zstd request compression (collector exporters send gzip by default, and a tonic server
-//! answers `UNIMPLEMENTED` to it unless told otherwise).
+//! OTLP/gRPC: `LogsService`, `TraceService` and `MetricsService` over one handler, served by
+//! the bounded accept loop of [`crate::listener`]. The services accept gzip and zstd request
+//! compression (collector exporters send gzip by default, and a tonic server answers
+//! `UNIMPLEMENTED` to it unless told otherwise), check the bearer token on the headers before
+//! anything is decoded, and answer a message that is not valid protobuf with
+//! `INVALID_ARGUMENT` (not retried) rather than tonic's `INTERNAL`.
 
+use std::convert::Infallible;
 use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::{LogsService, LogsServiceServer};
+use bytes::Buf as _;
 use opentelemetry_proto::tonic::collector::logs::v1::{
     ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
-    MetricsService, MetricsServiceServer,
 };
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use prost::Message;
-use tonic::codec::CompressionEncoding;
-use tonic::service::{Interceptor, Routes, interceptor::InterceptedService};
+use tokio_util::sync::CancellationToken;
+use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
+use tonic::server::NamedService;
+use tonic::service::Routes;
 use tonic::{Code, Request, Response, Status};
 
 use super::status::{self, CODE_UNAVAILABLE};
 use super::{Accepted, DEFAULT_MAX_REQUEST_BYTES, OtlpHandler, Refused, decode};
+use crate::listener::{self, Limits, OnRefused, Protocol};
 
 /// OTLP/gRPC limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,83 +40,263 @@ pub struct GrpcConfig {
     /// default is 4 MiB). tonic refuses a larger frame with `OUT_OF_RANGE` and stops a
     /// decompression at this cap with `RESOURCE_EXHAUSTED` (neither is retried).
     pub max_decoding_message_size: usize,
-    /// Exports handled at once over all connections; the others wait their turn (tonic
-    /// decodes a message before the handler sees it, so this bounds decode memory at about
-    /// this many times the message limit). Default 2.
+    /// Exports handled at once over all connections; the others wait their turn (a message
+    /// is decoded only once admitted, so this bounds decode memory at about this many times
+    /// the message limit). Default 2.
     pub max_concurrency: usize,
+    /// The connection bounds of the listener (the same rule as the HTTP ports').
+    pub connections: Limits,
 }
 
 impl Default for GrpcConfig {
     fn default() -> Self {
-        Self { max_decoding_message_size: DEFAULT_MAX_REQUEST_BYTES, max_concurrency: 2 }
-    }
-}
-
-/// The three OTLP services over one handler.
-#[derive(Clone)]
-struct Otlp {
-    handler: Arc<dyn OtlpHandler>,
-}
-
-/// The OTLP gRPC services as tonic routes, ready for
-/// `tonic::transport::Server::builder().add_routes(routes)` (or [`Routes::into_axum_router`]).
-pub fn grpc_routes(handler: Arc<dyn OtlpHandler>, cfg: &GrpcConfig) -> Routes {
-    let svc = Otlp { handler: handler.clone() };
-    let max = cfg.max_decoding_message_size;
-    let logs = LogsServiceServer::new(svc.clone())
-        .accept_compressed(CompressionEncoding::Gzip)
-        .accept_compressed(CompressionEncoding::Zstd)
-        .send_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(max);
-    let traces = TraceServiceServer::new(svc.clone())
-        .accept_compressed(CompressionEncoding::Gzip)
-        .accept_compressed(CompressionEncoding::Zstd)
-        .send_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(max);
-    let metrics = MetricsServiceServer::new(svc)
-        .accept_compressed(CompressionEncoding::Gzip)
-        .accept_compressed(CompressionEncoding::Zstd)
-        .send_compressed(CompressionEncoding::Gzip)
-        .max_decoding_message_size(max);
-    // The token is checked by an interceptor, on the headers, before tonic reads and decodes
-    // the message: an unauthenticated client costs no decode.
-    let check = BearerCheck { handler };
-    Routes::new(InterceptedService::new(logs, check.clone()))
-        .add_service(InterceptedService::new(traces, check.clone()))
-        .add_service(InterceptedService::new(metrics, check))
-}
-
-/// The bearer token in the `authorization` metadata, through [`OtlpHandler::authorized`].
-#[derive(Clone)]
-struct BearerCheck {
-    handler: Arc<dyn OtlpHandler>,
-}
-
-impl Interceptor for BearerCheck {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        let token =
-            request.metadata().get("authorization").and_then(|v| v.to_str().ok()).and_then(crate::hooks::bearer_value);
-        if self.handler.authorized(token) {
-            Ok(request)
-        } else {
-            self.handler.refused("unauthorized");
-            Err(Status::unauthenticated("missing or invalid bearer token in the `authorization` metadata"))
+        Self {
+            max_decoding_message_size: DEFAULT_MAX_REQUEST_BYTES,
+            max_concurrency: 2,
+            connections: Limits::default(),
         }
     }
 }
 
-/// Serves OTLP/gRPC on `listener` until `shutdown` resolves (conventionally port 4317).
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// One OTLP signal's `Export` method.
+trait Export: Send + Sync + 'static {
+    /// The request message.
+    type Req: Message + Default + Send + 'static;
+    /// The response message.
+    type Resp: Message + Send + 'static;
+    /// The gRPC service name.
+    const SERVICE: &'static str;
+    /// The method's path.
+    const PATH: &'static str;
+    /// Hands a decoded request to the handler.
+    fn export(handler: Arc<dyn OtlpHandler>, req: Self::Req) -> BoxFuture<Result<Self::Resp, Status>>;
+}
+
+/// `opentelemetry.proto.collector.logs.v1.LogsService`.
+struct Logs;
+/// `opentelemetry.proto.collector.trace.v1.TraceService`.
+struct Traces;
+/// `opentelemetry.proto.collector.metrics.v1.MetricsService`.
+struct Metrics;
+
+impl Export for Logs {
+    type Req = ExportLogsServiceRequest;
+    type Resp = ExportLogsServiceResponse;
+    const SERVICE: &'static str = "opentelemetry.proto.collector.logs.v1.LogsService";
+    const PATH: &'static str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
+
+    fn export(handler: Arc<dyn OtlpHandler>, req: Self::Req) -> BoxFuture<Result<Self::Resp, Status>> {
+        Box::pin(async move {
+            decode::check_ids_logs(&req).map_err(|e| invalid(&*handler, e))?;
+            let a = if handler.wants_log_records() {
+                handler.log_records_async(super::into_otel_records(req)).await
+            } else {
+                handler.logs(req)
+            }
+            .map_err(refused)?;
+            let partial_success = partial(&a)
+                .then_some(ExportLogsPartialSuccess { rejected_log_records: a.rejected, error_message: a.message });
+            Ok(ExportLogsServiceResponse { partial_success })
+        })
+    }
+}
+
+impl Export for Traces {
+    type Req = ExportTraceServiceRequest;
+    type Resp = ExportTraceServiceResponse;
+    const SERVICE: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
+    const PATH: &'static str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+    fn export(handler: Arc<dyn OtlpHandler>, req: Self::Req) -> BoxFuture<Result<Self::Resp, Status>> {
+        Box::pin(async move {
+            decode::check_ids_traces(&req).map_err(|e| invalid(&*handler, e))?;
+            let a = handler.traces(req).map_err(refused)?;
+            let partial_success = partial(&a)
+                .then_some(ExportTracePartialSuccess { rejected_spans: a.rejected, error_message: a.message });
+            Ok(ExportTraceServiceResponse { partial_success })
+        })
+    }
+}
+
+impl Export for Metrics {
+    type Req = ExportMetricsServiceRequest;
+    type Resp = ExportMetricsServiceResponse;
+    const SERVICE: &'static str = "opentelemetry.proto.collector.metrics.v1.MetricsService";
+    const PATH: &'static str = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
+
+    fn export(handler: Arc<dyn OtlpHandler>, req: Self::Req) -> BoxFuture<Result<Self::Resp, Status>> {
+        Box::pin(async move {
+            decode::check_ids_metrics(&req).map_err(|e| invalid(&*handler, e))?;
+            let a = handler.metrics(req).map_err(refused)?;
+            let partial_success = partial(&a)
+                .then_some(ExportMetricsPartialSuccess { rejected_data_points: a.rejected, error_message: a.message });
+            Ok(ExportMetricsServiceResponse { partial_success })
+        })
+    }
+}
+
+/// One OTLP service as a tower service tonic's routes can hold.
+struct Service<E> {
+    handler: Arc<dyn OtlpHandler>,
+    max_decode: usize,
+    signal: PhantomData<fn() -> E>,
+}
+
+impl<E> Clone for Service<E> {
+    fn clone(&self) -> Self {
+        Self { handler: self.handler.clone(), max_decode: self.max_decode, signal: PhantomData }
+    }
+}
+
+impl<E: Export> NamedService for Service<E> {
+    const NAME: &'static str = E::SERVICE;
+}
+
+impl<E, B> tower::Service<::http::Request<B>> for Service<E>
+where
+    E: Export,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+{
+    type Response = ::http::Response<tonic::body::Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: ::http::Request<B>) -> Self::Future {
+        let handler = self.handler.clone();
+        let max_decode = self.max_decode;
+        Box::pin(async move {
+            if req.uri().path() != E::PATH {
+                return Ok(
+                    Status::unimplemented(format!("{} has no method {}", E::SERVICE, req.uri().path())).into_http()
+                );
+            }
+            // The token is checked on the headers, before the message is read and decoded:
+            // an unauthenticated client costs no decode.
+            let token = req
+                .headers()
+                .get(::http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(crate::hooks::bearer_value);
+            if !handler.authorized(token) {
+                handler.refused("unauthorized");
+                let msg = "missing or invalid bearer token in the `authorization` metadata";
+                return Ok(Status::unauthenticated(msg).into_http());
+            }
+            let codec = OtlpCodec::<E::Resp, E::Req> { handler: handler.clone(), types: PhantomData };
+            let mut grpc = tonic::server::Grpc::new(codec)
+                .accept_compressed(CompressionEncoding::Gzip)
+                .accept_compressed(CompressionEncoding::Zstd)
+                .send_compressed(CompressionEncoding::Gzip)
+                .max_decoding_message_size(max_decode);
+            let method = tower::service_fn(move |r: Request<E::Req>| {
+                let export = E::export(handler.clone(), r.into_inner());
+                async move { export.await.map(Response::new) }
+            });
+            Ok(grpc.unary(method, req).await)
+        })
+    }
+}
+
+/// Protobuf in and out, like tonic's prost codec except that a message that does not decode
+/// is the client's fault: `INVALID_ARGUMENT`, counted as refused.
+struct OtlpCodec<Enc, Dec> {
+    handler: Arc<dyn OtlpHandler>,
+    types: PhantomData<fn() -> (Enc, Dec)>,
+}
+
+impl<Enc, Dec> Codec for OtlpCodec<Enc, Dec>
+where
+    Enc: Message + Send + 'static,
+    Dec: Message + Default + Send + 'static,
+{
+    type Encode = Enc;
+    type Decode = Dec;
+    type Encoder = ProtoEncoder<Enc>;
+    type Decoder = ProtoDecoder<Dec>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        ProtoEncoder(PhantomData)
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        ProtoDecoder { handler: self.handler.clone(), types: PhantomData }
+    }
+}
+
+/// Writes a response message.
+struct ProtoEncoder<T>(PhantomData<fn() -> T>);
+
+impl<T: Message> Encoder for ProtoEncoder<T> {
+    type Item = T;
+    type Error = Status;
+
+    fn encode(&mut self, item: T, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+        dst.reserve(item.encoded_len());
+        item.encode(dst).map_err(|e| Status::internal(format!("encoding the response: {e}")))
+    }
+}
+
+/// Reads a request message.
+struct ProtoDecoder<T> {
+    handler: Arc<dyn OtlpHandler>,
+    types: PhantomData<fn() -> T>,
+}
+
+impl<T: Message + Default> Decoder for ProtoDecoder<T> {
+    type Item = T;
+    type Error = Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<T>, Status> {
+        let len = src.remaining();
+        T::decode(src).map(Some).map_err(|e| {
+            self.handler.refused("invalid");
+            Status::invalid_argument(format!("the {len}-byte message is not a valid OTLP protobuf message: {e}"))
+        })
+    }
+}
+
+/// The OTLP gRPC services as tonic routes (mountable in any tonic or axum server).
+pub fn grpc_routes(handler: Arc<dyn OtlpHandler>, cfg: &GrpcConfig) -> Routes {
+    let max_decode = cfg.max_decoding_message_size;
+    let logs = Service::<Logs> { handler: handler.clone(), max_decode, signal: PhantomData };
+    let traces = Service::<Traces> { handler: handler.clone(), max_decode, signal: PhantomData };
+    let metrics = Service::<Metrics> { handler, max_decode, signal: PhantomData };
+    Routes::new(logs).add_service(traces).add_service(metrics)
+}
+
+/// The OTLP gRPC services behind one admission limit of `cfg.max_concurrency` exports at a
+/// time over all connections (waiting exports hold their stream's flow-control window, which
+/// the listener sizes so they cannot starve the admitted ones).
+pub fn grpc_router(handler: Arc<dyn OtlpHandler>, cfg: &GrpcConfig) -> axum::Router {
+    grpc_routes(handler, cfg)
+        .into_axum_router()
+        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(cfg.max_concurrency.max(1)))
+}
+
+/// Serves OTLP/gRPC on `listener` until `shutdown` (conventionally port 4317), within
+/// `cfg.connections`; `on_refused` hears of each connection refused over the cap.
 pub async fn serve_grpc(
     listener: tokio::net::TcpListener,
     handler: Arc<dyn OtlpHandler>,
     cfg: GrpcConfig,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), tonic::transport::Error> {
-    tonic::transport::Server::builder()
-        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(cfg.max_concurrency.max(1)))
-        .add_routes(grpc_routes(handler, &cfg))
-        .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener), shutdown)
-        .await
+    on_refused: OnRefused,
+    shutdown: CancellationToken,
+) {
+    let app = grpc_router(handler, &cfg);
+    listener::serve(listener, app, cfg.connections, Protocol::Grpc, on_refused, shutdown).await;
+}
+
+/// A request that fails the id checks: `INVALID_ARGUMENT`, counted as refused.
+fn invalid(handler: &dyn OtlpHandler, e: String) -> Status {
+    handler.refused("invalid");
+    Status::invalid_argument(e)
 }
 
 /// The gRPC status for a refusal: `UNAVAILABLE` + `RetryInfo` when full (retried by
@@ -128,64 +314,4 @@ fn refused(r: Refused) -> Status {
 
 fn partial(a: &Accepted) -> bool {
     a.rejected > 0 || !a.message.is_empty()
-}
-
-#[tonic::async_trait]
-impl LogsService for Otlp {
-    async fn export(
-        &self,
-        request: Request<ExportLogsServiceRequest>,
-    ) -> Result<Response<ExportLogsServiceResponse>, Status> {
-        let req = request.into_inner();
-        decode::check_ids_logs(&req).map_err(|e| {
-            self.handler.refused("invalid");
-            Status::invalid_argument(e)
-        })?;
-        // tonic has decoded the message on this task; the records stay on it.
-        let a = if self.handler.wants_log_records() {
-            self.handler.log_records_async(super::into_otel_records(req)).await
-        } else {
-            self.handler.logs(req)
-        }
-        .map_err(refused)?;
-        let partial_success = partial(&a)
-            .then_some(ExportLogsPartialSuccess { rejected_log_records: a.rejected, error_message: a.message });
-        Ok(Response::new(ExportLogsServiceResponse { partial_success }))
-    }
-}
-
-#[tonic::async_trait]
-impl TraceService for Otlp {
-    async fn export(
-        &self,
-        request: Request<ExportTraceServiceRequest>,
-    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        let req = request.into_inner();
-        decode::check_ids_traces(&req).map_err(|e| {
-            self.handler.refused("invalid");
-            Status::invalid_argument(e)
-        })?;
-        let a = self.handler.traces(req).map_err(refused)?;
-        let partial_success =
-            partial(&a).then_some(ExportTracePartialSuccess { rejected_spans: a.rejected, error_message: a.message });
-        Ok(Response::new(ExportTraceServiceResponse { partial_success }))
-    }
-}
-
-#[tonic::async_trait]
-impl MetricsService for Otlp {
-    async fn export(
-        &self,
-        request: Request<ExportMetricsServiceRequest>,
-    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        let req = request.into_inner();
-        decode::check_ids_metrics(&req).map_err(|e| {
-            self.handler.refused("invalid");
-            Status::invalid_argument(e)
-        })?;
-        let a = self.handler.metrics(req).map_err(refused)?;
-        let partial_success = partial(&a)
-            .then_some(ExportMetricsPartialSuccess { rejected_data_points: a.rejected, error_message: a.message });
-        Ok(Response::new(ExportMetricsServiceResponse { partial_success }))
-    }
 }

@@ -43,7 +43,7 @@ pub mod http;
 mod status;
 
 pub use convert::{into_otel_records, to_otel_records};
-pub use grpc::{GrpcConfig, grpc_routes, serve_grpc};
+pub use grpc::{GrpcConfig, grpc_router, grpc_routes, serve_grpc};
 pub use http::{HttpConfig, router, router_with};
 
 /// What a handler did with an export request it took.

@@ -29,6 +29,10 @@ pub struct Recorder {
     pub logs: Mutex<Vec<ExportLogsServiceRequest>>,
     pub traces: Mutex<Vec<ExportTraceServiceRequest>>,
     pub metrics: Mutex<Vec<ExportMetricsServiceRequest>>,
+    /// The bearer token required, if any.
+    pub token: Mutex<Option<&'static str>>,
+    /// The refusals the receiver reported, by reason.
+    pub refusals: Mutex<Vec<&'static str>>,
 }
 
 impl Recorder {
@@ -38,6 +42,8 @@ impl Recorder {
             logs: Mutex::default(),
             traces: Mutex::default(),
             metrics: Mutex::default(),
+            token: Mutex::default(),
+            refusals: Mutex::default(),
         })
     }
 
@@ -60,6 +66,12 @@ impl Recorder {
 }
 
 impl OtlpHandler for Recorder {
+    fn authorized(&self, token: Option<&str>) -> bool {
+        self.token.lock().unwrap().is_none_or(|t| token == Some(t))
+    }
+    fn refused(&self, reason: &'static str) {
+        self.refusals.lock().unwrap().push(reason);
+    }
     fn logs(&self, req: ExportLogsServiceRequest) -> Result<Accepted, Refused> {
         let r = self.reply();
         if r.is_ok() {
