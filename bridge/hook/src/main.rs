@@ -4,7 +4,9 @@
 //! `http://127.0.0.1:8787`; with `AEP_TOKEN`, a MAC under it, never the token itself) at
 //! `/hooks/{vendor}[/{event}]`,
 //! and writes the bridge's reply to stdout. Fail-open is absolute: whatever goes wrong
-//! (bridge down, slow, erroring), the agent gets the vendor's neutral reply and exit 0.
+//! (bridge down, slow, erroring, not reading), the agent gets the vendor's neutral reply and
+//! exit 0 within one budget for the whole exchange (`AEP_HOOK_TIMEOUT_MS`, 3 s; a held
+//! permission moment `AEP_HOOK_HOLD_TIMEOUT_MS`, 65 s with a token).
 //! With a token the shim also sends a fresh nonce and relays a reply only when it carries
 //! the bridge's proof over it (`x-aep-proof`, HMAC under the token): another program
 //! listening on the port cannot answer for the bridge.
@@ -101,11 +103,14 @@ fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>>
         (None, true) if is_held_moment(vendor, event, payload) => Duration::from_millis(65_000),
         _ => env_ms("AEP_HOOK_TIMEOUT_MS", 3_000),
     };
+    // One deadline for the whole exchange: connect, write (however many partial writes a
+    // large payload to a slow reader takes), read.
     let deadline = Instant::now() + total;
+    let left = || deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero());
     let addr = hostport.to_socket_addrs().ok()?.next()?;
-    let mut stream = TcpStream::connect_timeout(&addr, env_ms("AEP_HOOK_CONNECT_TIMEOUT_MS", 500)).ok()?;
+    let connect = env_ms("AEP_HOOK_CONNECT_TIMEOUT_MS", 500).min(left()?);
+    let mut stream = TcpStream::connect_timeout(&addr, connect).ok()?;
     let _ = stream.set_nodelay(true);
-    stream.set_write_timeout(Some(total)).ok()?;
     let mut req = format!(
         "POST {path} HTTP/1.1\r\nHost: {hostport}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         payload.len()
@@ -120,12 +125,20 @@ fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>>
     req.push_str("\r\n");
     let mut buf = req.into_bytes();
     buf.extend_from_slice(payload);
-    stream.write_all(&buf).ok()?;
+    let mut sent = 0;
+    while sent < buf.len() {
+        stream.set_write_timeout(Some(left()?)).ok()?;
+        match stream.write(&buf[sent..]) {
+            Ok(0) => return None,
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    }
     let mut resp = Vec::with_capacity(1024);
     let mut chunk = [0u8; 16 * 1024];
     loop {
-        let left = deadline.checked_duration_since(Instant::now())?;
-        stream.set_read_timeout(Some(left.max(Duration::from_millis(1)))).ok()?;
+        stream.set_read_timeout(Some(left()?)).ok()?;
         match stream.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => {

@@ -147,6 +147,38 @@ async fn a_bridge_that_never_answers_is_bounded_by_the_timeout() {
     assert!(out.stdout.is_empty());
 }
 
+/// A 6 MB payload to a listener that never reads: the shim's one budget covers the whole
+/// exchange, however many partial writes it takes (each write used to get the full budget
+/// again). Checked against a hang limit under two budgets (a write that times out takes a
+/// whole budget, so the old shim needed at least two), not timed.
+#[test]
+fn a_large_payload_to_a_mute_listener_fails_open_within_one_budget() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let payload =
+        format!(r#"{{"hook_event_name":"Stop","session_id":"s","last_assistant_message":"{}"}}"#, "x".repeat(6 << 20));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aep-hook"))
+        .arg("codex")
+        .env("AEP_BRIDGE_URL", &url)
+        .env_remove("AEP_TOKEN")
+        .env("AEP_HOOK_TIMEOUT_MS", "1500")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = Output::read(vec![Box::new(child.stdout.take().unwrap())]);
+    child.stdin.take().unwrap().write_all(payload.as_bytes()).unwrap();
+    let finished = stdout.wait_closed(std::time::Duration::from_millis(2800));
+    if !finished {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    drop(l);
+    assert!(finished, "the shim took more than its one budget on a payload the listener never read");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(stdout.text(), "", "the neutral reply to Stop");
+}
+
 /// A fake listener: accepts one connection, reads the request, then sends `reply` (or
 /// nothing, holding the connection open until the client goes away).
 fn fake_bridge(reply: Option<Vec<u8>>) -> (String, std::thread::JoinHandle<Vec<u8>>) {
