@@ -392,17 +392,30 @@ impl Config {
     /// Parses and checks a TOML document, collecting every problem; the `OTEL_*` variables
     /// are not read.
     pub fn from_toml(text: &str) -> Result<Config, ConfigErrors> {
-        Self::parse(text, &Env::process(), false)
+        Self::checked(Self::parse(text, &Env::process(), false)?)
     }
 
     /// [`Self::from_toml`] in `env`: the standard `OTEL_EXPORTER_OTLP_*` variables fill
     /// `[export.otlp]` where the file leaves a key unset (the file wins; see
     /// [`crate::export::otel_env`]). What `aep-bridge serve` loads.
     pub fn from_toml_with_env(text: &str, env: &Env) -> Result<Config, ConfigErrors> {
+        Self::checked(Self::parse(text, env, true)?)
+    }
+
+    /// [`Self::from_toml_with_env`] without the checks across values, for a caller that
+    /// still applies flags (a token from the environment makes an off-host `listen` in the
+    /// file valid) and then runs [`Self::check`] itself, as `serve` and `config validate` do:
+    /// the config with the problems found so far (`Err` only when the file is not TOML).
+    pub fn layer_from_toml_with_env(text: &str, env: &Env) -> Result<(Config, Vec<ConfigProblem>), ConfigErrors> {
         Self::parse(text, env, true)
     }
 
-    fn parse(text: &str, env: &Env, otel: bool) -> Result<Config, ConfigErrors> {
+    fn checked((cfg, mut problems): (Config, Vec<ConfigProblem>)) -> Result<Config, ConfigErrors> {
+        problems.extend(cfg.check());
+        if problems.is_empty() { Ok(cfg) } else { Err(ConfigErrors(problems)) }
+    }
+
+    fn parse(text: &str, env: &Env, otel: bool) -> Result<(Config, Vec<ConfigProblem>), ConfigErrors> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             ConfigErrors(vec![ConfigProblem { key: "(file)".into(), message: e.message().trim().to_owned() }])
         })?;
@@ -437,8 +450,7 @@ impl Config {
             let written = table.get("export").and_then(|e| e.get("otlp")).and_then(toml::Value::as_table);
             env.apply(&mut cfg.export.otlp, written);
         }
-        problems.extend(cfg.check());
-        if problems.is_empty() { Ok(cfg) } else { Err(ConfigErrors(problems)) }
+        Ok((cfg, problems))
     }
 
     /// Semantic checks across values (addresses, URLs, bounds).

@@ -90,10 +90,15 @@ pub enum Command {
 /// `aep-bridge config ...`
 #[derive(Debug, Subcommand)]
 pub enum ConfigAction {
-    /// Check a configuration file and report every problem at once (exit 64 when invalid).
+    /// Check the configuration exactly as `serve` would load it (the file, the `AEP_BRIDGE_*`
+    /// and `OTEL_EXPORTER_OTLP_*` variables, the same flags) and report every problem at
+    /// once (exit 64 when invalid).
     Validate {
-        /// The file (default: the built-in defaults, which are always valid).
+        /// The file (the same as `--config`; default `AEP_BRIDGE_CONFIG`, else none).
         file: Option<PathBuf>,
+        /// What `serve` takes besides the file.
+        #[command(flatten)]
+        serve: ServeArgs,
     },
 }
 
@@ -146,8 +151,7 @@ impl ServeArgs {
             None => String::new(),
         };
         let env = aep_bridge::env::Env::process();
-        let mut cfg = Config::from_toml_with_env(&text, &env)?;
-        let mut problems = Vec::new();
+        let (mut cfg, mut problems) = Config::layer_from_toml_with_env(&text, &env)?;
         if let Some(v) = &self.data_dir {
             cfg.server.data_dir = v.clone();
         }
@@ -212,7 +216,7 @@ fn run() -> i32 {
     match cli.command {
         Command::Serve(args) => serve(args),
         Command::Validate { file, strict } => validate(&file, strict),
-        Command::Config { action: ConfigAction::Validate { file } } => config_validate(file),
+        Command::Config { action: ConfigAction::Validate { file, serve } } => config_validate(file, serve),
         Command::Tail(a) => tail::run(a),
         Command::Timeline(a) => timeline::run(a),
         Command::Respond(a) => respond::run(a),
@@ -290,25 +294,21 @@ fn validate(file: &str, strict: bool) -> i32 {
     i32::from(!report.failures.is_empty() || (strict && !report.warnings.is_empty()))
 }
 
-fn config_validate(file: Option<PathBuf>) -> i32 {
-    let Some(path) = file else {
-        println!("built-in defaults: valid");
-        return 0;
+fn config_validate(file: Option<PathBuf>, mut args: ServeArgs) -> i32 {
+    if file.is_some() {
+        args.config = file;
+    }
+    let what = match &args.config {
+        Some(path) => path.display().to_string(),
+        None => "built-in defaults".to_owned(),
     };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("aep-bridge: cannot read {}: {e}", path.display());
-            return EXIT_CONFIG;
-        }
-    };
-    match Config::from_toml(&text) {
+    match args.load() {
         Ok(_) => {
-            println!("{}: valid", path.display());
+            println!("{what}: valid (with the environment and flags, as `serve` loads it)");
             0
         }
         Err(e) => {
-            eprintln!("{}: {e}", path.display());
+            eprintln!("{what}: {e}");
             EXIT_CONFIG
         }
     }

@@ -45,6 +45,53 @@ fn invalid_config_reports_every_problem_and_exits_64() {
     }
 }
 
+/// `config validate` loads as `serve` does: a file that is fine alone but off-host through
+/// the environment without a token is refused by both; a token from the environment makes
+/// an off-host file valid for both.
+#[test]
+fn config_validate_loads_the_environment_and_flags_like_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain.toml");
+    std::fs::write(&plain, "[jsonl]\nenabled = true\n").unwrap();
+    let clean = |c: &mut Command| {
+        c.env_remove("AEP_BRIDGE_TOKEN").env_remove("AEP_TOKEN").env_remove("AEP_BRIDGE_CONFIG");
+    };
+    let mut cmd = bridge();
+    clean(&mut cmd);
+    let out = cmd.args(["config", "validate"]).arg(&plain).env("AEP_BRIDGE_LISTEN", "0.0.0.0:8787").output().unwrap();
+    assert_eq!(out.status.code(), Some(64), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("off-host"), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut cmd = bridge();
+    clean(&mut cmd);
+    let out = cmd.args(["config", "validate", "--listen", "nowhere"]).arg(&plain).output().unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--listen"), "{}", String::from_utf8_lossy(&out.stderr));
+    let wide = dir.path().join("wide.toml");
+    std::fs::write(&wide, "[server]\nlisten = \"0.0.0.0:0\"\notlp_grpc = \"\"\notlp_http = \"\"\n").unwrap();
+    let mut cmd = bridge();
+    clean(&mut cmd);
+    let out = cmd.args(["config", "validate"]).arg(&wide).env("AEP_TOKEN", "from-the-env").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // And `serve` starts on it (it used to check the file before taking the token).
+    let mut cmd = bridge();
+    clean(&mut cmd);
+    let mut child = cmd
+        .args(["serve", "--config"])
+        .arg(&wide)
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env("AEP_TOKEN", "from-the-env")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line);
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert!(line.contains("aep-bridge listening"), "{line}{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn the_example_file_validates() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../aep-bridge.example.toml");
