@@ -1,6 +1,8 @@
 //! Shared plumbing of the client subcommands (`tail`, `timeline`, `respond`, `cancel`,
-//! `pending`, `adapters verify`): the collector endpoint, a blocking WebSocket client for
-//! `/socket` (AEP-0003 §3.5), an SSE line parser (§3.3), and the one-line event renderer.
+//! `pending`, `adapters verify`, `wrap`): the collector endpoint (plain or `https://`, with
+//! the exporters' rustls setup), a blocking WebSocket client for `/socket` (AEP-0003 §3.5,
+//! `wss://` for an `https://` bridge), an SSE line parser (§3.3), and the one-line event
+//! renderer.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::io::IsTerminal;
@@ -9,7 +11,14 @@ use std::time::{Duration, Instant};
 
 use aep_schemas::Event;
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::stream::MaybeTlsStream;
 use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest, http::HeaderValue};
+
+use crate::transport::TlsConfig;
+
+/// The variables naming the CLI clients' TLS files for an `https://` bridge (a TLS proxy in
+/// front of it): extra CA bundle, client certificate and key (mTLS).
+pub const TLS_ENV: [&str; 3] = ["AEP_CA_FILE", "AEP_CLIENT_CERT_FILE", "AEP_CLIENT_KEY_FILE"];
 
 /// The default collector base URL (the bridge's one HTTP port).
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8787";
@@ -21,13 +30,32 @@ pub struct Endpoint {
     pub base: String,
     /// Bearer token, when the bridge runs with one.
     pub token: Option<String>,
+    /// TLS files for an `https://` base (the exporters' settings; built-in roots by default).
+    pub tls: TlsConfig,
 }
 
 impl Endpoint {
-    /// From the `--url`/`--token` values (their env twins already applied by clap).
+    /// From the `--url`/`--token` values (their env twins already applied by clap), with
+    /// the TLS files of [`TLS_ENV`].
     pub fn new(url: Option<String>, token: Option<String>) -> Self {
         let base = url.filter(|u| !u.is_empty()).unwrap_or_else(|| DEFAULT_URL.into());
-        Self { base: base.trim_end_matches('/').to_owned(), token: token.filter(|t| !t.is_empty()) }
+        let var = |k: &str| std::env::var(k).unwrap_or_default();
+        let tls = TlsConfig { ca_file: var(TLS_ENV[0]), cert_file: var(TLS_ENV[1]), key_file: var(TLS_ENV[2]) };
+        Self { base: base.trim_end_matches('/').to_owned(), token: token.filter(|t| !t.is_empty()), tls }
+    }
+
+    /// A blocking HTTP client for this endpoint (`https://` with the TLS files); its
+    /// statuses are answers, not errors.
+    pub fn http_agent(&self, timeout: Option<Duration>) -> Result<ureq::Agent, ClientError> {
+        let tls = crate::transport::tls::ureq_tls(&self.tls).map_err(|e| {
+            ClientError::Connect(self.base.clone(), format!("TLS settings ({}): {e}", TLS_ENV.join(", ")))
+        })?;
+        Ok(ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(timeout)
+            .tls_config(tls)
+            .build()
+            .new_agent())
     }
 
     /// The `ws://` URL of `/socket`.
@@ -72,7 +100,7 @@ impl ClientError {
 
 /// A blocking WebSocket connection to the collector's `/socket`, past the `hello` exchange.
 pub struct Socket {
-    ws: tungstenite::WebSocket<TcpStream>,
+    ws: tungstenite::WebSocket<MaybeTlsStream<TcpStream>>,
     /// The peer's `hello` frame.
     pub hello: Value,
 }
@@ -89,7 +117,8 @@ impl Socket {
             req.headers_mut().insert("authorization", v);
         }
         let host = req.uri().host().unwrap_or("127.0.0.1").to_owned();
-        let port = req.uri().port_u16().unwrap_or(80);
+        let secure = req.uri().scheme_str() == Some("wss");
+        let port = req.uri().port_u16().unwrap_or(if secure { 443 } else { 80 });
         let addr = (host.as_str(), port)
             .to_socket_addrs()
             .ok()
@@ -98,7 +127,15 @@ impl Socket {
         let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
             .map_err(|e| ClientError::Connect(url.clone(), e.to_string()))?;
         let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-        let (ws, _) = tungstenite::client(req, stream).map_err(|e| match e {
+        let connector = if secure {
+            let tls = crate::transport::tls::client_config(&ep.tls).map_err(|e| {
+                ClientError::Connect(url.clone(), format!("TLS settings ({}): {e}", TLS_ENV.join(", ")))
+            })?;
+            tungstenite::Connector::Rustls(tls)
+        } else {
+            tungstenite::Connector::Plain
+        };
+        let (ws, _) = tungstenite::client_tls_with_config(req, stream, None, Some(connector)).map_err(|e| match e {
             tungstenite::HandshakeError::Failure(tungstenite::Error::Http(r)) => {
                 ClientError::Http { url: url.clone(), status: r.status().as_u16() }
             }
@@ -139,7 +176,12 @@ impl Socket {
             if left.is_zero() {
                 return Ok(None);
             }
-            let _ = self.ws.get_mut().set_read_timeout(Some(left.max(Duration::from_millis(1))));
+            let tcp = match self.ws.get_mut() {
+                MaybeTlsStream::Rustls(s) => s.get_ref(),
+                MaybeTlsStream::Plain(s) => &*s,
+                _ => return Err(ClientError::Protocol("unexpected stream".into())),
+            };
+            let _ = tcp.set_read_timeout(Some(left.max(Duration::from_millis(1))));
             match self.ws.read() {
                 Ok(Message::Text(t)) => match serde_json::from_str::<Value>(&t) {
                     Ok(v) => return Ok(Some(v)),

@@ -497,11 +497,14 @@ impl Stamper {
 
 /// The mapper thread: maps queued lines, stamps, validates, and posts NDJSON batches.
 fn deliver(rx: Receiver<Line>, mut mapper: Box<dyn LineMapper>, opts: &WrapOptions, epoch: u64, stats: &Stats) {
-    let agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(opts.post_timeout))
-        .build()
-        .new_agent();
+    let agent = match opts.endpoint.http_agent(Some(opts.post_timeout)) {
+        Ok(a) => a,
+        Err(e) => {
+            // Fail open: the agent runs on, its events are counted as not delivered.
+            eprintln!("aep-bridge wrap: {e}; events are not reported");
+            ureq::Agent::config_builder().http_status_as_error(false).build().new_agent()
+        }
+    };
     let url = format!("{}/events", opts.endpoint.base);
     let mut stamper = Stamper::new(mapper.agent(), opts.host.clone(), epoch);
     // The agent's output is over: what the mapper still holds goes out last.

@@ -148,7 +148,13 @@ pub fn run(args: TailArgs) -> i32 {
     }
     let ep = Endpoint::new(args.url.clone(), args.token.clone());
     let color = stdout_color();
-    let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+    let agent = match ep.http_agent(None) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("aep-bridge tail: {e}");
+            return 2;
+        }
+    };
     let mut pos = Positions::default();
     let mut seen = Dedupe::new(50_000);
     let mut printed = 0u64;

@@ -1,7 +1,8 @@
 //! TLS on every outbound path, against real local TLS servers with a CA made at test time
 //! (rcgen): OTLP/HTTP and OTLP/gRPC (logs and spans), CloudEvents, mTLS, the relay over
-//! `wss://`, a refused certificate, and the retry policy over HTTPS. Every server checks a
-//! credential header and records what arrived.
+//! `wss://`, a refused certificate, the retry policy over HTTPS, and the CLI clients
+//! reaching a bridge behind TLS. Every server checks a credential header and records what
+//! arrived.
 
 use aep_testkit as common;
 
@@ -776,4 +777,82 @@ async fn the_serve_binary_honours_otel_exporter_variables() {
     assert_eq!(*srv.rec.refused.lock().unwrap(), 0);
     let _ = child.kill();
     let _ = child.wait();
+}
+
+// ---------------------------------------------------------------- the CLI clients over https
+
+/// A TLS proxy in front of `upstream` (how a bridge is reached as `https://`): terminates
+/// TLS with the test CA's server certificate and pipes the bytes through.
+async fn tls_proxy(pki: &Pki, upstream: SocketAddr) -> SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(pki.server_config(false));
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = l.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let (Ok(mut tls), Ok(mut up)) =
+                    (acceptor.accept(tcp).await, tokio::net::TcpStream::connect(upstream).await)
+                else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut up).await;
+            });
+        }
+    });
+    addr
+}
+
+/// Runs the `aep-bridge` CLI with the test CA in `AEP_CA_FILE` (or none); exit code,
+/// stdout, stderr.
+async fn cli_with_ca(args: Vec<String>, ca_file: Option<String>) -> (i32, String, String) {
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_aep-bridge"));
+        cmd.args(&args).env("NO_COLOR", "1").env_remove("AEP_TOKEN").env_remove("AEP_URL");
+        match ca_file {
+            Some(f) => cmd.env("AEP_CA_FILE", f),
+            None => cmd.env_remove("AEP_CA_FILE"),
+        };
+        let out = cmd.output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+    })
+    .await
+    .unwrap()
+}
+
+/// The CLI clients reach a bridge behind TLS with the exporters' rustls setup: `tail` over
+/// HTTPS (SSE) and `timeline` over `wss://` (the WebSocket replay), trusting the CA named by
+/// `AEP_CA_FILE`; without it the certificate is refused and said so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_clients_reach_an_https_bridge() {
+    let pki = pki();
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = common::start(common::config(dir.path())).await;
+    for p in common::codex_session("tls-s") {
+        let (status, body) = common::post(format!("{}/hooks/codex", bridge.url()), p.to_string(), vec![]).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    bridge.wait_lines(&bridge.data.join("logs/codex/tls-s.jsonl"), 5).await;
+    let url = format!("https://localhost:{}", tls_proxy(&pki, bridge.bound.http).await.port());
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+
+    let (code, out, err) = cli_with_ca(
+        args(&["tail", "--url", &url, "--from", "all", "--limit", "5", "--once"]),
+        Some(pki.ca_file.clone()),
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().filter(|l| l.contains(" codex tls-s ")).count(), 5, "{out}");
+    let (code, out, err) = cli_with_ca(args(&["timeline", "tls-s", "--url", &url]), Some(pki.ca_file.clone())).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("tool Bash (c1) completed"), "{out}");
+
+    let (code, _, err) = cli_with_ca(args(&["tail", "--url", &url, "--from", "all", "--once"]), None).await;
+    assert_eq!(code, 1);
+    assert!(err.to_lowercase().contains("certificate") || err.contains("UnknownIssuer"), "{err}");
+    let (code, _, err) = cli_with_ca(args(&["timeline", "tls-s", "--url", &url]), None).await;
+    assert_eq!(code, 1);
+    assert!(err.to_lowercase().contains("certificate") || err.contains("UnknownIssuer"), "{err}");
+    bridge.shutdown().await;
 }

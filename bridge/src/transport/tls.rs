@@ -105,6 +105,37 @@ pub fn client_config(cfg: &TlsConfig) -> Result<Arc<rustls::ClientConfig>, TlsEr
     Ok(Arc::new(config))
 }
 
+/// The blocking HTTP client's (ureq's) TLS settings for `cfg`: the same ring provider, the
+/// Mozilla roots, or with `ca_file` that bundle alone (ureq takes one root set), and the
+/// client certificate. Used by the CLI clients (`tail`, `wrap`).
+pub fn ureq_tls(cfg: &TlsConfig) -> Result<ureq::tls::TlsConfig, TlsError> {
+    use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsProvider};
+    // Parse once here so a bad file is reported like everywhere else.
+    client_config(cfg)?;
+    let owned = |der: Vec<CertificateDer<'static>>| -> Vec<Certificate<'static>> {
+        der.iter().map(|c| Certificate::from_der(c.as_ref()).to_owned()).collect()
+    };
+    let roots = if cfg.ca_file.is_empty() {
+        RootCerts::WebPki
+    } else {
+        RootCerts::new_with_certs(&owned(certs("ca_file", &cfg.ca_file, &read("ca_file", &cfg.ca_file)?)?))
+    };
+    let mut tls = ureq::tls::TlsConfig::builder()
+        .provider(TlsProvider::Rustls)
+        .unversioned_rustls_crypto_provider(provider())
+        .root_certs(roots);
+    if !cfg.cert_file.is_empty() {
+        let chain = owned(certs("cert_file", &cfg.cert_file, &read("cert_file", &cfg.cert_file)?)?);
+        let key = PrivateKey::from_pem(&read("key_file", &cfg.key_file)?).map_err(|e| TlsError::Pem {
+            key: "key_file",
+            path: cfg.key_file.clone(),
+            reason: format!("no usable PRIVATE KEY: {e}"),
+        })?;
+        tls = tls.client_cert(Some(ClientCert::new_with_certs(&chain, key)));
+    }
+    Ok(tls.build())
+}
+
 /// tonic's TLS settings for `cfg` (the same roots, CA bundle and client certificate).
 pub fn grpc_tls(cfg: &TlsConfig) -> Result<tonic::transport::ClientTlsConfig, TlsError> {
     use tonic::transport::{Certificate, ClientTlsConfig, Identity};
