@@ -1,17 +1,21 @@
-//! `aep-bench hostile`: the agent's view of a bridge under hostile local load (issue 15).
-//! A child `aep-bridge serve` (default config) is first measured quiet, then under load:
-//! `--idle` connections that never send a byte (reopened whenever the bridge closes them),
-//! `--subscribers` SSE subscribers that never read, and `--flood` concurrent senders of
-//! `--flood-mb` OTLP/HTTP exports, retried at once on 503. Through both phases the real
+//! `aep-bench hostile`: the agent's view of a bridge under hostile local load.
+//! A child `aep-bridge serve` (default config, OTLP/gRPC on) is first measured quiet, then
+//! under load: `--idle` connections to the main port and `--grpc-idle` to the gRPC port that
+//! never send a byte (reopened whenever the bridge closes them), `--subscribers` SSE
+//! subscribers and `--replay-readers` `from=all` replays that never read, `--flood`
+//! concurrent senders of `--flood-mb` OTLP/HTTP exports (retried at once on 503), and
+//! `--grpc-mux` concurrent `--grpc-mb` exports multiplexed on one gRPC connection (as an
+//! OTel Collector exporter with several consumers sends). Through both phases the real
 //! `aep-hook` shim delivers a recorded Claude Code `PostToolUse`; the report gives its
 //! p50/p99 quiet and loaded (same run), the bridge's peak RSS against `--rss-bound-mb`, and
-//! what the flood got (taken, refused with 503, failed).
+//! what the floods got.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -41,6 +45,18 @@ pub struct HostileArgs {
     /// Size of each flood export, MB (just under the 20 MiB body limit by default).
     #[arg(long, default_value_t = 20.0)]
     pub flood_mb: f64,
+    /// Idle connections held open on the OTLP/gRPC port.
+    #[arg(long, default_value_t = 1000)]
+    pub grpc_idle: usize,
+    /// Concurrent gRPC exports multiplexed on one connection, sent again as each completes.
+    #[arg(long, default_value_t = 8)]
+    pub grpc_mux: usize,
+    /// Size of each multiplexed gRPC export, MB.
+    #[arg(long, default_value_t = 4.0)]
+    pub grpc_mb: f64,
+    /// `GET /stream?from=all` replays that never read.
+    #[arg(long, default_value_t = 20)]
+    pub replay_readers: usize,
     /// The RSS bound the bridge must stay under, MiB.
     #[arg(long, default_value_t = 768)]
     pub rss_bound_mb: u64,
@@ -57,8 +73,13 @@ fn kv(k: &str, v: String) -> KeyValue {
     }
 }
 
-/// A Codex-shaped export of about `bytes` (records of 10 KB tool arguments).
+/// A Codex-shaped export of about `bytes` (records of 10 KB tool arguments), encoded.
 fn flood_body(bytes: usize, sender: usize) -> Vec<u8> {
+    flood_request(bytes, sender).encode_to_vec()
+}
+
+/// A Codex-shaped export of about `bytes` (records of 10 KB tool arguments).
+fn flood_request(bytes: usize, sender: usize) -> ExportLogsServiceRequest {
     let per = 10_000;
     let records = (bytes / (per + 120)).max(1);
     let log_records = (0..records)
@@ -83,7 +104,6 @@ fn flood_body(bytes: usize, sender: usize) -> Vec<u8> {
             ..Default::default()
         }],
     }
-    .encode_to_vec()
 }
 
 /// The shim `n` times; ascending latencies in ms.
@@ -106,12 +126,82 @@ struct Flood {
     failed: AtomicU64,
 }
 
+/// Holds `n` connections to `addr` that never send a byte, reopening any the bridge closes,
+/// until `stop`; `open` counts those open.
+fn hold_idle(addr: SocketAddr, n: usize, stop: &Arc<AtomicBool>, open: &Arc<AtomicU64>) -> Vec<JoinHandle<()>> {
+    let threads = 4;
+    (0..threads)
+        .map(|t| {
+            let (stop, open) = (stop.clone(), open.clone());
+            let share = n / threads + usize::from(t < n % threads);
+            std::thread::spawn(move || {
+                let mut conns: Vec<Option<TcpStream>> = (0..share).map(|_| None).collect();
+                while !stop.load(Ordering::Relaxed) {
+                    for c in conns.iter_mut() {
+                        let closed = match c {
+                            None => true,
+                            Some(s) => {
+                                let mut b = [0u8; 64];
+                                match s.read(&mut b) {
+                                    // A gRPC server's SETTINGS frame is not a close.
+                                    Ok(n) => n == 0,
+                                    Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+                                }
+                            }
+                        };
+                        if closed {
+                            if c.is_some() {
+                                open.fetch_sub(1, Ordering::Relaxed);
+                            }
+                            *c = TcpStream::connect(addr).ok().filter(|s| s.set_nonblocking(true).is_ok());
+                            if c.is_some() {
+                                open.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        })
+        .collect()
+}
+
+/// `mux` concurrent exports of `body` on one gRPC connection, each sent again as it
+/// completes, until `stop`; counts what they got.
+fn grpc_mux(grpc: SocketAddr, mux: usize, body: ExportLogsServiceRequest, stop: Arc<AtomicBool>, got: Arc<Flood>) {
+    use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+    rt.block_on(async move {
+        let channel = match tonic::transport::Channel::from_shared(format!("http://{grpc}")) {
+            Ok(e) => e.timeout(Duration::from_secs(15)).connect_lazy(),
+            Err(_) => return,
+        };
+        let calls = (0..mux).map(|_| {
+            let (mut client, body, stop, got) =
+                (LogsServiceClient::new(channel.clone()), body.clone(), stop.clone(), got.clone());
+            async move {
+                while !stop.load(Ordering::Relaxed) {
+                    match client.export(body.clone()).await {
+                        Ok(_) => got.taken.fetch_add(1, Ordering::Relaxed),
+                        Err(s) if s.code() == tonic::Code::Unavailable => got.refused.fetch_add(1, Ordering::Relaxed),
+                        Err(_) => got.failed.fetch_add(1, Ordering::Relaxed),
+                    };
+                }
+            }
+        });
+        let running: Vec<_> = calls.map(tokio::spawn).collect();
+        for r in running {
+            let _ = r.await;
+        }
+    });
+}
+
 /// Runs the bench.
 pub fn run(a: &HostileArgs) -> anyhow::Result<()> {
     anyhow::ensure!(a.n > 0, "--n must be at least 1");
     let hook = super::sibling_binary("aep-hook")?;
     let scratch = super::Scratch::new("hostile")?;
-    let (bridge, url) = super::otlp::start_bridge(scratch.path())?;
+    let (bridge, url, grpc) = super::otlp::start_bridge_with_grpc(scratch.path())?;
     let pid = bridge.id();
     let addr: SocketAddr = url.trim_start_matches("http://").parse()?;
     shim_series(&hook, &url, 10)?; // warm-up
@@ -121,39 +211,9 @@ pub fn run(a: &HostileArgs) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut workers = Vec::new();
     // Idle connections: never send; reopened when the bridge closes one.
-    let idle_open = Arc::new(AtomicU64::new(0));
-    let idle_threads = 8;
-    for t in 0..idle_threads {
-        let (stop, open) = (stop.clone(), idle_open.clone());
-        let share = a.idle / idle_threads + usize::from(t < a.idle % idle_threads);
-        workers.push(std::thread::spawn(move || {
-            let mut conns: Vec<Option<TcpStream>> = (0..share).map(|_| None).collect();
-            while !stop.load(Ordering::Relaxed) {
-                for c in conns.iter_mut() {
-                    let closed = match c {
-                        None => true,
-                        Some(s) => {
-                            let mut b = [0u8; 64];
-                            match s.read(&mut b) {
-                                Ok(n) => n == 0,
-                                Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
-                            }
-                        }
-                    };
-                    if closed {
-                        if c.is_some() {
-                            open.fetch_sub(1, Ordering::Relaxed);
-                        }
-                        *c = TcpStream::connect(addr).ok().filter(|s| s.set_nonblocking(true).is_ok());
-                        if c.is_some() {
-                            open.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }));
-    }
+    let (idle_open, grpc_open) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    workers.extend(hold_idle(addr, a.idle, &stop, &idle_open));
+    workers.extend(hold_idle(grpc, a.grpc_idle, &stop, &grpc_open));
     // Subscribers that never read.
     let mut subscribers = Vec::new();
     for _ in 0..a.subscribers {
@@ -161,6 +221,20 @@ pub fn run(a: &HostileArgs) -> anyhow::Result<()> {
             let _ = write!(s, "GET /stream HTTP/1.1\r\nhost: bench\r\naccept: text/event-stream\r\n\r\n");
             subscribers.push(s);
         }
+    }
+    // Replays that never read.
+    for _ in 0..a.replay_readers {
+        if let Ok(mut s) = TcpStream::connect(addr) {
+            let _ = write!(s, "GET /stream?from=all HTTP/1.1\r\nhost: bench\r\naccept: text/event-stream\r\n\r\n");
+            subscribers.push(s);
+        }
+    }
+    // Exports multiplexed on one gRPC connection.
+    let mux = Arc::new(Flood::default());
+    if a.grpc_mux > 0 {
+        let (stop, mux, body) = (stop.clone(), mux.clone(), flood_request((a.grpc_mb * 1e6) as usize, 999));
+        let n = a.grpc_mux;
+        workers.push(std::thread::spawn(move || grpc_mux(grpc, n, body, stop, mux)));
     }
     // The flood.
     let flood = Arc::new(Flood::default());
@@ -201,7 +275,7 @@ pub fn run(a: &HostileArgs) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let loaded = shim_series(&hook, &url, a.n);
     let load_secs = t0.elapsed().as_secs_f64();
-    let idle_held = idle_open.load(Ordering::Relaxed);
+    let (idle_held, grpc_held) = (idle_open.load(Ordering::Relaxed), grpc_open.load(Ordering::Relaxed));
     let health = super::agent().get(&format!("{url}/healthz")).call().map(|r| r.status().as_u16()).unwrap_or(0);
     stop.store(true, Ordering::Relaxed);
     for w in workers {
@@ -214,8 +288,9 @@ pub fn run(a: &HostileArgs) -> anyhow::Result<()> {
     let peak = peak.load(Ordering::Relaxed).max(hwm);
 
     println!(
-        "bench hostile: n={} idle={} subscribers={} flood={}x{:.1} MB; shim=aep-hook claude-code PostToolUse",
-        a.n, a.idle, a.subscribers, a.flood, a.flood_mb
+        "bench hostile: n={} idle={} grpc-idle={} subscribers={} replay-readers={} flood={}x{:.1} MB \
+         grpc-mux={}x{:.1} MB; shim=aep-hook claude-code PostToolUse",
+        a.n, a.idle, a.grpc_idle, a.subscribers, a.replay_readers, a.flood, a.flood_mb, a.grpc_mux, a.grpc_mb
     );
     let row = |label: &str, v: &[f64]| {
         line(
@@ -231,7 +306,14 @@ pub fn run(a: &HostileArgs) -> anyhow::Result<()> {
         &format!("p50 {:.2}x", percentile(&loaded, 50.0) / percentile(&quiet, 50.0).max(1e-9)),
         &format!("p99 {:.2}x", percentile(&loaded, 99.0) / percentile(&quiet, 99.0).max(1e-9)),
     );
-    line("load held", &format!("{idle_held} idle"), &format!("{} subscribers, /healthz {health}", a.subscribers));
+    line(
+        "load held",
+        &format!("{idle_held} idle"),
+        &format!(
+            "{grpc_held} idle on gRPC, {} subscribers, {} replay readers, /healthz {health}",
+            a.subscribers, a.replay_readers
+        ),
+    );
     line(
         "flood",
         &format!("{} taken", flood.taken.load(Ordering::Relaxed)),
@@ -239,6 +321,16 @@ pub fn run(a: &HostileArgs) -> anyhow::Result<()> {
             "{} refused (503), {} failed, over {load_secs:.1} s",
             flood.refused.load(Ordering::Relaxed),
             flood.failed.load(Ordering::Relaxed)
+        ),
+    );
+    line(
+        "grpc multiplexed",
+        &format!("{} taken", mux.taken.load(Ordering::Relaxed)),
+        &format!(
+            "{} refused (UNAVAILABLE), {} failed, {} at once on one connection",
+            mux.refused.load(Ordering::Relaxed),
+            mux.failed.load(Ordering::Relaxed),
+            a.grpc_mux
         ),
     );
     line("bridge RSS", &mib(peak), &format!("peak (quiet {})", mib(rss_quiet)));

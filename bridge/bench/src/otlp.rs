@@ -144,10 +144,28 @@ pub(super) fn start_bridge(data: &Path) -> anyhow::Result<(ChildGuard, String)> 
     start_bridge_exe(&super::sibling_binary("aep-bridge")?, data)
 }
 
+/// [`start_bridge`] with its OTLP/gRPC port on too; returns the gRPC address as well.
+pub(super) fn start_bridge_with_grpc(data: &Path) -> anyhow::Result<(ChildGuard, String, std::net::SocketAddr)> {
+    let (child, line) = spawn_bridge(&super::sibling_binary("aep-bridge")?, data, "127.0.0.1:0")?;
+    let field = |key: &str| line.split_whitespace().find_map(|w| w.strip_prefix(key)).map(str::to_owned);
+    let http = field("http=").context("no http= in the start-up line")?;
+    let grpc = field("otlp-grpc=").context("no otlp-grpc= in the start-up line")?.parse()?;
+    Ok((child, format!("http://{http}"), grpc))
+}
+
 /// Starts `exe serve` (an `aep-bridge` binary) as a child; returns it with its HTTP address.
 fn start_bridge_exe(exe: &Path, data: &Path) -> anyhow::Result<(ChildGuard, String)> {
+    let (child, line) = spawn_bridge(exe, data, "")?;
+    let addr =
+        line.split_whitespace().find_map(|w| w.strip_prefix("http=")).context("no http= in the start-up line")?;
+    Ok((child, format!("http://{addr}")))
+}
+
+/// Starts `exe serve` with `grpc` as its OTLP/gRPC listener (`""`: off); returns it with
+/// its start-up line.
+fn spawn_bridge(exe: &Path, data: &Path, grpc: &str) -> anyhow::Result<(ChildGuard, String)> {
     let mut child = Command::new(exe)
-        .args(["serve", "--listen", "127.0.0.1:0", "--otlp-grpc", "", "--otlp-http", ""])
+        .args(["serve", "--listen", "127.0.0.1:0", "--otlp-grpc", grpc, "--otlp-http", ""])
         .arg("--data-dir")
         .arg(data)
         .env("AEP_BRIDGE_LOG", "warn")
@@ -165,13 +183,13 @@ fn start_bridge_exe(exe: &Path, data: &Path) -> anyhow::Result<(ChildGuard, Stri
     std::thread::spawn(move || {
         let mut lines = std::io::BufReader::new(stdout).lines();
         while let Some(Ok(l)) = lines.next() {
-            if let Some(addr) = l.split_whitespace().find_map(|w| w.strip_prefix("http=")) {
-                let _ = tx.send(addr.to_owned());
+            if l.contains("aep-bridge listening") {
+                let _ = tx.send(l);
             }
         }
     });
-    let addr = rx.recv_timeout(Duration::from_secs(15)).context("the child bridge did not print its address")?;
-    Ok((guard, format!("http://{addr}")))
+    let line = rx.recv_timeout(Duration::from_secs(15)).context("the child bridge did not print its address")?;
+    Ok((guard, line))
 }
 
 fn find_rotel(spec: &str) -> Option<PathBuf> {

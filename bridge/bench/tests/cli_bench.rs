@@ -116,11 +116,38 @@ fn otlp_bench_codex_mix_accounts_for_every_record() {
 
 #[test]
 fn hostile_bench_keeps_the_bridge_healthy_under_its_load() {
-    let r = bench(&["hostile", "--n", "5", "--idle", "20", "--subscribers", "5", "--flood", "1", "--flood-mb", "1"]);
+    let r = bench(&[
+        "hostile",
+        "--n",
+        "5",
+        "--idle",
+        "20",
+        "--grpc-idle",
+        "20",
+        "--subscribers",
+        "5",
+        "--replay-readers",
+        "3",
+        "--flood",
+        "1",
+        "--flood-mb",
+        "1",
+        "--grpc-mux",
+        "4",
+        "--grpc-mb",
+        "1",
+    ]);
     report_line(&r, "shim quiet (same run)");
     report_line(&r, "shim under load");
     let held = report_line(&r, "load held");
-    assert!(held.contains("20 idle") && held.contains("5 subscribers") && held.contains("/healthz 200"), "{held}");
+    assert!(held.contains("20 idle") && held.contains("20 idle on gRPC"), "{held}");
+    assert!(
+        held.contains("5 subscribers") && held.contains("3 replay readers") && held.contains("/healthz 200"),
+        "{held}"
+    );
+    let mux = report_line(&r, "grpc multiplexed");
+    let taken: u64 = mux.split_whitespace().nth(2).and_then(|v| v.parse().ok()).unwrap_or(0);
+    assert!(taken > 0 && mux.contains(" 0 failed"), "exports multiplexed on one connection: {mux}");
     let flood = report_line(&r, "flood");
     let taken: u64 = flood.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
     assert!(taken > 0, "the flood never got through: {flood}");
