@@ -263,6 +263,8 @@ struct Mapped {
     total: usize,
     unmatched: u64,
     first_unmatched: Option<String>,
+    /// Records of a known vendor that name no session (dropped: an AEP event belongs to one).
+    sessionless: u64,
 }
 
 impl BridgeOtlp {
@@ -307,8 +309,9 @@ impl BridgeOtlp {
             }
         }
         if sessionless > 0 {
-            // Not the sender's error (nothing is rejected in partial_success): counted only.
+            // Dropped, so reported in the answer's partial_success too (see `answer`).
             self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_session")], sessionless);
+            m.sessionless += sessionless;
         }
     }
 
@@ -340,20 +343,29 @@ impl BridgeOtlp {
         }
     }
 
-    /// The answer to an export whose drafts are in the pipeline (or queued for it): records
-    /// no profile matched are reported in `partial_success` and counted.
-    fn answer(&self, unmatched: u64, total: usize, first_unmatched: Option<String>) -> Accepted {
-        if unmatched == 0 {
+    /// The answer to an export whose drafts are in the pipeline (or queued for it): the
+    /// records it dropped are reported in `partial_success` (an OTLP sender, and a collector
+    /// in between, counts them as rejected instead of taking a silent success), those no
+    /// profile matched counted here, those that name no session counted while mapping.
+    fn answer(&self, m: &Mapped) -> Accepted {
+        let (unmatched, sessionless, total) = (m.unmatched, m.sessionless, m.total);
+        let mut why = Vec::new();
+        if unmatched > 0 {
+            self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_profile")], unmatched);
+            let svc = m.first_unmatched.as_deref().unwrap_or_default();
+            why.push(format!(
+                "{unmatched} of {total} log records match no vendor profile (service.name {svc:?}); set [otlp_in.profiles] or [otlp_in.generic] to map it"
+            ));
+        }
+        if sessionless > 0 {
+            why.push(format!(
+                "{sessionless} of {total} log records name no session (no session or conversation id): an AEP event belongs to one, so they were dropped"
+            ));
+        }
+        if why.is_empty() {
             return Accepted::all();
         }
-        self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_profile")], unmatched);
-        let svc = first_unmatched.unwrap_or_default();
-        Accepted::partial(
-            unmatched as i64,
-            format!(
-                "{unmatched} of {total} log records match no vendor profile (service.name {svc:?}); set [otlp_in.profiles] or [otlp_in.generic] to map it"
-            ),
-        )
+        Accepted::partial(i64::try_from(unmatched + sessionless).unwrap_or(i64::MAX), why.join("; "))
     }
 
     /// Maps `records` and queues the drafts; `tee` runs once they are accepted. With
@@ -368,10 +380,10 @@ impl BridgeOtlp {
         let answer = match handle {
             Some(handle) => handle.block_on(self.take_records_inline(records))?,
             None => {
-                let Mapped { drafts, total, unmatched, first_unmatched } = self.map_records(&records)?;
+                let mut m = self.map_records(&records)?;
                 drop(records);
-                self.queue(drafts)?;
-                self.answer(unmatched, total, first_unmatched)
+                self.queue(std::mem::take(&mut m.drafts))?;
+                self.answer(&m)
             }
         };
         // The tee sees only requests this receiver accepted: a 503 makes the sender retry,
@@ -409,7 +421,7 @@ impl BridgeOtlp {
         }
         self.inline.fetch_sub(n, Ordering::AcqRel);
         done.map_err(|_| Refused::Full { retry_after: Duration::from_secs(5) })?;
-        Ok(self.answer(m.unmatched, m.total, m.first_unmatched))
+        Ok(self.answer(&m))
     }
 
     /// [`Self::take_records`] on the receiving task itself: the records are mapped and
@@ -420,10 +432,10 @@ impl BridgeOtlp {
         if self.may_stamp_inline() {
             return self.take_records_inline(records).await;
         }
-        let Mapped { drafts, total, unmatched, first_unmatched } = self.map_records(&records)?;
+        let mut m = self.map_records(&records)?;
         drop(records);
-        self.queue(drafts)?;
-        Ok(self.answer(unmatched, total, first_unmatched))
+        self.queue(std::mem::take(&mut m.drafts))?;
+        Ok(self.answer(&m))
     }
 }
 
@@ -527,6 +539,25 @@ mod tests {
             .sink(crate::pipeline::SinkTx::durable_lines("jsonl", tx))
             .build();
         (pipeline, rx)
+    }
+
+    /// A record that names no session (Codex's own "flushing OTEL metrics" line) is dropped,
+    /// and the answer says so in `partial_success`, beside the records that were taken.
+    #[tokio::test(flavor = "current_thread")]
+    async fn sessionless_records_are_reported_rejected() {
+        let (pipeline, mut rx) = line_pipeline(64);
+        let metrics = pipeline.metrics().clone();
+        let (otlp, _task) = handler(pipeline, ProfileOverrides::default(), 100);
+        let flushing = OtelRecord {
+            resource: Arc::new(serde_json::Map::from_iter([("service.name".to_owned(), json!("codex_exec"))])),
+            body: Some(json!("flushing OTEL metrics")),
+            ..Default::default()
+        };
+        let got = otlp.log_records_async(vec![codex_record("c1"), flushing]).await.unwrap();
+        assert_eq!(got.rejected, 1);
+        assert!(got.message.contains("1 of 2 log records name no session"), "{}", got.message);
+        assert_eq!(rx.try_recv().unwrap().iter().count(), 1, "the other record was taken");
+        assert_eq!(metrics.rejected.get(&[("receiver", "otlp"), ("reason", "no_session")]), 1);
     }
 
     /// On a current-thread runtime the draining task cannot run between the two calls, so

@@ -501,8 +501,9 @@ async fn serve_exports_hook_events_as_otlp_logs() {
 }
 
 /// A second `aep-bridge serve` is a real OTLP logs receiver: records of a known vendor
-/// (`service.name` = `codex`) become events there, the others come back as a partial
-/// success, which the exporter counts and does not retry.
+/// (`service.name` = `codex`) that name a session become events there; the others (here
+/// all 12: an unknown service, and records the Codex profile finds no session in) come
+/// back as a partial success, which the exporter counts and does not retry.
 #[tokio::test]
 async fn a_second_bridge_receives_the_logs_and_reports_partial_success() {
     let dir = tempfile::tempdir().unwrap();
@@ -522,14 +523,15 @@ async fn a_second_bridge_receives_the_logs_and_reports_partial_success() {
         cfg.otlp.spans = false;
         let events: Vec<Event> = session("codex").into_iter().chain(session("nobody")).collect();
         let (stats, metrics) = export_all(&cfg, &events).await;
-        assert_eq!(stat(&stats, "otlp_logs"), (12, 0, 6, 0), "{protocol:?}");
+        assert_eq!(stat(&stats, "otlp_logs"), (12, 0, 12, 0), "{protocol:?}");
         assert_eq!(metrics.sink_errors.get(&[("sink", "otlp_logs")]), 1, "{protocol:?}");
         // The peer counts while it maps, before it answers: the exports are answered, so
         // the count is final.
         let (_, text) = common::get(format!("{}/metrics", peer.url())).await;
         // The bridge's own LogRecords name their session as `aep.session_id`, not as a
         // vendor's `conversation.id`: the receiving bridge maps them through the Codex
-        // profile, finds no session and counts them instead of emitting sessionless events.
+        // profile, finds no session and drops them (counted, and rejected in the answer)
+        // instead of emitting sessionless events.
         let want =
             format!("aep_bridge_requests_rejected_total{{reason=\"no_session\",receiver=\"otlp\"}} {}", 6 * (n + 1));
         assert!(text.contains(&want), "{protocol:?}: wanted {want}:\n{text}");

@@ -17,7 +17,7 @@
 //! | 10 off-host without a token, token out of argv | `cli_config::serve_refuses_an_off_host_listener_without_a_token`, `cli_config::serve_takes_its_token_from_the_environment_or_a_file` |
 //! | 11 hook names and session ids | `hooks::tests::hostile_hook_names_and_session_ids_are_refused`, `serve::hostile_session_ids_stay_inside_the_log_root` |
 //! | 12 WebSocket message size | `collector::an_oversized_websocket_message_closes_only_its_connection` |
-//! | 14 Codex records without a session | `export_otlp::a_second_bridge_receives_the_logs_and_reports_partial_success` (`no_session` counted) |
+//! | 14 Codex records without a session | `export_otlp::a_second_bridge_receives_the_logs_and_reports_partial_success` (`no_session` counted and rejected in `partial_success`) |
 //! | 15 Qwen headless sessions | `adapters/tests/qwen_code.rs`, `hooks::tests::a_silent_headless_session_ends_once_as_timeout` |
 //! | 16 Gemini concurrent tools | `adapters/tests/gemini_cli.rs::concurrent_tool_calls_pair_by_their_input_in_every_order` |
 //! | 17 JSONC settings | `cli_install::jsonc_settings_with_comments_and_trailing_commas_install_and_keep_the_comments` |

@@ -27,6 +27,46 @@ pub struct ModelCallFields {
     pub duration_ms: Option<&'static str>,
     /// The GenAI operation (`chat` for a chat-completions style call).
     pub operation: &'static str,
+    /// The provider's id of the response (`gen_ai.response.id`).
+    pub response_id: Option<&'static str>,
+    /// Why the model stopped: a string or an array of strings.
+    pub finish_reasons: Option<&'static str>,
+    /// Input tokens read from the provider's prompt cache.
+    pub cache_read_tokens: Option<&'static str>,
+    /// Input tokens written to the provider's prompt cache.
+    pub cache_creation_tokens: Option<&'static str>,
+    /// Output tokens spent on reasoning.
+    pub reasoning_tokens: Option<&'static str>,
+    /// The call's HTTP status code.
+    pub status_code: Option<&'static str>,
+    /// `gen_ai.provider.name` by a record attribute's value, `(attribute, value, provider)`:
+    /// named only where the record says which API answered (a CLI may front several).
+    pub provider: &'static [(&'static str, &'static str, &'static str)],
+    /// The record opens a call whose counts arrive in a later record (Codex logs
+    /// `api_request` when the response starts, then `sse_event` `response.completed`): its
+    /// time minus its duration is when that call began.
+    pub opens: bool,
+}
+
+impl ModelCallFields {
+    /// No fields: what a vendor's entry leaves out (`..ModelCallFields::EMPTY`).
+    pub const EMPTY: ModelCallFields = ModelCallFields {
+        event: "",
+        when: None,
+        model: None,
+        input_tokens: None,
+        output_tokens: None,
+        duration_ms: None,
+        operation: "chat",
+        response_id: None,
+        finish_reasons: None,
+        cache_read_tokens: None,
+        cache_creation_tokens: None,
+        reasoning_tokens: None,
+        status_code: None,
+        provider: &[],
+        opens: false,
+    };
 }
 
 /// One model call's figures, as the vendor reported them.
@@ -44,6 +84,22 @@ pub struct ModelCall<'a> {
     pub output_tokens: Option<u64>,
     /// Duration, when measured.
     pub duration_ms: Option<f64>,
+    /// The response id, when given.
+    pub response_id: Option<&'a str>,
+    /// The finish reasons, when given.
+    pub finish_reasons: Vec<&'a str>,
+    /// Input tokens read from the prompt cache, when counted.
+    pub cache_read_tokens: Option<u64>,
+    /// Input tokens written to the prompt cache, when counted.
+    pub cache_creation_tokens: Option<u64>,
+    /// Reasoning output tokens, when counted.
+    pub reasoning_tokens: Option<u64>,
+    /// The HTTP status code, when given.
+    pub status_code: Option<u64>,
+    /// The provider, when the record names it (see [`ModelCallFields::provider`]).
+    pub provider: Option<&'static str>,
+    /// The record opens a call completed by a later record ([`ModelCallFields::opens`]).
+    pub opens: bool,
 }
 
 /// `data[key]`, found by a scan when the map is small: a payload carries a handful of
@@ -76,9 +132,30 @@ pub fn model_call_in<'a>(
         input_tokens: get(f.input_tokens).and_then(count),
         output_tokens: get(f.output_tokens).and_then(count),
         duration_ms: get(f.duration_ms).and_then(number).filter(|d| *d >= 0.0),
+        response_id: get(f.response_id).and_then(Value::as_str).filter(|s| !s.is_empty()),
+        finish_reasons: get(f.finish_reasons).map(strings).unwrap_or_default(),
+        cache_read_tokens: get(f.cache_read_tokens).and_then(count),
+        cache_creation_tokens: get(f.cache_creation_tokens).and_then(count),
+        reasoning_tokens: get(f.reasoning_tokens).and_then(count),
+        status_code: get(f.status_code).and_then(count),
+        provider: f
+            .provider
+            .iter()
+            .find(|(k, v, _)| member(data, k).and_then(Value::as_str) == Some(*v))
+            .map(|(_, _, p)| *p),
+        opens: f.opens,
     };
     let any = call.input_tokens.is_some() || call.output_tokens.is_some() || call.duration_ms.is_some();
     any.then_some(call)
+}
+
+/// The non-empty strings of a string or an array of strings.
+fn strings(v: &Value) -> Vec<&str> {
+    match v {
+        Value::String(s) if !s.is_empty() => vec![s.as_str()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).filter(|s| !s.is_empty()).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// A non-negative integer, as a number or a numeric string.
@@ -134,7 +211,15 @@ mod tests {
                 model: Some("claude-opus-4-8"),
                 input_tokens: Some(1200),
                 output_tokens: Some(25),
-                duration_ms: Some(113.0)
+                duration_ms: Some(113.0),
+                response_id: None,
+                finish_reasons: vec![],
+                cache_read_tokens: None,
+                cache_creation_tokens: None,
+                reasoning_tokens: None,
+                status_code: None,
+                provider: None,
+                opens: false,
             }
         );
     }
@@ -163,6 +248,41 @@ mod tests {
             assert_eq!((c.input_tokens, c.output_tokens, c.duration_ms), (Some(5120), Some(64), Some(950.0)), "{ty}");
         }
         assert_eq!(model_call("x.gemini-cli.otel.api_request", &d), None, "the request half carries no figures");
+    }
+
+    /// The call details a model-call span shows, from the attributes the real exports carry
+    /// (captures `s01_tools_bypass_json`, `c01_exec_json`, `g01_tools_yolo_http`, `q01_tools_yolo_http`).
+    #[test]
+    fn call_details_as_recorded() {
+        let cc = data(json!({"model": "claude-opus-4-8", "input_tokens": 1200, "output_tokens": 25,
+            "cache_read_tokens": 7, "cache_creation_tokens": 3, "request_id": "req_mock_b74dd30f3b4d"}));
+        let c = model_call("x.claude-code.otel.api_request", &cc).unwrap();
+        assert_eq!(
+            (c.response_id, c.cache_read_tokens, c.cache_creation_tokens, c.provider, c.opens),
+            (Some("req_mock_b74dd30f3b4d"), Some(7), Some(3), None, false)
+        );
+        let req = data(json!({"duration_ms": "15", "http.response.status_code": "200", "model": "gpt-5-codex-mock"}));
+        assert!(model_call("x.codex.otel.api_request", &req).unwrap().opens, "its completion comes later");
+        let done = data(json!({"event.kind": "response.completed", "input_token_count": "1200",
+            "output_token_count": "25", "cached_token_count": "200", "cache_write_token_count": "0",
+            "reasoning_token_count": "5"}));
+        let c = model_call("x.codex.otel.sse_event", &done).unwrap();
+        assert_eq!(
+            (c.cache_read_tokens, c.cache_creation_tokens, c.reasoning_tokens, c.opens),
+            (Some(200), Some(0), Some(5), false)
+        );
+        let gm = data(json!({"model": "gemini-2.5-pro", "duration_ms": 420, "input_token_count": 1200,
+            "output_token_count": 25, "cached_content_token_count": 0, "thoughts_token_count": 0, "status_code": 200,
+            "finish_reasons": ["stop"], "auth_type": "gemini-api-key"}));
+        let c = model_call("x.gemini-cli.otel.api_response", &gm).unwrap();
+        assert_eq!(
+            (c.finish_reasons.as_slice(), c.status_code, c.provider, c.reasoning_tokens),
+            (&["stop"][..], Some(200), Some("gcp.gemini"), Some(0))
+        );
+        let qw = data(json!({"response_id": "chatcmpl-mock52876f28e4", "input_token_count": 1200,
+            "status_code": 200, "auth_type": "openai"}));
+        let c = model_call("x.qwen-code.otel.api_response", &qw).unwrap();
+        assert_eq!((c.response_id, c.status_code, c.provider), (Some("chatcmpl-mock52876f28e4"), Some(200), None));
     }
 
     #[test]

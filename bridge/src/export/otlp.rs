@@ -502,17 +502,19 @@ pub(crate) async fn run_spans(
             finished.extend(asm.flush_all());
         }
         let now = clock.now();
+        // The agents' own spans first: a model-call span among them tells the join, before
+        // any run span is released, that the session's calls need no synthesized span.
+        let mut vendor_out = Vec::new();
+        if let Some(vrx) = vendor_rx.as_mut() {
+            while let Ok(mut q) = vrx.try_recv() {
+                vendor_out.extend(vendor.take(std::mem::take(&mut q.req), &mut join, now));
+            }
+        }
         for span in finished {
             pending.extend(join.hold(span, now));
         }
         pending.extend(if closed { join.release_all() } else { join.release(now) });
-        let mut vendor_out = Vec::new();
-        if let Some(vrx) = vendor_rx.as_mut() {
-            while let Ok(mut q) = vrx.try_recv() {
-                vendor_out.extend(vendor.take(std::mem::take(&mut q.req), &join, now));
-            }
-        }
-        vendor_out.extend(vendor.tick(&join, now, closed));
+        vendor_out.extend(vendor.tick(&mut join, now, closed));
         if !vendor_out.is_empty() {
             let n = vendor_out.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
             let req = ExportTraceServiceRequest { resource_spans: vendor_out };

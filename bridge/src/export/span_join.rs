@@ -1,6 +1,6 @@
-//! The vendors' own telemetry joined onto the synthesized spans (issue 14): token usage,
-//! cost and model of a run's model calls on its `invoke_agent` span, the vendor's own tool
-//! duration on its `execute_tool` span.
+//! The vendors' own telemetry joined onto the synthesized spans: token usage, cost and model
+//! of a run's model calls on its `invoke_agent` span and one `chat {model}` span per call
+//! under it, the vendor's own tool duration on its `execute_tool` span.
 //!
 //! The records lag: Claude Code exports on an interval, Gemini CLI and Qwen Code after
 //! `SessionEnd`, Codex on its own batch schedule. So a finished run or tool span waits a
@@ -27,6 +27,15 @@
 //! `aep.usage.model_calls`, `aep.cost.total` (USD, Claude Code's `cost_usd`), and
 //! OpenInference's `llm.token_count.*`, `llm.model_name`, `llm.cost.total`.
 //!
+//! Model-call spans: each call a run took becomes a `chat {model}` span (kind CLIENT,
+//! [`chat_span`]) right after its run, from the record's duration (or, for Codex, from the
+//! `api_request` that opened it) to the record's time, so GenAI trace UIs that total usage
+//! over model calls see the run's usage. Calls no run took leave with the session root, as
+//! its children (`aep.usage.join = session`). A session whose agent sends its own model-call
+//! spans ([`SpanJoin::vendor_model_calls`]: Claude Code's beta `llm_request`, Gemini CLI's
+//! `llm_call`) gets none: its calls are in the trace already. The root names the model its
+//! runs learned when nothing else named it.
+//!
 //! Pure and clockless: the caller gives every arrival time. Memory is bounded: at most
 //! [`JoinConfig::max_held`] spans of at most [`JoinConfig::max_held_bytes`] in all wait (a
 //! span's size is its names and attribute values, which at capture `full` carry tool
@@ -37,7 +46,9 @@ use std::collections::{HashMap, VecDeque};
 
 use aep_adapters::otel::usage::number;
 use aep_adapters::vendors::model_call;
-use aep_projections::spans::{LogSpans, Span, SpanContext, SpanRole, parse_rfc3339_nanos, session_root_context};
+use aep_projections::spans::{
+    LogSpans, ModelCall, Span, SpanContext, SpanRole, chat_span, parse_rfc3339_nanos, session_root_context,
+};
 use aep_schemas::event::Event;
 use serde_json::{Map, Value};
 
@@ -96,11 +107,10 @@ const MAX_RUNS: usize = 64;
 #[derive(Debug, Clone)]
 struct Call {
     run: Option<String>,
+    /// The record's time: when the call returned.
     time: u64,
-    model: Option<String>,
-    input: Option<u64>,
-    output: Option<u64>,
-    cost_usd: Option<f64>,
+    /// What the record says of the call (its `chat` span's content).
+    call: ModelCall,
 }
 
 /// What one session's vendor records hold for its spans.
@@ -124,6 +134,13 @@ struct Ledger {
     run_ctx: HashMap<String, SpanContext>,
     /// Tool call spans by call id, with their run.
     tool_ctx: HashMap<String, (SpanContext, Option<String>)>,
+    /// When the call a vendor's opening record announced began (Codex `api_request`), for
+    /// the record that completes it.
+    opened: Option<u64>,
+    /// The session's agent sends its own model-call spans: no `chat` span is synthesized.
+    vendor_calls: bool,
+    /// The first model a run span of the session named, for the root.
+    model: Option<String>,
 }
 
 impl Ledger {
@@ -161,6 +178,8 @@ enum How {
     RunId,
     Time,
     SoleRun,
+    /// No run: the session root's, when it left.
+    Session,
 }
 
 impl How {
@@ -169,6 +188,7 @@ impl How {
             How::RunId => "run_id",
             How::Time => "time",
             How::SoleRun => "sole_run",
+            How::Session => "session",
         }
     }
 }
@@ -219,7 +239,8 @@ impl SpanJoin {
         if inside.next().is_some() {
             return None;
         }
-        Some(CallUsage { model: one.model.clone(), input: one.input, output: one.output })
+        let c = &one.call;
+        Some(CallUsage { model: c.model.clone(), input: c.input_tokens, output: c.output_tokens })
     }
 
     /// The tool call span of a remembered session's call id, with its run.
@@ -280,17 +301,35 @@ impl SpanJoin {
         let Some(session) = ev.session.as_deref() else { return };
         let key = (ev.source.to_string(), session.to_owned());
         let data = ev.data.as_ref().and_then(Value::as_object);
-        let call = data
-            .and_then(|d| model_call(&ev.r#type, d))
-            .filter(|c| c.input_tokens.is_some() || c.output_tokens.is_some());
-        let call = call.map(|c| Call {
+        let time = parse_rfc3339_nanos(&ev.time).unwrap_or(0);
+        let reported = data.and_then(|d| model_call(&ev.r#type, d));
+        // A record that opens a call (no counts of its own) dates the one that completes it.
+        let opened = reported
+            .as_ref()
+            .filter(|c| c.opens)
+            .map(|c| time.saturating_sub(nanos_of_ms(c.duration_ms.unwrap_or(0.0))));
+        let call = reported.filter(|c| c.input_tokens.is_some() || c.output_tokens.is_some()).map(|c| Call {
             run: ev.run.clone(),
-            time: parse_rfc3339_nanos(&ev.time).unwrap_or(0),
-            model: c.model.map(str::to_owned),
-            input: c.input_tokens,
-            output: c.output_tokens,
-            cost_usd: data.and_then(|d| d.get("cost_usd")).and_then(number).filter(|c| *c >= 0.0),
+            time,
+            call: ModelCall {
+                event_id: ev.id.clone(),
+                start_unix_nanos: c.duration_ms.map_or(time, |ms| time.saturating_sub(nanos_of_ms(ms))),
+                end_unix_nanos: time,
+                model: c.model.map(str::to_owned),
+                provider: c.provider.map(str::to_owned),
+                input_tokens: c.input_tokens,
+                output_tokens: c.output_tokens,
+                cache_read_tokens: c.cache_read_tokens,
+                cache_creation_tokens: c.cache_creation_tokens,
+                reasoning_tokens: c.reasoning_tokens,
+                response_id: c.response_id.map(str::to_owned),
+                finish_reasons: c.finish_reasons.iter().map(|s| (*s).to_owned()).collect(),
+                status_code: c.status_code,
+                cost_usd: data.and_then(|d| d.get("cost_usd")).and_then(number).filter(|c| *c >= 0.0),
+                join: None,
+            },
         });
+        let timed = call.as_ref().is_some_and(|c| c.call.start_unix_nanos < c.time);
         let tool = data.and_then(|d| vendor_tool_duration(&ev.r#type, d));
         // The spans vendor spans may be placed under: the root, runs, tool calls.
         let call_id =
@@ -299,7 +338,7 @@ impl SpanJoin {
             && (ev.r#type.starts_with("session.") || ev.r#type.starts_with("run.") || call_id.is_some());
         let ctx = if placing { self.contexts.context(ev) } else { None };
         let known = self.ledgers.contains_key(&key);
-        if !known && call.is_none() && tool.is_none() && ev.run.is_none() && ctx.is_none() {
+        if !known && call.is_none() && tool.is_none() && ev.run.is_none() && ctx.is_none() && opened.is_none() {
             return;
         }
         let trace_per_run = self.cfg.trace_per_run;
@@ -339,7 +378,14 @@ impl SpanJoin {
         if ev.r#type == "session.ended" {
             ledger.ended = true;
         }
-        if let Some(c) = call {
+        if opened.is_some() {
+            ledger.opened = opened;
+        }
+        if let Some(mut c) = call {
+            // No duration of its own: the call began when its opening record says (Codex).
+            if let Some(start) = ledger.opened.take().filter(|s| !timed && *s <= c.time) {
+                c.call.start_unix_nanos = start;
+            }
             ledger.calls.push(c);
             added += 1;
         }
@@ -365,7 +411,7 @@ impl SpanJoin {
             }
         }
         if self.cfg.grace_nanos == 0 {
-            out.push(self.enrich(span));
+            self.enrich(span, &mut out);
             return out;
         }
         let bytes = span_bytes(&span);
@@ -376,7 +422,7 @@ impl SpanJoin {
         {
             if let Some((_, b, s)) = self.held.pop_front() {
                 self.held_bytes -= b;
-                out.push(self.enrich(s));
+                self.enrich(s, &mut out);
             }
         }
         out
@@ -389,7 +435,7 @@ impl SpanJoin {
         while self.held.front().is_some_and(|(due, _, _)| *due <= now) {
             if let Some((_, b, s)) = self.held.pop_front() {
                 self.held_bytes -= b;
-                out.push(self.enrich(s));
+                self.enrich(s, &mut out);
             }
         }
         while let Some((key, order)) = self.fifo.front() {
@@ -415,13 +461,35 @@ impl SpanJoin {
     pub fn release_all(&mut self) -> Vec<Span> {
         self.held_bytes = 0;
         let held: Vec<Span> = self.held.drain(..).map(|(_, _, s)| s).collect();
-        held.into_iter().map(|s| self.enrich(s)).collect()
+        let mut out = Vec::with_capacity(held.len());
+        for s in held {
+            self.enrich(s, &mut out);
+        }
+        out
     }
 
-    fn enrich(&mut self, mut span: Span) -> Span {
-        let (Some(src), Some(sess)) = (attr(&span, "aep.source"), attr(&span, "aep.session_id")) else { return span };
+    /// Records that the session's agent sends its own model-call spans (placed by
+    /// `VendorSpans`): its calls then get no synthesized `chat` span (the vendor's are the
+    /// calls in the trace; two of each would double every token total). Runs released
+    /// before the first such span arrived keep theirs.
+    pub fn vendor_model_calls(&mut self, key: &Key) {
+        if let Some(l) = self.ledgers.get_mut(key) {
+            l.vendor_calls = true;
+        }
+    }
+
+    /// Puts `span` on `out` with what joined it; a run span is followed by a `chat` span
+    /// per model call it took (unless the agent sends its own).
+    fn enrich(&mut self, mut span: Span, out: &mut Vec<Span>) {
+        let (Some(src), Some(sess)) = (attr(&span, "aep.source"), attr(&span, "aep.session_id")) else {
+            out.push(span);
+            return;
+        };
         let key = (src.to_owned(), sess.to_owned());
-        let Some(ledger) = self.ledgers.get_mut(&key) else { return span };
+        let Some(ledger) = self.ledgers.get_mut(&key) else {
+            out.push(span);
+            return;
+        };
         match span.role {
             SpanRole::Tool => {
                 if let Some(ms) = attr(&span, "gen_ai.tool.call.id").and_then(|id| ledger.tool_ms.remove(id)) {
@@ -430,7 +498,10 @@ impl SpanJoin {
                 }
             }
             SpanRole::Run => {
-                let Some(run) = attr(&span, "aep.run_id").map(str::to_owned) else { return span };
+                let Some(run) = attr(&span, "aep.run_id").map(str::to_owned) else {
+                    out.push(span);
+                    return;
+                };
                 let (start, end) = (span.start_unix_nanos, span.end_unix_nanos);
                 if ledger.ranges.len() < MAX_RUNS * 4 {
                     ledger.ranges.push((run.clone(), start, end));
@@ -459,10 +530,39 @@ impl SpanJoin {
                 ledger.calls = keep;
                 self.records -= taken.len();
                 put_usage(&mut span.attributes, &taken);
+                if ledger.model.is_none() {
+                    ledger.model = attr(&span, "gen_ai.request.model").map(str::to_owned);
+                }
+                let calls = if ledger.vendor_calls { Vec::new() } else { chat_spans(&span, taken) };
+                out.push(span);
+                out.extend(calls);
+                return;
+            }
+            SpanRole::Session => {
+                // The model a run learned (from its calls) names the session's too; the
+                // root's operation stays the agent's invocation.
+                if !span.attributes.contains_key("gen_ai.request.model")
+                    && let Some(m) = &ledger.model
+                {
+                    span.attributes.insert("gen_ai.request.model".into(), m.as_str().into());
+                }
+                // Calls no run took (between runs, or reported after their run left) are
+                // the session's for certain, the run's not: under the root.
+                let calls = if ledger.vendor_calls || ledger.calls.is_empty() {
+                    Vec::new()
+                } else {
+                    let left: Vec<(How, Call)> =
+                        std::mem::take(&mut ledger.calls).into_iter().map(|c| (How::Session, c)).collect();
+                    self.records -= left.len();
+                    chat_spans(&span, left)
+                };
+                out.push(span);
+                out.extend(calls);
+                return;
             }
             _ => {}
         }
-        span
+        out.push(span);
     }
 }
 
@@ -498,6 +598,16 @@ fn vendor_tool_duration(ty: &str, data: &Map<String, Value>) -> Option<(String, 
     Some((id.to_owned(), ms))
 }
 
+/// Milliseconds (a vendor's `duration_ms`) as nanoseconds.
+fn nanos_of_ms(ms: f64) -> u64 {
+    if ms.is_finite() && ms > 0.0 { (ms * 1_000_000.0).min(u64::MAX as f64) as u64 } else { 0 }
+}
+
+/// One `chat` span per joined call, under `parent` (a run span, or the root), in record order.
+fn chat_spans(parent: &Span, calls: Vec<(How, Call)>) -> Vec<Span> {
+    calls.into_iter().map(|(how, c)| chat_span(parent, &ModelCall { join: Some(how.as_str()), ..c.call })).collect()
+}
+
 fn json_number(x: f64) -> Value {
     if x.fract() == 0.0 && (0.0..9.0e15).contains(&x) { Value::from(x as u64) } else { Value::from(x) }
 }
@@ -510,8 +620,8 @@ fn put_usage(a: &mut Map<String, Value>, calls: &[(How, Call)]) {
     let sum = |f: fn(&Call) -> Option<u64>| -> Option<u64> {
         calls.iter().filter_map(|(_, c)| f(c)).fold(None, |acc, x| Some(acc.unwrap_or(0) + x))
     };
-    let input = sum(|c| c.input);
-    let output = sum(|c| c.output);
+    let input = sum(|c| c.call.input_tokens);
+    let output = sum(|c| c.call.output_tokens);
     if let Some(n) = input {
         a.insert("gen_ai.usage.input_tokens".into(), n.into());
         a.insert("llm.token_count.prompt".into(), n.into());
@@ -527,7 +637,7 @@ fn put_usage(a: &mut Map<String, Value>, calls: &[(How, Call)]) {
     let weakest = calls.iter().map(|(h, _)| *h).max().unwrap_or(How::RunId);
     a.insert("aep.usage.join".into(), weakest.as_str().into());
     let mut models: Vec<&str> = Vec::new();
-    for m in calls.iter().filter_map(|(_, c)| c.model.as_deref()) {
+    for m in calls.iter().filter_map(|(_, c)| c.call.model.as_deref()) {
         if !models.contains(&m) {
             models.push(m);
         }
@@ -539,7 +649,7 @@ fn put_usage(a: &mut Map<String, Value>, calls: &[(How, Call)]) {
         a.entry("gen_ai.request.model").or_insert_with(|| models[0].into());
         a.insert("aep.usage.models".into(), models.iter().map(|m| Value::from(*m)).collect::<Vec<_>>().into());
     }
-    let costs: Vec<f64> = calls.iter().filter_map(|(_, c)| c.cost_usd).collect();
+    let costs: Vec<f64> = calls.iter().filter_map(|(_, c)| c.call.cost_usd).collect();
     if !costs.is_empty() {
         let total: f64 = costs.iter().sum();
         // A run Event's own `data.cost` wins (AEP-0002 §5.3); the vendor's figure fills in.
@@ -649,7 +759,132 @@ mod tests {
         assert_eq!(p1.attributes["gen_ai.request.model"], "claude-opus-4-8", "no other channel named it");
         assert_eq!(p1.attributes["aep.cost.total"], 1.0);
         assert_eq!(run_of(&spans, "p2").attributes["gen_ai.usage.input_tokens"], 7);
-        assert_eq!(spans.len(), 4, "root, two runs, one tool: nothing added, nothing lost");
+        // One `chat` span per call, under the run that took it, its counts the run's.
+        let chats: Vec<&Span> = spans.iter().filter(|s| s.role == SpanRole::ModelCall).collect();
+        assert_eq!(spans.len(), 4 + chats.len(), "root, two runs, one tool, and the calls: nothing lost");
+        for (run, n, input) in [("p1", 2, 1500), ("p2", 1, 7)] {
+            let r = run_of(&spans, run);
+            let mine: Vec<&&Span> = chats.iter().filter(|c| c.parent_span_id == Some(r.span_id)).collect();
+            assert_eq!(mine.len(), n, "{run}");
+            assert!(mine.iter().all(|c| c.trace_id == r.trace_id && c.name == "chat claude-opus-4-8"));
+            let sum: u64 = mine.iter().map(|c| c.attributes["gen_ai.usage.input_tokens"].as_u64().unwrap()).sum();
+            assert_eq!(sum, input, "{run}");
+            assert!(mine.iter().all(|c| c.attributes["aep.usage.join"] == "run_id"));
+        }
+        // Started `duration_ms` before its record: a1 was stamped 10:00:02 after 90 ms.
+        let a1 = chats.iter().find(|c| c.attributes["aep.event_id"] == "a1").unwrap();
+        assert_eq!(a1.end_unix_nanos - a1.start_unix_nanos, 90_000_000);
+        assert_eq!(a1.attributes["aep.cost.total"], 0.5);
+        // The session's root names the model its runs learned from their calls.
+        let root = spans.iter().find(|s| s.role == SpanRole::Session).unwrap();
+        assert_eq!(root.attributes["gen_ai.request.model"], "claude-opus-4-8");
+        assert_eq!(root.attributes["gen_ai.operation.name"], "invoke_agent", "still the agent's invocation");
+    }
+
+    /// A session whose agent sends its own model-call spans gets no synthesized ones: the
+    /// runs still sum the usage, the trace holds each call once.
+    #[test]
+    fn no_chat_spans_where_the_agent_sends_its_own() {
+        let mut join = SpanJoin::new(JoinConfig { grace_nanos: 10, ..JoinConfig::default() });
+        let events = session();
+        events.iter().for_each(|e| join.observe(e));
+        let mut out = Vec::new();
+        for s in assemble(&events, SpanConfig::default()) {
+            out.extend(join.hold(s, 0));
+        }
+        join.observe(&api_request("a1", "2026-07-03T10:00:02Z", Some("p1"), "1200"));
+        join.vendor_model_calls(&(SRC.to_owned(), "s1".to_owned()));
+        out.extend(join.release(10));
+        assert!(
+            out.iter().all(|s| s.role != SpanRole::ModelCall),
+            "{:?}",
+            out.iter().map(|s| &s.name).collect::<Vec<_>>()
+        );
+        assert_eq!(run_of(&out, "p1").attributes["gen_ai.usage.input_tokens"], 1200);
+    }
+
+    /// Codex reports a call in two records: `api_request` as the response starts (with the
+    /// time it took to get there), `sse_event` `response.completed` with the counts. The
+    /// call's span runs from the request to the completion; a call no run took goes under
+    /// the session root when it leaves.
+    #[test]
+    fn a_call_opened_by_an_earlier_record_starts_there_and_runless_calls_go_under_the_root() {
+        let src = "aep://h/agent/codex/session/c1";
+        let codex = |id: &str, ty: &str, t: &str, data: Value| {
+            Event::from_value(json!({"aep":"0.1","id":id,"type":ty,"time":t,"source":src,"agent":"codex",
+                "session":"c1","data":data}))
+            .unwrap()
+        };
+        let hooks: Vec<Event> = [
+            ("h0", "session.started", "2026-07-03T10:00:00Z", None),
+            ("h1", "run.started", "2026-07-03T10:00:01Z", Some("t1")),
+            ("h2", "run.finished", "2026-07-03T10:00:05Z", Some("t1")),
+            ("h3", "run.started", "2026-07-03T10:00:06Z", Some("t2")),
+            ("h4", "run.finished", "2026-07-03T10:00:08Z", Some("t2")),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, (id, ty, t, run))| {
+            let mut e = codex(id, ty, t, json!({}));
+            e.seq = Some(i as u64);
+            e.run = run.map(str::to_owned);
+            e
+        })
+        .collect();
+        let mut join = SpanJoin::new(JoinConfig { grace_nanos: 10, ..JoinConfig::default() });
+        hooks.iter().for_each(|e| join.observe(e));
+        for (id, ty, t, data) in [
+            (
+                "r1",
+                "x.codex.otel.api_request",
+                "2026-07-03T10:00:02.015Z",
+                json!({"duration_ms": "15", "model": "gpt-5"}),
+            ),
+            // Codex logs the completion twice; the first record carries no counts.
+            (
+                "r2",
+                "x.codex.otel.sse_event",
+                "2026-07-03T10:00:02.020Z",
+                json!({"event.kind": "response.completed", "duration_ms": "0"}),
+            ),
+            (
+                "r3",
+                "x.codex.otel.sse_event",
+                "2026-07-03T10:00:02.020Z",
+                json!({"event.kind": "response.completed", "input_token_count": "1200", "output_token_count": "25",
+                       "cached_token_count": "200", "model": "gpt-5"}),
+            ),
+            // Between the two runs: the session's, not a run's.
+            (
+                "r4",
+                "x.codex.otel.sse_event",
+                "2026-07-03T10:00:05.500Z",
+                json!({"event.kind": "response.completed", "input_token_count": "7", "model": "gpt-5"}),
+            ),
+        ] {
+            join.observe(&codex(id, ty, t, data));
+        }
+        let mut out = Vec::new();
+        for s in assemble(&hooks, SpanConfig::default()) {
+            out.extend(join.hold(s, 0));
+        }
+        out.extend(join.release(10));
+        let chats: Vec<&Span> = out.iter().filter(|s| s.role == SpanRole::ModelCall).collect();
+        assert_eq!(chats.len(), 2, "{:?}", out.iter().map(|s| &s.name).collect::<Vec<_>>());
+        let t1 = out.iter().find(|s| s.role == SpanRole::Run && attr(s, "aep.run_id") == Some("t1")).unwrap();
+        let first = chats.iter().find(|c| c.attributes["aep.event_id"] == "r3").unwrap();
+        assert_eq!(first.parent_span_id, Some(t1.span_id));
+        let t = |s: &str| parse_rfc3339_nanos(s).unwrap();
+        assert_eq!(
+            (first.start_unix_nanos, first.end_unix_nanos),
+            (t("2026-07-03T10:00:02Z"), t("2026-07-03T10:00:02.020Z"))
+        );
+        assert_eq!(first.attributes["gen_ai.usage.cache_read.input_tokens"], 200);
+        let root = out.iter().find(|s| s.role == SpanRole::Session).unwrap();
+        let left = chats.iter().find(|c| c.attributes["aep.event_id"] == "r4").unwrap();
+        assert_eq!((left.parent_span_id, &left.attributes["aep.usage.join"]), (Some(root.span_id), &json!("session")));
+        assert_eq!(left.start_unix_nanos, left.end_unix_nanos, "no opening record, no duration: a point in time");
+        assert_eq!(join.records(), 0, "every call was placed once");
     }
 
     #[test]

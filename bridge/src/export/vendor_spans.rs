@@ -208,7 +208,7 @@ impl VendorSpans {
     }
 
     /// Takes one `/v1/traces` request; returns what is placed now (as resource groups).
-    pub fn take(&mut self, req: ExportTraceServiceRequest, join: &SpanJoin, now: u64) -> Vec<ResourceSpans> {
+    pub fn take(&mut self, req: ExportTraceServiceRequest, join: &mut SpanJoin, now: u64) -> Vec<ResourceSpans> {
         let mut spans: Vec<(Arc<Group>, Span)> = Vec::new();
         for rs in req.resource_spans {
             for ss in rs.scope_spans {
@@ -243,7 +243,7 @@ impl VendorSpans {
     }
 
     /// Retries waiting spans; those past their grace (or all, with `all`) go out unplaced.
-    pub fn tick(&mut self, join: &SpanJoin, now: u64, all: bool) -> Vec<ResourceSpans> {
+    pub fn tick(&mut self, join: &mut SpanJoin, now: u64, all: bool) -> Vec<ResourceSpans> {
         let mut out = Vec::new();
         let none = HashSet::new();
         for (due, bytes, g, mut s) in std::mem::take(&mut self.waiting) {
@@ -279,7 +279,9 @@ impl VendorSpans {
         }
     }
 
-    fn learn_from(&mut self, s: &Span, g: &Group, join: &SpanJoin) {
+    /// Learns the session (and run) of the span's vendor trace; a model-call span tells the
+    /// join the session's calls are in the trace already (no `chat` spans of its own).
+    fn learn_from(&mut self, s: &Span, g: &Group, join: &mut SpanJoin) {
         let key = match session_name(s, g).and_then(|n| join.session_named(n)) {
             Some(k) => k.clone(),
             None => match self.traces.get(&s.trace_id) {
@@ -287,6 +289,9 @@ impl VendorSpans {
                 None => return,
             },
         };
+        if is_model_call(s) {
+            join.vendor_model_calls(&key);
+        }
         let run = call_id(s).and_then(|c| join.tool_of(&key, c)).and_then(|(_, r)| r.map(str::to_owned));
         self.learn(&s.trace_id, &key, run.as_deref());
     }
@@ -370,6 +375,12 @@ impl VendorSpans {
     }
 }
 
+/// A vendor span of a model call: it names the model asked for (Claude Code's
+/// `claude_code.llm_request`, Gemini CLI's `llm_call`, the VS Code agent's `chat`).
+fn is_model_call(s: &Span) -> bool {
+    s.attributes.iter().any(|kv| kv.key == "gen_ai.request.model")
+}
+
 /// A vendor span that names a model but carries no token counts of its own (Gemini CLI's
 /// `llm_call`): its counts are in the vendor's log record of the same call.
 fn awaits_usage(s: &Span) -> bool {
@@ -380,8 +391,7 @@ fn awaits_usage(s: &Span) -> bool {
         "output_tokens",
         "llm.token_count.total",
     ];
-    s.attributes.iter().any(|kv| kv.key == "gen_ai.request.model")
-        && !s.attributes.iter().any(|kv| COUNTS.contains(&kv.key.as_str()))
+    is_model_call(s) && !s.attributes.iter().any(|kv| COUNTS.contains(&kv.key.as_str()))
 }
 
 /// The counts of the one usage record reported while the span was open (the join is by
@@ -541,12 +551,12 @@ mod tests {
 
     #[test]
     fn vendor_spans_land_under_the_tool_and_run_spans_of_the_session() {
-        let join = joined();
+        let mut join = joined();
         let ours = traces_request(&assemble(&events(), SpanConfig::default()));
         let ours: Vec<&Span> = ours.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
         let named = |n: &str| *ours.iter().find(|s| s.name == n).unwrap();
         let mut vs = VendorSpans::new(1_000, 100, 1 << 20);
-        let out = vs.take(vendor_request("s1"), &join, 0);
+        let out = vs.take(vendor_request("s1"), &mut join, 0);
         assert_eq!(vs.waiting(), 0);
         let trace = named("session claude-code").trace_id.clone();
         assert!(out.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).all(|s| s.trace_id == trace));
@@ -571,13 +581,37 @@ mod tests {
         assert_eq!(str_attr(&root.attributes, "aep.vendor.placement"), Some("run"));
     }
 
+    /// Claude Code's own `llm_request` spans are its calls in the trace: once one is placed,
+    /// the session's `api_request` records sum onto the run and add no `chat` span.
+    #[test]
+    fn a_placed_model_call_span_stops_synthesized_ones_for_its_session() {
+        for vendor_sends in [false, true] {
+            let mut join = SpanJoin::new(JoinConfig { grace_nanos: 10, ..JoinConfig::default() });
+            events().iter().for_each(|e| join.observe(e));
+            if vendor_sends {
+                VendorSpans::new(1_000, 100, 1 << 20).take(vendor_request("s1"), &mut join, 0);
+            }
+            let mut rec =
+                ev("a1", "x.claude-code.otel.api_request", 0, Some("p1"), json!({"model":"m","input_tokens":"7"}));
+            rec.seq = None;
+            join.observe(&rec);
+            let mut out = Vec::new();
+            for s in assemble(&events(), SpanConfig::default()) {
+                out.extend(join.hold(s, 0));
+            }
+            out.extend(join.release(10));
+            let chats = out.iter().filter(|s| s.role == aep_projections::spans::SpanRole::ModelCall).count();
+            assert_eq!(chats, usize::from(!vendor_sends), "vendor spans sent: {vendor_sends}");
+        }
+    }
+
     #[test]
     fn a_vendor_root_with_no_known_run_goes_under_the_session_root() {
-        let join = joined();
+        let mut join = joined();
         let mut req = vendor_request("s1");
         req.resource_spans[0].scope_spans[0].spans.retain(|s| s.name == "claude_code.interaction");
         let mut vs = VendorSpans::new(1_000, 100, 1 << 20);
-        let out = vs.take(req, &join, 0);
+        let out = vs.take(req, &mut join, 0);
         let root = by_name(&out, "claude_code.interaction");
         assert_eq!(root.parent_span_id, join.root_of(&(SRC.into(), "s1".into())).unwrap().span_id.to_vec());
         assert_eq!(str_attr(&root.attributes, "aep.vendor.placement"), Some("session"));
@@ -610,7 +644,7 @@ mod tests {
 
     #[test]
     fn waiting_vendor_spans_are_bounded_in_bytes() {
-        let join = joined();
+        let mut join = joined();
         let mut req = vendor_request("other");
         for s in &mut req.resource_spans[0].scope_spans[0].spans {
             s.attributes.push(kv("payload", &"x".repeat(5_000)));
@@ -620,13 +654,13 @@ mod tests {
         let mut sent = 0;
         for _ in 0..5 {
             sent += req.resource_spans[0].scope_spans[0].spans.len();
-            let out = vs.take(req.clone(), &join, 0);
+            let out = vs.take(req.clone(), &mut join, 0);
             let early: usize = out.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
             sent -= early;
             assert!(vs.waiting_bytes() <= 3 * each, "{} > {}", vs.waiting_bytes(), 3 * each);
             assert_eq!(vs.waiting(), sent, "every span either waits or went out");
         }
-        let late = vs.tick(&join, 1_000, false);
+        let late = vs.tick(&mut join, 1_000, false);
         let n: usize = late.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
         assert_eq!((n, vs.waiting(), vs.waiting_bytes()), (sent, 0, 0));
     }
@@ -668,11 +702,11 @@ mod tests {
         };
         let mut vs = VendorSpans::new(1_000, 100, 1 << 20);
         let first = llm(7, "2026-07-03T10:00:03.000Z", "2026-07-03T10:00:03.600Z");
-        assert!(vs.take(req(vec![first]), &join, 0).is_empty());
+        assert!(vs.take(req(vec![first]), &mut join, 0).is_empty());
         assert_eq!(vs.waiting(), 1, "its session is known, its record is not yet");
         // The record, stamped as the call returned (inside the slack after the span's end).
         join.observe(&call("c1", "2026-07-03T10:00:03.650Z", "1200"));
-        let out = vs.tick(&join, 10, false);
+        let out = vs.tick(&mut join, 10, false);
         let s = by_name(&out, "llm_call");
         assert_eq!(str_attr(&s.attributes, "aep.vendor.placement"), Some("session"));
         assert_eq!(
@@ -688,33 +722,35 @@ mod tests {
         assert_eq!(str_attr(&s.attributes, "openinference.span.kind"), Some("LLM"));
         // No record in its window: it waits out its grace, then goes out placed, no counts.
         assert!(
-            vs.take(req(vec![llm(8, "2026-07-03T10:00:04.000Z", "2026-07-03T10:00:04.100Z")]), &join, 20).is_empty()
+            vs.take(req(vec![llm(8, "2026-07-03T10:00:04.000Z", "2026-07-03T10:00:04.100Z")]), &mut join, 20)
+                .is_empty()
         );
-        assert!(vs.tick(&join, 1_019, false).is_empty());
-        let out = vs.tick(&join, 1_020, false);
+        assert!(vs.tick(&mut join, 1_019, false).is_empty());
+        let out = vs.tick(&mut join, 1_020, false);
         let s = by_name(&out, "llm_call");
         assert_eq!(str_attr(&s.attributes, "aep.vendor.placement"), Some("session"));
         assert_eq!((int(s, "gen_ai.usage.input_tokens"), str_attr(&s.attributes, "aep.usage.join")), (None, None));
         // Two records in its window: no certain join, no counts.
         join.observe(&call("c2", "2026-07-03T10:00:03.100Z", "900"));
         assert!(
-            vs.take(req(vec![llm(9, "2026-07-03T10:00:03.000Z", "2026-07-03T10:00:03.600Z")]), &join, 2_000).is_empty()
+            vs.take(req(vec![llm(9, "2026-07-03T10:00:03.000Z", "2026-07-03T10:00:03.600Z")]), &mut join, 2_000)
+                .is_empty()
         );
-        let out = vs.tick(&join, 3_000, false);
+        let out = vs.tick(&mut join, 3_000, false);
         assert_eq!(int(by_name(&out, "llm_call"), "gen_ai.usage.input_tokens"), None);
         assert_eq!(vs.waiting(), 0);
     }
 
     #[test]
     fn spans_of_an_unknown_session_wait_then_go_out_unchanged() {
-        let join = joined();
+        let mut join = joined();
         let mut vs = VendorSpans::new(1_000, 2, 1 << 20);
         let req = vendor_request("other");
-        let out = vs.take(req.clone(), &join, 0);
+        let out = vs.take(req.clone(), &mut join, 0);
         let early: Vec<&Span> = out.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans).collect();
         assert_eq!((early.len(), vs.waiting()), (2, 2), "bounded: the oldest leave early");
-        assert!(vs.tick(&join, 999, false).is_empty());
-        let late = vs.tick(&join, 1_000, false);
+        assert!(vs.tick(&mut join, 999, false).is_empty());
+        let late = vs.tick(&mut join, 1_000, false);
         let mut all: Vec<&Span> = early;
         all.extend(late.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans));
         assert_eq!(all.len(), 4);

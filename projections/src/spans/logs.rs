@@ -7,7 +7,11 @@
 //!   span, keyed by `data.tool.call_id`, else by the `tool.requested` id (its own, or the
 //!   terminal's `cause`);
 //! - any other Event of a run: the run's `invoke_agent` span;
-//! - any other Event of a session: the session's root span.
+//! - any other Event of a session: the session's root span, and so is an Event after its
+//!   session's `session.ended` of a run the session had not opened before it: the
+//!   assembler opens no span for that run there (a vendor record after the end annotates
+//!   nothing; another Event lands in a continuation), so the root, which was exported, is
+//!   the one span it certainly belongs to.
 //!
 //! The trace is the session's (or, with `trace_per_run`, the run's), or the one a
 //! `traceparent` on `session.started` / `run.started` joined, remembered per session
@@ -17,7 +21,7 @@
 //! points at the first generation's spans of the same trace, and Events logged before a
 //! late `session.started` joined a foreign trace keep the derived trace.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use aep_schemas::event::Event;
 
@@ -27,8 +31,20 @@ use super::ids::{run_context, session_root_context};
 /// Sessions (and runs) whose joined trace is remembered.
 const MAX_JOINED: usize = 65_536;
 
+/// Sessions whose runs are remembered, and runs remembered per session (beyond it a run
+/// is taken as opened).
+const MAX_OPENED: usize = 65_536;
+const MAX_RUNS: usize = 1024;
+
 /// `(source, session)` or `(source, session, run)`.
 type Key = (String, String, Option<String>);
+
+/// The runs a session opened before its `session.ended`, and whether it ended.
+#[derive(Debug, Clone, Default)]
+struct Opened {
+    runs: HashSet<String>,
+    ended: bool,
+}
 
 /// Places Events on their synthesized spans (see the module doc).
 #[derive(Debug, Clone, Default)]
@@ -36,6 +52,8 @@ pub struct LogSpans {
     trace_per_run: bool,
     joined: HashMap<Key, TraceId>,
     order: VecDeque<Key>,
+    opened: HashMap<(String, String), Opened>,
+    opened_order: VecDeque<(String, String)>,
 }
 
 impl LogSpans {
@@ -55,6 +73,36 @@ impl LogSpans {
         }
     }
 
+    /// Whether `run` has a span of the session: it was opened before the session ended
+    /// (remembered, bounded); records `ev`'s run and the session's end.
+    fn run_opened(&mut self, source: &str, session: &str, ev: &Event) -> bool {
+        let key = (source.to_owned(), session.to_owned());
+        if !self.opened.contains_key(&key) {
+            self.opened_order.push_back(key.clone());
+            while self.opened_order.len() > MAX_OPENED {
+                if let Some(old) = self.opened_order.pop_front() {
+                    self.opened.remove(&old);
+                }
+            }
+        }
+        let st = self.opened.entry(key).or_default();
+        let open = match ev.run.as_deref() {
+            Some(run) if st.runs.contains(run) => true,
+            Some(_) if st.ended => st.runs.len() >= MAX_RUNS,
+            Some(run) => {
+                if st.runs.len() < MAX_RUNS {
+                    st.runs.insert(run.to_owned());
+                }
+                true
+            }
+            None => false,
+        };
+        if ev.r#type == "session.ended" {
+            st.ended = true;
+        }
+        open
+    }
+
     /// The span `ev` lands on, or `None` when it is not placed (see the module doc).
     pub fn context(&mut self, ev: &Event) -> Option<SpanContext> {
         let session = ev.session.as_deref()?;
@@ -69,6 +117,10 @@ impl LogSpans {
         }
         let root = session_root_context(source, session);
         let session_trace = self.joined.get(&skey).copied().unwrap_or(root.trace_id);
+        let session_ctx = SpanContext { trace_id: session_trace, span_id: root.span_id };
+        if !self.run_opened(source, session, ev) && ev.run.is_some() {
+            return Some(session_ctx);
+        }
         let run_ctx = ev.run.as_deref().map(|run| {
             let rkey: Key = (source.to_owned(), session.to_owned(), Some(run.to_owned()));
             if ev.r#type == "run.started"
@@ -88,7 +140,7 @@ impl LogSpans {
         if let Some(sid) = tool_span(ev, source, session) {
             return Some(SpanContext { trace_id, span_id: sid });
         }
-        Some(run_ctx.unwrap_or(SpanContext { trace_id: session_trace, span_id: root.span_id }))
+        Some(run_ctx.unwrap_or(session_ctx))
     }
 }
 
@@ -142,6 +194,9 @@ mod tests {
             ev("e7", "run.finished", 7, json!({"run": "r1"})),
             ev("e8", "progress.status", 8, json!({})),
             ev("e9", "session.ended", 9, json!({})),
+            // A vendor record after the end: of a run the session had, and of one it never opened.
+            ev("e10", "x.a.otel.api_request", 10, json!({"run": "r1"})),
+            ev("e11", "x.a.otel.api_request", 11, json!({"run": "r9"})),
         ];
         for trace_per_run in [false, true] {
             let spans = crate::spans::assemble(&events, SpanConfig { trace_per_run, ..SpanConfig::default() });
@@ -166,6 +221,8 @@ mod tests {
                     "invoke_agent a",
                     "invoke_agent a",
                     "session a",
+                    "session a",
+                    "invoke_agent a",
                     "session a"
                 ],
                 "trace_per_run {trace_per_run}"

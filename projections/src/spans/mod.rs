@@ -13,7 +13,10 @@
 //! - an `attention {kind}` span per attention request, from `attention.requested` to
 //!   `attention.resolved`/`attention.timeout` (AEP-0002 §7), with the human's wait time;
 //! - an `invoke_agent {agent_type}` span per subagent delegation, linked to the child
-//!   session's trace.
+//!   session's trace;
+//! - a `chat {model}` span (kind CLIENT) per model call, given by the caller with the run
+//!   it joined ([`chat_span`]): the vendors report their calls in records that lag the
+//!   hooks, so which run a call belongs to is decided where they are joined.
 //!
 //! Other Events become span events on the innermost open span. Ids are SHA-256 derived,
 //! so late and replayed Events land on the same spans; a `traceparent` on `session.started`
@@ -42,6 +45,7 @@ mod config;
 mod ids;
 mod logs;
 mod model;
+mod model_call;
 mod state;
 
 pub use assembler::SpanAssembler;
@@ -52,6 +56,7 @@ pub use ids::{
 };
 pub use logs::LogSpans;
 pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, SpanRole, StatusCode, attributes, traces_request};
+pub use model_call::{ModelCall, chat_span};
 
 use aep_schemas::event::Event;
 

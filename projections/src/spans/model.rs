@@ -48,6 +48,8 @@ pub enum SpanRole {
     Attention,
     /// A subagent delegation (`invoke_agent {agent_type}`).
     Delegation,
+    /// A model call (`chat {model}`, kind CLIENT), built from a vendor's record of it.
+    ModelCall,
 }
 
 /// A timestamped annotation on a span (an AEP Event that opened no span of its own).
@@ -109,14 +111,20 @@ impl Span {
         self.attributes.get("aep.incomplete") == Some(&Value::Bool(true))
     }
 
-    /// The span as an OTLP `Span` (kind INTERNAL: agent and tool spans are internal).
+    /// The span as an OTLP `Span`: kind CLIENT for a model call (a request to a model
+    /// provider, as the GenAI client-span conventions have it), INTERNAL for the agent's own
+    /// work (sessions, runs, tools, attention, delegations).
     pub fn to_otlp(&self) -> proto::Span {
+        let kind = match self.role {
+            SpanRole::ModelCall => proto::span::SpanKind::Client,
+            _ => proto::span::SpanKind::Internal,
+        };
         proto::Span {
             trace_id: self.trace_id.to_vec(),
             span_id: self.span_id.to_vec(),
             parent_span_id: self.parent_span_id.map(|p| p.to_vec()).unwrap_or_default(),
             name: self.name.clone(),
-            kind: proto::span::SpanKind::Internal as i32,
+            kind: kind as i32,
             start_time_unix_nano: self.start_unix_nanos,
             end_time_unix_nano: self.end_unix_nanos,
             attributes: attributes(&self.attributes),

@@ -232,6 +232,11 @@ pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[crate::otel::u
     output_tokens: Some("output_tokens"),
     duration_ms: Some("duration_ms"),
     operation: "chat",
+    // The API's request id, which Claude Code's own `llm_request` span names `gen_ai.response.id`.
+    response_id: Some("request_id"),
+    cache_read_tokens: Some("cache_read_tokens"),
+    cache_creation_tokens: Some("cache_creation_tokens"),
+    ..crate::otel::usage::ModelCallFields::EMPTY
 }];
 
 #[cfg(test)]

@@ -243,6 +243,8 @@ pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[
         output_tokens: None,
         duration_ms: Some("duration_ms"),
         operation: "chat",
+        opens: true,
+        ..crate::otel::usage::ModelCallFields::EMPTY
     },
     crate::otel::usage::ModelCallFields {
         event: "sse_event",
@@ -252,6 +254,10 @@ pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[
         output_tokens: Some("output_token_count"),
         duration_ms: None,
         operation: "chat",
+        cache_read_tokens: Some("cached_token_count"),
+        cache_creation_tokens: Some("cache_write_token_count"),
+        reasoning_tokens: Some("reasoning_token_count"),
+        ..crate::otel::usage::ModelCallFields::EMPTY
     },
 ];
 

@@ -333,6 +333,13 @@ pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[crate::otel::u
     output_tokens: Some("output_token_count"),
     duration_ms: Some("duration_ms"),
     operation: "chat",
+    finish_reasons: Some("finish_reasons"),
+    cache_read_tokens: Some("cached_content_token_count"),
+    reasoning_tokens: Some("thoughts_token_count"),
+    status_code: Some("status_code"),
+    // The Gemini API by key or through Vertex AI; other sign-ins reach other endpoints.
+    provider: &[("auth_type", "gemini-api-key", "gcp.gemini"), ("auth_type", "vertex-ai", "gcp.vertex_ai")],
+    ..crate::otel::usage::ModelCallFields::EMPTY
 }];
 
 #[cfg(test)]

@@ -195,6 +195,11 @@ pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[crate::otel::u
     output_tokens: Some("output_token_count"),
     duration_ms: Some("duration_ms"),
     operation: "chat",
+    response_id: Some("response_id"),
+    cache_read_tokens: Some("cached_content_token_count"),
+    reasoning_tokens: Some("thoughts_token_count"),
+    status_code: Some("status_code"),
+    ..crate::otel::usage::ModelCallFields::EMPTY
 }];
 
 #[cfg(test)]

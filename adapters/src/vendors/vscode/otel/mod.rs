@@ -158,6 +158,12 @@ pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[crate::otel::u
     output_tokens: Some("gen_ai.usage.output_tokens"),
     duration_ms: None,
     operation: "chat",
+    response_id: Some("gen_ai.response.id"),
+    finish_reasons: Some("gen_ai.response.finish_reasons"),
+    cache_read_tokens: Some("gen_ai.usage.cache_read.input_tokens"),
+    cache_creation_tokens: Some("gen_ai.usage.cache_creation.input_tokens"),
+    reasoning_tokens: Some("gen_ai.usage.reasoning.output_tokens"),
+    ..crate::otel::usage::ModelCallFields::EMPTY
 }];
 
 #[cfg(test)]
