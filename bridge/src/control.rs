@@ -22,7 +22,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use aep_adapters::{EventDraft, MapContext};
 use aep_schemas::{Capture, Event};
@@ -32,6 +32,7 @@ use tokio::sync::oneshot;
 use crate::attention::{AttentionBook, Pending};
 use crate::commands::{Inbox, Owned, ReadOnly};
 use crate::pipeline::{Pipeline, Stamped};
+use crate::time::now_ms;
 
 /// Commands remembered for dedupe and byte-identical re-acks (AEP-0004 §2.3, §3).
 const DEDUPE_MEMORY: usize = 4096;
@@ -119,10 +120,6 @@ pub struct Held {
     control: Arc<ControlLoop>,
     id: String,
     rx: Option<oneshot::Receiver<Outcome>>,
-}
-
-fn now_ms() -> u64 {
-    crate::time::unix_ms(SystemTime::now())
 }
 
 /// `true` for the hook moments whose reply the vendor consumes as a decision (held by

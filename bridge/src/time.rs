@@ -7,6 +7,12 @@ pub fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
+/// The wall clock now, in Unix milliseconds: the one reading the observers and the control
+/// loop stamp their deadlines and cursors with.
+pub fn now_ms() -> u64 {
+    unix_ms(SystemTime::now())
+}
+
 /// Nanoseconds since the Unix epoch.
 pub fn unix_nanos(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)

@@ -121,8 +121,8 @@ impl Limits {
     }
 }
 
-/// Milliseconds since a process-wide origin, for atomics.
-fn now_ms() -> u64 {
+/// Monotonic milliseconds since a process-wide origin, for atomics (not a wall clock).
+fn mono_ms() -> u64 {
     static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     u64::try_from(ORIGIN.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
 }
@@ -148,7 +148,7 @@ impl Busy {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.idle_since_ms.store(now_ms(), Ordering::Release);
+        self.0.idle_since_ms.store(mono_ms(), Ordering::Release);
         self.0.busy.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -158,7 +158,7 @@ impl Drop for Busy {
 async fn idle_watch(a: Arc<Activity>, limits: Limits) {
     loop {
         let limit = if a.served.load(Ordering::Acquire) == 0 { limits.header_timeout } else { limits.idle_timeout };
-        let idle_for = Duration::from_millis(now_ms().saturating_sub(a.idle_since_ms.load(Ordering::Acquire)));
+        let idle_for = Duration::from_millis(mono_ms().saturating_sub(a.idle_since_ms.load(Ordering::Acquire)));
         if a.busy.load(Ordering::Acquire) == 0 && idle_for >= limit {
             return;
         }
@@ -281,7 +281,7 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let activity = Arc::new(Activity { idle_since_ms: AtomicU64::new(now_ms()), ..Activity::default() });
+        let activity = Arc::new(Activity { idle_since_ms: AtomicU64::new(mono_ms()), ..Activity::default() });
         let a = activity.clone();
         let app = app.clone();
         let body_timeout = limits.body_timeout;

@@ -62,7 +62,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use aep_adapters::vendors::kimi_code::web::{WsMode, map_ws};
 use aep_adapters::{EventDraft, MapContext, common};
@@ -78,6 +78,7 @@ use super::reply::{self, Ask, Dialect, Replies};
 use super::{BridgeConfig, BridgeMode};
 use crate::attention::Pending;
 use crate::pipeline::Stamped;
+use crate::time::now_ms;
 use crate::transport::config::Headers;
 use crate::transport::retry::random_unit;
 use crate::transport::{HttpClient, HttpOptions, RetryConfig};
@@ -224,10 +225,6 @@ enum Stop {
     Retry(String),
     /// The pipeline is closed: the bridge is shutting down.
     Pipeline,
-}
-
-fn now_ms() -> u64 {
-    crate::time::unix_ms(SystemTime::now())
 }
 
 /// `~/x` as `$HOME/x` (the token file's usual spelling).

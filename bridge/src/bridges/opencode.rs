@@ -36,7 +36,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use aep_adapters::vendors::opencode::sse::{SseMode, map_sse};
 use aep_adapters::vendors::opencode::{Profile, bus_session};
@@ -50,6 +50,7 @@ use super::{BridgeConfig, BridgeMode};
 use crate::attention::{AttentionBook, Pending};
 use crate::control::ControlLoop;
 use crate::pipeline::{Pipeline, Stamped};
+use crate::time::now_ms;
 use crate::transport::retry::random_unit;
 use crate::transport::{HttpClient, HttpOptions, RetryConfig};
 
@@ -576,8 +577,4 @@ enum Stop {
     Retry(String),
     /// The pipeline is closed: the bridge is shutting down.
     Pipeline,
-}
-
-fn now_ms() -> u64 {
-    crate::time::unix_ms(SystemTime::now())
 }

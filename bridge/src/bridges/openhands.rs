@@ -63,7 +63,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use aep_adapters::protocols::Options;
 use aep_adapters::protocols::openhands::{Checkpoint, Conversation, auth_frame};
@@ -82,6 +82,7 @@ use super::{BridgeConfig, Deps};
 use crate::attention::Pending;
 use crate::control::{Applied, ReplyRoute, RouteVerdict};
 use crate::pipeline::Stamped;
+use crate::time::now_ms;
 use crate::transport::retry::{RetryConfig, random_unit};
 use crate::transport::{Headers, HttpClient, HttpOptions};
 
@@ -1016,10 +1017,6 @@ impl ReplyRoute for Route {
             let _ = tx.send(true);
         }
     }
-}
-
-fn now_ms() -> u64 {
-    crate::time::unix_ms(SystemTime::now())
 }
 
 #[cfg(test)]
