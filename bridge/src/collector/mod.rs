@@ -9,6 +9,7 @@ mod buffer;
 mod http;
 mod ws;
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -19,7 +20,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
-pub use buffer::{Position, ReplayBuffers};
+pub use buffer::{Cursor, Paged, Position, ReplayBuffers};
 pub use http::router;
 
 use crate::commands::Commands;
@@ -29,6 +30,10 @@ use crate::pipeline::{Stamped, Tap};
 
 /// Sessions held in replay buffers; the least recently written is evicted past it.
 const MAX_SESSIONS: usize = 4096;
+
+/// Bytes of lines one replay page reads out of the buffers under the lock (a page of one
+/// larger event is read whole, as a shared handle).
+const REPLAY_PAGE: usize = 256 * 1024;
 
 /// One delivery toward a subscriber.
 #[derive(Debug, Clone)]
@@ -94,6 +99,74 @@ impl Shed {
         while !self.is_set() {
             self.notify.notified().await;
         }
+    }
+}
+
+/// A replay in progress, paged out of the shared buffers: each page is read under the lock
+/// (at most [`REPLAY_PAGE`] bytes of lines, large ones as shared handles) and the next
+/// resumes after the last event sent, so a consumer that stops reading holds one page,
+/// never a copy of the buffer. Lines are parsed, filtered and down-leveled one at a time,
+/// as they are sent.
+pub struct Replay {
+    sub: Arc<str>,
+    filter: Filter,
+    ceiling: Option<Capture>,
+    cursors: VecDeque<Cursor>,
+    page: std::vec::IntoIter<Paged>,
+}
+
+impl Replay {
+    fn new(sub: Arc<str>, filter: Filter, ceiling: Option<Capture>, cursors: Vec<Cursor>) -> Self {
+        Self { sub, filter, ceiling, cursors: cursors.into(), page: Vec::new().into_iter() }
+    }
+
+    /// The next delivery owed, or `None` once the replay is over.
+    pub fn next(&mut self, c: &Collector) -> Option<Delivery> {
+        loop {
+            let step = match self.page.next() {
+                Some(step) => step,
+                None => {
+                    self.read_page(c)?;
+                    continue;
+                }
+            };
+            match step {
+                Paged::Exhausted { session, earliest } => {
+                    return Some(Delivery::ReplayExhausted { sub: self.sub.clone(), session, earliest });
+                }
+                Paged::Line(line) => {
+                    let Some(ev) = buffer::parse(line) else { continue };
+                    if self.filter.matches(&ev.event) {
+                        let event = down(&Arc::new(ev), self.ceiling);
+                        return Some(Delivery::Event { sub: self.sub.clone(), event, frame: SharedFrame::default() });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Deliveries left in the page at hand, at most (a hint for sizing what is sent).
+    pub fn pending(&self) -> usize {
+        self.page.len()
+    }
+
+    /// Reads the next page under the lock; `None` when no cursor is left.
+    fn read_page(&mut self, c: &Collector) -> Option<()> {
+        if self.cursors.is_empty() {
+            return None;
+        }
+        let st = c.state.lock().ok()?;
+        let (mut out, mut budget) = (Vec::new(), REPLAY_PAGE);
+        while budget > 0
+            && let Some(cur) = self.cursors.front_mut()
+        {
+            if st.buffers.page(cur, &mut budget, &mut out) {
+                self.cursors.pop_front();
+            }
+        }
+        drop(st);
+        self.page = out.into_iter();
+        Some(())
     }
 }
 
@@ -235,58 +308,36 @@ impl Collector {
         })
     }
 
-    /// The replay a subscription starting at `from` is owed, filtered and down-leveled,
-    /// each exhausted position's marker ahead of its session's events (AEP-0003 §5).
-    fn replay_of(
-        st: &State,
-        sub: &Arc<str>,
-        filter: &Filter,
-        ceiling: Option<Capture>,
-        from: Option<From>,
-    ) -> Vec<Delivery> {
-        let mut replay = Vec::new();
-        let push = |ev: &Arc<Stamped>, replay: &mut Vec<Delivery>| {
-            if filter.matches(&ev.event) {
-                let event = down(ev, ceiling);
-                replay.push(Delivery::Event { sub: sub.clone(), event, frame: SharedFrame::default() });
+    /// The replay a subscription starting at `from` is owed, filtered and down-leveled when
+    /// it is read, each exhausted position's marker ahead of its session's events
+    /// (AEP-0003 §5). Only the cursors are made here: events admitted from now on are not
+    /// owed (they are live).
+    fn replay_of(st: &State, sub: Arc<str>, filter: Filter, ceiling: Option<Capture>, from: Option<From>) -> Replay {
+        let cursors = match from {
+            None => Vec::new(),
+            // Replay-all: every held session from its earliest held position; no
+            // replay-exhausted marker, since the ask names no position (AEP-0003 §5 rule 2),
+            // unless events held now are evicted before the replay reaches them.
+            Some(From::All) => st.buffers.replay_all(),
+            Some(From::Positions(ps)) => {
+                ps.iter().filter_map(|(session, pos)| st.buffers.replay_after(session, *pos)).collect()
             }
         };
-        match from {
-            None => {}
-            // Replay-all: every held session from its earliest held position; no
-            // replay-exhausted marker, since the ask names no position (AEP-0003 §5 rule 2).
-            Some(From::All) => {
-                for ev in st.buffers.all() {
-                    push(&ev, &mut replay);
-                }
-            }
-            Some(From::Positions(ps)) => {
-                for (session, pos) in ps {
-                    let (exhausted, evs) = st.buffers.after(&session, pos);
-                    if let Some(earliest) = exhausted {
-                        replay.push(Delivery::ReplayExhausted { sub: sub.clone(), session: session.clone(), earliest });
-                    }
-                    for ev in evs {
-                        push(&ev, &mut replay);
-                    }
-                }
-            }
-        }
-        replay
+        Replay::new(sub, filter, ceiling, cursors)
     }
 
     /// The replay alone, for a consumer that asked for no live delivery (`live=0`).
-    pub fn replay(&self, filter: &Filter, ceiling: Option<Capture>, from: Option<From>) -> Vec<Delivery> {
+    pub fn replay(&self, filter: Filter, ceiling: Option<Capture>, from: Option<From>) -> Replay {
         match self.state.lock() {
-            Ok(st) => Self::replay_of(&st, &Arc::from(""), filter, ceiling, from),
-            Err(_) => Vec::new(),
+            Ok(st) => Self::replay_of(&st, Arc::from(""), filter, ceiling, from),
+            Err(_) => Replay::new(Arc::from(""), filter, ceiling, Vec::new()),
         }
     }
 
-    /// Subscribes: registers a live subscriber and, under the same lock, snapshots the
-    /// replay it is owed, so replay and live delivery neither overlap nor leave a gap.
-    /// The caller delivers the returned replay before anything it receives on `tx`.
-    /// `shed` is raised if the subscription is dropped for overflow (AEP-0003 §8.4).
+    /// Subscribes: registers a live subscriber and, under the same lock, begins the replay
+    /// it is owed, so replay and live delivery neither overlap nor leave a gap. The caller
+    /// delivers the replay before anything it receives on `tx`. `shed` is raised if the
+    /// subscription is dropped for overflow (AEP-0003 §8.4).
     pub fn subscribe(
         &self,
         sub: Arc<str>,
@@ -295,10 +346,10 @@ impl Collector {
         from: Option<From>,
         tx: mpsc::Sender<Delivery>,
         shed: Arc<Shed>,
-    ) -> (u64, Vec<Delivery>) {
+    ) -> (u64, Replay) {
         let id = self.next_id();
-        let Ok(mut st) = self.state.lock() else { return (id, Vec::new()) };
-        let replay = Self::replay_of(&st, &sub, &filter, ceiling, from);
+        let Ok(mut st) = self.state.lock() else { return (id, Replay::new(sub, filter, ceiling, Vec::new())) };
+        let replay = Self::replay_of(&st, sub.clone(), filter.clone(), ceiling, from);
         st.subscribers.push(Subscriber { id, sub, filter, ceiling, tx, shed });
         self.metrics.subscribers.fetch_add(1, Ordering::Relaxed);
         (id, replay)

@@ -12,7 +12,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{Claim, Ctx, Delivery, Route, Shed, parse_from};
+use super::{Claim, Ctx, Delivery, Replay, Route, Shed, parse_from};
 use crate::pipeline::Stamped;
 
 /// Most concurrent subscriptions per connection (`limit-exceeded` beyond, AEP-0003 §6.5).
@@ -41,8 +41,8 @@ struct Conn {
 enum Out {
     /// A connection-scoped frame.
     Frame(Value),
-    /// A replayed event or marker, written before any live delivery of its subscription.
-    Replay(Delivery),
+    /// A subscription's replay, written before any live delivery of it.
+    Replay(Replay),
 }
 
 impl Conn {
@@ -155,11 +155,15 @@ pub(super) async fn run(socket: WebSocket, ctx: Ctx, authenticated: bool) {
                 match msg {
                     Message::Text(t) => {
                         for o in handle_frame(&t, &mut conn, &ctx, &dtx, &cmd_tx).await {
-                            let m = match o {
-                                Out::Frame(f) => text(&f),
-                                Out::Replay(d) => conn.render(d),
-                            };
-                            if sink.send(m).await.is_err() { break 'conn; }
+                            match o {
+                                Out::Frame(f) => if sink.send(text(&f)).await.is_err() { break 'conn; },
+                                // Paged: one delivery at a time, read as it is sent. Whole even
+                                // if the subscription is shed meanwhile: what is queued live follows it.
+                                Out::Replay(mut r) => while let Some(d) = r.next(&c) {
+                                    let m = conn.render(d);
+                                    if sink.send(m).await.is_err() { break 'conn; }
+                                },
+                            }
                         }
                     }
                     Message::Binary(_) => {
@@ -285,9 +289,7 @@ async fn handle_frame(
             conn.subs.insert(sid.to_owned(), subid);
             // `subscribed`, then the replay, then live delivery: the replay is written before
             // the connection loop reads the live queue again (AEP-0003 §5, §6.5).
-            let mut out = vec![Out::Frame(json!({"type": "subscribed", "id": sid}))];
-            out.extend(replay.into_iter().map(Out::Replay));
-            out
+            vec![Out::Frame(json!({"type": "subscribed", "id": sid})), Out::Replay(replay)]
         }
         "unsubscribe" => {
             let sid = id.and_then(Value::as_str).unwrap_or("");
