@@ -21,7 +21,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Collector, Ctx, Delivery, From, Parsed, Position, Replay, parse_from, parse_sse_id, sse_id};
+use super::{
+    Backlog, Bound, Collector, Ctx, Delivery, From, Parsed, Position, Replay, parse_from, parse_sse_id, sse_id,
+};
 use crate::pipeline::{Pipeline, Stamped};
 
 /// The collector routes.
@@ -267,15 +269,16 @@ async fn stream(State(ctx): State<Ctx>, Query(q): Query<StreamQuery>, headers: H
         }
     };
     let heartbeat = Duration::from_secs(c.cfg.heartbeat_secs.max(1));
+    let backlog = Backlog::new();
     if !live {
         // `live=0`: the replay alone, then the stream ends (AEP-0003 §5).
         let replay = c.replay(filter, ceiling, from);
-        return sse_response(SseState::new(c, replay, None, heartbeat));
+        return sse_response(SseState::new(c, replay, None, backlog, heartbeat));
     }
     let (tx, rx) = mpsc::channel(c.cfg.subscriber_queue.max(1));
-    let (id, replay) = c.subscribe(Arc::from(""), filter, ceiling, from, tx, super::Shed::new());
+    let (id, replay) = c.subscribe(Arc::from(""), filter, ceiling, from, tx, backlog.clone());
     let live = Live { rx, _guard: Unsubscribe { c: c.clone(), id }, closing: c.closing.clone() };
-    sse_response(SseState::new(c, replay, Some(live), heartbeat))
+    sse_response(SseState::new(c, replay, Some(live), backlog, heartbeat))
 }
 
 /// Most bytes one body chunk gathers from frames that are already waiting; an event whose
@@ -290,6 +293,7 @@ struct SseState {
     c: Arc<Collector>,
     replay: Option<Replay>,
     live: Option<Live>,
+    backlog: Arc<Backlog>,
     heartbeat: Duration,
     /// Chunks ready to go out, in order.
     out: VecDeque<Bytes>,
@@ -303,8 +307,8 @@ struct Live {
 }
 
 impl SseState {
-    fn new(c: Arc<Collector>, replay: Replay, live: Option<Live>, heartbeat: Duration) -> Self {
-        Self { c, replay: Some(replay), live, heartbeat, out: VecDeque::new() }
+    fn new(c: Arc<Collector>, replay: Replay, live: Option<Live>, backlog: Arc<Backlog>, heartbeat: Duration) -> Self {
+        Self { c, replay: Some(replay), live, backlog, heartbeat, out: VecDeque::new() }
     }
 
     /// Queues the next chunks; `false` when the stream is over.
@@ -320,10 +324,18 @@ impl SseState {
             }
         }
         let Some(live) = self.live.as_mut() else { return false };
+        let backlog = &self.backlog;
         let first = tokio::select! {
             d = live.rx.recv() => match d {
                 Some(d) => d,
-                None => return false,
+                // A subscriber cut for falling behind on notice+ events has its sender dropped:
+                // what it queued was delivered, and the stream ends saying so (AEP-0003 §8.4).
+                None => {
+                    let bound = backlog.cut_by();
+                    self.live = None;
+                    self.out.extend(bound.map(|b| overflow(&self.c, b)));
+                    return bound.is_some();
+                }
             },
             _ = live.closing.cancelled() => return false,
             // The heartbeat follows `heartbeat` of silence (AEP-0003 §3.3).
@@ -332,10 +344,22 @@ impl SseState {
                 return true;
             }
         };
+        backlog.taken(&first);
         let rx = &mut live.rx;
-        frames(first, rx.len(), || rx.try_recv().ok(), &mut self.out);
+        frames(first, rx.len(), || rx.try_recv().ok().inspect(|d| backlog.taken(d)), &mut self.out);
         true
     }
+}
+
+/// The comment that ends a stream cut for falling behind.
+fn overflow(c: &Collector, bound: Bound) -> Bytes {
+    let (limit, what) = match bound {
+        Bound::Events => (c.cfg.subscriber_queue, "events"),
+        Bound::Bytes => (c.cfg.subscriber_bytes, "bytes"),
+    };
+    Bytes::from(format!(
+        ": overflow: this consumer fell behind on notice+ events (queue bound {limit} {what}); resume from the last id\n\n"
+    ))
 }
 
 /// Queues `first` and whatever `more` yields at once as chunks of `out`: small frames are
@@ -400,9 +424,9 @@ fn large(d: &Delivery) -> Option<[Bytes; 3]> {
 
 /// The `text/event-stream` response, written as raw frames (AEP-0003 §3.3): each event's
 /// frame is encoded once and shared by every subscriber, frames already queued go out
-/// together in one chunk, and a large event's line goes out as it is held. A subscriber shed
+/// together in one chunk, and a large event's line goes out as it is held. A subscriber cut
 /// for overflow (AEP-0003 §8.4) has its sender dropped: the queue drains and the stream
-/// then ends, so the consumer reconnects and resumes exactly.
+/// then ends with an `: overflow` comment, so the consumer reconnects and resumes exactly.
 fn sse_response(state: SseState) -> Response {
     let chunks = stream::unfold(state, |mut st| async move {
         loop {
