@@ -222,6 +222,10 @@ pub struct CollectorConfig {
     pub max_body: usize,
     /// Per-subscriber queue depth before debug/info events are dropped (AEP-0003 §8.4).
     pub subscriber_queue: usize,
+    /// Bytes of event lines one consumer (an SSE stream, a WebSocket connection) may have
+    /// queued: past it debug/info events are dropped for it and a notice+ event cuts it
+    /// (AEP-0003 §8.4), so a stalled consumer of large events holds bounded memory.
+    pub subscriber_bytes: usize,
 }
 
 impl Default for CollectorConfig {
@@ -233,6 +237,7 @@ impl Default for CollectorConfig {
             heartbeat_secs: 15,
             max_body: 4 * 1024 * 1024,
             subscriber_queue: 4096,
+            subscriber_bytes: 8 * 1024 * 1024,
         }
     }
 }

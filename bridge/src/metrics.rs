@@ -82,6 +82,9 @@ pub struct Metrics {
     pub reconnects: CounterVec,
     /// Sink write errors, by `sink`.
     pub sink_errors: CounterVec,
+    /// Collector subscribers cut for falling behind on notice+ events, by the `bound` they
+    /// overran (`events` or `bytes`): each is a consumer that had to reconnect and resume.
+    pub subscribers_cut: CounterVec,
     /// Current depth of each sink queue, by `sink`.
     pub queue_depth: SinkGauges,
     /// Connected SSE and WebSocket subscribers (observed at collection).
@@ -168,6 +171,11 @@ impl Metrics {
                 "Relay reconnect attempts.",
             ),
             sink_errors: counter("aep_bridge_sink_errors", "aep_bridge_sink_errors_total", "Sink write errors."),
+            subscribers_cut: counter(
+                "aep_bridge_subscribers_cut",
+                "aep_bridge_subscribers_cut_total",
+                "Collector subscribers cut for falling behind on notice+ events.",
+            ),
             queue_depth: SinkGauges {
                 gauge: meter
                     .i64_gauge("aep_bridge_queue_depth")

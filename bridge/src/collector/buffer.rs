@@ -3,10 +3,15 @@
 //! the least recently written session is evicted past the session cap.
 //!
 //! A buffer holds lines, not parsed events: thousands of held events would otherwise pin
-//! every payload's allocations (and free each one, cold, at eviction). Lines that arrive in
-//! order (nearly all) are copied into one byte ring per session, so admitting and evicting
-//! an event allocates and frees nothing; a line that arrives out of order keeps its own
-//! buffer. A replay parses the lines it sends.
+//! every payload's allocations (and free each one, cold, at eviction). Small lines that
+//! arrive in order (nearly all) are copied into one byte ring per session, so admitting and
+//! evicting an event allocates and frees nothing; a large line, or one that arrives out of
+//! order, keeps its own buffer, which replays share rather than copy.
+//!
+//! A replay is paged ([`Cursor`]): each page is read under the caller's lock, a few hundred
+//! KiB of lines at most, and the next one resumes after the last event sent. A consumer
+//! that stops reading thus holds one page, never a copy of the buffer; events evicted
+//! before it reached them are reported, not skipped. The replay parses the lines it sends.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
@@ -35,11 +40,38 @@ enum Line {
     Own(Bytes),
 }
 
-/// A held event: position, line, and the keyed hash of its id (its dedupe key).
+/// A held event: position, admission, line, and the keyed hash of its id (its dedupe key).
 struct Held {
     pos: Position,
+    /// The admission that brought it (the buffers' clock then).
+    stamp: u64,
     line: Line,
     key: u64,
+}
+
+impl Held {
+    fn place(&self) -> Place {
+        Place { pos: self.pos, stamp: self.stamp }
+    }
+}
+
+/// Where an event sits in its session's order: by position, then by admission (several
+/// events may share a position, the later admitted after). A session's events are sorted by
+/// it and leave from the front, so every place up to the latest evicted one is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Place {
+    pos: Position,
+    stamp: u64,
+}
+
+impl Place {
+    /// Before every event (admissions are stamped from 1).
+    const FIRST: Place = Place { pos: Position { epoch: 0, seq: 0 }, stamp: 0 };
+
+    /// After every event at `pos`: a resume strictly after a position.
+    fn after(pos: Position) -> Place {
+        Place { pos, stamp: u64::MAX }
+    }
 }
 
 /// A hasher for keys that already are keyed hashes (the dedupe index): passes them through.
@@ -75,6 +107,11 @@ struct SessionBuffer {
     ids: HashMap<u64, Position, BuildHasherDefault<PreHashed>>,
     /// The latest position evicted: a resume before it has lost events.
     last_evicted: Option<Position>,
+    /// The place of the latest evicted event (or, for a session back after being evicted
+    /// whole, after its last position): a replay behind it has lost events.
+    gone: Option<Place>,
+    /// The clock when this buffer was made: a replay begun before then owes nothing in it.
+    born: u64,
     last_write: u64,
     /// Bytes of the held lines.
     bytes: usize,
@@ -88,14 +125,11 @@ impl SessionBuffer {
             ring_base: 0,
             ids: HashMap::default(),
             last_evicted,
+            gone: last_evicted.map(Place::after),
+            born: clock,
             last_write: clock,
             bytes: 0,
         }
-    }
-
-    /// The held event again, with the very line it was held as.
-    fn stamped(&self, h: &Held) -> Option<Arc<Stamped>> {
-        stamped(&self.ring, self.ring_base, h)
     }
 
     /// Whether an event with `ev`'s `(source, id)` is held (a backfill's question).
@@ -132,18 +166,19 @@ impl SessionBuffer {
             }
         }
         self.last_write = clock;
-        // Insert sorted by (epoch, seq); almost always an append, whose line joins the ring.
+        // Insert sorted by (epoch, seq), after the events at the same position (so sorted by
+        // place); almost always an append, whose line joins the ring unless it is large.
         let at = self.events.iter().rposition(|e| e.pos <= p).map(|i| i + 1).unwrap_or(0);
-        let line = if at == self.events.len() {
+        let line = if at == self.events.len() && ev.line.len() < OWN_LINE {
             let at = self.ring_base + self.ring.len() as u64;
             self.ring.extend(ev.line.iter());
             Line::Ring { at, len: ev.line.len() }
         } else {
             // Its own copy: the line may share a buffer with its batch, which must not be
-            // pinned for as long as the replay buffer holds this one event.
+            // pinned for as long as the replay buffer holds this one event. Replays share it.
             Line::Own(Bytes::copy_from_slice(&ev.line))
         };
-        let held = Held { pos: p, line, key };
+        let held = Held { pos: p, stamp: clock, line, key };
         // The append is `push_back`: the general insert costs a shift check and a call.
         if at == self.events.len() {
             self.events.push_back(held)
@@ -176,6 +211,7 @@ impl SessionBuffer {
     fn evict_front(&mut self) {
         let Some(old) = self.events.pop_front() else { return };
         self.last_evicted = Some(old.pos);
+        self.gone = Some(old.place());
         if self.ids.len() > 2 * self.events.len() + STALE_SLACK {
             self.ids.retain(|_, at| *at >= old.pos);
         }
@@ -202,6 +238,10 @@ const STALE_SLACK: usize = 64;
 /// Ring capacity a session keeps however little it holds.
 const RING_KEEP: usize = 256 * 1024;
 
+/// Lines this long or longer are held in their own buffer, not the ring: a replay page
+/// then hands them out as shared handles, and copies out of the ring only small lines.
+const OWN_LINE: usize = 64 * 1024;
+
 /// The bytes of a held line.
 fn line(ring: &VecDeque<u8>, ring_base: u64, h: &Held) -> Bytes {
     match &h.line {
@@ -215,11 +255,32 @@ fn line(ring: &VecDeque<u8>, ring_base: u64, h: &Held) -> Bytes {
 
 /// A held event again, with the very line it was held as; `None` if the line does not
 /// parse (it was written from a valid event, so this does not happen).
-fn stamped(ring: &VecDeque<u8>, ring_base: u64, h: &Held) -> Option<Arc<Stamped>> {
-    let line = line(ring, ring_base, h);
+fn stamped(ring: &VecDeque<u8>, ring_base: u64, h: &Held) -> Option<Stamped> {
+    parse(line(ring, ring_base, h))
+}
+
+/// A held line as the event it was, keeping the line; `None` if it does not parse (it was
+/// written from a valid event, so this does not happen).
+pub(super) fn parse(line: Bytes) -> Option<Stamped> {
     let body = line.strip_suffix(b"\n").unwrap_or(&line);
     let event: Event = serde_json::from_slice(body).ok()?;
-    Some(Arc::new(Stamped { event, line }))
+    Some(Stamped { event, line })
+}
+
+/// A replay's steps as (the first exhaustion reported, the events).
+#[cfg(test)]
+fn split(steps: Vec<Paged>) -> (Option<Position>, Vec<Arc<Stamped>>) {
+    let mut exhausted = None;
+    let mut events = Vec::new();
+    for s in steps {
+        match s {
+            Paged::Exhausted { earliest, .. } => {
+                exhausted.get_or_insert(earliest);
+            }
+            Paged::Line(l) => events.extend(parse(l).map(Arc::new)),
+        }
+    }
+    (exhausted, events)
 }
 
 /// Whether the event the index puts at `at` under `key` has `ev`'s `(source, id)`: the
@@ -245,6 +306,32 @@ fn indexes_held(events: &VecDeque<Held>, last_evicted: Option<Position>, at: Pos
 
 fn pos(s: &Stamped) -> Position {
     Position { epoch: s.event.epoch(), seq: s.event.seq.unwrap_or(0) }
+}
+
+/// One session's place in a paged replay ([`ReplayBuffers::page`]).
+#[derive(Debug, Clone)]
+pub struct Cursor {
+    session: String,
+    /// The last event sent or passed over (or where the replay starts after).
+    after: Place,
+    /// The last event owed: the session's newest when the replay began.
+    end: Place,
+    /// The clock when the replay began: later admissions reach the subscriber live.
+    snap: u64,
+}
+
+/// One step of a paged replay.
+#[derive(Debug, Clone)]
+pub enum Paged {
+    /// A held event's line, ending in `\n`; a large one shared with the buffer.
+    Line(Bytes),
+    /// Events owed to the replay were evicted first (AEP-0003 §5); it goes on from `earliest`.
+    Exhausted {
+        /// The session.
+        session: String,
+        /// Its earliest held position.
+        earliest: Position,
+    },
 }
 
 /// Every session's buffer.
@@ -357,24 +444,97 @@ impl ReplayBuffers {
         self.bytes
     }
 
-    /// Events of `session` strictly after `after`, and the earliest held position when the
-    /// buffer no longer covers the gap (replay-exhausted, AEP-0003 §5).
-    pub fn after(&self, session: &str, after: Position) -> (Option<Position>, Vec<Arc<Stamped>>) {
-        let Some(buf) = self.sessions.get(session) else { return (None, Vec::new()) };
-        let earliest = buf.events.front().map(|e| e.pos);
-        // Exhausted exactly when an event after the requested position was evicted.
-        let exhausted = match (buf.last_evicted, earliest) {
-            (Some(gone), Some(e)) if gone > after => Some(e),
-            _ => None,
+    /// A replay of `session` strictly after `after`, or `None` when the session is not held.
+    /// Its first page starts with replay-exhausted when the buffer no longer covers the gap
+    /// (AEP-0003 §5).
+    pub fn replay_after(&self, session: &str, after: Position) -> Option<Cursor> {
+        let buf = self.sessions.get(session)?;
+        Some(self.cursor(session, buf, Place::after(after)))
+    }
+
+    /// A replay of every held session, each from its earliest held event, least recently
+    /// written first (replay-all, AEP-0003 §5).
+    pub fn replay_all(&self) -> Vec<Cursor> {
+        let mut sessions: Vec<(&String, &SessionBuffer)> =
+            self.sessions.iter().filter(|(_, b)| !b.events.is_empty()).collect();
+        sessions.sort_by_key(|(_, b)| b.last_write);
+        // From just after the latest eviction: nothing is reported lost unless more goes.
+        sessions.into_iter().map(|(s, b)| self.cursor(s, b, b.gone.unwrap_or(Place::FIRST))).collect()
+    }
+
+    fn cursor(&self, session: &str, buf: &SessionBuffer, after: Place) -> Cursor {
+        let end = buf.events.back().map_or(Place::FIRST, Held::place);
+        Cursor { session: session.to_owned(), after, end, snap: self.clock }
+    }
+
+    /// Appends to `out` the next events `c` is owed, while `budget` (bytes of lines) lasts,
+    /// and moves `c` past them; a budget that is not spent takes at least one event. Events
+    /// owed but evicted since the cursor was made come out as one replay-exhausted step, then
+    /// the replay goes on from the earliest held. `true` once `c` has nothing more.
+    pub fn page(&self, c: &mut Cursor, budget: &mut usize, out: &mut Vec<Paged>) -> bool {
+        // Events past `end` or admitted after `snap` reach the subscriber live.
+        let Some(buf) = self.sessions.get(&c.session) else { return true };
+        let owes = c.after < c.end;
+        let exhausted = |out: &mut Vec<Paged>| {
+            if let Some(front) = buf.events.front() {
+                out.push(Paged::Exhausted { session: c.session.clone(), earliest: front.pos });
+            }
         };
-        (exhausted, buf.events.iter().filter(|e| e.pos > after).filter_map(|h| buf.stamped(h)).collect())
+        if buf.born > c.snap {
+            // The session was evicted whole and is back: what it held is gone.
+            if owes {
+                exhausted(out);
+            }
+            return true;
+        }
+        if let Some(gone) = buf.gone
+            && gone > c.after
+        {
+            if owes {
+                exhausted(out);
+            }
+            c.after = gone;
+        }
+        let from = buf.events.partition_point(|h| h.place() <= c.after);
+        for h in buf.events.range(from..) {
+            if *budget == 0 {
+                return false;
+            }
+            let place = h.place();
+            if place > c.end {
+                break;
+            }
+            c.after = place;
+            if h.stamp <= c.snap {
+                let line = line(&buf.ring, buf.ring_base, h);
+                *budget = budget.saturating_sub(line.len());
+                out.push(Paged::Line(line));
+            }
+        }
+        c.after = c.end;
+        true
+    }
+
+    /// Every step of a replay at once (the tests' view of it).
+    #[cfg(test)]
+    fn drain(&self, c: &mut Cursor) -> Vec<Paged> {
+        let (mut out, mut budget) = (Vec::new(), usize::MAX);
+        while !self.page(c, &mut budget, &mut out) {}
+        out
+    }
+
+    /// Events of `session` strictly after `after`, and the earliest held position when the
+    /// buffer no longer covers the gap: one replay read to its end.
+    #[cfg(test)]
+    fn after(&self, session: &str, after: Position) -> (Option<Position>, Vec<Arc<Stamped>>) {
+        let Some(mut c) = self.replay_after(session, after) else { return (None, Vec::new()) };
+        split(self.drain(&mut c))
     }
 
     /// Every held event, session by session, each from its earliest held position.
-    pub fn all(&self) -> Vec<Arc<Stamped>> {
-        let mut sessions: Vec<&SessionBuffer> = self.sessions.values().collect();
-        sessions.sort_by_key(|b| b.last_write);
-        sessions.into_iter().flat_map(|b| b.events.iter().filter_map(|h| b.stamped(h))).collect()
+    #[cfg(test)]
+    fn all(&self) -> Vec<Arc<Stamped>> {
+        self.replay_all().iter_mut().flat_map(|c| split(self.drain(c)).1).collect()
     }
 
     /// Number of sessions held.
@@ -460,6 +620,89 @@ mod tests {
         // One event larger than the bound is held alone.
         assert!(b.admit(&sized("huge", "new", 5, 20_000)));
         assert_eq!(b.all().len(), 1);
+    }
+
+    fn lines(steps: &[Paged]) -> Vec<String> {
+        steps
+            .iter()
+            .map(|s| match s {
+                Paged::Line(l) => parse(l.clone()).unwrap().event.id,
+                Paged::Exhausted { session, earliest } => format!("exhausted {session} {}", earliest.seq),
+            })
+            .collect()
+    }
+
+    /// A page takes lines while its budget lasts; the next resumes after the last event sent,
+    /// even between two events at the same position, and owes nothing admitted after the
+    /// replay began (that goes live).
+    #[test]
+    fn pages_resume_after_the_last_event_sent() {
+        let mut b = ReplayBuffers::new(100, 10);
+        for (id, seq) in [("a", 0), ("b", 1), ("c", 3), ("c2", 3), ("d", 4)] {
+            assert!(b.admit(&ev(id, "s", 0, seq)));
+        }
+        let mut c = b.replay_all().pop().unwrap();
+        assert!(b.admit(&ev("late", "s", 0, 2)), "admitted after the replay began: live, not owed");
+        let mut pages = Vec::new();
+        loop {
+            // A budget of one byte: one line per page.
+            let (mut page, mut budget) = (Vec::new(), 1);
+            let done = b.page(&mut c, &mut budget, &mut page);
+            pages.push(lines(&page));
+            if done {
+                break;
+            }
+        }
+        assert_eq!(pages.concat(), ["a", "b", "c", "c2", "d"]);
+        assert!(pages.len() >= 5, "one line per page: {pages:?}");
+        // A resume after a position pages the same way, strictly after it.
+        let mut c = b.replay_after("s", Position { epoch: 0, seq: 2 }).unwrap();
+        assert_eq!(lines(&b.drain(&mut c)), ["c", "c2", "d"]);
+    }
+
+    /// Events owed to a replay and evicted before it reached them are reported once (the
+    /// replay-exhausted marker, naming the earliest held), then the replay goes on from there.
+    #[test]
+    fn eviction_mid_replay_yields_the_marker() {
+        let mut b = ReplayBuffers::new(4, 10);
+        for seq in 0..4 {
+            assert!(b.admit(&ev(&format!("e{seq}"), "s", 0, seq)));
+        }
+        let mut c = b.replay_all().pop().unwrap();
+        let (mut page, mut budget) = (Vec::new(), 1);
+        assert!(!b.page(&mut c, &mut budget, &mut page));
+        assert_eq!(lines(&page), ["e0"]);
+        // e1 and e2 go before the replay reaches them; e4..e6 arrive live.
+        for seq in 4..7 {
+            assert!(b.admit(&ev(&format!("e{seq}"), "s", 0, seq)));
+        }
+        assert_eq!(lines(&b.drain(&mut c)), ["exhausted s 3", "e3"]);
+        // Nothing lost past the last owed event: no marker.
+        let mut c = b.replay_all().pop().unwrap();
+        assert_eq!(lines(&b.drain(&mut c)), ["e3", "e4", "e5", "e6"]);
+
+        // A session evicted whole mid-replay, then back: reported, and nothing of it is owed.
+        let mut b = ReplayBuffers::new(4, 1);
+        assert!(b.admit(&ev("s0", "s", 0, 0)));
+        assert!(b.admit(&ev("s1", "s", 0, 1)));
+        let mut c = b.replay_all().pop().unwrap();
+        assert!(b.admit(&ev("t0", "t", 0, 0)), "evicts s");
+        assert!(b.admit(&ev("s5", "s", 0, 5)), "s is back");
+        assert_eq!(lines(&b.drain(&mut c)), ["exhausted s 5"]);
+    }
+
+    /// A large line is held on its own and every replay hands out that one buffer.
+    #[test]
+    fn large_lines_are_shared_by_replays() {
+        let mut b = ReplayBuffers::new(4, 10);
+        assert!(b.admit(&sized("big", "s", 0, OWN_LINE)));
+        let line = |b: &ReplayBuffers| match b.drain(&mut b.replay_all().pop().unwrap()).pop() {
+            Some(Paged::Line(l)) => l,
+            other => panic!("{other:?}"),
+        };
+        let (one, two) = (line(&b), line(&b));
+        assert!(one.len() > OWN_LINE);
+        assert_eq!(one.as_ptr(), two.as_ptr(), "the same bytes, not a copy per replay");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The collector's HTTP bindings: `POST /events` (emit), `GET /events` and
 //! `/.well-known/aep` (discovery), `GET /stream` (SSE), and the `/socket` upgrade.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +21,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Collector, Ctx, Delivery, From, Parsed, Position, parse_from, parse_sse_id, sse_id};
+use super::{
+    Backlog, Bound, Collector, Ctx, Delivery, From, Parsed, Position, Replay, parse_from, parse_sse_id, sse_id,
+};
 use crate::pipeline::{Pipeline, Stamped};
 
 /// The collector routes.
@@ -266,19 +269,20 @@ async fn stream(State(ctx): State<Ctx>, Query(q): Query<StreamQuery>, headers: H
         }
     };
     let heartbeat = Duration::from_secs(c.cfg.heartbeat_secs.max(1));
+    let backlog = Backlog::new();
     if !live {
         // `live=0`: the replay alone, then the stream ends (AEP-0003 §5).
-        let replay = c.replay(&filter, ceiling, from);
-        return sse_response(SseState { replay: replay.into_iter(), live: None, heartbeat });
+        let replay = c.replay(filter, ceiling, from);
+        return sse_response(SseState::new(c, replay, None, backlog, heartbeat));
     }
     let (tx, rx) = mpsc::channel(c.cfg.subscriber_queue.max(1));
-    let (id, replay) = c.subscribe(Arc::from(""), filter, ceiling, from, tx, super::Shed::new());
-    let guard = Unsubscribe { c: c.clone(), id };
-    let closing = c.closing.clone();
-    sse_response(SseState { replay: replay.into_iter(), live: Some((rx, guard, closing)), heartbeat })
+    let (id, replay) = c.subscribe(Arc::from(""), filter, ceiling, from, tx, backlog.clone());
+    let live = Live { rx, _guard: Unsubscribe { c: c.clone(), id }, closing: c.closing.clone() };
+    sse_response(SseState::new(c, replay, Some(live), backlog, heartbeat))
 }
 
-/// Most bytes one body chunk gathers from frames that are already waiting.
+/// Most bytes one body chunk gathers from frames that are already waiting; an event whose
+/// line is this long or longer goes out as its own shared line instead, never copied.
 const SSE_CHUNK: usize = 64 * 1024;
 
 /// The SSE keep-alive comment, sent after `heartbeat` without anything else.
@@ -286,28 +290,112 @@ const SSE_PING: &[u8] = b": ping\n\n";
 
 /// One SSE response's source: the replay owed, then (live) the subscriber queue.
 struct SseState {
-    replay: std::vec::IntoIter<Delivery>,
-    live: Option<(mpsc::Receiver<Delivery>, Unsubscribe, CancellationToken)>,
+    c: Arc<Collector>,
+    replay: Option<Replay>,
+    live: Option<Live>,
+    backlog: Arc<Backlog>,
     heartbeat: Duration,
+    /// Chunks ready to go out, in order.
+    out: VecDeque<Bytes>,
 }
 
-/// Gathers `first` and whatever `more` yields at once into one chunk, up to
-/// [`SSE_CHUNK`] bytes; a lone frame is passed on as is, uncopied.
-/// `queued` (how many wait) sizes the chunk.
-fn gather(first: Bytes, queued: usize, mut more: impl FnMut() -> Option<Delivery>) -> Bytes {
-    let Some(second) = (first.len() < SSE_CHUNK).then(&mut more).flatten() else { return first };
+/// A live subscription's side of an SSE response.
+struct Live {
+    rx: mpsc::Receiver<Delivery>,
+    _guard: Unsubscribe,
+    closing: CancellationToken,
+}
+
+impl SseState {
+    fn new(c: Arc<Collector>, replay: Replay, live: Option<Live>, backlog: Arc<Backlog>, heartbeat: Duration) -> Self {
+        Self { c, replay: Some(replay), live, backlog, heartbeat, out: VecDeque::new() }
+    }
+
+    /// Queues the next chunks; `false` when the stream is over.
+    async fn fill(&mut self) -> bool {
+        if let Some(r) = self.replay.as_mut() {
+            let c = &self.c;
+            match r.next(c) {
+                Some(d) => {
+                    frames(d, r.pending(), || r.next(c), &mut self.out);
+                    return true;
+                }
+                None => self.replay = None,
+            }
+        }
+        let Some(live) = self.live.as_mut() else { return false };
+        let backlog = &self.backlog;
+        let first = tokio::select! {
+            d = live.rx.recv() => match d {
+                Some(d) => d,
+                // A subscriber cut for falling behind on notice+ events has its sender dropped:
+                // what it queued was delivered, and the stream ends saying so (AEP-0003 §8.4).
+                None => {
+                    let bound = backlog.cut_by();
+                    self.live = None;
+                    self.out.extend(bound.map(|b| overflow(&self.c, b)));
+                    return bound.is_some();
+                }
+            },
+            _ = live.closing.cancelled() => return false,
+            // The heartbeat follows `heartbeat` of silence (AEP-0003 §3.3).
+            _ = tokio::time::sleep(self.heartbeat) => {
+                self.out.push_back(Bytes::from_static(SSE_PING));
+                return true;
+            }
+        };
+        backlog.taken(&first);
+        let rx = &mut live.rx;
+        frames(first, rx.len(), || rx.try_recv().ok().inspect(|d| backlog.taken(d)), &mut self.out);
+        true
+    }
+}
+
+/// The comment that ends a stream cut for falling behind.
+fn overflow(c: &Collector, bound: Bound) -> Bytes {
+    let (limit, what) = match bound {
+        Bound::Events => (c.cfg.subscriber_queue, "events"),
+        Bound::Bytes => (c.cfg.subscriber_bytes, "bytes"),
+    };
+    Bytes::from(format!(
+        ": overflow: this consumer fell behind on notice+ events (queue bound {limit} {what}); resume from the last id\n\n"
+    ))
+}
+
+/// Queues `first` and whatever `more` yields at once as chunks of `out`: small frames are
+/// gathered into one chunk up to [`SSE_CHUNK`] bytes (a lone one passed on as is, uncopied;
+/// `queued`, how many wait, sizes the chunk), and a large event goes out as its shared line
+/// between a short head and tail, so N consumers of it, stalled or not, hold no copy of it.
+fn frames(first: Delivery, queued: usize, mut more: impl FnMut() -> Option<Delivery>, out: &mut VecDeque<Bytes>) {
+    if let Some(pieces) = large(&first) {
+        out.extend(pieces);
+        return;
+    }
+    let first = sse_frame(first);
+    let Some(mut d) = (first.len() < SSE_CHUNK).then(&mut more).flatten() else {
+        out.push_back(first);
+        return;
+    };
     // Frames of one stream are alike in size: room for what waits, plus slack.
     let want = first.len().saturating_mul(queued.saturating_add(2)).saturating_add(first.len() / 2);
     let mut buf = BytesMut::with_capacity(want.min(SSE_CHUNK + first.len()));
     buf.extend_from_slice(&first);
-    push_frame(&mut buf, &second);
-    while buf.len() < SSE_CHUNK {
+    loop {
+        if let Some(pieces) = large(&d) {
+            out.push_back(buf.freeze());
+            out.extend(pieces);
+            return;
+        }
+        push_frame(&mut buf, &d);
+        if buf.len() >= SSE_CHUNK {
+            break;
+        }
         match more() {
-            Some(d) => push_frame(&mut buf, &d),
+            Some(next) => d = next,
             None => break,
         }
     }
-    buf.freeze()
+    out.push_back(buf.freeze());
 }
 
 /// Appends one delivery's frame, copying an event's shared frame without taking a handle.
@@ -320,27 +408,35 @@ fn push_frame(buf: &mut BytesMut, d: &Delivery) {
     }
 }
 
+/// An event of [`SSE_CHUNK`] bytes or more as its frame's pieces: `data: `, the line itself
+/// (shared), and the rest of the frame. `None` for anything else, and for a line with a line
+/// break inside (never the case for a compact JSON line), which [`encode_event`] splits.
+fn large(d: &Delivery) -> Option<[Bytes; 3]> {
+    let Delivery::Event { event, .. } = d else { return None };
+    let line = event.line.strip_suffix(b"\n").unwrap_or(&event.line);
+    if line.len() < SSE_CHUNK || line.contains(&b'\n') || line.contains(&b'\r') {
+        return None;
+    }
+    let mut tail = vec![b'\n'];
+    encode_tail(event, &mut tail);
+    Some([Bytes::from_static(b"data: "), event.line.slice(..line.len()), Bytes::from(tail)])
+}
+
 /// The `text/event-stream` response, written as raw frames (AEP-0003 §3.3): each event's
-/// frame is encoded once and shared by every subscriber, and frames already queued go out
-/// together in one chunk. A subscriber shed for overflow (AEP-0003 §8.4) has its sender
-/// dropped: the queue drains and the stream then ends, so the consumer reconnects and
-/// resumes exactly.
+/// frame is encoded once and shared by every subscriber, frames already queued go out
+/// together in one chunk, and a large event's line goes out as it is held. A subscriber cut
+/// for overflow (AEP-0003 §8.4) has its sender dropped: the queue drains and the stream
+/// then ends with an `: overflow` comment, so the consumer reconnects and resumes exactly.
 fn sse_response(state: SseState) -> Response {
     let chunks = stream::unfold(state, |mut st| async move {
-        if let Some(d) = st.replay.next() {
-            let replay = &mut st.replay;
-            let chunk = gather(sse_frame(d), replay.len(), || replay.next());
-            return Some((Ok::<_, Infallible>(chunk), st));
+        loop {
+            if let Some(b) = st.out.pop_front() {
+                return Some((Ok::<_, Infallible>(b), st));
+            }
+            if !st.fill().await {
+                return None;
+            }
         }
-        let (rx, _, closing) = st.live.as_mut()?;
-        let first = tokio::select! {
-            d = rx.recv() => d?,
-            _ = closing.cancelled() => return None,
-            // The heartbeat follows `heartbeat` of silence (AEP-0003 §3.3).
-            _ = tokio::time::sleep(st.heartbeat) => return Some((Ok(Bytes::from_static(SSE_PING)), st)),
-        };
-        let chunk = gather(sse_frame(first), rx.len(), || rx.try_recv().ok());
-        Some((Ok(chunk), st))
     });
     ([(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")], Body::from_stream(chunks))
         .into_response()
@@ -381,10 +477,7 @@ fn encode_event(s: &Stamped) -> Bytes {
     // AEP-0003 §3.3 rule 2: `event:` the type, `data:` the event on one line, `id:`
     // `{session}:{epoch}:{seq}` for session-scoped events only.
     let line = std::str::from_utf8(&s.line).unwrap_or("").trim_end_matches('\n').as_bytes();
-    let ty = s.event.r#type.as_bytes();
-    // A session an SSE field cannot carry gets no `id:` rather than a broken stream.
-    let id = sse_id(&s.event).filter(|id| sse_safe(id));
-    let mut b = Vec::with_capacity(line.len() + ty.len() + id.as_ref().map_or(0, String::len) + 24);
+    let mut b = Vec::with_capacity(line.len() + s.event.r#type.len() + 64);
     if !line.is_empty() {
         // A line break inside the data would start a new `data:` field (never the case for
         // a compact JSON line, kept for safety).
@@ -400,9 +493,17 @@ fn encode_event(s: &Stamped) -> Bytes {
         b.extend_from_slice(&line[from..]);
         b.push(b'\n');
     }
+    encode_tail(s, &mut b);
+    Bytes::from(b)
+}
+
+/// The fields after `data:` (`event:` and `id:`) and the blank line that ends the frame.
+fn encode_tail(s: &Stamped, b: &mut Vec<u8>) {
+    // A session an SSE field cannot carry gets no `id:` rather than a broken stream.
+    let id = sse_id(&s.event).filter(|id| sse_safe(id));
     if sse_safe(&s.event.r#type) {
         b.extend_from_slice(b"event: ");
-        b.extend_from_slice(ty);
+        b.extend_from_slice(s.event.r#type.as_bytes());
         b.push(b'\n');
     }
     if let Some(id) = id {
@@ -411,7 +512,6 @@ fn encode_event(s: &Stamped) -> Bytes {
         b.push(b'\n');
     }
     b.push(b'\n');
-    Bytes::from(b)
 }
 
 async fn socket(
@@ -488,14 +588,47 @@ mod tests {
         let d = || Delivery::Event { sub: Arc::from(""), event: ev.clone(), frame: Default::default() };
         let one = sse_frame(d());
         let mut left = 2;
-        let chunk = gather(sse_frame(d()), 2, || {
-            (left > 0).then(|| {
-                left -= 1;
-                d()
-            })
-        });
-        assert_eq!(chunk, [&one[..], &one[..], &one[..]].concat());
-        assert_eq!(gather(one.clone(), 0, || None), one);
+        let mut out = VecDeque::new();
+        frames(
+            d(),
+            2,
+            || {
+                (left > 0).then(|| {
+                    left -= 1;
+                    d()
+                })
+            },
+            &mut out,
+        );
+        assert_eq!(Vec::from(out), [[&one[..], &one[..], &one[..]].concat()]);
+        let frame = super::super::SharedFrame::default();
+        let shared = || Delivery::Event { sub: Arc::from(""), event: ev.clone(), frame: frame.clone() };
+        let one = sse_frame(shared());
+        let mut out = VecDeque::new();
+        frames(shared(), 0, || None, &mut out);
+        assert_eq!(out[0].as_ptr(), one.as_ptr(), "a lone frame goes out as is, uncopied");
+    }
+
+    /// A large event's frame is its held line between a head and a tail: the same bytes as
+    /// the encoded frame, the line shared rather than copied; frames gathered before it go
+    /// out first, and nothing after it joins the chunk.
+    #[test]
+    fn a_large_event_goes_out_as_its_shared_line() {
+        let small = Arc::new(stamped(
+            r#"{"aep":"0.1","id":"01J00000000000000000000000","type":"run.started","time":"2026-01-02T03:04:05Z","source":"aep://h/agent/a/session/s","agent":"a","session":"s","seq":0}"#,
+        ));
+        let pad = "x".repeat(SSE_CHUNK);
+        let big = Arc::new(stamped(&format!(
+            r#"{{"aep":"0.1","id":"01J00000000000000000000001","type":"progress.status","time":"2026-01-02T03:04:05Z","source":"aep://h/agent/a/session/s","agent":"a","session":"s","seq":1,"data":{{"phase":"{pad}"}}}}"#
+        )));
+        let d = |e: &Arc<Stamped>| Delivery::Event { sub: Arc::from(""), event: e.clone(), frame: Default::default() };
+        let mut queued = vec![d(&small), d(&big)].into_iter();
+        let mut out = VecDeque::new();
+        frames(d(&small), 2, || queued.next(), &mut out);
+        assert_eq!(out.len(), 4, "the small frames, then head, line, tail");
+        assert_eq!(out[0], [sse_frame(d(&small)), sse_frame(d(&small))].concat());
+        assert_eq!(out.iter().skip(1).flat_map(|b| b.to_vec()).collect::<Vec<u8>>(), encode_event(&big));
+        assert_eq!(out[2].as_ptr(), big.line.as_ptr(), "the line as held, not a copy");
     }
 
     #[test]

@@ -9,7 +9,8 @@ mod buffer;
 mod http;
 mod ws;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use aep_schemas::filter::Filter;
@@ -19,7 +20,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
-pub use buffer::{Position, ReplayBuffers};
+pub use buffer::{Cursor, Paged, Position, ReplayBuffers};
 pub use http::router;
 
 use crate::commands::Commands;
@@ -29,6 +30,10 @@ use crate::pipeline::{Stamped, Tap};
 
 /// Sessions held in replay buffers; the least recently written is evicted past it.
 const MAX_SESSIONS: usize = 4096;
+
+/// Bytes of lines one replay page reads out of the buffers under the lock (a page of one
+/// larger event is read whole, as a shared handle).
+const REPLAY_PAGE: usize = 256 * 1024;
 
 /// One delivery toward a subscriber.
 #[derive(Debug, Clone)]
@@ -65,35 +70,142 @@ impl SharedFrame {
     }
 }
 
-/// Raised when a subscription is shed for falling behind on `notice`+ events: the
-/// subscriber must then disconnect so its consumer resumes exactly (AEP-0003 §8.4).
+/// The bound a consumer overran when it was cut (AEP-0003 §8.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// `collector.subscriber_queue`: events queued.
+    Events,
+    /// `collector.subscriber_bytes`: bytes of event lines queued.
+    Bytes,
+}
+
+impl Bound {
+    /// The `bound` label of `aep_bridge_subscribers_cut_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Bound::Events => "events",
+            Bound::Bytes => "bytes",
+        }
+    }
+}
+
+/// One consumer's queue (an SSE stream's, a WebSocket connection's, shared by its
+/// subscriptions): the bytes of event lines waiting in it, and whether the consumer was cut
+/// for falling behind on `notice`+ events. A cut consumer is sent what it has queued, then
+/// disconnected, so its consumer resumes exactly from what it last received (AEP-0003 §8.4).
 #[derive(Debug, Default)]
-pub struct Shed {
-    flag: AtomicBool,
+pub struct Backlog {
+    queued: AtomicUsize,
+    /// 0 while connected, else 1 + the [`Bound`] it overran.
+    cut: AtomicU8,
     notify: Notify,
 }
 
-impl Shed {
-    /// A fresh, unraised flag.
+impl Backlog {
+    /// A fresh, empty backlog.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
 
-    /// Whether a subscription sharing this flag was shed.
-    pub fn is_set(&self) -> bool {
-        self.flag.load(Ordering::Acquire)
+    /// Notes that `d` left the queue (the consumer took it).
+    pub fn taken(&self, d: &Delivery) {
+        if let Delivery::Event { event, .. } = d {
+            self.queued.fetch_sub(event.line.len(), Ordering::AcqRel);
+        }
     }
 
-    fn raise(&self) {
-        self.flag.store(true, Ordering::Release);
-        self.notify.notify_one();
+    /// The bound this consumer overran, once it was cut.
+    pub fn cut_by(&self) -> Option<Bound> {
+        match self.cut.load(Ordering::Acquire) {
+            0 => None,
+            1 => Some(Bound::Events),
+            _ => Some(Bound::Bytes),
+        }
     }
 
-    /// Resolves once a subscription sharing this flag has been shed.
-    pub async fn raised(&self) {
-        while !self.is_set() {
+    /// Cuts the consumer; `false` if it already was.
+    fn cut(&self, bound: Bound) -> bool {
+        let v = 1 + bound as u8;
+        let first = self.cut.compare_exchange(0, v, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        if first {
+            self.notify.notify_one();
+        }
+        first
+    }
+
+    /// Resolves once the consumer has been cut.
+    pub async fn was_cut(&self) {
+        while self.cut_by().is_none() {
             self.notify.notified().await;
         }
+    }
+}
+
+/// A replay in progress, paged out of the shared buffers: each page is read under the lock
+/// (at most [`REPLAY_PAGE`] bytes of lines, large ones as shared handles) and the next
+/// resumes after the last event sent, so a consumer that stops reading holds one page,
+/// never a copy of the buffer. Lines are parsed, filtered and down-leveled one at a time,
+/// as they are sent.
+pub struct Replay {
+    sub: Arc<str>,
+    filter: Filter,
+    ceiling: Option<Capture>,
+    cursors: VecDeque<Cursor>,
+    page: std::vec::IntoIter<Paged>,
+}
+
+impl Replay {
+    fn new(sub: Arc<str>, filter: Filter, ceiling: Option<Capture>, cursors: Vec<Cursor>) -> Self {
+        Self { sub, filter, ceiling, cursors: cursors.into(), page: Vec::new().into_iter() }
+    }
+
+    /// The next delivery owed, or `None` once the replay is over.
+    pub fn next(&mut self, c: &Collector) -> Option<Delivery> {
+        loop {
+            let step = match self.page.next() {
+                Some(step) => step,
+                None => {
+                    self.read_page(c)?;
+                    continue;
+                }
+            };
+            match step {
+                Paged::Exhausted { session, earliest } => {
+                    return Some(Delivery::ReplayExhausted { sub: self.sub.clone(), session, earliest });
+                }
+                Paged::Line(line) => {
+                    let Some(ev) = buffer::parse(line) else { continue };
+                    if self.filter.matches(&ev.event) {
+                        let event = down(&Arc::new(ev), self.ceiling);
+                        return Some(Delivery::Event { sub: self.sub.clone(), event, frame: SharedFrame::default() });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Deliveries left in the page at hand, at most (a hint for sizing what is sent).
+    pub fn pending(&self) -> usize {
+        self.page.len()
+    }
+
+    /// Reads the next page under the lock; `None` when no cursor is left.
+    fn read_page(&mut self, c: &Collector) -> Option<()> {
+        if self.cursors.is_empty() {
+            return None;
+        }
+        let st = c.state.lock().ok()?;
+        let (mut out, mut budget) = (Vec::new(), REPLAY_PAGE);
+        while budget > 0
+            && let Some(cur) = self.cursors.front_mut()
+        {
+            if st.buffers.page(cur, &mut budget, &mut out) {
+                self.cursors.pop_front();
+            }
+        }
+        drop(st);
+        self.page = out.into_iter();
+        Some(())
     }
 }
 
@@ -104,7 +216,7 @@ struct Subscriber {
     filter: Filter,
     ceiling: Option<Capture>,
     tx: mpsc::Sender<Delivery>,
-    shed: Arc<Shed>,
+    backlog: Arc<Backlog>,
 }
 
 /// A live emitter claim on a session: a WebSocket emitter that sent events of that session.
@@ -235,58 +347,36 @@ impl Collector {
         })
     }
 
-    /// The replay a subscription starting at `from` is owed, filtered and down-leveled,
-    /// each exhausted position's marker ahead of its session's events (AEP-0003 §5).
-    fn replay_of(
-        st: &State,
-        sub: &Arc<str>,
-        filter: &Filter,
-        ceiling: Option<Capture>,
-        from: Option<From>,
-    ) -> Vec<Delivery> {
-        let mut replay = Vec::new();
-        let push = |ev: &Arc<Stamped>, replay: &mut Vec<Delivery>| {
-            if filter.matches(&ev.event) {
-                let event = down(ev, ceiling);
-                replay.push(Delivery::Event { sub: sub.clone(), event, frame: SharedFrame::default() });
+    /// The replay a subscription starting at `from` is owed, filtered and down-leveled when
+    /// it is read, each exhausted position's marker ahead of its session's events
+    /// (AEP-0003 §5). Only the cursors are made here: events admitted from now on are not
+    /// owed (they are live).
+    fn replay_of(st: &State, sub: Arc<str>, filter: Filter, ceiling: Option<Capture>, from: Option<From>) -> Replay {
+        let cursors = match from {
+            None => Vec::new(),
+            // Replay-all: every held session from its earliest held position; no
+            // replay-exhausted marker, since the ask names no position (AEP-0003 §5 rule 2),
+            // unless events held now are evicted before the replay reaches them.
+            Some(From::All) => st.buffers.replay_all(),
+            Some(From::Positions(ps)) => {
+                ps.iter().filter_map(|(session, pos)| st.buffers.replay_after(session, *pos)).collect()
             }
         };
-        match from {
-            None => {}
-            // Replay-all: every held session from its earliest held position; no
-            // replay-exhausted marker, since the ask names no position (AEP-0003 §5 rule 2).
-            Some(From::All) => {
-                for ev in st.buffers.all() {
-                    push(&ev, &mut replay);
-                }
-            }
-            Some(From::Positions(ps)) => {
-                for (session, pos) in ps {
-                    let (exhausted, evs) = st.buffers.after(&session, pos);
-                    if let Some(earliest) = exhausted {
-                        replay.push(Delivery::ReplayExhausted { sub: sub.clone(), session: session.clone(), earliest });
-                    }
-                    for ev in evs {
-                        push(&ev, &mut replay);
-                    }
-                }
-            }
-        }
-        replay
+        Replay::new(sub, filter, ceiling, cursors)
     }
 
     /// The replay alone, for a consumer that asked for no live delivery (`live=0`).
-    pub fn replay(&self, filter: &Filter, ceiling: Option<Capture>, from: Option<From>) -> Vec<Delivery> {
+    pub fn replay(&self, filter: Filter, ceiling: Option<Capture>, from: Option<From>) -> Replay {
         match self.state.lock() {
-            Ok(st) => Self::replay_of(&st, &Arc::from(""), filter, ceiling, from),
-            Err(_) => Vec::new(),
+            Ok(st) => Self::replay_of(&st, Arc::from(""), filter, ceiling, from),
+            Err(_) => Replay::new(Arc::from(""), filter, ceiling, Vec::new()),
         }
     }
 
-    /// Subscribes: registers a live subscriber and, under the same lock, snapshots the
-    /// replay it is owed, so replay and live delivery neither overlap nor leave a gap.
-    /// The caller delivers the returned replay before anything it receives on `tx`.
-    /// `shed` is raised if the subscription is dropped for overflow (AEP-0003 §8.4).
+    /// Subscribes: registers a live subscriber and, under the same lock, begins the replay
+    /// it is owed, so replay and live delivery neither overlap nor leave a gap. The caller
+    /// delivers the replay before anything it receives on `tx`. `backlog` counts what waits
+    /// in `tx` and is cut if the subscription falls behind (AEP-0003 §8.4).
     pub fn subscribe(
         &self,
         sub: Arc<str>,
@@ -294,12 +384,12 @@ impl Collector {
         ceiling: Option<Capture>,
         from: Option<From>,
         tx: mpsc::Sender<Delivery>,
-        shed: Arc<Shed>,
-    ) -> (u64, Vec<Delivery>) {
+        backlog: Arc<Backlog>,
+    ) -> (u64, Replay) {
         let id = self.next_id();
-        let Ok(mut st) = self.state.lock() else { return (id, Vec::new()) };
-        let replay = Self::replay_of(&st, &sub, &filter, ceiling, from);
-        st.subscribers.push(Subscriber { id, sub, filter, ceiling, tx, shed });
+        let Ok(mut st) = self.state.lock() else { return (id, Replay::new(sub, filter, ceiling, Vec::new())) };
+        let replay = Self::replay_of(&st, sub.clone(), filter.clone(), ceiling, from);
+        st.subscribers.push(Subscriber { id, sub, filter, ceiling, tx, backlog });
         self.metrics.subscribers.fetch_add(1, Ordering::Relaxed);
         (id, replay)
     }
@@ -559,11 +649,18 @@ impl Tap for Collector {
         let mut dead = Vec::new();
         // Drops are counted here and recorded by the pipeline once its lock is released: a
         // stalled subscriber costs each event one capacity check, not a delivery built and
-        // a metric update.
+        // a metric update. Cuts are logged and counted after the lock too.
         let mut shed = 0u64;
+        let mut cuts = Vec::new();
         // One SSE frame per event, shared by every subscriber that gets it unchanged.
         let mut shared: Option<SharedFrame> = None;
+        let max_bytes = self.cfg.subscriber_bytes;
         for s in &st.subscribers {
+            if s.backlog.cut_by().is_some() {
+                // Another subscription of the same consumer was cut: it is going away.
+                dead.push(s.id);
+                continue;
+            }
             if !s.filter.matches(&ev.event) {
                 continue;
             }
@@ -572,28 +669,55 @@ impl Tap for Collector {
                 continue;
             }
             let event = down(ev, s.ceiling);
-            let frame = if Arc::ptr_eq(&event, ev) {
-                shared.get_or_insert_with(SharedFrame::default).clone()
+            // AEP-0003 §8.4: past either bound, debug/info are dropped for this subscriber;
+            // notice+ are delivered or the subscriber is cut, never dropped silently. An
+            // empty queue takes any one event, so a large one is not refused outright.
+            let cost = event.line.len();
+            let queued = s.backlog.queued.fetch_add(cost, Ordering::AcqRel);
+            let over = if queued > 0 && queued + cost > max_bytes {
+                Some(Bound::Bytes)
             } else {
-                SharedFrame::default()
+                let frame = if Arc::ptr_eq(&event, ev) {
+                    shared.get_or_insert_with(SharedFrame::default).clone()
+                } else {
+                    SharedFrame::default()
+                };
+                match s.tx.try_send(Delivery::Event { sub: s.sub.clone(), event, frame }) {
+                    Ok(()) => continue,
+                    Err(mpsc::error::TrySendError::Full(_)) => Some(Bound::Events),
+                    Err(mpsc::error::TrySendError::Closed(_)) => None,
+                }
             };
-            let d = Delivery::Event { sub: s.sub.clone(), event, frame };
-            match s.tx.try_send(d) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(_)) if sev < Severity::Notice => shed += 1,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    // AEP-0003 §8.4: deliver or disconnect, never drop notice+ silently.
+            s.backlog.queued.fetch_sub(cost, Ordering::AcqRel);
+            match over {
+                Some(_) if sev < Severity::Notice => shed += 1,
+                Some(bound) => {
                     shed += 1;
-                    s.shed.raise();
+                    if s.backlog.cut(bound) {
+                        cuts.push(bound);
+                    }
                     dead.push(s.id);
                 }
-                Err(mpsc::error::TrySendError::Closed(_)) => dead.push(s.id),
+                None => dead.push(s.id),
             }
         }
         if !dead.is_empty() {
             let before = st.subscribers.len();
             st.subscribers.retain(|s| !dead.contains(&s.id));
             self.metrics.subscribers.fetch_sub((before - st.subscribers.len()) as i64, Ordering::Relaxed);
+        }
+        drop(st);
+        for bound in cuts {
+            let limit = match bound {
+                Bound::Events => self.cfg.subscriber_queue,
+                Bound::Bytes => self.cfg.subscriber_bytes,
+            };
+            tracing::warn!(
+                bound = bound.label(),
+                limit,
+                "Subscriber cut: it fell behind on notice+ events; its consumer resumes from its last id."
+            );
+            self.metrics.subscribers_cut.inc(&[("bound", bound.label())]);
         }
         shed
     }
@@ -689,5 +813,58 @@ mod tests {
         assert_eq!(parse_sse_id("a:b:3:17"), Some(("a:b".into(), Position { epoch: 3, seq: 17 })));
         assert_eq!(parse_sse_id("s:x:1"), None);
         assert_eq!(parse_sse_id(":1:2"), None);
+    }
+
+    fn event(seq: u64, severity: Severity, pad: usize) -> Arc<Stamped> {
+        Arc::new(Stamped::new(aep_schemas::Event {
+            aep: "0.1".into(),
+            id: format!("e{seq}"),
+            r#type: "progress.status".into(),
+            time: "2026-01-01T00:00:00Z".into(),
+            source: "aep://h/agent/a".into(),
+            agent: "a".into(),
+            session: Some("s".into()),
+            seq: Some(seq),
+            severity: Some(severity),
+            data: Some(json!({ "phase": "x".repeat(pad) })),
+            ..Default::default()
+        }))
+    }
+
+    /// A stalled consumer's queue is bounded in bytes, not only in events: past the bound
+    /// debug/info are dropped for it, a notice+ event cuts it (once, counted by bound), and
+    /// what it takes off the queue frees room again.
+    #[test]
+    fn the_byte_bound_drops_info_then_cuts_on_notice() {
+        let cfg = CollectorConfig { subscriber_bytes: 10_000, ..CollectorConfig::default() };
+        let metrics = Arc::new(Metrics::new());
+        let c = Collector::new(cfg, None, metrics.clone(), None);
+        let (tx, mut rx) = mpsc::channel(100);
+        let backlog = Backlog::new();
+        c.subscribe(Arc::from(""), Filter::all(), None, None, tx, backlog.clone());
+        // Three lines of ~4 KB: the third is over 10 KB queued and, being info, dropped.
+        let shed: Vec<u64> = (0..3).map(|i| c.admit(&event(i, Severity::Info, 4_000))).collect();
+        assert_eq!(shed, [0, 0, 1]);
+        // The consumer takes one: room for one more.
+        let d = rx.try_recv().unwrap();
+        backlog.taken(&d);
+        assert_eq!(c.admit(&event(3, Severity::Info, 4_000)), 0);
+        assert_eq!(backlog.cut_by(), None);
+        // A notice event past the bound cuts it; it is dropped from the collector.
+        assert_eq!(c.admit(&event(4, Severity::Notice, 4_000)), 1);
+        assert_eq!(backlog.cut_by(), Some(Bound::Bytes));
+        assert_eq!(metrics.subscribers_cut.get(&[("bound", "bytes")]), 1);
+        assert_eq!(c.admit(&event(5, Severity::Notice, 4_000)), 0, "no longer subscribed");
+        let queued: Vec<u64> = std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|d| match d {
+                Delivery::Event { event, .. } => event.event.seq,
+                Delivery::ReplayExhausted { .. } => None,
+            })
+            .collect();
+        assert_eq!(queued, [1, 3], "what it had queued is still delivered before it ends");
+        // One event larger than the bound still reaches an empty queue.
+        let (tx, _rx) = mpsc::channel(100);
+        c.subscribe(Arc::from(""), Filter::all(), None, None, tx, Backlog::new());
+        assert_eq!(c.admit(&event(6, Severity::Notice, 20_000)), 0);
     }
 }

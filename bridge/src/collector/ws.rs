@@ -12,7 +12,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{Claim, Ctx, Delivery, Route, Shed, parse_from};
+use super::{Backlog, Bound, Claim, Ctx, Delivery, Replay, Route, parse_from};
 use crate::pipeline::Stamped;
 
 /// Most concurrent subscriptions per connection (`limit-exceeded` beyond, AEP-0003 §6.5).
@@ -33,16 +33,16 @@ struct Conn {
     subs: HashMap<String, u64>,
     /// Last delivered position per (sub, session), for the `closing` frame.
     delivered: HashMap<(Arc<str>, String), (u64, u64)>,
-    /// Raised when one of this connection's subscriptions is shed (AEP-0003 §8.4).
-    shed: Arc<Shed>,
+    /// What waits in this connection's queue, and whether it was cut (AEP-0003 §8.4).
+    backlog: Arc<Backlog>,
 }
 
 /// What a handled frame sends back, in order.
 enum Out {
     /// A connection-scoped frame.
     Frame(Value),
-    /// A replayed event or marker, written before any live delivery of its subscription.
-    Replay(Delivery),
+    /// A subscription's replay, written before any live delivery of it.
+    Replay(Replay),
 }
 
 impl Conn {
@@ -128,7 +128,7 @@ pub(super) async fn run(socket: WebSocket, ctx: Ctx, authenticated: bool) {
         authenticated,
         subs: HashMap::new(),
         delivered: HashMap::new(),
-        shed: Shed::new(),
+        backlog: Backlog::new(),
     };
     let accepts = if authenticated { c.local_accepts() } else { Vec::new() };
     let reply = json!({
@@ -145,21 +145,25 @@ pub(super) async fn run(socket: WebSocket, ctx: Ctx, authenticated: bool) {
     let (dtx, mut drx) = mpsc::channel::<Delivery>(c.cfg.subscriber_queue.max(1));
     let (cmd_tx, mut cmd_rx) = mpsc::channel::<Arc<Stamped>>(256);
     let closing = c.closing.clone();
-    let shed = conn.shed.clone();
+    let backlog = conn.backlog.clone();
     'conn: loop {
         tokio::select! {
-            // Queued live deliveries go out before a shed is acted on (deliver, then disconnect).
+            // Queued live deliveries go out before a cut is acted on (deliver, then disconnect).
             biased;
             msg = stream.next() => {
                 let Some(Ok(msg)) = msg else { break };
                 match msg {
                     Message::Text(t) => {
                         for o in handle_frame(&t, &mut conn, &ctx, &dtx, &cmd_tx).await {
-                            let m = match o {
-                                Out::Frame(f) => text(&f),
-                                Out::Replay(d) => conn.render(d),
-                            };
-                            if sink.send(m).await.is_err() { break 'conn; }
+                            match o {
+                                Out::Frame(f) => if sink.send(text(&f)).await.is_err() { break 'conn; },
+                                // Paged: one delivery at a time, read as it is sent. Whole even
+                                // if the connection is cut meanwhile: what is queued live follows it.
+                                Out::Replay(mut r) => while let Some(d) = r.next(&c) {
+                                    let m = conn.render(d);
+                                    if sink.send(m).await.is_err() { break 'conn; }
+                                },
+                            }
                         }
                     }
                     Message::Binary(_) => {
@@ -174,6 +178,7 @@ pub(super) async fn run(socket: WebSocket, ctx: Ctx, authenticated: bool) {
             }
             d = drx.recv() => {
                 let Some(d) = d else { break };
+                backlog.taken(&d);
                 let m = conn.render(d);
                 if sink.send(m).await.is_err() { break; }
             }
@@ -183,15 +188,21 @@ pub(super) async fn run(socket: WebSocket, ctx: Ctx, authenticated: bool) {
                 let line = std::str::from_utf8(&cmd.line).unwrap_or("").trim_end_matches('\n').to_owned();
                 if sink.send(Message::Text(Utf8Bytes::from(line))).await.is_err() { break; }
             }
-            () = shed.raised() => {
+            () = backlog.was_cut() => {
                 // AEP-0003 §8.4: a subscription fell behind on notice+ events; rather than drop
-                // them silently, say where each subscription stands and disconnect.
+                // them silently, deliver what is queued, say where each subscription stands,
+                // and disconnect.
                 while let Ok(d) = drx.try_recv() {
+                    backlog.taken(&d);
                     let m = conn.render(d);
                     if sink.send(m).await.is_err() { break 'conn; }
                 }
+                let reason = match backlog.cut_by() {
+                    Some(Bound::Events) => format!("slow consumer: queue bound {} events", c.cfg.subscriber_queue),
+                    _ => format!("slow consumer: queue bound {} bytes", c.cfg.subscriber_bytes),
+                };
                 let _ = sink.send(conn.closing("overflow: the consumer fell behind")).await;
-                let _ = sink.send(Message::Close(Some(CloseFrame { code: 1013, reason: "slow consumer".into() }))).await;
+                let _ = sink.send(Message::Close(Some(CloseFrame { code: 1013, reason: reason.into() }))).await;
                 break;
             }
             () = closing.cancelled() => {
@@ -281,13 +292,11 @@ async fn handle_frame(
                 conn.delivered.retain(|(sub, _), _| &**sub != sid);
             }
             let sub: Arc<str> = Arc::from(sid);
-            let (subid, replay) = c.subscribe(sub, filter, ceiling, from, dtx.clone(), conn.shed.clone());
+            let (subid, replay) = c.subscribe(sub, filter, ceiling, from, dtx.clone(), conn.backlog.clone());
             conn.subs.insert(sid.to_owned(), subid);
             // `subscribed`, then the replay, then live delivery: the replay is written before
             // the connection loop reads the live queue again (AEP-0003 §5, §6.5).
-            let mut out = vec![Out::Frame(json!({"type": "subscribed", "id": sid}))];
-            out.extend(replay.into_iter().map(Out::Replay));
-            out
+            vec![Out::Frame(json!({"type": "subscribed", "id": sid})), Out::Replay(replay)]
         }
         "unsubscribe" => {
             let sid = id.and_then(Value::as_str).unwrap_or("");
