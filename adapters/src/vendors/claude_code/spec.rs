@@ -10,7 +10,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     display_name: "Claude Code",
     executables: &["claude"],
     hook_channel: "command hook (stdin JSON)",
-    families: &["session", "run", "tool", "attention", "error", "progress", "delegation"],
+    families: &["session", "run", "tool", "attention", "error", "progress", "delegation", "agent"],
     setup: "aep-bridge install claude-code [--project DIR]",
     control: ControlSpec { held: &["PermissionRequest", "Elicitation"], gate: None, reply: Some(reply) },
     install: Some(InstallSpec::Hooks(HooksInstall {

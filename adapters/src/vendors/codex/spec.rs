@@ -8,7 +8,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     display_name: "Codex",
     executables: &["codex"],
     hook_channel: "command hook (hooks.json) and notify",
-    families: &["session", "run", "tool", "attention", "error"],
+    families: &["session", "run", "tool", "attention", "error", "delegation"],
     setup: "aep-bridge install codex [--project DIR]",
     control: ControlSpec {
         held: &["PermissionRequest"],

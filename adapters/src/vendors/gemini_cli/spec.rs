@@ -8,7 +8,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     display_name: "Gemini CLI",
     executables: &["gemini"],
     hook_channel: "command hook (settings.json)",
-    families: &["session", "run", "tool"],
+    families: &["session", "run", "tool", "progress"],
     setup: "aep-bridge install gemini-cli [--project DIR]",
     control: ControlSpec::OBSERVE_ONLY,
     install: Some(InstallSpec::Hooks(HooksInstall {

@@ -9,7 +9,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     display_name: "Kimi Code CLI",
     executables: &["kimi"],
     hook_channel: "command hook (~/.kimi-code/config.toml)",
-    families: &["session", "run", "tool", "attention", "error"],
+    families: &["session", "run", "tool", "attention", "error", "progress", "delegation"],
     setup: "add `aep-hook kimi-code` hooks to ~/.kimi-code/config.toml",
     control: ControlSpec {
         held: &[],

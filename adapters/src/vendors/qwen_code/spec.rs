@@ -8,7 +8,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     display_name: "Qwen Code",
     executables: &["qwen"],
     hook_channel: "command hook (settings.json)",
-    families: &["session", "run", "tool", "attention", "error"],
+    families: &["session", "run", "tool", "attention", "error", "progress", "delegation"],
     setup: "aep-bridge install qwen-code [--project DIR]",
     control: ControlSpec {
         held: &["PermissionRequest"],

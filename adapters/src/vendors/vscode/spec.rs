@@ -11,7 +11,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     display_name: "VS Code agent (Copilot)",
     executables: &["code", "code-insiders"],
     hook_channel: "command hook (Claude Code contract)",
-    families: &["session", "run", "tool"],
+    families: &["session", "run", "tool", "delegation"],
     setup: "add `aep-hook vscode` agent hooks in the VS Code settings",
     control: ControlSpec {
         held: &[],
