@@ -44,6 +44,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the bridge: hook receiver, OTLP receivers, embedded collector, JSONL log.
+    #[command(
+        after_help = "Example:\n  $ aep-bridge serve                       # 127.0.0.1:8787 (hooks, OTLP/HTTP, collector), OTLP/gRPC :4317\n  $ OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 aep-bridge serve   # and export to a collector"
+    )]
     Serve(ServeArgs),
     /// Validate an AEP JSONL stream (a file or `-` for stdin); exits 1 on any failure.
     ///
@@ -53,6 +56,7 @@ pub enum Command {
     /// (completed/failed/denied, paired by call id, else cause, else tool name), an
     /// outcome before its request. Warnings are not spec violations (arrival is never
     /// guaranteed) and leave the exit code at 0 unless `--strict` is given.
+    #[command(after_help = "Example:\n  $ aep-bridge validate --strict ~/.aep/logs/claude-code/<session>.jsonl")]
     Validate {
         /// The JSONL file, or `-`.
         file: String,
@@ -61,23 +65,32 @@ pub enum Command {
         strict: bool,
     },
     /// Follow the embedded collector's SSE stream, one line per event (resumes after a disconnect).
+    #[command(after_help = "Example:\n  $ aep-bridge tail --from all --filter '{\"type\":\"tool.*\"}'")]
     Tail(tail::TailArgs),
     /// A run/tool/attention tree of one session with durations.
+    #[command(after_help = "Example:\n  $ aep-bridge timeline <session>")]
     Timeline(timeline::TimelineArgs),
     /// Answer an attention request (a control sender).
+    #[command(after_help = "Example:\n  $ aep-bridge pending\n  $ aep-bridge respond <request-id> --option allow")]
     Respond(respond::RespondArgs),
     /// Cancel a run (or a whole session) through the control loop.
+    #[command(after_help = "Example:\n  $ aep-bridge cancel <session> <run> --reason \"wrong branch\"")]
     Cancel(respond::CancelArgs),
     /// List open attention requests (from the collector's replay).
+    #[command(after_help = "Example:\n  $ aep-bridge pending --json")]
     Pending(respond::PendingArgs),
     /// Project AEP JSONL to CloudEvents, OTLP logs, OTLP spans or OCSF (stdout).
+    #[command(after_help = "Example:\n  $ aep-bridge project otlp-spans ~/.aep/logs/codex/<session>.jsonl")]
     Project(project::ProjectArgs),
     /// List the built-in adapters (or verify one).
+    #[command(after_help = "Example:\n  $ aep-bridge adapters verify claude-code")]
     Adapters(adapters::AdaptersArgs),
     /// Wire an agent's hooks to the bridge.
+    #[command(after_help = "Example:\n  $ aep-bridge install claude-code --project . --dry-run")]
     Install(install::InstallArgs),
     /// Run an agent that speaks a stdio protocol (ACP, Claude Code stream-json, Codex app-server) under a
     /// byte-transparent tee that reports its sessions to the running bridge.
+    #[command(after_help = "Example:\n  $ aep-bridge wrap acp -- gemini --acp")]
     Wrap(wrap::WrapArgs),
     /// Configuration tools.
     Config {

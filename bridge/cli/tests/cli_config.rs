@@ -167,3 +167,26 @@ fn serve_takes_its_token_from_the_environment_or_a_file() {
         assert!(started, "env {env:?} file {file:?}: {line}");
     }
 }
+
+/// What a newcomer meets: the top-level help says what the tool does, and every
+/// subcommand's help ends with an example.
+#[test]
+fn every_subcommand_help_shows_an_example() {
+    let out = bridge().arg("--help").output().unwrap();
+    let top = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(top.lines().next().unwrap_or_default().contains("coding agent"), "{top}");
+    let commands: Vec<String> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .filter(|c| c != "help" && c != "config")
+        .collect();
+    assert!(commands.len() >= 10, "{commands:?}");
+    for c in commands {
+        let out = bridge().args([c.as_str(), "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("Example:\n  $ aep-bridge "), "`aep-bridge {c} --help` has no example:\n{help}");
+    }
+}
