@@ -74,7 +74,7 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
 /// Gemini fires BeforeTool hooks concurrently and their AfterTools finish in any order:
 /// every interleaving (all requests first, outcomes in each of the 120 orders) pairs each
 /// outcome with its own request, the failed read included, because AfterTool repeats
-/// `tool_input` (issue 15 item 16).
+/// `tool_input`.
 #[test]
 fn concurrent_tool_calls_pair_by_their_input_in_every_order() {
     let pairs = captured_tool_pairs();

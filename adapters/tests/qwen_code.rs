@@ -41,7 +41,7 @@ fn model_turn_refires_stay_in_the_run() {
 
 /// Headless Qwen (`qwen -p`) fires no SessionStart: the captured log starts at the auth
 /// notification. The session starts on first sight (as Annex A.11 does for Antigravity),
-/// once, with nothing the vendor did not say (no trigger, no model) (issue 15 item 15).
+/// once, with nothing the vendor did not say (no trigger, no model).
 #[test]
 fn a_headless_session_starts_on_first_sight_once() {
     let records = load(CAPTURE);

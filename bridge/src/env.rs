@@ -1,4 +1,4 @@
-//! The process environment, read in one place (issue 13).
+//! The process environment, read in one place.
 //!
 //! Every variable the daemon library looks at goes through an [`Env`]: `serve` and the CLI
 //! use [`Env::process`], tests a fixed map ([`Env::from_pairs`]), so no test has to touch the

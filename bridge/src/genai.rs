@@ -1,4 +1,4 @@
-//! GenAI metrics for dashboards, read off the event stream (issue 14).
+//! GenAI metrics for dashboards, read off the event stream.
 //!
 //! The OpenTelemetry GenAI semantic conventions' instruments, with their bucket boundaries:
 //! - `gen_ai.client.token.usage` (`{token}`, by `gen_ai.token.type`): from the vendors' own
@@ -379,7 +379,7 @@ fn fold(folded: &mut Vec<Point>, p: Point) -> Option<Point> {
 
 /// Runs the GenAI sink until its queue closes, taking what is queued in batches. Histogram
 /// points are recorded one by one; counter points are summed per batch and series first
-/// (one SDK call per series instead of one per event: issue 13, `bench collector`).
+/// (one SDK call per series instead of one per event).
 /// With `progress`, reports each batch once it is recorded.
 pub async fn run(
     mut rx: mpsc::Receiver<Arc<Stamped>>,

@@ -436,7 +436,7 @@ impl BridgeHooks {
             }
         };
         // Answer only once the events are in the log file (written, not yet fsynced), so a
-        // kill -9 after the answer loses nothing acknowledged (issue 15 #13). A stalled
+        // kill -9 after the answer loses nothing acknowledged. A stalled
         // writer costs the agent at most ACK_WAIT: hooks fail open.
         if !self.pipeline.written(ACK_WAIT).await {
             tracing::warn!(vendor, "The log writer did not confirm within {ACK_WAIT:?}; answering anyway.");
@@ -589,7 +589,7 @@ mod tests {
         assert_eq!(reply["hookSpecificOutput"]["decision"]["behavior"], "allow");
     }
 
-    /// Issue 15 #9: the shim's credential is a MAC, not the token. It passes once, for its
+    /// The shim's credential is a MAC, not the token. It passes once, for its
     /// body, under the right token, with a nonce minted within the window; a bearer token
     /// still works for other clients.
     #[test]
@@ -649,7 +649,7 @@ mod tests {
     /// A headless Qwen Code run (`qwen -p`, recorded: no SessionStart, no SessionEnd) starts
     /// on first sight and, once silent for the idle window, ends once as `timeout`, stamped
     /// at the last moment it was heard from; a later hook continues it as `{id}.2`. A
-    /// session that announced itself is never ended for silence (issue 15 item 15).
+    /// session that announced itself is never ended for silence.
     #[tokio::test]
     async fn a_silent_headless_session_ends_once_as_timeout() {
         let seen = Arc::new(Seen::default());
@@ -696,7 +696,7 @@ mod tests {
         assert_eq!(again.data.as_ref().unwrap()["parent"]["session"], session);
     }
 
-    /// Issue 14: the recorded `codex exec` run (hooks then `notify` after `SessionEnd`, as
+    /// The recorded `codex exec` run (hooks then `notify` after `SessionEnd`, as
     /// Codex sends them on exit) is one AEP session; the notify lands on it, late, and
     /// opens no `{id}.2` continuation that would stay open until shutdown.
     #[tokio::test]

@@ -174,9 +174,9 @@ pub struct BridgeOtlp {
     max_queued: usize,
     /// The pipeline, for drafts stamped inline.
     pipeline: Pipeline,
-    /// The bearer token every export must carry, when set (issue 15: one token on every ingress).
+    /// The bearer token every export must carry, when set (one token on every ingress).
     token: Option<String>,
-    /// Decompressed bytes decoded at once (issue 15 #4).
+    /// Decompressed bytes decoded at once.
     budget: aep_receivers::otlp::DecodeBudget,
 }
 
@@ -399,9 +399,8 @@ impl BridgeOtlp {
     /// Chunked for the cache, not for fairness: a chunk's records are dropped once mapped
     /// and its drafts once stamped, so the next chunk allocates from memory that is still
     /// in cache. An export of 500 records mapped whole, then stamped whole, cycles its
-    /// allocations through the core's L2 (issue 17, `aep-bench otlp` A/B at equal callgrind
-    /// instruction counts: Codex mix 160k -> 179k records per CPU-second, Claude Code
-    /// 134k -> 139k).
+    /// allocations through the core's L2 (measured with `aep-bench otlp`, same
+    /// instruction counts, fewer CPU-seconds).
     async fn take_records_inline(&self, records: Vec<OtelRecord>) -> Result<Accepted, Refused> {
         self.check_room()?;
         let n = records.len();

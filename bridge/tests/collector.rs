@@ -1224,7 +1224,7 @@ async fn slow_ws_consumer_gets_closing_with_positions_on_notice_overflow() {
     b.shutdown().await;
 }
 
-/// The listener's idle clock (issue 15 #2) cuts only connections with nothing in flight:
+/// The listener's idle clock cuts only connections with nothing in flight:
 /// an SSE stream (a response in progress) and a WebSocket (upgraded, out of the HTTP loop)
 /// outlive it many times over and still deliver.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! The bridge's metrics over OTLP (issue 14): the GenAI instruments reach an OTLP/HTTP
+//! The bridge's metrics over OTLP: the GenAI instruments reach an OTLP/HTTP
 //! receiver as `ExportMetricsServiceRequest`s, with the configured temporality, after a
 //! real Claude Code session's own OTLP logs went through `serve`.
 

@@ -203,7 +203,7 @@ async fn http_protobuf_and_json_deliver_exactly_the_projection() {
         names.sort_unstable();
         assert_eq!(names, ["execute_tool Bash", "invoke_agent codex", "session codex"], "{protocol:?}");
         assert!(spans.iter().all(|s| s.trace_id == spans[0].trace_id));
-        // Issue 14: every log line names the span the receiver got for its Event (a backend
+        // Every log line names the span the receiver got for its Event (a backend
         // jumps from the line to its trace): session lines the root, run lines the run,
         // tool lines the tool call.
         let span_of = |r: &opentelemetry_proto::tonic::logs::v1::LogRecord| {
@@ -669,7 +669,7 @@ async fn idle_spans_are_flushed_by_the_tick() {
     }
 }
 
-/// Issue 14: idle and reorder clocks are per session. A session whose timestamps lag a
+/// Idle and reorder clocks are per session. A session whose timestamps lag a
 /// live session's by months (here: the fixture's January 2026 times beside Events stamped
 /// now) is not idle-flushed by the live one's timeline: nothing is cut off while both are
 /// open, and at close each is one trace with one root and no continuation.

@@ -1,4 +1,4 @@
-//! GenAI metrics (issue 14) from a real Claude Code session: its hooks (captures
+//! GenAI metrics from a real Claude Code session: its hooks (captures
 //! `s01_tools_bypass_json`, tools with two failures) and its own OTLP log exports, into the
 //! real `serve`; `/metrics` must show the counts the recorded data implies.
 

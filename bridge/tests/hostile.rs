@@ -1,30 +1,34 @@
-//! The hostile suite (issue 15): a broken or hostile local client against a real `serve` on
-//! 127.0.0.1:0. Each test reproduces one item of the issue and checks that it holds now:
-//! nothing stalls the agent, memory and connections stay bounded, the token covers every
-//! ingress, and nothing acknowledged is lost.
+//! The hostile suite: a broken or hostile local client against a real `serve` on
+//! 127.0.0.1:0: nothing stalls the agent, memory and connections stay bounded, the token
+//! covers every ingress, and nothing acknowledged is lost.
 //!
-//! The items tested here: 2 (connections, timeouts), 3 (token on OTLP), 4 (decode budget),
-//! 8 (full disk), 13 (acknowledged after written). The others are reproduced where their
-//! component's tests live, against the same real parts:
+//! Tested here: connections and timeouts, the token on OTLP, the decode budget, a full
+//! disk, acknowledged after written. The other hostile cases live beside their components,
+//! against the same real parts:
 //!
-//! | item | test |
+//! | case | test |
 //! |---|---|
-//! | 1 shim hold budget without an answer channel | `shim::without_a_token_a_permission_moment_is_not_held` |
-//! | 5 replay buffer in bytes | `collector::buffer::tests::the_byte_bound_evicts_oldest_first_here_then_from_idle_sessions` |
-//! | 6 filter size | `collector::oversized_subscription_filters_are_refused` |
-//! | 7 duplicate JSON keys | `collector::duplicate_json_keys_are_refused_on_every_binding` |
-//! | 9 reply size, fake listener | `shim::an_oversized_reply_is_refused_and_answered_neutrally`, `shim::a_listener_that_cannot_prove_its_reply_is_not_relayed` |
-//! | 10 off-host without a token, token out of argv | `cli_config::serve_refuses_an_off_host_listener_without_a_token`, `cli_config::serve_takes_its_token_from_the_environment_or_a_file` |
-//! | 11 hook names and session ids | `hooks::tests::hostile_hook_names_and_session_ids_are_refused`, `serve::hostile_session_ids_stay_inside_the_log_root` |
-//! | 12 WebSocket message size | `collector::an_oversized_websocket_message_closes_only_its_connection` |
-//! | 14 Codex records without a session | `export_otlp::a_second_bridge_receives_the_logs_and_reports_partial_success` (`no_session` counted and rejected in `partial_success`) |
-//! | 15 Qwen headless sessions | `adapters/tests/qwen_code.rs`, `hooks::tests::a_silent_headless_session_ends_once_as_timeout` |
-//! | 16 Gemini concurrent tools | `adapters/tests/gemini_cli.rs::concurrent_tool_calls_pair_by_their_input_in_every_order` |
-//! | 17 JSONC settings | `cli_install::jsonc_settings_with_comments_and_trailing_commas_install_and_keep_the_comments` |
-//! | 18 effective `aep.capture` | `projections::otlp_logs::tests::ceiling_strips_payload_before_projection` |
+//! | shim hold budget without an answer channel | `shim::without_a_token_a_permission_moment_is_not_held` |
+//! | shim budget over a whole exchange | `shim::a_large_payload_to_a_mute_listener_fails_open_within_one_budget` |
+//! | replay buffer in bytes | `collector::buffer::tests::the_byte_bound_evicts_oldest_first_here_then_from_idle_sessions` |
+//! | stalled readers and subscribers | `collector_memory` |
+//! | filter size | `collector::oversized_subscription_filters_are_refused` |
+//! | duplicate JSON keys | `collector::duplicate_json_keys_are_refused_on_every_binding` |
+//! | reply size, fake listener | `shim::an_oversized_reply_is_refused_and_answered_neutrally`, `shim::a_listener_that_cannot_prove_its_reply_is_not_relayed` |
+//! | off-host without a token, token out of argv | `cli_config::serve_refuses_an_off_host_listener_without_a_token`, `cli_config::serve_takes_its_token_from_the_environment_or_a_file` |
+//! | descriptors: idle gRPC connections under `ulimit -n` 1,024 | `cli_hostile::idle_grpc_connections_leave_room_for_hooks_and_health` |
+//! | gRPC exports multiplexed on one connection, malformed protobuf | `otlp_grpc::concurrent_exports_on_one_connection_all_complete`, `otlp_grpc::malformed_protobuf_is_invalid_argument` |
+//! | hook names and session ids | `hooks::tests::hostile_hook_names_and_session_ids_are_refused`, `serve::hostile_session_ids_stay_inside_the_log_root` |
+//! | WebSocket message size | `collector::an_oversized_websocket_message_closes_only_its_connection` |
+//! | Codex records without a session | `export_otlp::a_second_bridge_receives_the_logs_and_reports_partial_success` (`no_session` counted and rejected in `partial_success`) |
+//! | Qwen headless sessions | `adapters/tests/qwen_code.rs`, `hooks::tests::a_silent_headless_session_ends_once_as_timeout` |
+//! | Gemini concurrent tools | `adapters/tests/gemini_cli.rs::concurrent_tool_calls_pair_by_their_input_in_every_order` |
+//! | JSONC settings | `cli_install::jsonc_settings_with_comments_and_trailing_commas_install_and_keep_the_comments` |
+//! | effective `aep.capture` | `projections::otlp_logs::tests::ceiling_strips_payload_before_projection` |
 //!
-//! The load figures (1,000 idle connections, 200 stalled subscribers, an 8 x 20 MB flood)
-//! come from `aep-bench hostile`, not from a test: no wall-clock assertion here.
+//! The load figures (idle connections on every port, stalled subscribers and replays, an
+//! HTTP flood, exports multiplexed on one gRPC connection) come from `aep-bench hostile`,
+//! not from a test: no wall-clock assertion here.
 
 use aep_testkit as common;
 
@@ -113,7 +117,7 @@ fn metric(text: &str, name: &str, labels: &[&str]) -> u64 {
         .sum::<f64>() as u64
 }
 
-/// Item 3: with a token, OTLP over HTTP (main and extra port) and gRPC needs it too;
+/// With a token, OTLP over HTTP (main and extra port) and gRPC needs it too;
 /// refused records never reach a session log.
 #[tokio::test]
 async fn the_token_covers_otlp_over_http_on_both_ports_and_grpc() {
@@ -154,7 +158,7 @@ async fn the_token_covers_otlp_over_http_on_both_ports_and_grpc() {
     bridge.shutdown().await;
 }
 
-/// Item 2: idle connections are closed after the header timeout, a connection over the
+/// Idle connections are closed after the header timeout, a connection over the
 /// cap is answered 503 at once, and `/healthz` answers again as soon as room is back.
 // Blocking socket reads below: the bridge runs on the other workers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,7 +194,7 @@ async fn idle_connections_are_bounded_and_timed_out() {
     bridge.shutdown().await;
 }
 
-/// Item 2: a body that trickles is cut at the body deadline; a held request in flight is
+/// A body that trickles is cut at the body deadline; a held request in flight is
 /// not cut by the idle clock.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trickled_body_is_cut_at_its_deadline() {
@@ -215,7 +219,7 @@ async fn a_trickled_body_is_cut_at_its_deadline() {
     bridge.shutdown().await;
 }
 
-/// Item 4: OTLP/HTTP exports are admitted by decompressed bytes in flight: with one
+/// OTLP/HTTP exports are admitted by decompressed bytes in flight: with one
 /// export's worth of budget taken, the next is refused with 503 + Retry-After (retried by
 /// exporters), and taken once the budget is back. Nothing is lost across the retry.
 #[tokio::test]
@@ -260,7 +264,7 @@ async fn concurrent_large_exports_are_admitted_by_bytes() {
     bridge.shutdown().await;
 }
 
-/// Item 8: a full disk (the log file is `/dev/full`, the state folder cannot take a new
+/// A full disk (the log file is `/dev/full`, the state folder cannot take a new
 /// file): the bridge still starts, hooks are still answered, `/healthz` names the failing
 /// sink with 503, and every lost event is counted.
 #[cfg(target_os = "linux")]
@@ -296,7 +300,7 @@ async fn a_full_disk_is_reported_counted_and_survived() {
     bridge.shutdown().await;
 }
 
-/// Item 13: a hook is answered only once its events are in the log file: each line is
+/// A hook is answered only once its events are in the log file: each line is
 /// there the moment its answer arrives (before, the writer's linger made this a race).
 #[tokio::test]
 async fn a_hook_is_answered_after_its_event_is_written() {

@@ -1,7 +1,7 @@
 //! A real Prometheus (Debian's `prometheus` package, `bridge/tests/apt-packages.txt`)
 //! scrapes the bridge's `/metrics` after a real Claude Code session (hooks with tools and
 //! failures, its OTLP exports, a permission prompt answered in the agent's own dialog), and
-//! every metric name the shipped Grafana dashboard queries must exist there (issue 14).
+//! every metric name the shipped Grafana dashboard queries must exist there.
 //! Prints `SKIP` and passes when no `prometheus` binary is installed.
 
 use aep_testkit as common;

@@ -627,7 +627,7 @@ fn trace_per_run_roots_each_run() {
     );
 }
 
-/// Issue 14: a session whose vendor timestamps lag another session's by hours (clock skew,
+/// A session whose vendor timestamps lag another session's by hours (clock skew,
 /// late OTLP, a replay) keeps its own idle and reorder clocks: it stays one trace, with
 /// one root and every run and tool under it, however often idle flushing runs.
 #[test]
@@ -681,7 +681,7 @@ fn root_of(spans: &[Span]) -> &Span {
     spans.iter().find(|s| s.name.starts_with("session ")).expect("no session root")
 }
 
-/// Issue 14: the root is named for what it is (`session {agent}`), carries the session
+/// The root is named for what it is (`session {agent}`), carries the session
 /// identity and is classified as the agent's invocation (`gen_ai.operation.name =
 /// invoke_agent`, OpenInference kind `AGENT`) with the session's model. Every GenAI span
 /// names its operation and its OpenInference kind, runs carry the session's model, and
@@ -716,7 +716,7 @@ fn one_readable_trace_per_session() {
     assert_eq!(root_of(&failed).status, aep_projections::spans::StatusCode::Error);
 }
 
-/// Issue 14: a run's prompt and final answer and a tool call's arguments and result become
+/// A run's prompt and final answer and a tool call's arguments and result become
 /// GenAI content attributes only as far as the capture ceiling allows (AEP-0005 §3.3,
 /// AEP-0003 §6.4 / §9: down-leveled mechanically, never up-leveled).
 #[test]
@@ -794,7 +794,7 @@ fn content_attributes_follow_the_capture_ceiling() {
     assert!(content(&session("metadata", false), Capture::Full).is_empty(), "never up-leveled");
 }
 
-/// Issue 14: a late Event after `session.ended` (Codex `notify` on exit) opens no session
+/// A late Event after `session.ended` (Codex `notify` on exit) opens no session
 /// left open until idle or shutdown: it is exported at once, complete, on an `aep.late`
 /// continuation under the ended root, in the same trace.
 #[test]

@@ -1,4 +1,4 @@
-//! A differential fuzz run of the OTLP fast reader against prost (issue 15): random logs
+//! A differential fuzz run of the OTLP fast reader against prost: random logs
 //! exports of every shape the fast path reads (and some it must leave to prost), then
 //! random mutations of their bytes. For every body, the fast reader either declines
 //! (`None`) or yields exactly the records prost's decoding gives; it never accepts a body

@@ -10,7 +10,7 @@
 //! builds under the same per-round interleaving, each settled before its CPU is read): on
 //! a machine whose speed drifts by 20% from run to run, this is what separates a 5% change
 //! from noise. The two positions are not quite symmetric (swapping them moved the ratio by
-//! up to a tenth in issue 17's runs), so run both orders and read the two ratios together.
+//! up to a tenth in the runs measured), so run both orders and read the two ratios together.
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};

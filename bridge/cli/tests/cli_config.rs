@@ -116,7 +116,7 @@ fn serve_refuses_an_off_host_listener_without_a_token() {
     assert!(err.contains("off-host") && err.contains("--token"), "{err}");
 }
 
-/// Issue 15 #10: the token need not be in argv. `AEP_TOKEN` (the shim's variable) or
+/// The token need not be in argv. `AEP_TOKEN` (the shim's variable) or
 /// `--token-file` satisfies the off-host rule; an unreadable token file does not start.
 #[test]
 fn serve_takes_its_token_from_the_environment_or_a_file() {

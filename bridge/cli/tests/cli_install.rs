@@ -264,7 +264,7 @@ fn refuses_unknown_vendors_and_malformed_settings() {
 
 /// Gemini CLI and Qwen Code read their settings as JSONC: a file with line and block
 /// comments and trailing commas installs, keeps every comment and the user's other keys,
-/// and a second run changes nothing (issue 15 item 17).
+/// and a second run changes nothing.
 #[test]
 fn jsonc_settings_with_comments_and_trailing_commas_install_and_keep_the_comments() {
     let original = r#"// Personal Gemini settings.

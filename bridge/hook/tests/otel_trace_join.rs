@@ -1,4 +1,4 @@
-//! Issue 14 end to end: real captures of Claude Code (tools, two of them failing, with its
+//! End to end: real captures of Claude Code (tools, two of them failing, with its
 //! beta spans), Codex and Gemini CLI replayed into a real `serve` (hooks through the real
 //! `aep-hook` shim, then the agents' own OTLP log and trace bodies as they recorded them),
 //! exporting to an OTLP/HTTP receiver in this test that decodes what it got. Asserted on

@@ -284,7 +284,7 @@ fn proven_allow(token: &str, req: &[u8]) -> Vec<u8> {
     format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\nx-aep-proof: {proof}\r\n\r\n{ALLOW}", ALLOW.len()).into_bytes()
 }
 
-/// Issue 15 #9: whatever listens on the port is not trusted with a decision. With a token
+/// Whatever listens on the port is not trusted with a decision. With a token
 /// the shim relays only a reply proven under it: a fake's bare "allow", or one proven
 /// under another token, gets the neutral reply.
 #[test]

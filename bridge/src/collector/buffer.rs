@@ -205,7 +205,7 @@ impl SessionBuffer {
     /// Drops the oldest event.
     ///
     /// Its dedupe entry stays: removing it is a probe at a random slot of the index, a cache
-    /// miss per evicted event (issue 17: 4-5% of an OTLP export's CPU time). An entry left
+    /// miss per evicted event (a visible share of an OTLP export's CPU time). An entry left
     /// behind is told apart by its position (see [`indexes_held`]), and once the index holds
     /// twice the events, one sequential pass drops every entry older than the evictions.
     fn evict_front(&mut self) {
@@ -339,7 +339,7 @@ pub struct ReplayBuffers {
     depth: usize,
     max_sessions: usize,
     /// Bytes of held lines over all sessions, at most (AEP-0003 §5 leaves the depth to the
-    /// collector; issue 15 #5: bounded in bytes, not only in events).
+    /// collector; bounded in bytes, not only in events).
     max_bytes: usize,
     bytes: usize,
     /// Looked up once per event: foldhash, seeded per process (session ids are untrusted
@@ -588,7 +588,7 @@ mod tests {
         Arc::new(Stamped::new(e))
     }
 
-    /// Issue 15 #5: 150 events of 4 MB held 1.2 GB when only the count was bounded.
+    /// Large events held unbounded memory when only the count was bounded.
     #[test]
     fn the_byte_bound_evicts_oldest_first_here_then_from_idle_sessions() {
         let mut b = ReplayBuffers::with_bytes(1024, 10, 10_000);

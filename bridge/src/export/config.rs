@@ -419,7 +419,7 @@ mod tests {
         let snippet: toml::Table =
             toml::from_str(include_str!("../../../collector-config/aep-bridge.export.toml")).unwrap();
         let export: ExportConfig = snippet["export"].clone().try_into().unwrap();
-        // Issue 14: the shipped snippet uses the default, one trace per session.
+        // The shipped snippet uses the default, one trace per session.
         assert!(export.check().is_empty() && !export.otlp.trace_per_run);
     }
 }

@@ -1,4 +1,4 @@
-//! The bridge's metrics over OTLP (issue 14): the GenAI instruments and the bridge's own
+//! The bridge's metrics over OTLP: the GenAI instruments and the bridge's own
 //! counters, collected by the SDK's `PeriodicReader` beside the Prometheus reader and sent
 //! to `[export.otlp]` (`/v1/metrics`, or `MetricsService/Export` over gRPC) through the one
 //! outbound transport.
@@ -77,7 +77,7 @@ pub struct Delivery {
 }
 
 /// The agents' own OTLP metrics (`/v1/metrics` into the bridge), forwarded unchanged to the
-/// same metrics endpoint as the bridge's (issue 14), through the same delivery.
+/// same metrics endpoint as the bridge's, through the same delivery.
 #[derive(Debug)]
 pub struct VendorForward {
     tx: mpsc::Sender<ExportMetricsServiceRequest>,

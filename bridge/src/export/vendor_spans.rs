@@ -1,6 +1,6 @@
 //! The vendors' own spans (`/v1/traces`: Claude Code's beta `claude_code.*` spans, Gemini
 //! CLI's `llm_call` / `tool_call`, Copilot's `invoke_agent` / `execute_tool`) forwarded to
-//! the OTLP traces endpoint inside the session's trace (issue 14), so one trace shows the
+//! the OTLP traces endpoint inside the session's trace, so one trace shows the
 //! hooks' spans and the vendor's together.
 //!
 //! A vendor span is placed only by what it certainly carries:

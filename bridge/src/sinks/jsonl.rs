@@ -139,7 +139,7 @@ impl JsonlWriter {
             if let Err(e) = self.write_file(&path, &runs) {
                 failed += 1;
                 tracing::error!(path = %path.display(), error = %e, "JSONL write failed.");
-                // Every event of the group is lost: counted exactly, by severity (issue 15 #8).
+                // Every event of the group is lost: counted exactly, by severity.
                 let mut lost: Vec<(Severity, u64)> = Vec::new();
                 for (_, _, sev) in batch.iter().flat_map(LineBatch::iter).filter(|(k, _, _)| **k == *key) {
                     match lost.iter_mut().find(|(k, _)| *k == sev) {

@@ -1,4 +1,4 @@
-//! The one outbound transport (issue 13): every exporter, the OTLP tee and the relay client
+//! The one outbound transport: every exporter, the OTLP tee and the relay client
 //! leave the process through here.
 //!
 //! - [`http`]: one async HTTP client (reqwest on rustls with the ring provider), gzip

@@ -229,7 +229,7 @@ fn partial(a: &Accepted) -> bool {
 /// default batch (512 records: 250-300 KiB of real Codex or Claude Code records), are decoded
 /// on the receiving task, as tonic decodes every gRPC message: a hop to the blocking pool and
 /// back costs two thread wake-ups per export, about a tenth of the CPU an export of real
-/// records takes (issue 17, `aep-bench otlp`).
+/// records takes (`aep-bench otlp`).
 pub const BLOCKING_DECODE_BYTES: usize = 1024 * 1024;
 
 /// A logs body as neutral records: a protobuf body read directly when it has the common
