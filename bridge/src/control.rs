@@ -122,36 +122,6 @@ pub struct Held {
     rx: Option<oneshot::Receiver<Outcome>>,
 }
 
-/// `true` for the hook moments whose reply the vendor consumes as a decision (held by
-/// default, or the vendor's opt-in gate), as the vendor's folder declares them.
-pub fn holdable(vendor: &str, hook: &str) -> bool {
-    aep_adapters::vendors::spec(vendor).is_some_and(|s| s.control.may_hold(hook))
-}
-
-/// The blockable pre-tool moment of a vendor whose permission gate is opt-in
-/// (`[control.gates]`): the bridge raises and holds the request itself there.
-pub fn gate_moment(vendor: &str) -> Option<&'static str> {
-    aep_adapters::vendors::spec(vendor)?.control.gate.map(|g| g.moment)
-}
-
-pub use aep_adapters::spec::tool_of;
-
-/// The request an opt-in gate raises on `tool`, in `session` and `run`.
-pub fn gate_request(
-    vendor: &str,
-    tool: &str,
-    payload: &Value,
-    session: Option<String>,
-    run: Option<String>,
-    cx: &MapContext,
-) -> Option<EventDraft> {
-    let gate = aep_adapters::vendors::spec(vendor)?.control.gate?;
-    let mut d = aep_adapters::spec::gate_request(vendor, &gate, tool, payload, cx);
-    d.session = session;
-    d.run = run;
-    Some(d)
-}
-
 impl ControlLoop {
     /// A loop over `pipeline` whose held moments wait at most `timeout`, and the task that
     /// takes commands from `inbox` (it ends when every sender is gone).
@@ -497,14 +467,6 @@ pub fn apply(p: &Pending, answer: &Value) -> Result<Applied, String> {
     Ok(Applied { text: Some(t.to_owned()), ..Default::default() })
 }
 
-/// The vendor's reply for an applied answer to a held moment (`payload` is the hook's),
-/// shaped by the vendor's folder; empty when the vendor has no reply for it.
-pub fn vendor_reply(vendor: &str, hook: &str, payload: &Value, a: &Applied) -> Vec<u8> {
-    aep_adapters::vendors::spec(vendor)
-        .map(|s| s.control.reply_bytes(&aep_adapters::spec::Held { hook, payload }, a))
-        .unwrap_or_default()
-}
-
 impl Held {
     /// Waits until the request is answered, settled elsewhere, or times out. `None` means
     /// the neutral reply (timeout or dismissal: the agent's own dialog takes over).
@@ -578,6 +540,12 @@ mod tests {
         assert!(apply(&p, &json!({})).is_err());
     }
 
+    /// The vendor's reply to an applied answer, as the hook path builds it.
+    fn vendor_reply(vendor: &str, hook: &str, payload: &Value, a: &Applied) -> Vec<u8> {
+        let spec = aep_adapters::vendors::spec(vendor).unwrap();
+        spec.control.reply_bytes(&aep_adapters::spec::Held { hook, payload }, a)
+    }
+
     #[test]
     fn forms_validate_values_and_map_back_to_labels() {
         let fields = json!([{"id": "1", "type": "select", "label": "1", "required": true, "other": true,
@@ -612,8 +580,9 @@ mod tests {
         assert_eq!(r("kimi-code", "PreToolUse", &allow), json!({}));
         assert_eq!(r("hermes", "pre_tool_call", &deny), json!({"action": "block", "message": "not now"}));
         assert_eq!(r("pi", "tool_call", &deny), json!({"block": true, "reason": "not now"}));
-        assert!(holdable("hermes", "pre_tool_call") && !holdable("hermes", "post_tool_call"));
-        assert_eq!(tool_of(&json!({"toolName": "bash"})), Some("bash"));
+        let hermes = aep_adapters::vendors::spec("hermes").unwrap();
+        assert!(hermes.control.may_hold("pre_tool_call") && !hermes.control.may_hold("post_tool_call"));
+        assert_eq!(aep_adapters::spec::tool_of(&json!({"toolName": "bash"})), Some("bash"));
     }
 
     #[test]

@@ -369,17 +369,20 @@ impl BridgeHooks {
             let _ = task.await;
             return Ok(HookReply::new(adapter.neutral_reply(&hook).as_bytes()));
         }
+        // What the vendor's folder says about control: looked up once per hook.
+        let spec = aep_adapters::vendors::spec(adapter.vendor());
         // Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes
         // an answerable permission request, scoped by tool name.
         if self.hold
-            && crate::control::gate_moment(adapter.vendor()) == Some(hook.as_str())
+            && let Some(gate) = spec.and_then(|s| s.control.gate).filter(|g| g.moment == hook)
             && let Some(tools) = self.gates.get(adapter.vendor())
-            && let Some(tool) = crate::control::tool_of(&payload)
+            && let Some(tool) = aep_adapters::spec::tool_of(&payload)
             && (tools.is_empty() || tools.iter().any(|t| t == tool))
         {
-            let session = drafts.iter().find_map(|d| d.session.clone()).or_else(|| adapter.session_id(&call));
-            let run = drafts.iter().find_map(|d| d.run.clone());
-            drafts.extend(crate::control::gate_request(adapter.vendor(), tool, &payload, session, run, &self.cx));
+            let mut d = aep_adapters::spec::gate_request(adapter.vendor(), &gate, tool, &payload, &self.cx);
+            d.session = drafts.iter().find_map(|d| d.session.clone()).or_else(|| adapter.session_id(&call));
+            d.run = drafts.iter().find_map(|d| d.run.clone());
+            drafts.push(d);
         }
         if !self.hold {
             // Nothing can deliver an answer (no token, no relay): say so honestly, the
@@ -411,7 +414,7 @@ impl BridgeHooks {
         // the id is minted here, the book opens it and the waiter exists, so a command sent
         // the instant the request is seen is applied (AEP-0004 §2, AEP-0008).
         let held = match &self.control {
-            Some(control) if self.hold && crate::control::holdable(vendor, &hook) => {
+            Some(control) if self.hold && spec.is_some_and(|s| s.control.may_hold(&hook)) => {
                 drafts.iter_mut().find(|d| answerable(d)).and_then(|d| {
                     let session = d.session.clone()?;
                     let id = self.pipeline.mint_id();
@@ -448,7 +451,8 @@ impl BridgeHooks {
         if let Some(h) = held
             && let Some(applied) = h.wait().await
         {
-            return Ok(HookReply::new(crate::control::vendor_reply(vendor, &hook, &payload, &applied)));
+            let held = aep_adapters::spec::Held { hook: &hook, payload: &payload };
+            return Ok(HookReply::new(spec.map(|s| s.control.reply_bytes(&held, &applied)).unwrap_or_default()));
         }
         Ok(neutral)
     }
