@@ -74,7 +74,9 @@ pub struct Metrics {
     pub events_in: CounterVec,
     /// Events handed to a sink, by `sink`.
     pub events_out: CounterVec,
-    /// Events a sink queue dropped, by `sink` and `severity`.
+    /// Events a sink lost, by `sink` and `severity`: its queue was full, its batch was given
+    /// up after the retries or refused, or its exporter is off because the peer refused the
+    /// signal.
     pub dropped: CounterVec,
     /// Requests refused, by `receiver` and `reason`.
     pub rejected: CounterVec,
@@ -82,6 +84,9 @@ pub struct Metrics {
     pub reconnects: CounterVec,
     /// Sink write errors, by `sink`.
     pub sink_errors: CounterVec,
+    /// OTLP exporters turned off because their peer refused the signal (gRPC
+    /// `UNIMPLEMENTED`, HTTP 404/405), by `sink` and `signal`: at most one each per process.
+    pub export_disabled: CounterVec,
     /// Current depth of each sink queue, by `sink`.
     pub queue_depth: SinkGauges,
     /// Connected SSE and WebSocket subscribers (observed at collection).
@@ -155,7 +160,7 @@ impl Metrics {
             dropped: counter(
                 "aep_bridge_events_dropped",
                 "aep_bridge_events_dropped_total",
-                "Events dropped under backpressure.",
+                "Events a sink lost: its queue full, its batch given up or refused, or its signal refused by the peer.",
             ),
             rejected: counter(
                 "aep_bridge_requests_rejected",
@@ -168,6 +173,11 @@ impl Metrics {
                 "Relay reconnect attempts.",
             ),
             sink_errors: counter("aep_bridge_sink_errors", "aep_bridge_sink_errors_total", "Sink write errors."),
+            export_disabled: counter(
+                "aep_bridge_export_disabled",
+                "aep_bridge_export_disabled_total",
+                "OTLP exporters turned off because the peer refused their signal.",
+            ),
             queue_depth: SinkGauges {
                 gauge: meter
                     .i64_gauge("aep_bridge_queue_depth")

@@ -71,7 +71,7 @@ fn otlp_cfg(endpoint: String, protocol: Protocol) -> ExportConfig {
 /// Feeds `events` to every configured exporter, closes the queues, waits for the flush.
 async fn export_all(cfg: &ExportConfig, events: &[Event]) -> (Vec<(&'static str, Arc<Stats>)>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
-    let ex = export::start(cfg, 1024, metrics.clone(), CancellationToken::new());
+    let ex = export::start(cfg, 1024, metrics.clone(), Arc::default(), CancellationToken::new());
     assert!(!ex.sinks.is_empty(), "no exporter started");
     for s in &ex.sinks {
         for e in events {
@@ -203,7 +203,7 @@ async fn http_protobuf_and_json_deliver_exactly_the_projection() {
         names.sort_unstable();
         assert_eq!(names, ["execute_tool Bash", "invoke_agent codex", "session codex"], "{protocol:?}");
         assert!(spans.iter().all(|s| s.trace_id == spans[0].trace_id));
-        // Issue 14: every log line names the span the receiver got for its Event (a backend
+        // Every log line names the span the receiver got for its Event (a backend
         // jumps from the line to its trace): session lines the root, run lines the run,
         // tool lines the tool call.
         let span_of = |r: &opentelemetry_proto::tonic::logs::v1::LogRecord| {
@@ -361,6 +361,45 @@ async fn grpc_honours_retry_info_and_sends_gzip() {
     assert_eq!(got[0].0.as_deref(), Some("t1"));
     assert_eq!(got[0].1.resource_logs[0].scope_logs[0].log_records.len(), 6);
     assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 2));
+}
+
+/// Takes every logs request it can decode (no gzip: the tonic default).
+#[derive(Clone, Default)]
+struct Plain {
+    got: Arc<Mutex<Vec<ExportLogsServiceRequest>>>,
+}
+
+#[tonic::async_trait]
+impl LogsService for Plain {
+    async fn export(
+        &self,
+        req: tonic::Request<ExportLogsServiceRequest>,
+    ) -> Result<tonic::Response<ExportLogsServiceResponse>, tonic::Status> {
+        self.got.lock().unwrap().push(req.into_inner());
+        Ok(tonic::Response::new(ExportLogsServiceResponse { partial_success: None }))
+    }
+}
+
+/// A gRPC peer without gzip answers a gzip request `UNIMPLEMENTED` (with
+/// `grpc-accept-encoding`): that refuses the compression, not the signal. The exporter asks
+/// again uncompressed and keeps the signal on.
+#[tokio::test]
+async fn grpc_without_gzip_is_sent_uncompressed_not_turned_off() {
+    let plain = Plain::default();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(LogsServiceServer::new(plain.clone()))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(l)),
+    );
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::Grpc);
+    cfg.otlp.spans = false;
+    cfg.otlp.batch_size = 3;
+    let (stats, metrics) = export_all(&cfg, &session("codex")).await;
+    assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
+    assert_eq!(plain.got.lock().unwrap().len(), 2, "both batches, uncompressed");
+    assert_eq!(metrics.export_disabled.get(&[("sink", "otlp_logs"), ("signal", "logs")]), 0);
 }
 
 // ---------------------------------------------------------------- rotel
@@ -639,7 +678,7 @@ async fn idle_spans_are_flushed_by_the_tick() {
     cfg.otlp.logs = false;
     cfg.otlp.span_idle_timeout_secs = 1;
     cfg.otlp.span_grace_ms = 0; // no wait for vendor records on top of the idle timeout
-    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), CancellationToken::new());
+    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), Arc::default(), CancellationToken::new());
     for e in &session("codex")[..3] {
         ex.sinks[0].tx.send(Arc::new(Stamped::new(e.clone()))).await.unwrap();
     }
@@ -669,7 +708,7 @@ async fn idle_spans_are_flushed_by_the_tick() {
     }
 }
 
-/// Issue 14: idle and reorder clocks are per session. A session whose timestamps lag a
+/// Idle and reorder clocks are per session. A session whose timestamps lag a
 /// live session's by months (here: the fixture's January 2026 times beside Events stamped
 /// now) is not idle-flushed by the live one's timeline: nothing is cut off while both are
 /// open, and at close each is one trace with one root and no continuation.
@@ -680,7 +719,7 @@ async fn a_lagging_session_is_not_cut_by_another_sessions_clock() {
     let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
     cfg.otlp.logs = false;
     cfg.otlp.span_idle_timeout_secs = 600;
-    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), CancellationToken::new());
+    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), Arc::default(), CancellationToken::new());
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     let live: Vec<Event> = session("claude-code")[..3]
         .iter()

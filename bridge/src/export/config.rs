@@ -164,6 +164,24 @@ impl Signal {
             Signal::Metrics => "/v1/metrics",
         }
     }
+
+    /// The signal's OTLP name, for log lines, `/healthz` and metric labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Logs => "logs",
+            Signal::Traces => "traces",
+            Signal::Metrics => "metrics",
+        }
+    }
+
+    /// The config key that switches this signal off, named when a peer refuses it.
+    pub fn switch_key(self) -> &'static str {
+        match self {
+            Signal::Logs => "export.otlp.logs",
+            Signal::Traces => "export.otlp.spans",
+            Signal::Metrics => "export.otlp.metrics",
+        }
+    }
 }
 
 /// The settings one OTLP exporter runs with, per-signal overrides applied.
