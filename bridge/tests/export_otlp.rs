@@ -759,3 +759,75 @@ async fn a_lagging_session_is_not_cut_by_another_sessions_clock() {
     assert_eq!(roots.len(), 2, "one root per session: {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>());
     assert!(spans.iter().all(|s| !s.attributes.iter().any(|kv| kv.key == "aep.continuation")));
 }
+
+/// AEP-0002 §4.1: a session may never end (Qwen Code's headless `-p` sends no SessionEnd).
+/// Once its run ended and it idles `span_root_idle_secs` (default 60 s), its root span is
+/// exported while the sink runs, not after the 30-minute idle timeout or at shutdown as
+/// incomplete; a run that comes later is a child of that same root, and the close sends
+/// one extension of the root, never the root again. Paused time drives the sink's clock.
+#[tokio::test]
+async fn an_idle_session_root_is_exported_within_the_root_idle_delay() {
+    let rec = Recorder::default();
+    let addr = start_recorder(rec.clone()).await;
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
+    cfg.otlp.logs = false;
+    cfg.otlp.span_grace_ms = 0;
+    // Paused time jumps by seconds: no request may time out while it does.
+    cfg.otlp.timeout_ms = 600_000;
+    assert_eq!(cfg.otlp.span_root_idle_secs, 60, "the default");
+    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), Arc::default(), CancellationToken::new());
+    let mk = |i: usize, ty: &str, run: Option<&str>, time: &str| {
+        let src = "aep://test-host/agent/qwen-code/session/q1";
+        let mut v = json!({"aep":"0.1","id":format!("q-e{i}"),"type":ty,"time":time,"source":src,"agent":"qwen-code",
+            "session":"q1","seq":i,"epoch":1,"capture":"metadata"});
+        if let Some(r) = run {
+            v["run"] = json!(r);
+        }
+        Arc::new(Stamped::new(Event::from_value(v).unwrap()))
+    };
+    let tx = &ex.sinks[0].tx;
+    tx.send(mk(0, "session.started", None, "2026-01-02T03:04:05Z")).await.unwrap();
+    tx.send(mk(1, "run.started", Some("r1"), "2026-01-02T03:04:06Z")).await.unwrap();
+    tx.send(mk(2, "run.finished", Some("r1"), "2026-01-02T03:04:09Z")).await.unwrap();
+    let spans = |got: &[Got]| -> Vec<opentelemetry_proto::tonic::trace::v1::Span> {
+        got.iter()
+            .flat_map(|g| decode_traces(g).resource_spans)
+            .flat_map(|r| r.scope_spans)
+            .flat_map(|s| s.spans)
+            .collect()
+    };
+    let named = |got: &[Got], name: &str| spans(got).into_iter().filter(|s| s.name == name).count();
+    assert!(rec.until(Duration::from_secs(10), |g| named(g, "invoke_agent qwen-code") == 1).await, "no run span");
+    assert_eq!(named(&rec.got.lock().unwrap(), "session qwen-code"), 0, "the root waits while the session may go on");
+    // 70 s of silence, a second at a time (the sink looks for idle sessions every second).
+    tokio::time::pause();
+    for _ in 0..70 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    tokio::time::resume();
+    assert!(rec.until(Duration::from_secs(10), |g| named(g, "session qwen-code") == 1).await, "no root while idle");
+    let got = spans(&rec.got.lock().unwrap());
+    let root = got.iter().find(|s| s.name == "session qwen-code").unwrap().clone();
+    let run1 = got.iter().find(|s| s.name == "invoke_agent qwen-code").unwrap().clone();
+    assert!(root.parent_span_id.is_empty());
+    assert_eq!((&run1.trace_id, &run1.parent_span_id), (&root.trace_id, &root.span_id));
+    let flag = |s: &opentelemetry_proto::tonic::trace::v1::Span, k: &str| s.attributes.iter().any(|kv| kv.key == k);
+    assert!(flag(&root, "aep.session.idle") && !flag(&root, "aep.incomplete"), "{root:?}");
+    assert!(!tx.is_closed(), "the sink ended early");
+    // The session goes on: its next run joins the same trace under the same root.
+    tx.send(mk(3, "run.started", Some("r2"), "2026-01-02T03:10:00Z")).await.unwrap();
+    tx.send(mk(4, "run.finished", Some("r2"), "2026-01-02T03:10:05Z")).await.unwrap();
+    drop(ex.sinks);
+    for t in ex.tasks {
+        t.await.unwrap();
+    }
+    let got = spans(&rec.got.lock().unwrap());
+    let runs: Vec<_> = got.iter().filter(|s| s.name == "invoke_agent qwen-code").collect();
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|r| r.trace_id == root.trace_id && r.parent_span_id == root.span_id));
+    let sessions: Vec<_> = got.iter().filter(|s| s.name == "session qwen-code").collect();
+    assert_eq!(sessions.len(), 2, "the root and its extension");
+    let ext = sessions.iter().find(|s| s.span_id != root.span_id).expect("the root was sent twice");
+    assert_eq!((&ext.trace_id, &ext.parent_span_id), (&root.trace_id, &root.span_id));
+    assert!(flag(ext, "aep.root.extension"));
+}

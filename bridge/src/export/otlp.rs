@@ -624,6 +624,7 @@ pub(crate) async fn run_spans(
     let metrics = outlet.metrics.clone();
     let mut asm = SpanAssembler::new(SpanConfig {
         idle_timeout_nanos: cfg.span_idle_timeout_secs.saturating_mul(1_000_000_000),
+        root_idle_nanos: cfg.span_root_idle_secs.saturating_mul(1_000_000_000),
         trace_per_run: cfg.trace_per_run,
         max_capture: cfg.max_capture,
         ..SpanConfig::default()

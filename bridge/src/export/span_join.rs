@@ -402,7 +402,10 @@ impl SpanJoin {
     /// tool span with what joined it) unless the grace is 0 or too many already wait.
     pub fn hold(&mut self, span: Span, now: u64) -> Vec<Span> {
         let mut out = Vec::new();
+        // A root sent while its session idles (`aep.session.idle`) does not end the session:
+        // its index stays for the runs that may follow (bounded by `max_sessions`).
         if span.role == SpanRole::Session
+            && !span.attributes.contains_key("aep.session.idle")
             && let (Some(src), Some(sess)) = (attr(&span, "aep.source"), attr(&span, "aep.session_id"))
         {
             let expires = now.saturating_add(self.cfg.grace_nanos.saturating_mul(2).max(self.cfg.keep_nanos));
