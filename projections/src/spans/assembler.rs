@@ -169,14 +169,9 @@ impl SpanAssembler {
         self.apply(&key, rec);
         self.settle(&key, 0, out);
         // AEP-0002 §2 #5: Events after `session.ended` stay legal (late completions, e.g.
-        // Codex `notify` on exit). One that opens nothing of its own is exported at once on
-        // a short `aep.late` continuation under the ended root, not held open until idle.
-        if let Some(sess) = self.sessions.get(&key)
-            && sess.after_end
-            && sess.started.is_none()
-            && sess.calls.is_empty()
-            && sess.runs.values().all(|r| r.open.is_none())
-        {
+        // Codex `notify` on exit). One that opens no span of its own is on no span (its log
+        // record names the ended root) and holds nothing open until idle.
+        if self.sessions.get(&key).is_some_and(Session::late_and_done) {
             self.close_session(&key, out);
         }
         self.enforce_span_cap(out);
@@ -204,6 +199,9 @@ impl SpanAssembler {
         for key in &keys {
             let Some(now) = self.sessions.get(key).map(|s| s.clock(now_unix_nanos)) else { continue };
             self.settle(key, now, &mut out);
+            if self.sessions.get(key).is_some_and(Session::late_and_done) {
+                self.close_session(key, &mut out);
+            }
         }
         self.place_orphans(now_unix_nanos.saturating_sub(idle), &mut out);
         let idle_sessions: Vec<SessKey> = self
@@ -300,11 +298,15 @@ impl SpanAssembler {
             self.close_session(&oldest, out);
         }
         let (generation, ctx, parent, after_end) = match self.closed.get(&own) {
-            // A late Event after the session closed continues its trace under the old root.
+            // AEP-0002 §2 #5: an Event after `session.ended` is a late completion of the ended
+            // session, not a new start: what it opens hangs under the ended root itself, and
+            // no root of its own (a `session {agent} (late)` beside the real one) is made.
+            Some(c) if c.ended => (c.generation + 1, c.ctx, None, true),
+            // A session closed without its end (idle, a cap) continues its trace under the old root.
             Some(c) => {
                 let generation = c.generation + 1;
                 let sid = span_id("session", &[&own.0, &own.1, &generation.to_string()]);
-                (generation, SpanContext { trace_id: c.ctx.trace_id, span_id: sid }, Some(c.ctx.span_id), c.ended)
+                (generation, SpanContext { trace_id: c.ctx.trace_id, span_id: sid }, Some(c.ctx.span_id), false)
             }
             None => (0, session_root_context(&own.0, &own.1), None, false),
         };
@@ -594,6 +596,8 @@ impl SpanAssembler {
             }
         }
         match sess.early_root.take() {
+            // Late Events of an ended session: their spans hang under the ended root.
+            _ if sess.after_end => {}
             // The root left while the session idled: only what came after goes out.
             Some(early) if early.continued() => out.push(build::root_extension(&mut sess, early.since)),
             Some(_) => {}
@@ -636,6 +640,14 @@ impl SpanAssembler {
 }
 
 impl Session {
+    /// Late Events of an ended session whose spans all went out: nothing to wait for.
+    fn late_and_done(&self) -> bool {
+        self.after_end
+            && self.started.is_none()
+            && self.calls.is_empty()
+            && self.runs.values().all(|r| r.open.is_none())
+    }
+
     /// The first generation's root span id (what a continuation's parent is).
     fn parent_root(&self) -> [u8; 8] {
         if self.generation > 0 { self.parent.unwrap_or(self.ctx.span_id) } else { self.ctx.span_id }

@@ -74,6 +74,10 @@ fn base(sess: &Session) -> Map<String, Value> {
     if sess.generation > 0 {
         put(&mut m, "aep.continuation", sess.generation);
     }
+    if sess.after_end {
+        // Opened after the session ended (AEP-0002 §2 #5), under its ended root.
+        put(&mut m, "aep.late", true);
+    }
     m
 }
 
@@ -223,21 +227,13 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
             }
             e.time.max(start)
         }
-        // Late Events after the session ended: complete as they are (AEP-0002 §2 #5).
-        None if sess.after_end => {
-            put(&mut a, "aep.late", true);
-            sess.last.max(start)
-        }
         None => {
             put(&mut a, "aep.incomplete", true);
             sess.last.max(start)
         }
     };
-    let name = if sess.after_end && sess.ended.is_none() {
-        format!("session {} (late)", sess.agent)
-    } else {
-        format!("session {}", sess.agent)
-    };
+    // Late Events after the end make no root of their own (see the assembler).
+    let name = format!("session {}", sess.agent);
     Span {
         service_name: sess.agent.clone(),
         trace_id: sess.ctx.trace_id,

@@ -12,7 +12,7 @@
 //! - any other Event of a session: the session's root span, and so is an Event after its
 //!   session's `session.ended` of a run the session had not opened before it: the
 //!   assembler opens no span for that run there (a vendor record after the end annotates
-//!   nothing; another Event lands in a continuation), so the root, which was exported, is
+//!   nothing; the spans another Event opens hang under the ended root), so the root, which was exported, is
 //!   the one span it certainly belongs to.
 //!
 //! The trace is the session's (or, with `trace_per_run`, the run's), or the one a
