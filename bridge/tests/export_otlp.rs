@@ -831,3 +831,45 @@ async fn an_idle_session_root_is_exported_within_the_root_idle_delay() {
     assert_eq!((&ext.trace_id, &ext.parent_span_id), (&root.trace_id, &root.span_id));
     assert!(flag(ext, "aep.root.extension"));
 }
+
+/// A logs-only receiver (404 on `/v1/traces`): the spans exporter turns itself off after
+/// the first refusal (one request, counted once, everything after it dropped unsent) while
+/// the logs go on.
+#[tokio::test]
+async fn a_refused_traces_signal_stops_the_spans_exporter_and_logs_go_on() {
+    let traces = Arc::new(AtomicU32::new(0));
+    let logs = Arc::new(AtomicU32::new(0));
+    let (t, l) = (traces.clone(), logs.clone());
+    let app = axum::Router::new()
+        .route(
+            "/v1/traces",
+            axum::routing::post(move || {
+                t.fetch_add(1, Ordering::SeqCst);
+                async { StatusCode::NOT_FOUND }
+            }),
+        )
+        .route(
+            "/v1/logs",
+            axum::routing::post(move || {
+                l.fetch_add(1, Ordering::SeqCst);
+                async { ([("content-type", "application/x-protobuf")], Vec::<u8>::new()) }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
+    cfg.otlp.span_grace_ms = 0;
+    // One span batch per session: the first is refused, the second never leaves.
+    cfg.otlp.batch_size = 3;
+    let events: Vec<Event> = session("a").into_iter().chain(session("b")).collect();
+    let (stats, metrics) = export_all(&cfg, &events).await;
+    assert_eq!(traces.load(Ordering::SeqCst), 1, "traces were sent again after the refusal");
+    assert!(logs.load(Ordering::SeqCst) >= 4, "the logs went on");
+    assert_eq!(stat(&stats, "otlp_logs"), (12, 0, 0, 0));
+    // Session a's 3 spans refused; session b's 6 events are not even assembled, only counted.
+    assert_eq!(stat(&stats, "otlp_spans"), (0, 3, 0, 0));
+    assert_eq!(metrics.dropped.get(&[("sink", "otlp_spans"), ("severity", "info")]), 6);
+    assert_eq!(metrics.export_disabled.get(&[("sink", "otlp_spans"), ("signal", "traces")]), 1);
+    assert_eq!(metrics.export_disabled.get(&[("sink", "otlp_logs"), ("signal", "logs")]), 0);
+}
