@@ -1,8 +1,11 @@
 //! The attention book: open `attention.requested` events per session, so the bridge can
-//! settle them when the agent's own surface answered (a tool result for the same tool
-//! while the request is pending -> `attention.resolved` dismissed) and close every one
-//! still open before `session.ended` (AEP-0002 §7.2: pending requests are closed before
-//! the session ends).
+//! settle them when the agent's own surface answered and close every one still open
+//! before `session.ended` (AEP-0002 §7.2: pending requests are closed before the session
+//! ends). A permission request whose tool then ran (`tool.completed` for the same tool)
+//! was granted in the agent's own dialog: `attention.answered` (its allowing option,
+//! `via: oob`) then `attention.resolved` answered, as Claude Code's own `tool_decision`
+//! record says (`accept`, `source = user_temporary`). A failed or denied tool outcome
+//! does not say how the request was settled: `attention.resolved` dismissed.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -88,6 +91,23 @@ impl Pending {
         d
     }
 
+    /// `attention.answered` with the request's allowing option (`allow`, or the first
+    /// option whose id starts with `allow`, `accept` or `approve`), answered in the agent's
+    /// own surface (`via: oob`, AEP-0008).
+    pub fn allowed_oob(&self) -> EventDraft {
+        let mut d = self.lifecycle("attention.answered", Capture::Metadata);
+        let ids = self.options.as_array().into_iter().flatten().filter_map(|o| o.get("id")?.as_str());
+        let allowing = |id: &&str| ["allow", "accept", "approve"].iter().any(|w| id.starts_with(w));
+        let option = ids.clone().find(|id| *id == "allow").or_else(|| ids.clone().find(allowing));
+        let answer = match option {
+            Some(o) => json!({ "option": o }),
+            None => json!({}),
+        };
+        d.data.insert("answer".into(), answer);
+        d.data.insert("via".into(), json!("oob"));
+        d
+    }
+
     /// `attention.resolved` with `resolution` and the wait so far.
     pub fn resolved(&self, now_ms: u64, resolution: &str) -> EventDraft {
         let mut d = self.lifecycle("attention.resolved", Capture::Metadata);
@@ -98,9 +118,11 @@ impl Pending {
 }
 
 impl AttentionBook {
-    /// Rewrites a batch of drafts before it is stamped: inserts `attention.resolved`
-    /// (dismissed) before a tool outcome that settles a pending request for the same tool,
-    /// and before `session.ended` for every request still open.
+    /// Rewrites a batch of drafts before it is stamped: before a tool outcome that settles a
+    /// pending permission request for the same tool, `attention.answered` + `attention.resolved`
+    /// answered (the tool ran: it was allowed) or `attention.resolved` dismissed (it failed or
+    /// was denied); before `session.ended`, `attention.resolved` dismissed for every request
+    /// still open.
     pub fn settle(&self, agent: &str, drafts: &mut Vec<EventDraft>, now_ms: u64) -> Vec<String> {
         let mut settled = Vec::new();
         let Ok(mut book) = self.open.lock() else { return settled };
@@ -124,7 +146,12 @@ impl AttentionBook {
                             {
                                 let p = list.remove(i);
                                 settled.push(p.id.clone());
-                                out.push(p.resolved(now_ms, "dismissed"));
+                                if d.r#type == "tool.completed" {
+                                    out.push(p.allowed_oob());
+                                    out.push(p.resolved(now_ms, "answered"));
+                                } else {
+                                    out.push(p.resolved(now_ms, "dismissed"));
+                                }
                             }
                         }
                         "session.ended" => {
@@ -236,7 +263,7 @@ mod tests {
             agent: "cc".into(),
             session: Some("s".into()),
             subject: subject.map(str::to_owned),
-            data: Some(json!({"kind": "permission"})),
+            data: Some(json!({"kind": "permission", "options": [{"id": "allow"}, {"id": "deny"}]})),
             ..Default::default()
         }))
     }
@@ -252,10 +279,14 @@ mod tests {
         book.settle("cc", &mut batch, 1500);
         assert_eq!(
             batch.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(),
-            ["attention.resolved", "tool.completed"]
+            ["attention.answered", "attention.resolved", "tool.completed"]
         );
-        assert_eq!(batch[0].subject.as_deref(), Some("A1"));
-        assert_eq!(batch[0].data["latency_ms"], 500);
+        // The tool ran: the person allowed it in the agent's own dialog.
+        assert_eq!(batch[0].data["answer"], json!({"option": "allow"}));
+        assert_eq!(batch[0].data["via"], "oob");
+        assert_eq!(batch[1].subject.as_deref(), Some("A1"));
+        assert_eq!(batch[1].data["resolution"], "answered");
+        assert_eq!(batch[1].data["latency_ms"], 500);
         book.observe(&[stamped("attention.resolved", "R1", Some("A1"))], 1500);
         let mut end = vec![draft("session.ended", None)];
         book.settle("cc", &mut end, 2000);
@@ -264,5 +295,11 @@ mod tests {
         let mut again = vec![draft("tool.completed", Some("Bash"))];
         book.settle("cc", &mut again, 2000);
         assert_eq!(again.len(), 1, "nothing left to settle");
+        // A failed tool says nothing certain of how its request was settled.
+        book.observe(&[stamped("attention.requested", "A3", Some("Read"))], 3000);
+        let mut failed = vec![draft("tool.failed", Some("Read"))];
+        book.settle("cc", &mut failed, 3100);
+        assert_eq!(failed.iter().map(|d| d.r#type.as_str()).collect::<Vec<_>>(), ["attention.resolved", "tool.failed"]);
+        assert_eq!(failed[0].data["resolution"], "dismissed");
     }
 }

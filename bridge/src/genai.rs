@@ -335,9 +335,14 @@ impl GenAiMetrics {
                 &DURATION_BUCKETS,
             ),
             execute_tool: secs("gen_ai.execute_tool.duration", "Duration of a tool execution.", &DURATION_BUCKETS),
-            tool_calls: meter.u64_counter("aep.tool.calls").with_description("Tool calls by outcome.").build(),
+            tool_calls: meter
+                .u64_counter("aep.tool.calls")
+                .with_unit("{call}")
+                .with_description("Tool calls by outcome.")
+                .build(),
             resolutions: meter
                 .u64_counter("aep.attention.resolutions")
+                .with_unit("{request}")
                 .with_description("Attention requests resolved, by resolution.")
                 .build(),
             wait: secs("aep.attention.wait", "Time a human took to answer an attention request.", &WAIT_BUCKETS),

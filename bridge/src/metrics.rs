@@ -1,6 +1,17 @@
 //! The bridge's own metrics: OpenTelemetry instruments on an SDK `MeterProvider` (one per
-//! bridge, not the global one), read at `GET /metrics` in the Prometheus text format
-//! through `opentelemetry-prometheus`.
+//! bridge, not the global one, its resource `service.name = aep-bridge` with the bridge's
+//! `service.version`), read at `GET /metrics` in the Prometheus text format through
+//! `opentelemetry-prometheus`, and pushed over OTLP when `[export.otlp]` says so.
+//!
+//! One naming scheme, the OTel semantic conventions' (dotted names, a namespace per subject,
+//! the unit on the instrument, counts annotated like `{event}`): `gen_ai.*` where the GenAI
+//! conventions name the measurement (token usage, operation durations), `aep.*` for what
+//! the agents did (`aep.tool.calls`, `aep.attention.*`, `aep.hook.duration`), and
+//! `aep.bridge.*` for the bridge's own work (events in, out and dropped, refused requests,
+//! sink errors, disabled exporters, queue depth). OTLP carries those names; Prometheus
+//! renders them with its translation (dots to underscores, the unit as suffix, `_total` on
+//! counters), so `/metrics` keeps `aep_bridge_events_in_total`, `aep_tool_calls_total` and
+//! `gen_ai_client_operation_duration_seconds` as dashboards query them.
 //!
 //! The SDK bounds each instrument's label sets (its cardinality limit: further sets fold
 //! into one `otel_metric_overflow` series), so a producer-controlled label (an external
@@ -25,8 +36,8 @@ const MAX_SERIES: usize = 512;
 #[derive(Debug, Clone)]
 pub struct CounterVec {
     counter: Counter<u64>,
-    /// The exposition name (`{name}_total`), for [`CounterVec::get`].
-    exposed: &'static str,
+    /// The Prometheus exposition name, for [`CounterVec::get`].
+    exposed: String,
     registry: prometheus::Registry,
 }
 
@@ -48,7 +59,7 @@ impl CounterVec {
     /// The current value for exactly these labels (0 when never touched), read back from
     /// the exposition (for tests and the load tools; not a hot path).
     pub fn get(&self, labels: &[(&'static str, &str)]) -> u64 {
-        series_value(&self.registry, self.exposed, labels).map_or(0, |v| v as u64)
+        series_value(&self.registry, &self.exposed, labels).map_or(0, |v| v as u64)
     }
 }
 
@@ -74,7 +85,9 @@ pub struct Metrics {
     pub events_in: CounterVec,
     /// Events handed to a sink, by `sink`.
     pub events_out: CounterVec,
-    /// Events a sink queue dropped, by `sink` and `severity`.
+    /// Events a sink lost, by `sink` and `severity`: its queue was full, its batch was given
+    /// up after the retries or refused, or its exporter is off because the peer refused the
+    /// signal.
     pub dropped: CounterVec,
     /// Requests refused, by `receiver` and `reason`.
     pub rejected: CounterVec,
@@ -82,9 +95,15 @@ pub struct Metrics {
     pub reconnects: CounterVec,
     /// Sink write errors, by `sink`.
     pub sink_errors: CounterVec,
+<<<<<<< HEAD
     /// Collector subscribers cut for falling behind on notice+ events, by the `bound` they
     /// overran (`events` or `bytes`): each is a consumer that had to reconnect and resume.
     pub subscribers_cut: CounterVec,
+=======
+    /// OTLP exporters turned off because their peer refused the signal (gRPC
+    /// `UNIMPLEMENTED`, HTTP 404/405), by `sink` and `signal`: at most one each per process.
+    pub export_disabled: CounterVec,
+>>>>>>> wt-otel
     /// Current depth of each sink queue, by `sink`.
     pub queue_depth: SinkGauges,
     /// Connected SSE and WebSocket subscribers (observed at collection).
@@ -127,9 +146,16 @@ impl Metrics {
             .scope_info_enabled(false)
             .without_target_info()
             .build();
-        let mut builder = SdkMeterProvider::builder().with_view(|_: &opentelemetry_sdk::metrics::Instrument| {
-            opentelemetry_sdk::metrics::Stream::builder().with_cardinality_limit(MAX_SERIES).build().ok()
-        });
+        // Without a resource of its own the SDK reports `unknown_service:aep-bridge`.
+        let resource = opentelemetry_sdk::Resource::builder_empty()
+            .with_service_name("aep-bridge")
+            .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")))
+            .build();
+        let mut builder = SdkMeterProvider::builder().with_resource(resource).with_view(
+            |_: &opentelemetry_sdk::metrics::Instrument| {
+                opentelemetry_sdk::metrics::Stream::builder().with_cardinality_limit(MAX_SERIES).build().ok()
+            },
+        );
         match reader {
             Ok(r) => builder = builder.with_reader(r),
             // Only a name clash in a fresh registry fails here; metrics then read as empty.
@@ -140,31 +166,31 @@ impl Metrics {
         }
         let provider = builder.build();
         let meter = provider.meter("aep-bridge");
-        let counter = |name: &'static str, exposed: &'static str, help: &'static str| CounterVec {
-            counter: meter.u64_counter(name).with_description(help).build(),
-            exposed,
+        let counter = |name: &'static str, unit: &'static str, help: &'static str| CounterVec {
+            counter: meter.u64_counter(name).with_unit(unit).with_description(help).build(),
+            exposed: prometheus_counter_name(name),
             registry: registry.clone(),
         };
         let subscribers = Arc::new(AtomicI64::new(0));
         let collector_admitted = Arc::new(AtomicU64::new(0));
         let observed = (observe_gauge(&meter, &subscribers), observe_counter(&meter, &collector_admitted));
         Self {
-            events_in: counter(
-                "aep_bridge_events_in",
-                "aep_bridge_events_in_total",
-                "Events that entered the pipeline.",
-            ),
-            events_out: counter("aep_bridge_events_out", "aep_bridge_events_out_total", "Events handed to a sink."),
+            events_in: counter("aep.bridge.events.in", "{event}", "Events that entered the pipeline."),
+            events_out: counter("aep.bridge.events.out", "{event}", "Events handed to a sink."),
             dropped: counter(
-                "aep_bridge_events_dropped",
-                "aep_bridge_events_dropped_total",
-                "Events dropped under backpressure.",
+                "aep.bridge.events.dropped",
+                "{event}",
+                "Events a sink lost: its queue full, its batch given up or refused, or its signal refused by the peer.",
             ),
-            rejected: counter(
-                "aep_bridge_requests_rejected",
-                "aep_bridge_requests_rejected_total",
-                "Requests refused with a 4xx/5xx.",
+            rejected: counter("aep.bridge.requests.rejected", "{request}", "Requests refused with a 4xx/5xx."),
+            reconnects: counter("aep.bridge.relay.reconnects", "{reconnect}", "Relay reconnect attempts."),
+            sink_errors: counter("aep.bridge.sink.errors", "{error}", "Sink write errors."),
+            export_disabled: counter(
+                "aep.bridge.export.disabled",
+                "{signal}",
+                "OTLP exporters turned off because the peer refused their signal.",
             ),
+<<<<<<< HEAD
             reconnects: counter(
                 "aep_bridge_relay_reconnects",
                 "aep_bridge_relay_reconnects_total",
@@ -176,9 +202,12 @@ impl Metrics {
                 "aep_bridge_subscribers_cut_total",
                 "Collector subscribers cut for falling behind on notice+ events.",
             ),
+=======
+>>>>>>> wt-otel
             queue_depth: SinkGauges {
                 gauge: meter
-                    .i64_gauge("aep_bridge_queue_depth")
+                    .i64_gauge("aep.bridge.queue.depth")
+                    .with_unit("{event}")
                     .with_description("Events waiting in a sink queue.")
                     .build(),
             },
@@ -208,7 +237,8 @@ impl Metrics {
 fn observe_gauge(meter: &Meter, v: &Arc<AtomicI64>) -> ObservableGauge<i64> {
     let v = v.clone();
     meter
-        .i64_observable_gauge("aep_bridge_subscribers")
+        .i64_observable_gauge("aep.bridge.subscribers")
+        .with_unit("{subscriber}")
         .with_description("Connected SSE and WebSocket subscribers.")
         .with_callback(move |o| o.observe(v.load(Ordering::Relaxed), &[]))
         .build()
@@ -217,10 +247,18 @@ fn observe_gauge(meter: &Meter, v: &Arc<AtomicI64>) -> ObservableGauge<i64> {
 fn observe_counter(meter: &Meter, v: &Arc<AtomicU64>) -> ObservableCounter<u64> {
     let v = v.clone();
     meter
-        .u64_observable_counter("aep_bridge_collector_admitted")
+        .u64_observable_counter("aep.bridge.collector.admitted")
+        .with_unit("{event}")
         .with_description("Events admitted to the replay buffers.")
         .with_callback(move |o| o.observe(v.load(Ordering::Relaxed), &[]))
         .build()
+}
+
+/// How the Prometheus exporter renders a counter whose unit is an annotation (`{event}`):
+/// dots become underscores and `_total` is appended (`aep.bridge.events.in` ->
+/// `aep_bridge_events_in_total`).
+fn prometheus_counter_name(name: &str) -> String {
+    format!("{}_total", name.replace('.', "_"))
 }
 
 /// The value of the series `name` whose labels are exactly `labels`.
@@ -255,6 +293,38 @@ mod tests {
         assert!(text.contains("aep_bridge_subscribers 2"), "{text}");
         assert_eq!(m.events_in.get(&[("input", "hook"), ("agent", "codex")]), 3);
         assert_eq!(m.events_in.get(&[("input", "hook")]), 0, "labels must match exactly");
+    }
+
+    /// The OTel names render as the Prometheus names dashboards query (unchanged since the
+    /// instruments were named in Prometheus style).
+    #[test]
+    fn otel_names_render_as_the_stable_prometheus_names() {
+        let m = Metrics::default();
+        for c in
+            [&m.events_in, &m.events_out, &m.dropped, &m.rejected, &m.reconnects, &m.sink_errors, &m.export_disabled]
+        {
+            c.inc(&[("sink", "x")]);
+        }
+        m.queue_depth.set("x", 1);
+        m.collector_admitted.fetch_add(1, Ordering::Relaxed);
+        let text = m.render();
+        let families: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
+        let want = [
+            "aep_bridge_collector_admitted_total counter",
+            "aep_bridge_events_dropped_total counter",
+            "aep_bridge_events_in_total counter",
+            "aep_bridge_events_out_total counter",
+            "aep_bridge_export_disabled_total counter",
+            "aep_bridge_queue_depth gauge",
+            "aep_bridge_relay_reconnects_total counter",
+            "aep_bridge_requests_rejected_total counter",
+            "aep_bridge_sink_errors_total counter",
+            "aep_bridge_subscribers gauge",
+        ];
+        let mut got = families.clone();
+        got.sort_unstable();
+        assert_eq!(got, want, "{text}");
+        assert_eq!(m.export_disabled.get(&[("sink", "x")]), 1);
     }
 
     #[test]

@@ -260,11 +260,11 @@ impl Daemon {
             Some((reader, delivery)) => (Arc::new(Metrics::with_reader(reader)), Some(delivery)),
             None => (Arc::new(Metrics::default()), None),
         };
+        let health = Arc::new(crate::health::Health::default());
         // The agents' own `/v1/metrics` go the same way, unchanged.
         let vendor_metrics = otlp_metrics.as_mut().and_then(|d| d.vendor_forward());
-        let otlp_metrics_task =
-            otlp_metrics.map(|d| tokio::spawn(d.run(cfg.export.retry.clone(), metrics.clone(), shutdown.clone())));
-        let health = Arc::new(crate::health::Health::default());
+        let otlp_metrics_task = otlp_metrics
+            .map(|d| tokio::spawn(d.run(cfg.export.retry.clone(), metrics.clone(), health.clone(), shutdown.clone())));
         if let Some(e) = &epoch_warning {
             health.failing("state", e);
         }
@@ -329,8 +329,13 @@ impl Daemon {
             )));
             builder = builder.sink(SinkTx::new("relay", tx));
         }
-        let (export_sinks, export_tasks, vendor_spans) =
-            crate::export::spawn(&cfg.export, cfg.pipeline.queue_capacity, metrics.clone(), shutdown.clone());
+        let (export_sinks, export_tasks, vendor_spans) = crate::export::spawn(
+            &cfg.export,
+            cfg.pipeline.queue_capacity,
+            metrics.clone(),
+            health.clone(),
+            shutdown.clone(),
+        );
         for s in export_sinks {
             builder = builder.sink(s);
         }

@@ -141,7 +141,47 @@ async fn cumulative_metrics_carry_the_sessions_tokens_in_every_collection() {
     let m = metrics_named(&got, "gen_ai.client.token.usage")[0];
     assert_eq!(m.unit, "{token}");
     assert!(!metrics_named(&got, "gen_ai.client.operation.duration").is_empty());
-    assert!(!metrics_named(&got, "aep_bridge_events_in").is_empty(), "the bridge's own counters ride along");
+    // The bridge's own counters ride along, under the same OTel naming scheme (Prometheus
+    // renders this one `aep_bridge_events_in_total`).
+    let own = metrics_named(&got, "aep.bridge.events.in");
+    assert!(!own.is_empty(), "the bridge's own counters ride along");
+    assert_eq!(own[0].unit, "{event}");
+    let names: std::collections::BTreeSet<&str> = got
+        .iter()
+        .flat_map(|r| &r.resource_metrics)
+        .filter(|rm| resource_attr(rm, "service.name").as_deref() == Some("aep-bridge"))
+        .flat_map(|rm| &rm.scope_metrics)
+        .flat_map(|s| &s.metrics)
+        .map(|m| m.name.as_str())
+        .collect();
+    assert!(names.iter().all(|n| n.starts_with("gen_ai.") || n.starts_with("aep.")), "one naming scheme: {names:?}");
+    assert!(names.contains("aep.bridge.events.dropped"), "{names:?}");
+}
+
+fn resource_attr(rm: &opentelemetry_proto::tonic::metrics::v1::ResourceMetrics, key: &str) -> Option<String> {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+    let kv = rm.resource.as_ref()?.attributes.iter().find(|kv| kv.key == key)?;
+    match kv.value.as_ref()?.value.as_ref()? {
+        V::StringValue(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// The metrics resource names the bridge (the SDK's default is `unknown_service:aep-bridge`)
+/// and its version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metrics_resource_is_the_bridge() {
+    let got = run(MetricsTemporality::Cumulative).await;
+    let own: Vec<_> = got
+        .iter()
+        .flat_map(|r| &r.resource_metrics)
+        .filter(|rm| rm.scope_metrics.iter().any(|s| s.metrics.iter().any(|m| m.name == "gen_ai.client.token.usage")))
+        .collect();
+    assert!(!own.is_empty());
+    for rm in own {
+        assert_eq!(resource_attr(rm, "service.name").as_deref(), Some("aep-bridge"));
+        assert_eq!(resource_attr(rm, "service.version").as_deref(), Some(env!("CARGO_PKG_VERSION")));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -71,7 +71,7 @@ fn otlp_cfg(endpoint: String, protocol: Protocol) -> ExportConfig {
 /// Feeds `events` to every configured exporter, closes the queues, waits for the flush.
 async fn export_all(cfg: &ExportConfig, events: &[Event]) -> (Vec<(&'static str, Arc<Stats>)>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
-    let ex = export::start(cfg, 1024, metrics.clone(), CancellationToken::new());
+    let ex = export::start(cfg, 1024, metrics.clone(), Arc::default(), CancellationToken::new());
     assert!(!ex.sinks.is_empty(), "no exporter started");
     for s in &ex.sinks {
         for e in events {
@@ -363,6 +363,45 @@ async fn grpc_honours_retry_info_and_sends_gzip() {
     assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 2));
 }
 
+/// Takes every logs request it can decode (no gzip: the tonic default).
+#[derive(Clone, Default)]
+struct Plain {
+    got: Arc<Mutex<Vec<ExportLogsServiceRequest>>>,
+}
+
+#[tonic::async_trait]
+impl LogsService for Plain {
+    async fn export(
+        &self,
+        req: tonic::Request<ExportLogsServiceRequest>,
+    ) -> Result<tonic::Response<ExportLogsServiceResponse>, tonic::Status> {
+        self.got.lock().unwrap().push(req.into_inner());
+        Ok(tonic::Response::new(ExportLogsServiceResponse { partial_success: None }))
+    }
+}
+
+/// A gRPC peer without gzip answers a gzip request `UNIMPLEMENTED` (with
+/// `grpc-accept-encoding`): that refuses the compression, not the signal. The exporter asks
+/// again uncompressed and keeps the signal on.
+#[tokio::test]
+async fn grpc_without_gzip_is_sent_uncompressed_not_turned_off() {
+    let plain = Plain::default();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(LogsServiceServer::new(plain.clone()))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(l)),
+    );
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::Grpc);
+    cfg.otlp.spans = false;
+    cfg.otlp.batch_size = 3;
+    let (stats, metrics) = export_all(&cfg, &session("codex")).await;
+    assert_eq!(stat(&stats, "otlp_logs"), (6, 0, 0, 0));
+    assert_eq!(plain.got.lock().unwrap().len(), 2, "both batches, uncompressed");
+    assert_eq!(metrics.export_disabled.get(&[("sink", "otlp_logs"), ("signal", "logs")]), 0);
+}
+
 // ---------------------------------------------------------------- rotel
 
 struct Rotel {
@@ -639,7 +678,7 @@ async fn idle_spans_are_flushed_by_the_tick() {
     cfg.otlp.logs = false;
     cfg.otlp.span_idle_timeout_secs = 1;
     cfg.otlp.span_grace_ms = 0; // no wait for vendor records on top of the idle timeout
-    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), CancellationToken::new());
+    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), Arc::default(), CancellationToken::new());
     for e in &session("codex")[..3] {
         ex.sinks[0].tx.send(Arc::new(Stamped::new(e.clone()))).await.unwrap();
     }
@@ -680,7 +719,7 @@ async fn a_lagging_session_is_not_cut_by_another_sessions_clock() {
     let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
     cfg.otlp.logs = false;
     cfg.otlp.span_idle_timeout_secs = 600;
-    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), CancellationToken::new());
+    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), Arc::default(), CancellationToken::new());
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
     let live: Vec<Event> = session("claude-code")[..3]
         .iter()
@@ -719,4 +758,118 @@ async fn a_lagging_session_is_not_cut_by_another_sessions_clock() {
     let roots: Vec<_> = spans.iter().filter(|s| s.parent_span_id.is_empty()).collect();
     assert_eq!(roots.len(), 2, "one root per session: {:?}", spans.iter().map(|s| &s.name).collect::<Vec<_>>());
     assert!(spans.iter().all(|s| !s.attributes.iter().any(|kv| kv.key == "aep.continuation")));
+}
+
+/// AEP-0002 §4.1: a session may never end (Qwen Code's headless `-p` sends no SessionEnd).
+/// Once its run ended and it idles `span_root_idle_secs` (default 60 s), its root span is
+/// exported while the sink runs, not after the 30-minute idle timeout or at shutdown as
+/// incomplete; a run that comes later is a child of that same root, and the close sends
+/// one extension of the root, never the root again. Paused time drives the sink's clock.
+#[tokio::test]
+async fn an_idle_session_root_is_exported_within_the_root_idle_delay() {
+    let rec = Recorder::default();
+    let addr = start_recorder(rec.clone()).await;
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
+    cfg.otlp.logs = false;
+    cfg.otlp.span_grace_ms = 0;
+    // Paused time jumps by seconds: no request may time out while it does.
+    cfg.otlp.timeout_ms = 600_000;
+    assert_eq!(cfg.otlp.span_root_idle_secs, 60, "the default");
+    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), Arc::default(), CancellationToken::new());
+    let mk = |i: usize, ty: &str, run: Option<&str>, time: &str| {
+        let src = "aep://test-host/agent/qwen-code/session/q1";
+        let mut v = json!({"aep":"0.1","id":format!("q-e{i}"),"type":ty,"time":time,"source":src,"agent":"qwen-code",
+            "session":"q1","seq":i,"epoch":1,"capture":"metadata"});
+        if let Some(r) = run {
+            v["run"] = json!(r);
+        }
+        Arc::new(Stamped::new(Event::from_value(v).unwrap()))
+    };
+    let tx = &ex.sinks[0].tx;
+    tx.send(mk(0, "session.started", None, "2026-01-02T03:04:05Z")).await.unwrap();
+    tx.send(mk(1, "run.started", Some("r1"), "2026-01-02T03:04:06Z")).await.unwrap();
+    tx.send(mk(2, "run.finished", Some("r1"), "2026-01-02T03:04:09Z")).await.unwrap();
+    let spans = |got: &[Got]| -> Vec<opentelemetry_proto::tonic::trace::v1::Span> {
+        got.iter()
+            .flat_map(|g| decode_traces(g).resource_spans)
+            .flat_map(|r| r.scope_spans)
+            .flat_map(|s| s.spans)
+            .collect()
+    };
+    let named = |got: &[Got], name: &str| spans(got).into_iter().filter(|s| s.name == name).count();
+    assert!(rec.until(Duration::from_secs(10), |g| named(g, "invoke_agent qwen-code") == 1).await, "no run span");
+    assert_eq!(named(&rec.got.lock().unwrap(), "session qwen-code"), 0, "the root waits while the session may go on");
+    // 70 s of silence, a second at a time (the sink looks for idle sessions every second).
+    tokio::time::pause();
+    for _ in 0..70 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    tokio::time::resume();
+    assert!(rec.until(Duration::from_secs(10), |g| named(g, "session qwen-code") == 1).await, "no root while idle");
+    let got = spans(&rec.got.lock().unwrap());
+    let root = got.iter().find(|s| s.name == "session qwen-code").unwrap().clone();
+    let run1 = got.iter().find(|s| s.name == "invoke_agent qwen-code").unwrap().clone();
+    assert!(root.parent_span_id.is_empty());
+    assert_eq!((&run1.trace_id, &run1.parent_span_id), (&root.trace_id, &root.span_id));
+    let flag = |s: &opentelemetry_proto::tonic::trace::v1::Span, k: &str| s.attributes.iter().any(|kv| kv.key == k);
+    assert!(flag(&root, "aep.session.idle") && !flag(&root, "aep.incomplete"), "{root:?}");
+    assert!(!tx.is_closed(), "the sink ended early");
+    // The session goes on: its next run joins the same trace under the same root.
+    tx.send(mk(3, "run.started", Some("r2"), "2026-01-02T03:10:00Z")).await.unwrap();
+    tx.send(mk(4, "run.finished", Some("r2"), "2026-01-02T03:10:05Z")).await.unwrap();
+    drop(ex.sinks);
+    for t in ex.tasks {
+        t.await.unwrap();
+    }
+    let got = spans(&rec.got.lock().unwrap());
+    let runs: Vec<_> = got.iter().filter(|s| s.name == "invoke_agent qwen-code").collect();
+    assert_eq!(runs.len(), 2);
+    assert!(runs.iter().all(|r| r.trace_id == root.trace_id && r.parent_span_id == root.span_id));
+    let sessions: Vec<_> = got.iter().filter(|s| s.name == "session qwen-code").collect();
+    assert_eq!(sessions.len(), 2, "the root and its extension");
+    let ext = sessions.iter().find(|s| s.span_id != root.span_id).expect("the root was sent twice");
+    assert_eq!((&ext.trace_id, &ext.parent_span_id), (&root.trace_id, &root.span_id));
+    assert!(flag(ext, "aep.root.extension"));
+}
+
+/// A logs-only receiver (404 on `/v1/traces`): the spans exporter turns itself off after
+/// the first refusal (one request, counted once, everything after it dropped unsent) while
+/// the logs go on.
+#[tokio::test]
+async fn a_refused_traces_signal_stops_the_spans_exporter_and_logs_go_on() {
+    let traces = Arc::new(AtomicU32::new(0));
+    let logs = Arc::new(AtomicU32::new(0));
+    let (t, l) = (traces.clone(), logs.clone());
+    let app = axum::Router::new()
+        .route(
+            "/v1/traces",
+            axum::routing::post(move || {
+                t.fetch_add(1, Ordering::SeqCst);
+                async { StatusCode::NOT_FOUND }
+            }),
+        )
+        .route(
+            "/v1/logs",
+            axum::routing::post(move || {
+                l.fetch_add(1, Ordering::SeqCst);
+                async { ([("content-type", "application/x-protobuf")], Vec::<u8>::new()) }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
+    cfg.otlp.span_grace_ms = 0;
+    // One span batch per session: the first is refused, the second never leaves.
+    cfg.otlp.batch_size = 3;
+    let events: Vec<Event> = session("a").into_iter().chain(session("b")).collect();
+    let (stats, metrics) = export_all(&cfg, &events).await;
+    assert_eq!(traces.load(Ordering::SeqCst), 1, "traces were sent again after the refusal");
+    assert!(logs.load(Ordering::SeqCst) >= 4, "the logs went on");
+    assert_eq!(stat(&stats, "otlp_logs"), (12, 0, 0, 0));
+    // Session a's 3 spans refused; session b's 6 events are not even assembled, only counted.
+    assert_eq!(stat(&stats, "otlp_spans"), (0, 3, 0, 0));
+    assert_eq!(metrics.dropped.get(&[("sink", "otlp_spans"), ("severity", "info")]), 6);
+    assert_eq!(metrics.export_disabled.get(&[("sink", "otlp_spans"), ("signal", "traces")]), 1);
+    assert_eq!(metrics.export_disabled.get(&[("sink", "otlp_logs"), ("signal", "logs")]), 0);
 }

@@ -40,7 +40,7 @@ fn session(agent: &str) -> Vec<Event> {
 
 async fn export_all(cfg: &ExportConfig, events: &[Event]) -> (Vec<(&'static str, Arc<Stats>)>, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
-    let ex = export::start(cfg, 1024, metrics.clone(), CancellationToken::new());
+    let ex = export::start(cfg, 1024, metrics.clone(), Arc::default(), CancellationToken::new());
     assert!(!ex.sinks.is_empty(), "no exporter started");
     for s in &ex.sinks {
         for e in events {

@@ -145,3 +145,26 @@ async fn gemini_cli_and_qwen_code_model_calls_are_counted() {
     }
     bridge.shutdown().await;
 }
+
+/// The real interactive Claude Code session `i01_interactive_permission`: two permission
+/// prompts the person allowed in Claude Code's own dialog (its `tool_decision` records say
+/// `accept`, `source = user_temporary`), each tool then ran. Both count as answered
+/// approvals, none as dismissed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_granted_in_the_agents_own_dialog_count_as_answered() {
+    const I01: &str = include_str!("../../adapters/tests/data/claude-code/i01_interactive_permission.jsonl");
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = common::start(common::config(dir.path())).await;
+    for line in I01.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let (status, body) =
+            common::post(format!("{}/hooks/claude-code", bridge.url()), v["payload"].to_string(), vec![]).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    bridge.metrics_caught_up().await;
+    let (_, text) = common::get(format!("{}/metrics", bridge.url())).await;
+    let resolved =
+        |r: &str| series(&text, "aep_attention_resolutions_total", &[&format!("aep_attention_resolution=\"{r}\"")]);
+    assert_eq!((resolved("answered"), resolved("dismissed")), (2.0, 0.0), "{text}");
+    bridge.shutdown().await;
+}

@@ -91,7 +91,8 @@ async fn drive_a_session(base: &str) {
         assert_eq!(status, 200, "{text}");
     }
     // A real permission prompt, answered in Claude Code's own dialog: the tool's result
-    // settles it (attention.resolved, dismissed, with the human's wait).
+    // settles it (attention.answered allow via oob, attention.resolved answered, with the
+    // human's wait).
     let mut ask: Value = serde_json::from_str(include_str!("data/claude-code-permission-request.json")).unwrap();
     let (status, _) = common::post(format!("{base}/hooks/claude-code"), ask.to_string(), vec![]).await;
     assert_eq!(status, 200);

@@ -794,31 +794,40 @@ fn content_attributes_follow_the_capture_ceiling() {
     assert!(content(&session("metadata", false), Capture::Full).is_empty(), "never up-leveled");
 }
 
-/// A late Event after `session.ended` (Codex `notify` on exit) opens no session
-/// left open until idle or shutdown: it is exported at once, complete, on an `aep.late`
-/// continuation under the ended root, in the same trace.
+/// A late Event after `session.ended` (Codex `notify` on exit) makes no new root: an Event
+/// that opens no span of its own is on no span (its log record names the ended root), and
+/// nothing is left open until idle or shutdown. A late Event that does open a span (a tool
+/// call finishing after the end) gets it under the ended root, in the same trace.
 #[test]
-fn a_late_event_after_the_end_is_exported_at_once() {
-    let mk = |seq: u64, ty: &str| {
+fn a_late_event_after_the_end_makes_no_new_root() {
+    let mk = |seq: u64, ty: &str, data: Value| {
         Event::from_value(
             json!({"aep":"0.1","id":format!("n-{seq}"),"type":ty,"time":format!("2026-07-03T10:00:0{seq}Z"),
-            "source":"aep://h/agent/codex/session/th","agent":"codex","session":"th","seq":seq}),
+            "source":"aep://h/agent/codex/session/th","agent":"codex","session":"th","seq":seq,"data":data}),
         )
         .unwrap()
     };
     let mut asm = SpanAssembler::new(SpanConfig::default());
-    asm.push(&mk(0, "session.started"));
-    let ended = asm.push(&mk(1, "session.ended"));
+    asm.push(&mk(0, "session.started", json!({})));
+    let ended = asm.push(&mk(1, "session.ended", json!({})));
     assert_eq!(ended.len(), 1);
-    let late = asm.push(&mk(2, "x.codex.session.notify"));
+    let late = asm.push(&mk(2, "x.codex.session.notify", json!({"type": "agent-turn-complete"})));
+    assert!(late.is_empty(), "no `session codex (late)`: {late:?}");
     assert_eq!(asm.open_sessions(), 0, "nothing left open");
-    assert_eq!(late.len(), 1);
-    let l = &late[0];
-    assert_eq!(l.name, "session codex (late)");
-    assert_eq!((l.trace_id, l.parent_span_id), (ended[0].trace_id, Some(ended[0].span_id)));
-    assert!(!l.is_incomplete() && attr(l, "aep.late") == true);
-    assert_eq!(l.events[0].name, "x.codex.session.notify");
     assert!(asm.flush_all().is_empty());
+    let tool = json!({"tool": {"name": "Bash", "call_id": "c9"}});
+    let mut done = asm.push(&mk(3, "tool.requested", tool.clone()));
+    done.extend(asm.push(&mk(4, "tool.completed", tool)));
+    // The reorder window (the late stream has no start to count from) settles it.
+    let t4 = aep_projections::spans::parse_rfc3339_nanos("2026-07-03T10:00:04Z").unwrap();
+    done.extend(asm.flush_idle(t4 + 11_000_000_000));
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(asm.open_sessions(), 0, "closed once its span went out");
+    let t = &done[0];
+    assert_eq!(t.name, "execute_tool Bash");
+    assert_eq!((t.trace_id, t.parent_span_id), (ended[0].trace_id, Some(ended[0].span_id)));
+    assert!(attr(t, "aep.late") == true);
+    assert!(asm.flush_all().is_empty(), "and no root after it either");
 }
 
 /// A vendor's own telemetry lags its session (Claude Code exports on an interval): after
@@ -842,6 +851,7 @@ fn late_vendor_telemetry_opens_no_continuation() {
     }
     assert_eq!(asm.open_sessions(), 0);
     assert!(asm.flush_all().is_empty());
-    // A late core or non-telemetry Event still continues the trace (the Codex notify case).
-    assert_eq!(asm.push(&mk(7, "x.claude-code.session.note")).len(), 1);
+    // Nor does a late Event of the agent's own (the Codex notify case): no root of its own.
+    assert!(asm.push(&mk(7, "x.claude-code.session.note")).is_empty());
+    assert!(asm.flush_all().is_empty());
 }

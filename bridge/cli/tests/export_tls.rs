@@ -259,7 +259,7 @@ fn fast(mut cfg: ExportConfig) -> ExportConfig {
 }
 
 async fn export_all(cfg: &ExportConfig, events: &[Event]) -> Vec<(&'static str, Arc<Stats>)> {
-    let ex = export::start(cfg, 1024, Arc::new(Metrics::default()), CancellationToken::new());
+    let ex = export::start(cfg, 1024, Arc::new(Metrics::default()), Arc::default(), CancellationToken::new());
     assert!(!ex.sinks.is_empty(), "no exporter started");
     for s in &ex.sinks {
         for e in events {

@@ -304,10 +304,17 @@ async fn the_agents_own_dialog_settles_a_pending_request() {
         "tool_name": "Bash", "tool_input": perm["tool_input"], "tool_response": {"stdout": "42"}, "tool_use_id": "toolu_x"});
     let (code, out) = spawn_shim(b.url(), "claude-code", post).await.unwrap();
     assert_eq!((code, out.as_str()), (0, ""));
+    // It ran, so it was allowed there: answered out of band, not dismissed.
+    let answered = phone.next(|v| v["type"] == "attention.answered").await;
+    assert_eq!(answered["subject"], req["id"]);
+    assert_eq!(
+        (answered["data"]["answer"].clone(), answered["data"]["via"].clone()),
+        (json!({"option": "allow"}), json!("oob"))
+    );
     let resolved = phone.next(|v| v["type"] == "attention.resolved").await;
     assert_eq!(
         (resolved["subject"].clone(), resolved["data"]["resolution"].clone()),
-        (req["id"].clone(), json!("dismissed"))
+        (req["id"].clone(), json!("answered"))
     );
     let (code, out) = shim.await.unwrap();
     assert_eq!((code, out.as_str()), (0, ""), "the held hook is freed with the neutral reply");

@@ -83,6 +83,11 @@ pub struct OtlpConfig {
     pub service_name: String,
     /// A span with no Event for this long is closed as incomplete, in seconds.
     pub span_idle_timeout_secs: u64,
+    /// A session with no run open and no Event for this long, once a run of it has ended,
+    /// has its root span exported without waiting for its end, in seconds (AEP-0002 §4.1: a
+    /// session may never end, e.g. Qwen Code's headless `-p`); later Events stay in its
+    /// trace, under the same root. 0 = the root waits for the end or the idle timeout.
+    pub span_root_idle_secs: u64,
     /// Give every run its own trace, linked to the session span.
     pub trace_per_run: bool,
     /// How long a finished span waits before it is exported, in milliseconds: a run or tool
@@ -164,6 +169,24 @@ impl Signal {
             Signal::Metrics => "/v1/metrics",
         }
     }
+
+    /// The signal's OTLP name, for log lines, `/healthz` and metric labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Logs => "logs",
+            Signal::Traces => "traces",
+            Signal::Metrics => "metrics",
+        }
+    }
+
+    /// The config key that switches this signal off, named when a peer refuses it.
+    pub fn switch_key(self) -> &'static str {
+        match self {
+            Signal::Logs => "export.otlp.logs",
+            Signal::Traces => "export.otlp.spans",
+            Signal::Metrics => "export.otlp.metrics",
+        }
+    }
 }
 
 /// The settings one OTLP exporter runs with, per-signal overrides applied.
@@ -227,6 +250,7 @@ impl Default for OtlpConfig {
             timeout_ms: 10_000,
             service_name: String::new(),
             span_idle_timeout_secs: 1800,
+            span_root_idle_secs: 60,
             trace_per_run: false,
             span_grace_ms: 10_000,
             span_grace_max_spans: 10_000,

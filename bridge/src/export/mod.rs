@@ -24,6 +24,7 @@ pub use config::{
     RetryConfig, Signal, SignalConfig, SignalSettings, SignalsConfig,
 };
 
+use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::pipeline::{SinkTx, Stamped};
 
@@ -141,11 +142,13 @@ fn http_client(
     }
 }
 
-/// Starts every configured exporter, with their delivery counters.
+/// Starts every configured exporter, with their delivery counters; an OTLP exporter whose
+/// peer fails or refuses its signal says so in `health` (`/healthz`).
 pub fn start(
     cfg: &ExportConfig,
     queue_capacity: usize,
     metrics: Arc<Metrics>,
+    health: Arc<Health>,
     shutdown: CancellationToken,
 ) -> Exporters {
     let mut ex = Exporters::default();
@@ -173,18 +176,14 @@ pub fn start(
             Signal::Metrics => continue,
             Signal::Logs => {
                 let (rx, stats) = add("otlp_logs", &mut ex);
-                tokio::spawn(otlp::run_logs(
-                    rx,
-                    o.clone(),
-                    client,
-                    cfg.retry.clone(),
-                    metrics.clone(),
-                    stats,
-                    shutdown.clone(),
-                ))
+                let outlet =
+                    otlp::Outlet::new("otlp_logs", signal, client.url(), metrics.clone(), stats, health.clone());
+                tokio::spawn(otlp::run_logs(rx, o.clone(), client, cfg.retry.clone(), outlet, shutdown.clone()))
             }
             Signal::Traces => {
                 let (rx, stats) = add("otlp_spans", &mut ex);
+                let outlet =
+                    otlp::Outlet::new("otlp_spans", signal, client.url(), metrics.clone(), stats, health.clone());
                 // Vendor trace requests, each a whole export: a short queue, bounded in bytes too.
                 let (vtx, vrx) = mpsc::channel(64);
                 ex.vendor_spans = Some(vendor_spans::VendorSpansTee::new(vtx, o.span_grace_max_bytes, metrics.clone()));
@@ -194,8 +193,7 @@ pub fn start(
                     o.clone(),
                     client,
                     cfg.retry.clone(),
-                    metrics.clone(),
-                    stats,
+                    outlet,
                     shutdown.clone(),
                 ))
             }
@@ -239,8 +237,9 @@ pub fn spawn(
     cfg: &ExportConfig,
     queue_capacity: usize,
     metrics: Arc<Metrics>,
+    health: Arc<Health>,
     shutdown: CancellationToken,
 ) -> (Vec<SinkTx>, Vec<tokio::task::JoinHandle<()>>, Option<vendor_spans::VendorSpansTee>) {
-    let ex = start(cfg, queue_capacity, metrics, shutdown);
+    let ex = start(cfg, queue_capacity, metrics, health, shutdown);
     (ex.sinks, ex.tasks, ex.vendor_spans)
 }

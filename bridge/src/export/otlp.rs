@@ -7,6 +7,7 @@
 
 use std::str::FromStr as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 // Tokio's clock, not std's: the sinks' batch and idle timers then follow paused time in
@@ -38,6 +39,7 @@ use super::config::{Compression, OtlpConfig, Protocol, RetryConfig, SignalSettin
 use super::span_join::{JoinConfig, SpanJoin};
 use super::vendor_spans::VendorSpans;
 use super::{Stats, next_batch};
+use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::pipeline::Stamped;
 use crate::transport::http::HttpOptions;
@@ -52,6 +54,47 @@ pub struct Partial {
     pub rejected: i64,
     /// The peer's explanation.
     pub message: String,
+}
+
+/// Why an export request was not delivered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExportError {
+    /// The peer does not take this signal at all: gRPC `UNIMPLEMENTED` (no such service)
+    /// or HTTP 404 / 405 (no such path, or not POST there), as a traces-only backend
+    /// answers logs. Permanent for the exporter: retrying every batch cannot help.
+    #[error("{0}")]
+    Unsupported(String),
+    /// Given up after the retry budget, or refused permanently (bad data, auth, a refused
+    /// certificate): this request is lost, the next one is tried.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What a peer answered to a request it received, for [`with_retry`] (neither is retried).
+#[derive(Debug)]
+enum Answer {
+    /// Taken, perhaps partly (see [`Partial`]).
+    Accepted(Partial),
+    /// The signal is refused (see [`ExportError::Unsupported`]).
+    Unsupported(String),
+}
+
+/// Whether an OTLP/HTTP status says the receiver does not serve the signal's path: 404
+/// (no such path) or 405 (the path exists but takes no POST).
+fn refuses_signal(status: u16) -> bool {
+    matches!(status, 404 | 405)
+}
+
+/// Whether a gRPC `UNIMPLEMENTED` refuses the request's compression rather than the service
+/// (gRPC's compression rule: the server names the encodings it takes in
+/// `grpc-accept-encoding`; tonic says "Content is compressed with `gzip` which isn't supported").
+fn refuses_gzip(s: &tonic::Status) -> bool {
+    if s.code() != tonic::Code::Unimplemented {
+        return false;
+    }
+    let accepts = s.metadata().get("grpc-accept-encoding").and_then(|v| v.to_str().ok());
+    accepts.is_some_and(|a| !a.split(',').any(|e| e.trim() == "gzip"))
+        || (s.message().contains("compressed") && s.message().contains("gzip"))
 }
 
 /// Why an OTLP/JSON value could not become a request.
@@ -115,11 +158,14 @@ pub fn retry_info_details(code: i32, delay: Duration) -> Vec<u8> {
 }
 
 /// A failed gRPC call: a refused server certificate is permanent (retrying cannot fix a
-/// missing CA), anything else follows the OTLP/gRPC rules.
-fn grpc_failure<T>(s: &tonic::Status) -> Attempt<T> {
+/// missing CA), `UNIMPLEMENTED` refuses the signal, anything else follows the OTLP/gRPC rules.
+fn grpc_failure(s: &tonic::Status) -> Attempt<Answer> {
     match crate::transport::tls::certificate_error(s) {
         Some(reason) => {
             Attempt::Fail(format!("gRPC: TLS certificate refused: {reason} (is the server's CA in tls.ca_file?)"))
+        }
+        None if s.code() == tonic::Code::Unimplemented => {
+            Attempt::Done(Answer::Unsupported(format!("gRPC Unimplemented: {}", s.message())))
         }
         None => classify_grpc(s),
     }
@@ -221,22 +267,34 @@ fn prepare(protocol: Protocol, gzip: bool, req: OtlpRequest) -> Result<Prepared,
 }
 
 /// One gRPC export over `$self`'s channel: the same client set-up (message limit, gzip,
-/// metadata) and partial-success reading for each of the three OTLP services.
+/// metadata) and partial-success reading for each of the three OTLP services. A peer that
+/// refuses gzip is asked again uncompressed, and this client sends uncompressed from then on.
 macro_rules! grpc_export {
     ($self:ident, $client:ident, $req:expr, $rejected:ident) => {{
         let Some(ch) = $self.channel.clone() else { return Attempt::Fail("no gRPC channel".into()) };
-        let mut c = $client::new(ch).max_decoding_message_size(16 << 20);
-        if $self.gzip {
-            c = c.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
-        }
-        match c.export($self.request($req.clone())).await {
-            Ok(r) => Attempt::Done(
-                r.into_inner()
-                    .partial_success
-                    .map(|p| Partial { rejected: p.$rejected, message: p.error_message })
-                    .unwrap_or_default(),
-            ),
-            Err(s) => grpc_failure(&s),
+        loop {
+            let gzip = $self.grpc_gzip.load(Ordering::Relaxed);
+            let mut c = $client::new(ch.clone()).max_decoding_message_size(16 << 20);
+            if gzip {
+                c = c.send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
+            }
+            match c.export($self.request($req.clone())).await {
+                Ok(r) => {
+                    break Attempt::Done(Answer::Accepted(
+                        r.into_inner()
+                            .partial_success
+                            .map(|p| Partial { rejected: p.$rejected, message: p.error_message })
+                            .unwrap_or_default(),
+                    ));
+                }
+                Err(s) if gzip && refuses_gzip(&s) => {
+                    if $self.grpc_gzip.swap(false, Ordering::Relaxed) {
+                        tracing::warn!(endpoint = %$self.url, message = s.message(),
+                            "The OTLP/gRPC peer takes no gzip: sending uncompressed (set compression = \"none\" to say so).");
+                    }
+                }
+                Err(s) => break grpc_failure(&s),
+            }
         }
     }};
 }
@@ -247,6 +305,8 @@ pub struct OtlpClient {
     protocol: Protocol,
     url: String,
     gzip: bool,
+    /// gRPC compression, turned off for good once the peer refuses gzip.
+    grpc_gzip: Arc<AtomicBool>,
     http: Option<HttpClient>,
     channel: Option<Channel>,
     metadata: MetadataMap,
@@ -303,7 +363,16 @@ impl OtlpClient {
                 metadata.insert(key, val);
             }
         }
-        Ok(Self { protocol: s.protocol, url, gzip: s.compression == Compression::Gzip, http, channel, metadata })
+        let gzip = s.compression == Compression::Gzip;
+        Ok(Self {
+            protocol: s.protocol,
+            url,
+            gzip,
+            grpc_gzip: Arc::new(AtomicBool::new(gzip)),
+            http,
+            channel,
+            metadata,
+        })
     }
 
     fn request<T>(&self, msg: T) -> tonic::Request<T> {
@@ -316,12 +385,28 @@ impl OtlpClient {
         req
     }
 
-    async fn attempt(&self, signal: Signal, p: &Prepared) -> Attempt<Partial> {
+    /// The URL (HTTP) or endpoint (gRPC) requests go to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    async fn attempt(&self, signal: Signal, p: &Prepared) -> Attempt<Answer> {
         match p {
             Prepared::Body(ct, body, gz) => {
                 let Some(http) = &self.http else { return Attempt::Fail("no HTTP client".into()) };
-                match http.attempt(&self.url, ct, body.clone(), *gz).await {
-                    Attempt::Done(r) => Attempt::Done(partial_from_reply(signal, &r)),
+                let outcome = http.post(&self.url, ct, body.clone(), *gz).await;
+                if let Ok(r) = &outcome
+                    && refuses_signal(r.status)
+                {
+                    return Attempt::Done(Answer::Unsupported(format!(
+                        "POST {}: HTTP {} {}",
+                        self.url,
+                        r.status,
+                        r.snippet()
+                    )));
+                }
+                match crate::transport::http::classify(&self.url, outcome) {
+                    Attempt::Done(r) => Attempt::Done(Answer::Accepted(partial_from_reply(signal, &r))),
                     Attempt::Retry(h, e) => Attempt::Retry(h, e),
                     Attempt::Fail(e) => Attempt::Fail(e),
                 }
@@ -338,49 +423,124 @@ impl OtlpClient {
         req: OtlpRequest,
         policy: &RetryConfig,
         shutdown: &CancellationToken,
-    ) -> (Result<Partial, String>, u32) {
+    ) -> (Result<Partial, ExportError>, u32) {
         // Encoding is CPU work: keep it off the async workers.
         let (protocol, gzip, signal) = (self.protocol, self.gzip, req.signal());
         let p = match tokio::task::spawn_blocking(move || prepare(protocol, gzip, req)).await {
             Ok(Ok(p)) => p,
-            Ok(Err(e)) => return (Err(e.to_string()), 0),
-            Err(e) => return (Err(format!("encoder task: {e}")), 0),
+            Ok(Err(e)) => return (Err(ExportError::Failed(e.to_string())), 0),
+            Err(e) => return (Err(ExportError::Failed(format!("encoder task: {e}"))), 0),
         };
         let d = with_retry(policy, shutdown, || self.attempt(signal, &p)).await;
-        (d.result, d.retries)
+        let result = match d.result {
+            Ok(Answer::Accepted(p)) => Ok(p),
+            Ok(Answer::Unsupported(e)) => Err(ExportError::Unsupported(e)),
+            Err(e) => Err(ExportError::Failed(e)),
+        };
+        (result, d.retries)
     }
 }
 
-/// Records a delivery in the metrics and logs; returns whether it was delivered.
-fn account(
+/// One OTLP sink's delivery book-keeping: counters, `/healthz`, and whether its peer
+/// refused the signal. A refused signal (see [`ExportError::Unsupported`]) is logged once
+/// with the key that turns it off, counted in `aep_bridge_export_disabled_total`, named on
+/// `/healthz` for the rest of the process, and never sent again: what the sink is handed
+/// from then on is counted dropped, not sent.
+pub(crate) struct Outlet {
     sink: &'static str,
-    metrics: &Metrics,
-    stats: &Stats,
-    outcome: (Result<Partial, String>, u32),
-    events: &[Arc<Stamped>],
-    items: usize,
-) -> bool {
-    let (result, retries) = outcome;
-    stats.add_retries(retries);
-    match result {
-        Ok(p) => {
-            metrics.events_out.add(&[("sink", sink)], events.len() as u64);
-            stats.add_delivered(items);
-            if p.rejected > 0 || !p.message.is_empty() {
-                // Partial success: the rest was accepted; retrying would duplicate it.
-                metrics.sink_errors.inc(&[("sink", sink)]);
-                stats.add_rejected(usize::try_from(p.rejected).unwrap_or(0));
-                tracing::warn!(sink, rejected = p.rejected, message = %p.message, "OTLP peer rejected part of a request.");
+    signal: Signal,
+    url: String,
+    metrics: Arc<Metrics>,
+    stats: Arc<Stats>,
+    health: Arc<Health>,
+    off: bool,
+}
+
+impl Outlet {
+    /// The book of sink `sink`, sending `signal` to `url`.
+    pub(crate) fn new(
+        sink: &'static str,
+        signal: Signal,
+        url: &str,
+        metrics: Arc<Metrics>,
+        stats: Arc<Stats>,
+        health: Arc<Health>,
+    ) -> Self {
+        Self { sink, signal, url: url.to_owned(), metrics, stats, health, off: false }
+    }
+
+    /// Whether the peer refused the signal: nothing is sent any more.
+    pub(crate) fn is_off(&self) -> bool {
+        self.off
+    }
+
+    /// Records one request's outcome: on success `out` more in `events_out` and `items`
+    /// delivered; on failure `events` dropped and `items` failed. Returns whether it was
+    /// delivered.
+    pub(crate) fn account(
+        &mut self,
+        outcome: (Result<Partial, ExportError>, u32),
+        events: &[Arc<Stamped>],
+        out: u64,
+        items: usize,
+    ) -> bool {
+        let sink = self.sink;
+        let (result, retries) = outcome;
+        self.stats.add_retries(retries);
+        match result {
+            Ok(p) => {
+                self.metrics.events_out.add(&[("sink", sink)], out);
+                self.stats.add_delivered(items);
+                self.health.recovered(sink);
+                if p.rejected > 0 || !p.message.is_empty() {
+                    // Partial success: the rest was accepted; retrying would duplicate it.
+                    self.metrics.sink_errors.inc(&[("sink", sink)]);
+                    self.stats.add_rejected(usize::try_from(p.rejected).unwrap_or(0));
+                    tracing::warn!(sink, rejected = p.rejected, message = %p.message, "OTLP peer rejected part of a request.");
+                }
+                true
             }
-            true
+            Err(e) => {
+                self.metrics.sink_errors.inc(&[("sink", sink)]);
+                super::count_dropped(sink, &self.metrics, events);
+                self.stats.add_failed(items);
+                match e {
+                    ExportError::Unsupported(reason) => self.refused(&reason),
+                    ExportError::Failed(e) => {
+                        tracing::error!(sink, error = %e, items, "OTLP export failed; batch dropped.");
+                        self.health.failing(sink, format!("{}: {e}", self.url));
+                    }
+                }
+                false
+            }
         }
-        Err(e) => {
-            metrics.sink_errors.inc(&[("sink", sink)]);
-            super::count_dropped(sink, metrics, events);
-            stats.add_failed(items);
-            tracing::error!(sink, error = %e, items, "OTLP export failed; batch dropped.");
-            false
+    }
+
+    /// What the sink is handed once the signal is off: counted dropped, never sent.
+    pub(crate) fn discard(&self, events: &[Arc<Stamped>], items: usize) {
+        super::count_dropped(self.sink, &self.metrics, events);
+        self.stats.add_failed(items);
+    }
+
+    fn refused(&mut self, reason: &str) {
+        if std::mem::replace(&mut self.off, true) {
+            return;
         }
+        let (sink, signal, key) = (self.sink, self.signal.name(), self.signal.switch_key());
+        self.metrics.export_disabled.inc(&[("sink", sink), ("signal", signal)]);
+        tracing::warn!(
+            sink,
+            signal,
+            endpoint = %self.url,
+            reason,
+            "The OTLP peer does not take {signal}: the {signal} exporter is off until restart. \
+             Set {key} = false to stop exporting them, or point export.otlp.signals.{signal}.endpoint \
+             at a receiver that takes them."
+        );
+        self.health.failing(
+            sink,
+            format!("{} does not take {signal} ({reason}); not sent again until restart; set {key} = false", self.url),
+        );
     }
 }
 
@@ -390,11 +550,11 @@ pub(crate) async fn run_logs(
     cfg: OtlpConfig,
     client: OtlpClient,
     policy: RetryConfig,
-    metrics: Arc<Metrics>,
-    stats: Arc<Stats>,
+    mut outlet: Outlet,
     shutdown: CancellationToken,
 ) {
     const SINK: &str = "otlp_logs";
+    let metrics = outlet.metrics.clone();
     let opts = OtlpOptions {
         max_capture: cfg.max_capture,
         service_name: (!cfg.service_name.is_empty()).then(|| cfg.service_name.clone()),
@@ -407,7 +567,9 @@ pub(crate) async fn run_logs(
     loop {
         let (batch, closed) = next_batch(&mut rx, cfg.batch_size, linger, Duration::from_secs(3600)).await;
         metrics.queue_depth.set(SINK, rx.len() as i64);
-        if !batch.is_empty() {
+        if outlet.is_off() {
+            outlet.discard(&batch, batch.len());
+        } else if !batch.is_empty() {
             // Projected from the shared events where they are: no copy of the batch.
             let events = batch.iter().map(|s| &s.event);
             let req = OtlpRequest::Logs(match placed.as_mut() {
@@ -415,7 +577,7 @@ pub(crate) async fn run_logs(
                 None => logs_request(events, &opts),
             });
             let outcome = client.send(req, &policy, &shutdown).await;
-            account(SINK, &metrics, &stats, outcome, &batch, batch.len());
+            outlet.account(outcome, &batch, batch.len() as u64, batch.len());
         }
         if closed {
             return;
@@ -455,13 +617,14 @@ pub(crate) async fn run_spans(
     cfg: OtlpConfig,
     client: OtlpClient,
     policy: RetryConfig,
-    metrics: Arc<Metrics>,
-    stats: Arc<Stats>,
+    mut outlet: Outlet,
     shutdown: CancellationToken,
 ) {
     const SINK: &str = "otlp_spans";
+    let metrics = outlet.metrics.clone();
     let mut asm = SpanAssembler::new(SpanConfig {
         idle_timeout_nanos: cfg.span_idle_timeout_secs.saturating_mul(1_000_000_000),
+        root_idle_nanos: cfg.span_root_idle_secs.saturating_mul(1_000_000_000),
         trace_per_run: cfg.trace_per_run,
         max_capture: cfg.max_capture,
         ..SpanConfig::default()
@@ -487,6 +650,19 @@ pub(crate) async fn run_spans(
     loop {
         let (batch, closed) = next_batch(&mut rx, cfg.batch_size, Duration::ZERO, tick).await;
         metrics.queue_depth.set(SINK, rx.len() as i64);
+        if outlet.is_off() {
+            // The peer takes no traces: nothing is assembled or held any more.
+            outlet.discard(&batch, 0);
+            if let Some(vrx) = vendor_rx.as_mut() {
+                while vrx.try_recv().is_ok() {
+                    metrics.dropped.inc(&[("sink", "otlp_vendor_spans"), ("severity", "info")]);
+                }
+            }
+            if closed {
+                return;
+            }
+            continue;
+        }
         metrics.events_out.add(&[("sink", SINK)], batch.len() as u64);
         let arrived = clock.now();
         let mut finished = Vec::new();
@@ -519,12 +695,13 @@ pub(crate) async fn run_spans(
             let n = vendor_out.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
             let req = ExportTraceServiceRequest { resource_spans: vendor_out };
             let outcome = client.send(OtlpRequest::Traces(req), &policy, &shutdown).await;
-            account(SINK, &metrics, &stats, outcome, &[], n);
+            outlet.account(outcome, &[], 0, n);
         }
         if !pending.is_empty() && pending_since.is_none() {
             pending_since = Some(Instant::now());
         }
         while !pending.is_empty()
+            && !outlet.is_off()
             && (pending.len() >= cfg.batch_size
                 || closed
                 || pending_since.is_some_and(|t| t.elapsed() >= batch_timeout))
@@ -533,8 +710,15 @@ pub(crate) async fn run_spans(
             let chunk: Vec<Span> = pending.drain(..n).collect();
             let outcome = client.send(OtlpRequest::Traces(traces_request(&chunk)), &policy, &shutdown).await;
             // Events were counted when consumed; a failed span batch counts one sink error.
-            account(SINK, &metrics, &stats, outcome, &[], chunk.len());
+            outlet.account(outcome, &[], 0, chunk.len());
             pending_since = if pending.is_empty() { None } else { Some(Instant::now()) };
+        }
+        if outlet.is_off() {
+            // Refused: what was assembled or held is lost with the signal (counted failed).
+            outlet.discard(&[], pending.len() + join.release_all().len());
+            pending.clear();
+            asm = SpanAssembler::new(SpanConfig::default());
+            vendor = VendorSpans::new(0, 1, 1);
         }
         if closed {
             return;

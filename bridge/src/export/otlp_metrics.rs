@@ -22,7 +22,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{ExportConfig, MetricsTemporality, Signal};
-use super::otlp::{OtlpClient, OtlpRequest};
+use super::otlp::{OtlpClient, OtlpRequest, Outlet};
+use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::transport::RetryConfig;
 
@@ -129,8 +130,20 @@ impl Delivery {
     }
 
     /// Delivers every queued collection until the exporter is gone (the meter provider shut
-    /// down) and the queue is drained; a failed delivery is counted and the next one goes on.
-    pub async fn run(mut self, policy: RetryConfig, metrics: Arc<Metrics>, shutdown: CancellationToken) {
+    /// down) and the queue is drained; a failed delivery is counted (`sink_errors`), named on
+    /// `/healthz` until one succeeds, and the next one goes on. A peer that refuses metrics
+    /// (gRPC `UNIMPLEMENTED`, HTTP 404/405) turns the export off for the process: logged
+    /// once, counted in `export_disabled`, named on `/healthz`; later collections are skipped.
+    pub async fn run(
+        mut self,
+        policy: RetryConfig,
+        metrics: Arc<Metrics>,
+        health: Arc<Health>,
+        shutdown: CancellationToken,
+    ) {
+        const SINK: &str = "otlp_metrics";
+        let stats = Arc::new(super::Stats::default());
+        let mut outlet = Outlet::new(SINK, Signal::Metrics, self.client.url(), metrics, stats, health);
         self.vendor_tx = None;
         let (mut own_open, mut vendor_open) = (true, true);
         while own_open || vendor_open {
@@ -144,20 +157,13 @@ impl Delivery {
                     None => { vendor_open = false; continue; }
                 },
             };
+            if outlet.is_off() {
+                continue;
+            }
             let points: usize =
                 req.resource_metrics.iter().flat_map(|r| &r.scope_metrics).map(|s| s.metrics.len()).sum();
-            let (result, _retries) = self.client.send(OtlpRequest::Metrics(req), &policy, &shutdown).await;
-            match result {
-                Ok(p) if p.rejected > 0 || !p.message.is_empty() => {
-                    metrics.sink_errors.inc(&[("sink", "otlp_metrics")]);
-                    tracing::warn!(rejected = p.rejected, message = %p.message, "OTLP peer rejected metric points.");
-                }
-                Ok(_) => metrics.events_out.add(&[("sink", "otlp_metrics")], points as u64),
-                Err(e) => {
-                    metrics.sink_errors.inc(&[("sink", "otlp_metrics")]);
-                    tracing::error!(error = %e, "OTLP metrics export failed; this collection is dropped.");
-                }
-            }
+            let outcome = self.client.send(OtlpRequest::Metrics(req), &policy, &shutdown).await;
+            outlet.account(outcome, &[], points as u64, points);
         }
     }
 }

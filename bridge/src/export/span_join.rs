@@ -141,11 +141,15 @@ struct Ledger {
     vendor_calls: bool,
     /// The first model a run span of the session named, for the root.
     model: Option<String>,
+    /// The run of each model request a vendor record named with its run (Claude Code's
+    /// `api_request` / `api_error` `request_id` with its `prompt.id`), for the vendor spans
+    /// that name the same request (`llm_request`'s `gen_ai.response.id`).
+    requests: HashMap<String, String>,
 }
 
 impl Ledger {
     fn records(&self) -> usize {
-        self.calls.len() + self.tool_ms.len() + self.tool_ctx.len()
+        self.calls.len() + self.tool_ms.len() + self.tool_ctx.len() + self.requests.len()
     }
 }
 
@@ -243,6 +247,12 @@ impl SpanJoin {
         Some(CallUsage { model: c.model.clone(), input: c.input_tokens, output: c.output_tokens })
     }
 
+    /// The run a vendor record of a remembered session tied to model request `id` (its
+    /// `request_id` and its run), if one did.
+    pub fn run_of_request(&self, key: &Key, id: &str) -> Option<&str> {
+        self.ledgers.get(key)?.requests.get(id).map(String::as_str)
+    }
+
     /// The tool call span of a remembered session's call id, with its run.
     pub fn tool_of(&self, key: &Key, call_id: &str) -> Option<(SpanContext, Option<&str>)> {
         self.ledgers.get(key)?.tool_ctx.get(call_id).map(|(c, r)| (*c, r.as_deref()))
@@ -303,6 +313,15 @@ impl SpanJoin {
         let data = ev.data.as_ref().and_then(Value::as_object);
         let time = parse_rfc3339_nanos(&ev.time).unwrap_or(0);
         let reported = data.and_then(|d| model_call(&ev.r#type, d));
+        // A vendor record naming both its run and a model request (a failed call too): the
+        // request's spans belong to that run.
+        let request =
+            ev.run.as_ref().filter(|_| ev.r#type.starts_with("x.") && ev.r#type.contains(".otel.")).and_then(|run| {
+                let id = reported.as_ref().and_then(|c| c.response_id).or_else(|| {
+                    data.and_then(|d| d.get("request_id")).and_then(Value::as_str).filter(|s| !s.is_empty())
+                })?;
+                Some((id.to_owned(), run.clone()))
+            });
         // A record that opens a call (no counts of its own) dates the one that completes it.
         let opened = reported
             .as_ref()
@@ -338,7 +357,14 @@ impl SpanJoin {
             && (ev.r#type.starts_with("session.") || ev.r#type.starts_with("run.") || call_id.is_some());
         let ctx = if placing { self.contexts.context(ev) } else { None };
         let known = self.ledgers.contains_key(&key);
-        if !known && call.is_none() && tool.is_none() && ev.run.is_none() && ctx.is_none() && opened.is_none() {
+        if !known
+            && call.is_none()
+            && tool.is_none()
+            && ev.run.is_none()
+            && ctx.is_none()
+            && opened.is_none()
+            && request.is_none()
+        {
             return;
         }
         let trace_per_run = self.cfg.trace_per_run;
@@ -394,6 +420,11 @@ impl SpanJoin {
         {
             added += 1;
         }
+        if let Some((id, run)) = request
+            && ledger.requests.insert(id, run).is_none()
+        {
+            added += 1;
+        }
         self.records += added;
         self.evict();
     }
@@ -402,7 +433,10 @@ impl SpanJoin {
     /// tool span with what joined it) unless the grace is 0 or too many already wait.
     pub fn hold(&mut self, span: Span, now: u64) -> Vec<Span> {
         let mut out = Vec::new();
+        // A root sent while its session idles (`aep.session.idle`) does not end the session:
+        // its index stays for the runs that may follow (bounded by `max_sessions`).
         if span.role == SpanRole::Session
+            && !span.attributes.contains_key("aep.session.idle")
             && let (Some(src), Some(sess)) = (attr(&span, "aep.source"), attr(&span, "aep.session_id"))
         {
             let expires = now.saturating_add(self.cfg.grace_nanos.saturating_mul(2).max(self.cfg.keep_nanos));

@@ -12,8 +12,10 @@
 //!   vendor parent is kept as an `aep.link.kind = vendor_parent` link), and its vendor trace
 //!   is known to belong to that call's run;
 //! - a vendor root (no parent): the run's `invoke_agent` span when a tool call of the same
-//!   vendor trace named the run, else the session root (the session is certain, the run is
-//!   not: vendor span times are never used to guess it);
+//!   vendor trace named the run, or a model request of it that a vendor record of the run
+//!   named (`request_id`: a failed prompt's `llm_request` and its `api_error`), else the
+//!   session root (the session is certain, the run is not: vendor span times are never
+//!   used to guess it);
 //! - any other span keeps its vendor parent.
 //!
 //! A placed model-call span that names its model but not its GenAI operation gets
@@ -159,6 +161,12 @@ fn session_name<'a>(span: &'a Span, group: &'a Group) -> Option<&'a str> {
     KEYS.iter().find_map(|k| str_attr(&span.attributes, k)).or_else(|| KEYS.iter().find_map(|k| str_attr(res, k)))
 }
 
+/// The model request a vendor span names (Claude Code's `llm_request`: `gen_ai.response.id`
+/// and `request_id`, the API's request id its `api_request` / `api_error` records carry).
+fn request_id(span: &Span) -> Option<&str> {
+    ["gen_ai.response.id", "request_id"].iter().find_map(|k| str_attr(&span.attributes, k))
+}
+
 fn call_id(span: &Span) -> Option<&str> {
     ["gen_ai.tool.call.id", "tool_use_id", "call_id"].iter().find_map(|k| str_attr(&span.attributes, k))
 }
@@ -292,7 +300,9 @@ impl VendorSpans {
         if is_model_call(s) {
             join.vendor_model_calls(&key);
         }
-        let run = call_id(s).and_then(|c| join.tool_of(&key, c)).and_then(|(_, r)| r.map(str::to_owned));
+        let by_tool = call_id(s).and_then(|c| join.tool_of(&key, c)).and_then(|(_, r)| r.map(str::to_owned));
+        // A model request a record of the run named (a failed prompt has no tool call).
+        let run = by_tool.or_else(|| request_id(s).and_then(|id| join.run_of_request(&key, id)).map(str::to_owned));
         self.learn(&s.trace_id, &key, run.as_deref());
     }
 
@@ -615,6 +625,60 @@ mod tests {
         let root = by_name(&out, "claude_code.interaction");
         assert_eq!(root.parent_span_id, join.root_of(&(SRC.into(), "s1".into())).unwrap().span_id.to_vec());
         assert_eq!(str_attr(&root.attributes, "aep.vendor.placement"), Some("session"));
+    }
+
+    /// A failed prompt (Claude Code's real `s06_api_error_400`): no tool call, one
+    /// `llm_request` that failed with the API's `request_id`, which the `api_error` record of
+    /// the prompt (its run) names too. The interaction goes under that run, not beside it.
+    #[test]
+    fn a_failed_prompts_interaction_goes_under_its_run() {
+        let events = vec![
+            ev("e0", "session.started", 0, None, json!({})),
+            ev("e1", "run.started", 1, Some("p1"), json!({})),
+            ev("e2", "run.failed", 2, Some("p1"), json!({"error": {"type": "unknown"}})),
+            ev("e3", "session.ended", 3, None, json!({})),
+        ];
+        let mut join = SpanJoin::new(JoinConfig::default());
+        events.iter().for_each(|e| join.observe(e));
+        let mut err = ev(
+            "a1",
+            "x.claude-code.otel.api_error",
+            0,
+            Some("p1"),
+            json!({"status_code": 400, "request_id": "req_mock_563e47b5f77a"}),
+        );
+        err.seq = None;
+        join.observe(&err);
+        let sid = ("session.id", "s1");
+        let req = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![
+                        vspan(
+                            "claude_code.llm_request",
+                            2,
+                            Some(1),
+                            &[sid, ("gen_ai.request.model", "m"), ("gen_ai.response.id", "req_mock_563e47b5f77a")],
+                        ),
+                        vspan("claude_code.interaction", 1, None, &[sid]),
+                    ],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let ours = traces_request(&assemble(&events, SpanConfig::default()));
+        let run = ours
+            .resource_spans
+            .iter()
+            .flat_map(|r| &r.scope_spans)
+            .flat_map(|s| &s.spans)
+            .find(|s| s.name == "invoke_agent claude-code")
+            .unwrap();
+        let out = VendorSpans::new(1_000, 100, 1 << 20).take(req, &mut join, 0);
+        let root = by_name(&out, "claude_code.interaction");
+        assert_eq!(root.parent_span_id, run.span_id, "under the failed run");
+        assert_eq!(str_attr(&root.attributes, "aep.vendor.placement"), Some("run"));
     }
 
     #[test]

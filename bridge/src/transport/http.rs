@@ -214,16 +214,28 @@ impl HttpClient {
     /// POSTs once and classifies the answer: 2xx done; 429/502/503/504 and transport
     /// errors retried; a refused certificate and any other status a permanent failure.
     pub async fn attempt(&self, url: &str, content_type: &str, body: Bytes, gzipped: bool) -> Attempt<Reply> {
-        match self.post(url, content_type, body, gzipped).await {
-            Err(e @ SendError::Certificate { .. }) => Attempt::Fail(e.to_string()),
-            Err(e) => Attempt::Retry(None, e.to_string()),
-            Ok(r) if (200..300).contains(&r.status) => Attempt::Done(r),
-            Ok(r) => {
-                let snippet = String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).into_owned();
-                let msg = format!("POST {url}: HTTP {} {snippet}", r.status);
-                if retryable_status(r.status) { Attempt::Retry(r.retry_after, msg) } else { Attempt::Fail(msg) }
-            }
+        classify(url, self.post(url, content_type, body, gzipped).await)
+    }
+}
+
+/// Classifies one POST's outcome as [`HttpClient::attempt`] does; for a caller that looks at
+/// the answer first (the OTLP exporter reads 404/405 as a refused signal).
+pub fn classify(url: &str, outcome: Result<Reply, SendError>) -> Attempt<Reply> {
+    match outcome {
+        Err(e @ SendError::Certificate { .. }) => Attempt::Fail(e.to_string()),
+        Err(e) => Attempt::Retry(None, e.to_string()),
+        Ok(r) if (200..300).contains(&r.status) => Attempt::Done(r),
+        Ok(r) => {
+            let msg = format!("POST {url}: HTTP {} {}", r.status, r.snippet());
+            if retryable_status(r.status) { Attempt::Retry(r.retry_after, msg) } else { Attempt::Fail(msg) }
         }
+    }
+}
+
+impl Reply {
+    /// The first 200 bytes of the body, as text (an error answer's explanation).
+    pub fn snippet(&self) -> String {
+        String::from_utf8_lossy(&self.body[..self.body.len().min(200)]).into_owned()
     }
 }
 

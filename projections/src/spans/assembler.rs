@@ -8,7 +8,7 @@ use super::build;
 use super::config::SpanConfig;
 use super::ids::{SpanContext, run_context, run_trace_id, session_root_context, sibling_source, span_id};
 use super::model::Span;
-use super::state::{Call, CallKind, Rec, Run, RunState, Session, before, push_capped};
+use super::state::{Call, CallKind, EarlyRoot, Rec, Run, RunState, Session, before, push_capped};
 
 type SessKey = (String, String);
 /// An optional `(epoch, seq)` position.
@@ -153,7 +153,7 @@ impl SpanAssembler {
         // exports on an interval, Gemini CLI and Qwen Code after SessionEnd. Once the session
         // ended it annotates nothing (the trace is complete; the record stays in the log
         // export) instead of opening one `(late)` continuation span per record.
-        if !self.closed.is_empty() && ev.r#type.starts_with("x.") && ev.r#type.contains(".otel.") {
+        if !self.closed.is_empty() && is_vendor_telemetry(&ev.r#type) {
             let own = (ev.source.to_string(), name.to_owned());
             if !self.sessions.contains_key(&own) && self.closed.get(&own).is_some_and(|c| c.ended) {
                 return;
@@ -169,14 +169,9 @@ impl SpanAssembler {
         self.apply(&key, rec);
         self.settle(&key, 0, out);
         // AEP-0002 §2 #5: Events after `session.ended` stay legal (late completions, e.g.
-        // Codex `notify` on exit). One that opens nothing of its own is exported at once on
-        // a short `aep.late` continuation under the ended root, not held open until idle.
-        if let Some(sess) = self.sessions.get(&key)
-            && sess.after_end
-            && sess.started.is_none()
-            && sess.calls.is_empty()
-            && sess.runs.values().all(|r| r.open.is_none())
-        {
+        // Codex `notify` on exit). One that opens no span of its own is on no span (its log
+        // record names the ended root) and holds nothing open until idle.
+        if self.sessions.get(&key).is_some_and(Session::late_and_done) {
             self.close_session(&key, out);
         }
         self.enforce_span_cap(out);
@@ -204,6 +199,9 @@ impl SpanAssembler {
         for key in &keys {
             let Some(now) = self.sessions.get(key).map(|s| s.clock(now_unix_nanos)) else { continue };
             self.settle(key, now, &mut out);
+            if self.sessions.get(key).is_some_and(Session::late_and_done) {
+                self.close_session(key, &mut out);
+            }
         }
         self.place_orphans(now_unix_nanos.saturating_sub(idle), &mut out);
         let idle_sessions: Vec<SessKey> = self
@@ -231,7 +229,32 @@ impl SpanAssembler {
         for (_, key, r) in stale {
             self.close_one(&key, &r, &mut out);
         }
+        self.export_idle_roots(now_unix_nanos, &mut out);
         out
+    }
+
+    /// Exports the root of every session quiet for `root_idle_nanos` with nothing open and
+    /// at least one run done (see [`SpanConfig::root_idle_nanos`]); the session stays open.
+    fn export_idle_roots(&mut self, now: u64, out: &mut Vec<Span>) {
+        let quiet = self.cfg.root_idle_nanos;
+        if quiet == 0 {
+            return;
+        }
+        for key in self.session_order.values() {
+            let Some(sess) = self.sessions.get_mut(key) else { continue };
+            let idle = sess.early_root.is_none()
+                && sess.ended.is_none()
+                && !sess.after_end
+                && !sess.closed_runs.is_empty()
+                && sess.calls.is_empty()
+                && sess.runs.values().all(|r| r.open.is_none())
+                && sess.last <= sess.clock(now).saturating_sub(quiet);
+            if idle {
+                sess.frozen = true;
+                out.push(build::early_root_span(sess));
+                sess.early_root = Some(EarlyRoot { since: u64::MAX });
+            }
+        }
     }
 
     /// Closes everything (shutdown): unfinished spans are marked `aep.incomplete=true`.
@@ -275,11 +298,15 @@ impl SpanAssembler {
             self.close_session(&oldest, out);
         }
         let (generation, ctx, parent, after_end) = match self.closed.get(&own) {
-            // A late Event after the session closed continues its trace under the old root.
+            // AEP-0002 §2 #5: an Event after `session.ended` is a late completion of the ended
+            // session, not a new start: what it opens hangs under the ended root itself, and
+            // no root of its own (a `session {agent} (late)` beside the real one) is made.
+            Some(c) if c.ended => (c.generation + 1, c.ctx, None, true),
+            // A session closed without its end (idle, a cap) continues its trace under the old root.
             Some(c) => {
                 let generation = c.generation + 1;
                 let sid = span_id("session", &[&own.0, &own.1, &generation.to_string()]);
-                (generation, SpanContext { trace_id: c.ctx.trace_id, span_id: sid }, Some(c.ctx.span_id), c.ended)
+                (generation, SpanContext { trace_id: c.ctx.trace_id, span_id: sid }, Some(c.ctx.span_id), false)
             }
             None => (0, session_root_context(&own.0, &own.1), None, false),
         };
@@ -314,6 +341,7 @@ impl SpanAssembler {
             tracks: HashMap::new(),
             first_input: None,
             last_output: None,
+            early_root: None,
         };
         self.sessions.insert(own.clone(), sess);
         self.session_order.insert(order, own.clone());
@@ -325,6 +353,11 @@ impl SpanAssembler {
     fn apply(&mut self, key: &SessKey, rec: Rec) {
         let Some(sess) = self.sessions.get_mut(key) else { return };
         let book = &mut self.book;
+        if let Some(early) = sess.early_root.as_mut()
+            && !is_vendor_telemetry(&rec.ty)
+        {
+            early.since = early.since.min(rec.time);
+        }
         sess.see_content(&rec);
         if rec.foreign_source.is_none() {
             sess.see(&rec);
@@ -562,7 +595,14 @@ impl SpanAssembler {
                 out.push(span);
             }
         }
-        out.push(build::root_span(&mut sess));
+        match sess.early_root.take() {
+            // Late Events of an ended session: their spans hang under the ended root.
+            _ if sess.after_end => {}
+            // The root left while the session idled: only what came after goes out.
+            Some(early) if early.continued() => out.push(build::root_extension(&mut sess, early.since)),
+            Some(_) => {}
+            None => out.push(build::root_span(&mut sess)),
+        }
         if self.cfg.max_closed_sessions > 0 {
             while self.closed_fifo.len() >= self.cfg.max_closed_sessions {
                 if let Some(old) = self.closed_fifo.pop_front() {
@@ -600,6 +640,14 @@ impl SpanAssembler {
 }
 
 impl Session {
+    /// Late Events of an ended session whose spans all went out: nothing to wait for.
+    fn late_and_done(&self) -> bool {
+        self.after_end
+            && self.started.is_none()
+            && self.calls.is_empty()
+            && self.runs.values().all(|r| r.open.is_none())
+    }
+
     /// The first generation's root span id (what a continuation's parent is).
     fn parent_root(&self) -> [u8; 8] {
         if self.generation > 0 { self.parent.unwrap_or(self.ctx.span_id) } else { self.ctx.span_id }
@@ -620,6 +668,11 @@ fn adopt_session_traceparent(sess: &mut Session, tp: SpanContext) {
             run.ctx.trace_id = tp.trace_id;
         }
     }
+}
+
+/// A vendor's own telemetry record (`x.<vendor>.otel.*`), which lags its session.
+fn is_vendor_telemetry(ty: &str) -> bool {
+    ty.starts_with("x.") && ty.contains(".otel.")
 }
 
 fn tool_name(rec: &Rec) -> String {
@@ -1093,5 +1146,77 @@ mod tests {
 
     fn parse(t: &str) -> u64 {
         crate::spans::parse_rfc3339_nanos(t).unwrap()
+    }
+
+    const SEC: u64 = 1_000_000_000;
+
+    /// A Qwen Code session in headless mode (no SessionEnd), second `s` of the day.
+    fn headless(id: &str, ty: &str, s: u64, seq: u64, run: Option<&str>) -> Event {
+        let mut v = json!({"aep":"0.1","id":id,"type":ty,"time":format!("2026-07-03T10:{:02}:{:02}Z", s / 60, s % 60),
+            "source":"aep://h/agent/qwen-code/session/q","agent":"qwen-code","session":"q","seq":seq});
+        if let Some(r) = run {
+            v["run"] = r.into();
+        }
+        ev(v)
+    }
+
+    /// AEP-0002 §4.1: a session may never end. One whose last run ended and that idles for
+    /// `root_idle_nanos` has its root exported then, once, not after `idle_timeout_nanos`
+    /// (30 min) or at shutdown as incomplete; a later run is a child of that same root in
+    /// the same trace, and what came after the root goes out at the close on one extension.
+    #[test]
+    fn an_idle_session_exports_its_root_and_a_later_run_stays_under_it() {
+        let cfg = SpanConfig { root_idle_nanos: 60 * SEC, ..SpanConfig::default() };
+        let mut asm = SpanAssembler::new(cfg);
+        let t0 = parse("2026-07-03T10:00:00Z");
+        asm.push(&headless("a", "session.started", 0, 0, None));
+        asm.push(&headless("b", "run.started", 1, 1, Some("r1")));
+        let run1 = asm.push(&headless("c", "run.finished", 5, 2, Some("r1")));
+        assert_eq!(run1.len(), 1);
+        assert!(asm.flush_idle(t0 + 5 * SEC + 59 * SEC).is_empty(), "not idle long enough");
+        let early = asm.flush_idle(t0 + 65 * SEC);
+        assert_eq!(early.len(), 1, "{early:?}");
+        let root = &early[0];
+        assert_eq!((root.name.as_str(), root.parent_span_id), ("session qwen-code", None));
+        assert_eq!((root.start_unix_nanos, root.end_unix_nanos), (t0, t0 + 5 * SEC));
+        assert_eq!(root.attributes.get("aep.session.idle"), Some(&json!(true)));
+        assert!(!root.is_incomplete());
+        assert_eq!(run1[0].parent_span_id, Some(root.span_id));
+        assert!(asm.flush_idle(t0 + 600 * SEC).is_empty(), "the root goes out once");
+        assert_eq!(asm.open_sessions(), 1, "the session is still open");
+        // The session goes on: the new run is in the same trace, under the same root.
+        asm.push(&headless("d", "run.started", 700, 3, Some("r2")));
+        let run2 = asm.push(&headless("e", "run.finished", 710, 4, Some("r2")));
+        assert_eq!(run2.len(), 1);
+        assert_eq!((run2[0].trace_id, run2[0].parent_span_id), (root.trace_id, Some(root.span_id)));
+        // Its end: one extension of the root, never the root again.
+        let end = asm.push(&headless("f", "session.ended", 720, 5, None));
+        assert_eq!(end.len(), 1, "{end:?}");
+        let ext = &end[0];
+        assert_ne!(ext.span_id, root.span_id);
+        assert_eq!((ext.trace_id, ext.parent_span_id), (root.trace_id, Some(root.span_id)));
+        assert_eq!((ext.start_unix_nanos, ext.end_unix_nanos), (t0 + 700 * SEC, t0 + 720 * SEC));
+        assert_eq!(ext.attributes.get("aep.root.extension"), Some(&json!(true)));
+        assert_eq!(ext.status, crate::spans::StatusCode::Ok, "the session did end");
+        assert_eq!(ext.attributes.get("aep.end_event_id"), Some(&json!("f")));
+        assert!(asm.flush_all().is_empty());
+    }
+
+    #[test]
+    fn an_idle_root_with_nothing_after_it_is_not_sent_again() {
+        let cfg = SpanConfig { root_idle_nanos: 60 * SEC, ..SpanConfig::default() };
+        let mut asm = SpanAssembler::new(cfg);
+        let t0 = parse("2026-07-03T10:00:00Z");
+        asm.push(&headless("a", "session.started", 0, 0, None));
+        // No run done yet: a session waiting for its first prompt keeps its root.
+        assert!(asm.flush_idle(t0 + 300 * SEC).is_empty());
+        asm.push(&headless("b", "run.started", 400, 1, Some("r1")));
+        // A run open: no early root however long it takes.
+        assert!(asm.flush_idle(t0 + 1000 * SEC).is_empty());
+        assert_eq!(asm.push(&headless("c", "run.finished", 1010, 2, Some("r1"))).len(), 1);
+        assert_eq!(asm.flush_idle(t0 + 1070 * SEC).len(), 1);
+        // Late vendor telemetry annotates nothing, and the close (shutdown) sends nothing.
+        asm.push(&headless("d", "x.qwen-code.otel.api_response", 1075, 3, None));
+        assert!(asm.flush_all().is_empty());
     }
 }

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::ids::{SpanContext, SpanId};
+use super::ids::{SpanContext, SpanId, span_id};
 use super::ids::{run_context, session_root_context, sibling_source};
 use super::model::{Span, SpanEvent, SpanLink, SpanRole, StatusCode};
 use super::state::{Call, CallKind, Rec, RunState, Session, sort_recs};
@@ -73,6 +73,10 @@ fn base(sess: &Session) -> Map<String, Value> {
     put(&mut m, "aep.session_id", sess.session.as_str());
     if sess.generation > 0 {
         put(&mut m, "aep.continuation", sess.generation);
+    }
+    if sess.after_end {
+        // Opened after the session ended (AEP-0002 §2 #5), under its ended root.
+        put(&mut m, "aep.late", true);
     }
     m
 }
@@ -223,21 +227,13 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
             }
             e.time.max(start)
         }
-        // Late Events after the session ended: complete as they are (AEP-0002 §2 #5).
-        None if sess.after_end => {
-            put(&mut a, "aep.late", true);
-            sess.last.max(start)
-        }
         None => {
             put(&mut a, "aep.incomplete", true);
             sess.last.max(start)
         }
     };
-    let name = if sess.after_end && sess.ended.is_none() {
-        format!("session {} (late)", sess.agent)
-    } else {
-        format!("session {}", sess.agent)
-    };
+    // Late Events after the end make no root of their own (see the assembler).
+    let name = format!("session {}", sess.agent);
     Span {
         service_name: sess.agent.clone(),
         trace_id: sess.ctx.trace_id,
@@ -254,6 +250,36 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
         status,
         status_message: message,
     }
+}
+
+/// The root of a session that idles with no run open, exported before the session closes
+/// (see `SpanConfig::root_idle_nanos`): complete as far as it goes, not cut off, so
+/// `aep.session.idle = true` instead of `aep.incomplete`. What it showed (span events, the
+/// failed-run count, content) is taken, so an extension at the close shows only what came after.
+pub(crate) fn early_root_span(sess: &mut Session) -> Span {
+    let mut span = root_span(sess);
+    span.attributes.remove("aep.incomplete");
+    put(&mut span.attributes, "aep.session.idle", true);
+    sess.failed_runs = 0;
+    sess.first_input = None;
+    sess.last_output = None;
+    span
+}
+
+/// What a session whose root went out early showed after it (later Events, its
+/// `session.ended`): a `session {agent}` child of the exported root, from the first later
+/// Event to the close, marked `aep.root.extension = true`. The root is never sent twice.
+pub(crate) fn root_extension(sess: &mut Session, since: u64) -> Span {
+    let root = sess.ctx;
+    let mut span = root_span(sess);
+    span.span_id = span_id("session", &[&sess.source, &sess.session, &sess.generation.to_string(), "extension"]);
+    span.parent_span_id = Some(root.span_id);
+    span.start_unix_nanos = since.min(span.end_unix_nanos);
+    // The root carries the session's start and its links.
+    span.links.clear();
+    span.attributes.remove("aep.event_id");
+    put(&mut span.attributes, "aep.root.extension", true);
+    span
 }
 
 /// A run span (`invoke_agent {agent}`).

@@ -11,6 +11,15 @@ pub struct SpanConfig {
     /// [`super::SpanAssembler::push_at`]) at the `now` given to
     /// [`super::SpanAssembler::flush_idle`], is closed as incomplete.
     pub idle_timeout_nanos: u64,
+    /// A session with no run or call open and no Event for this long, on its own clock, has
+    /// its root span exported at [`super::SpanAssembler::flush_idle`] without waiting for
+    /// `session.ended` (AEP-0002 §4.1: a session may never end; Qwen Code's headless `-p`
+    /// sends no SessionEnd). It is marked `aep.session.idle = true`; the session stays open,
+    /// and later Events keep its trace and root: new runs are children of the exported
+    /// root, and what the root itself would have shown (`session.ended`, later failures) goes
+    /// out at the real close on one `session {agent}` child marked `aep.root.extension`.
+    /// 0: the root waits for the end (or `idle_timeout_nanos`).
+    pub root_idle_nanos: u64,
     /// How late an Event may arrive and still land inside a finished pair: a terminal is
     /// held until every earlier `(epoch, seq)` was seen or the session's newest Event
     /// (or the session's own clock) is this far past it (AEP-0001 §7 #2: gaps are legal, so contiguity alone
@@ -49,6 +58,7 @@ impl Default for SpanConfig {
     fn default() -> Self {
         Self {
             idle_timeout_nanos: 30 * 60 * 1_000_000_000,
+            root_idle_nanos: 0,
             reorder_window_nanos: 10 * 1_000_000_000,
             trace_per_run: false,
             max_capture: Capture::Metadata,

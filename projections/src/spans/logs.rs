@@ -6,11 +6,13 @@
 //! - `tool.requested` / `tool.completed` / `tool.failed` / `tool.denied`: the tool call's
 //!   span, keyed by `data.tool.call_id`, else by the `tool.requested` id (its own, or the
 //!   terminal's `cause`);
+//! - `attention.*` (and `control.attention.*`) of a request: the request's `attention {kind}`
+//!   span, keyed by the request id (`attention.requested`'s id, the others' `subject`);
 //! - any other Event of a run: the run's `invoke_agent` span;
 //! - any other Event of a session: the session's root span, and so is an Event after its
 //!   session's `session.ended` of a run the session had not opened before it: the
 //!   assembler opens no span for that run there (a vendor record after the end annotates
-//!   nothing; another Event lands in a continuation), so the root, which was exported, is
+//!   nothing; the spans another Event opens hang under the ended root), so the root, which was exported, is
 //!   the one span it certainly belongs to.
 //!
 //! The trace is the session's (or, with `trace_per_run`, the run's), or the one a
@@ -137,11 +139,24 @@ impl LogSpans {
             c
         });
         let trace_id = run_ctx.map_or(session_trace, |c| c.trace_id);
-        if let Some(sid) = tool_span(ev, source, session) {
+        if let Some(sid) = tool_span(ev, source, session).or_else(|| attention_span(ev, source, session)) {
             return Some(SpanContext { trace_id, span_id: sid });
         }
         Some(run_ctx.unwrap_or(session_ctx))
     }
+}
+
+/// The attention span of an attention lifecycle Event (AEP-0002 §7), as the assembler
+/// derives it for the session's first generation: keyed by the request's id, which is
+/// `attention.requested`'s own id and every later Event's `subject`.
+fn attention_span(ev: &Event, source: &str, session: &str) -> Option<[u8; 8]> {
+    let ty = ev.r#type.as_str();
+    let key = match ty {
+        "attention.requested" => ev.id.as_str(),
+        _ if ty.starts_with("attention.") || ty.starts_with("control.attention.") => ev.subject.as_deref()?,
+        _ => return None,
+    };
+    Some(span_id("attention", &[source, session, "0", "key", key]))
 }
 
 /// The tool call span of a `tool.*` lifecycle Event, as the assembler derives it for the
@@ -234,6 +249,54 @@ mod tests {
         }
         let mut asm = SpanAssembler::new(SpanConfig::default());
         assert!(asm.push(&events[0]).is_empty(), "the test's assembler is the real one");
+    }
+
+    /// An attention request's records name its `attention {kind}` span, not the run's.
+    #[test]
+    fn attention_records_name_their_attention_span() {
+        let events = vec![
+            ev("e0", "session.started", 0, json!({})),
+            ev("e1", "run.started", 1, json!({"run": "r1"})),
+            ev("q1", "attention.requested", 2, json!({"run": "r1", "data": {"kind": "permission", "prompt": "p"}})),
+            ev("e3", "attention.answered", 3, json!({"run": "r1", "subject": "q1", "data": {"by": "user"}})),
+            ev(
+                "e4",
+                "attention.resolved",
+                4,
+                json!({"run": "r1", "subject": "q1", "data": {"resolution": "answered"}}),
+            ),
+            ev("q2", "attention.requested", 5, json!({"data": {"kind": "input", "prompt": "p"}})),
+            ev("e6", "attention.timeout", 6, json!({"subject": "q2"})),
+            ev("e7", "run.finished", 7, json!({"run": "r1"})),
+            ev("e8", "session.ended", 8, json!({})),
+        ];
+        for trace_per_run in [false, true] {
+            let spans = crate::spans::assemble(&events, SpanConfig { trace_per_run, ..SpanConfig::default() });
+            let mut index = LogSpans::new(trace_per_run);
+            let got: Vec<&str> = events
+                .iter()
+                .map(|e| {
+                    let c = index.context(e).unwrap();
+                    let s = spans.iter().find(|s| s.trace_id == c.trace_id && s.span_id == c.span_id);
+                    s.map(|s| s.name.as_str()).unwrap_or_else(|| panic!("{}: no exported span", e.id))
+                })
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    "session a",
+                    "invoke_agent a",
+                    "attention permission",
+                    "attention permission",
+                    "attention permission",
+                    "attention input",
+                    "attention input",
+                    "invoke_agent a",
+                    "session a"
+                ],
+                "trace_per_run {trace_per_run}"
+            );
+        }
     }
 
     #[test]

@@ -23,7 +23,9 @@
 //! or `run.started` is honored (the span joins that trace). Spans left open at
 //! `session.ended`, idle past [`SpanConfig::idle_timeout_nanos`], pushed out by a memory
 //! cap, or open at [`SpanAssembler::flush_all`] are closed with `aep.incomplete=true`,
-//! never dropped.
+//! never dropped. A session may never end (AEP-0002 §4.1): with
+//! [`SpanConfig::root_idle_nanos`] the root of a session idle between runs goes out then
+//! (`aep.session.idle=true`), and what follows stays under it.
 //!
 //! Ordering (AEP-0001 §7): a terminal Event is held until every earlier `(epoch, seq)` of
 //! the session was seen or the stream is [`SpanConfig::reorder_window_nanos`] past it, so

@@ -356,6 +356,23 @@ pub(crate) struct Session {
     /// (the root's input and output), each with its Event time.
     pub first_input: Option<(u64, String)>,
     pub last_output: Option<(u64, String)>,
+    /// The root went out while the session idled (see `SpanConfig::root_idle_nanos`).
+    pub early_root: Option<EarlyRoot>,
+}
+
+/// A root exported while its session idled, before the session closed.
+#[derive(Debug, Clone)]
+pub(crate) struct EarlyRoot {
+    /// The earliest Event since, other than the vendors' own telemetry records (which lag
+    /// and annotate nothing); `u64::MAX` while none came.
+    pub since: u64,
+}
+
+impl EarlyRoot {
+    /// Whether anything the root would show came after it left.
+    pub fn continued(&self) -> bool {
+        self.since != u64::MAX
+    }
 }
 
 impl Session {
