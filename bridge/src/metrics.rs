@@ -95,15 +95,12 @@ pub struct Metrics {
     pub reconnects: CounterVec,
     /// Sink write errors, by `sink`.
     pub sink_errors: CounterVec,
-<<<<<<< HEAD
     /// Collector subscribers cut for falling behind on notice+ events, by the `bound` they
     /// overran (`events` or `bytes`): each is a consumer that had to reconnect and resume.
     pub subscribers_cut: CounterVec,
-=======
     /// OTLP exporters turned off because their peer refused the signal (gRPC
     /// `UNIMPLEMENTED`, HTTP 404/405), by `sink` and `signal`: at most one each per process.
     pub export_disabled: CounterVec,
->>>>>>> wt-otel
     /// Current depth of each sink queue, by `sink`.
     pub queue_depth: SinkGauges,
     /// Connected SSE and WebSocket subscribers (observed at collection).
@@ -190,20 +187,11 @@ impl Metrics {
                 "{signal}",
                 "OTLP exporters turned off because the peer refused their signal.",
             ),
-<<<<<<< HEAD
-            reconnects: counter(
-                "aep_bridge_relay_reconnects",
-                "aep_bridge_relay_reconnects_total",
-                "Relay reconnect attempts.",
-            ),
-            sink_errors: counter("aep_bridge_sink_errors", "aep_bridge_sink_errors_total", "Sink write errors."),
             subscribers_cut: counter(
-                "aep_bridge_subscribers_cut",
-                "aep_bridge_subscribers_cut_total",
+                "aep.bridge.subscribers.cut",
+                "{subscriber}",
                 "Collector subscribers cut for falling behind on notice+ events.",
             ),
-=======
->>>>>>> wt-otel
             queue_depth: SinkGauges {
                 gauge: meter
                     .i64_gauge("aep.bridge.queue.depth")
