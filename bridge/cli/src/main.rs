@@ -7,10 +7,12 @@
 mod adapters;
 mod install;
 mod jsonc;
+mod ledger;
 mod project;
 mod respond;
 mod tail;
 mod timeline;
+mod uninstall;
 mod wrap;
 
 // The daemon allocates per event on every hot path (decode, map, stamp, serialize);
@@ -88,6 +90,9 @@ pub enum Command {
     /// Wire an agent's hooks to the bridge.
     #[command(after_help = "Example:\n  $ aep-bridge install claude-code --project . --dry-run")]
     Install(install::InstallArgs),
+    /// Take out exactly what `install` added (the user's own hooks and comments stay).
+    #[command(after_help = "Example:\n  $ aep-bridge uninstall claude-code --project . --dry-run")]
+    Uninstall(uninstall::UninstallArgs),
     /// Run an agent that speaks a stdio protocol (ACP, Claude Code stream-json, Codex app-server) under a
     /// byte-transparent tee that reports its sessions to the running bridge.
     #[command(after_help = "Example:\n  $ aep-bridge wrap acp -- gemini --acp")]
@@ -238,6 +243,7 @@ fn run() -> i32 {
         Command::Project(a) => project::run(a),
         Command::Adapters(a) => adapters::run(a),
         Command::Install(a) => install::run(a),
+        Command::Uninstall(a) => uninstall::run(a),
         Command::Wrap(a) => wrap::run(a),
     }
 }
