@@ -5,6 +5,7 @@
 //! returning the exit code); the load tools are the separate `aep-bench` binary.
 
 mod adapters;
+mod doctor;
 mod install;
 mod jsonc;
 mod ledger;
@@ -93,6 +94,11 @@ pub enum Command {
     /// Take out exactly what `install` added (the user's own hooks and comments stay).
     #[command(after_help = "Example:\n  $ aep-bridge uninstall claude-code --project . --dry-run")]
     Uninstall(uninstall::UninstallArgs),
+    /// Check the set-up: the bridge, the token, each agent's wiring, the export, the data dir.
+    #[command(
+        after_help = "Example:\n  $ aep-bridge doctor --project .          # AEP_TOKEN and AEP_URL as the agents have them"
+    )]
+    Doctor(doctor::DoctorArgs),
     /// Run an agent that speaks a stdio protocol (ACP, Claude Code stream-json, Codex app-server) under a
     /// byte-transparent tee that reports its sessions to the running bridge.
     #[command(after_help = "Example:\n  $ aep-bridge wrap acp -- gemini --acp")]
@@ -244,6 +250,7 @@ fn run() -> i32 {
         Command::Adapters(a) => adapters::run(a),
         Command::Install(a) => install::run(a),
         Command::Uninstall(a) => uninstall::run(a),
+        Command::Doctor(a) => doctor::run(a),
         Command::Wrap(a) => wrap::run(a),
     }
 }
