@@ -11,6 +11,7 @@ mod jsonc;
 mod ledger;
 mod project;
 mod respond;
+mod service;
 mod tail;
 mod timeline;
 mod uninstall;
@@ -99,6 +100,11 @@ pub enum Command {
         after_help = "Example:\n  $ aep-bridge doctor --project .          # AEP_TOKEN and AEP_URL as the agents have them"
     )]
     Doctor(doctor::DoctorArgs),
+    /// Run `serve` as a user service (systemd user unit; launchd agent on macOS).
+    #[command(
+        after_help = "Example:\n  $ aep-bridge service install --token-file ~/.config/aep-bridge/token\n  $ aep-bridge service status"
+    )]
+    Service(service::ServiceArgs),
     /// Run an agent that speaks a stdio protocol (ACP, Claude Code stream-json, Codex app-server) under a
     /// byte-transparent tee that reports its sessions to the running bridge.
     #[command(after_help = "Example:\n  $ aep-bridge wrap acp -- gemini --acp")]
@@ -251,6 +257,7 @@ fn run() -> i32 {
         Command::Install(a) => install::run(a),
         Command::Uninstall(a) => uninstall::run(a),
         Command::Doctor(a) => doctor::run(a),
+        Command::Service(a) => service::run(a),
         Command::Wrap(a) => wrap::run(a),
     }
 }
