@@ -3,7 +3,8 @@
 //!
 //! - config: the configuration loads as `serve` would load it.
 //! - bridge: `GET /healthz` at `--url`/`AEP_URL` answers with `ok` (a failing sink, such
-//!   as the JSONL log on a full disk, is named there).
+//!   as the JSONL log on a full disk, is named there), and it is where the shim posts
+//!   (`AEP_BRIDGE_URL`, else the default port).
 //! - token: a hook POST signed the way the shim signs it with `AEP_TOKEN` (a MAC, never the
 //!   token) is taken; with a token, one signed with a wrong key is refused (else the bridge
 //!   runs without one, and the shim ignores its unproven replies). The body is not JSON, so
@@ -102,11 +103,17 @@ pub fn run(args: DoctorArgs) -> i32 {
     let url = args.url.clone().filter(|u| !u.is_empty()).or_else(|| shim_url.clone());
     let ep = aep_bridge::client::Endpoint::new(url, args.token.clone());
     let up = check_bridge(&mut r, &ep);
-    if let Some(s) = shim_url.filter(|s| s.trim_end_matches('/') != ep.base) {
+    // The shim and the plugins post to AEP_BRIDGE_URL, else the default port.
+    let (shim_target, whence) = match (&shim_url, env.raw("AEP_BRIDGE_URL")) {
+        (Some(s), _) => (s.trim_end_matches('/').to_owned(), "AEP_BRIDGE_URL"),
+        (None, Some(_)) => ("nowhere".to_owned(), "AEP_BRIDGE_URL is set but empty"),
+        (None, None) => (aep_bridge::client::DEFAULT_URL.to_owned(), "the default: AEP_BRIDGE_URL is not set"),
+    };
+    if shim_target != ep.base {
         r.line(
             "bridge",
-            Verdict::Fail(format!("use one URL: `export AEP_BRIDGE_URL={}` where the agents run", ep.base)),
-            format!("the shim posts to AEP_BRIDGE_URL={s}, not to {}", ep.base),
+            Verdict::Fail(format!("`export AEP_BRIDGE_URL={}` where the agents run", ep.base)),
+            format!("the shim posts to {shim_target} ({whence}), not to {}", ep.base),
         );
     }
     if up {

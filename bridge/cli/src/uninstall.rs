@@ -383,7 +383,7 @@ pub fn run(args: UninstallArgs) -> i32 {
         Ok(l) => l,
         Err(e) => {
             eprintln!("aep-bridge uninstall: {e}; the folders install created are left");
-            return i32::from(outcomes.is_empty());
+            return 1;
         }
     };
     let owner = format!("{} {}", args.vendor, scope.key());

@@ -77,7 +77,7 @@ impl Setup {
         Setup { bridge, home, proj, shim, collector }
     }
 
-    /// `doctor` with the healthy environment, `env` on top of it.
+    /// `doctor` with the healthy environment, `env` on top of it (an empty value unsets).
     async fn doctor(&self, extra: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         let url = self.bridge.url();
         let otlp = format!("http://{}", self.collector.local_addr().unwrap());
@@ -85,6 +85,7 @@ impl Setup {
         let proj = self.proj.path().display().to_string();
         let mut all: Vec<(String, String)> = [
             ("AEP_URL", url.as_str()),
+            ("AEP_BRIDGE_URL", url.as_str()),
             ("AEP_TOKEN", TOKEN),
             ("AEP_BRIDGE_DATA_DIR", data.as_str()),
             ("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.as_str()),
@@ -94,7 +95,9 @@ impl Setup {
         .collect();
         for (k, v) in env {
             all.retain(|(x, _)| x != k);
-            all.push(((*k).to_owned(), (*v).to_owned()));
+            if !v.is_empty() {
+                all.push(((*k).to_owned(), (*v).to_owned()));
+            }
         }
         let mut args = vec!["doctor".to_owned(), "--project".to_owned(), proj];
         args.extend(extra.iter().map(|a| (*a).to_owned()));
@@ -160,12 +163,21 @@ async fn each_seeded_fault_is_the_one_problem_reported_with_its_fix() {
     let down = closed_port();
 
     // 1. The bridge is down (nothing listens at the URL): the token is not checked.
-    let (code, out, _) = s.doctor(&[], &[("AEP_URL", &down)]).await;
+    let (code, out, _) = s.doctor(&[], &[("AEP_URL", &down), ("AEP_BRIDGE_URL", &down)]).await;
     assert_eq!(code, 1, "{out}");
     let f = fails(&out);
     assert_eq!(f.len(), 1, "{out}");
     assert!(f[0].starts_with("FAIL  bridge: nothing answers at") && f[0].contains("aep-bridge serve"), "{out}");
     assert!(out.contains("skip  token: "), "{out}");
+
+    // 1b. The shim posts elsewhere than the bridge doctor reached (AEP_BRIDGE_URL unset:
+    // the default port).
+    let (code, out, _) = s.doctor(&[], &[("AEP_BRIDGE_URL", "")]).await;
+    assert_eq!(code, 1, "{out}");
+    let f = fails(&out);
+    assert_eq!(f.len(), 1, "{out}");
+    assert!(f[0].contains("the shim posts to http://127.0.0.1:8787 (the default"), "{out}");
+    assert!(f[0].contains(&format!("fix: `export AEP_BRIDGE_URL={}`", s.bridge.url())), "{out}");
 
     // 2. The shim's token is not the bridge's.
     let (code, out, _) = s.doctor(&[], &[("AEP_TOKEN", "another")]).await;
