@@ -69,7 +69,10 @@ impl Ledger {
         }
         let mut text = serde_json::to_string_pretty(self).map_err(|e| LedgerError::Parse(file.clone(), e))?;
         text.push('\n');
-        crate::install::write_atomic(&file, &text).map_err(|e| LedgerError::Io(file, std::io::Error::other(e)))
+        // A sibling renamed over it: a crash never leaves half a record.
+        let tmp = data_dir.join(format!("{FILE}.tmp"));
+        std::fs::write(&tmp, text).map_err(|e| LedgerError::Io(tmp.clone(), e))?;
+        std::fs::rename(&tmp, &file).map_err(|e| LedgerError::Io(file, e))
     }
 
     /// Records that `owner` created `created` and relies on `used`: it becomes an owner of
