@@ -4,6 +4,8 @@
 //! the user's other hooks are never touched (our entry is appended to an event's list
 //! only when no entry already runs the same command). Settings files are read as JSONC
 //! and edited by insertion, so the user's comments, trailing commas and layout stay.
+//! What it creates (files, folders) is recorded in the data directory (`crate::ledger`), so
+//! `uninstall` takes away exactly that.
 
 use std::path::{Path, PathBuf};
 
@@ -148,8 +150,9 @@ fn home_dir() -> Option<PathBuf> {
 /// What [`plugin_deps`] did in one config directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DepsState {
-    /// `node_modules/` and `package-lock.json` written (or, dry run, would be).
-    Written,
+    /// `node_modules/` and `package-lock.json` written (or, dry run, would be): what did not
+    /// exist before, outermost first.
+    Written(Vec<PathBuf>),
     /// The directory's own lock lists the package already.
     Listed,
     /// The directory has its own `node_modules/` or lock without the package: untouched,
@@ -174,14 +177,21 @@ pub fn plugin_deps(dir: &Path, package: &str, dry_run: bool) -> Result<DepsState
     if modules.exists() {
         return Ok(DepsState::Foreign);
     }
+    let mut created = missing_dirs(&modules);
+    created.push(lock.clone());
     if !dry_run {
         std::fs::create_dir_all(&modules).map_err(|e| format!("cannot create {}: {e}", modules.display()))?;
-        let doc = json!({"lockfileVersion": 3, "requires": true, "packages": {"": {"dependencies": {package: "*"}}}});
-        let mut text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        text.push('\n');
-        std::fs::write(&lock, text).map_err(|e| format!("cannot write {}: {e}", lock.display()))?;
+        std::fs::write(&lock, deps_lock(package)).map_err(|e| format!("cannot write {}: {e}", lock.display()))?;
     }
-    Ok(DepsState::Written)
+    Ok(DepsState::Written(created))
+}
+
+/// The `package-lock.json` that makes the agent take `package` as installed.
+pub fn deps_lock(package: &str) -> String {
+    let doc = json!({"lockfileVersion": 3, "requires": true, "packages": {"": {"dependencies": {package: "*"}}}});
+    let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 /// The shim command prefix: the absolute `aep-hook` next to this binary, else `aep-hook`.
@@ -201,6 +211,39 @@ fn shell_word(s: &str) -> String {
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
+}
+
+/// The program and the arguments of a hook command line as [`hook_command`] writes it
+/// (the program one shell word, plain or single-quoted).
+pub fn split_command(cmd: &str) -> Option<(String, &str)> {
+    let cmd = cmd.trim();
+    let Some(mut rest) = cmd.strip_prefix('\'') else {
+        let (p, r) = cmd.split_once(' ').unwrap_or((cmd, ""));
+        return Some((p.to_owned(), r.trim_start()));
+    };
+    let mut program = String::new();
+    loop {
+        let i = rest.find('\'')?;
+        program.push_str(&rest[..i]);
+        rest = &rest[i + 1..];
+        match rest.strip_prefix("\\''") {
+            Some(more) => {
+                program.push('\'');
+                rest = more;
+            }
+            None => break,
+        }
+    }
+    (rest.is_empty() || rest.starts_with(' ')).then(|| (program, rest.trim_start()))
+}
+
+/// Whether `cmd` is a hook command `install` writes for `vendor`: an `aep-hook` wherever it
+/// lives (an install made by another build, or before the binary moved), or `shim`.
+pub fn is_ours(cmd: &str, vendor: &str, shim: Option<&str>) -> bool {
+    split_command(cmd).is_some_and(|(program, args)| {
+        let name = Path::new(&program).file_name().and_then(|n| n.to_str());
+        args == vendor && (matches!(name, Some("aep-hook" | "aep-hook.exe")) || shim == Some(program.as_str()))
+    })
 }
 
 /// The hook command line for `vendor`.
@@ -277,6 +320,8 @@ pub struct Applied {
     /// The user's file had to be rewritten whole (its content kept, its comments and
     /// layout not), because inserting our entries in place did not reproduce the merge.
     pub rewritten: bool,
+    /// Files and folders that did not exist before (or, dry run, would not), outermost first.
+    pub created: Vec<PathBuf>,
 }
 
 /// The backup path of `file` (`<file>.aep-backup`).
@@ -286,14 +331,25 @@ pub fn backup_path(file: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Applies a plan (writing nothing when `dry_run`).
-pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, String> {
-    let mut rewritten = false;
-    let (file, new_text, added) = match plan {
+/// What installing makes of one file: its new text, or `None` when it is wired already.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    /// The new text (`None`: nothing to change).
+    pub text: Option<String>,
+    /// Hook events added.
+    pub added: Vec<&'static str>,
+    /// The text had to be rewritten whole (see [`Applied::rewritten`]).
+    pub rewritten: bool,
+}
+
+/// The text a single-file `plan` gives a file whose text is `old` (`None`: absent),
+/// touching nothing: `apply` writes it, and `uninstall` checks a backup against it.
+pub fn render(plan: &Plan, command: &str, old: Option<&str>) -> Result<Rendered, String> {
+    let unchanged = Rendered { text: None, added: Vec::new(), rewritten: false };
+    match plan {
         Plan::Hooks { file, spec, install } => {
-            let old = read_opt(file)?;
             // Gemini CLI and Qwen Code read JSONC: comments and trailing commas are theirs to keep.
-            let user_text = old.as_deref().filter(|t| !t.trim().is_empty());
+            let user_text = old.filter(|t| !t.trim().is_empty());
             let mut doc = match user_text {
                 Some(t) => jsonc::parse(t)
                     .map_err(|e| format!("{}: not valid JSON or JSONC ({e}); fix or move it first", file.display()))?,
@@ -315,10 +371,10 @@ pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, Strin
                 }
             }
             if added.is_empty() && !extra && old.is_some() {
-                return Ok(Applied { file: file.clone(), change: Change::Unchanged, added, backup: None, rewritten });
+                return Ok(unchanged);
             }
             let edited = user_text.and_then(|t| edit_in_place(t, &before, &doc, &added));
-            rewritten = user_text.is_some() && edited.is_none();
+            let rewritten = user_text.is_some() && edited.is_none();
             let text = match edited {
                 Some(t) => t,
                 None => {
@@ -327,20 +383,12 @@ pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, Strin
                     t
                 }
             };
-            (file.clone(), text, added)
+            Ok(Rendered { text: Some(text), added, rewritten })
         }
-        Plan::Scripts { dir, events, suffix } => return apply_scripts(dir, events, suffix, command, dry_run),
         Plan::Yaml { file, spec, install } => {
-            let old = read_opt(file)?;
-            let text = old.clone().unwrap_or_default();
+            let text = old.unwrap_or_default();
             if text.contains(&yaml_command(command)) {
-                return Ok(Applied {
-                    file: file.clone(),
-                    change: Change::Unchanged,
-                    added: Vec::new(),
-                    backup: None,
-                    rewritten,
-                });
+                return Ok(unchanged);
             }
             if text.lines().any(|l| l.starts_with("hooks:")) {
                 return Err(format!(
@@ -349,30 +397,49 @@ pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, Strin
                     yaml_hooks(spec, install, command).trim_start_matches("hooks:\n")
                 ));
             }
-            let mut new_text = text;
+            let mut new_text = text.to_owned();
             if !new_text.is_empty() && !new_text.ends_with('\n') {
                 new_text.push('\n');
             }
             new_text.push_str(&yaml_hooks(spec, install, command));
-            (file.clone(), new_text, install.events.to_vec())
+            Ok(Rendered { text: Some(new_text), added: install.events.to_vec(), rewritten: false })
         }
-        Plan::Asset { file, content, .. } => {
-            let old = read_opt(file)?;
-            if old.as_deref() == Some(*content) {
-                return Ok(Applied {
-                    file: file.clone(),
-                    change: Change::Unchanged,
-                    added: Vec::new(),
-                    backup: None,
-                    rewritten,
-                });
-            }
-            (file.clone(), (*content).to_owned(), Vec::new())
+        Plan::Asset { content, .. } if old == Some(*content) => Ok(unchanged),
+        Plan::Asset { content, .. } => {
+            Ok(Rendered { text: Some((*content).to_owned()), added: Vec::new(), rewritten: false })
         }
+        Plan::Scripts { dir, .. } => Err(format!("{}: one file per event, not one file", dir.display())),
+    }
+}
+
+/// The folders among `dir` and its ancestors that do not exist, outermost first: what
+/// `create_dir_all(dir)` creates.
+pub fn missing_dirs(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> =
+        dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).map(Path::to_path_buf).collect();
+    out.reverse();
+    out
+}
+
+/// Applies a plan (writing nothing when `dry_run`).
+pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, String> {
+    let file = match plan {
+        Plan::Scripts { dir, events, suffix } => return apply_scripts(dir, events, suffix, command, dry_run),
+        Plan::Hooks { file, .. } | Plan::Yaml { file, .. } | Plan::Asset { file, .. } => file.clone(),
     };
-    let exists = file.exists();
+    let old = read_opt(&file)?;
+    let Rendered { text, added, rewritten } = render(plan, command, old.as_deref())?;
+    let Some(new_text) = text else {
+        return Ok(Applied { file, change: Change::Unchanged, added, backup: None, rewritten, created: Vec::new() });
+    };
+    let exists = old.is_some();
     let change = if exists { Change::Updated } else { Change::Created };
     let backup = exists.then(|| backup_path(&file));
+    let mut created = Vec::new();
+    if !exists {
+        created = file.parent().map(missing_dirs).unwrap_or_default();
+        created.push(file.clone());
+    }
     if !dry_run {
         if let Some(b) = &backup {
             std::fs::copy(&file, b).map_err(|e| format!("cannot write the backup {}: {e}", b.display()))?;
@@ -380,25 +447,29 @@ pub fn apply(plan: &Plan, command: &str, dry_run: bool) -> Result<Applied, Strin
         if let Some(dir) = file.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
-        // Write a sibling then rename: a crash never leaves a half-written settings file.
-        let tmp = {
-            let mut s = file.as_os_str().to_owned();
-            s.push(".aep-tmp");
-            PathBuf::from(s)
-        };
-        std::fs::write(&tmp, new_text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &file).map_err(|e| format!("cannot replace {}: {e}", file.display()))?;
+        write_atomic(&file, &new_text)?;
     }
-    Ok(Applied { file, change, added, backup, rewritten })
+    Ok(Applied { file, change, added, backup, rewritten, created })
+}
+
+/// Writes a sibling then renames it over `file`: a crash never leaves a half-written file.
+pub fn write_atomic(file: &Path, text: &str) -> Result<(), String> {
+    let tmp = {
+        let mut s = file.as_os_str().to_owned();
+        s.push(".aep-tmp");
+        PathBuf::from(s)
+    };
+    std::fs::write(&tmp, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, file).map_err(|e| format!("cannot replace {}: {e}", file.display()))
 }
 
 /// A YAML double-quoted scalar of the hook command.
-fn yaml_command(command: &str) -> String {
+pub fn yaml_command(command: &str) -> String {
     serde_json::to_string(command).unwrap_or_default()
 }
 
 /// The `hooks:` block wiring every event of `install` to `command`.
-fn yaml_hooks(spec: &VendorSpec, install: &YamlHooksInstall, command: &str) -> String {
+pub fn yaml_hooks(spec: &VendorSpec, install: &YamlHooksInstall, command: &str) -> String {
     let mut out = String::from("hooks:\n");
     for event in install.events {
         out.push_str(&format!(
@@ -411,7 +482,7 @@ fn yaml_hooks(spec: &VendorSpec, install: &YamlHooksInstall, command: &str) -> S
 }
 
 /// The script for one event: the shim reads the payload on stdin and names its hook.
-fn hook_script(command: &str) -> String {
+pub fn hook_script(command: &str) -> String {
     format!(
         "#!/bin/sh\n# written by `aep-bridge install`: forwards this hook to aep-bridge (fails open)\nexec {command}\n"
     )
@@ -446,6 +517,8 @@ fn apply_scripts(
         (false, true) => Change::Updated,
         (false, false) => Change::Created,
     };
+    let mut created = if added.is_empty() { Vec::new() } else { missing_dirs(dir) };
+    created.extend(added.iter().map(|event| dir.join(format!("{event}{suffix}"))));
     if !dry_run && !added.is_empty() {
         std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         for event in &added {
@@ -459,7 +532,7 @@ fn apply_scripts(
             }
         }
     }
-    Ok(Applied { file: dir.to_path_buf(), change, added, backup: None, rewritten: false })
+    Ok(Applied { file: dir.to_path_buf(), change, added, backup: None, rewritten: false, created })
 }
 
 /// The user's settings text with our additions inserted (every byte they wrote, comments
@@ -494,7 +567,7 @@ fn edit_in_place(text: &str, before: &Value, after: &Value, added: &[&str]) -> O
     (jsonc::parse(&text).ok().as_ref() == Some(after)).then_some(text)
 }
 
-fn read_opt(file: &Path) -> Result<Option<String>, String> {
+pub fn read_opt(file: &Path) -> Result<Option<String>, String> {
     match std::fs::read_to_string(file) {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -507,31 +580,65 @@ pub fn supported() -> Vec<&'static str> {
     aep_adapters::vendors::SPECS.iter().filter(|s| s.install.is_some()).map(|s| s.id).collect()
 }
 
+impl Scope {
+    /// From `--project DIR` (made absolute), else the home directory; `None` without HOME.
+    pub fn from_args(project: Option<&Path>) -> Option<Self> {
+        match project {
+            Some(d) => Some(Scope::Project(std::path::absolute(d).unwrap_or_else(|_| d.to_path_buf()))),
+            None => env_dir("HOME").map(Scope::User),
+        }
+    }
+
+    /// How the install record names this scope: `user`, or `project:<dir>`.
+    pub fn key(&self) -> String {
+        match self {
+            Scope::User(_) => "user".into(),
+            Scope::Project(d) => format!("project:{}", d.display()),
+        }
+    }
+
+    /// The `--project DIR` or `--user` flag that names this scope.
+    pub fn flag(&self) -> String {
+        match self {
+            Scope::User(_) => "--user".into(),
+            Scope::Project(d) => format!("--project {}", shell_word(&d.display().to_string())),
+        }
+    }
+}
+
+/// The data directory that holds the install record (`AEP_BRIDGE_DATA_DIR`, else `~/.aep`).
+pub fn data_dir() -> PathBuf {
+    aep_bridge::env::Env::process().data_dir()
+}
+
+/// The plan of `vendor` at `scope`, or the message (exit 2) saying why there is none.
+pub fn plan_or_explain(vendor: &str, scope: &Scope, cmd: &str) -> Result<Plan, String> {
+    if let Some(p) = plan(vendor, scope) {
+        return Ok(p);
+    }
+    if let (Some(InstallSpec::YamlHooks(_)), Scope::Project(_)) =
+        (aep_adapters::vendors::spec(vendor).and_then(|s| s.install), scope)
+    {
+        return Err(format!("aep-bridge {cmd}: {vendor} reads hooks from its home only; use --user"));
+    }
+    Err(format!(
+        "aep-bridge {cmd}: no installer for {vendor:?}; supported: {} (see `aep-bridge adapters` for the others' setup)",
+        supported().join(", ")
+    ))
+}
+
 /// Runs the command; returns the exit code.
 pub fn run(args: InstallArgs) -> i32 {
-    let scope = match &args.project {
-        Some(d) => Scope::Project(d.clone()),
-        None => match env_dir("HOME") {
-            Some(h) => Scope::User(h),
-            None => {
-                eprintln!("aep-bridge install: HOME is not set; pass --project DIR");
-                return 2;
-            }
-        },
+    let Some(scope) = Scope::from_args(args.project.as_deref()) else {
+        eprintln!("aep-bridge install: HOME is not set; pass --project DIR");
+        return 2;
     };
-    let Some(p) = plan(&args.vendor, &scope) else {
-        if let (Some(InstallSpec::YamlHooks(_)), Scope::Project(_)) =
-            (aep_adapters::vendors::spec(&args.vendor).and_then(|s| s.install), &scope)
-        {
-            eprintln!("aep-bridge install: {} reads hooks from its home only; use --user", args.vendor);
+    let p = match plan_or_explain(&args.vendor, &scope, "install") {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
             return 2;
         }
-        eprintln!(
-            "aep-bridge install: no installer for {:?}; supported: {} (see `aep-bridge adapters` for the others' setup)",
-            args.vendor,
-            supported().join(", ")
-        );
-        return 2;
     };
     let shim = args.shim.clone().unwrap_or_else(default_shim);
     let command = hook_command(&shim, &args.vendor);
@@ -561,15 +668,21 @@ pub fn run(args: InstallArgs) -> i32 {
             {
                 println!("  next: {n}");
             }
+            let mut created = a.created.clone();
+            let mut used = vec![a.file.clone()];
             if let Plan::Asset { deps: Some((package, dirs)), .. } = &p {
                 for dir in dirs {
                     match plugin_deps(dir, package, args.dry_run) {
-                        Ok(DepsState::Written) => println!(
-                            "{}: {} (the agent's check takes {package} as installed: it fetches nothing at start; the plugin imports nothing)",
-                            dir.join("package-lock.json").display(),
-                            if args.dry_run { "would create" } else { "created" }
-                        ),
-                        Ok(DepsState::Listed) => {}
+                        Ok(DepsState::Written(c)) => {
+                            println!(
+                                "{}: {} (the agent's check takes {package} as installed: it fetches nothing at start; the plugin imports nothing)",
+                                dir.join("package-lock.json").display(),
+                                if args.dry_run { "would create" } else { "created" }
+                            );
+                            created.extend(c);
+                            used.push(dir.join("package-lock.json"));
+                        }
+                        Ok(DepsState::Listed) => used.push(dir.join("package-lock.json")),
                         Ok(DepsState::Foreign) => println!(
                             "  note: {} has its own node_modules or lock without {package}: the agent installs it there at start (offline: ~70 s of retries)",
                             dir.display()
@@ -579,6 +692,19 @@ pub fn run(args: InstallArgs) -> i32 {
                             return 1;
                         }
                     }
+                }
+            }
+            if !args.dry_run {
+                let owner = format!("{} {}", args.vendor, scope.key());
+                let data = data_dir();
+                let recorded = crate::ledger::Ledger::load(&data).and_then(|mut l| {
+                    l.claim(&owner, &created, &used);
+                    l.save(&data)
+                });
+                if let Err(e) = recorded {
+                    eprintln!(
+                        "aep-bridge install: note: what was created is not recorded ({e}); `uninstall` will leave those folders"
+                    );
                 }
             }
             0
@@ -629,6 +755,20 @@ mod tests {
     fn shell_words_quote_only_when_needed() {
         assert_eq!(hook_command("/usr/bin/aep-hook", "codex"), "/usr/bin/aep-hook codex");
         assert_eq!(hook_command("/a b/aep-hook", "pi"), "'/a b/aep-hook' pi");
+    }
+
+    #[test]
+    fn commands_split_back_into_the_shim_and_the_vendor() {
+        for shim in ["/usr/bin/aep-hook", "/a b/aep-hook", "/it's/aep-hook", "aep-hook"] {
+            let cmd = hook_command(shim, "codex");
+            assert_eq!(split_command(&cmd), Some((shim.to_owned(), "codex")), "{cmd}");
+            assert!(is_ours(&cmd, "codex", None), "{cmd}");
+            assert!(!is_ours(&cmd, "pi", None), "{cmd}");
+        }
+        assert!(!is_ours("python3 guard.py", "codex", None));
+        assert!(!is_ours("/opt/my-hook codex", "codex", None));
+        assert!(is_ours("/opt/my-hook codex", "codex", Some("/opt/my-hook")));
+        assert_eq!(split_command("'/a b'x codex"), None);
     }
 
     /// Cline: one executable script per event; a second run changes nothing; a same-named

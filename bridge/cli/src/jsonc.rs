@@ -94,20 +94,21 @@ pub fn parse(text: &str) -> Result<Value, JsoncError> {
 }
 
 /// Where a value sits in the text: `start..end`, and for containers where each item
-/// starts (a member at its key) with the members' keys and values.
+/// starts (a member at its key) with the members' keys and values, or the elements.
 #[derive(Debug, Clone)]
 struct Node {
     start: usize,
     end: usize,
     items: Vec<usize>,
     members: Vec<(String, Node)>,
+    elements: Vec<Node>,
 }
 
 /// The span of the value at `at` in comment-blanked text; `None` where the text is not
 /// JSONC (callers run [`parse`] first).
 fn scan(b: &[u8], at: usize) -> Option<Node> {
     let start = skip_ws(b, at);
-    let mut node = Node { start, end: start, items: Vec::new(), members: Vec::new() };
+    let mut node = Node { start, end: start, items: Vec::new(), members: Vec::new(), elements: Vec::new() };
     match *b.get(start)? {
         open @ (b'{' | b'[') => {
             let close = if open == b'{' { b'}' } else { b']' };
@@ -123,7 +124,9 @@ fn scan(b: &[u8], at: usize) -> Option<Node> {
                     i = v.end;
                     node.members.push((key, v));
                 } else {
-                    i = scan(b, i)?.end;
+                    let v = scan(b, i)?;
+                    i = v.end;
+                    node.elements.push(v);
                 }
                 i = skip_ws(b, i);
                 match b.get(i) {
@@ -235,6 +238,82 @@ pub fn insert(text: &str, ins: Insert<'_>) -> Option<String> {
     Some(out)
 }
 
+/// One step into a document: an object member by key, or an array element by index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seg<'a> {
+    /// A member (the last one of that key, as the readers take it).
+    Key(&'a str),
+    /// An element.
+    Index(usize),
+}
+
+/// Removes the member or element `path` leads to, with the comma that separated it and,
+/// when it had its lines to itself, those lines; every other byte stays. The inverse of
+/// [`insert`] where the container's last item had no trailing comma (else that comma goes
+/// too). `None` when `path` leads nowhere.
+pub fn remove(text: &str, path: &[Seg<'_>]) -> Option<String> {
+    let blank = blank_comments(text).ok()?;
+    let bytes = text.as_bytes();
+    let (last, parents) = path.split_last()?;
+    let mut node = scan(&blank, 0)?;
+    for seg in parents {
+        node = match *seg {
+            Seg::Key(k) => node.members.iter().rev().find(|(m, _)| m == k)?.1.clone(),
+            Seg::Index(i) => node.elements.get(i)?.clone(),
+        };
+    }
+    let k = match *last {
+        Seg::Key(key) if blank[node.start] == b'{' => node.members.iter().rposition(|(m, _)| m == key)?,
+        Seg::Index(i) if blank[node.start] == b'[' && i < node.elements.len() => i,
+        _ => return None,
+    };
+    let end_of = |k: usize| if blank[node.start] == b'{' { node.members[k].1.end } else { node.elements[k].end };
+    let (start, end) = (node.items[k], end_of(k));
+    // Whitespace in the text itself: a comment is never taken for blank space.
+    let blank_in = |a: usize, b: usize| bytes[a..b].iter().all(u8::is_ascii_whitespace);
+    let eol = |i: usize| bytes[i..].iter().position(|&c| c == b'\n').map_or(bytes.len(), |p| i + p + 1);
+    // The item (and its comma, up to `to`) alone on its lines, a line end after it.
+    let own_lines = |to: usize| {
+        let e = eol(to);
+        blank_in(line_start(text, start), start) && blank_in(to, e) && bytes.get(e.wrapping_sub(1)) == Some(&b'\n')
+    };
+    let mut cuts: Vec<std::ops::Range<usize>> = Vec::new();
+    let after = skip_ws(&blank, end);
+    if blank.get(after) == Some(&b',') {
+        let stop = after + 1;
+        if own_lines(stop) {
+            cuts.push(line_start(text, start)..eol(stop));
+        } else {
+            let mut to = stop;
+            while matches!(bytes.get(to), Some(b' ' | b'\t')) {
+                to += 1;
+            }
+            cuts.push(start..to);
+        }
+    } else if k > 0 {
+        let comma = skip_ws(&blank, end_of(k - 1));
+        (blank.get(comma) == Some(&b',')).then_some(())?;
+        if own_lines(end) {
+            cuts.push(comma..comma + 1);
+            cuts.push(line_start(text, start)..eol(end));
+        } else if blank_in(comma + 1, start) {
+            cuts.push(comma..end);
+        } else {
+            cuts.push(comma..comma + 1);
+            cuts.push(start..end);
+        }
+    } else if own_lines(end) {
+        cuts.push(line_start(text, start)..eol(end));
+    } else {
+        cuts.push(start..end);
+    }
+    let mut out = text.to_owned();
+    for r in cuts.into_iter().rev() {
+        out.replace_range(r, "");
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +373,28 @@ mod tests {
         assert!(insert("{\"a\": 1}", ins(&["a"], None, &json!(1))).is_none(), "not an array");
         assert!(insert("{\"a\": 1}", ins(&["b"], Some("k"), &json!(1))).is_none(), "no such key");
         assert!(insert("{\"a\": [}", ins(&["a"], None, &json!(1))).is_none(), "not JSONC");
+    }
+
+    #[test]
+    fn removals_undo_insertions_and_keep_the_rest() {
+        let text = "{\n  // keep me\n  \"hooks\": {\n    \"A\": [1] /* and me */\n  },\n  \"x\": 1 // last\n}\n";
+        let a = insert(text, ins(&["hooks", "A"], None, &json!({"k": 2}))).unwrap();
+        let b = insert(&a, ins(&["hooks"], Some("B"), &json!([3]))).unwrap();
+        let c = insert(&b, ins(&[], Some("y"), &json!(true))).unwrap();
+        let back = remove(&c, &[Seg::Key("y")]).unwrap();
+        assert_eq!(back, b);
+        let back = remove(&back, &[Seg::Key("hooks"), Seg::Key("B")]).unwrap();
+        assert_eq!(back, a);
+        let back = remove(&back, &[Seg::Key("hooks"), Seg::Key("A"), Seg::Index(1)]).unwrap();
+        assert_eq!(parse(&back).unwrap(), parse(text).unwrap());
+        assert!(kept(text, &back), "{back}");
+        // Not last, one line, or alone: the separating comma goes with the item.
+        assert_eq!(remove("[1, 2, 3]", &[Seg::Index(1)]).unwrap(), "[1, 3]");
+        assert_eq!(remove("[1, /* c */ 2]", &[Seg::Index(1)]).unwrap(), "[1 /* c */ ]");
+        assert_eq!(remove("{\"a\": [2]}", &[Seg::Key("a")]).unwrap(), "{}");
+        assert_eq!(remove("{\r\n  \"a\": 1,\r\n  \"b\": 2\r\n}", &[Seg::Key("b")]).unwrap(), "{\r\n  \"a\": 1\r\n}");
+        assert!(remove("{\"a\": 1}", &[Seg::Key("b")]).is_none());
+        assert!(remove("{\"a\": 1}", &[Seg::Index(0)]).is_none());
     }
 
     mod prop {
@@ -398,7 +499,7 @@ mod tests {
                 let path = &objects[pick % objects.len()];
                 let path: Vec<&str> = path.iter().map(String::as_str).collect();
                 let out = insert(&text, Insert { path: &path, key: Some("new_key"), value: &new }).unwrap();
-                let mut want = doc;
+                let mut want = doc.clone();
                 let mut node = &mut want;
                 for k in &path {
                     node = &mut node[*k];
@@ -406,6 +507,12 @@ mod tests {
                 node.as_object_mut().unwrap().insert("new_key".into(), new);
                 prop_assert_eq!(parse(&out).unwrap(), want, "{}\n=>\n{}", text, out);
                 prop_assert!(kept(&text, &out));
+                // And removing it gives the document back, deleting bytes only.
+                let mut segs: Vec<Seg<'_>> = path.iter().map(|k| Seg::Key(k)).collect();
+                segs.push(Seg::Key("new_key"));
+                let back = remove(&out, &segs).unwrap();
+                prop_assert_eq!(parse(&back).unwrap(), doc, "{}\n=>\n{}", out, back);
+                prop_assert!(kept(&back, &out));
             }
         }
     }

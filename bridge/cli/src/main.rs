@@ -5,12 +5,16 @@
 //! returning the exit code); the load tools are the separate `aep-bench` binary.
 
 mod adapters;
+mod doctor;
 mod install;
 mod jsonc;
+mod ledger;
 mod project;
 mod respond;
+mod service;
 mod tail;
 mod timeline;
+mod uninstall;
 mod wrap;
 
 // The daemon allocates per event on every hot path (decode, map, stamp, serialize);
@@ -88,6 +92,19 @@ pub enum Command {
     /// Wire an agent's hooks to the bridge.
     #[command(after_help = "Example:\n  $ aep-bridge install claude-code --project . --dry-run")]
     Install(install::InstallArgs),
+    /// Take out exactly what `install` added (the user's own hooks and comments stay).
+    #[command(after_help = "Example:\n  $ aep-bridge uninstall claude-code --project . --dry-run")]
+    Uninstall(uninstall::UninstallArgs),
+    /// Check the set-up: the bridge, the token, each agent's wiring, the export, the data dir.
+    #[command(
+        after_help = "Example:\n  $ aep-bridge doctor --project .          # AEP_TOKEN and AEP_URL as the agents have them"
+    )]
+    Doctor(doctor::DoctorArgs),
+    /// Run `serve` as a user service (systemd user unit; launchd agent on macOS).
+    #[command(
+        after_help = "Example:\n  $ aep-bridge service install --token-file ~/.config/aep-bridge/token\n  $ aep-bridge service status"
+    )]
+    Service(service::ServiceArgs),
     /// Run an agent that speaks a stdio protocol (ACP, Claude Code stream-json, Codex app-server) under a
     /// byte-transparent tee that reports its sessions to the running bridge.
     #[command(after_help = "Example:\n  $ aep-bridge wrap acp -- gemini --acp")]
@@ -238,6 +255,9 @@ fn run() -> i32 {
         Command::Project(a) => project::run(a),
         Command::Adapters(a) => adapters::run(a),
         Command::Install(a) => install::run(a),
+        Command::Uninstall(a) => uninstall::run(a),
+        Command::Doctor(a) => doctor::run(a),
+        Command::Service(a) => service::run(a),
         Command::Wrap(a) => wrap::run(a),
     }
 }
