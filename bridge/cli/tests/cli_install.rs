@@ -154,6 +154,21 @@ fn plugin_assets_are_written_once() {
     assert!(proj.path().join(".pi/extensions/aep-bridge.ts").is_file());
 }
 
+/// pi 0.80 loads a project's extensions only once it trusts the project; headless (`-p`,
+/// `--mode rpc`) it never asks and silently ignores them, so a project install says how.
+#[test]
+fn a_pi_project_install_names_the_trust_step_and_a_user_install_needs_none() {
+    let home = tempfile::tempdir().unwrap();
+    let proj = tempfile::tempdir().unwrap();
+    let (code, out, err) = install(&["pi", "--project", proj.path().to_str().unwrap()], home.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("next:") && out.contains("trust") && out.contains("--approve"), "{out}");
+    let (code, out, err) = install(&["pi", "--user"], home.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(home.path().join(".pi/agent/extensions/aep-bridge.ts").is_file());
+    assert!(!out.contains("next:"), "a user extension loads everywhere: {out}");
+}
+
 /// The package the agent's own start-up check reads as installed in `dir` (OpenCode 1.18.33
 /// and Kilo 7.7.7 run `npm install <package>` there unless `node_modules/` exists and the
 /// lock's root lists the package).

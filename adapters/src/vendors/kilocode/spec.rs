@@ -25,6 +25,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         content: PLUGIN,
         // Kilo loads every file of its `plugins/` folders by itself: nothing to register.
         note: None,
+        project_note: None,
         deps: Some(PluginDeps { package: "@kilocode/plugin", user_dir_always: None }),
     })),
     otel: None,

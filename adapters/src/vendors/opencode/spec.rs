@@ -26,6 +26,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         user_file: ".config/opencode/plugins/aep-bridge.js",
         content: PLUGIN,
         note: None,
+        project_note: None,
         deps: Some(PluginDeps { package: "@opencode-ai/plugin", user_dir_always: Some(".config/opencode") }),
     })),
     otel: None,

@@ -27,6 +27,11 @@ pub static SPEC: VendorSpec = VendorSpec {
         user_file: ".pi/agent/extensions/aep-bridge.ts",
         content: EXTENSION,
         note: None,
+        // Headless pi (`-p`, `--mode rpc`) never asks and silently skips an untrusted
+        // project's extensions.
+        project_note: Some(
+            "pi loads a project's extensions once it trusts the project: answer its trust prompt (or `/trust`), or run headless pi with `--approve` (`-a`)",
+        ),
         deps: None,
     })),
     otel: None,
