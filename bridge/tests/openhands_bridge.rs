@@ -704,6 +704,46 @@ async fn oversized_events_are_dropped_live_and_skipped_in_the_history() {
     b.shutdown().await;
 }
 
+/// A history page over the bridge's reply bound: its answer was cut at 4 MiB, failed to
+/// parse, and the socket was retried with it forever. Now a page too big is asked again with
+/// half the `limit`, an event too big alone is skipped by size, and the rest of the session
+/// is mapped once, on the one socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_page_over_the_bound_is_read_in_smaller_pages_and_a_lone_giant_is_skipped() {
+    let (fake, url) = fake_server(None).await;
+    let rec = recorded();
+    let filler = |id: &str, at: usize, len: usize| {
+        json!({"kind": "CondensationSummaryEvent", "id": id, "timestamp": format!("2026-12-02T09:30:02.2{at:02}000"),
+            "source": "environment", "summary": "x".repeat(len)})
+    };
+    {
+        let mut log = fake.log.lock().unwrap();
+        log.extend(rec[..3].iter().cloned());
+        // Six events under max_frame_bytes (4 MiB) whose page of 100 is 6 MiB.
+        log.extend((0..6).map(|i| filler(&format!("filler-{i}"), i, 1 << 20)));
+        // One event over the page bound alone.
+        log.push(filler("giant", 6, 5 << 20));
+        log.extend(rec[3..].iter().cloned());
+    }
+    let (b, dir) = bridge(bridge_cfg(&url, false, None)).await;
+    until("run.finished", || types(&log(&b.data)).contains(&"run.finished")).await;
+    let events = log(&b.data);
+    let mapped = |id: &str| events.iter().filter(|e| e["data"]["vendor_event_id"] == id).count();
+    for i in 0..6 {
+        assert_eq!(mapped(&format!("filler-{i}")), 1, "filler-{i} in {:?}", types(&events));
+    }
+    assert_eq!(mapped("giant"), 0, "the lone giant is skipped");
+    assert_eq!(types(&events).iter().filter(|t| **t == "tool.completed").count(), 1);
+    complete(&events);
+    validate(&b.data);
+    assert_eq!(fake.attaches_of(CONV).len(), 1, "no socket was retried");
+    let limits: Vec<String> =
+        fake.searches.lock().unwrap().iter().filter_map(|(_, q)| q.get("limit").cloned()).collect();
+    assert!(limits.iter().any(|l| l != "100") && limits.len() < 40, "{limits:?}");
+    drop(dir);
+    b.shutdown().await;
+}
+
 /// The real server's live fan-out overtakes its own replay: on a socket attached while the
 /// conversation ran, a tool's outcome arrived ahead of the replayed request (recorded on
 /// 1.58.2). The bridge maps the history first, in the log's order, then the held live

@@ -41,7 +41,9 @@
 //! frames); a socket silent for `idle_timeout_ms` (the server pings every 20 s) is taken for
 //! dead. A message over `max_frame_bytes` ends the connection (WebSocket framing cannot skip
 //! one in place): it is counted and the socket resumed; the history read after it skips an
-//! event over the bound by size. Close 4004 (the conversation is gone) ends the watch; 4001
+//! event over the bound by size. A history page is read to a bound of its own (4 MiB, or one
+//! `max_frame_bytes` event and its page): a page over it is asked again with half the
+//! `limit`, and an event over it alone is skipped by size, so no page is ever retried as is. Close 4004 (the conversation is gone) ends the watch; 4001
 //! (the key was refused) is retried with backoff and logged.
 //!
 //! The control gate (`control = true`, honoured only when an answer can reach the bridge:
@@ -94,8 +96,12 @@ const GONE: usize = 4096;
 const SEARCH_PAGES: usize = 10;
 /// Vendor times remembered for the resume point.
 const RECENT_TS: usize = 32;
-/// Events a history page asks for.
+/// Events a history page asks for (the server's most).
 const HISTORY_PAGE: usize = 100;
+/// Room for a page's own JSON around one event at `max_frame_bytes`.
+const PAGE_SLACK: usize = 64 << 10;
+/// The last bytes of an oversized page kept for its `next_page_id`.
+const PAGE_TAIL: usize = 4 << 10;
 /// Vendor ids a cursor keeps for the dedupe at its resume point.
 const CURSOR_IDS: usize = 256;
 /// Open units whose starting event ids a conversation remembers.
@@ -477,19 +483,36 @@ where
 /// A conversation's persisted history, in the server's log order.
 struct History {
     items: Vec<Value>,
-    /// Events skipped for passing `max_frame_bytes`.
+    /// Events skipped for passing `max_frame_bytes` (or, alone on a page, the page bound).
     oversized: u64,
+}
+
+/// One history page's answer, read to at most the page bound.
+enum Page {
+    /// The whole page.
+    Whole(Value),
+    /// The answer passed the bound; with a tail read, the page after it as the answer's
+    /// last bytes name it (`Some(None)`: the history ends there; `None`: not known).
+    Over(Option<Option<String>>),
 }
 
 /// The conversation's persisted events from vendor time `after` on (all of them without
 /// one): `GET /api/conversations/{id}/events/search`, paged, in the server's log order (its
 /// default `TIMESTAMP` order walks the append-only log). An event over `max_frame_bytes` is
 /// skipped and counted, as the socket would drop it.
+///
+/// A page is read to at most [`page_bytes`]: a page over it is asked again with half the
+/// `limit` (the server takes 1..=100), and an event that passes it alone is skipped by
+/// size, reading on at the page its answer names last. When that answer cannot name it,
+/// the history ends there (a gap, logged): a page over the bound never becomes a retry.
 async fn history(sh: &Shared, id: &str, after: Option<String>) -> Result<History, String> {
     let mut out = History { items: Vec::new(), oversized: 0 };
     let mut page: Option<String> = None;
+    let mut limit = HISTORY_PAGE;
+    let mut shrunk = false;
+    let cap = page_bytes(sh.max_frame);
     loop {
-        let mut url = format!("{}/api/conversations/{id}/events/search?limit={HISTORY_PAGE}", sh.base);
+        let mut url = format!("{}/api/conversations/{id}/events/search?limit={limit}", sh.base);
         if let Some(ts) = &after {
             url.push_str("&timestamp__gte=");
             url.extend(url::form_urlencoded::byte_serialize(ts.as_bytes()));
@@ -498,29 +521,108 @@ async fn history(sh: &Shared, id: &str, after: Option<String>) -> Result<History
             url.push_str("&page_id=");
             url.extend(url::form_urlencoded::byte_serialize(p.as_bytes()));
         }
-        let r = sh.rest.get(&url).await.map_err(|e| e.to_string())?;
-        if r.status != 200 {
-            return Err(format!("GET {url}: HTTP {}", r.status));
-        }
-        let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("GET {url}: {e}"))?;
-        let Some(items) = v.get("items").and_then(Value::as_array) else {
-            return Err(format!("GET {url}: no items"));
-        };
-        for item in items {
-            if item.to_string().len() > sh.max_frame {
-                out.oversized += 1;
-                tracing::warn!(bridge = %sh.name, conversation = %id, max_frame_bytes = sh.max_frame,
-                    "An oversized event in the history was skipped.");
-            } else {
-                out.items.push(item.clone());
+        let next = match read_page(sh, &url, cap, limit == 1).await? {
+            Page::Over(_) if limit > 1 => {
+                if !shrunk {
+                    shrunk = true;
+                    tracing::info!(bridge = %sh.name, conversation = %id, page_bytes = cap,
+                        "A history page passed its bound; reading smaller pages.");
+                }
+                limit = (limit / 2).max(1);
+                continue;
             }
-        }
-        let next = v.get("next_page_id").and_then(Value::as_str).map(str::to_owned);
+            Page::Over(next) => {
+                out.oversized += 1;
+                tracing::warn!(bridge = %sh.name, conversation = %id, page_bytes = cap,
+                    "An event in the history passed the page bound alone and was skipped.");
+                match next {
+                    Some(next) => next,
+                    None => {
+                        tracing::warn!(bridge = %sh.name, conversation = %id,
+                            "The oversized page did not name the next one; the history read stops there (a gap).");
+                        return Ok(out);
+                    }
+                }
+            }
+            Page::Whole(v) => {
+                let Some(items) = v.get("items").and_then(Value::as_array) else {
+                    return Err(format!("GET {url}: no items"));
+                };
+                for item in items {
+                    if item.to_string().len() > sh.max_frame {
+                        out.oversized += 1;
+                        tracing::warn!(bridge = %sh.name, conversation = %id, max_frame_bytes = sh.max_frame,
+                            "An oversized event in the history was skipped.");
+                    } else {
+                        out.items.push(item.clone());
+                    }
+                }
+                limit = (limit * 2).min(HISTORY_PAGE);
+                v.get("next_page_id").and_then(Value::as_str).map(str::to_owned)
+            }
+        };
         // A page that does not move on would loop forever: the history ends there.
         if next.is_none() || next == page {
             return Ok(out);
         }
         page = next;
+    }
+}
+
+/// The most a history page's answer may hold: enough for one event at `max_frame_bytes`
+/// and the page around it, and never below the bridge's usual 4 MiB reply bound.
+fn page_bytes(max_frame: usize) -> usize {
+    (4 << 20).max(max_frame.saturating_add(PAGE_SLACK))
+}
+
+/// Reads one history page to at most `cap` bytes. Past the bound the answer is dropped,
+/// unless `tail`: then it is read to its end keeping only its last bytes, where the server
+/// puts `next_page_id` (the request's timeout still bounds it).
+async fn read_page(sh: &Shared, url: &str, cap: usize, tail: bool) -> Result<Page, String> {
+    let mut s = sh.rest.get_stream(url).await.map_err(|e| e.to_string())?;
+    if s.status != 200 {
+        return Err(format!("GET {url}: HTTP {}", s.status));
+    }
+    let mut body = Vec::new();
+    let mut over = false;
+    loop {
+        let chunk = match s.chunk().await {
+            Ok(Some(c)) => c,
+            Ok(None) => break,
+            // The tail is lost with the connection: the next page is not known.
+            Err(_) if over => return Ok(Page::Over(None)),
+            Err(e) => return Err(e.to_string()),
+        };
+        if !over && body.len() + chunk.len() <= cap {
+            body.extend_from_slice(&chunk);
+            continue;
+        }
+        if !tail {
+            return Ok(Page::Over(None));
+        }
+        over = true;
+        body.extend_from_slice(&chunk);
+        if body.len() > PAGE_TAIL {
+            body.drain(..body.len() - PAGE_TAIL);
+        }
+    }
+    if over {
+        return Ok(Page::Over(next_page_in_tail(&body)));
+    }
+    serde_json::from_slice(&body).map(Page::Whole).map_err(|e| format!("GET {url}: {e}"))
+}
+
+/// The `next_page_id` a page's JSON ends with (`"next_page_id": "..."}` or `null`): the
+/// server's `EventPage` serializes it after `items`, so it is in the answer's last bytes.
+fn next_page_in_tail(tail: &[u8]) -> Option<Option<String>> {
+    const FIELD: &str = "\"next_page_id\"";
+    let text = String::from_utf8_lossy(tail);
+    let rest = &text[text.rfind(FIELD)? + FIELD.len()..];
+    let value = rest.trim_start().strip_prefix(':')?.trim().strip_suffix('}')?;
+    match serde_json::from_str(value).ok()? {
+        Value::Null => Some(None),
+        Value::String(s) => Some(Some(s)),
+        _ => None,
     }
 }
 
@@ -1022,6 +1124,20 @@ impl ReplyRoute for Route {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_oversized_page_names_its_next_page_in_its_last_bytes() {
+        let tail = |s: &str| next_page_in_tail(s.as_bytes());
+        assert_eq!(tail(r#"xx"}}],"next_page_id":"e-7"}"#), Some(Some("e-7".into())));
+        assert_eq!(tail("x\"}}], \"next_page_id\": null }"), Some(None));
+        // The field's name inside an event's text is not the field.
+        assert_eq!(tail(r#"{"items":[{"text":"next_page_id"}],"next_page_id":"e-8"}"#), Some(Some("e-8".into())));
+        for cut in [r#"..."next_page_id":"e-"#, r#"..."text":"a"}]}"#, r#""next_page_id":7}"#] {
+            assert_eq!(tail(cut), None, "{cut}");
+        }
+        assert_eq!(page_bytes(64 << 10), 4 << 20);
+        assert_eq!(page_bytes(16 << 20), (16 << 20) + PAGE_SLACK);
+    }
 
     #[test]
     fn only_uuid_shaped_ids_become_socket_paths() {

@@ -164,6 +164,16 @@ impl HttpClient {
         Ok(reply(resp).await)
     }
 
+    /// GETs `url` once and returns when the answer's head is in; the body is read with
+    /// [`Stream::chunk`], for a caller that bounds it itself (and so can tell an answer
+    /// over its bound from a whole one, which [`Self::get`]'s silent cap cannot).
+    pub async fn get_stream(&self, url: &str) -> Result<Stream, SendError> {
+        let resp = self.client.get(url).send().await.map_err(|e| fail("GET", url, &e))?;
+        let content_type =
+            resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        Ok(Stream { status: resp.status().as_u16(), content_type, url: url.to_owned(), resp })
+    }
+
     /// POSTs a JSON body once, returning the answer whatever its status.
     pub async fn post_json(&self, url: &str, body: &serde_json::Value) -> Result<Reply, SendError> {
         let req = self.client.post(url).header("content-type", "application/json").body(body.to_string());
