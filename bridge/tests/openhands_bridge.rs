@@ -744,6 +744,32 @@ async fn a_history_page_over_the_bound_is_read_in_smaller_pages_and_a_lone_giant
     b.shutdown().await;
 }
 
+/// Cursors do not pile up in the data folder: a conversation the server reports gone
+/// (close 4004) loses its cursor at once, and at start the cursor of a conversation the
+/// server no longer lists, untouched for longer than `cursor_ttl_hours` (30 days), goes;
+/// an unlisted one written recently stays (its conversation may be listed again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursors_of_gone_and_long_unlisted_conversations_are_removed() {
+    let (fake, url) = fake_server(None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cursors = dir.path().join("state/openhands/oh");
+    std::fs::create_dir_all(&cursors).unwrap();
+    let old = "00000000-0000-4000-8000-0000000000a1";
+    let fresh = "00000000-0000-4000-8000-0000000000a2";
+    let now = std::time::SystemTime::now();
+    for (id, days) in [(GONE, 0), (old, 40), (fresh, 1)] {
+        let f = std::fs::File::create(cursors.join(format!("{id}.json"))).unwrap();
+        f.set_modified(now - Duration::from_secs(86_400 * days)).unwrap();
+    }
+    let b = bridge_in(dir.path(), bridge_cfg(&url, false, None)).await;
+    until("the long-unlisted cursor's removal", || !cursors.join(format!("{old}.json")).exists()).await;
+    assert!(cursors.join(format!("{fresh}.json")).exists(), "a recent cursor stays");
+    until("the gone conversation's cursor removal", || !cursors.join(format!("{GONE}.json")).exists()).await;
+    until("the listed conversation's socket", || fake.sockets() == 1).await;
+    assert!(fake.attaches_of(GONE).len() == 1, "a gone conversation is not attached again");
+    b.shutdown().await;
+}
+
 /// The real server's live fan-out overtakes its own replay: on a socket attached while the
 /// conversation ran, a tool's outcome arrived ahead of the replayed request (recorded on
 /// 1.58.2). The bridge maps the history first, in the log's order, then the held live

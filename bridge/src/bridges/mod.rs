@@ -156,6 +156,11 @@ pub struct BridgeConfig {
     /// How long a permission reply may take before the command is acked anyway (the write
     /// may still land), milliseconds; inside the 10 s ack window (AEP-0004 §3).
     pub reply_guard_ms: u64,
+    /// OpenHands: a conversation's cursor that nothing wrote for this long and whose
+    /// conversation the server no longer lists is removed (deleted while the bridge was
+    /// down, no socket says so), hours; 0 = never; unset: [`Self::cursor_ttl_hours`]. The
+    /// cursor of a conversation the server reports gone (close 4004) is removed at once.
+    pub cursor_ttl_hours: Option<u64>,
 }
 
 impl Default for BridgeConfig {
@@ -182,6 +187,7 @@ impl Default for BridgeConfig {
             idle_timeout_ms: 60_000,
             max_frame_bytes: 4 << 20,
             reply_guard_ms: 8_000,
+            cursor_ttl_hours: None,
         }
     }
 }
@@ -215,6 +221,12 @@ impl BridgeConfig {
     /// and 15 s for `openhands` (the design record's `AEP_OPENHANDS_POLL`).
     pub fn poll_ms(&self) -> u64 {
         self.poll_ms.unwrap_or(if self.kind == Some(BridgeKind::Openhands) { 15_000 } else { 2_000 })
+    }
+
+    /// OpenHands: how long an unlisted conversation's untouched cursor is kept, hours (0 =
+    /// forever): as configured, else 30 days.
+    pub fn cursor_ttl_hours(&self) -> u64 {
+        self.cursor_ttl_hours.unwrap_or(30 * 24)
     }
 
     /// The headers of every request: the configured ones plus basic auth.
@@ -252,6 +264,9 @@ impl BridgeConfig {
         let openhands = self.kind == Some(BridgeKind::Openhands);
         if !openhands && !self.api_key.is_empty() {
             out.push((format!("{prefix}.api_key"), "is for kind = \"openhands\"".into()));
+        }
+        if !openhands && self.cursor_ttl_hours.is_some() {
+            out.push((format!("{prefix}.cursor_ttl_hours"), "is for kind = \"openhands\"".into()));
         }
         if openhands && !self.password.is_empty() {
             out.push((format!("{prefix}.password"), "is for the SSE kinds; openhands takes api_key".into()));
@@ -526,6 +541,11 @@ mod tests {
         assert_eq!((oh.poll_ms(), ui.poll_ms()), (15_000, 2_000));
         assert_eq!(keys(BridgeConfig { password: "pw".into(), ..oh.clone() }), ["b.password"]);
         assert_eq!(keys(BridgeConfig { api_key: "k".into(), ..ui.clone() }), ["b.api_key"]);
+        assert_eq!(keys(BridgeConfig { cursor_ttl_hours: Some(1), ..ui.clone() }), ["b.cursor_ttl_hours"]);
+        assert_eq!(
+            (oh.cursor_ttl_hours(), BridgeConfig { cursor_ttl_hours: Some(0), ..oh }.cursor_ttl_hours()),
+            (720, 0)
+        );
     }
 
     #[test]

@@ -35,7 +35,11 @@
 //! epoch, AEP-0001 §7 rule 2) resumes after it: no second `session.started`, the run
 //! counter and the open run go on, and nothing the cursor covers is mapped again, so no run
 //! reaches a second terminal (AEP-0002 §2 convention 5). Written after the pipeline took
-//! the events, a crash in between loses them (a legal gap) rather than doubling them.
+//! the events, a crash in between loses them (a legal gap) rather than doubling them. A
+//! cursor goes when the server reports its conversation gone (close 4004), or, for one
+//! deleted while no bridge watched it, once the server's whole listing lacks it and nothing
+//! wrote it for `cursor_ttl_hours` (30 days; looked over at start, then hourly). A
+//! finished conversation keeps its cursor: it may run again.
 //!
 //! Reconnects back off exponentially with 20 % jitter (reset by a connection that delivered
 //! frames); a socket silent for `idle_timeout_ms` (the server pings every 20 s) is taken for
@@ -92,6 +96,8 @@ use crate::transport::{Headers, HttpClient, HttpOptions};
 pub const MAX_CONVERSATIONS: usize = 256;
 /// Ended conversations remembered so discovery does not re-attach them.
 const GONE: usize = 4096;
+/// How often the cursors of unlisted conversations are looked over for expiry.
+const SWEEP_EVERY: Duration = Duration::from_secs(3600);
 /// Pages of the conversation search read per poll (100 conversations a page).
 const SEARCH_PAGES: usize = 10;
 /// Vendor times remembered for the resume point.
@@ -160,6 +166,8 @@ struct Shared {
     poll: Duration,
     /// The bridge's state folder (`{data_dir}/state`): the conversations' cursors.
     state_dir: Option<PathBuf>,
+    /// How long an unlisted conversation's untouched cursor is kept (`None`: forever).
+    cursor_ttl: Option<Duration>,
 }
 
 impl Shared {
@@ -215,6 +223,10 @@ impl Shared {
             guard: Duration::from_millis(cfg.reply_guard_ms),
             poll: Duration::from_millis(cfg.poll_ms().max(1)),
             state_dir,
+            cursor_ttl: match cfg.cursor_ttl_hours() {
+                0 => None,
+                h => Some(Duration::from_secs(h.saturating_mul(3600))),
+            },
         })
     }
 }
@@ -236,10 +248,16 @@ async fn discover(sh: Arc<Shared>, shutdown: CancellationToken) {
     let mut gone: (HashSet<String>, VecDeque<String>) = Default::default();
     let mut tasks: JoinSet<(String, End)> = JoinSet::new();
     let mut full_warned = false;
+    let mut swept: Option<tokio::time::Instant> = None;
     loop {
         match search(&sh).await {
-            Ok(ids) => {
-                for id in ids {
+            Ok(listing) => {
+                // Only a whole listing tells an unlisted conversation from one past its pages.
+                if listing.complete && swept.is_none_or(|t| t.elapsed() >= SWEEP_EVERY) {
+                    swept = Some(tokio::time::Instant::now());
+                    sweep(&sh, listing.ids.iter().chain(&live).cloned().collect()).await;
+                }
+                for id in listing.ids {
                     if live.contains(&id) || gone.0.contains(&id) {
                         continue;
                     }
@@ -290,8 +308,15 @@ fn conversation_id_ok(id: &str) -> bool {
     !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
 }
 
+/// The conversations the server lists.
+struct Listing {
+    ids: Vec<String>,
+    /// Every page was read (none left past [`SEARCH_PAGES`]).
+    complete: bool,
+}
+
 /// The conversation ids the server lists (`GET /api/conversations/search`, paged).
-async fn search(sh: &Shared) -> Result<Vec<String>, String> {
+async fn search(sh: &Shared) -> Result<Listing, String> {
     let mut ids = Vec::new();
     let mut page: Option<String> = None;
     for _ in 0..SEARCH_PAGES {
@@ -316,7 +341,51 @@ async fn search(sh: &Shared) -> Result<Vec<String>, String> {
             break;
         }
     }
-    Ok(ids)
+    Ok(Listing { ids, complete: page.is_none() })
+}
+
+/// Removes the expired cursors of the conversations not in `listed` ([`sweep_cursors`]).
+async fn sweep(sh: &Shared, listed: HashSet<String>) {
+    let (Some(state), Some(ttl)) = (&sh.state_dir, sh.cursor_ttl) else { return };
+    let dir = Cursor::dir(state, &sh.name);
+    let now = std::time::SystemTime::now();
+    let Ok(removed) = tokio::task::spawn_blocking(move || sweep_cursors(&dir, &listed, ttl, now)).await else { return };
+    for (id, r) in removed {
+        match r {
+            Ok(()) => tracing::info!(bridge = %sh.name, conversation = %id,
+                "The cursor of a conversation the server no longer lists expired; removed."),
+            Err(e) => tracing::warn!(bridge = %sh.name, conversation = %id, error = %e,
+                "An expired cursor could not be removed."),
+        }
+    }
+}
+
+/// Removes the cursors in `dir` that nothing wrote for `ttl` before `now` and whose
+/// conversation is not in `listed`: deleted while no bridge watched it, so no socket ever
+/// reported it gone. A listed conversation's cursor stays however old: without it the
+/// conversation's history would be mapped again. Returns each conversation whose cursor
+/// was found expired, with the removal's outcome.
+fn sweep_cursors(
+    dir: &Path,
+    listed: &HashSet<String>,
+    ttl: Duration,
+    now: std::time::SystemTime,
+) -> Vec<(String, std::io::Result<()>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // `{id}.json` and a `{id}.json.tmp` a crash left
+        let Some((id, _)) = name.split_once(".json") else { continue };
+        if !conversation_id_ok(id) || listed.contains(id) {
+            continue;
+        }
+        let age = entry.metadata().and_then(|m| m.modified()).ok().and_then(|t| now.duration_since(t).ok());
+        if age.is_some_and(|a| a >= ttl) {
+            out.push((id.to_owned(), std::fs::remove_file(entry.path())));
+        }
+    }
+    out
 }
 
 /// What one conversation's watch counted (logged when a connection ends).
@@ -417,6 +486,7 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
             Err(Stop::Gone) => {
                 tracing::info!(bridge = %name, conversation = %id, "The conversation is gone; no longer watched.");
                 w.release();
+                w.forget_cursor();
                 return (id, End::Gone);
             }
             Err(Stop::Pipeline) => return (id, End::Pipeline),
@@ -670,10 +740,15 @@ impl SavedAsk {
 }
 
 impl Cursor {
-    fn path(state_dir: &Path, bridge: &str, id: &str) -> PathBuf {
+    /// The folder of one bridge's cursors.
+    fn dir(state_dir: &Path, bridge: &str) -> PathBuf {
         let bridge: String =
             bridge.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
-        state_dir.join("openhands").join(bridge).join(format!("{id}.json"))
+        state_dir.join("openhands").join(bridge)
+    }
+
+    fn path(state_dir: &Path, bridge: &str, id: &str) -> PathBuf {
+        Self::dir(state_dir, bridge).join(format!("{id}.json"))
     }
 
     /// The saved cursor, if any; an unreadable one is reported and not trusted.
@@ -1000,6 +1075,21 @@ impl Watch {
         Ok(())
     }
 
+    /// The conversation is gone from the server: nothing will resume after its cursor.
+    fn forget_cursor(&self) {
+        let Some(path) = &self.cursor else { return };
+        match std::fs::remove_file(path) {
+            Ok(()) => {
+                tracing::info!(bridge = %self.sh.name, conversation = %self.conv.id(), "The gone conversation's cursor was removed.")
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(bridge = %self.sh.name, conversation = %self.conv.id(), path = %path.display(), error = %e,
+                "The gone conversation's cursor could not be removed.")
+            }
+        }
+    }
+
     /// The conversation is gone: its ask takes no command any more.
     fn release(&mut self) {
         if let Some(ask) = self.route.take() {
@@ -1137,6 +1227,39 @@ mod tests {
         }
         assert_eq!(page_bytes(64 << 10), 4 << 20);
         assert_eq!(page_bytes(16 << 20), (16 << 20) + PAGE_SLACK);
+    }
+
+    #[test]
+    fn only_the_untouched_cursors_of_unlisted_conversations_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old, listed, fresh, crashed) = (
+            "00000000-0000-4000-8000-00000000000a",
+            "00000000-0000-4000-8000-00000000000b",
+            "00000000-0000-4000-8000-00000000000c",
+            "00000000-0000-4000-8000-00000000000d",
+        );
+        let now = std::time::SystemTime::now();
+        let day = Duration::from_secs(86_400);
+        for (name, age) in [
+            (format!("{old}.json"), 40),
+            (format!("{listed}.json"), 40),
+            (format!("{fresh}.json"), 1),
+            (format!("{crashed}.json.tmp"), 40),
+            ("notes.txt".to_owned(), 40),
+        ] {
+            let f = std::fs::File::create(dir.path().join(&name)).unwrap();
+            f.set_modified(now - day * age).unwrap();
+        }
+        let keep: HashSet<String> = [listed.to_owned()].into();
+        let mut gone: Vec<String> =
+            sweep_cursors(dir.path(), &keep, day * 30, now).into_iter().map(|(id, r)| r.map(|_| id).unwrap()).collect();
+        gone.sort();
+        assert_eq!(gone, [old, crashed]);
+        let mut left: Vec<String> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, [format!("{listed}.json"), format!("{fresh}.json"), "notes.txt".to_owned()]);
+        assert!(sweep_cursors(&dir.path().join("missing"), &keep, day, now).is_empty());
     }
 
     #[test]
