@@ -2169,11 +2169,12 @@ def scenario_openhands_restart(a):
         # The restarted bridge re-opens the pending ask from its cursor (a new socket's
         # state push is the sign it attached).
         wait_for(lambda: sum(1 for x in oh_log(env, conv) if x["type"] == "state.snapshot") >= 2, 30)
-        # The restarted collector's replay buffer starts empty: respond names the session.
-        r = env.aep("respond", req["id"], "--session", conv, "--option", "approve", "--url", f"http://{BRIDGE}",
-                    "--token", TOKEN, timeout=60)
-        check(f"{tag}: aep-bridge respond --session answers the ask the first process raised", r.returncode == 0,
-              (r.stdout + r.stderr)[-400:])
+        # The restarted collector's replay buffer starts empty: respond finds the ask in the
+        # session log under the data folder, no --session needed.
+        r = env.aep("respond", req["id"], "--option", "approve", "--url", f"http://{BRIDGE}",
+                    "--token", TOKEN, "--data-dir", env.data, timeout=60)
+        check(f"{tag}: aep-bridge respond (no --session) answers the ask the first process raised, found in its log",
+              r.returncode == 0 and f"{conv}.jsonl" in r.stderr, (r.stdout + r.stderr)[-400:])
         answer = os.path.join(env.proj, "answer.txt")
         check(f"{tag}: the approved call ran (answer.txt = 42)",
               bool(wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 60)))

@@ -3,7 +3,9 @@
 //! collector's authenticated `/socket` binding (AEP-0004 §4.1) with hello role `both` and
 //! identity agent `aep-cli`.
 
-use std::time::{Duration, Instant};
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
 
 use aep_schemas::Event;
 use clap::{ArgGroup, Args};
@@ -50,9 +52,15 @@ pub struct RespondArgs {
     /// Answer a form with this JSON object of field values (AEP-0006).
     #[arg(long)]
     pub values: Option<String>,
-    /// The request's session (looked up from the collector's replay when omitted).
+    /// The request's session (looked up from the collector's replay when omitted, else
+    /// from the session logs under `--data-dir`).
     #[arg(long)]
     pub session: Option<String>,
+    /// The bridge's data folder (default `~/.aep`): a restarted bridge's collector replays
+    /// nothing from before its start, so a request it does not hold is looked up in the
+    /// session logs there.
+    #[arg(long, env = "AEP_BRIDGE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
     /// Connection options.
     #[command(flatten)]
     pub conn: ControlConn,
@@ -303,13 +311,28 @@ pub fn run(args: RespondArgs) -> i32 {
                 Ok(e) => e,
                 Err(e) => return exit_for(Err(e), "respond"),
             };
-            let book = attention_book(&evs);
-            let Some(p) = book.get(&args.request) else {
-                eprintln!(
-                    "aep-bridge respond: no attention.requested with id {} in the collector's buffer; pass --session",
-                    args.request
-                );
-                return 1;
+            let mut book = attention_book(&evs);
+            let data_dir = args.data_dir.clone().unwrap_or_else(|| aep_bridge::env::Env::process().data_dir());
+            let p = match book.remove(&args.request) {
+                Some(p) => p,
+                None => match request_in_logs(&data_dir, &args.request) {
+                    Some((path, p)) => {
+                        eprintln!(
+                            "aep-bridge respond: request {} found in {} (the collector's buffer no longer holds it)",
+                            args.request,
+                            path.display()
+                        );
+                        p
+                    }
+                    None => {
+                        eprintln!(
+                            "aep-bridge respond: no attention.requested with id {} in the collector's buffer or the logs under {}; pass --session",
+                            args.request,
+                            data_dir.display()
+                        );
+                        return 1;
+                    }
+                },
             };
             if let Some(t) = &p.closed_by {
                 eprintln!("aep-bridge respond: note: request {} already closed ({t})", args.request);
@@ -342,6 +365,59 @@ pub fn run(args: RespondArgs) -> i32 {
         &done,
     );
     exit_for(r, "respond")
+}
+
+/// Request `id` as the bridge's session logs hold it (`{data_dir}/logs/{agent}/{session}.jsonl`
+/// and its rotations `.jsonl.N`, newest file first), with whether that log closed it, and
+/// the file it was found in. Only lines naming the id are parsed: a request's lifecycle
+/// events all do (their `subject`).
+pub fn request_in_logs(data_dir: &Path, id: &str) -> Option<(PathBuf, Pending)> {
+    let mut files: Vec<(SystemTime, PathBuf)> = Vec::new();
+    for agent in std::fs::read_dir(data_dir.join("logs")).ok()?.flatten() {
+        let Ok(entries) = std::fs::read_dir(agent.path()) else { continue };
+        for f in entries.flatten() {
+            let name = f.file_name().to_string_lossy().into_owned();
+            // `@agent.jsonl` holds the agent-scoped events: no attention.
+            if name.starts_with('@') || log_base(&name).is_none() {
+                continue;
+            }
+            let at = f.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH);
+            files.push((at, f.path()));
+        }
+    }
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
+    let found = files
+        .iter()
+        .map(|(_, p)| p)
+        .find(|p| events_naming(p, id).iter().any(|e| e.r#type == "attention.requested" && e.id == id))?;
+    // Its closing events are in the same session's log, rotated or not.
+    let base = |p: &Path| Some((p.parent()?.to_owned(), log_base(&p.file_name()?.to_string_lossy())?.to_owned()));
+    let session = base(found);
+    let events: Vec<Event> =
+        files.iter().map(|(_, p)| p).filter(|p| base(p) == session).flat_map(|p| events_naming(p, id)).collect();
+    let p = attention_book(&events).remove(id)?;
+    Some((found.clone(), p))
+}
+
+/// A session log's name without its rotation suffix (`s.jsonl.2` -> `s.jsonl`), if it is one.
+fn log_base(name: &str) -> Option<&str> {
+    if name.ends_with(".jsonl") {
+        return Some(name);
+    }
+    let (base, n) = name.rsplit_once('.')?;
+    (base.ends_with(".jsonl") && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(base)
+}
+
+/// The events of the log at `path` whose line contains `id`.
+fn events_naming(path: &Path, id: &str) -> Vec<Event> {
+    let Ok(f) = std::fs::File::open(path) else { return Vec::new() };
+    std::io::BufReader::new(f)
+        .lines()
+        .map_while(Result::ok)
+        .filter(|l| l.contains(id))
+        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+        .filter_map(|v| as_event(&v))
+        .collect()
 }
 
 /// Runs `cancel`; returns the exit code.
@@ -448,6 +524,15 @@ pub fn run_pending(args: PendingArgs) -> i32 {
 mod tests {
     use super::*;
 
+    #[test]
+    fn session_logs_and_their_rotations_are_the_files_looked_over() {
+        assert_eq!(log_base("s-1.jsonl"), Some("s-1.jsonl"));
+        assert_eq!(log_base("s-1.jsonl.12"), Some("s-1.jsonl"));
+        for not_a_log in ["s-1.jsonl.tmp", "s-1.jsonl.", "notes.txt", "s.json"] {
+            assert_eq!(log_base(not_a_log), None, "{not_a_log}");
+        }
+    }
+
     fn ev(v: Value) -> Event {
         Event::from_value(v).unwrap()
     }
@@ -505,6 +590,7 @@ mod tests {
             text: None,
             values: None,
             session: None,
+            data_dir: None,
             conn: conn.clone(),
         };
         let w = request_warnings(&req, &args("nope"));

@@ -41,6 +41,20 @@ async fn emitter(
     answer_on: usize,
     ready: oneshot::Sender<()>,
 ) -> Vec<Value> {
+    emitter_from(base, session, req_id, answer_on, ready, None).await
+}
+
+/// [`emitter`]; with `resumed = Some(seq)` it is the agent come back to a restarted bridge
+/// with its request still open: it claims the session with another event from `seq` on and
+/// raises nothing again (the request is in the first process's log only).
+async fn emitter_from(
+    base: String,
+    session: String,
+    req_id: String,
+    answer_on: usize,
+    ready: oneshot::Sender<()>,
+    resumed: Option<u64>,
+) -> Vec<Value> {
     let mut req = format!("{}/socket", base.replace("http://", "ws://")).into_client_request().unwrap();
     req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
     let (mut ws, _) = tokio_tungstenite::connect_async(req).await.expect("emitter connect");
@@ -50,20 +64,25 @@ async fn emitter(
     ws.send(Message::text(hello.to_string())).await.unwrap();
     let reply = ws.next().await.unwrap().unwrap();
     assert!(reply.to_text().unwrap().contains("\"hello\""), "{reply:?}");
-    let mut request = event(
-        "attention.requested",
-        &session,
-        1,
-        json!({"severity": "notice", "data": {"kind": "permission", "prompt": "Allow Bash?", "options": [{"id": "allow", "label": "1"}, {"id": "deny", "label": "2"}]}}),
-    );
-    request["id"] = json!(req_id);
-    ws.send(Message::text(request.to_string())).await.unwrap();
+    let mut seq = resumed.unwrap_or(1);
+    let first = if resumed.is_some() {
+        event("x.test-agent.session.resumed", &session, seq, json!({"severity": "debug", "data": {}}))
+    } else {
+        let mut request = event(
+            "attention.requested",
+            &session,
+            seq,
+            json!({"severity": "notice", "data": {"kind": "permission", "prompt": "Allow Bash?", "options": [{"id": "allow", "label": "1"}, {"id": "deny", "label": "2"}]}}),
+        );
+        request["id"] = json!(req_id);
+        request
+    };
+    ws.send(Message::text(first.to_string())).await.unwrap();
     // The endpoint handles a connection's frames in order: the pong means the request
     // before it is in the collector (what `pending` reads).
     ws.send(Message::text(json!({"type": "ping", "t": "ready"}).to_string())).await.unwrap();
     let mut ready = Some(ready);
     let mut got = Vec::new();
-    let mut seq = 1;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while let Ok(Some(Ok(msg))) = tokio::time::timeout_at(deadline, ws.next()).await {
         let Message::Text(t) = msg else { continue };
@@ -119,13 +138,18 @@ async fn emitter(
 }
 
 async fn cli(args: Vec<String>) -> (i32, String, String) {
+    cli_in(args, None).await
+}
+
+/// [`cli`] with `AEP_BRIDGE_DATA_DIR` set as `serve` would read it.
+async fn cli_in(args: Vec<String>, data_dir: Option<String>) -> (i32, String, String) {
     tokio::task::spawn_blocking(move || {
-        let out = Command::new(env!("CARGO_BIN_EXE_aep-bridge"))
-            .args(&args)
-            .env_remove("AEP_URL")
-            .env_remove("AEP_TOKEN")
-            .output()
-            .expect("run aep-bridge");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_aep-bridge"));
+        cmd.args(&args).env_remove("AEP_URL").env_remove("AEP_TOKEN").env_remove("AEP_BRIDGE_DATA_DIR");
+        if let Some(d) = data_dir {
+            cmd.env("AEP_BRIDGE_DATA_DIR", d);
+        }
+        let out = cmd.output().expect("run aep-bridge");
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -173,6 +197,87 @@ async fn respond_round_trip_looks_up_the_session_and_prints_ack_and_outcome() {
     assert_eq!(c["data"]["answer"]["option"], "allow");
     assert!(c.get("seq").is_none(), "commands are seq-less: {c}");
     b.shutdown().await;
+}
+
+/// After a restart the collector's replay holds nothing from before it, but an agent may
+/// still wait on a request the first process logged (an observer re-opens it from its
+/// cursor under the same id): `respond <id>` finds it in the session logs of the data
+/// folder and needs no `--session`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn respond_after_a_restart_finds_the_request_in_the_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || {
+        let mut c = config(dir.path());
+        c.server.token = TOKEN.into();
+        c
+    };
+    let b = start(cfg()).await;
+    let req_id = ulid::Ulid::new().to_string();
+    let (tx, rx) = oneshot::channel();
+    let first = tokio::spawn(emitter(b.url(), "sess-r".into(), req_id.clone(), 1, tx));
+    ready(rx).await;
+    b.shutdown().await;
+    assert!(first.await.unwrap().is_empty(), "nothing was answered before the restart");
+
+    let b = start(cfg()).await;
+    let (tx, rx) = oneshot::channel();
+    let agent = tokio::spawn(emitter_from(b.url(), "sess-r".into(), req_id.clone(), 1, tx, Some(10)));
+    ready(rx).await;
+    let data = dir.path().to_str().unwrap();
+    let (code, out, err) = cli_in(
+        s(&["respond", &req_id, "--option", "allow", "--url", &b.url(), "--token", TOKEN, "--timeout-ms", "8000"]),
+        Some(data.to_owned()),
+    )
+    .await;
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    assert!(err.contains("sess-r.jsonl"), "says where it found the request: {err}");
+    assert!(out.contains("control.accepted") && out.contains("attention.resolved"), "{out}");
+    let cmds = agent.await.unwrap();
+    assert_eq!(cmds.len(), 1, "{cmds:?}");
+    assert_eq!((cmds[0]["session"].as_str(), cmds[0]["subject"].as_str()), (Some("sess-r"), Some(req_id.as_str())));
+    // Once answered, its log says so: a second respond notes it is closed.
+    logged(&b, &dir.path().join("logs/test-agent/sess-r.jsonl"), "attention.resolved").await;
+    let (_, _, err) = cli(s(&[
+        "respond",
+        &req_id,
+        "--option",
+        "allow",
+        "--url",
+        &b.url(),
+        "--token",
+        TOKEN,
+        "--data-dir",
+        data,
+        "--ack-window-ms",
+        "500",
+        "--timeout-ms",
+        "500",
+    ]))
+    .await;
+    assert!(err.contains("already closed"), "{err}");
+    // Not in the buffer and not in the logs: still an error before anything is sent.
+    let (code, _, err) =
+        cli(s(&["respond", "nope", "--option", "a", "--url", &b.url(), "--token", TOKEN, "--data-dir", data])).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("no attention.requested"), "{err}");
+    b.shutdown().await;
+}
+
+/// Waits until the log at `path` holds an event of type `ty`, looking again each time the
+/// JSONL sink finishes events.
+async fn logged(b: &Running, path: &std::path::Path, ty: &str) {
+    let mut done = b.bound.progress.get("jsonl").expect("the JSONL log is on").subscribe();
+    let needle = format!("\"type\":\"{ty}\"");
+    let wait = async {
+        loop {
+            done.borrow_and_update();
+            if std::fs::read_to_string(path).unwrap_or_default().contains(&needle) {
+                return;
+            }
+            done.changed().await.expect("the bridge is running");
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), wait).await.expect("the event never reached the log");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
