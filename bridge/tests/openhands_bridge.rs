@@ -80,6 +80,9 @@ struct Fake {
     /// Events the server emits when a confirmation is accepted / rejected.
     on_accept: Mutex<Vec<Value>>,
     on_reject: Mutex<Vec<Value>>,
+    /// Conversations deleted: unlisted, 404 on lookup, their open sockets left open (as
+    /// the real 1.58.2 server leaves them).
+    deleted: Mutex<Vec<String>>,
 }
 
 impl Fake {
@@ -118,8 +121,21 @@ async fn search(State(f): State<Arc<Fake>>, headers: HeaderMap) -> Response {
     if f.key.is_some() && key != f.key {
         return (StatusCode::UNAUTHORIZED, "Unauthorized").into_response();
     }
-    axum::Json(json!({"items": [{"id": CONV, "execution_status": "idle"}, {"id": GONE, "execution_status": "idle"}]}))
-        .into_response()
+    let deleted = f.deleted.lock().unwrap().clone();
+    let items: Vec<Value> = [CONV, GONE]
+        .into_iter()
+        .filter(|id| !deleted.iter().any(|d| d == id))
+        .map(|id| json!({"id": id, "execution_status": "idle"}))
+        .collect();
+    axum::Json(json!({"items": items})).into_response()
+}
+
+/// `GET /api/conversations/{id}`: the conversation's info, 404 once deleted (or unknown).
+async fn conversation(State(f): State<Arc<Fake>>, Path(id): Path<String>) -> Response {
+    if id != CONV || f.deleted.lock().unwrap().contains(&id) {
+        return (StatusCode::NOT_FOUND, "Not Found").into_response();
+    }
+    axum::Json(json!({"id": id, "execution_status": "idle"})).into_response()
 }
 
 async fn socket(
@@ -294,6 +310,7 @@ async fn fake_server(key: Option<&str>) -> (Arc<Fake>, String) {
     let fake = Arc::new(Fake { key: key.map(str::to_owned), respond_status: Mutex::new(200), ..Fake::default() });
     let app = Router::new()
         .route("/api/conversations/search", get(search))
+        .route("/api/conversations/{id}", get(conversation))
         .route("/sockets/events/{id}", any(socket))
         .route("/api/conversations/{id}/events/search", get(events_search))
         .route("/api/conversations/{id}/events/respond_to_confirmation", post(respond))
@@ -747,7 +764,9 @@ async fn a_history_page_over_the_bound_is_read_in_smaller_pages_and_a_lone_giant
 /// Cursors do not pile up in the data folder: a conversation the server reports gone
 /// (close 4004) loses its cursor at once, and at start the cursor of a conversation the
 /// server no longer lists, untouched for longer than `cursor_ttl_hours` (30 days), goes;
-/// an unlisted one written recently stays (its conversation may be listed again).
+/// an unlisted one written recently stays (its conversation may be listed again). A
+/// watched conversation deleted on the server (unlisted, 404, its socket left open and
+/// silent) ends its watch and loses its cursor too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cursors_of_gone_and_long_unlisted_conversations_are_removed() {
     let (fake, url) = fake_server(None).await;
@@ -767,6 +786,16 @@ async fn cursors_of_gone_and_long_unlisted_conversations_are_removed() {
     until("the gone conversation's cursor removal", || !cursors.join(format!("{GONE}.json")).exists()).await;
     until("the listed conversation's socket", || fake.sockets() == 1).await;
     assert!(fake.attaches_of(GONE).len() == 1, "a gone conversation is not attached again");
+    let rec = recorded();
+    for ev in &rec[..3] {
+        fake.emit(ev);
+    }
+    let mine = cursors.join(format!("{CONV}.json"));
+    until("the watched conversation's cursor", || mine.exists()).await;
+    fake.deleted.lock().unwrap().push(CONV.into());
+    until("the deleted conversation's cursor removal", || !mine.exists()).await;
+    until("its socket closed by the bridge", || fake.sockets() == 0).await;
+    assert_eq!(fake.attaches_of(CONV).len(), 1, "a deleted conversation is not attached again");
     b.shutdown().await;
 }
 

@@ -2142,6 +2142,15 @@ def scenario_openhands_observer(a):
               all(x["type"] == "state.snapshot" for x in oh_log(env, convs[2])[before[convs[2]]:]),
               str([x["type"] for x in oh_log(env, convs[2])[before[convs[2]]:]]))
         oh_check_logs(tag, env, convs + [late])
+        # A conversation deleted on the server takes its cursor along (its log stays).
+        cursor = lambda c: os.path.join(env.data, "state", "openhands", "openhands", f"{c}.json")
+        had = all(os.path.isfile(cursor(c)) for c in convs + [late])
+        oh_rest(oh, "DELETE", f"/api/conversations/{convs[2]}")
+        gone = wait_for(lambda: not os.path.exists(cursor(convs[2])), 30)
+        check(f"{tag}: deleting a conversation on the server removes its cursor, the others' stay",
+              had and bool(gone) and all(os.path.isfile(cursor(c)) for c in convs[:2] + [late])
+              and os.path.isfile(os.path.join(env.data, "logs", "openhands", f"{convs[2]}.jsonl")),
+              f"had {had}, gone {bool(gone)}, left {sorted(os.listdir(os.path.dirname(cursor(late))))}")
     finally:
         env.procs.stop()
 

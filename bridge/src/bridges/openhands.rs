@@ -36,7 +36,7 @@
 //! counter and the open run go on, and nothing the cursor covers is mapped again, so no run
 //! reaches a second terminal (AEP-0002 §2 convention 5). Written after the pipeline took
 //! the events, a crash in between loses them (a legal gap) rather than doubling them. A
-//! cursor goes when the server reports its conversation gone (close 4004), or, for one
+//! cursor goes when the server reports its conversation gone (see below), or, for one
 //! deleted while no bridge watched it, once the server's whole listing lacks it and nothing
 //! wrote it for `cursor_ttl_hours` (30 days; looked over at start, then hourly). A
 //! finished conversation keeps its cursor: it may run again.
@@ -47,8 +47,11 @@
 //! one in place): it is counted and the socket resumed; the history read after it skips an
 //! event over the bound by size. A history page is read to a bound of its own (4 MiB, or one
 //! `max_frame_bytes` event and its page): a page over it is asked again with half the
-//! `limit`, and an event over it alone is skipped by size, so no page is ever retried as is. Close 4004 (the conversation is gone) ends the watch; 4001
-//! (the key was refused) is retried with backoff and logged.
+//! `limit`, and an event over it alone is skipped by size, so no page is ever retried as is.
+//! The conversation is gone, and its watch ends, on close 4004, or when the server's whole
+//! listing lacks it and `GET /api/conversations/{id}` answers 404 (the server leaves a
+//! deleted conversation's open sockets open and silent); 4001 (the key was refused) is
+//! retried with backoff and logged.
 //!
 //! The control gate (`control = true`, honoured only when an answer can reach the bridge:
 //! a token or a relay). Off, a `waiting_for_confirmation` ask is read-only: no options, no
@@ -244,7 +247,8 @@ enum End {
 /// The discovery loop: polls the server's conversation list and watches each conversation.
 async fn discover(sh: Arc<Shared>, shutdown: CancellationToken) {
     tracing::info!(bridge = %sh.name, url = %sh.base, agent = %sh.agent, control = sh.gated, "OpenHands bridge starting.");
-    let mut live: HashSet<String> = HashSet::new();
+    // Each watched conversation and the token that ends its watch when it is deleted.
+    let mut live: HashMap<String, CancellationToken> = HashMap::new();
     let mut gone: (HashSet<String>, VecDeque<String>) = Default::default();
     let mut tasks: JoinSet<(String, End)> = JoinSet::new();
     let mut full_warned = false;
@@ -253,12 +257,22 @@ async fn discover(sh: Arc<Shared>, shutdown: CancellationToken) {
         match search(&sh).await {
             Ok(listing) => {
                 // Only a whole listing tells an unlisted conversation from one past its pages.
-                if listing.complete && swept.is_none_or(|t| t.elapsed() >= SWEEP_EVERY) {
-                    swept = Some(tokio::time::Instant::now());
-                    sweep(&sh, listing.ids.iter().chain(&live).cloned().collect()).await;
+                if listing.complete {
+                    if swept.is_none_or(|t| t.elapsed() >= SWEEP_EVERY) {
+                        swept = Some(tokio::time::Instant::now());
+                        sweep(&sh, listing.ids.iter().chain(live.keys()).cloned().collect()).await;
+                    }
+                    // The server keeps a deleted conversation's open sockets open and silent:
+                    // its absence from the listing, confirmed by a 404, is the only sign.
+                    let listed: HashSet<&String> = listing.ids.iter().collect();
+                    for (id, deleted) in live.iter().filter(|(id, _)| !listed.contains(id)) {
+                        if !deleted.is_cancelled() && conversation_deleted(&sh, id).await {
+                            deleted.cancel();
+                        }
+                    }
                 }
                 for id in listing.ids {
-                    if live.contains(&id) || gone.0.contains(&id) {
+                    if live.contains_key(&id) || gone.0.contains(&id) {
                         continue;
                     }
                     if live.len() >= MAX_CONVERSATIONS {
@@ -268,8 +282,9 @@ async fn discover(sh: Arc<Shared>, shutdown: CancellationToken) {
                         }
                         break;
                     }
-                    live.insert(id.clone());
-                    tasks.spawn(watch(sh.clone(), id, shutdown.clone()));
+                    let deleted = CancellationToken::new();
+                    live.insert(id.clone(), deleted.clone());
+                    tasks.spawn(watch(sh.clone(), id, shutdown.clone(), deleted));
                 }
             }
             Err(e) => tracing::warn!(bridge = %sh.name, error = %e, "Conversation discovery failed; retrying."),
@@ -299,6 +314,19 @@ async fn discover(sh: Arc<Shared>, shutdown: CancellationToken) {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Whether the server answers 404 for the conversation (`GET /api/conversations/{id}`):
+/// deleted. Anything else (an answer, an error) is not taken for a deletion.
+async fn conversation_deleted(sh: &Shared, id: &str) -> bool {
+    let url = format!("{}/api/conversations/{id}", sh.base);
+    match sh.rest.get(&url).await {
+        Ok(r) => r.status == 404,
+        Err(e) => {
+            tracing::debug!(bridge = %sh.name, conversation = id, error = %e, "An unlisted conversation could not be looked up.");
+            false
         }
     }
 }
@@ -433,7 +461,9 @@ struct Watch {
     counts: Counts,
 }
 
-async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (String, End) {
+/// Watches one conversation until the server reports it gone (close 4004, or `deleted`
+/// cancelled by discovery), the pipeline closes, or `shutdown`.
+async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken, deleted: CancellationToken) -> (String, End) {
     let route = Arc::new(Route {
         rest: sh.rest.clone(),
         url: format!("{}/api/conversations/{id}/events/respond_to_confirmation", sh.base),
@@ -478,6 +508,7 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
         let frames = w.counts.frames;
         let ended = tokio::select! {
             _ = shutdown.cancelled() => return (id, End::Shutdown),
+            _ = deleted.cancelled() => Err(Stop::Gone),
             r = w.connection() => r,
         };
         let name = w.sh.name.clone();
@@ -506,6 +537,12 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken) -> (Str
         let wait = w.sh.reconnect.backoff_jittered(failures, random_unit());
         tokio::select! {
             _ = shutdown.cancelled() => return (id, End::Shutdown),
+            _ = deleted.cancelled() => {
+                tracing::info!(bridge = %name, conversation = %id, "The conversation is gone; no longer watched.");
+                w.release();
+                w.forget_cursor();
+                return (id, End::Gone);
+            }
             _ = tokio::time::sleep(wait) => {}
         }
     }
