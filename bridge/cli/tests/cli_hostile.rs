@@ -55,10 +55,15 @@ fn idle_grpc_connections_leave_room_for_hooks_and_health() {
     // The client side needs its 3,000 sockets.
     rlimit::increase_nofile_limit(8192).unwrap();
     let dir = tempfile::tempdir().unwrap();
+    // The header timeout outlasts the test, so no idle connection is closed (and its slot
+    // reused) while the 3,000 are opened, however slowly a loaded machine opens them.
+    let cfg = dir.path().join("aep-bridge.toml");
+    std::fs::write(&cfg, "[server]\nheader_timeout_ms = 600000\n").unwrap();
     let script = format!(
-        "ulimit -n 1024 && exec '{}' serve --listen 127.0.0.1:0 --otlp-grpc 127.0.0.1:0 --otlp-http 127.0.0.1:0 \
-         --data-dir '{}'",
+        "ulimit -n 1024 && exec '{}' serve --config '{}' --listen 127.0.0.1:0 --otlp-grpc 127.0.0.1:0 \
+         --otlp-http 127.0.0.1:0 --data-dir '{}'",
         env!("CARGO_BIN_EXE_aep-bridge"),
+        cfg.display(),
         dir.path().display()
     );
     let mut child = Command::new("sh")
