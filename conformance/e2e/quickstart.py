@@ -6,6 +6,9 @@ How each README command line is run (every ```sh block of the section, in order)
   export K=V                 sets K for every later step
   ... # keeps running        started in the background (a second `aep-bridge serve` restarts
                              the first); the bridge is waited for on 127.0.0.1:8787
+  ... phoenix serve ...      the real Arize Phoenix (installed by the README's own pip line),
+                             in the background; its port is waited for, and at the end the
+                             spans of one more agent session are read back from its REST API
   docker run ... jaeger ...  offline stand-in: rotel (a real OTel collector) on the same port,
                              forwarding to span_sink.py
   ... claude                 the user's agent: run in tmux with the mock model API
@@ -33,11 +36,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 ROOT = REPO  # where the README's commands run: set by main()
 MOCK_PORT, SINK_PORT = 9100, 9200
+# Arize Phoenix's UI and OTLP/HTTP port (its default).
+PHOENIX_PORT = 6006
 RESULTS = {"pass": 0, "fail": 0}
 TMUX = ["tmux", "-L", "aep-quickstart", "-f", "/dev/null"]
 
@@ -129,7 +135,8 @@ class Quickstart:
 
     # ---- the steps
     def background(self, line):
-        name = "serve" if " serve" in line else ("tail" if " tail" in line else f"bg{len(self.bg)}")
+        name = ("serve" if "aep-bridge serve" in line else "tail" if " tail" in line
+                else "phoenix" if "phoenix serve" in line else f"bg{len(self.bg)}")
         if name == "serve" and "serve" in self.bg:  # the README restarts the bridge
             self.stop(self.bg["serve"][0])
             wait_for(lambda: not port_open(8787), 10)
@@ -141,6 +148,9 @@ class Quickstart:
             check(f"`{line}` listens on 127.0.0.1:8787", ok, open(out).read()[-400:])
             if name == "serve2" and "tail" in self.bg:  # tail follows the new bridge on its own
                 pass
+        elif name == "phoenix":
+            ok = wait_for(lambda: port_open(PHOENIX_PORT) or p.poll() is not None, 120) and p.poll() is None
+            check(f"`{line}` serves its UI and OTLP/HTTP on {PHOENIX_PORT}", ok, open(out).read()[-400:])
         else:
             time.sleep(1)
             check(f"`{line}` stays up", p.poll() is None, open(out).read()[-400:])
@@ -286,6 +296,23 @@ class Quickstart:
         text = open(tail_out).read() if tail_out else ""
         check("tail showed the session, the run and the tool", "── session" in text and "▸ run" in text
               and "tool.completed" in text and "attention.resolved" in text, text[-600:])
+        if "serve2" in self.bg and "phoenix" in self.bg and hasattr(self, "agent_line"):
+            # the restarted bridge exports to Phoenix: one more agent session, then its spans
+            # in Phoenix's project, read back through Phoenix's own REST API
+            self.agent(self.agent_line, plan="read_ok")
+            self.finish_agent()
+
+            def phoenix_tools():
+                url = f"http://127.0.0.1:{PHOENIX_PORT}/v1/projects/aep-bridge/spans?limit=1000"
+                try:
+                    with urllib.request.urlopen(url, timeout=5) as r:
+                        rows = json.load(r).get("data", [])
+                except (OSError, ValueError):
+                    return []
+                return [s["name"] for s in rows if s.get("name", "").startswith("execute_tool")]
+            got = wait_for(phoenix_tools, 30)
+            check("spans reach Phoenix's project aep-bridge (execute_tool Read)",
+                  bool(got) and "execute_tool Read" in got, str(got)[:300])
         if "serve2" in self.bg and getattr(self, "jaeger_port", None) and hasattr(self, "agent_line"):
             # the restarted bridge exports: one more agent session, then its spans at "Jaeger"
             self.agent(self.agent_line, plan="read_ok")
