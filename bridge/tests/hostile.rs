@@ -110,13 +110,6 @@ fn all_log_lines(data: &Path) -> Vec<String> {
     out
 }
 
-fn metric(text: &str, name: &str, labels: &[&str]) -> u64 {
-    text.lines()
-        .filter(|l| l.starts_with(name) && labels.iter().all(|x| l.contains(x)))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
-}
-
 /// With a token, OTLP over HTTP (main and extra port) and gRPC needs it too;
 /// refused records never reach a session log.
 #[tokio::test]
@@ -190,7 +183,7 @@ async fn idle_connections_are_bounded_and_timed_out() {
     let (st, _) = get(format!("{}/healthz", bridge.url())).await;
     assert_eq!(st, 200);
     let (_, m) = get(format!("{}/metrics", bridge.url())).await;
-    assert!(metric(&m, "aep_bridge_requests_rejected_total", &["reason=\"connections\""]) >= 1, "{m}");
+    assert!(aep_testkit::metric_sum(&m, "aep_bridge_requests_rejected_total", &["reason=\"connections\""]) >= 1, "{m}");
     bridge.shutdown().await;
 }
 
@@ -290,10 +283,10 @@ async fn a_full_disk_is_reported_counted_and_survived() {
     let v: Value = serde_json::from_str(&body).unwrap();
     assert!(v["failing"]["jsonl"].as_str().is_some_and(|m| m.contains("No space left")), "{body}");
     let (_, m) = get(format!("{}/metrics", bridge.url())).await;
-    let events = metric(&m, "aep_bridge_events_in_total", &["agent=\"codex\""]);
+    let events = aep_testkit::metric_sum(&m, "aep_bridge_events_in_total", &["agent=\"codex\""]);
     assert!(events >= hooks.len() as u64, "{m}");
     assert_eq!(
-        metric(&m, "aep_bridge_events_dropped_total", &["sink=\"jsonl\""]),
+        aep_testkit::metric_sum(&m, "aep_bridge_events_dropped_total", &["sink=\"jsonl\""]),
         events,
         "every lost event counted: {m}"
     );

@@ -262,16 +262,7 @@ pub(crate) fn scrape(agent: &ureq::Agent, url: &str) -> anyhow::Result<String> {
     Ok(resp.body_mut().read_to_string()?)
 }
 
-/// Sum of the samples of metric `name` whose line contains every one of `labels`.
-pub(crate) fn metric_sum(text: &str, name: &str, labels: &[&str]) -> u64 {
-    text.lines()
-        .filter(|l| {
-            l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
-                && labels.iter().all(|s| l.contains(s))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
+pub(crate) use aep_testkit::metric_sum;
 
 /// Polls `check` every 20 ms until it returns true or `limit` passes; returns whether it did.
 pub(crate) fn wait_until(limit: Duration, check: impl FnMut() -> bool) -> bool {

@@ -320,7 +320,7 @@ fn jsonc_settings_with_comments_and_trailing_commas_install_and_keep_the_comment
         ] {
             assert!(text.contains(comment), "{vendor}: lost {comment:?}:\n{text}");
         }
-        let doc = read_jsonc(&text);
+        let doc = aep_testkit::read_jsonc(&text);
         assert_eq!(doc["model"]["name"], "gemini-2.5-pro", "{vendor}");
         assert_eq!(doc["ui"]["theme"], "GitHub", "{vendor}");
         assert_eq!(doc["ui"]["url"], "http://example.invalid/a//b/*c*/", "{vendor}");
@@ -342,66 +342,4 @@ fn jsonc_settings_with_comments_and_trailing_commas_install_and_keep_the_comment
         assert!(out.contains("unchanged"), "{vendor}: {out}");
         assert_eq!(std::fs::read(&file).unwrap(), after_first, "{vendor}: the second run changes nothing");
     }
-}
-
-/// Reads JSONC the way the vendors do, independently of the installer: comments and
-/// trailing commas dropped by a character walk, then strict JSON.
-fn read_jsonc(text: &str) -> Value {
-    let c: Vec<char> = text.chars().collect();
-    let (mut out, mut i, mut in_string) = (String::new(), 0, false);
-    while i < c.len() {
-        let next = c.get(i + 1).copied();
-        if in_string {
-            out.push(c[i]);
-            if c[i] == '\\' {
-                out.extend(next);
-                i += 1;
-            } else if c[i] == '"' {
-                in_string = false;
-            }
-        } else if c[i] == '/' && next == Some('/') {
-            while i < c.len() && c[i] != '\n' {
-                i += 1;
-            }
-            continue;
-        } else if c[i] == '/' && next == Some('*') {
-            i += 2;
-            while i + 1 < c.len() && !(c[i] == '*' && c[i + 1] == '/') {
-                i += 1;
-            }
-            i += 1;
-        } else if c[i] == ',' && out_next_closes(&c[i + 1..]) {
-            // a trailing comma: dropped
-        } else {
-            in_string = c[i] == '"';
-            out.push(c[i]);
-        }
-        i += 1;
-    }
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSONC ({e}):\n{out}"))
-}
-
-/// Whether the next significant character (skipping whitespace and comments) closes a
-/// container.
-fn out_next_closes(rest: &[char]) -> bool {
-    let mut i = 0;
-    while i < rest.len() {
-        match (rest[i], rest.get(i + 1)) {
-            (c, _) if c.is_whitespace() => i += 1,
-            ('/', Some('/')) => {
-                while i < rest.len() && rest[i] != '\n' {
-                    i += 1;
-                }
-            }
-            ('/', Some('*')) => {
-                i += 2;
-                while i + 1 < rest.len() && !(rest[i] == '*' && rest[i + 1] == '/') {
-                    i += 1;
-                }
-                i += 2;
-            }
-            (c, _) => return c == '}' || c == ']',
-        }
-    }
-    false
 }

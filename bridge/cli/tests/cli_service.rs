@@ -4,7 +4,6 @@
 //! `uninstall` stops only a unit the manager loaded from the file it removes.
 #![cfg(target_os = "linux")]
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
@@ -20,24 +19,6 @@ fn run(home: &Path, args: &[&str], token: Option<&str>) -> (i32, String, String)
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-fn tree(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            if p.is_dir() {
-                out.insert(rel, None);
-                todo.push(p);
-            } else {
-                out.insert(rel, Some(std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out
 }
 
 /// `systemd-analyze verify` on `unit`: `Some(output)` when the tool ran, `None` (with the
@@ -60,12 +41,12 @@ fn install_writes_a_verified_unit_with_the_token_in_a_file_and_uninstall_removes
     let home = tempfile::tempdir().unwrap();
     // A folder of the user's on the unit's path: it stays.
     std::fs::create_dir_all(home.path().join(".config")).unwrap();
-    let before = tree(home.path());
+    let before = aep_testkit::tree(home.path());
 
     let (code, out, err) = run(home.path(), &["service", "install", "--dry-run"], Some("t0ken"));
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("would write") && out.contains("ExecStart="), "{out}");
-    assert_eq!(tree(home.path()), before, "a dry run writes nothing");
+    assert_eq!(aep_testkit::tree(home.path()), before, "a dry run writes nothing");
 
     let (code, out, err) = run(home.path(), &["service", "install", "--no-start"], Some("t0ken"));
     assert_eq!(code, 0, "{out}{err}");
@@ -113,7 +94,7 @@ fn install_writes_a_verified_unit_with_the_token_in_a_file_and_uninstall_removes
 
     let (code, out, err) = run(home.path(), &["service", "uninstall"], None);
     assert_eq!(code, 0, "{out}{err}");
-    assert_eq!(tree(home.path()), before, "uninstall left or took something:\n{out}");
+    assert_eq!(aep_testkit::tree(home.path()), before, "uninstall left or took something:\n{out}");
     let (code, out, _) = run(home.path(), &["service", "uninstall"], None);
     assert_eq!(code, 0);
     assert!(out.contains("nothing to remove"), "{out}");

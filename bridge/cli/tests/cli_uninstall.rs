@@ -3,11 +3,8 @@
 //! every folder that was there (and only those); a file edited since install keeps the
 //! user's edits; a second run changes nothing.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
-
-use serde_json::Value;
 
 /// Runs `aep-bridge <args>` with `home` as HOME and no vendor folder variables.
 fn bridge(args: &[&str], home: &Path) -> (i32, String, String) {
@@ -22,25 +19,6 @@ fn bridge(args: &[&str], home: &Path) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// Every file (with its bytes) and folder (`None`) under `root`, by relative path.
-fn tree(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
-    let mut out = BTreeMap::new();
-    let mut todo = vec![root.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            let rel = p.strip_prefix(root).unwrap().display().to_string();
-            if p.is_dir() {
-                out.insert(rel, None);
-                todo.push(p);
-            } else {
-                out.insert(rel, Some(std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    out
 }
 
 fn write(base: &Path, rel: &str, text: &str) {
@@ -126,14 +104,14 @@ fn install_then_uninstall_gives_every_file_and_folder_back() {
                 if seeded {
                     seed(vendor, base, user);
                 }
-                let before = (tree(home.path()), tree(proj.path()));
+                let before = (aep_testkit::tree(home.path()), aep_testkit::tree(proj.path()));
                 let p = proj.path().to_str().unwrap();
                 let scope: Vec<&str> = if user { vec!["--user"] } else { vec!["--project", p] };
                 let mut args = vec!["install", vendor.as_str(), "--shim", "/opt/aep/aep-hook"];
                 args.extend(&scope);
                 let (code, out, err) = bridge(&args, home.path());
                 assert_eq!(code, 0, "{case}: {out}{err}");
-                let installed = (tree(home.path()), tree(proj.path()));
+                let installed = (aep_testkit::tree(home.path()), aep_testkit::tree(proj.path()));
                 assert_ne!(installed, before, "{case}: install changed nothing");
 
                 // A dry run says what it would do and does none of it.
@@ -142,85 +120,31 @@ fn install_then_uninstall_gives_every_file_and_folder_back() {
                 let (code, out, err) = bridge(&args, home.path());
                 assert_eq!(code, 0, "{case}: {out}{err}");
                 assert!(out.contains("would be"), "{case}: {out}");
-                assert_eq!((tree(home.path()), tree(proj.path())), installed, "{case}: the dry run wrote");
+                assert_eq!(
+                    (aep_testkit::tree(home.path()), aep_testkit::tree(proj.path())),
+                    installed,
+                    "{case}: the dry run wrote"
+                );
 
                 // Without --shim: entries of an `aep-hook` anywhere are ours.
                 let mut args = vec!["uninstall", vendor.as_str()];
                 args.extend(&scope);
                 let (code, out, err) = bridge(&args, home.path());
                 assert_eq!(code, 0, "{case}: {out}{err}");
-                let after = (tree(home.path()), tree(proj.path()));
+                let after = (aep_testkit::tree(home.path()), aep_testkit::tree(proj.path()));
                 assert_eq!(after, before, "{case}: uninstall did not give everything back:\n{out}");
 
                 let (code, out, err) = bridge(&args, home.path());
                 assert_eq!(code, 0, "{case}: {out}{err}");
                 assert!(out.contains("nothing of aep-bridge's to remove"), "{case}: {out}");
-                assert_eq!((tree(home.path()), tree(proj.path())), before, "{case}: the second run changed files");
+                assert_eq!(
+                    (aep_testkit::tree(home.path()), aep_testkit::tree(proj.path())),
+                    before,
+                    "{case}: the second run changed files"
+                );
             }
         }
     }
-}
-
-/// Reads JSONC the way the vendors do, independently of the installer: comments and
-/// trailing commas dropped by a character walk, then strict JSON.
-fn read_jsonc(text: &str) -> Value {
-    let c: Vec<char> = text.chars().collect();
-    let (mut out, mut i, mut in_string) = (String::new(), 0, false);
-    while i < c.len() {
-        let next = c.get(i + 1).copied();
-        if in_string {
-            out.push(c[i]);
-            if c[i] == '\\' {
-                out.extend(next);
-                i += 1;
-            } else if c[i] == '"' {
-                in_string = false;
-            }
-        } else if c[i] == '/' && next == Some('/') {
-            while i < c.len() && c[i] != '\n' {
-                i += 1;
-            }
-            continue;
-        } else if c[i] == '/' && next == Some('*') {
-            i += 2;
-            while i + 1 < c.len() && !(c[i] == '*' && c[i + 1] == '/') {
-                i += 1;
-            }
-            i += 1;
-        } else if c[i] == ',' && out_next_closes(&c[i + 1..]) {
-            // a trailing comma: dropped
-        } else {
-            in_string = c[i] == '"';
-            out.push(c[i]);
-        }
-        i += 1;
-    }
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSONC ({e}):\n{out}"))
-}
-
-/// Whether the next significant character (skipping whitespace and comments) closes a
-/// container.
-fn out_next_closes(rest: &[char]) -> bool {
-    let mut i = 0;
-    while i < rest.len() {
-        match (rest[i], rest.get(i + 1)) {
-            (c, _) if c.is_whitespace() => i += 1,
-            ('/', Some('/')) => {
-                while i < rest.len() && rest[i] != '\n' {
-                    i += 1;
-                }
-            }
-            ('/', Some('*')) => {
-                i += 2;
-                while i + 1 < rest.len() && !(rest[i] == '*' && rest[i + 1] == '/') {
-                    i += 1;
-                }
-                i += 2;
-            }
-            (c, _) => return c == '}' || c == ']',
-        }
-    }
-    false
 }
 
 /// Changed after install (their own hook after ours, a new comment, a new key): uninstall
@@ -252,8 +176,8 @@ fn a_settings_file_edited_since_install_keeps_the_users_edits() {
     for kept in ["// Personal settings.", "// my own guard", "// added after install", "with a block comment. */"] {
         assert!(text.contains(kept), "lost {kept:?}:\n{text}");
     }
-    let doc = read_jsonc(&text);
-    let mut want = read_jsonc(JSONC);
+    let doc = aep_testkit::read_jsonc(&text);
+    let mut want = aep_testkit::read_jsonc(JSONC);
     want["ui"] = serde_json::json!({"theme": "GitHub"});
     // Install switched hooks on; the user's own hooks still rely on that, so it stays.
     want["hooksConfig"] = serde_json::json!({"enabled": true});
@@ -280,14 +204,14 @@ fn what_is_not_ours_is_left_alone() {
     let p = proj.path().to_str().unwrap();
     write(proj.path(), ".cline/hooks/TaskStart.sh", "#!/bin/sh\nexec my-own-tool\n");
     write(proj.path(), ".claude/settings.json", "{\"hooks\": ");
-    let before = tree(proj.path());
+    let before = aep_testkit::tree(proj.path());
     let (code, out, err) = bridge(&["uninstall", "cline", "--project", p], home.path());
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("nothing of aep-bridge's to remove"), "{out}");
     let (code, _, err) = bridge(&["uninstall", "claude-code", "--project", p], home.path());
     assert_eq!(code, 1);
     assert!(err.contains("not valid JSON"), "{err}");
-    assert_eq!(tree(proj.path()), before);
+    assert_eq!(aep_testkit::tree(proj.path()), before);
     let (code, _, err) = bridge(&["uninstall", "nosuch"], home.path());
     assert_eq!(code, 2);
     assert!(err.contains("supported"), "{err}");

@@ -10,8 +10,10 @@ use aep_bridge::config::Config;
 use aep_bridge::server::{Bound, serve};
 use tokio_util::sync::CancellationToken;
 
+mod files;
 mod output;
 mod rotel;
+pub use files::{metric_sum, read_jsonc, tree};
 pub use output::Output;
 pub use rotel::{ROTEL_STARTED, rotel_agent};
 
