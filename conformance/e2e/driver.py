@@ -2397,6 +2397,10 @@ FAILOPEN_VOLATILE = [
     (r"\b\d{8}_\d{6}_[0-9a-f]{6}\b", "<hermes-session>"),
     (r"\b(conv|agent|call_e2e|chatcmpl-e2e)_?[0-9a-z_]+", r"\1<id>"),
     (r'"(duration_ms|duration_api_ms|durationMs|total_cost_usd|elapsed|ttft_ms|latency_ms)":\s*[0-9.]+', r'"\1":<n>'),
+    # Bun's runtime-internal frames in a JS warning's stack (Cline's AI SDK deprecation
+    # warnings): present or not depending on which tick emitted the warning, which shifts
+    # with hook timing. The warning text and the agent's own frames are still compared.
+    (r"(?m)^\s+at (emitWarning|processTicksAndRejections) \(unknown:\d+:\d+\)\n", ""),
 ]
 
 
