@@ -144,6 +144,7 @@ fi
 
 WORK="$CACHE/work"
 mkdir -p "$WORK"
+rm -f "$WORK/driver.out" "$WORK/quickstart.out"
 PASS=0; FAIL=$(( ${FAIL_OH:-0} + ${FAIL_AGUI:-0} + ${FAIL_HM:-0} ))
 tally() { # adds the driver's "N passed, M failed" line to the totals
   local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -1)
@@ -171,6 +172,11 @@ if want quickstart; then
   fi
 fi
 
+# The failures again at the very end, so a log that keeps only its tail still names them.
+if [ "$FAIL" != 0 ]; then
+  echo "== failed checks"
+  cat "$WORK/driver.out" "$WORK/quickstart.out" 2>/dev/null | grep -E '^FAIL' | cut -c1-400
+fi
 elapsed
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]
