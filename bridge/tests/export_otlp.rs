@@ -233,6 +233,41 @@ async fn http_protobuf_and_json_deliver_exactly_the_projection() {
     }
 }
 
+/// `[export.otlp.resource_attributes]` (and `OTEL_RESOURCE_ATTRIBUTES`, merged into it by the
+/// config loader) reach every resource of both signals; a key the resource already has
+/// (`service.name`, the agent) is not overridden.
+#[tokio::test]
+async fn resource_attributes_reach_every_resource_without_overriding_the_service() {
+    let rec = Recorder::default();
+    let addr = start_recorder(rec.clone()).await;
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
+    cfg.otlp.resource_attributes.insert("deployment.environment.name".into(), "prod".into());
+    cfg.otlp.resource_attributes.insert("service.name".into(), "not-the-agent".into());
+    export_all(&cfg, &session("codex")).await;
+    let got = rec.got.lock().unwrap().clone();
+    let mut resources: Vec<_> = got
+        .iter()
+        .filter(|g| g.path == "/v1/logs")
+        .flat_map(|g| decode_logs(g).resource_logs)
+        .filter_map(|r| r.resource)
+        .collect();
+    let n_logs = resources.len();
+    resources.extend(
+        got.iter()
+            .filter(|g| g.path == "/v1/traces")
+            .flat_map(|g| decode_traces(g).resource_spans)
+            .filter_map(|r| r.resource),
+    );
+    assert!(n_logs > 0 && resources.len() > n_logs, "logs and spans both arrived: {got:?}");
+    for r in &resources {
+        let attr =
+            |k: &str| r.attributes.iter().filter(|a| a.key == k).map(|a| format!("{:?}", a.value)).collect::<Vec<_>>();
+        assert_eq!(attr("service.name").len(), 1, "{r:?}");
+        assert!(attr("service.name")[0].contains("\"codex\""), "{r:?}");
+        assert!(attr("deployment.environment.name").first().is_some_and(|v| v.contains("\"prod\"")), "{r:?}");
+    }
+}
+
 #[tokio::test]
 async fn http_503_with_retry_after_is_retried_once_and_delivered_once() {
     let rec = Recorder::default();

@@ -71,6 +71,21 @@ pub fn resource(service_name: &str) -> Resource {
     Resource { attributes: vec![key_value("service.name", string(service_name))], ..Default::default() }
 }
 
+/// Adds `extra` attributes to a resource where it does not carry the key already (the
+/// deployment's `OTEL_RESOURCE_ATTRIBUTES`, e.g. `deployment.environment.name`, on records
+/// whose resource names their own service).
+pub fn add_resource_attributes(resource: &mut Option<Resource>, extra: &[(String, String)]) {
+    if extra.is_empty() {
+        return;
+    }
+    let r = resource.get_or_insert_with(Resource::default);
+    for (k, v) in extra {
+        if !r.attributes.iter().any(|a| &a.key == k) {
+            r.attributes.push(key_value(k, string(v)));
+        }
+    }
+}
+
 /// An instrumentation scope.
 pub fn scope(name: &str, version: Option<&str>) -> InstrumentationScope {
     InstrumentationScope {

@@ -81,6 +81,11 @@ pub struct OtlpConfig {
     pub timeout_ms: u64,
     /// Resource `service.name` of every record; `""` = each Event's agent.
     pub service_name: String,
+    /// `[export.otlp.resource_attributes]`: added to the resource of every exported request
+    /// (logs, spans, the vendors' spans passed through, metrics) where the resource does not
+    /// already carry the key, e.g. `"deployment.environment.name" = "prod"`; filled from
+    /// `OTEL_RESOURCE_ATTRIBUTES` for keys the file does not set.
+    pub resource_attributes: std::collections::BTreeMap<String, String>,
     /// A span with no Event for this long is closed as incomplete, in seconds.
     pub span_idle_timeout_secs: u64,
     /// A session with no run open and no Event for this long, once a run of it has ended,
@@ -204,6 +209,8 @@ pub struct SignalSettings {
     pub timeout_ms: u64,
     /// TLS options.
     pub tls: TlsConfig,
+    /// Resource attributes stamped on every request (`[export.otlp.resource_attributes]`).
+    pub resource: std::sync::Arc<[(String, String)]>,
 }
 
 impl OtlpConfig {
@@ -228,6 +235,7 @@ impl OtlpConfig {
             compression: o.compression.unwrap_or(self.compression),
             timeout_ms: o.timeout_ms.unwrap_or(self.timeout_ms),
             tls: o.tls.clone().unwrap_or_else(|| self.tls.clone()),
+            resource: self.resource_attributes.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         })
     }
 }
@@ -249,6 +257,7 @@ impl Default for OtlpConfig {
             compression: Compression::Gzip,
             timeout_ms: 10_000,
             service_name: String::new(),
+            resource_attributes: Default::default(),
             span_idle_timeout_secs: 1800,
             span_root_idle_secs: 60,
             trace_per_run: false,

@@ -30,6 +30,11 @@ pub const OTEL_EXPORTER_OTLP_CERTIFICATE: &str = "OTEL_EXPORTER_OTLP_CERTIFICATE
 pub const OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: &str = "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE";
 /// `OTEL_EXPORTER_OTLP_CLIENT_KEY`: PEM private key of the client certificate.
 pub const OTEL_EXPORTER_OTLP_CLIENT_KEY: &str = "OTEL_EXPORTER_OTLP_CLIENT_KEY";
+/// `OTEL_SERVICE_NAME`: the resource `service.name` (the OTel SDK environment spec; it wins
+/// over a `service.name` in `OTEL_RESOURCE_ATTRIBUTES`).
+pub const OTEL_SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
+/// `OTEL_RESOURCE_ATTRIBUTES`: `k=v,k2=v2` resource attributes, values percent-decoded.
+pub const OTEL_RESOURCE_ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
 
 /// The variables of one scope (generic, logs or traces), parsed.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -119,6 +124,10 @@ pub struct OtelEnv {
     /// `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`: `cumulative` or `delta`
     /// (`lowmemory` reads as `delta`: this bridge has only counters and histograms).
     pub temporality: Option<MetricsTemporality>,
+    /// `OTEL_SERVICE_NAME`, else the `service.name` of `OTEL_RESOURCE_ATTRIBUTES`.
+    pub service_name: Option<String>,
+    /// `OTEL_RESOURCE_ATTRIBUTES` without `service.name`.
+    pub resource_attributes: std::collections::BTreeMap<String, String>,
 }
 
 /// `[export.otlp]` as written in the file (to know which keys it sets).
@@ -144,6 +153,8 @@ impl OtelEnv {
             traces: SignalEnv::read("OTEL_EXPORTER_OTLP_TRACES_", &lookup, &mut problems),
             metrics: SignalEnv::read("OTEL_EXPORTER_OTLP_METRICS_", &lookup, &mut problems),
             temporality: None,
+            service_name: None,
+            resource_attributes: Default::default(),
         };
         let mut env = env;
         let name = "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE";
@@ -153,6 +164,19 @@ impl OtelEnv {
                 "delta" | "lowmemory" => env.temporality = Some(MetricsTemporality::Delta),
                 _ => problems.push((name.into(), format!("{v:?} is not cumulative, delta or lowmemory"))),
             }
+        }
+        let nonempty = |name: &str| lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        if let Some(v) = nonempty(OTEL_RESOURCE_ATTRIBUTES) {
+            match parse_resource_attributes(&v) {
+                Ok(mut attrs) => {
+                    env.service_name = attrs.remove("service.name");
+                    env.resource_attributes = attrs;
+                }
+                Err(e) => problems.push((OTEL_RESOURCE_ATTRIBUTES.into(), e)),
+            }
+        }
+        if let Some(v) = nonempty(OTEL_SERVICE_NAME) {
+            env.service_name = Some(v);
         }
         (env, problems)
     }
@@ -164,6 +188,8 @@ impl OtelEnv {
             && self.traces.is_empty()
             && self.metrics.is_empty()
             && self.temporality.is_none()
+            && self.service_name.is_none()
+            && self.resource_attributes.is_empty()
     }
 
     /// Merges the variables into `cfg`; `written` is `[export.otlp]` as the file has it
@@ -188,6 +214,14 @@ impl OtelEnv {
         }
         if let Some(v) = self.temporality.filter(|_| set("metrics_temporality")) {
             cfg.metrics_temporality = v;
+        }
+        if let Some(v) = self.service_name.as_ref().filter(|_| set("service_name")) {
+            cfg.service_name = v.clone();
+        }
+        for (k, v) in &self.resource_attributes {
+            if !has(written, &["resource_attributes", k]) {
+                cfg.resource_attributes.insert(k.clone(), v.clone());
+            }
         }
         apply_tls(g, &mut cfg.tls, |k| has(written, &["tls", k]));
         let base_tls = cfg.tls.clone();
@@ -257,6 +291,21 @@ pub fn parse_headers(s: &str) -> Result<Headers, String> {
             return Err(format!("{pair:?} has an empty key"));
         }
         out.insert(k.to_ascii_lowercase(), percent_decode(v.trim())?);
+    }
+    Ok(out)
+}
+
+/// Parses `OTEL_RESOURCE_ATTRIBUTES` (`k=v,k2=v2`; keys kept as written, values
+/// percent-decoded, the OTel resource SDK's environment format).
+pub fn parse_resource_attributes(s: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((k, v)) = pair.split_once('=') else { return Err(format!("{pair:?} is not key=value")) };
+        let k = k.trim();
+        if k.is_empty() {
+            return Err(format!("{pair:?} has an empty key"));
+        }
+        out.insert(k.to_owned(), percent_decode(v.trim())?);
     }
     Ok(out)
 }
@@ -429,5 +478,32 @@ mod tests {
         assert_eq!(cfg.signals.traces.timeout_ms, Some(456));
         let traces = cfg.for_signal(crate::export::Signal::Traces).unwrap();
         assert_eq!((traces.url.as_str(), traces.timeout_ms), ("http://from-file:4318/v1/traces", 456));
+    }
+
+    #[test]
+    fn resource_attributes_and_service_name_from_the_environment_under_the_file() {
+        let (e, problems) = env(&[
+            ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=prod, team=agents%2Cplatform,service.name=ra"),
+            ("OTEL_SERVICE_NAME", "agents"),
+        ]);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(e.service_name.as_deref(), Some("agents"), "OTEL_SERVICE_NAME wins over service.name");
+        assert_eq!(e.resource_attributes.get("team").map(String::as_str), Some("agents,platform"));
+        assert!(!e.resource_attributes.contains_key("service.name"));
+        let file = written("[resource_attributes]\nteam = \"from-file\"\n");
+        let mut cfg: OtlpConfig = file.clone().try_into().unwrap();
+        e.apply(&mut cfg, Some(&file));
+        assert_eq!(cfg.service_name, "agents");
+        let got: Vec<(&str, &str)> = cfg.resource_attributes.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(got, [("deployment.environment.name", "prod"), ("team", "from-file")]);
+        // Only service.name in the attributes still names the service; the file's name wins.
+        let (e, _) = env(&[("OTEL_RESOURCE_ATTRIBUTES", "service.name=ra")]);
+        assert_eq!(e.service_name.as_deref(), Some("ra"));
+        let file = written("service_name = \"relay\"\n");
+        let mut cfg: OtlpConfig = file.clone().try_into().unwrap();
+        e.apply(&mut cfg, Some(&file));
+        assert_eq!(cfg.service_name, "relay");
+        let (_, problems) = env(&[("OTEL_RESOURCE_ATTRIBUTES", "novalue,=x")]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
     }
 }

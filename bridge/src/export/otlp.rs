@@ -225,6 +225,20 @@ pub enum OtlpRequest {
 }
 
 impl OtlpRequest {
+    /// Adds the deployment's resource attributes to every resource of the request, where
+    /// absent ([`aep_projections::otlp::add_resource_attributes`]).
+    pub fn add_resource_attributes(&mut self, extra: &[(String, String)]) {
+        use aep_projections::otlp::add_resource_attributes as add;
+        if extra.is_empty() {
+            return;
+        }
+        match self {
+            OtlpRequest::Logs(r) => r.resource_logs.iter_mut().for_each(|x| add(&mut x.resource, extra)),
+            OtlpRequest::Traces(r) => r.resource_spans.iter_mut().for_each(|x| add(&mut x.resource, extra)),
+            OtlpRequest::Metrics(r) => r.resource_metrics.iter_mut().for_each(|x| add(&mut x.resource, extra)),
+        }
+    }
+
     /// The signal it carries.
     pub fn signal(&self) -> Signal {
         match self {
@@ -310,6 +324,8 @@ pub struct OtlpClient {
     http: Option<HttpClient>,
     channel: Option<Channel>,
     metadata: MetadataMap,
+    /// Resource attributes added to every request.
+    resource: Arc<[(String, String)]>,
 }
 
 /// Why an OTLP client cannot be built.
@@ -372,6 +388,7 @@ impl OtlpClient {
             http,
             channel,
             metadata,
+            resource: s.resource.clone(),
         })
     }
 
@@ -426,7 +443,14 @@ impl OtlpClient {
     ) -> (Result<Partial, ExportError>, u32) {
         // Encoding is CPU work: keep it off the async workers.
         let (protocol, gzip, signal) = (self.protocol, self.gzip, req.signal());
-        let p = match tokio::task::spawn_blocking(move || prepare(protocol, gzip, req)).await {
+        let resource = self.resource.clone();
+        let p = match tokio::task::spawn_blocking(move || {
+            let mut req = req;
+            req.add_resource_attributes(&resource);
+            prepare(protocol, gzip, req)
+        })
+        .await
+        {
             Ok(Ok(p)) => p,
             Ok(Err(e)) => return (Err(ExportError::Failed(e.to_string())), 0),
             Err(e) => return (Err(ExportError::Failed(format!("encoder task: {e}"))), 0),
