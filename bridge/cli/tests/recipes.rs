@@ -94,6 +94,14 @@ const QWEN: Capture = Capture {
     call: ("qwen-code.api_response", "input_token_count", "output_token_count"),
 };
 
+const GEMINI: Capture = Capture {
+    vendor: "gemini-cli",
+    session: "ed93f2bc-8abb-4a4a-aaad-c1b58706087a",
+    hooks: "gemini-cli/g01_tools_yolo_http.jsonl",
+    logs: &["gemini-cli/g01_0001_logs.json", "gemini-cli/g01_0003_logs.json"],
+    call: ("gemini_cli.api_response", "input_token_count", "output_token_count"),
+};
+
 impl Capture {
     fn log_bodies(&self) -> Vec<String> {
         self.logs.iter().map(|f| read(Path::new(CAPTURES).join(f))).collect()
@@ -565,7 +573,8 @@ async fn phoenix_recipe_shows_sessions_runs_chats_and_tokens() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "phoenix.toml", &pointed_at(&read(recipe("phoenix.toml")), &base));
     let bridge = Serve::start(&file, &[]);
-    for c in [&CODEX, &QWEN] {
+    let captures = [&CODEX, &GEMINI, &QWEN];
+    for c in captures {
         c.replay(&bridge.url).await;
     }
     let printed = bridge.stop().await;
@@ -573,7 +582,6 @@ async fn phoenix_recipe_shows_sessions_runs_chats_and_tokens() {
 
     // Phoenix inserts what it accepted in the background: wait until every model call is
     // there, asking again after each look.
-    let captures = [&CODEX, &QWEN];
     let deadline = tokio::time::Instant::now() + WAIT;
     let all = loop {
         let all = phoenix_spans(&base, "aep-bridge").await;
@@ -624,7 +632,7 @@ async fn phoenix_recipe_shows_sessions_runs_chats_and_tokens() {
         (Some(want_prompt as f64), Some(want_completion as f64)),
         "{project}"
     );
-    assert_eq!(project["traceCount"], 2, "one trace per session: {project}");
+    assert_eq!(project["traceCount"], captures.len(), "one trace per session: {project}");
     eprintln!(
         "Phoenix: {} spans in project aep-bridge, {} traces, tokens {want_prompt} prompt + {want_completion} completion",
         all.len(),

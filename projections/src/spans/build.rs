@@ -177,9 +177,10 @@ fn forced(forced_end: Option<u64>, last: u64, start: u64) -> u64 {
 }
 
 /// The session root span (`session {agent}`): the agent's whole invocation, of which each
-/// run is one turn. It carries `gen_ai.operation.name = invoke_agent` (GenAI agent spans:
-/// an agent invoked, here for a whole session) and `openinference.span.kind = AGENT`, so
-/// GenAI trace UIs classify it as the agent it is rather than as an unknown span, with the
+/// run is one turn. It carries `openinference.span.kind = AGENT`, so GenAI trace UIs class
+/// it as the agent it is rather than as an unknown span, but no `gen_ai.operation.name`:
+/// each run is the `invoke_agent` operation, and a root counted as one too would count
+/// every session twice in per-operation views and metrics. It has the
 /// session's model when `session.started` names it (also kept as `aep.session.model`). Its
 /// input and output are the session's first prompt and last answer, only as far as the
 /// capture ceiling let them into the records (AEP-0005 §3.3, AEP-0003 §6.4 / §9).
@@ -189,7 +190,6 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
     let mut a = base(sess);
     let first = if sess.first == u64::MAX { sess.last } else { sess.first };
     let start = sess.started.as_ref().map_or(first, |r| r.time);
-    put(&mut a, "gen_ai.operation.name", "invoke_agent");
     put(&mut a, OI_KIND, "AGENT");
     if let Some((_, prompt)) = &sess.first_input {
         content(&mut a, "input", messages("user", prompt, None), prompt);
