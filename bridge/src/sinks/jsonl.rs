@@ -276,7 +276,8 @@ fn write_all_lines(file: &mut File, lines: &[&[u8]]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A batch smaller than this waits [`LINGER`] once for more lines.
+/// A batch smaller than this waits [`LINGER`] once for more lines, while lines arrive
+/// together.
 const LINGER_BELOW: usize = 64;
 /// How long a small batch lingers.
 const LINGER: Duration = Duration::from_micros(300);
@@ -314,15 +315,21 @@ pub fn spawn(
                 w = w.with_health(h);
             }
             let mut batch = Vec::with_capacity(1024);
+            // Whether the last linger found more lines: while it does, lines are arriving
+            // together and lingering saves writes; once it finds none, a lone line (a hook,
+            // whose answer waits for this write) is written at once.
+            let mut gathering = false;
             while let Some(first) = rx.blocking_recv() {
                 let mut lines = first.len();
                 batch.push(first);
                 lines = drain(&mut rx, &mut batch, lines);
-                if lines < LINGER_BELOW {
+                if lines < LINGER_BELOW && (batch.len() > 1 || gathering) {
                     // Under load events arrive a few at a time: linger briefly so one write
-                    // carries many lines (fewer syscalls); an idle log pays at most this.
+                    // carries many lines (fewer syscalls).
+                    let before = batch.len();
                     std::thread::sleep(LINGER);
                     lines = drain(&mut rx, &mut batch, lines);
+                    gathering = batch.len() > before;
                 }
                 w.write_batch(&batch);
                 if let Some(p) = &progress {
