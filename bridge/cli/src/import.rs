@@ -97,9 +97,7 @@ fn read(p: &Path, issues: &mut Vec<LineIssue>) -> Option<Transcript> {
 /// Claude Code: each `<session>.jsonl` with its `<session>/subagents/agent-*.jsonl`.
 fn claude_sessions(dir: &Path, cx: &aep_adapters::MapContext) -> Imported {
     let mut all = Imported::default();
-    let mains = files_under(dir, &|p| {
-        name_of(p).ends_with(".jsonl") && p.parent().map(name_of) != Some("subagents")
-    });
+    let mains = files_under(dir, &|p| name_of(p).ends_with(".jsonl") && p.parent().map(name_of) != Some("subagents"));
     for main in mains {
         let Some(t) = read(&main, &mut all.issues) else { continue };
         let sub_dir = main.with_extension("").join("subagents");
@@ -291,7 +289,8 @@ fn write(cfg: &Config, data_dir: &Path, sessions: Vec<ImportedSession>) -> Resul
             None,
             Some(health.clone()),
         );
-        let mut builder = PipelineBuilder::new(epoch, host_name(cfg), metrics.clone()).sink(SinkTx::durable_lines("jsonl", tx));
+        let mut builder =
+            PipelineBuilder::new(epoch, host_name(cfg), metrics.clone()).sink(SinkTx::durable_lines("jsonl", tx));
         // The exporters' queues hold the whole import: they shed when full, and history has
         // no producer to slow down.
         let ex = aep_bridge::export::start(
