@@ -64,8 +64,11 @@ fn events(p: &Path) -> Vec<Value> {
     std::fs::read_to_string(p).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// `(tool name, call id)` pairs, in order.
+type Calls = Vec<(String, String)>;
+
 /// `(tool name, call id)` of every `tool.requested`, and of every outcome, in order.
-fn tool_calls(events: &[Value]) -> (Vec<(String, String)>, Vec<(String, String)>) {
+fn tool_calls(events: &[Value]) -> (Calls, Calls) {
     let pick = |pred: &dyn Fn(&str) -> bool| {
         events
             .iter()
