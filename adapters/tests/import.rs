@@ -1,7 +1,7 @@
 //! History import on real recordings: the Claude Code transcript (with a subagent) and the
 //! Codex rollouts (plain, with a subagent, with a compaction) that the e2e suite recorded,
 //! each beside the JSONL log the bridge wrote from the live hooks of the same run
-//! (`data/import/`). The imported tool calls must be the live ones (name and call id, in
+//! (`data/claude-code/`, `data/codex/`). The imported tool calls must be the live ones (name and call id, in
 //! order), runs the live runs, and mapping twice must give the same drafts.
 
 use std::path::{Path, PathBuf};
@@ -12,7 +12,7 @@ use aep_adapters::{EventDraft, MapContext};
 use serde_json::Value;
 
 fn data(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/import").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/import-data").join(rel)
 }
 
 fn files_under(dir: &Path, suffix: &str) -> Vec<PathBuf> {
@@ -39,7 +39,7 @@ fn transcript(p: &Path) -> Transcript {
 const CLAUDE_SESSION: &str = "80825f98-6f6e-42fb-8712-4deb0e618052";
 
 fn claude(cx: &MapContext) -> Imported {
-    let dir = data("claude/projects/-root--cache-aep-e2e-work-claude-project");
+    let dir = data("claude-code/projects/-root--cache-aep-e2e-work-claude-project");
     let main = transcript(&dir.join(format!("{CLAUDE_SESSION}.jsonl")));
     let subs = files_under(&dir.join(CLAUDE_SESSION).join("subagents"), ".jsonl")
         .iter()
@@ -116,7 +116,7 @@ fn claude_code_transcript_replays_the_live_hooks() {
     assert_eq!(got.sessions.len(), 1);
     let s = &got.sessions[0];
     assert_eq!(s.session, CLAUDE_SESSION);
-    let live = live(&format!("claude/live/{CLAUDE_SESSION}.jsonl"));
+    let live = live(&format!("claude-code/live/{CLAUDE_SESSION}.jsonl"));
     // Same tool calls, same outcomes, same order; same lifecycle, same run (the prompt id).
     assert_eq!(tool_calls(&s.drafts), tool_calls_live(&live));
     assert_eq!(core_types(&s.drafts), core_types_live(&live));
@@ -222,7 +222,7 @@ fn codex_compaction_is_one_session_compacted_inside_the_turn() {
 
 #[test]
 fn malformed_and_truncated_lines_are_reported_and_skipped() {
-    let dir = data("claude/projects/-root--cache-aep-e2e-work-claude-project");
+    let dir = data("claude-code/projects/-root--cache-aep-e2e-work-claude-project");
     let mut main = transcript(&dir.join(format!("{CLAUDE_SESSION}.jsonl")));
     let whole = claude(&MapContext::default()).sessions[0].drafts.len();
     let mut lines: Vec<&str> = main.text.lines().collect();

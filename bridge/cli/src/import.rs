@@ -195,6 +195,7 @@ pub fn run(args: ImportArgs) -> i32 {
     let data_dir = cfg.data_dir();
     let mut todo: Vec<ImportedSession> = Vec::new();
     let mut tallies = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (vendor, dir) in sources {
         let mut tally = Tally::default();
         let Some(dir) = dir.filter(|d| d.is_dir()) else {
@@ -212,6 +213,16 @@ pub fn run(args: ImportArgs) -> i32 {
                 continue;
             }
             if already_logged(&data_dir, s.vendor, &s.session) {
+                tally.skipped += 1;
+                continue;
+            }
+            // Two files naming one vendor session (a copied or resumed transcript): the first
+            // is imported, a second `session.ended` would break the log (AEP-0002 §2 #5).
+            if !seen.insert((s.vendor, s.session.clone())) {
+                eprintln!(
+                    "aep-bridge import: warning: {vendor} session {} is in more than one file; the first is imported",
+                    s.session
+                );
                 tally.skipped += 1;
                 continue;
             }

@@ -1,5 +1,5 @@
 //! `aep-bridge import` as a process, on the real Claude Code transcript (with a subagent)
-//! and the real Codex rollout the e2e suite recorded (`adapters/tests/data/import/`), each
+//! and the real Codex rollout the e2e suite recorded (`adapters/tests/import-data/`), each
 //! beside the log the bridge wrote from the live hooks of the same run.
 
 use std::io::Read as _;
@@ -16,12 +16,12 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message as _;
 use serde_json::Value;
 
-const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../adapters/tests/data/import");
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../adapters/tests/import-data");
 const CLAUDE_SESSION: &str = "80825f98-6f6e-42fb-8712-4deb0e618052";
 const CODEX_SESSION: &str = "01a246b3-2ef5-7723-b1b6-7c4a495a05b0";
 
 fn claude_dir() -> PathBuf {
-    Path::new(DATA).join("claude/projects")
+    Path::new(DATA).join("claude-code/projects")
 }
 
 fn codex_dir() -> PathBuf {
@@ -110,7 +110,7 @@ fn imports_real_history_that_validates_and_matches_the_live_hooks() {
         // The tool calls the live hooks produced for the same run, in the same order.
         let live_log = match agent {
             "codex" => Path::new(DATA).join(format!("codex/codex-user/live/{session}.jsonl")),
-            _ => Path::new(DATA).join(format!("claude/live/{session}.jsonl")),
+            _ => Path::new(DATA).join(format!("claude-code/live/{session}.jsonl")),
         };
         let (got, live) = (events(&p), events(&live_log));
         assert_eq!(tool_calls(&got), tool_calls(&live), "{agent}");
@@ -144,7 +144,7 @@ fn a_session_logged_live_is_skipped() {
     let cfg = config(dir.path(), "");
     let live = log(&data, "claude-code", CLAUDE_SESSION);
     std::fs::create_dir_all(live.parent().unwrap()).unwrap();
-    std::fs::copy(Path::new(DATA).join(format!("claude/live/{CLAUDE_SESSION}.jsonl")), &live).unwrap();
+    std::fs::copy(Path::new(DATA).join(format!("claude-code/live/{CLAUDE_SESSION}.jsonl")), &live).unwrap();
     let before = std::fs::read(&live).unwrap();
     let claude = claude_dir().display().to_string();
     let (code, out, err) = import(&data, &cfg, &["--claude", &claude, "--codex", "/nonexistent"]);
@@ -312,4 +312,24 @@ async fn export_sends_spans_and_logs_with_the_original_timestamps() {
     let tool = spans.iter().find(|(n, _, _)| n.contains("Bash")).expect("a tool span");
     assert_eq!(tool.1, nanos("2026-12-05T14:54:37.913Z"), "{spans:?}");
     assert!(spans.iter().any(|(_, s, e)| *s == first && *e == last), "the session span: {spans:?}");
+}
+
+#[test]
+fn one_vendor_session_in_two_files_is_imported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "");
+    let src = claude_dir().join("-root--cache-aep-e2e-work-claude-project").join(format!("{CLAUDE_SESSION}.jsonl"));
+    for project in ["a", "b"] {
+        let d = dir.path().join("projects").join(project);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::copy(&src, d.join(format!("{CLAUDE_SESSION}.jsonl"))).unwrap();
+    }
+    let data = dir.path().join("data");
+    let projects = dir.path().join("projects").display().to_string();
+    let (code, out, err) = import(&data, &cfg, &["--claude", &projects, "--codex", "/nonexistent"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("imported 1 session(s), 12 event(s); skipped 1 already logged"), "{out}");
+    assert!(err.contains("is in more than one file; the first is imported"), "{err}");
+    let (code, report) = validate_strict(&log(&data, "claude-code", CLAUDE_SESSION));
+    assert_eq!(code, 0, "{report}");
 }
