@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 pub mod common;
 pub mod draft;
 pub mod generic;
+pub mod history;
 pub mod otel;
 pub mod protocols;
 pub mod spec;

@@ -6,6 +6,7 @@
 
 mod adapters;
 mod doctor;
+mod import;
 mod install;
 mod jsonc;
 mod ledger;
@@ -109,6 +110,9 @@ pub enum Command {
     /// byte-transparent tee that reports its sessions to the running bridge.
     #[command(after_help = "Example:\n  $ aep-bridge wrap acp -- gemini --acp")]
     Wrap(wrap::WrapArgs),
+    /// Import the agents' own history (Claude Code transcripts, Codex rollouts) as AEP sessions.
+    #[command(after_help = "Example:\n  $ aep-bridge import --since 2026-01-01 --dry-run")]
+    Import(import::ImportArgs),
     /// Configuration tools.
     Config {
         /// What to do with the configuration.
@@ -259,6 +263,7 @@ fn run() -> i32 {
         Command::Doctor(a) => doctor::run(a),
         Command::Service(a) => service::run(a),
         Command::Wrap(a) => wrap::run(a),
+        Command::Import(a) => import::run(a),
     }
 }
 

@@ -3,6 +3,7 @@
 pub mod forms;
 pub mod otel;
 pub mod spec;
+pub mod transcript;
 
 use aep_schemas::Severity;
 use serde_json::{Value, json};

@@ -1,6 +1,7 @@
 #![doc = include_str!("README.md")]
 
 pub mod otel;
+pub mod rollout;
 pub mod spec;
 
 use serde_json::{Map, Value, json};

@@ -1,0 +1,355 @@
+//! `aep-bridge import`: the agents' own history (Claude Code transcripts, Codex rollouts)
+//! into AEP sessions, written where and how the live bridge writes them.
+//!
+//! The mapping is the adapters' (`history`, `claude_code::transcript`, `codex::rollout`):
+//! each transcript replays through the vendor's live hook mapping at the records' own
+//! times, with deterministic event ids. This command finds the files, skips every session
+//! the data directory already logs (live or imported: its log file exists), stamps the
+//! rest through the bridge's own [`Pipeline`] into the JSONL sink (the same
+//! `{data}/logs/{agent}/{session}.jsonl` layout, the same writer) and, with `[export]`
+//! configured, through the same exporters, then validates what it wrote.
+//!
+//! The AEP session id is the vendor's own session id, as the live hooks name it, so an
+//! imported session joins the vendor's own telemetry and never duplicates a live one. Its
+//! epoch comes from the data directory's durable epoch memory (AEP-0001 §7 rule 2): a
+//! bridge started later on the same directory, resuming that session, counts above it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use aep_adapters::history::{Imported, ImportedSession, LineIssue, Transcript};
+use aep_adapters::vendors::{claude_code, codex};
+use aep_bridge::config::Config;
+use aep_bridge::metrics::Metrics;
+use aep_bridge::pipeline::{Pipeline, PipelineBuilder, SinkTx};
+use clap::Args;
+use tokio::sync::mpsc;
+
+use crate::{EXIT_CONFIG, ServeArgs};
+
+/// Arguments of `aep-bridge import`.
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// Claude Code's projects folder (default `~/.claude/projects`).
+    #[arg(long, value_name = "DIR")]
+    pub claude: Option<PathBuf>,
+    /// Codex's sessions folder (default `~/.codex/sessions`).
+    #[arg(long, value_name = "DIR")]
+    pub codex: Option<PathBuf>,
+    /// Only sessions active on or after this date (`YYYY-MM-DD`, UTC, or an RFC 3339 time).
+    #[arg(long, value_name = "DATE", value_parser = parse_since)]
+    pub since: Option<i128>,
+    /// Data directory of the JSONL logs (default `AEP_BRIDGE_DATA_DIR`, else ~/.aep).
+    #[arg(long, env = "AEP_BRIDGE_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<String>,
+    /// Configuration file: `[capture]`, `[jsonl]`, `[export]` apply as for `serve`.
+    #[arg(long, env = "AEP_BRIDGE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Map and count, write and send nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `--since`: a date (midnight UTC) or an RFC 3339 time, as Unix nanoseconds.
+fn parse_since(s: &str) -> Result<i128, String> {
+    let t = if s.len() == 10 { format!("{s}T00:00:00Z") } else { s.to_owned() };
+    aep_schemas::time::parse_rfc3339(&t).ok_or_else(|| format!("`{s}` is neither YYYY-MM-DD nor an RFC 3339 time"))
+}
+
+/// Every file under `dir` (recursively) whose name `keep` accepts, sorted.
+fn files_under(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(p),
+                Ok(t) if t.is_file() && keep(&p) => out.push(p),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn name_of(p: &Path) -> &str {
+    p.file_name().and_then(|n| n.to_str()).unwrap_or("")
+}
+
+/// Reads a file as a transcript; an unreadable one is a warning.
+fn read(p: &Path, issues: &mut Vec<LineIssue>) -> Option<Transcript> {
+    match std::fs::read(p) {
+        Ok(bytes) => {
+            Some(Transcript { label: p.display().to_string(), text: String::from_utf8_lossy(&bytes).into_owned() })
+        }
+        Err(e) => {
+            issues.push(LineIssue { label: p.display().to_string(), line: 0, message: format!("unreadable: {e}") });
+            None
+        }
+    }
+}
+
+/// Claude Code: each `<session>.jsonl` with its `<session>/subagents/agent-*.jsonl`.
+fn claude_sessions(dir: &Path, cx: &aep_adapters::MapContext) -> Imported {
+    let mut all = Imported::default();
+    let mains = files_under(dir, &|p| name_of(p).ends_with(".jsonl") && p.parent().map(name_of) != Some("subagents"));
+    for main in mains {
+        let Some(t) = read(&main, &mut all.issues) else { continue };
+        let sub_dir = main.with_extension("").join("subagents");
+        let subs = files_under(&sub_dir, &|p| name_of(p).starts_with("agent-") && name_of(p).ends_with(".jsonl"))
+            .into_iter()
+            .filter_map(|p| {
+                let transcript = read(&p, &mut all.issues)?;
+                let meta = std::fs::read_to_string(p.with_extension("meta.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_str(&t).ok());
+                Some(claude_code::transcript::Subagent { transcript, meta })
+            })
+            .collect::<Vec<_>>();
+        let got = claude_code::transcript::map_session(&t, &subs, cx);
+        all.sessions.extend(got.sessions);
+        all.issues.extend(got.issues);
+    }
+    all
+}
+
+/// Codex: every `rollout-*.jsonl`, grouped into sessions by the adapter.
+fn codex_sessions(dir: &Path, cx: &aep_adapters::MapContext) -> Imported {
+    let mut issues = Vec::new();
+    let files: Vec<Transcript> =
+        files_under(dir, &|p| name_of(p).starts_with("rollout-") && name_of(p).ends_with(".jsonl"))
+            .iter()
+            .filter_map(|p| read(p, &mut issues))
+            .collect();
+    let mut got = codex::rollout::map_rollouts(&files, cx);
+    issues.append(&mut got.issues);
+    got.issues = issues;
+    got
+}
+
+/// The host named in `source` URIs, as `serve` names it.
+fn host_name(cfg: &Config) -> String {
+    if !cfg.server.host.is_empty() {
+        return cfg.server.host.clone();
+    }
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Whether the data directory already logs `session` (its log file, or a rotated one).
+fn already_logged(data_dir: &Path, vendor: &str, session: &str) -> bool {
+    let p = aep_bridge::sinks::jsonl::log_path(data_dir, vendor, Some(session));
+    p.exists() || PathBuf::from(format!("{}.1", p.display())).exists()
+}
+
+/// One source's tally for the summary line.
+#[derive(Debug, Default)]
+struct Tally {
+    files_warned: usize,
+    imported: usize,
+    skipped: usize,
+    filtered: usize,
+    events: usize,
+}
+
+/// Prints one warning line per file with skipped lines.
+fn warn_issues(issues: &[LineIssue]) -> usize {
+    let mut by_file: BTreeMap<&str, Vec<&LineIssue>> = BTreeMap::new();
+    for i in issues {
+        by_file.entry(i.label.as_str()).or_default().push(i);
+    }
+    for (label, list) in &by_file {
+        let first = list[0];
+        let at = if first.line == 0 { String::new() } else { format!(" (line {}: {})", first.line, first.message) };
+        let what = if first.line == 0 { first.message.clone() } else { format!("{} line(s) skipped{at}", list.len()) };
+        eprintln!("aep-bridge import: warning: {label}: {what}");
+    }
+    by_file.len()
+}
+
+/// Runs `aep-bridge import`; returns the exit code.
+pub fn run(args: ImportArgs) -> i32 {
+    let serve = ServeArgs { config: args.config.clone(), data_dir: args.data_dir.clone(), ..ServeArgs::default() };
+    let cfg = match serve.load() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("aep-bridge import: {e}");
+            return EXIT_CONFIG;
+        }
+    };
+    let home = cfg.env.home();
+    let default_dir = |rel: &str| home.as_ref().map(|h| h.join(rel));
+    let sources = [
+        ("claude-code", args.claude.clone().or_else(|| default_dir(".claude/projects"))),
+        ("codex", args.codex.clone().or_else(|| default_dir(".codex/sessions"))),
+    ];
+    let cx = aep_bridge::server::map_context(&cfg);
+    let data_dir = cfg.data_dir();
+    let mut todo: Vec<ImportedSession> = Vec::new();
+    let mut tallies = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (vendor, dir) in sources {
+        let mut tally = Tally::default();
+        let Some(dir) = dir.filter(|d| d.is_dir()) else {
+            tallies.push((vendor, None, tally));
+            continue;
+        };
+        let got = if vendor == "codex" { codex_sessions(&dir, &cx) } else { claude_sessions(&dir, &cx) };
+        tally.files_warned = warn_issues(&got.issues);
+        for s in got.sessions {
+            let last = s.last_time.as_deref().and_then(aep_schemas::time::parse_rfc3339);
+            if let (Some(since), Some(last)) = (args.since, last)
+                && last < since
+            {
+                tally.filtered += 1;
+                continue;
+            }
+            if already_logged(&data_dir, s.vendor, &s.session) {
+                tally.skipped += 1;
+                continue;
+            }
+            // Two files naming one vendor session (a copied or resumed transcript): the first
+            // is imported, a second `session.ended` would break the log (AEP-0002 §2 #5).
+            if !seen.insert((s.vendor, s.session.clone())) {
+                eprintln!(
+                    "aep-bridge import: warning: {vendor} session {} is in more than one file; the first is imported",
+                    s.session
+                );
+                tally.skipped += 1;
+                continue;
+            }
+            tally.imported += 1;
+            tally.events += s.drafts.len();
+            todo.push(s);
+        }
+        tallies.push((vendor, Some(dir), tally));
+    }
+    let mut code = 0;
+    if !args.dry_run && !todo.is_empty() {
+        match write(&cfg, &data_dir, todo) {
+            Ok(bad) => code = i32::from(bad > 0),
+            Err(e) => {
+                eprintln!("aep-bridge import: {e}");
+                return 1;
+            }
+        }
+    }
+    let verb = if args.dry_run { "would import" } else { "imported" };
+    for (vendor, dir, t) in tallies {
+        let Some(dir) = dir else {
+            println!("{vendor}: no history folder, nothing imported");
+            continue;
+        };
+        let mut line = format!(
+            "{vendor} ({}): {verb} {} session(s), {} event(s); skipped {} already logged",
+            dir.display(),
+            t.imported,
+            t.events,
+            t.skipped
+        );
+        if t.filtered > 0 {
+            line.push_str(&format!(", {} before --since", t.filtered));
+        }
+        if t.files_warned > 0 {
+            line.push_str(&format!("; {} file(s) with skipped lines", t.files_warned));
+        }
+        println!("{line}");
+    }
+    code
+}
+
+/// Error of the writing half.
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    /// The data directory or its epoch state.
+    #[error("data directory: {0}")]
+    State(#[from] aep_bridge::state::StateError),
+    /// The runtime.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
+/// Stamps and writes the sessions through the bridge's pipeline (JSONL sink, exporters),
+/// then validates each log written; returns how many logs failed validation.
+fn write(cfg: &Config, data_dir: &Path, sessions: Vec<ImportedSession>) -> Result<usize, WriteError> {
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    std::fs::create_dir_all(data_dir)?;
+    let epoch = aep_bridge::state::bump_epoch(data_dir, now)?.value;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let events: usize = sessions.iter().map(|s| s.drafts.len()).sum();
+    let paths: Vec<PathBuf> =
+        sessions.iter().map(|s| aep_bridge::sinks::jsonl::log_path(data_dir, s.vendor, Some(&s.session))).collect();
+    rt.block_on(async {
+        let metrics = Arc::new(Metrics::default());
+        let health = Arc::new(aep_bridge::health::Health::default());
+        let shutdown = tokio_util::sync::CancellationToken::new();
+        let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
+        let jsonl = aep_bridge::sinks::jsonl::spawn(
+            rx,
+            data_dir.to_owned(),
+            cfg.jsonl.clone(),
+            metrics.clone(),
+            None,
+            Some(health.clone()),
+        );
+        let mut builder =
+            PipelineBuilder::new(epoch, host_name(cfg), metrics.clone()).sink(SinkTx::durable_lines("jsonl", tx));
+        // The exporters' queues hold the whole import: they shed when full, and history has
+        // no producer to slow down.
+        let ex = aep_bridge::export::start(
+            &cfg.export,
+            cfg.pipeline.queue_capacity.max(events + 1),
+            metrics.clone(),
+            health,
+            shutdown.clone(),
+        );
+        for s in ex.sinks {
+            builder = builder.sink(s);
+        }
+        let pipeline: Pipeline = builder.build();
+        for s in sessions {
+            if let Err(e) = pipeline.submit_drafts("import", s.vendor, s.drafts).await {
+                eprintln!("aep-bridge import: {}: {e}", s.session);
+            }
+        }
+        pipeline.close();
+        drop(pipeline);
+        for t in ex.tasks {
+            if tokio::time::timeout(Duration::from_secs(30), t).await.is_err() {
+                eprintln!("aep-bridge import: warning: an exporter did not finish within 30 s");
+            }
+        }
+        for (name, stats) in &ex.stats {
+            let (delivered, failed, rejected, _) = stats.snapshot();
+            println!("export {name}: {delivered} delivered, {failed} failed, {rejected} rejected");
+        }
+        let _ = tokio::task::spawn_blocking(move || jsonl.join()).await;
+    });
+    let mut bad = 0;
+    for p in paths {
+        let Ok(f) = std::fs::File::open(&p) else { continue };
+        match aep_bridge::validate::validate_report(std::io::BufReader::new(f)) {
+            Ok(r) if r.failures.is_empty() => {
+                for w in r.warnings {
+                    eprintln!("aep-bridge import: warning[completeness]: {}: {w}", p.display());
+                }
+            }
+            Ok(r) => {
+                bad += 1;
+                for f in r.failures {
+                    eprintln!("aep-bridge import: invalid: {}: {f}", p.display());
+                }
+            }
+            Err(e) => eprintln!("aep-bridge import: {}: {e}", p.display()),
+        }
+    }
+    Ok(bad)
+}
