@@ -62,6 +62,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     /// `[export]`
     pub export: crate::export::ExportConfig,
+    /// `[ui]`: the web view (see [`crate::ui`]).
+    pub ui: crate::ui::UiConfig,
     /// `[bridges.<name>]`: observed agent servers (see [`crate::bridges`]).
     pub bridges: std::collections::BTreeMap<String, crate::bridges::BridgeConfig>,
     /// The environment this configuration was loaded in (`HOME`, the redaction list's
@@ -319,6 +321,7 @@ const SECTIONS: &[&str] = &[
     "hooks",
     "export",
     "bridges",
+    "ui",
 ];
 
 fn section<T: for<'de> Deserialize<'de> + Default>(
@@ -445,6 +448,7 @@ impl Config {
             hooks: section(&table, "hooks", &mut problems),
             export: section(&table, "export", &mut problems),
             bridges: section(&table, "bridges", &mut problems),
+            ui: section(&table, "ui", &mut problems),
             env: env.clone(),
         };
         if otel {
