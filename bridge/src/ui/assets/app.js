@@ -533,7 +533,9 @@
         for (const r of s.runs.values()) {
           const li = el("li", "run");
           li.append(el("span", null, "run " + short(r.id) + " "));
-          li.append(el("span", "badge" + (r.status === "running" ? " pending" : r.status === "finished" ? "" : " failed"), r.status));
+          // A run still open when its session ended was never closed (a restart between them).
+          const rs = r.status === "running" && s.ended ? "unclosed" : r.status;
+          li.append(el("span", "badge" + (rs === "running" ? " pending" : rs === "finished" ? "" : " failed"), rs));
           li.append(el("span", "dur", dur(r.start, r.end || (s.ended || now))));
           if (r.items.length) {
             const sub = el("ul", "tree");
