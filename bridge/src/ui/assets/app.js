@@ -9,6 +9,9 @@
   const MAX_SESSION_EVENTS = 2000;  // per session
   const MAX_TEXT = 400;             // characters of one field shown
   const MAX_ROWS = 200;             // table rows drawn
+  const MAX_SEEN = 200000;          // event keys remembered for skipping replays
+  const MAX_SESSIONS = 500;         // sessions kept; the ended ones least recently active go first
+  const MAX_SETTLED = 200;          // settled requests kept
   const SEVERITIES = ["debug", "info", "notice", "warning", "error", "critical"];
 
   let nonce = null;
@@ -58,9 +61,25 @@
 
   // ------------------------------------------------------------------ model
 
+  // Bounded: past MAX_SESSIONS the ended sessions least recently active are forgotten, and
+  // past MAX_SETTLED the oldest settled requests.
+  function prune() {
+    if (sessions.size > MAX_SESSIONS) {
+      const ended = Array.from(sessions.values()).filter((s) => s.ended).sort((a, b) => a.last - b.last);
+      for (const s of ended.slice(0, sessions.size - MAX_SESSIONS)) sessions.delete(s.id);
+    }
+    let settled = 0;
+    for (const r of requests.values()) if (r.status !== "pending") settled++;
+    for (const [id, r] of requests) {
+      if (settled <= MAX_SETTLED) break;
+      if (r.status !== "pending") { requests.delete(id); settled--; }
+    }
+  }
+
   function sessionOf(ev) {
     let s = sessions.get(ev.session);
     if (!s) {
+      prune();
       s = { id: ev.session, agent: ev.agent, first: ms(ev.time), last: ms(ev.time), ended: null, label: "",
         runs: new Map(), loose: [], events: [], tokensIn: 0, tokensOut: 0, callsIn: 0, callsOut: 0,
         cost: {}, callCost: {}, calls: 0 };
@@ -105,6 +124,7 @@
     const key = ev.source + "\n" + ev.id;
     if (seen.has(key)) return;
     seen.add(key);
+    if (seen.size > MAX_SEEN) for (const k of seen) { seen.delete(k); if (seen.size <= MAX_SEEN * 0.9) break; }
     ev._t = ms(ev.time);
     ev._sev = severity(ev);
     ev._text = (ev.type + " " + ev.agent + " " + (ev.session || "") + " " + clip(ev.data || "", 4000)).toLowerCase();
@@ -113,7 +133,12 @@
 
     const t = ev.type;
     const isCommand = t.startsWith("control.") && t !== "control.accepted" && t !== "control.rejected";
-    if (isCommand) { commands.set(ev.id, ev); touch(); return; }
+    if (isCommand) {
+      commands.set(ev.id, ev);
+      if (commands.size > MAX_SETTLED * 5) commands.delete(commands.keys().next().value);
+      touch();
+      return;
+    }
     if (t === "control.accepted" || t === "control.rejected") {
       const req = sent.get(ev.cause);
       if (req && requests.has(req)) {
@@ -147,6 +172,7 @@
         if (t !== "tool.requested") { item.end = ev._t; item.status = t.slice(5); if (num(d.duration_ms) > 0) item.start = item.end - num(d.duration_ms); }
       }
       if (t === "attention.requested") {
+        prune();
         const r = { req: ev, status: "pending", start: ev._t, end: null };
         requests.set(ev.id, r);
         (run ? run.items : s.loose).push({ kind: "attention", request: r });
