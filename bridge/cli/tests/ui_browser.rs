@@ -237,6 +237,9 @@ async fn the_web_view_in_a_real_browser() {
     // Login: a wrong token is refused, the right one opens the view; no token in any URL.
     b.step("open the page", json!({"op": "goto", "url": format!("{url}/")}));
     b.wait("the login form", "#login-form", None);
+    let hidden = b.eval("nothing but the login shows", "getComputedStyle(document.getElementById('app')).display");
+    assert_eq!(hidden, "none");
+    b.step("screenshot", json!({"op": "screenshot", "path": format!("{SHOTS}/login.png")}));
     b.step("type a wrong token", json!({"op": "fill", "selector": "#token", "value": "wrong"}));
     b.step("submit it", json!({"op": "click", "selector": "#login-form button"}));
     b.wait("the refusal", "#login-error", Some("Login refused"));

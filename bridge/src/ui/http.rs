@@ -98,6 +98,8 @@ pub fn router(ui: Arc<Ui>) -> Router {
         .route("/", get(index))
         .route("/ui/app.js", get(script))
         .route("/ui/app.css", get(style))
+        // Browsers ask for it; there is none, said quietly with the view's headers.
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .route("/ui/session", get(session))
         .route("/ui/login", post(login))
         .route("/ui/logout", post(logout))
