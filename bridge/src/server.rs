@@ -446,7 +446,8 @@ impl Daemon {
                     pipeline.clone(),
                     token.clone(),
                     Some(&data_dir),
-                    &cfg.server.host,
+                    &host_name(&cfg),
+                    epoch,
                     &cfg.ui.allowed_hosts,
                 )
             }),

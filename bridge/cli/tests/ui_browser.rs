@@ -116,13 +116,18 @@ struct Bridge {
 
 impl Bridge {
     fn start(data: &Path, listen: &str) -> Bridge {
+        // A request held at shutdown keeps `serve` up for the grace period: a short one here.
+        let config = data.join("aep-bridge.toml");
+        std::fs::write(&config, "[server]\nshutdown_grace_ms = 1000\n").unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_aep-bridge"));
         cmd.env_clear()
             .env("HOME", data)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("AEP_BRIDGE_TOKEN", TOKEN)
             .env("AEP_BRIDGE_LOG", "warn")
-            .args(["serve", "--listen", listen, "--otlp-grpc", "", "--otlp-http", "", "--data-dir"])
+            .args(["serve", "--config"])
+            .arg(&config)
+            .args(["--listen", listen, "--otlp-grpc", "", "--otlp-http", "", "--data-dir"])
             .arg(data)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -164,6 +169,24 @@ fn shim() -> PathBuf {
     let p = Path::new(env!("CARGO_BIN_EXE_aep-bridge")).with_file_name("aep-hook");
     assert!(p.is_file(), "{} is missing: build it (cargo build -p aep-hook; cargo test --workspace does)", p.display());
     p
+}
+
+/// The real shim holding `payload` open on the bridge at `url`; its exit code and stdout.
+fn spawn_shim(url: &str, payload: Value) -> tokio::task::JoinHandle<(Option<i32>, String)> {
+    let url = url.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(shim())
+            .arg("claude-code")
+            .env("AEP_BRIDGE_URL", url)
+            .env("AEP_TOKEN", TOKEN)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(payload.to_string().as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    })
 }
 
 async fn hook(url: &str, payload: &Value) {
@@ -270,20 +293,8 @@ async fn the_web_view_in_a_real_browser() {
     // A held PermissionRequest through the real shim, answered with one click.
     let permission: Value = serde_json::from_str(&std::fs::read_to_string(PERMISSION).unwrap()).unwrap();
     let perm_session = permission["session_id"].as_str().unwrap().to_owned();
-    let shim_url = url.clone();
-    let shim = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(shim())
-            .arg("claude-code")
-            .env("AEP_BRIDGE_URL", shim_url)
-            .env("AEP_TOKEN", TOKEN)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(permission.to_string().as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
-    });
+    let mut held = permission.clone();
+    let shim = spawn_shim(&url, permission);
     b.wait("the request in the inbox", "#inbox .card button.opt[data-option=\"allow\"]", None);
     let card = b.eval(
         "the card",
@@ -404,13 +415,29 @@ async fn the_web_view_in_a_real_browser() {
     assert_eq!(dom["option"], "<script>alert('opt')</script>", "{dom}");
     assert_eq!(b.step("dialogs", json!({"op": "dialogs"})), json!([]), "no dialog opened");
 
-    // Restart on the same port and data folder: the page resumes without a new login.
+    // Restart on the same port and data folder: the page resumes without a new login. A
+    // request held when the bridge stops is released to the agent's own prompt (the shim
+    // fails open), and the page says it expired rather than offering a dead answer.
+    held["session_id"] = json!("held-across-restart");
+    let held_shim = spawn_shim(&url, held);
+    b.wait("the held request", ".session[data-session=\"held-across-restart\"] .tree", Some("pending"));
+    let held_id = b.eval(
+        "its card",
+        "document.querySelector('.card[data-request]:not(.settled) .meta').textContent.includes('held-acr') && \
+         Array.from(document.querySelectorAll('#inbox .card')).find(c => c.querySelector('.meta').textContent.includes('held-acr')).dataset.request",
+    );
+    let held_id = held_id.as_str().expect("the held request's card").to_owned();
     let listen = bridge.addr.clone();
     drop(ws);
     bridge.stop();
-    b.wait("the page notices", "#conn", Some("reconnecting"));
+    let (code, _) = tokio::time::timeout(WAIT, held_shim).await.expect("the shim let go").unwrap();
+    assert_eq!(code, Some(0), "the shim fails open when the bridge goes away");
+    b.wait("the page notices", "#conn.down", None);
     let bridge = Bridge::start(data.path(), &listen);
     b.wait("the stream is live again", "#conn", Some("live"));
+    let expired = format!(".card[data-request=\"{held_id}\"] .status");
+    b.wait("the held request expired", &expired, Some("expired (the bridge restarted)"));
+    b.wait("the hostile request (not this bridge's) still open", "#inbox .card .prompt", Some("<svg onload"));
     for h in &hooks[6..] {
         hook(&url, h).await;
     }

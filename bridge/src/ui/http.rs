@@ -46,18 +46,26 @@ pub struct Ui {
     hosts: Vec<String>,
     /// `aep://{host}/agent/aep-web`, the commands' `source`.
     source: String,
+    /// `aep://{host}/`, the start of the `source` of every event this bridge stamps.
+    stamps: String,
+    /// This run's epoch (AEP-0001 §5.3): a request stamped in an earlier one is no longer
+    /// held here (its hook was released when that run stopped).
+    epoch: u64,
 }
 
 impl Ui {
     /// The view over `collector` (its stream and command routing) and the `pipeline` its
-    /// commands are recorded in. With `token`, every route but the page and the login wants
-    /// a session; sessions are kept under `data_dir` when given.
+    /// commands are recorded in, for the bridge run `epoch` on `host` (the name its events'
+    /// sources carry). With `token`, every route but the page and the login wants a session;
+    /// sessions are kept under `data_dir` when given.
+    #[allow(clippy::too_many_arguments)] // the composition root's values, passed once
     pub fn new(
         collector: Arc<Collector>,
         pipeline: Pipeline,
         token: Option<String>,
         data_dir: Option<&std::path::Path>,
         host: &str,
+        epoch: u64,
         allowed_hosts: &[String],
     ) -> Arc<Self> {
         let mut hosts: Vec<String> = allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
@@ -71,6 +79,8 @@ impl Ui {
             sessions: Sessions::new(data_dir.map(|d| d.join("ui-sessions.json")), now_ms()),
             hosts,
             source: format!("aep://{}/agent/{SENDER}", if host.is_empty() { "localhost" } else { host }),
+            stamps: format!("aep://{host}/"),
+            epoch,
         })
     }
 
@@ -197,6 +207,10 @@ async fn session(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
         "token": ui.token.is_some(),
         // AEP-0004 §4.1: control flows only on authenticated bindings (a token is set).
         "control": ui.collector.control_enabled(),
+        // Which events this bridge stamped, and in which run: the page expires the requests
+        // of an earlier run, whose held hooks were released when it stopped.
+        "epoch": ui.epoch,
+        "stamps": ui.stamps,
     });
     let mut res = axum::Json(body).into_response();
     if fresh {

@@ -18,6 +18,8 @@
   let control = false;
   let stream = null;      // AbortController of the open stream
   let backoff = 500;
+  let bridgeEpoch = null;  // the running bridge's epoch and source prefix, from /ui/session
+  let bridgeStamps = null;
 
   const seen = new Set();            // source \n id: a replay after a reconnect adds nothing twice
   const log = [];                    // events, oldest first
@@ -174,6 +176,9 @@
       if (t === "attention.requested") {
         prune();
         const r = { req: ev, status: "pending", start: ev._t, end: null };
+        if (bridgeEpoch !== null && String(ev.source).startsWith(bridgeStamps) && typeof ev.epoch === "number" && ev.epoch < bridgeEpoch) {
+          r.status = "expired (the bridge restarted)";
+        }
         requests.set(ev.id, r);
         (run ? run.items : s.loose).push({ kind: "attention", request: r });
       }
@@ -250,6 +255,7 @@
     const s = await res.json();
     nonce = s.nonce;
     control = !!s.control;
+    expire(s.epoch, s.stamps);
     $("login").hidden = true;
     $("app").hidden = false;
     $("logout").hidden = !s.token;
@@ -258,6 +264,22 @@
     note.textContent = control ? "" : "Read-only: answering needs the bridge to run with a token (AEP-0004 §4.1).";
     for (const c of cards.values()) c._refresh();
     connect();
+  }
+
+  // A request this bridge stamped in an earlier run is no longer held: stopping that run
+  // released its hook to the agent's own prompt (AEP-0001 §5.3 epochs).
+  function expire(epoch, stamps) {
+    if (typeof epoch !== "number" || typeof stamps !== "string") return;
+    for (const r of requests.values()) {
+      const ev = r.req;
+      if (r.status === "pending" && String(ev.source).startsWith(stamps) && typeof ev.epoch === "number" && ev.epoch < epoch) {
+        r.status = "expired (the bridge restarted)";
+        r.end = Date.now();
+      }
+    }
+    bridgeEpoch = epoch;
+    bridgeStamps = stamps;
+    touch();
   }
 
   function showLogin() {
