@@ -63,7 +63,7 @@ pub struct Config {
     /// `[export]`
     pub export: crate::export::ExportConfig,
     /// `[ui]`: the web view (see [`crate::ui`]).
-    pub ui: crate::ui::UiConfig,
+    pub ui: UiConfig,
     /// `[bridges.<name>]`: observed agent servers (see [`crate::bridges`]).
     pub bridges: std::collections::BTreeMap<String, crate::bridges::BridgeConfig>,
     /// The environment this configuration was loaded in (`HOME`, the redaction list's
@@ -289,6 +289,27 @@ pub struct HooksConfig {
 impl Default for HooksConfig {
     fn default() -> Self {
         Self { idle_session_secs: 1800 }
+    }
+}
+
+/// `[ui]`: the web view on the main port (served only while the collector is on: it reads
+/// the collector's stream and answers through its command routing). Kept here rather than in
+/// `ui`, which builds on the collector, so the modules stay free of cycles.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UiConfig {
+    /// Serve the page at `/` (on by default: it is loopback-only unless the bridge listens
+    /// elsewhere, and behind the token when one is set).
+    pub enabled: bool,
+    /// Host names the page may be reached by besides IP addresses, `localhost` and
+    /// `server.host` (a reverse proxy's name): any other `Host` is refused, so a web page
+    /// that rebinds its own name to this address cannot read the view.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for UiConfig {
+    fn default() -> Self {
+        Self { enabled: true, allowed_hosts: Vec::new() }
     }
 }
 
