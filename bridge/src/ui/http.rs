@@ -269,7 +269,8 @@ async fn logout(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
 }
 
 /// `GET /ui/stream`: the collector's SSE stream (replay, live, resume) behind the session
-/// cookie instead of a token in the URL.
+/// cookie. AEP-0003 §8.1 lets a browser's stream carry `?access_token=`; the view never
+/// does (a URL ends up in history, logs and referrers), and ignores one given here.
 async fn stream(State(ui): State<Arc<Ui>>, Query(mut q): Query<StreamQuery>, headers: HeaderMap) -> Response {
     if ui.session(&headers).is_none() {
         return error(StatusCode::UNAUTHORIZED, "unauthorized", "log in first");
