@@ -62,6 +62,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     /// `[export]`
     pub export: crate::export::ExportConfig,
+    /// `[ui]`: the web view (see [`crate::ui`]).
+    pub ui: UiConfig,
     /// `[bridges.<name>]`: observed agent servers (see [`crate::bridges`]).
     pub bridges: std::collections::BTreeMap<String, crate::bridges::BridgeConfig>,
     /// The environment this configuration was loaded in (`HOME`, the redaction list's
@@ -290,6 +292,27 @@ impl Default for HooksConfig {
     }
 }
 
+/// `[ui]`: the web view on the main port (served only while the collector is on: it reads
+/// the collector's stream and answers through its command routing). Kept here rather than in
+/// `ui`, which builds on the collector, so the modules stay free of cycles.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UiConfig {
+    /// Serve the page at `/` (on by default: it is loopback-only unless the bridge listens
+    /// elsewhere, and behind the token when one is set).
+    pub enabled: bool,
+    /// Host names the page may be reached by besides IP addresses, `localhost` and
+    /// `server.host` (a reverse proxy's name): any other `Host` is refused, so a web page
+    /// that rebinds its own name to this address cannot read the view.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for UiConfig {
+    fn default() -> Self {
+        Self { enabled: true, allowed_hosts: Vec::new() }
+    }
+}
+
 /// `[control]`: the human-approval loop.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -319,6 +342,7 @@ const SECTIONS: &[&str] = &[
     "hooks",
     "export",
     "bridges",
+    "ui",
 ];
 
 fn section<T: for<'de> Deserialize<'de> + Default>(
@@ -445,6 +469,7 @@ impl Config {
             hooks: section(&table, "hooks", &mut problems),
             export: section(&table, "export", &mut problems),
             bridges: section(&table, "bridges", &mut problems),
+            ui: section(&table, "ui", &mut problems),
             env: env.clone(),
         };
         if otel {

@@ -9,7 +9,8 @@
 //! them and serves them. The `aep-bridge` command (`bridge/cli`) is the CLI over this
 //! library (and [`client`], the collector client it shares with the `aep-bench` load tools).
 //! [`wrap`] is the stdio tee behind `aep-bridge wrap`, delivering to a running bridge;
-//! [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`).
+//! [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`); [`ui`]
+//! is the live web view served on the main port.
 //!
 //! # Two OpenTelemetry crates, decided
 //!
@@ -55,5 +56,6 @@ pub mod sinks;
 pub mod state;
 pub mod time;
 pub mod transport;
+pub mod ui;
 pub mod validate;
 pub mod wrap;

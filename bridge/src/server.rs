@@ -92,10 +92,13 @@ pub struct AppParts {
     pub otlp: Arc<crate::otlp_in::BridgeOtlp>,
     /// The embedded collector and the pipeline its emitters submit to, when enabled.
     pub collector: Option<(Arc<collector::Collector>, Pipeline)>,
+    /// The web view (`/`, `/ui/*`), when enabled.
+    pub ui: Option<Arc<crate::ui::Ui>>,
 }
 
 /// The bridge's HTTP app: `/healthz`, `/metrics`, `/hooks/*`, OTLP/HTTP `/v1/*` and, when
-/// enabled, the collector (`/events`, `/stream`, `/socket`, `/.well-known/aep`). Served on
+/// enabled, the collector (`/events`, `/stream`, `/socket`, `/.well-known/aep`) and the web
+/// view (`/`, `/ui/*`). Served on
 /// the main listener and on the extra OTLP/HTTP one; testable without a socket.
 pub fn app(parts: AppParts) -> Router {
     let mut app = Router::new()
@@ -106,6 +109,9 @@ pub fn app(parts: AppParts) -> Router {
         .merge(aep_receivers::otlp::router(parts.otlp));
     if let Some((collector, pipeline)) = parts.collector {
         app = app.merge(collector::router(collector, pipeline));
+    }
+    if let Some(ui) = parts.ui {
+        app = app.merge(crate::ui::router(ui));
     }
     app
 }
@@ -433,6 +439,18 @@ impl Daemon {
             max_hook_body: cfg.server.max_hook_body,
             otlp: otlp.clone(),
             collector: cfg.collector.enabled.then(|| (collector.clone(), pipeline.clone())),
+            // The view reads the collector's stream and routes through it: on with it only.
+            ui: (cfg.ui.enabled && cfg.collector.enabled).then(|| {
+                crate::ui::Ui::new(
+                    collector.clone(),
+                    pipeline.clone(),
+                    token.clone(),
+                    Some(&data_dir),
+                    &host_name(&cfg),
+                    epoch,
+                    &cfg.ui.allowed_hosts,
+                )
+            }),
         });
         Ok(Self {
             cfg,
@@ -633,6 +651,7 @@ mod tests {
             max_hook_body: cfg.server.max_hook_body,
             otlp,
             collector: collector.then_some((c, pipeline)),
+            ui: None,
         });
         (app, metrics)
     }

@@ -204,22 +204,34 @@ fn bad(c: &Collector, detail: String, line: Option<usize>) -> Response {
     (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
 }
 
-#[derive(Debug, Deserialize)]
-struct StreamQuery {
-    filter: Option<String>,
-    capture: Option<String>,
-    from: Option<String>,
-    live: Option<String>,
-    access_token: Option<String>,
+/// The query of `GET /stream` (AEP-0003 §3.3).
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamQuery {
+    /// An attr-match filter, JSON.
+    pub filter: Option<String>,
+    /// The capture ceiling.
+    pub capture: Option<String>,
+    /// `all` or a JSON array of positions.
+    pub from: Option<String>,
+    /// `0` for the replay alone.
+    pub live: Option<String>,
+    /// The token, for EventSource clients that cannot set a header.
+    pub access_token: Option<String>,
 }
 
 async fn stream(State(ctx): State<Ctx>, Query(q): Query<StreamQuery>, headers: HeaderMap) -> Response {
-    let c = ctx.collector.clone();
     // The token may ride the query for EventSource clients (AEP-0003 §8.1); never logged.
     let presented = bearer(&headers).or(q.access_token.as_deref());
-    if let Err(r) = check_auth(&c, presented) {
+    if let Err(r) = check_auth(&ctx.collector, presented) {
         return r;
     }
+    sse_stream(ctx.collector, q, &headers)
+}
+
+/// The SSE stream for a caller already authenticated by its binding: `GET /stream`, and the
+/// web view's stream behind its session cookie. Replay, live delivery and resume
+/// (`from`, else `Last-Event-ID`) as AEP-0003 §3.3 and §5 say.
+pub fn sse_stream(c: Arc<Collector>, q: StreamQuery, headers: &HeaderMap) -> Response {
     let filter = match q.filter.as_deref() {
         None | Some("") => Filter::all(),
         Some(f) => match serde_json::from_str::<Value>(f).map_err(|e| ("invalid-filter", e.to_string())).and_then(|v| {

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
 pub use buffer::{Cursor, Paged, Position, ReplayBuffers};
-pub use http::router;
+pub use http::{StreamQuery, router, sse_stream};
 
 use crate::commands::Commands;
 use crate::config::CollectorConfig;
@@ -775,6 +775,57 @@ pub(crate) fn check_filter_size(v: &Value) -> Result<(), String> {
 pub(crate) struct Ctx {
     pub(crate) collector: Arc<Collector>,
     pub(crate) pipeline: crate::pipeline::Pipeline,
+}
+
+/// Why a command was not delivered: an `error` frame's code and detail, connection-scoped
+/// and never in session history (AEP-0004 §4.2, §8).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {detail}")]
+pub struct CommandRefused {
+    /// The command's `id` (the frame's `cause`).
+    pub cause: String,
+    /// `no-route`, `ambiguous`, `unsupported` or `unavailable`.
+    pub code: &'static str,
+    /// What went wrong.
+    pub detail: String,
+}
+
+impl CommandRefused {
+    /// The `error` frame a WebSocket sender gets.
+    pub fn frame(&self) -> Value {
+        json!({"type": "error", "cause": self.cause, "code": self.code, "detail": self.detail})
+    }
+}
+
+/// Routes a validated command from an authenticated sender to its session's one live
+/// claimant (AEP-0004 §4.2, §4.5): kept in the history this endpoint serves (§4.4), then
+/// handed to the remote claimant's connection or this process's control loop. The one path
+/// every control binding takes (the `/socket` WebSocket, the web view's answers); the
+/// caller has checked the binding is authenticated (§4.1).
+pub async fn submit_command(
+    collector: &Collector,
+    pipeline: &crate::pipeline::Pipeline,
+    stamped: Arc<Stamped>,
+) -> Result<(), CommandRefused> {
+    let cause = stamped.event.id.clone();
+    let refused = |code: &'static str, detail: String| CommandRefused { cause: cause.clone(), code, detail };
+    let route = collector.route(&stamped.event);
+    if let Route::Refused(code, detail) = route {
+        return Err(refused(code, detail));
+    }
+    let cmd = stamped.event.clone();
+    let stamped = match pipeline.submit_stamped("collector", stamped).await {
+        Ok(s) => s,
+        Err(_) => return Err(refused("unavailable", "shutting down".into())),
+    };
+    match route {
+        Route::Remote(tx) => tx
+            .send(stamped)
+            .await
+            .map_err(|_| refused("no-route", "the claimant disconnected before the command could be delivered".into())),
+        Route::Local => collector.deliver_local(cmd).map_err(|e| refused("unavailable", e.to_string())),
+        Route::Refused(..) => Ok(()),
+    }
 }
 
 /// Parses `from`: `all` or a JSON array of `{session, epoch, seq}`.

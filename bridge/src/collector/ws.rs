@@ -12,7 +12,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{Backlog, Bound, Claim, Ctx, Delivery, Replay, Route, parse_from};
+use super::{Backlog, Bound, Claim, Ctx, Delivery, Replay, parse_from};
 use crate::pipeline::Stamped;
 
 /// Most concurrent subscriptions per connection (`limit-exceeded` beyond, AEP-0003 §6.5).
@@ -362,31 +362,9 @@ async fn handle_event(
                 "control requires an authenticated binding (start the bridge with a token)".into(),
             );
         }
-        // A refusal is connection-scoped and never enters session history (AEP-0004 §4.2,
-        // §8); a routed command is kept in the history this endpoint serves (§4.4).
-        let route = c.route(ev);
-        if let Route::Refused(code, detail) = route {
-            return refused(code, detail);
-        }
-        let cmd = ev.clone();
-        let cause = ev.id.clone();
-        let stamped = match ctx.pipeline.submit_stamped("collector", stamped).await {
-            Ok(s) => s,
-            Err(_) => return vec![err_frame(None, "unavailable", "shutting down")],
-        };
-        return match route {
-            Route::Remote(tx) => match tx.send(stamped).await {
-                Ok(()) => Vec::new(),
-                Err(_) => vec![json!({"type": "error", "cause": cause, "code": "no-route",
-                    "detail": "the claimant disconnected before the command could be delivered"})],
-            },
-            Route::Local => match c.deliver_local(cmd) {
-                Ok(()) => Vec::new(),
-                Err(e) => {
-                    vec![json!({"type": "error", "cause": cause, "code": "unavailable", "detail": e.to_string()})]
-                }
-            },
-            Route::Refused(..) => Vec::new(),
+        return match super::submit_command(c, &ctx.pipeline, stamped).await {
+            Ok(()) => Vec::new(),
+            Err(r) => vec![r.frame()],
         };
     }
     if let (Some(session), true) = (ev.session.clone(), ev.seq.is_some()) {
