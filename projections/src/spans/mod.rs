@@ -4,8 +4,8 @@
 //! A [`SpanAssembler`] is fed Events in any order and returns finished spans:
 //! - a root `session {agent}` span per session keyed by `(source, session)` (AEP-0001
 //!   §5.2), with `gen_ai.agent.name`, `gen_ai.conversation.id` and `session.id`, classed
-//!   as the agent's invocation (`gen_ai.operation.name = invoke_agent`, OpenInference kind
-//!   `AGENT`; runs are `AGENT` and tools `TOOL` too);
+//!   as the agent (OpenInference kind `AGENT`; runs are `AGENT` and tools `TOOL` too) but
+//!   naming no GenAI operation: the runs are the `invoke_agent` operations;
 //! - an `invoke_agent {agent}` child per run (GenAI agent-span conventions), status OK or
 //!   ERROR, with the session's model;
 //! - an `execute_tool {tool}` child per tool call, paired by `data.tool.call_id`, else by
