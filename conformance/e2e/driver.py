@@ -243,8 +243,38 @@ def scenario_claude(a):
               and len(otel_calls & hook_calls) >= 3, f"hooks {sorted(hook_calls)} otel {sorted(otel_calls)}")
         if a.rotel:
             check_span_tree("claude", env.spans, sid, events)
+        check_import("claude", env, sid, events, claude=os.path.join(env.home, ".claude", "projects"))
     finally:
         env.procs.stop()
+
+
+def check_import(tag, env, sid, live_events, claude=None, codex=None):
+    """`aep-bridge import` of the agent's own transcript of the run just made (Claude Code's
+    project transcripts or Codex's rollouts, as the real CLI wrote them) into a fresh data
+    folder: the session validates and is complete, its tool calls (name and call id, in
+    order) are the ones the live hooks logged, and a second import adds nothing."""
+    data = os.path.join(env.root, "import-data")
+    empty = os.path.join(env.root, "import-empty")
+    os.makedirs(empty, exist_ok=True)
+    argv = [env.bridge, "import", "--data-dir", data, "--claude", claude or empty, "--codex", codex or empty]
+    r = subprocess.run(argv, env=env.base_env(), capture_output=True, text=True, timeout=60)
+    vendor = "claude-code" if claude else "codex"
+    log = os.path.join(data, "logs", vendor, f"{sid}.jsonl")
+    if not check(f"{tag}: aep-bridge import writes the session's log from the agent's own history",
+                 r.returncode == 0 and os.path.isfile(log), (r.stdout + r.stderr)[-400:]):
+        return
+    v = env.aep("validate", log)
+    check(f"{tag}: the imported session validates and is complete", v.returncode == 0, (v.stdout + v.stderr)[-400:])
+    calls = lambda evs: [(x["data"]["tool"]["name"], x["data"]["tool"].get("call_id")) for x in evs
+                         if x["type"] == "tool.requested"]
+    imported = read_jsonl(log)
+    check(f"{tag}: the imported tool calls are the live hooks' (name, call id, order)",
+          bool(calls(live_events)) and calls(imported) == calls(live_events),
+          f"imported {calls(imported)} live {calls(live_events)}")
+    before = open(log, "rb").read()
+    r = subprocess.run(argv, env=env.base_env(), capture_output=True, text=True, timeout=60)
+    check(f"{tag}: importing again adds nothing", r.returncode == 0 and open(log, "rb").read() == before,
+          (r.stdout + r.stderr)[-300:])
 
 
 # ------------------------------------------------ Claude Code stream-json under `aep-bridge wrap`
@@ -558,6 +588,7 @@ def scenario_codex(a, scope):
               bool(req) and otel_calls == req, f"otel {otel_calls} hooks {req}")
         r = env.aep("validate", log)
         check(f"codex[{scope}]: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        check_import(f"codex[{scope}]", env, tid, events, codex=os.path.join(codex_home, "sessions"))
     finally:
         env.procs.stop()
 
