@@ -1,8 +1,10 @@
 //! `aep-bench hook`: the real `aep-hook` shim, spawned N times with a recorded
 //! Claude Code `PreToolUse` payload against a bridge running as its own process (as it
 //! does beside an agent; `--in-process` serves it inside the bench instead). Interleaved
-//! with the same number of `/bin/true` spawns (the floor any command hook pays) and of
-//! direct keep-alive POSTs (the bridge's own share), so the three series see the same noise.
+//! with the same number of `/bin/true` spawns (the floor any command hook pays), of shim
+//! spawns against a closed port (the shim's own start, read and exit, no exchange) and of
+//! direct keep-alive POSTs (the bridge's own share), so the four series see the same noise
+//! and their differences break the hook's time down by phase.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -108,7 +110,7 @@ pub fn run(a: &HookArgs) -> anyhow::Result<()> {
         drop(child);
         (result, text)
     };
-    let (hooks, trivial, direct, replies) = result?;
+    let Series { hooks, trivial, refused, direct, replies } = result?;
     let admitted = metric_sum(&text, "aep_bridge_events_in_total", &["input=\"hook\""]);
     let rejected = metric_sum(&text, "aep_bridge_requests_rejected_total", &["receiver=\"hooks\""]);
 
@@ -133,6 +135,20 @@ pub fn run(a: &HookArgs) -> anyhow::Result<()> {
         &format!("p50 {:.2}x", p50 / t50.max(1e-9)),
         &format!("p99 {:.2}x", p99 / t99.max(1e-9)),
     );
+    // Where a hook's time goes, from the medians of the interleaved series.
+    let r50 = percentile(&refused, 50.0);
+    let d50 = percentile(&direct, 50.0);
+    line("phase: process spawn", &format!("p50 {t50:.3} ms"), "the floor: /bin/true");
+    line(
+        "phase: shim start, stdin, exit",
+        &format!("p50 +{:.3} ms", r50 - t50),
+        "shim against a closed port, over the floor",
+    );
+    line(
+        "phase: exchange with the bridge",
+        &format!("p50 +{:.3} ms", p50 - r50),
+        &format!("connect, request, logged, reply; the bridge's share alone (keep-alive POST) p50 {d50:.3} ms"),
+    );
     line("budget p50 < 2 ms", verdict(p50 < 2.0), "end to end, spawn included");
     line("budget p99 < 5 ms", verdict(p99 < 5.0), "end to end, spawn included");
     line(
@@ -148,7 +164,19 @@ pub fn run(a: &HookArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-type Series = (Vec<f64>, Vec<f64>, Vec<f64>, usize);
+/// The interleaved series, in milliseconds, sorted.
+struct Series {
+    /// The shim end to end against the bridge.
+    hooks: Vec<f64>,
+    /// The trivial process.
+    trivial: Vec<f64>,
+    /// The shim against a closed port (it answers neutrally at once).
+    refused: Vec<f64>,
+    /// Keep-alive POSTs of the same payload, no process.
+    direct: Vec<f64>,
+    /// Shim calls that printed a reply.
+    replies: usize,
+}
 
 fn measure(a: &HookArgs, hook: &Path, url: &str) -> anyhow::Result<Series> {
     let agent = super::agent();
@@ -162,22 +190,30 @@ fn measure(a: &HookArgs, hook: &Path, url: &str) -> anyhow::Result<Series> {
         anyhow::ensure!(resp.status().as_u16() == 200, "direct POST answered {}", resp.status());
         Ok(t.elapsed())
     };
+    // A port nothing listens on: bound, then released.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+        format!("http://{}", l.local_addr()?)
+    };
     for i in 0..a.warmup {
         spawn_once(hook, &["claude-code"], url, payload(i).as_bytes())?;
         spawn_once(&a.trivial, &[], url, b"")?;
+        spawn_once(hook, &["claude-code"], &closed, payload(i).as_bytes())?;
     }
-    let (mut hooks, mut trivial, mut direct) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut hooks, mut trivial, mut refused, mut direct) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut replies = 0;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     for i in 0..a.n {
         let body = payload(a.warmup + i);
         let (d, out) = spawn_once(hook, &["claude-code"], url, body.as_bytes())?;
-        hooks.push(d.as_secs_f64() * 1e3);
+        hooks.push(ms(d));
         replies += usize::from(!out.is_empty());
-        trivial.push(spawn_once(&a.trivial, &[], url, body.as_bytes())?.0.as_secs_f64() * 1e3);
-        direct.push(post(&payload(a.warmup + a.n + i))?.as_secs_f64() * 1e3);
+        trivial.push(ms(spawn_once(&a.trivial, &[], url, body.as_bytes())?.0));
+        refused.push(ms(spawn_once(hook, &["claude-code"], &closed, body.as_bytes())?.0));
+        direct.push(ms(post(&payload(a.warmup + a.n + i))?));
     }
-    for v in [&mut hooks, &mut trivial, &mut direct] {
+    for v in [&mut hooks, &mut trivial, &mut refused, &mut direct] {
         v.sort_by(f64::total_cmp);
     }
-    Ok((hooks, trivial, direct, replies))
+    Ok(Series { hooks, trivial, refused, direct, replies })
 }
