@@ -451,6 +451,15 @@ impl BridgeHooks {
         if let Some(h) = held
             && let Some(applied) = h.wait().await
         {
+            // The answer's events (the command's ack, `attention.answered`, `resolved`) were
+            // handed to the log before the waiter woke: the agent acts on the answer only
+            // once the log holds it (AEP-0004 §7, the answer is recorded as it is applied).
+            if !self.pipeline.written(ACK_WAIT).await {
+                tracing::warn!(
+                    vendor,
+                    "The log writer did not confirm the answer within {ACK_WAIT:?}; answering anyway."
+                );
+            }
             let held = aep_adapters::spec::Held { hook: &hook, payload: &payload };
             return Ok(HookReply::new(spec.map(|s| s.control.reply_bytes(&held, &applied)).unwrap_or_default()));
         }

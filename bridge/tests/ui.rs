@@ -303,6 +303,7 @@ async fn an_answer_from_the_page_releases_the_held_hook_and_names_its_sender() {
         serde_json::from_str::<Value>(&reply.body).unwrap(),
         json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}})
     );
+    // The hook is answered only once the answer and the command are in the logs.
     let session = request["session"].as_str().unwrap();
     let log = v.dir.path().join(format!("logs/claude-code/{session}.jsonl"));
     let events: Vec<Value> =
