@@ -230,6 +230,10 @@ impl Measurer {
                         attrs.push(KeyValue::new("gen_ai.request.model", m));
                     }
                     tokens(call.input_tokens, call.output_tokens, &attrs, out);
+                    // GenAI semantic conventions: a failed call's duration carries `error.type`.
+                    if let Some(t) = &call.error_type {
+                        attrs.push(KeyValue::new("error.type", self.sv(t)));
+                    }
                     if let Some(ms) = call.duration_ms {
                         out.push(Point { instrument: Instrument::OperationDuration, value: ms / 1000.0, attrs });
                     }

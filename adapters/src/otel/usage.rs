@@ -46,6 +46,11 @@ pub struct ModelCallFields {
     /// `api_request` when the response starts, then `sse_event` `response.completed`): its
     /// time minus its duration is when that call began.
     pub opens: bool,
+    /// The record reports a call that failed (`api_error`): it counts as a call without
+    /// token counts, with an error type.
+    pub failed: bool,
+    /// The attribute naming the failure's type (low cardinality, e.g. `ApiError`).
+    pub error_type: Option<&'static str>,
 }
 
 impl ModelCallFields {
@@ -66,6 +71,8 @@ impl ModelCallFields {
         status_code: None,
         provider: &[],
         opens: false,
+        failed: false,
+        error_type: None,
     };
 }
 
@@ -100,6 +107,9 @@ pub struct ModelCall<'a> {
     pub provider: Option<&'static str>,
     /// The record opens a call completed by a later record ([`ModelCallFields::opens`]).
     pub opens: bool,
+    /// The call failed ([`ModelCallFields::failed`]): its `error.type` (GenAI semantic
+    /// conventions), the record's error type, else its HTTP status code, else `_OTHER`.
+    pub error_type: Option<std::borrow::Cow<'a, str>>,
 }
 
 /// `data[key]`, found by a scan when the map is small: a payload carries a handful of
@@ -144,8 +154,21 @@ pub fn model_call_in<'a>(
             .find(|(k, v, _)| member(data, k).and_then(Value::as_str) == Some(*v))
             .map(|(_, _, p)| *p),
         opens: f.opens,
+        error_type: None,
     };
-    let any = call.input_tokens.is_some() || call.output_tokens.is_some() || call.duration_ms.is_some();
+    let mut call = call;
+    if f.failed {
+        call.error_type =
+            Some(match (get(f.error_type).and_then(Value::as_str).filter(|s| !s.is_empty()), call.status_code) {
+                (Some(t), _) => std::borrow::Cow::Borrowed(t),
+                (None, Some(code)) => std::borrow::Cow::Owned(code.to_string()),
+                (None, None) => std::borrow::Cow::Borrowed("_OTHER"),
+            });
+    }
+    let any = call.input_tokens.is_some()
+        || call.output_tokens.is_some()
+        || call.duration_ms.is_some()
+        || call.error_type.is_some();
     any.then_some(call)
 }
 
@@ -220,8 +243,27 @@ mod tests {
                 status_code: None,
                 provider: None,
                 opens: false,
+                error_type: None,
             }
         );
+    }
+
+    /// A failed attempt is a call without counts, with its `error.type`: the vendor's error
+    /// type where it names one, else the HTTP status (Claude Code's real `s06_api_error_400`).
+    #[test]
+    fn failed_calls_are_calls_with_an_error_type() {
+        let d = data(json!({"model": "claude-opus-4-8[1m]", "status_code": 400, "duration_ms": 30, "attempt": 1,
+            "request_id": "req_mock_563e47b5f77a"}));
+        let c = model_call("x.claude-code.otel.api_error", &d).unwrap();
+        assert_eq!((c.input_tokens, c.output_tokens, c.duration_ms), (None, None, Some(30.0)));
+        assert_eq!((c.error_type.as_deref(), c.response_id), (Some("400"), Some("req_mock_563e47b5f77a")));
+        let g =
+            data(json!({"model": "gemini-2.5-pro", "error.type": "ApiError", "status_code": 500, "duration_ms": 12}));
+        assert_eq!(model_call("x.gemini-cli.otel.api_error", &g).unwrap().error_type.as_deref(), Some("ApiError"));
+        let q = data(json!({"model": "qwen3-coder-plus", "duration_ms": 5}));
+        assert_eq!(model_call("x.qwen-code.otel.api_error", &q).unwrap().error_type.as_deref(), Some("_OTHER"));
+        let ok = data(json!({"model": "claude-opus-4-8", "input_tokens": "1", "output_tokens": "2"}));
+        assert_eq!(model_call("x.claude-code.otel.api_request", &ok).unwrap().error_type, None);
     }
 
     #[test]

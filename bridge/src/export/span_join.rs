@@ -327,27 +327,31 @@ impl SpanJoin {
             .as_ref()
             .filter(|c| c.opens)
             .map(|c| time.saturating_sub(nanos_of_ms(c.duration_ms.unwrap_or(0.0))));
-        let call = reported.filter(|c| c.input_tokens.is_some() || c.output_tokens.is_some()).map(|c| Call {
-            run: ev.run.clone(),
-            time,
-            call: ModelCall {
-                event_id: ev.id.clone(),
-                start_unix_nanos: c.duration_ms.map_or(time, |ms| time.saturating_sub(nanos_of_ms(ms))),
-                end_unix_nanos: time,
-                model: c.model.map(str::to_owned),
-                provider: c.provider.map(str::to_owned),
-                input_tokens: c.input_tokens,
-                output_tokens: c.output_tokens,
-                cache_read_tokens: c.cache_read_tokens,
-                cache_creation_tokens: c.cache_creation_tokens,
-                reasoning_tokens: c.reasoning_tokens,
-                response_id: c.response_id.map(str::to_owned),
-                finish_reasons: c.finish_reasons.iter().map(|s| (*s).to_owned()).collect(),
-                status_code: c.status_code,
-                cost_usd: data.and_then(|d| d.get("cost_usd")).and_then(number).filter(|c| *c >= 0.0),
-                join: None,
-            },
-        });
+        // A call with counts, or one that failed (no counts, an error type).
+        let call = reported
+            .filter(|c| c.input_tokens.is_some() || c.output_tokens.is_some() || c.error_type.is_some())
+            .map(|c| Call {
+                run: ev.run.clone(),
+                time,
+                call: ModelCall {
+                    event_id: ev.id.clone(),
+                    start_unix_nanos: c.duration_ms.map_or(time, |ms| time.saturating_sub(nanos_of_ms(ms))),
+                    end_unix_nanos: time,
+                    model: c.model.map(str::to_owned),
+                    provider: c.provider.map(str::to_owned),
+                    input_tokens: c.input_tokens,
+                    output_tokens: c.output_tokens,
+                    cache_read_tokens: c.cache_read_tokens,
+                    cache_creation_tokens: c.cache_creation_tokens,
+                    reasoning_tokens: c.reasoning_tokens,
+                    response_id: c.response_id.map(str::to_owned),
+                    finish_reasons: c.finish_reasons.iter().map(|s| (*s).to_owned()).collect(),
+                    status_code: c.status_code,
+                    cost_usd: data.and_then(|d| d.get("cost_usd")).and_then(number).filter(|c| *c >= 0.0),
+                    join: None,
+                    error_type: c.error_type.map(|t| t.into_owned()),
+                },
+            });
         let timed = call.as_ref().is_some_and(|c| c.call.start_unix_nanos < c.time);
         let tool = data.and_then(|d| vendor_tool_duration(&ev.r#type, d));
         // The spans vendor spans may be placed under: the root, runs, tool calls.
@@ -813,6 +817,34 @@ mod tests {
         let root = spans.iter().find(|s| s.role == SpanRole::Session).unwrap();
         assert_eq!(root.attributes["gen_ai.request.model"], "claude-opus-4-8");
         assert!(root.attributes.get("gen_ai.operation.name").is_none(), "its runs are the operations");
+    }
+
+    /// A failed attempt (`api_error`, as Claude Code's real `s06_api_error_400` sends it) is a
+    /// `chat` span too, ERROR with its `error.type`, no counts; the run's sums are the
+    /// answered calls'.
+    #[test]
+    fn a_failed_call_is_an_error_chat_span_without_counts() {
+        let mut failed = ev(
+            "f1",
+            "x.claude-code.otel.api_error",
+            0,
+            "2026-07-03T10:00:02Z",
+            Some("p1"),
+            json!({"model":"claude-opus-4-8","status_code":400,"duration_ms":30,"request_id":"req_1","attempt":1}),
+        );
+        failed.seq = None;
+        let late = [failed, api_request("a1", "2026-07-03T10:00:03Z", Some("p1"), "1200")];
+        let spans = joined(JoinConfig { grace_nanos: 10, ..JoinConfig::default() }, &late);
+        let chats: Vec<&Span> = spans.iter().filter(|s| s.role == SpanRole::ModelCall).collect();
+        assert_eq!(chats.len(), 2, "the failed attempt and the answered call");
+        let f = chats.iter().find(|c| c.attributes["aep.event_id"] == "f1").unwrap();
+        assert_eq!(f.status, aep_projections::spans::StatusCode::Error);
+        assert_eq!((f.attributes["error.type"].as_str(), f.status_message.as_str()), (Some("400"), "HTTP 400"));
+        assert_eq!(f.attributes["http.response.status_code"], 400);
+        assert!(f.attributes.get("gen_ai.usage.input_tokens").is_none(), "no counts: {:?}", f.attributes);
+        assert_eq!(f.end_unix_nanos - f.start_unix_nanos, 30_000_000);
+        assert_eq!(f.parent_span_id, Some(run_of(&spans, "p1").span_id));
+        assert_eq!(run_of(&spans, "p1").attributes["gen_ai.usage.input_tokens"], 1200);
     }
 
     /// A session whose agent sends its own model-call spans gets no synthesized ones: the

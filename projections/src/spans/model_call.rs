@@ -51,6 +51,8 @@ pub struct ModelCall {
     pub cost_usd: Option<f64>,
     /// How the call was joined to its run (`aep.usage.join`: `run_id`, `time`, `sole_run`).
     pub join: Option<&'static str>,
+    /// The call failed: its `error.type` (the vendor's error type, else the HTTP status).
+    pub error_type: Option<String>,
 }
 
 /// Identity attributes a call span shares with its run.
@@ -78,8 +80,8 @@ fn put_count(m: &mut Map<String, Value>, keys: &[&str], n: Option<u64>) {
 }
 
 /// The `chat {model}` span of `call`, a child of `run` in its trace. Its model and provider
-/// fall back to the run's (the session's) when the record names none; a status code of 400
-/// or more makes it an ERROR with that code as `error.type`.
+/// fall back to the run's (the session's) when the record names none; a failed call (its
+/// `error_type`), or a status code of 400 or more, makes it an ERROR with `error.type`.
 pub fn chat_span(run: &Span, call: &ModelCall) -> Span {
     let mut a = Map::new();
     for k in SHARED {
@@ -138,7 +140,17 @@ pub fn chat_span(run: &Span, call: &ModelCall) -> Span {
     if let Some(how) = call.join {
         put(&mut a, "aep.usage.join", how);
     }
+    if let Some(code) = call.status_code.filter(|_| call.error_type.is_some()) {
+        put(&mut a, "http.response.status_code", code);
+    }
     let (status, message) = match call.status_code {
+        // A record of a failed call (`api_error`).
+        _ if call.error_type.is_some() => {
+            let ty = call.error_type.clone().unwrap_or_default();
+            put(&mut a, "error.type", ty.as_str());
+            let message = call.status_code.map_or_else(|| ty.clone(), |code| format!("HTTP {code}"));
+            (StatusCode::Error, message)
+        }
         Some(code) if code >= 400 => {
             put(&mut a, "error.type", code.to_string());
             put(&mut a, "http.response.status_code", code);

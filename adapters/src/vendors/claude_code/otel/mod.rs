@@ -224,20 +224,32 @@ const TOOL_RESULT: crate::otel::ToolResultKeys = crate::otel::ToolResultKeys {
 
 /// The model calls among this profile's events, for the GenAI metrics
 /// ([`crate::otel::usage`]).
-pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[crate::otel::usage::ModelCallFields {
-    event: "api_request",
-    when: None,
-    model: Some("model"),
-    input_tokens: Some("input_tokens"),
-    output_tokens: Some("output_tokens"),
-    duration_ms: Some("duration_ms"),
-    operation: "chat",
-    // The API's request id, which Claude Code's own `llm_request` span names `gen_ai.response.id`.
-    response_id: Some("request_id"),
-    cache_read_tokens: Some("cache_read_tokens"),
-    cache_creation_tokens: Some("cache_creation_tokens"),
-    ..crate::otel::usage::ModelCallFields::EMPTY
-}];
+pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[
+    crate::otel::usage::ModelCallFields {
+        event: "api_request",
+        when: None,
+        model: Some("model"),
+        input_tokens: Some("input_tokens"),
+        output_tokens: Some("output_tokens"),
+        duration_ms: Some("duration_ms"),
+        operation: "chat",
+        // The API's request id, which Claude Code's own `llm_request` span names `gen_ai.response.id`.
+        response_id: Some("request_id"),
+        cache_read_tokens: Some("cache_read_tokens"),
+        cache_creation_tokens: Some("cache_creation_tokens"),
+        ..crate::otel::usage::ModelCallFields::EMPTY
+    },
+    crate::otel::usage::ModelCallFields {
+        // A failed attempt (the real `s06_api_error_400`): a call without counts.
+        event: "api_error",
+        model: Some("model"),
+        duration_ms: Some("duration_ms"),
+        response_id: Some("request_id"),
+        status_code: Some("status_code"),
+        failed: true,
+        ..crate::otel::usage::ModelCallFields::EMPTY
+    },
+];
 
 #[cfg(test)]
 mod tests {

@@ -325,22 +325,34 @@ impl OtelProfile for GeminiCliOtel {
 
 /// The model calls among this profile's events, for the GenAI metrics
 /// ([`crate::otel::usage`]).
-pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[crate::otel::usage::ModelCallFields {
-    event: "api_response",
-    when: None,
-    model: Some("model"),
-    input_tokens: Some("input_token_count"),
-    output_tokens: Some("output_token_count"),
-    duration_ms: Some("duration_ms"),
-    operation: "chat",
-    finish_reasons: Some("finish_reasons"),
-    cache_read_tokens: Some("cached_content_token_count"),
-    reasoning_tokens: Some("thoughts_token_count"),
-    status_code: Some("status_code"),
-    // The Gemini API by key or through Vertex AI; other sign-ins reach other endpoints.
-    provider: &[("auth_type", "gemini-api-key", "gcp.gemini"), ("auth_type", "vertex-ai", "gcp.vertex_ai")],
-    ..crate::otel::usage::ModelCallFields::EMPTY
-}];
+pub const MODEL_CALLS: &[crate::otel::usage::ModelCallFields] = &[
+    crate::otel::usage::ModelCallFields {
+        event: "api_response",
+        when: None,
+        model: Some("model"),
+        input_tokens: Some("input_token_count"),
+        output_tokens: Some("output_token_count"),
+        duration_ms: Some("duration_ms"),
+        operation: "chat",
+        finish_reasons: Some("finish_reasons"),
+        cache_read_tokens: Some("cached_content_token_count"),
+        reasoning_tokens: Some("thoughts_token_count"),
+        status_code: Some("status_code"),
+        // The Gemini API by key or through Vertex AI; other sign-ins reach other endpoints.
+        provider: &[("auth_type", "gemini-api-key", "gcp.gemini"), ("auth_type", "vertex-ai", "gcp.vertex_ai")],
+        ..crate::otel::usage::ModelCallFields::EMPTY
+    },
+    crate::otel::usage::ModelCallFields {
+        event: "api_error",
+        model: Some("model"),
+        duration_ms: Some("duration_ms"),
+        status_code: Some("status_code"),
+        failed: true,
+        error_type: Some("error.type"),
+        provider: &[("auth_type", "gemini-api-key", "gcp.gemini"), ("auth_type", "vertex-ai", "gcp.vertex_ai")],
+        ..crate::otel::usage::ModelCallFields::EMPTY
+    },
+];
 
 #[cfg(test)]
 mod tests {
