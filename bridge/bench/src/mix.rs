@@ -1,7 +1,8 @@
-//! The record mixes `aep-bench otlp --mix` sends: real captured export bodies (Codex,
-//! Claude Code; `bridge/tests/data/otlp-mix/`, copied verbatim from the real-client
-//! captures), a VS Code-shaped one built from the profile's mapping pin (no capture of that
-//! agent exists), and the synthetic `codex.tool_result` shape of earlier runs.
+//! The record mixes `aep-bench otlp --mix` sends: every captured logs export of each
+//! recorded agent (Codex, Claude Code, Gemini CLI, Qwen Code; `bridge/tests/data/otlp-mix/`
+//! and `otlp-captures/`, copied verbatim from the real-client captures), a VS Code-shaped one
+//! built from the profile's mapping pin (no capture of that agent exists), and the
+//! synthetic `codex.tool_result` shape of earlier runs.
 //!
 //! A mix is a list of template records, each with the resource and scope it was exported
 //! under. Requests replay them over `--sessions` conversations: session `s` gets its own
@@ -23,6 +24,11 @@ pub enum Mix {
     Codex,
     /// The real Claude Code 2.1.197 exports (hooks, API requests, tools).
     ClaudeCode,
+    /// The real Gemini CLI 0.61 exports (API requests and responses, tool calls, hook calls,
+    /// the GenAI inference details).
+    GeminiCli,
+    /// The real Qwen Code 0.15.10 exports (API requests and responses, tool calls).
+    QwenCode,
     /// `copilot_chat.*` records shaped after the VS Code profile's pin (no capture exists).
     Vscode,
     /// One synthetic `codex.tool_result` shape (the bench's first workload).
@@ -35,6 +41,8 @@ impl Mix {
         match self {
             Mix::Codex => "codex",
             Mix::ClaudeCode => "claude-code",
+            Mix::GeminiCli => "gemini-cli",
+            Mix::QwenCode => "qwen-code",
             Mix::Vscode => "vscode",
             Mix::Synthetic => "synthetic",
         }
@@ -74,14 +82,38 @@ macro_rules! capture {
     };
 }
 
-/// The Codex captures: `c03_otlp_binary` (OTLP/HTTP protobuf) and `c10_auto_compact`
-/// (OTLP/JSON), each with Codex's own sessionless "flushing OTEL metrics" line.
+/// A capture the integration tests replay too (`bridge/tests/data/otlp-captures/`).
+macro_rules! recorded {
+    ($path:literal) => {
+        ($path, include_bytes!(concat!("../../tests/data/otlp-captures/", $path)).as_slice())
+    };
+}
+
+/// Every Codex logs export recorded: `c01_exec_json` (a headless `exec` with tools),
+/// `c03_otlp_binary` (OTLP/HTTP protobuf) and `c10_auto_compact` (OTLP/JSON), each with
+/// Codex's own sessionless "flushing OTEL metrics" line.
 const CODEX: &[(&str, &[u8])] = &[
+    recorded!("codex/c01_0001_logs.json"),
+    recorded!("codex/c01_0003_logs.json"),
+    recorded!("codex/c01_0004_logs.json"),
+    recorded!("codex/c01_0007_logs.json"),
     capture!("codex/c03_0002_logs.pb"),
     capture!("codex/c03_0005_logs.pb"),
     capture!("codex/c10_0002_logs.json"),
     capture!("codex/c10_0005_logs.json"),
 ];
+
+/// Every Gemini CLI logs export recorded: `g01_tools_yolo_http` and `g02` (with traces).
+const GEMINI_CLI: &[(&str, &[u8])] = &[
+    recorded!("gemini-cli/g01_0001_logs.json"),
+    recorded!("gemini-cli/g01_0003_logs.json"),
+    recorded!("gemini-cli/g02_0001_logs.json"),
+    recorded!("gemini-cli/g02_0004_logs.json"),
+];
+
+/// Every Qwen Code logs export recorded: `q01_tools_yolo_http`.
+const QWEN_CODE: &[(&str, &[u8])] =
+    &[recorded!("qwen-code/q01_0001_logs.json"), recorded!("qwen-code/q01_0003_logs.json")];
 
 /// The Claude Code captures: `o_http_protobuf` and `s01_tools_bypass_json` (a longer session).
 const CLAUDE_CODE: &[(&str, &[u8])] = &[
@@ -122,6 +154,8 @@ impl Source {
         match mix {
             Mix::Codex => Self::from_captures(CODEX, SessionKey::Record("conversation.id")),
             Mix::ClaudeCode => Self::from_captures(CLAUDE_CODE, SessionKey::Record("session.id")),
+            Mix::GeminiCli => Self::from_captures(GEMINI_CLI, SessionKey::Record("session.id")),
+            Mix::QwenCode => Self::from_captures(QWEN_CODE, SessionKey::Record("session.id")),
             Mix::Vscode => Ok(Self::vscode()),
             Mix::Synthetic => Ok(Self::synthetic()),
         }
@@ -487,6 +521,20 @@ mod tests {
         assert!(recs.iter().all(|r| r.resource_str("session.id").is_some()));
     }
 
+    /// Gemini CLI and Qwen Code: every recorded export, model calls and tool calls among them.
+    #[test]
+    fn gemini_and_qwen_mixes_are_their_recorded_exports() {
+        for (mix, vendor, kinds) in [
+            (Mix::GeminiCli, "gemini-cli", ["gemini_cli.api_response", "gemini_cli.tool_call"]),
+            (Mix::QwenCode, "qwen-code", ["qwen-code.api_response", "qwen-code.tool_call"]),
+        ] {
+            let (_, k) = round_trip(mix, vendor);
+            for name in kinds {
+                assert!(k.get(name).is_some_and(|n| *n > 0), "{name} missing: {k:?}");
+            }
+        }
+    }
+
     #[test]
     fn synthetic_mix_is_one_tool_result_shape() {
         let (_, k) = round_trip(Mix::Synthetic, "codex");
@@ -505,6 +553,6 @@ mod tests {
         let both = aep_receivers::otlp::to_otel_records(&src.request(0, 20, 1, 1));
         let both: Vec<_> = both.iter().map(|r| format!("{:?}", r.attributes.get("event.timestamp"))).collect();
         assert_eq!([names(0), names(1)].concat(), both);
-        assert_eq!(src.session_id(10), "01a22aa0-0c16-7b32-bb14-00000000000a");
+        assert_eq!(src.session_id(10), "01a22a9f-e3e6-71d0-8872-00000000000a");
     }
 }
