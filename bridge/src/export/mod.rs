@@ -9,7 +9,6 @@ pub mod ocsf;
 pub mod otel_env;
 pub mod otlp;
 pub mod otlp_metrics;
-pub mod span_join;
 pub mod vendor_spans;
 
 use std::sync::Arc;

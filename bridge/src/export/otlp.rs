@@ -36,8 +36,6 @@ use tonic::transport::{Channel, Endpoint};
 
 pub use super::config::Signal;
 use super::config::{Compression, OtlpConfig, Protocol, RetryConfig, SignalSettings};
-use super::span_join::{JoinConfig, SpanJoin};
-use super::vendor_spans::VendorSpans;
 use super::{Stats, next_batch};
 use crate::health::Health;
 use crate::metrics::Metrics;
@@ -45,6 +43,8 @@ use crate::pipeline::Stamped;
 use crate::transport::http::HttpOptions;
 pub use crate::transport::retry::classify_grpc;
 use crate::transport::{Attempt, HttpClient, Reply, with_retry};
+use aep_projections::spans::VendorSpans;
+use aep_projections::spans::{JoinConfig, SpanJoin};
 
 /// What the peer rejected of a delivered request (OTLP `partial_success`): logged and
 /// counted, never retried.

@@ -16,7 +16,10 @@
 //!   session's trace;
 //! - a `chat {model}` span (kind CLIENT) per model call, given by the caller with the run
 //!   it joined ([`chat_span`]): the vendors report their calls in records that lag the
-//!   hooks, so which run a call belongs to is decided where they are joined.
+//!   hooks, so which run a call belongs to is decided where they are joined, by the
+//!   [`SpanJoin`] (finished spans wait a bounded grace for their vendor records: usage,
+//!   cost and model on runs, the vendor's tool duration on tools; the vendors' record
+//!   shapes are read through their profiles in `aep-adapters`).
 //!
 //! Other Events become span events on the innermost open span. Ids are SHA-256 derived,
 //! so late and replayed Events land on the same spans; a `traceparent` on `session.started`
@@ -45,10 +48,12 @@ mod assembler;
 mod build;
 mod config;
 mod ids;
+mod join;
 mod logs;
 mod model;
 mod model_call;
 mod state;
+mod vendor;
 
 pub use assembler::SpanAssembler;
 pub use config::SpanConfig;
@@ -56,9 +61,11 @@ pub use ids::{
     SpanContext, SpanId, TraceId, parse_rfc3339_nanos, parse_traceparent, run_context, run_trace_id,
     session_root_context, session_trace_id, sibling_source, span_id,
 };
+pub use join::{CALL_SLACK_NANOS, CallUsage, JoinConfig, SpanJoin, span_bytes};
 pub use logs::LogSpans;
 pub use model::{SCOPE_NAME, Span, SpanEvent, SpanLink, SpanRole, StatusCode, attributes, traces_request};
 pub use model_call::{ModelCall, chat_span};
+pub use vendor::VendorSpans;
 
 use aep_schemas::event::Event;
 

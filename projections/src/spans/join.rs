@@ -46,10 +46,9 @@ use std::collections::{HashMap, VecDeque};
 
 use aep_adapters::otel::usage::number;
 use aep_adapters::vendors::model_call;
-use aep_projections::spans::{
-    LogSpans, ModelCall, Span, SpanContext, SpanRole, chat_span, parse_rfc3339_nanos, session_root_context,
-};
 use aep_schemas::event::Event;
+
+use super::{LogSpans, ModelCall, Span, SpanContext, SpanRole, chat_span, parse_rfc3339_nanos, session_root_context};
 use serde_json::{Map, Value};
 
 /// Bounds of the join.
@@ -702,7 +701,7 @@ fn put_usage(a: &mut Map<String, Value>, calls: &[(How, Call)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aep_projections::spans::{SpanConfig, assemble};
+    use crate::spans::{SpanConfig, assemble};
     use serde_json::json;
 
     const SRC: &str = "aep://h/agent/claude-code/session/s1";
@@ -838,7 +837,7 @@ mod tests {
         let chats: Vec<&Span> = spans.iter().filter(|s| s.role == SpanRole::ModelCall).collect();
         assert_eq!(chats.len(), 2, "the failed attempt and the answered call");
         let f = chats.iter().find(|c| c.attributes["aep.event_id"] == "f1").unwrap();
-        assert_eq!(f.status, aep_projections::spans::StatusCode::Error);
+        assert_eq!(f.status, crate::spans::StatusCode::Error);
         assert_eq!((f.attributes["error.type"].as_str(), f.status_message.as_str()), (Some("400"), "HTTP 400"));
         assert_eq!(f.attributes["http.response.status_code"], 400);
         assert!(f.attributes.get("gen_ai.usage.input_tokens").is_none(), "no counts: {:?}", f.attributes);
@@ -1075,7 +1074,7 @@ mod tests {
     #[test]
     #[ignore = "measurement"]
     fn join_cost_beside_the_assembler() {
-        use aep_projections::spans::SpanAssembler;
+        use crate::spans::SpanAssembler;
         let mut events = Vec::new();
         for i in 0..2000 {
             for mut e in session().into_iter().chain([
