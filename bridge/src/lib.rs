@@ -57,5 +57,4 @@ pub mod state;
 pub mod time;
 pub mod transport;
 pub mod ui;
-pub mod validate;
 pub mod wrap;

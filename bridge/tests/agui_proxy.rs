@@ -230,7 +230,7 @@ async fn the_client_reads_the_agents_stream_byte_for_byte_as_it_is_sent_and_the_
     assert_eq!(logged[7]["data"]["ops"], 1);
     assert_eq!(logged[9]["cause"], logged[0]["id"]);
     let text = std::fs::read_to_string(b.data.join("logs/agui").join(format!("{THREAD}.jsonl"))).unwrap();
-    let (_, failures) = aep_bridge::validate::validate_stream(text.as_bytes()).unwrap();
+    let (_, failures) = aep_schemas::report::validate_stream(text.as_bytes()).unwrap();
     assert!(failures.is_empty(), "{failures:?}");
     drop(dir);
     b.shutdown().await;

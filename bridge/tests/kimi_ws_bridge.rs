@@ -405,7 +405,7 @@ fn core(events: &[Value]) -> Vec<&str> {
 fn validate(dir: &std::path::Path, session: &str) {
     let path = dir.join("logs/kimi-code").join(format!("{session}.jsonl"));
     let text = std::fs::read_to_string(path).unwrap();
-    let (_, failures) = aep_bridge::validate::validate_stream(text.as_bytes()).unwrap();
+    let (_, failures) = aep_schemas::report::validate_stream(text.as_bytes()).unwrap();
     assert!(failures.is_empty(), "{failures:?}");
 }
 

@@ -430,7 +430,7 @@ fn types(events: &[Value]) -> Vec<&str> {
 
 fn validate(dir: &std::path::Path) {
     let text = std::fs::read_to_string(dir.join("logs/openhands").join(format!("{CONV}.jsonl"))).unwrap();
-    let (_, failures) = aep_bridge::validate::validate_stream(text.as_bytes()).unwrap();
+    let (_, failures) = aep_schemas::report::validate_stream(text.as_bytes()).unwrap();
     assert!(failures.is_empty(), "{failures:?}");
 }
 

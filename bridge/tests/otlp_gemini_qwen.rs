@@ -90,7 +90,7 @@ async fn events(bridge: &Running, data: &Path, run: &Run, agent: &str, min: usiz
     }
     // The lines read (the file may grow meanwhile), through the stream validator.
     let text = lines.join("\n");
-    let (n, failures) = aep_bridge::validate::validate_stream(std::io::Cursor::new(text)).unwrap();
+    let (n, failures) = aep_schemas::report::validate_stream(std::io::Cursor::new(text)).unwrap();
     assert_eq!(n, events.len());
     assert!(
         failures.is_empty(),

@@ -94,7 +94,7 @@ fn check_log(lines: &[String], path: &Path, agent: &str, session: &str, types: &
         assert!(source.ends_with(&format!("/agent/{agent}/session/{session}")), "{source}");
     }
     let file = std::fs::File::open(path).unwrap();
-    let (n, failures) = aep_bridge::validate::validate_stream(std::io::BufReader::new(file)).unwrap();
+    let (n, failures) = aep_schemas::report::validate_stream(std::io::BufReader::new(file)).unwrap();
     assert_eq!(n, types.len());
     assert!(
         failures.is_empty(),

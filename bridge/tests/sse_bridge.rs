@@ -327,7 +327,7 @@ async fn primary_maps_the_recorded_session_and_answers_the_permission_over_the_r
     assert!(events.iter().any(|e| e["type"] == "x.opencode.message.part.updated" && e["severity"] == "debug"));
     // Every line is a valid event in a valid stream order (what `aep-bridge validate` checks).
     let text = std::fs::read_to_string(b.data.join("logs/opencode").join(format!("{session}.jsonl"))).unwrap();
-    let (n, failures) = aep_bridge::validate::validate_stream(text.as_bytes()).unwrap();
+    let (n, failures) = aep_schemas::report::validate_stream(text.as_bytes()).unwrap();
     assert_eq!((n, failures.len()), (events.len(), 0), "{failures:?}");
     drop(dir);
     b.shutdown().await;
@@ -571,7 +571,7 @@ async fn the_plugins_bus_ask_is_answered_over_the_reply_route_between_its_tool_m
         ]
     );
     let text = std::fs::read_to_string(b.data.join("logs/opencode").join(format!("{session}.jsonl"))).unwrap();
-    let (_, failures) = aep_bridge::validate::validate_stream(text.as_bytes()).unwrap();
+    let (_, failures) = aep_schemas::report::validate_stream(text.as_bytes()).unwrap();
     assert!(failures.is_empty(), "{failures:?}");
 
     // A plugin naming no server (or a non-loopback one): nothing here can answer the ask.

@@ -1,6 +1,7 @@
 //! The AEP 0.1 model, pure: the Event envelope, the type registry with capture levels,
-//! validation that names the violated rule, capture down-level, the redaction pipeline,
-//! digests, form-values gating, attr-match filters, ids and sequencing.
+//! validation that names the violated rule (per event, and per stream with the
+//! completeness warnings over a reader the caller opens), capture down-level, the
+//! redaction pipeline, digests, form-values gating, attr-match filters, ids and sequencing.
 //!
 //! No I/O, no clock, no randomness: time and id seeds come in from the caller.
 
@@ -15,6 +16,7 @@ pub mod json;
 pub mod level;
 pub mod redact;
 pub mod registry;
+pub mod report;
 pub mod sequence;
 pub mod time;
 pub mod validate;

@@ -1,12 +1,13 @@
-//! `aep-bridge validate`: checks a JSONL stream (envelope, payload schema, ordering,
-//! lifecycle, capture honesty) and reports each failure with the event index and rule;
-//! beside them, the agent-completeness warnings (`aep_schemas::completeness`): runs and
-//! tool calls whose story the log leaves unfinished or tells out of order.
+//! A whole JSONL stream checked (what `aep-bridge validate` and the import run): envelope,
+//! payload schema, ordering, lifecycle and capture honesty ([`crate::validate`]), each
+//! failure with its event index, line and rule; beside them, the agent-completeness
+//! warnings ([`crate::completeness`]): runs and tool calls whose story the log leaves
+//! unfinished or tells out of order.
 
 use std::io::BufRead;
 
-use aep_schemas::completeness::{CompletenessChecker, Warning};
-use aep_schemas::validate::{StreamValidator, Violation};
+use crate::completeness::{CompletenessChecker, Warning};
+use crate::validate::{StreamValidator, Violation};
 
 /// One failure: the 0-based event index (line order, blank lines skipped), the rule, the message.
 #[derive(Debug, Clone)]
@@ -84,7 +85,7 @@ pub fn validate_report(reader: impl BufRead) -> std::io::Result<Report> {
                 continue;
             }
         };
-        match aep_schemas::validate::validate_value(&value) {
+        match crate::validate::validate_value(&value) {
             Ok(ev) => {
                 for mut v in stream.push(&ev) {
                     v.index = v.index.or(Some(index));

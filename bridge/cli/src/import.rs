@@ -336,7 +336,7 @@ fn write(cfg: &Config, data_dir: &Path, sessions: Vec<ImportedSession>) -> Resul
     let mut bad = 0;
     for p in paths {
         let Ok(f) = std::fs::File::open(&p) else { continue };
-        match aep_bridge::validate::validate_report(std::io::BufReader::new(f)) {
+        match aep_schemas::report::validate_report(std::io::BufReader::new(f)) {
             Ok(r) if r.failures.is_empty() => {
                 for w in r.warnings {
                     eprintln!("aep-bridge import: warning[completeness]: {}: {w}", p.display());

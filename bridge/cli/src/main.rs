@@ -309,7 +309,7 @@ fn validate(file: &str, strict: bool) -> i32 {
             }
         }
     };
-    let report = match aep_bridge::validate::validate_report(BufReader::new(reader)) {
+    let report = match aep_schemas::report::validate_report(BufReader::new(reader)) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("aep-bridge validate: {e}");

@@ -152,7 +152,7 @@ async fn allow_from_the_phone_releases_the_held_hook() {
     let cmds = log(dir.path(), "phone", req["session"].as_str().unwrap());
     assert!(cmds.iter().any(|e| e["type"] == "control.attention.respond" && e["id"] == "cmd-allow"), "{cmds:?}");
     let text: String = events.iter().map(|e| e.to_string() + "\n").collect();
-    let (_, failures) = aep_bridge::validate::validate_stream(text.as_bytes()).unwrap();
+    let (_, failures) = aep_schemas::report::validate_stream(text.as_bytes()).unwrap();
     assert!(failures.is_empty(), "{failures:?}");
 }
 

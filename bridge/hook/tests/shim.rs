@@ -78,7 +78,7 @@ async fn every_captured_payload_replays_through_the_shim() {
         for f in std::fs::read_dir(&vdir).unwrap_or_else(|e| panic!("{}: {e}", vdir.display())).flatten() {
             let text = std::fs::read_to_string(f.path()).unwrap();
             events += text.lines().count();
-            let (_, failures) = aep_bridge::validate::validate_stream(text.as_bytes()).unwrap();
+            let (_, failures) = aep_schemas::report::validate_stream(text.as_bytes()).unwrap();
             assert!(
                 failures.is_empty(),
                 "{}: {:?}",
