@@ -408,6 +408,9 @@ fn complete(events: &[Value]) {
     }
 }
 
+/// Waits for `pred` over the fake server's records and the log file. A poll, not a signal:
+/// what it waits on is spread over the fake's request log and the observer's reconnects,
+/// which no single notification covers.
 async fn until(what: &str, mut pred: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !pred() {
@@ -609,6 +612,7 @@ async fn the_gated_bridge_maps_the_session_and_answers_the_confirmation_over_res
     assert!(fake.rest_keys.lock().unwrap().iter().all(|(_, k)| k.as_deref() == Some(KEY)));
     // The conversation the sockets do not know (4004) is not attached again.
     let gone = fake.attaches_of(GONE).len();
+    // A bound, not a signal: "never attached again" has no event to wait for.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(fake.attaches_of(GONE).len(), gone);
     assert_eq!(gone, 1);
@@ -870,6 +874,7 @@ async fn a_restarted_bridge_resumes_after_its_cursor_and_appends_nothing_twice()
     let before = log(dir.path()).len();
     let b = bridge_in(dir.path(), bridge_cfg(&url, false, None)).await;
     until("the third process's socket", || fake.sockets() == 1 && log(dir.path()).len() > before).await;
+    // A bound, not a signal: "appends nothing more" has no event to wait for.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let events = log(&b.data);
     // Only the state each new socket opens with.

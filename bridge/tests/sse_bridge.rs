@@ -159,6 +159,8 @@ async fn bridge(url: &str, mode: BridgeMode, control: bool) -> (Running, tempfil
     (start(cfg).await, dir)
 }
 
+/// Waits for `pred` over the fake OpenCode server's records and the log file. A poll, not a
+/// signal: the fake's request log and the observer's reconnects have no one notification.
 async fn until(what: &str, mut pred: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while !pred() {

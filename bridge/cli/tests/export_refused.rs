@@ -207,7 +207,8 @@ async fn metrics(bridge: &Bridge) -> String {
     common::get(format!("{}/metrics", bridge.url)).await.1
 }
 
-/// Polls `/metrics` until `pred` holds on it (the exporters report only there).
+/// Polls `/metrics` until `pred` holds on it: the bridge runs as a child process here and
+/// its exporters report only there, so there is no in-process signal to wait on.
 async fn until_metrics(bridge: &Bridge, what: &str, pred: impl Fn(&str) -> bool) -> String {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
