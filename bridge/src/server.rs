@@ -127,6 +127,8 @@ pub struct Bound {
     pub otlp_http: Option<SocketAddr>,
     /// The listeners of `[bridges.<name>]` that take connections (`agui-proxy`), by name.
     pub bridges: std::collections::BTreeMap<String, SocketAddr>,
+    /// Whether the web view is served (`[ui]` and `[collector]` both on).
+    pub ui: bool,
     /// How far the sinks that report it have got, by sink name: `jsonl` (when on) and
     /// `genai_metrics`. Something to wait on for "this event reached the log" or "the
     /// metrics counted it" instead of polling the files or `/metrics`.
@@ -134,11 +136,21 @@ pub struct Bound {
 }
 
 impl Bound {
-    /// The one start-up line naming every address.
+    /// The one start-up line naming every address, the web view's included.
     pub fn line(&self, data_dir: &std::path::Path, epoch: u64) -> String {
         let opt = |a: Option<SocketAddr>| a.map(|a| a.to_string()).unwrap_or_else(|| "off".into());
+        // A wildcard bind is reached on loopback from this machine.
+        let mut page = self.http;
+        if page.ip().is_unspecified() {
+            page.set_ip(if page.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        let ui = if self.ui { format!("http://{page}/") } else { "off".into() };
         format!(
-            "aep-bridge listening: http={} otlp-grpc={} otlp-http={} data={} epoch={epoch}",
+            "aep-bridge listening: http={} otlp-grpc={} otlp-http={} data={} epoch={epoch} ui={ui}",
             self.http,
             opt(self.otlp_grpc),
             opt(self.otlp_http),
@@ -504,6 +516,7 @@ impl Daemon {
             otlp_grpc: listeners.otlp_grpc.as_ref().and_then(|l| l.local_addr().ok()),
             otlp_http: listeners.otlp_http.as_ref().and_then(|l| l.local_addr().ok()),
             bridges: self.bridge_listeners,
+            ui: cfg.ui.enabled && cfg.collector.enabled,
             progress: self.progress,
         };
         if !bound.http.ip().is_loopback() {

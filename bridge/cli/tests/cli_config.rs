@@ -90,6 +90,8 @@ fn config_validate_loads_the_environment_and_flags_like_serve() {
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
     assert!(line.contains("aep-bridge listening"), "{line}{}", String::from_utf8_lossy(&out.stderr));
+    // The web view's address, on loopback for a wildcard bind.
+    assert!(line.trim_end().split(' ').any(|w| w.starts_with("ui=http://127.0.0.1:") && w.ends_with('/')), "{line}");
 }
 
 #[test]
