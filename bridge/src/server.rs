@@ -167,7 +167,8 @@ async fn bind(addr: SocketAddr, flag: &'static str) -> Result<TcpListener, Serve
     TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr: addr.to_string(), flag, source })
 }
 
-fn host_name(cfg: &Config) -> String {
+/// The host named in `source` URIs: `[server] host`, else the machine's host name.
+pub fn host_name(cfg: &Config) -> String {
     if !cfg.server.host.is_empty() {
         return cfg.server.host.clone();
     }

@@ -132,18 +132,6 @@ fn codex_sessions(dir: &Path, cx: &aep_adapters::MapContext) -> Imported {
     got
 }
 
-/// The host named in `source` URIs, as `serve` names it.
-fn host_name(cfg: &Config) -> String {
-    if !cfg.server.host.is_empty() {
-        return cfg.server.host.clone();
-    }
-    std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".into())
-}
-
 /// Whether the data directory already logs `session` (its log file, or a rotated one).
 fn already_logged(data_dir: &Path, vendor: &str, session: &str) -> bool {
     let p = aep_bridge::sinks::jsonl::log_path(data_dir, vendor, Some(session));
@@ -300,8 +288,8 @@ fn write(cfg: &Config, data_dir: &Path, sessions: Vec<ImportedSession>) -> Resul
             None,
             Some(health.clone()),
         );
-        let mut builder =
-            PipelineBuilder::new(epoch, host_name(cfg), metrics.clone()).sink(SinkTx::durable_lines("jsonl", tx));
+        let mut builder = PipelineBuilder::new(epoch, aep_bridge::server::host_name(cfg), metrics.clone())
+            .sink(SinkTx::durable_lines("jsonl", tx));
         // The exporters' queues hold the whole import: they shed when full, and history has
         // no producer to slow down.
         let ex = aep_bridge::export::start(
