@@ -135,7 +135,7 @@ pub fn model_call_in<'a>(
         f.event == suffix && f.when.is_none_or(|(k, v)| member(data, k).and_then(Value::as_str) == Some(v))
     })?;
     let get = |k: Option<&'static str>| k.and_then(|k| member(data, k));
-    let call = ModelCall {
+    let mut call = ModelCall {
         vendor,
         operation: f.operation,
         model: get(f.model).and_then(Value::as_str).filter(|m| !m.is_empty()),
@@ -156,7 +156,6 @@ pub fn model_call_in<'a>(
         opens: f.opens,
         error_type: None,
     };
-    let mut call = call;
     if f.failed {
         call.error_type =
             Some(match (get(f.error_type).and_then(Value::as_str).filter(|s| !s.is_empty()), call.status_code) {
