@@ -19,7 +19,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use common::*;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -181,7 +181,7 @@ fn types(events: &[Value]) -> Vec<&str> {
     events.iter().map(|e| e["type"].as_str().unwrap()).collect()
 }
 
-type WsStream = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+use aep_testkit::WsStream;
 
 /// A control sender on the collector's authenticated socket.
 async fn phone(http: std::net::SocketAddr) -> WsStream {
@@ -198,20 +198,7 @@ async fn phone(http: std::net::SocketAddr) -> WsStream {
     ws
 }
 
-async fn next(ws: &mut WsStream, pred: impl Fn(&Value) -> bool) -> Value {
-    let fut = async {
-        while let Some(Ok(m)) = ws.next().await {
-            if let Message::Text(t) = m {
-                let v: Value = serde_json::from_str(&t).unwrap();
-                if pred(&v) {
-                    return v;
-                }
-            }
-        }
-        panic!("socket closed");
-    };
-    tokio::time::timeout(Duration::from_secs(20), fut).await.expect("timed out waiting for a frame")
-}
+use aep_testkit::ws_next as next;
 
 async fn respond(ws: &mut WsStream, id: &str, req: &Value, answer: Value) {
     let capture = if answer.get("text").is_some() { "redacted" } else { "metadata" };

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt as _, StreamExt as _};
+use futures_util::SinkExt as _;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
@@ -172,21 +172,8 @@ fn shim() -> PathBuf {
 }
 
 /// The real shim holding `payload` open on the bridge at `url`; its exit code and stdout.
-fn spawn_shim(url: &str, payload: Value) -> tokio::task::JoinHandle<(Option<i32>, String)> {
-    let url = url.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(shim())
-            .arg("claude-code")
-            .env("AEP_BRIDGE_URL", url)
-            .env("AEP_TOKEN", TOKEN)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(payload.to_string().as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
-    })
+fn spawn_shim(url: &str, payload: Value) -> tokio::task::JoinHandle<(i32, String)> {
+    aep_testkit::spawn_shim(shim(), "claude-code", url.to_owned(), TOKEN, payload)
 }
 
 async fn hook(url: &str, payload: &Value) {
@@ -217,7 +204,7 @@ fn event(agent: &str, session: &str, seq: u64, ty: &str, data: Value) -> Value {
         "seq": seq, "capture": "redacted", "data": data})
 }
 
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+use aep_testkit::WsStream as Ws;
 
 /// An emitter on `/socket` that owns a session and holds a form request, as an agent's
 /// own AEP emitter would.
@@ -233,20 +220,7 @@ async fn form_emitter(addr: &str) -> Ws {
     ws
 }
 
-async fn next(ws: &mut Ws, pred: impl Fn(&Value) -> bool) -> Value {
-    let fut = async {
-        while let Some(Ok(m)) = ws.next().await {
-            if let Message::Text(t) = m {
-                let v: Value = serde_json::from_str(&t).unwrap();
-                if pred(&v) {
-                    return v;
-                }
-            }
-        }
-        panic!("the socket closed");
-    };
-    tokio::time::timeout(WAIT, fut).await.expect("no such frame in time")
-}
+use aep_testkit::ws_next as next;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_web_view_in_a_real_browser() {
@@ -304,7 +278,7 @@ async fn the_web_view_in_a_real_browser() {
     b.step("screenshot", json!({"op": "screenshot", "path": format!("{SHOTS}/live-session-and-pending-request.png")}));
     b.step("click allow", json!({"op": "click", "selector": "#inbox .card button.opt[data-option=\"allow\"]"}));
     let (code, stdout) = tokio::time::timeout(WAIT, shim).await.expect("the shim was released").unwrap();
-    assert_eq!(code, Some(0));
+    assert_eq!(code, 0);
     assert_eq!(
         serde_json::from_str::<Value>(&stdout).unwrap(),
         json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}}),
@@ -431,7 +405,7 @@ async fn the_web_view_in_a_real_browser() {
     drop(ws);
     bridge.stop();
     let (code, _) = tokio::time::timeout(WAIT, held_shim).await.expect("the shim let go").unwrap();
-    assert_eq!(code, Some(0), "the shim fails open when the bridge goes away");
+    assert_eq!(code, 0, "the shim fails open when the bridge goes away");
     b.wait("the page notices", "#conn.down", None);
     let bridge = Bridge::start(data.path(), &listen);
     b.wait("the stream is live again", "#conn", Some("live"));

@@ -78,19 +78,7 @@ impl Phone {
 
 /// Runs the real shim in the background; returns its stdout when it exits.
 fn spawn_shim(url: String, vendor: &'static str, payload: Value) -> tokio::task::JoinHandle<(i32, String)> {
-    tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_aep-hook"))
-            .arg(vendor)
-            .env("AEP_BRIDGE_URL", url)
-            .env("AEP_TOKEN", TOKEN)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(payload.to_string().as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
-    })
+    aep_testkit::spawn_shim(env!("CARGO_BIN_EXE_aep-hook").into(), vendor, url, TOKEN, payload)
 }
 
 fn cc_permission() -> Value {

@@ -232,3 +232,52 @@ pub async fn until_notified(seen: &tokio::sync::Notify, timeout: Duration, mut p
     };
     tokio::time::timeout(timeout, wait).await.is_ok()
 }
+
+/// A test's WebSocket client connection (the collector's `/socket`, an observed agent
+/// server's socket).
+pub type WsStream = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The next text frame of `ws` that parses as JSON and satisfies `pred` (others are skipped);
+/// panics when the socket closes first or after 30 s.
+pub async fn ws_next(ws: &mut WsStream, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    use futures_util::StreamExt as _;
+    let fut = async {
+        while let Some(Ok(m)) = ws.next().await {
+            if let tokio_tungstenite::tungstenite::Message::Text(t) = m {
+                let v: serde_json::Value = serde_json::from_str(&t).expect("a JSON frame");
+                if pred(&v) {
+                    return v;
+                }
+            }
+        }
+        panic!("the socket closed before the frame came");
+    };
+    tokio::time::timeout(Duration::from_secs(30), fut).await.expect("no such frame within 30 s")
+}
+
+/// Runs the real `aep-hook` shim at `shim` as an agent does, in the background: `vendor` as
+/// its argument, the bridge at `url` with `token`, `payload` on stdin. Yields its exit code
+/// (`-1` when killed by a signal) and stdout once it exits.
+pub fn spawn_shim(
+    shim: std::path::PathBuf,
+    vendor: &'static str,
+    url: String,
+    token: &'static str,
+    payload: serde_json::Value,
+) -> tokio::task::JoinHandle<(i32, String)> {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(shim)
+            .arg(vendor)
+            .env("AEP_BRIDGE_URL", url)
+            .env("AEP_TOKEN", token)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the shim starts");
+        child.stdin.take().expect("piped").write_all(payload.to_string().as_bytes()).expect("the shim reads stdin");
+        let out = child.wait_with_output().expect("the shim exits");
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    })
+}
