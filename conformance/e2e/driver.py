@@ -10,6 +10,7 @@ and finally "N passed, M failed".
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -2413,7 +2414,28 @@ FAILOPEN_VOLATILE = [
     # flush and reset, so whether "[STARTUP] Cannot measure phase ..." is printed depends on
     # when the cleanup promise settles, not on the hooks.
     (r"(?m)^\[STARTUP\] .*\n", ""),
+    # The stdio protocols' own clocks and process ids: epoch seconds and milliseconds
+    # (Codex's `emittedAtMs`/`createdAt`, pi's `timestamp`, inside Gemini's ACP tool-call
+    # ids), file names stamped with the time (Codex's rollout, pi's session file), the shell's
+    # pid (Codex's `processId`, Qwen's `PGID`), and the mock's Responses ids as Codex echoes them.
+    (r"(?<![0-9])1[6-9]\d{11}(?![0-9])", "<epoch-ms>"),
+    (r'"(\w*At)":\s*1[6-9]\d{8}\b', r'"\1":<epoch>'),
+    (r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d(-\d{3}Z)?", "<file-time>"),
+    (r'("processId":\s*"|PGID: )\d+', r"\1<pid>"),
+    (r"\b(call|fc|msg|resp)_[0-9a-f]{16}\b", r"\1_<id>"),
+    # pi's streaming snapshots (`message_update`) carry the usage known so far, which depends
+    # on whether the model's usage chunk was read before the text began; the final usage
+    # (`message_end`, `agent_end`) is still compared.
+    (r'(?m)^\{"type":"message_update".*$',
+     lambda m: re.sub(r'"usage":\{[^{}]*(\{[^{}]*\})?[^{}]*\}', '"usage":<so-far>', m.group(0))),
 ]
+
+# The stdio protocols stream notifications from concurrent work (Qwen Code's parallel tool
+# calls, Codex's background status): their relative order is the agent's own scheduling,
+# whatever the tee does, so these routes compare the agent's lines as a multiset. The tee's
+# byte-for-byte transparency, order included, is the tee scenarios' own check (the client
+# reads exactly the bytes the agent wrote).
+FAILOPEN_UNORDERED = ("gemini-acp", "qwen-acp", "codex-app", "pi-rpc")
 
 
 # Dropped only when comparing with the hooks absent: what an agent prints because hooks are
@@ -2483,20 +2505,121 @@ def failopen_agents(a, env):
     return out
 
 
-# The tee routes of `aep-bridge wrap`: (name, wrap argv before `--`, the agent's own argv).
-# "absent" runs the agent's argv alone; "down" points the tee at a port nothing listens on.
+# The tee routes of `aep-bridge wrap`: (name, wrap argv before `--`, the agent's own argv, env,
+# the client that drives it). "absent" runs the agent's argv alone; "down" points the tee at a
+# port nothing listens on. Each client returns (exit code, the bytes it read from the agent,
+# the agent's stderr): what a user of that route sees.
 def failopen_wraps(a, env):
+    url = f"http://{BRIDGE}"
     e = claude_env(env, otlp=False)
     e["IS_SANDBOX"] = "1"
     claude = [os.path.join(a.clients, "claude"), "-p", "Run the e2e script {{e2e:bash_ok}}", "--output-format",
               "stream-json", "--verbose", "--permission-mode", "bypassPermissions"]
-    return [("claude-wrap", ["wrap", "claude-stream-json", "--url", f"http://{BRIDGE}"], claude, e)]
+    out = [("claude-wrap", ["wrap", "claude-stream-json", "--url", url], claude, e, failopen_headless)]
+    # ACP: the editor-equivalent client on the real SDK spawns the agent command.
+    for name, spec in ACP_AGENTS.items():
+        e = env.base_env()
+        e.update(spec["env"])
+        out.append((name, ["wrap", "acp", "--url", url], [os.path.join(a.clients, spec["cli"]), *spec["args"]], e,
+                    lambda argv, cwd, e, prefix, spec=spec: failopen_acp_client(a, spec, argv, cwd, e, prefix)))
+    # Codex app-server, driven as its client is (initialize, thread/start, one turn).
+    e = env.base_env()
+    e.update({"CODEX_HOME": os.path.join(env.home, ".codex"), "E2E_OPENAI_KEY": "sk-e2e-offline"})
+    out.append(("codex-app", ["wrap", "codex-app-server", "--url", url], [os.path.join(a.clients, "codex"), "app-server"],
+                e, failopen_codex_client))
+    found = pi_cli(a)
+    if found:
+        out.append(("pi-rpc", ["wrap", "pi-rpc", "--url", url],
+                    [found[0], found[1], "--mode", "rpc", "--provider", "e2e", "--model", "mock-model"], pi_env(env),
+                    failopen_pi_client))
+    else:
+        skip("failopen: pi-rpc", f"needs pi and Node >= {'.'.join(map(str, PI_MIN_NODE))}")
+    return out
+
+
+def failopen_headless(argv, cwd, e, prefix):
+    r = subprocess.run(argv, cwd=cwd, env=e, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout, r.stderr
+
+
+def failopen_acp_client(a, spec, argv, cwd, e, prefix):
+    """acp_client.mjs with `argv` as its agent command, the scenario's two prompts, the shell
+    call allowed once by the editor."""
+    files = {k: f"{prefix}.client.{k}" for k in ("report", "wrote", "read")}
+    client = ["node", os.path.join(HERE, "acp_client.mjs"), "--sdk", os.path.dirname(a.clients), "--cwd", cwd,
+              "--auth", spec["auth"], "--permission", "allow_once"]
+    for k, f in files.items():
+        client += [f"--{k}", f]
+    for p in ("Run the e2e script {{e2e:shell_touch,read_fail}}", "Thanks, that is all."):
+        client += ["--prompt", p]
+    r = subprocess.run(client + ["--", *argv], cwd=cwd, env=e, stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, timeout=300)
+    rep = json.load(open(files["report"])) if os.path.isfile(files["report"]) else {}
+    read = open(files["read"], encoding="utf-8", errors="replace").read() if os.path.isfile(files["read"]) else ""
+    exit_ = rep.get("exit") or {}
+    rc = exit_.get("code") if r.returncode == 0 and not rep.get("errors") else f"client rc={r.returncode} {rep.get('errors')}"
+    return rc, read, r.stderr
+
+
+def failopen_line_session(argv, cwd, e, prefix, steps):
+    """Runs a newline-framed stdio agent under `argv`, plays `steps(send, until)`, closes its
+    stdin and returns (exit code or what failed, every byte read, its stderr)."""
+    err = f"{prefix}.stderr.raw"
+    with open(err, "wb") as ef:
+        p = subprocess.Popen(argv, cwd=cwd, env=e, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=ef)
+        c = LineClient(p)
+        try:
+            failed = steps(c.send, c.until)
+        finally:
+            try:
+                p.stdin.close()
+            except OSError:
+                pass
+            try:
+                rc = p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = "timeout"
+    c.until(lambda m: False, 5)  # the reader's end of stream: every byte is in `seen`
+    return (failed or rc), bytes(c.seen).decode("utf-8", "replace"), open(err, encoding="utf-8", errors="replace").read()
+
+
+def failopen_codex_client(argv, cwd, e, prefix):
+    def steps(send, until):
+        send({"id": 0, "method": "initialize", "params": {"clientInfo": {"name": "aep-e2e", "title": None,
+                                                                          "version": "0"}, "capabilities": None}})
+        if until(lambda m: m.get("id") == 0) is None:
+            return "no initialize answer"
+        send({"method": "initialized"})
+        send({"id": 1, "method": "thread/start", "params": {"cwd": cwd, "approvalPolicy": "never",
+                                                             "sandbox": "danger-full-access"}})
+        started = until(lambda m: m.get("id") == 1) or {}
+        tid = (started.get("result") or {}).get("thread", {}).get("id")
+        if not tid:
+            return f"no thread: {str(started)[:200]}"
+        send({"id": 2, "method": "turn/start", "params": {"threadId": tid, "input": [
+            {"type": "text", "text": "Run the e2e script {{e2e:shell_ok}}", "text_elements": []}]}})
+        if until(lambda m: m.get("method") == "turn/completed", 180) is None:
+            return "no turn/completed"
+    return failopen_line_session(argv, cwd, e, prefix, steps)
+
+
+def failopen_pi_client(argv, cwd, e, prefix):
+    def steps(send, until):
+        send({"id": "state-1", "type": "get_state"})
+        if until(lambda m: m.get("id") == "state-1", 60) is None:
+            return "no get_state answer"
+        send({"id": "prompt-0", "type": "prompt", "message": "Run the e2e script {{e2e:shell_ok}}"})
+        if until(lambda m: m.get("type") == "agent_settled", 180) is None:
+            return "no agent_settled"
+    return failopen_line_session(argv, cwd, e, prefix, steps)
 
 
 # The session log folder of each fail-open agent.
 FAILOPEN_VENDORS = {"claude": "claude-code", "codex": "codex", "gemini": "gemini-cli", "qwen": "qwen-code",
                     "cline": "cline", "hermes": "hermes", "opencode": "opencode", "kilo": "kilocode",
-                    "claude-wrap": "claude-code"}
+                    "claude-wrap": "claude-code", "gemini-acp": "gemini-cli", "qwen-acp": "qwen-code",
+                    "codex-app": "codex", "pi-rpc": "pi"}
 
 
 def failopen_uninstall(env, agents):
@@ -2533,16 +2656,17 @@ def scenario_failopen(a):
                 env.procs.procs.pop()
             else:
                 failopen_uninstall(env, agents)
-            for name, wrap, argv, e in wraps:
+            for name, wrap, argv, e, client in wraps:
+                if mode == "up" and name.split("-")[0] in FAILOPEN_WARM_UP:
+                    client(argv, wrap_proj, e, os.path.join(env.logs, f"{name}.warm"))
                 t0 = time.time()
                 full = argv if mode == "absent" else [env.bridge, *wrap, "--", *argv]
-                r = subprocess.run(full, cwd=wrap_proj, env=e, stdin=subprocess.DEVNULL, capture_output=True,
-                                   text=True, timeout=300)
-                for stream, text in (("stdout", r.stdout), ("stderr", r.stderr)):
+                rc, out, err = client(full, wrap_proj, e, os.path.join(env.logs, f"{name}.{mode}"))
+                for stream, text in (("stdout", out), ("stderr", err)):
                     with open(os.path.join(env.logs, f"{name}.{mode}.{stream}"), "w") as f:
                         f.write(text)
-                runs[(name, mode)] = (r.returncode, r.stdout, r.stderr)
-                print(f"  failopen {name} [{mode}] rc={r.returncode} in {time.time() - t0:.0f}s", flush=True)
+                runs[(name, mode)] = (rc, out, err)
+                print(f"  failopen {name} [{mode}] rc={rc} in {time.time() - t0:.0f}s", flush=True)
             for name, install, argv, e in agents:
                 if mode == "up":
                     r = subprocess.run([env.bridge, *install], env=e, capture_output=True, text=True, timeout=30)
@@ -2558,18 +2682,25 @@ def scenario_failopen(a):
                         f.write(text)
                 runs[(name, mode)] = (r.returncode, r.stdout, r.stderr)
                 print(f"  failopen {name} [{mode}] rc={r.returncode} in {time.time() - t0:.0f}s", flush=True)
-        n_logs = {v: len(session_logs(env.data, v)) for v in set(FAILOPEN_VENDORS.values())}
+        # Session logs only: pi's agent-scoped `x.pi.agent.settled` goes to `@agent.jsonl`.
+        n_logs = {v: sum(not os.path.basename(f).startswith("@") for f in session_logs(env.data, v))
+                  for v in set(FAILOPEN_VENDORS.values())}
+        # One session per route with the bridge up, plus a hook-wired agent's warm-up run (the
+        # tees' warm-ups run bare); routes of one vendor share its log folder.
+        want = {}
+        for name, *_ in agents + wraps:
+            want[FAILOPEN_VENDORS[name]] = want.get(FAILOPEN_VENDORS[name], 0) + 1 + (name in FAILOPEN_WARM_UP)
         for name, *_ in wraps + agents:
             up, down, absent = (runs[(name, m)] for m in ("up", "down", "absent"))
             check(f"failopen: {name} exits 0 with the bridge up", up[0] == 0, f"rc={up[0]} {up[2][-300:]}")
             norm = lambda r, hooks_absent: (r[0], failopen_norm(r[1], hooks_absent), failopen_norm(r[2], hooks_absent))
+            if name in FAILOPEN_UNORDERED:
+                norm = lambda r, hooks_absent: (r[0], sorted(failopen_norm(r[1], hooks_absent).splitlines()),
+                                                failopen_norm(r[2], hooks_absent))
             up, down, absent = norm(up, False), norm(down, False), norm(absent, True)
-            # Claude Code logs its session once by the tee and once by the hooks; the warm-up
-            # run logs a session of its own.
             vendor = FAILOPEN_VENDORS[name]
-            want = 1 + (name in FAILOPEN_WARM_UP) + (vendor == "claude-code")
-            check(f"failopen: {name} logged its session with the bridge up (the hooks ran)",
-                  n_logs.get(vendor, 0) == want, str(n_logs))
+            check(f"failopen: {name} logged its session with the bridge up",
+                  n_logs.get(vendor, 0) == want[vendor], f"{n_logs} want {want}")
             for label, other in (("down", down), ("absent", absent)):
                 ref = norm(runs[(name, "up")], True) if label == "absent" else up
                 diff = [k for k, i in (("exit code", 0), ("stdout", 1), ("stderr", 2)) if ref[i] != other[i]]
