@@ -124,6 +124,21 @@ struct Flood {
     taken: AtomicU64,
     refused: AtomicU64,
     failed: AtomicU64,
+    /// The first failure, so the figure says what failed.
+    first_failure: std::sync::Mutex<Option<String>>,
+}
+
+impl Flood {
+    fn fail(&self, why: impl FnOnce() -> String) {
+        if self.failed.fetch_add(1, Ordering::Relaxed) == 0 {
+            *self.first_failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(why());
+        }
+    }
+
+    fn first_failure(&self) -> String {
+        let first = self.first_failure.lock().unwrap_or_else(|e| e.into_inner());
+        first.as_deref().map(|w| format!(" (first: {w})")).unwrap_or_default()
+    }
 }
 
 /// Holds `n` connections to `addr` that never send a byte, reopening any the bridge closes,
@@ -182,10 +197,14 @@ fn grpc_mux(grpc: SocketAddr, mux: usize, body: ExportLogsServiceRequest, stop: 
             async move {
                 while !stop.load(Ordering::Relaxed) {
                     match client.export(body.clone()).await {
-                        Ok(_) => got.taken.fetch_add(1, Ordering::Relaxed),
-                        Err(s) if s.code() == tonic::Code::Unavailable => got.refused.fetch_add(1, Ordering::Relaxed),
-                        Err(_) => got.failed.fetch_add(1, Ordering::Relaxed),
-                    };
+                        Ok(_) => {
+                            got.taken.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(s) if s.code() == tonic::Code::Unavailable => {
+                            got.refused.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(s) => got.fail(|| format!("{:?}: {}", s.code(), s.message())),
+                    }
                 }
             }
         });
@@ -250,10 +269,15 @@ pub fn run(a: &HostileArgs) -> anyhow::Result<()> {
                     .header("content-type", "application/x-protobuf")
                     .send(&body[..]);
                 match r.map(|r| r.status().as_u16()) {
-                    Ok(200) => flood.taken.fetch_add(1, Ordering::Relaxed),
-                    Ok(503) => flood.refused.fetch_add(1, Ordering::Relaxed),
-                    _ => flood.failed.fetch_add(1, Ordering::Relaxed),
-                };
+                    Ok(200) => {
+                        flood.taken.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(503) => {
+                        flood.refused.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(status) => flood.fail(|| format!("HTTP {status}")),
+                    Err(e) => flood.fail(|| e.to_string()),
+                }
             }
         }));
     }
@@ -318,18 +342,20 @@ pub fn run(a: &HostileArgs) -> anyhow::Result<()> {
         "flood",
         &format!("{} taken", flood.taken.load(Ordering::Relaxed)),
         &format!(
-            "{} refused (503), {} failed, over {load_secs:.1} s",
+            "{} refused (503), {} failed{}, over {load_secs:.1} s",
             flood.refused.load(Ordering::Relaxed),
-            flood.failed.load(Ordering::Relaxed)
+            flood.failed.load(Ordering::Relaxed),
+            flood.first_failure()
         ),
     );
     line(
         "grpc multiplexed",
         &format!("{} taken", mux.taken.load(Ordering::Relaxed)),
         &format!(
-            "{} refused (UNAVAILABLE), {} failed, {} at once on one connection",
+            "{} refused (UNAVAILABLE), {} failed{}, {} at once on one connection",
             mux.refused.load(Ordering::Relaxed),
             mux.failed.load(Ordering::Relaxed),
+            mux.first_failure(),
             a.grpc_mux
         ),
     );
