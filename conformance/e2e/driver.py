@@ -1070,8 +1070,49 @@ def scenario_opencode_sse(a):
         check_complete("opencode-sse", events)
         r = env.aep("validate", log)
         check("opencode-sse: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        observer_failopen(env, oc, log_dir=os.path.join(env.data, "logs", "opencode"))
     finally:
         env.procs.stop()
+
+
+def opencode_transcript(oc, sid, secs=90):
+    """The session's messages as OpenCode's own API gives them, once its last assistant
+    message has finished; None if it never does."""
+    def done():
+        msgs = http_json("GET", f"{oc}/session/{sid}/message")
+        last = (msgs or [{}])[-1].get("info", {})
+        return msgs if last.get("role") == "assistant" and last.get("finish") == "stop" \
+            and (last.get("time") or {}).get("completed") else None
+    return wait_for(done, secs)
+
+
+def observer_failopen(env, oc, log_dir):
+    """The observer is a client of the agent's server, not in its path: the same prompt
+    gives the same transcript (OpenCode's own `GET /session/{id}/message`) with the bridge
+    attached in primary mode with control, and with the bridge gone (its observer never
+    reconnecting). No permission is asked: the gate is the one thing the observer is for."""
+    text = "Check {{e2e:read_ok,read_fail}}"
+    got = {}
+    for mode in ("up", "down"):
+        if mode == "down":
+            env.procs.procs[-1].send_signal(signal.SIGTERM)
+            env.procs.procs[-1].wait(10)
+            env.procs.procs.pop()
+        sid = opencode_prompt(oc, text)
+        msgs = opencode_transcript(oc, sid)
+        with open(os.path.join(env.logs, f"transcript.{mode}.json"), "w") as f:
+            json.dump(msgs, f, indent=1)
+        got[mode] = msgs
+        if mode == "up":
+            log = os.path.join(log_dir, f"{sid}.jsonl")
+            wait_for(lambda: any(x["type"] == "run.finished" for x in read_jsonl(log)), 45)
+            check("opencode-sse failopen: the observed session is logged and complete",
+                  any(x["type"] == "run.finished" for x in read_jsonl(log)))
+    # Ids (`ses_`, `msg_`, `prt_`, the mock's call ids) and clocks differ between any two sessions.
+    norm = lambda m: failopen_norm(re.sub(r"\b(ses|msg|prt)_[0-9A-Za-z]+", r"\1_<id>", json.dumps(m, sort_keys=True)))
+    check("opencode-sse failopen: the same transcript with the bridge attached and with it down",
+          got["up"] is not None and norm(got["up"]) == norm(got["down"]),
+          f"see {env.logs}/transcript.{{up,down}}.json")
 
 
 def scenario_opencode_plugin(a):
