@@ -90,7 +90,8 @@ macro_rules! recorded {
 }
 
 /// Every Codex logs export recorded: `c01_exec_json` (a headless `exec` with tools),
-/// `c03_otlp_binary` (OTLP/HTTP protobuf) and `c10_auto_compact` (OTLP/JSON), each with
+/// `c03_otlp_binary` (OTLP/HTTP protobuf), `c10_auto_compact` (OTLP/JSON) and
+/// `c13_long_tools` (twelve tool calls, one of them parallel, OTLP/HTTP protobuf), each with
 /// Codex's own sessionless "flushing OTEL metrics" line.
 const CODEX: &[(&str, &[u8])] = &[
     recorded!("codex/c01_0001_logs.json"),
@@ -101,21 +102,38 @@ const CODEX: &[(&str, &[u8])] = &[
     capture!("codex/c03_0005_logs.pb"),
     capture!("codex/c10_0002_logs.json"),
     capture!("codex/c10_0005_logs.json"),
+    capture!("codex/c13_0001_logs.pb"),
+    capture!("codex/c13_0003_logs.pb"),
+    capture!("codex/c13_0004_logs.pb"),
+    capture!("codex/c13_0006_logs.pb"),
+    capture!("codex/c13_0007_logs.pb"),
+    capture!("codex/c13_0009_logs.pb"),
+    capture!("codex/c13_0012_logs.pb"),
 ];
 
-/// Every Gemini CLI logs export recorded: `g01_tools_yolo_http` and `g02` (with traces).
+/// Every Gemini CLI logs export recorded: `g01_tools_yolo_http`, `g02` (with traces) and
+/// `g05_long_tools` (thirteen tool calls, each with the hook calls the harness wires).
 const GEMINI_CLI: &[(&str, &[u8])] = &[
     recorded!("gemini-cli/g01_0001_logs.json"),
     recorded!("gemini-cli/g01_0003_logs.json"),
     recorded!("gemini-cli/g02_0001_logs.json"),
     recorded!("gemini-cli/g02_0004_logs.json"),
+    capture!("gemini-cli/g05_0001_logs.json"),
+    capture!("gemini-cli/g05_0004_logs.json"),
+    capture!("gemini-cli/g05_0006_logs.json"),
 ];
 
-/// Every Qwen Code logs export recorded: `q01_tools_yolo_http`.
-const QWEN_CODE: &[(&str, &[u8])] =
-    &[recorded!("qwen-code/q01_0001_logs.json"), recorded!("qwen-code/q01_0003_logs.json")];
+/// Every Qwen Code logs export recorded: `q01_tools_yolo_http` and `q05_long_tools`
+/// (thirteen tool calls).
+const QWEN_CODE: &[(&str, &[u8])] = &[
+    recorded!("qwen-code/q01_0001_logs.json"),
+    recorded!("qwen-code/q01_0003_logs.json"),
+    capture!("qwen-code/q05_0001_logs.json"),
+    capture!("qwen-code/q05_0002_logs.json"),
+];
 
-/// The Claude Code captures: `o_http_protobuf` and `s01_tools_bypass_json` (a longer session).
+/// The Claude Code captures: `o_http_protobuf`, `s01_tools_bypass_json` and
+/// `s16_long_subagents` (two subagents, eleven tool calls, OTLP/HTTP protobuf).
 const CLAUDE_CODE: &[(&str, &[u8])] = &[
     capture!("claude-code/o_0001_logs.pb"),
     capture!("claude-code/o_0004_logs.pb"),
@@ -130,6 +148,22 @@ const CLAUDE_CODE: &[(&str, &[u8])] = &[
     capture!("claude-code/s01_0017_logs.json"),
     capture!("claude-code/s01_0020_logs.json"),
     capture!("claude-code/s01_0021_logs.json"),
+    capture!("claude-code/s16_0001_logs.pb"),
+    capture!("claude-code/s16_0003_logs.pb"),
+    capture!("claude-code/s16_0005_logs.pb"),
+    capture!("claude-code/s16_0008_logs.pb"),
+    capture!("claude-code/s16_0011_logs.pb"),
+    capture!("claude-code/s16_0013_logs.pb"),
+    capture!("claude-code/s16_0015_logs.pb"),
+    capture!("claude-code/s16_0018_logs.pb"),
+    capture!("claude-code/s16_0020_logs.pb"),
+    capture!("claude-code/s16_0023_logs.pb"),
+    capture!("claude-code/s16_0025_logs.pb"),
+    capture!("claude-code/s16_0028_logs.pb"),
+    capture!("claude-code/s16_0029_logs.pb"),
+    capture!("claude-code/s16_0032_logs.pb"),
+    capture!("claude-code/s16_0035_logs.pb"),
+    capture!("claude-code/s16_0036_logs.pb"),
 ];
 
 fn kv(key: &str, v: any_value::Value) -> KeyValue {
@@ -500,6 +534,7 @@ mod tests {
             "tool_result",
             "user_prompt",
             "assistant_response",
+            "subagent_completed",
         ] {
             assert!(k.get(name).is_some_and(|n| *n > 0), "{name} missing: {k:?}");
         }
