@@ -3,8 +3,9 @@
 //! Each connection opens with `hello` (role `emitter`, the agent's identity, and the
 //! command types this bridge honours in `control.accepts`); an outbox holds emissions
 //! until the hello exchange completes and keeps an event until it was written to the
-//! socket; reconnects are armed once per attempt on whichever of error/close comes first,
-//! with exponential backoff and jitter; ping/pong keeps liveness; shutdown sends `closing`.
+//! socket; each agent's link is kept up by the transport's reconnect supervisor (one
+//! reconnect per ended session, exponential backoff and jitter, the outbox still filling
+//! during the wait); ping/pong keeps liveness; shutdown drains the outbox and sends `closing`.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,12 +18,12 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::pipeline::Stamped;
-use crate::transport::retry::{RetryConfig, random_unit};
+use crate::transport::reconnect::{Ended, Link, Policy, Retry, supervise};
+use crate::transport::ws::{self, WsError, WsOptions};
 
 /// Liveness of every upstream relay connection, for `/healthz`.
 #[derive(Debug, Default)]
@@ -55,9 +56,8 @@ pub struct RelayOptions {
     pub tls: Option<Arc<rustls::ClientConfig>>,
     /// Bearer token.
     pub token: Option<String>,
-    /// Reconnect backoff: the transport's one policy (its budget is unused: a relay is
-    /// reconnected for as long as the bridge runs).
-    pub backoff: RetryConfig,
+    /// Reconnect policy: the transport's one curve, run by its reconnect supervisor.
+    pub backoff: Policy,
     /// Ping interval; the connection is considered dead after three missed pongs.
     pub ping_every: Duration,
     /// Outbox capacity per agent; beyond it debug/info events are dropped first.
@@ -76,7 +76,7 @@ impl RelayOptions {
             url: socket_url(base),
             tls: None,
             token,
-            backoff: RetryConfig { initial_ms: 200, max_ms: 30_000, max_elapsed_ms: 0, multiplier: 2.0, jitter: 0.5 },
+            backoff: Policy::new(200, 30_000, 0.5),
             ping_every: Duration::from_secs(30),
             outbox: 65_536,
             accepts: Vec::new(),
@@ -87,14 +87,7 @@ impl RelayOptions {
 
 /// Maps a relay base URL to its `/socket` WebSocket URL.
 pub fn socket_url(base: &str) -> String {
-    let b = base.trim_end_matches('/');
-    let b = if let Some(r) = b.strip_prefix("http://") {
-        format!("ws://{r}")
-    } else if let Some(r) = b.strip_prefix("https://") {
-        format!("wss://{r}")
-    } else {
-        b.to_owned()
-    };
+    let b = ws::ws_url(base);
     if b.ends_with("/socket") { b } else { format!("{b}/socket") }
 }
 
@@ -148,60 +141,78 @@ fn hello(agent: &str, accepts: &[String]) -> Value {
     })
 }
 
-enum Outcome {
-    /// Input closed and the outbox drained: stop.
-    Done,
-    /// Reconnect after a backoff.
-    Retry,
+/// One agent identity's link to the relay: its input, its outbox, and what a session needs.
+struct AgentLink {
+    agent: String,
+    rx: mpsc::Receiver<Arc<Stamped>>,
+    input_open: bool,
+    outbox: VecDeque<Arc<Stamped>>,
+    opts: RelayOptions,
+    status: Arc<RelayStatus>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+    /// The current session's hello exchange completed.
+    established: bool,
 }
 
 async fn connection(
     agent: String,
-    mut rx: mpsc::Receiver<Arc<Stamped>>,
+    rx: mpsc::Receiver<Arc<Stamped>>,
     opts: RelayOptions,
     status: Arc<RelayStatus>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
-    let mut outbox: VecDeque<Arc<Stamped>> = VecDeque::new();
-    let mut attempt = 0u32;
-    let mut input_open = true;
-    loop {
-        let outcome =
-            session(&agent, &mut rx, &mut input_open, &mut outbox, &opts, &status, &metrics, &shutdown, &mut attempt)
-                .await;
-        status.set(&agent, false);
-        match outcome {
-            Outcome::Done => return,
-            Outcome::Retry => {
-                if shutdown.is_cancelled() && !input_open {
-                    if !outbox.is_empty() {
-                        tracing::warn!(
-                            agent,
-                            pending = outbox.len(),
-                            "Relay unreachable at shutdown; pending events stay in the JSONL log only."
-                        );
-                    }
-                    return;
-                }
-                metrics.reconnects.inc(&[("agent", &agent)]);
-                let delay = opts.backoff.backoff_jittered(attempt, random_unit());
-                attempt = attempt.saturating_add(1);
-                // Keep filling the outbox while we wait.
-                let until = Instant::now() + delay;
-                loop {
-                    tokio::select! {
-                        _ = tokio::time::sleep_until(until) => break,
-                        ev = rx.recv(), if input_open => match ev {
-                            Some(ev) => push(&mut outbox, ev, opts.outbox, &metrics),
-                            None => input_open = false,
-                        },
-                        _ = shutdown.cancelled(), if input_open => {
-                            // Give the drain a last chance below, but don't wait for long.
-                            break;
-                        }
-                    }
-                }
+    let name = format!("relay {agent}");
+    let policy = opts.backoff.clone();
+    let mut link = AgentLink {
+        agent,
+        rx,
+        input_open: true,
+        outbox: VecDeque::new(),
+        opts,
+        status,
+        metrics,
+        shutdown,
+        established: false,
+    };
+    // No stop token: the link drains through shutdown itself (its outbox, then `closing`).
+    supervise(&name, &policy, None, &mut link).await;
+}
+
+impl Link for AgentLink {
+    type Output = ();
+
+    async fn session(&mut self) -> Ended<()> {
+        self.established = false;
+        let ended = self.connect_and_run().await;
+        self.status.set(&self.agent, false);
+        let Ended::Retry(retry) = ended else { return ended };
+        if self.shutdown.is_cancelled() && !self.input_open {
+            if !self.outbox.is_empty() {
+                tracing::warn!(
+                    agent = self.agent,
+                    pending = self.outbox.len(),
+                    "Relay unreachable at shutdown; pending events stay in the JSONL log only."
+                );
+            }
+            return Ended::Stop(());
+        }
+        self.metrics.reconnects.inc(&[("agent", &self.agent)]);
+        Ended::Retry(retry.was_established(self.established))
+    }
+
+    /// Keeps filling the outbox while waiting; a shutdown cuts the wait short for a last
+    /// delivery attempt.
+    async fn pause(&mut self, until: Instant) -> Option<()> {
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => return None,
+                ev = self.rx.recv(), if self.input_open => match ev {
+                    Some(ev) => push(&mut self.outbox, ev, self.opts.outbox, &self.metrics),
+                    None => self.input_open = false,
+                },
+                _ = self.shutdown.cancelled(), if self.input_open => return None,
             }
         }
     }
@@ -224,138 +235,124 @@ fn push(outbox: &mut VecDeque<Arc<Stamped>>, ev: Arc<Stamped>, cap: usize, metri
     outbox.push_back(ev);
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn session(
-    agent: &str,
-    rx: &mut mpsc::Receiver<Arc<Stamped>>,
-    input_open: &mut bool,
-    outbox: &mut VecDeque<Arc<Stamped>>,
-    opts: &RelayOptions,
-    status: &RelayStatus,
-    metrics: &Metrics,
-    shutdown: &CancellationToken,
-    attempt: &mut u32,
-) -> Outcome {
-    let Ok(mut req) = opts.url.as_str().into_client_request() else {
-        tracing::error!(url = %opts.url, "Relay URL is not a valid WebSocket URL.");
-        return Outcome::Done;
-    };
-    if let Some(t) = &opts.token
-        && let Ok(v) = format!("Bearer {t}").parse()
-    {
-        req.headers_mut().insert("authorization", v);
-    }
-    let connector = opts.tls.clone().map(tokio_tungstenite::Connector::Rustls);
-    let connect = tokio_tungstenite::connect_async_tls_with_config(req, None, false, connector);
-    let ws = match timeout(Duration::from_secs(10), connect).await {
-        Ok(Ok((ws, _))) => ws,
-        Ok(Err(e)) => {
-            // A refused certificate will not fix itself: say so where it is seen.
-            match crate::transport::tls::certificate_error(&e) {
-                Some(reason) => {
-                    tracing::error!(agent, url = %opts.url, reason, "Relay TLS certificate refused (relay.tls.ca_file?).")
+impl AgentLink {
+    /// One connection: connect, hello, then deliver and listen until it ends.
+    async fn connect_and_run(&mut self) -> Ended<()> {
+        let agent = self.agent.as_str();
+        let opts = &self.opts;
+        let ws_opts =
+            WsOptions { bearer: opts.token.clone(), tls: opts.tls.clone(), ..WsOptions::new(Duration::from_secs(10)) };
+        let ws = match ws::connect(&opts.url, &ws_opts).await {
+            Ok(ws) => ws,
+            Err(e) if e.is_permanent() => {
+                tracing::error!(agent, error = %e, "The relay URL or token cannot make a WebSocket request.");
+                return Ended::Stop(());
+            }
+            Err(e) => {
+                // A refused certificate will not fix itself: say so where it is seen.
+                if let WsError::Certificate { reason, .. } = &e {
+                    tracing::error!(agent, url = %opts.url, reason, "Relay TLS certificate refused (relay.tls.ca_file?).");
                 }
-                None => tracing::debug!(agent, error = %e, "Relay connect failed."),
+                return Ended::Retry(Retry::failed(e.to_string()));
             }
-            return Outcome::Retry;
+        };
+        let (mut sink, mut stream) = ws.split();
+        // Each agent identity declares what it honours: a read-only bridge's none (AEP-0004 §4.2,
+        // so the relay refuses its commands sender-side).
+        let accepts = opts.commands.as_ref().map_or_else(|| opts.accepts.clone(), |c| c.accepts_for(agent));
+        if sink.send(Message::text(hello(agent, &accepts).to_string())).await.is_err() {
+            return Ended::Retry(Retry::failed("the connection closed before hello"));
         }
-        Err(_) => return Outcome::Retry,
-    };
-    let (mut sink, mut stream) = ws.split();
-    // Each agent identity declares what it honours: a read-only bridge's none (AEP-0004 §4.2,
-    // so the relay refuses its commands sender-side).
-    let accepts = opts.commands.as_ref().map_or_else(|| opts.accepts.clone(), |c| c.accepts_for(agent));
-    if sink.send(Message::text(hello(agent, &accepts).to_string())).await.is_err() {
-        return Outcome::Retry;
-    }
-    // Wait for the relay's hello before sending anything else (AEP-0003 §3.5 rule 1).
-    let reply = timeout(Duration::from_secs(10), async {
-        while let Some(Ok(m)) = stream.next().await {
-            if let Message::Text(t) = m {
-                return serde_json::from_str::<Value>(&t).ok();
+        // Wait for the relay's hello before sending anything else (AEP-0003 §3.5 rule 1).
+        let reply = timeout(Duration::from_secs(10), async {
+            while let Some(Ok(m)) = stream.next().await {
+                if let Message::Text(t) = m {
+                    return serde_json::from_str::<Value>(&t).ok();
+                }
             }
-        }
-        None
-    })
-    .await;
-    match reply {
-        Ok(Some(v)) if v.get("type").and_then(Value::as_str) == Some("hello") => {}
-        Ok(Some(v)) => {
-            tracing::error!(agent, frame = %v, "Relay refused hello.");
-            return Outcome::Retry;
-        }
-        _ => return Outcome::Retry,
-    }
-    status.set(agent, true);
-    *attempt = 0;
-    tracing::info!(agent, url = %opts.url, "Relay connected.");
-    let mut ping = tokio::time::interval(opts.ping_every);
-    ping.tick().await;
-    let mut last_pong = Instant::now();
-    loop {
-        // Flush the outbox first: events leave in the order they were queued.
-        while let Some(ev) = outbox.front() {
-            let line = std::str::from_utf8(&ev.line).unwrap_or("").trim_end().to_owned();
-            if sink.send(Message::text(line)).await.is_err() {
-                return Outcome::Retry;
+            None
+        })
+        .await;
+        match reply {
+            Ok(Some(v)) if v.get("type").and_then(Value::as_str) == Some("hello") => {}
+            Ok(Some(v)) => {
+                tracing::error!(agent, frame = %v, "Relay refused hello.");
+                return Ended::Retry(Retry::failed("the relay refused hello"));
             }
-            metrics.events_out.inc(&[("sink", "relay")]);
-            outbox.pop_front();
+            _ => return Ended::Retry(Retry::failed("no hello from the relay")),
         }
-        if !*input_open {
-            let _ = sink
-                .send(Message::text(json!({"type": "closing", "reason": "shutdown", "delivered": []}).to_string()))
-                .await;
-            let _ = sink.close().await;
-            return Outcome::Done;
-        }
-        tokio::select! {
-            ev = rx.recv() => match ev {
-                Some(ev) => push(outbox, ev, opts.outbox, metrics),
-                None => *input_open = false,
-            },
-            msg = stream.next() => match msg {
-                Some(Ok(Message::Text(t))) => {
-                    let Ok(v) = serde_json::from_str::<Value>(&t) else { continue };
-                    let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
-                    if ty == "ping" {
-                        let mut p = json!({"type": "pong"});
-                        if let Some(t) = v.get("t") { p["t"] = t.clone(); }
-                        if sink.send(Message::text(p.to_string())).await.is_err() { return Outcome::Retry; }
-                    } else if ty == "pong" {
-                        last_pong = Instant::now();
-                    } else if ty.starts_with("control.") {
-                        match Event::from_value(v) {
-                            Ok(cmd) => match opts.commands.as_ref().map(|c| c.send(cmd)) {
-                                Some(Ok(())) => {}
-                                Some(Err(e)) => tracing::warn!(agent, error = %e, "Command from relay not queued."),
-                                None => tracing::warn!(agent, "Command received but no control loop is attached."),
-                            },
-                            Err(e) => tracing::warn!(agent, error = %e, "Malformed command from relay."),
+        self.status.set(agent, true);
+        self.established = true;
+        tracing::info!(agent, url = %opts.url, "Relay connected.");
+        let lost = |what: &str| Ended::Retry(Retry::failed(format!("{what} failed")));
+        let mut ping = tokio::time::interval(opts.ping_every);
+        ping.tick().await;
+        let mut last_pong = Instant::now();
+        loop {
+            // Flush the outbox first: events leave in the order they were queued.
+            while let Some(ev) = self.outbox.front() {
+                let line = std::str::from_utf8(&ev.line).unwrap_or("").trim_end().to_owned();
+                if sink.send(Message::text(line)).await.is_err() {
+                    return lost("sending an event");
+                }
+                self.metrics.events_out.inc(&[("sink", "relay")]);
+                self.outbox.pop_front();
+            }
+            if !self.input_open {
+                let _ = sink
+                    .send(Message::text(json!({"type": "closing", "reason": "shutdown", "delivered": []}).to_string()))
+                    .await;
+                let _ = sink.close().await;
+                return Ended::Stop(());
+            }
+            tokio::select! {
+                ev = self.rx.recv() => match ev {
+                    Some(ev) => push(&mut self.outbox, ev, opts.outbox, &self.metrics),
+                    None => self.input_open = false,
+                },
+                msg = stream.next() => match msg {
+                    Some(Ok(Message::Text(t))) => {
+                        let Ok(v) = serde_json::from_str::<Value>(&t) else { continue };
+                        let ty = v.get("type").and_then(Value::as_str).unwrap_or("");
+                        if ty == "ping" {
+                            let mut p = json!({"type": "pong"});
+                            if let Some(t) = v.get("t") { p["t"] = t.clone(); }
+                            if sink.send(Message::text(p.to_string())).await.is_err() { return lost("a pong"); }
+                        } else if ty == "pong" {
+                            last_pong = Instant::now();
+                        } else if ty.starts_with("control.") {
+                            match Event::from_value(v) {
+                                Ok(cmd) => match opts.commands.as_ref().map(|c| c.send(cmd)) {
+                                    Some(Ok(())) => {}
+                                    Some(Err(e)) => tracing::warn!(agent, error = %e, "Command from relay not queued."),
+                                    None => tracing::warn!(agent, "Command received but no control loop is attached."),
+                                },
+                                Err(e) => tracing::warn!(agent, error = %e, "Malformed command from relay."),
+                            }
+                        } else if ty == "error" {
+                            tracing::warn!(agent, frame = %v, "Relay sent an error frame.");
+                        } else if ty == "closing" {
+                            return Ended::Retry(Retry::closed());
                         }
-                    } else if ty == "error" {
-                        tracing::warn!(agent, frame = %v, "Relay sent an error frame.");
-                    } else if ty == "closing" {
-                        return Outcome::Retry;
+                    }
+                    Some(Ok(Message::Close(_))) | None => return Ended::Retry(Retry::closed()),
+                    Some(Err(e)) => return Ended::Retry(Retry::failed(e.to_string())),
+                    Some(Ok(_)) => {}
+                },
+                _ = ping.tick() => {
+                    if last_pong.elapsed() > opts.ping_every * 3 {
+                        return Ended::Retry(Retry::failed("the relay missed three pongs"));
+                    }
+                    let t = crate::time::now_ms();
+                    if sink.send(Message::text(json!({"type": "ping", "t": t}).to_string())).await.is_err() {
+                        return lost("a ping");
                     }
                 }
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return Outcome::Retry,
-                Some(Ok(_)) => {}
-            },
-            _ = ping.tick() => {
-                if last_pong.elapsed() > opts.ping_every * 3 {
-                    tracing::warn!(agent, "Relay missed three pongs; reconnecting.");
-                    return Outcome::Retry;
+                _ = self.shutdown.cancelled() => {
+                    // Drain what is already queued, then say closing.
+                    while let Ok(ev) = self.rx.try_recv() { push(&mut self.outbox, ev, opts.outbox, &self.metrics); }
+                    self.input_open = false;
                 }
-                let t = crate::time::unix_ms(std::time::SystemTime::now());
-                if sink.send(Message::text(json!({"type": "ping", "t": t}).to_string())).await.is_err() {
-                    return Outcome::Retry;
-                }
-            }
-            _ = shutdown.cancelled() => {
-                // Drain what is already queued, then say closing.
-                while let Ok(ev) = rx.try_recv() { push(outbox, ev, opts.outbox, metrics); }
-                *input_open = false;
             }
         }
     }
@@ -367,7 +364,7 @@ mod tests {
 
     #[test]
     fn reconnects_back_off_with_the_transport_policy() {
-        let b = RelayOptions::new("ws://127.0.0.1:9", None).backoff;
+        let b = RelayOptions::new("ws://127.0.0.1:9", None).backoff.backoff;
         assert_eq!(b.backoff(0), Duration::from_millis(200));
         assert_eq!(b.backoff(3), Duration::from_millis(1600));
         assert_eq!(b.backoff(10), Duration::from_secs(30));
