@@ -17,15 +17,15 @@
 //! most its 1000-event buffer), so nothing between its creation and the next poll is lost.
 //!
 //! Reconnect and resume: after an error, a close or a silent stream (a WebSocket ping every
-//! third of `idle_timeout_ms`, unanswered for `idle_timeout_ms`) the observer reconnects
-//! with jittered exponential backoff and re-subscribes every session with its last
-//! `{seq, epoch}`: the server replays what followed. Durable frames are numbered per
-//! session, so a replayed one (`seq` at or below the session's last) is dropped; a new
-//! `epoch` restarts the numbering; the server's `resync_required` (buffer overflow, a new
-//! journal) is logged with the size of the gap and the cursor taken as is. Volatile frames
-//! (deltas, status pulses) carry no number of their own and never emit. Memory is bounded:
-//! at most 4096 sessions' cursors and 4096 open tool calls and approvals, the least recent
-//! dropped.
+//! third of `idle_timeout_ms`, unanswered for `idle_timeout_ms`) the transport's reconnect
+//! supervisor reconnects with jittered exponential backoff and the observer re-subscribes
+//! every session with its last `{seq, epoch}`: the server replays what followed. Durable
+//! frames are numbered per session, so a replayed one (`seq` at or below the session's
+//! last) is dropped; a new `epoch` restarts the numbering; the server's `resync_required`
+//! (buffer overflow, a new journal) is logged with the size of the gap and the cursor taken
+//! as is. Volatile frames (deltas, status pulses) carry no number of their own and never
+//! emit. Memory is bounded: at most 4096 sessions' cursors and 4096 open tool calls and
+//! approvals, the least recent dropped.
 //!
 //! Shutdown: kimi web 0.28 closes its sockets only once its HTTP server has closed, which
 //! waits for them, so a SIGTERM'd server would hang on this observer's stream; when the
@@ -68,8 +68,6 @@ use aep_adapters::vendors::kimi_code::web::{WsMode, map_ws};
 use aep_adapters::{EventDraft, MapContext, common};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::CancellationToken;
 
@@ -80,8 +78,9 @@ use crate::attention::Pending;
 use crate::pipeline::Stamped;
 use crate::time::now_ms;
 use crate::transport::config::Headers;
-use crate::transport::retry::random_unit;
-use crate::transport::{HttpClient, HttpOptions, RetryConfig};
+use crate::transport::reconnect::{Ended, Link, Policy, Retry, supervise};
+use crate::transport::ws::{self, WsError, WsOptions};
+use crate::transport::{HttpClient, HttpOptions};
 
 /// Sessions whose cursor is kept (the least recently seen is dropped beyond).
 const MAX_SESSIONS: usize = 4096;
@@ -105,13 +104,7 @@ pub fn spawn(
 
 /// `ws(s)://{host}{path}/api/v1/ws` for an `http(s)://` base URL.
 pub fn socket_url(base: &str) -> String {
-    let b = base.trim_end_matches('/');
-    let b = match (b.strip_prefix("http://"), b.strip_prefix("https://")) {
-        (Some(r), _) => format!("ws://{r}"),
-        (_, Some(r)) => format!("wss://{r}"),
-        _ => b.to_owned(),
-    };
-    format!("{b}/api/v1/ws")
+    format!("{}/api/v1/ws", ws::ws_url(base))
 }
 
 /// A map forgetting its oldest entries beyond [`MAX_CALLS`].
@@ -209,7 +202,7 @@ struct Observer {
     approval_calls: Recent<String>,
     /// Calls whose approval was rejected (`session \0 call`): their error result is the denial.
     denied: Recent<()>,
-    reconnect: RetryConfig,
+    reconnect: Policy,
     max_frame: usize,
     idle: Option<Duration>,
     poll: Duration,
@@ -248,13 +241,8 @@ impl Observer {
         let Some(url) = &cfg.url else { return Err(StartError::Incomplete(name.into())) };
         let base = url.as_str().trim_end_matches('/').to_owned();
         let ws_url = socket_url(&base);
-        let wss = if ws_url.starts_with("wss://") {
-            let tls = crate::transport::tls::client_config(&cfg.tls)
-                .map_err(|e| StartError::Client(name.into(), crate::transport::http::ClientError::Tls(e)))?;
-            Some(tls)
-        } else {
-            None
-        };
+        let wss = ws::tls_for(&ws_url, &cfg.tls)
+            .map_err(|e| StartError::Client(name.into(), crate::transport::http::ClientError::Tls(e)))?;
         let mode = match cfg.mode {
             BridgeMode::Companion => WsMode::Companion,
             BridgeMode::Primary => WsMode::Primary,
@@ -292,13 +280,7 @@ impl Observer {
             calls: Recent::default(),
             approval_calls: Recent::default(),
             denied: Recent::default(),
-            reconnect: RetryConfig {
-                initial_ms: cfg.reconnect_initial_ms,
-                max_ms: cfg.reconnect_max_ms,
-                max_elapsed_ms: 0,
-                multiplier: 2.0,
-                jitter: 0.2,
-            },
+            reconnect: cfg.reconnect_policy(),
             max_frame: cfg.max_frame_bytes,
             idle: (cfg.idle_timeout_ms > 0).then(|| Duration::from_millis(cfg.idle_timeout_ms)),
             poll: Duration::from_millis(cfg.poll_ms().max(100)),
@@ -313,34 +295,9 @@ impl Observer {
     }
 
     async fn run(mut self, shutdown: CancellationToken) {
-        let mut failures = 0u32;
         tracing::info!(bridge = %self.name, url = %self.ws_url, agent = %self.agent, mode = ?self.mode, control = self.gated, "Kimi web bridge starting.");
-        loop {
-            let before = self.counts.frames;
-            let ended = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                r = self.connection() => r,
-            };
-            match ended {
-                Ok(()) => tracing::info!(bridge = %self.name, "The Kimi web stream closed; reconnecting."),
-                Err(Stop::Pipeline) => {
-                    tracing::info!(bridge = %self.name, "The pipeline closed; the Kimi web bridge stops.");
-                    return;
-                }
-                Err(Stop::Retry(e)) => {
-                    tracing::warn!(bridge = %self.name, error = %e, "Kimi web stream unavailable; reconnecting.")
-                }
-            }
-            let c = self.counts;
-            tracing::debug!(bridge = %self.name, frames = c.frames, replayed = c.replayed, volatile = c.volatile,
-                unparsable = c.unparsable, oversized = c.oversized, missed = c.missed, "Kimi web bridge counts.");
-            failures = if self.counts.frames > before { 0 } else { failures.saturating_add(1) };
-            let wait = self.reconnect.backoff_jittered(failures, random_unit());
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(wait) => {}
-            }
-        }
+        let (name, policy) = (format!("bridges.{}", self.name), self.reconnect.clone());
+        supervise(&name, &policy, Some(&shutdown), &mut self).await;
     }
 
     /// The bearer token now: the configured one, else `token_file`'s content.
@@ -380,37 +337,26 @@ impl Observer {
     async fn connection(&mut self) -> Result<(), Stop> {
         let token = self.resolve_token().map_err(Stop::Retry)?;
         self.authorize(token.clone()).map_err(|e| Stop::Retry(e.to_string()))?;
-        let mut req = self.ws_url.as_str().into_client_request().map_err(|e| Stop::Retry(e.to_string()))?;
-        for (k, v) in &self.headers {
-            if let (Ok(k), Ok(v)) =
-                (tungstenite::http::HeaderName::from_bytes(k.as_bytes()), tungstenite::http::HeaderValue::from_str(v))
-            {
-                req.headers_mut().insert(k, v);
-            }
-        }
+        let mut headers = self.headers.clone();
         if let Some(t) = &token {
-            // Both forms the kap-server takes: the header, and the browser's subprotocol.
-            let bearer =
-                format!("Bearer {t}").parse().map_err(|_| Stop::Retry("the token is not header-safe".into()))?;
-            req.headers_mut().insert("authorization", bearer);
-            let proto = format!("kimi-code.bearer.{t}")
-                .parse()
-                .map_err(|_| Stop::Retry("the token is not header-safe".into()))?;
-            req.headers_mut().insert("sec-websocket-protocol", proto);
+            // Both forms the kap-server takes: the bearer header, and the browser's subprotocol.
+            headers.insert("sec-websocket-protocol".into(), format!("kimi-code.bearer.{t}"));
         }
-        let config =
-            WebSocketConfig::default().max_message_size(Some(self.max_frame)).max_frame_size(Some(self.max_frame));
-        let connector = self.wss.clone().map(tokio_tungstenite::Connector::Rustls);
-        let connect = tokio_tungstenite::connect_async_tls_with_config(req, Some(config), false, connector);
-        let ws = match tokio::time::timeout(self.timeout, connect).await {
-            Ok(Ok((ws, _))) => ws,
-            Ok(Err(e)) => {
-                if let Some(reason) = crate::transport::tls::certificate_error(&e) {
+        let opts = WsOptions {
+            headers,
+            bearer: token,
+            tls: self.wss.clone(),
+            max_message: Some(self.max_frame),
+            timeout: self.timeout,
+        };
+        let ws = match ws::connect(&self.ws_url, &opts).await {
+            Ok(ws) => ws,
+            Err(e) => {
+                if let WsError::Certificate { reason, .. } = &e {
                     tracing::error!(bridge = %self.name, reason, "Kimi web TLS certificate refused (tls.ca_file?).");
                 }
-                return Err(Stop::Retry(format!("{}: {e}", self.ws_url)));
+                return Err(Stop::Retry(e.to_string()));
             }
-            Err(_) => return Err(Stop::Retry(format!("{}: no answer within {:?}", self.ws_url, self.timeout))),
         };
         let (mut sink, mut stream) = ws.split();
         tracing::info!(bridge = %self.name, url = %self.ws_url, "Kimi web stream connected.");
@@ -919,6 +865,28 @@ impl Observer {
         self.deps.book.observe(&stamped, now);
         self.deps.control.observe(&stamped);
         Ok(())
+    }
+}
+
+impl Link for Observer {
+    type Output = ();
+
+    async fn session(&mut self) -> Ended<()> {
+        let before = self.counts.frames;
+        let ended = self.connection().await;
+        let c = self.counts;
+        tracing::debug!(bridge = %self.name, frames = c.frames, replayed = c.replayed, volatile = c.volatile,
+            unparsable = c.unparsable, oversized = c.oversized, missed = c.missed, "Kimi web bridge counts.");
+        let retry = match ended {
+            Ok(()) => Retry::closed(),
+            Err(Stop::Pipeline) => {
+                tracing::info!(bridge = %self.name, "The pipeline closed; the Kimi web bridge stops.");
+                return Ended::Stop(());
+            }
+            Err(Stop::Retry(e)) => Retry::failed(e),
+        };
+        // A connection that delivered frames was up.
+        Ended::Retry(retry.was_established(self.counts.frames > before))
     }
 }
 

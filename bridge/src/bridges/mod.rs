@@ -229,6 +229,12 @@ impl BridgeConfig {
         self.cursor_ttl_hours.unwrap_or(30 * 24)
     }
 
+    /// The reconnect policy of the bridge's stream or sockets: doubling from
+    /// `reconnect_initial_ms` to `reconnect_max_ms`, jittered by 20 %.
+    pub fn reconnect_policy(&self) -> crate::transport::reconnect::Policy {
+        crate::transport::reconnect::Policy::new(self.reconnect_initial_ms, self.reconnect_max_ms, 0.2)
+    }
+
     /// The headers of every request: the configured ones plus basic auth.
     pub fn request_headers(&self) -> Headers {
         let mut h = self.headers.clone();

@@ -12,8 +12,9 @@
 //! for a session the plugin delivers ([`super::claims`]): each bus event naming a session is
 //! held a short grace and published only when no plugin call named that session by then.
 //!
-//! Reconnect and resume: after an error or the end of the stream the task reconnects with
-//! jittered exponential backoff (reset by a connection that delivered frames), sending
+//! Reconnect and resume: after an error or the end of the stream the transport's reconnect
+//! supervisor reconnects with jittered exponential backoff (reset by a connection that
+//! delivered frames and stayed up, raised to the server's `retry:` advice), sending
 //! `Last-Event-ID` when the server numbers its frames (OpenCode 1.18.33 does not: it
 //! replays nothing, so nothing can double). Every bus event carries its own `id`; the last
 //! 4096 are remembered and a replayed one is dropped. In primary mode the server's own
@@ -51,8 +52,8 @@ use crate::attention::{AttentionBook, Pending};
 use crate::control::ControlLoop;
 use crate::pipeline::{Pipeline, Stamped};
 use crate::time::now_ms;
-use crate::transport::retry::random_unit;
-use crate::transport::{HttpClient, HttpOptions, RetryConfig};
+use crate::transport::reconnect::{Ended, Link, Policy, Retry, supervise};
+use crate::transport::{HttpClient, HttpOptions};
 
 /// The longest SSE line accepted (a frame's data may span several lines up to the frame cap).
 const MAX_LINE: usize = 1 << 20;
@@ -163,7 +164,7 @@ struct Observer {
     states: HashMap<String, (u64, SessionState)>,
     tick: u64,
     seen: Seen,
-    reconnect: RetryConfig,
+    reconnect: Policy,
     max_frame: usize,
     /// Longest wait for the stream's answer head.
     timeout: Duration,
@@ -221,13 +222,7 @@ impl Observer {
             states: HashMap::new(),
             tick: 0,
             seen: Seen::default(),
-            reconnect: RetryConfig {
-                initial_ms: cfg.reconnect_initial_ms,
-                max_ms: cfg.reconnect_max_ms,
-                max_elapsed_ms: 0,
-                multiplier: 2.0,
-                jitter: 0.2,
-            },
+            reconnect: cfg.reconnect_policy(),
             max_frame: cfg.max_frame_bytes,
             timeout: Duration::from_millis(cfg.timeout_ms),
             idle: (cfg.idle_timeout_ms > 0).then(|| Duration::from_millis(cfg.idle_timeout_ms)),
@@ -236,41 +231,11 @@ impl Observer {
         })
     }
 
-    async fn run(mut self, shutdown: CancellationToken) {
-        let mut parser = Parser::new(MAX_LINE.min(self.max_frame.max(1024)), self.max_frame);
-        let mut failures = 0u32;
+    async fn run(self, shutdown: CancellationToken) {
         tracing::info!(bridge = %self.name, url = %self.base, agent = %self.agent, mode = ?self.mode, control = self.gated, "SSE bridge starting.");
-        loop {
-            let before = self.counts.frames;
-            let ended = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                r = self.connection(&mut parser) => r,
-            };
-            match ended {
-                Ok(()) => tracing::info!(bridge = %self.name, "The event stream ended; reconnecting."),
-                Err(Stop::Pipeline) => {
-                    tracing::info!(bridge = %self.name, "The pipeline closed; the SSE bridge stops.");
-                    return;
-                }
-                Err(Stop::Retry(e)) => {
-                    tracing::warn!(bridge = %self.name, error = %e, "Event stream unavailable; reconnecting.")
-                }
-            }
-            let c = self.counts;
-            tracing::debug!(bridge = %self.name, frames = c.frames, replayed = c.replayed, unparsable = c.unparsable,
-                sessionless = c.sessionless, plugin = c.plugin, dropped = parser.dropped(), "SSE bridge counts.");
-            parser.reset();
-            failures = if self.counts.frames > before { 0 } else { failures.saturating_add(1) };
-            let mut wait = self.reconnect.backoff_jittered(failures, random_unit());
-            if let Some(ms) = parser.retry_ms() {
-                // The server's `retry:` advice, within the configured bounds.
-                wait = wait.max(Duration::from_millis(ms)).min(Duration::from_millis(self.reconnect.max_ms));
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                _ = tokio::time::sleep(wait) => {}
-            }
-        }
+        let (name, policy) = (format!("bridges.{}", self.name), self.reconnect.clone());
+        let parser = Parser::new(MAX_LINE.min(self.max_frame.max(1024)), self.max_frame);
+        supervise(&name, &policy, Some(&shutdown), &mut SseLink { observer: self, parser }).await;
     }
 
     /// One connection: open, resync, read until the stream ends.
@@ -556,6 +521,39 @@ impl Observer {
         self.deps.book.observe(&stamped, now);
         self.deps.control.observe(&stamped);
         Ok(())
+    }
+}
+
+/// The observer with its stream parser (whose last event id resumes the next connection),
+/// as the reconnect supervisor runs it.
+struct SseLink {
+    observer: Observer,
+    parser: Parser,
+}
+
+impl Link for SseLink {
+    type Output = ();
+
+    async fn session(&mut self) -> Ended<()> {
+        let (o, parser) = (&mut self.observer, &mut self.parser);
+        let before = o.counts.frames;
+        let ended = o.connection(parser).await;
+        let c = o.counts;
+        tracing::debug!(bridge = %o.name, frames = c.frames, replayed = c.replayed, unparsable = c.unparsable,
+            sessionless = c.sessionless, plugin = c.plugin, dropped = parser.dropped(), "SSE bridge counts.");
+        parser.reset();
+        let retry = match ended {
+            Ok(()) => Retry::closed(),
+            Err(Stop::Pipeline) => {
+                tracing::info!(bridge = %o.name, "The pipeline closed; the SSE bridge stops.");
+                return Ended::Stop(());
+            }
+            Err(Stop::Retry(e)) => Retry::failed(e),
+        };
+        // A connection that delivered frames was up; the server's `retry:` advice holds.
+        Ended::Retry(
+            retry.was_established(o.counts.frames > before).wait_at_least(parser.retry_ms().map(Duration::from_millis)),
+        )
     }
 }
 

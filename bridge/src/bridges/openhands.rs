@@ -41,13 +41,15 @@
 //! wrote it for `cursor_ttl_hours` (30 days; looked over at start, then hourly). A
 //! finished conversation keeps its cursor: it may run again.
 //!
-//! Reconnects back off exponentially with 20 % jitter (reset by a connection that delivered
-//! frames); a socket silent for `idle_timeout_ms` (the server pings every 20 s) is taken for
-//! dead. A message over `max_frame_bytes` ends the connection (WebSocket framing cannot skip
-//! one in place): it is counted and the socket resumed; the history read after it skips an
-//! event over the bound by size. A history page is read to a bound of its own (4 MiB, or one
-//! `max_frame_bytes` event and its page): a page over it is asked again with half the
-//! `limit`, and an event over it alone is skipped by size, so no page is ever retried as is.
+//! The transport's reconnect supervisor backs reconnects off exponentially with 20 % jitter
+//! (reset by a connection that delivered frames and stayed up; a wait also ends when
+//! discovery finds the conversation deleted); a socket silent for `idle_timeout_ms` (the
+//! server pings every 20 s) is taken for dead. A message over `max_frame_bytes` ends the
+//! connection (WebSocket framing cannot skip one in place): it is counted and the socket
+//! resumed; the history read after it skips an event over the bound by size. A history page
+//! is read to a bound of its own (4 MiB, or one `max_frame_bytes` event and its page): a
+//! page over it is asked again with half the `limit`, and an event over it alone is skipped
+//! by size, so no page is ever retried as is.
 //! The conversation is gone, and its watch ends, on close 4004, or when the server's whole
 //! listing lacks it and `GET /api/conversations/{id}` answers 404 (the server leaves a
 //! deleted conversation's open sockets open and silent); 4001 (the key was refused) is
@@ -82,8 +84,6 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::CancellationToken;
 
@@ -92,7 +92,8 @@ use crate::attention::Pending;
 use crate::control::{Applied, ReplyRoute, RouteVerdict};
 use crate::pipeline::Stamped;
 use crate::time::now_ms;
-use crate::transport::retry::{RetryConfig, random_unit};
+use crate::transport::reconnect::{Ended, Link, Policy, Retry, supervise};
+use crate::transport::ws::{self, WsError, WsOptions};
 use crate::transport::{Headers, HttpClient, HttpOptions};
 
 /// Conversations watched at most per server.
@@ -161,7 +162,7 @@ struct Shared {
     deps: Deps,
     gated: bool,
     opts: Options,
-    reconnect: RetryConfig,
+    reconnect: Policy,
     timeout: Duration,
     idle: Option<Duration>,
     max_frame: usize,
@@ -183,16 +184,8 @@ impl Shared {
         };
         let rest = HttpClient::new(&opts).map_err(|e| StartError::Client(name.into(), e))?;
         let base = url.as_str().trim_end_matches('/').to_owned();
-        let ws_base = match base.split_once("://") {
-            Some(("https", rest)) => format!("wss://{rest}"),
-            Some((_, rest)) => format!("ws://{rest}"),
-            None => base.clone(),
-        };
-        let tls = if ws_base.starts_with("wss://") {
-            Some(crate::transport::tls::client_config(&cfg.tls).map_err(|e| StartError::Tls(name.into(), e))?)
-        } else {
-            None
-        };
+        let ws_base = ws::ws_url(&base);
+        let tls = ws::tls_for(&ws_base, &cfg.tls).map_err(|e| StartError::Tls(name.into(), e))?;
         let gated = cfg.answerable(deps.can_answer);
         let state_dir = deps.data_dir.as_ref().map(|d| d.join("state"));
         if cfg.control && !gated {
@@ -213,13 +206,7 @@ impl Shared {
             deps,
             gated,
             opts: Options { deltas: cfg.deltas },
-            reconnect: RetryConfig {
-                initial_ms: cfg.reconnect_initial_ms,
-                max_ms: cfg.reconnect_max_ms,
-                max_elapsed_ms: 0,
-                multiplier: 2.0,
-                jitter: 0.2,
-            },
+            reconnect: cfg.reconnect_policy(),
             timeout: Duration::from_millis(cfg.timeout_ms),
             idle: (cfg.idle_timeout_ms > 0).then(|| Duration::from_millis(cfg.idle_timeout_ms)),
             max_frame: cfg.max_frame_bytes,
@@ -459,6 +446,8 @@ struct Watch {
     /// still names its cause (AEP-0002 §2 convention 1).
     links: VecDeque<(String, String)>,
     counts: Counts,
+    /// Cancelled by discovery when the server no longer has the conversation.
+    deleted: CancellationToken,
 }
 
 /// Watches one conversation until the server reports it gone (close 4004, or `deleted`
@@ -502,48 +491,50 @@ async fn watch(sh: Arc<Shared>, id: String, shutdown: CancellationToken, deleted
         opening: false,
         links,
         counts: Counts::default(),
+        deleted,
     };
-    let mut failures = 0u32;
-    loop {
-        let frames = w.counts.frames;
+    let name = format!("bridges.{} conversation {id}", w.sh.name);
+    let policy = w.sh.reconnect.clone();
+    let end = supervise(&name, &policy, Some(&shutdown), &mut w).await.unwrap_or(End::Shutdown);
+    (id, end)
+}
+
+impl Link for Watch {
+    type Output = End;
+
+    async fn session(&mut self) -> Ended<End> {
+        let frames = self.counts.frames;
+        let deleted = self.deleted.clone();
         let ended = tokio::select! {
-            _ = shutdown.cancelled() => return (id, End::Shutdown),
             _ = deleted.cancelled() => Err(Stop::Gone),
-            r = w.connection() => r,
+            r = self.connection() => r,
         };
-        let name = w.sh.name.clone();
-        match ended {
-            Ok(()) => tracing::info!(bridge = %name, conversation = %id, "The event socket closed; reconnecting."),
-            Err(Stop::Gone) => {
-                tracing::info!(bridge = %name, conversation = %id, "The conversation is gone; no longer watched.");
-                w.release();
-                w.forget_cursor();
-                return (id, End::Gone);
-            }
-            Err(Stop::Pipeline) => return (id, End::Pipeline),
+        let (name, id) = (self.sh.name.clone(), self.conv.id().to_owned());
+        let retry = match ended {
+            Ok(()) => Retry::closed(),
+            Err(Stop::Gone) => return Ended::Stop(self.gone()),
+            Err(Stop::Pipeline) => return Ended::Stop(End::Pipeline),
             Err(Stop::Oversized(e)) => {
-                w.counts.oversized += 1;
-                tracing::warn!(bridge = %name, conversation = %id, error = %e, max_frame_bytes = w.sh.max_frame,
+                self.counts.oversized += 1;
+                tracing::warn!(bridge = %name, conversation = %id, error = %e, max_frame_bytes = self.sh.max_frame,
                     "An oversized event was dropped; resuming (the history replay skips it by size).");
+                Retry::failed(format!("an oversized event: {e}"))
             }
-            Err(Stop::Retry(e)) => {
-                tracing::warn!(bridge = %name, conversation = %id, error = %e, "Event socket unavailable; reconnecting.")
-            }
-        }
-        let c = w.counts;
+            Err(Stop::Retry(e)) => Retry::failed(e),
+        };
+        let c = self.counts;
         tracing::debug!(bridge = %name, conversation = %id, frames = c.frames, fresh = c.fresh, replayed = c.replayed,
             held = c.held, unparsable = c.unparsable, oversized = c.oversized, "OpenHands bridge counts.");
-        failures = if w.counts.frames > frames { 0 } else { failures.saturating_add(1) };
-        let wait = w.sh.reconnect.backoff_jittered(failures, random_unit());
+        // A connection that delivered frames was up (a refused key, close 4001, delivers none).
+        Ended::Retry(retry.was_established(self.counts.frames > frames))
+    }
+
+    /// Discovery may find the conversation deleted while the watch waits to reconnect.
+    async fn pause(&mut self, until: tokio::time::Instant) -> Option<End> {
+        let deleted = self.deleted.clone();
         tokio::select! {
-            _ = shutdown.cancelled() => return (id, End::Shutdown),
-            _ = deleted.cancelled() => {
-                tracing::info!(bridge = %name, conversation = %id, "The conversation is gone; no longer watched.");
-                w.release();
-                w.forget_cursor();
-                return (id, End::Gone);
-            }
-            _ = tokio::time::sleep(wait) => {}
+            _ = deleted.cancelled() => Some(self.gone()),
+            _ = tokio::time::sleep_until(until) => None,
         }
     }
 }
@@ -849,26 +840,19 @@ impl Watch {
     /// the held frames are mapped after the history, in arrival order, deduped by vendor id.
     async fn connection(&mut self) -> Result<(), Stop> {
         let url = self.socket_url();
-        let mut req = url.as_str().into_client_request().map_err(|e| Stop::Retry(format!("{url}: {e}")))?;
-        for (k, v) in &self.sh.headers {
-            if let (Ok(k), Ok(v)) =
-                (tungstenite::http::HeaderName::from_bytes(k.as_bytes()), tungstenite::http::HeaderValue::from_str(v))
-            {
-                req.headers_mut().insert(k, v);
-            }
-        }
-        let config = WebSocketConfig::default()
-            .max_message_size(Some(self.sh.max_frame))
-            .max_frame_size(Some(self.sh.max_frame));
-        let connector = self.sh.tls.clone().map(tokio_tungstenite::Connector::Rustls);
-        let connect = tokio_tungstenite::connect_async_tls_with_config(req, Some(config), false, connector);
-        let ws = match tokio::time::timeout(self.sh.timeout, connect).await {
-            Ok(Ok((ws, _))) => ws,
-            Ok(Err(tungstenite::Error::Http(resp))) if resp.status() == 404 => {
+        let opts = WsOptions {
+            headers: self.sh.headers.clone(),
+            bearer: None,
+            tls: self.sh.tls.clone(),
+            max_message: Some(self.sh.max_frame),
+            timeout: self.sh.timeout,
+        };
+        let ws = match ws::connect(&url, &opts).await {
+            Ok(ws) => ws,
+            Err(WsError::Status { status: 404, .. }) => {
                 return Err(Stop::Retry(format!("{url}: HTTP 404 (is this an OpenHands agent server?)")));
             }
-            Ok(Err(e)) => return Err(Stop::Retry(format!("{url}: {e}"))),
-            Err(_) => return Err(Stop::Retry(format!("{url}: no answer within {:?}", self.sh.timeout))),
+            Err(e) => return Err(Stop::Retry(e.to_string())),
         };
         let (mut sink, mut stream) = ws.split();
         if !self.sh.api_key.is_empty() {
@@ -1110,6 +1094,14 @@ impl Watch {
         deps.book.observe(&stamped, now);
         deps.control.observe(&stamped);
         Ok(())
+    }
+
+    /// The conversation is gone (close 4004, or deleted): its watch ends with its cursor and ask.
+    fn gone(&mut self) -> End {
+        tracing::info!(bridge = %self.sh.name, conversation = %self.conv.id(), "The conversation is gone; no longer watched.");
+        self.release();
+        self.forget_cursor();
+        End::Gone
     }
 
     /// The conversation is gone from the server: nothing will resume after its cursor.
