@@ -3,8 +3,8 @@
 //! upstream relay, and OpenTelemetry/CloudEvents/OCSF exporters.
 //!
 //! The flow, module by module: receivers (`hooks`, `otlp_in`, the collector's ingest) map
-//! what arrives through the pure adapters into drafts; the [`pipeline`] stamps and fans
-//! them out to the [`sinks`], the [`collector`] and the exporters ([`export`], [`relay`]);
+//! what arrives through the pure adapters into drafts; the [`pipeline`] stamps them (with
+//! the one [`stamp::Stamper`], which `wrap` uses too) and fans them out to the [`sinks`], the [`collector`] and the exporters ([`export`], [`relay`]);
 //! the [`control`] loop holds permission moments until a human answers. [`server`] wires
 //! them and serves them. The `aep-bridge` command (`bridge/cli`) is the CLI over this
 //! library (and [`client`], the collector client it shares with the `aep-bench` load tools).
@@ -53,6 +53,7 @@ pub mod pipeline;
 pub mod relay;
 pub mod server;
 pub mod sinks;
+pub mod stamp;
 pub mod state;
 pub mod time;
 pub mod transport;

@@ -1,10 +1,10 @@
 //! The pipeline: stamps drafts from the bridge's own adapters, admits complete events
 //! from external emitters, and fans every event out to the sinks through bounded queues.
 //!
-//! Drafts get `id` (ULID), `(epoch, seq)` per `(agent, session)`, `source` and `time`
-//! (AEP-0001 §5.1, §7); complete events are never re-stamped (AEP-0001 §4.2: a relay
-//! must not alter core attributes). Stamping and enqueueing happen under one lock so
-//! every sink sees a session's events in `(epoch, seq)` order.
+//! Drafts are stamped by the one [`Stamper`] (`id`, `(epoch, seq)` per `(agent, session)`,
+//! `source`, `time`, causes: AEP-0001 §5.1, §7); complete events are never re-stamped
+//! (AEP-0001 §4.2: a relay must not alter core attributes). Stamping and enqueueing happen
+//! under one lock so every sink sees a session's events in `(epoch, seq)` order.
 //!
 //! Backpressure (AEP-0003 §8.4): when a sink queue is full, `debug`/`info` events are
 //! dropped for that sink and counted; `notice`+ events wait up to `notice_wait` for room
@@ -17,13 +17,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 use aep_adapters::EventDraft;
-use aep_schemas::sequence::Sequencer;
-use aep_schemas::{AEP_VERSION, Event, Severity};
+use aep_schemas::{Event, Severity};
 use bytes::Bytes;
 use tokio::sync::{Mutex, mpsc};
 
 use crate::metrics::Metrics;
-use crate::time;
+use crate::stamp::{CAUSE_MEMORY, Stamper};
 
 /// An event with its serialized JSONL line (compact JSON and `\n`), built once and shared by every sink.
 #[derive(Debug)]
@@ -354,8 +353,6 @@ pub enum SubmitError {
     Closed,
 }
 
-const CAUSE_MEMORY: usize = 4096;
-
 /// Events a sink queue did not take, per `(sink, severity)`, counted while the stamper is
 /// held and recorded after it is released.
 #[derive(Default)]
@@ -380,36 +377,29 @@ impl Drops {
     }
 }
 
-/// What the stamper keeps per session beside its position: its `source` URI and log key,
-/// each built once.
+/// What the pipeline keeps per session beside the stamper's position and `source`: its log
+/// key and envelope members, each built once.
 #[derive(Default)]
-struct SessionMeta {
-    /// Shared by every event of the session (an `Arc`, not a copy per event).
-    source: Arc<str>,
+struct SessionLines {
     log: Option<Arc<LogKey>>,
     /// The session's `source`, `agent` and `session` members as every line writes them
     /// ([`Event::envelope_members`]).
     envelope: Option<Arc<[u8]>>,
 }
 
-struct Stamper {
-    /// Positions per `(agent, session)`, each session with its `source` URI (built once).
-    seq: Sequencer<SessionMeta>,
-    ids: ulid::Generator,
-    host: String,
-    /// The last formatted timestamp: many events share a millisecond.
-    last_time: (u64, String),
+/// What the pipeline's one lock guards: stamping and enqueueing happen under it, so every
+/// sink sees a session's events in `(epoch, seq)` order.
+struct Locked {
+    stamper: Stamper<SessionLines>,
     /// Bytes per line of the last batch, to size the next one's buffer at once.
     line_guess: usize,
     /// Log keys of external emitters' sessions (agent -> session -> key), so a relayed event
     /// allocates none.
     external_keys: HashMap<String, HashMap<String, Arc<LogKey>>>,
-    /// Correlation key -> minted id, per agent and session, for `cause_key` lookups.
-    causes: HashMap<String, HashMap<String, HashMap<String, String>>>,
 }
 
 struct Inner {
-    stamper: Mutex<Stamper>,
+    stamper: Mutex<Locked>,
     /// Ids minted ahead of publication (a sync lock: never held across an await).
     minter: std::sync::Mutex<ulid::Generator>,
     sinks: std::sync::RwLock<Arc<[SinkTx]>>,
@@ -482,14 +472,10 @@ impl PipelineBuilder {
         }
         Pipeline {
             inner: Arc::new(Inner {
-                stamper: Mutex::new(Stamper {
-                    seq: Sequencer::new(self.epoch),
-                    ids: ulid::Generator::new(),
-                    host: self.host,
-                    last_time: (u64::MAX, String::new()),
+                stamper: Mutex::new(Locked {
+                    stamper: Stamper::new(self.epoch, self.host),
                     line_guess: LINE_GUESS,
                     external_keys: HashMap::new(),
-                    causes: HashMap::new(),
                 }),
                 minter: std::sync::Mutex::new(ulid::Generator::new()),
                 sinks: std::sync::RwLock::new(self.sinks.into()),
@@ -502,28 +488,6 @@ impl PipelineBuilder {
     }
 }
 
-/// `aep://{host}/agent/{agent}/session/{session}` (AEP-0001 §5.1 #6), or `.../agent/{agent}` for agent-scoped events.
-pub fn source_uri(host: &str, agent: &str, session: Option<&str>) -> String {
-    match session {
-        Some(s) => format!("aep://{host}/agent/{}/session/{}", uri_segment(agent), uri_segment(s)),
-        None => format!("aep://{host}/agent/{}", uri_segment(agent)),
-    }
-}
-
-/// Percent-encodes a URI path segment outside the unreserved set (session ids are untrusted
-/// input, AEP-0003 §9.6; the bridges' reply routes put vendor ids in paths the same way).
-pub(crate) fn uri_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 impl Pipeline {
     /// The shared metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
@@ -533,7 +497,7 @@ impl Pipeline {
     /// Mints an event id ahead of publication (for [`EventDraft::id`]).
     pub fn mint_id(&self) -> String {
         let mut ids = self.inner.minter.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        mint(&mut ids, SystemTime::now())
+        crate::stamp::mint(&mut ids, SystemTime::now())
     }
 
     /// Stamps drafts of `agent` and fans them out, in order. Returns the stamped events.
@@ -836,16 +800,8 @@ impl Pipeline {
     }
 }
 
-/// A fresh ULID for `now` (monotonic within one generator).
-fn mint(ids: &mut ulid::Generator, now: SystemTime) -> String {
-    let ms = time::unix_ms(now);
-    ids.generate_from_datetime(now)
-        .map(|u| aep_schemas::ids::ulid_string(u.0))
-        .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)))
-}
-
 /// The log key of an external event's session, kept per session (bounded).
-fn external_key(st: &mut Stamper, ev: &Event) -> Arc<LogKey> {
+fn external_key(st: &mut Locked, ev: &Event) -> Arc<LogKey> {
     let Some(session) = ev.session.as_deref() else { return LogKey::of(ev) };
     if let Some(k) = st.external_keys.get(&*ev.agent).and_then(|m| m.get(session)) {
         return Arc::clone(k);
@@ -857,120 +813,35 @@ fn external_key(st: &mut Stamper, ev: &Event) -> Arc<LogKey> {
     Arc::clone(m.entry(session.to_owned()).or_insert_with(|| LogKey::of(ev)))
 }
 
-/// Stamps `d` as `agent`'s; returns the event with its log key.
 /// An event as stamped: the event, its log key, and its session's envelope members (for
 /// [`Event::write_json_with`]).
 type Stamping = (Event, Arc<LogKey>, Option<Arc<[u8]>>);
 
-fn stamp(st: &mut Stamper, agent_name: Cow<'static, str>, d: EventDraft, now: SystemTime) -> Stamping {
-    let agent: &str = &agent_name;
-    let ms = time::unix_ms(now);
-    let id = match d.id {
-        Some(id) => id,
-        None => mint(&mut st.ids, now),
-    };
-    let agent_scoped = aep_schemas::event::is_agent_scoped(&d.r#type);
-    let session = if agent_scoped { None } else { d.session };
-    // One lookup gives the position and the session's `source` and log key (built the first time).
-    let (seq, epoch, source, log, envelope) = match &session {
-        Some(s) => {
-            let (epoch, seq, meta) = st.seq.next_with(agent, s);
-            if meta.source.is_empty() {
-                meta.source = source_uri(&st.host, agent, Some(s)).into();
-            }
-            let log = meta
+/// Stamps `d` as `agent`'s ([`Stamper::stamp`]); returns the event with its log key and
+/// envelope members, built once per session.
+fn stamp(st: &mut Locked, agent: Cow<'static, str>, d: EventDraft, now: SystemTime) -> Stamping {
+    let (ev, lines) = st.stamper.stamp(agent, d, now);
+    match (lines, &ev.session) {
+        (Some(lines), Some(s)) => {
+            let log = lines
                 .log
-                .get_or_insert_with(|| Arc::new(LogKey { agent: agent.to_owned(), session: Some(s.clone()) }))
+                .get_or_insert_with(|| Arc::new(LogKey { agent: ev.agent.to_string(), session: Some(s.clone()) }))
                 .clone();
             let envelope =
-                meta.envelope.get_or_insert_with(|| Event::envelope_members(&meta.source, agent, s).into()).clone();
-            (Some(seq), Some(epoch), meta.source.clone(), log, Some(envelope))
+                lines.envelope.get_or_insert_with(|| Event::envelope_members(&ev.source, &ev.agent, s).into()).clone();
+            (ev, log, Some(envelope))
         }
-        None => (
-            None,
-            None,
-            source_uri(&st.host, agent, None).into(),
-            Arc::new(LogKey { agent: agent.to_owned(), session: None }),
-            None,
-        ),
-    };
-    let mut cause = d.cause;
-    // A lifecycle event linked to its request by the request's correlation key.
-    let mut keyed_request = false;
-    if let Some(s) = &session
-        && (d.cause_key.is_some() || d.correlation_key.is_some())
-    {
-        let sessions = match st.causes.get_mut(agent) {
-            Some(m) => m,
-            None => st.causes.entry(agent.to_owned()).or_default(),
-        };
-        let map = match sessions.get_mut(s.as_str()) {
-            Some(m) => m,
-            None => sessions.entry(s.clone()).or_default(),
-        };
-        if let (None, Some(k)) = (&cause, &d.cause_key) {
-            cause = map.get(k).cloned();
-            keyed_request = cause.is_some() && k.starts_with("attention:");
-        }
-        if let Some(k) = d.correlation_key {
-            if map.len() >= CAUSE_MEMORY {
-                map.clear();
-            }
-            map.insert(k, id.clone());
+        _ => {
+            let log = Arc::new(LogKey { agent: ev.agent.to_string(), session: None });
+            (ev, log, None)
         }
     }
-    if d.r#type == "session.ended"
-        && let (Some(s), Some(sessions)) = (&session, st.causes.get_mut(agent))
-    {
-        // Nothing links to an ended session's events any more: free its correlation memory.
-        sessions.remove(s.as_str());
-    }
-    // AEP-0002 §7.1: the lifecycle events after a request name it as their subject; a
-    // mapping that linked them by the request's correlation key gets the subject from the
-    // resolved cause, over a vendor id it may have set (the vendor's request id is not the
-    // Event's; a pinned mapping such as OpenCode's `permission.replied` carries it).
-    let lifecycle = matches!(d.r#type.as_str(), "attention.answered" | "attention.resolved" | "attention.timeout");
-    let subject = match d.subject {
-        _ if lifecycle && keyed_request => cause.clone(),
-        None if lifecycle => cause.clone(),
-        s => s,
-    };
-    let time = match d.time {
-        Some(t) => t,
-        None => {
-            if st.last_time.0 != ms {
-                st.last_time = (ms, time::rfc3339_ms(ms));
-            }
-            st.last_time.1.clone()
-        }
-    };
-    let ev = Event {
-        aep: Cow::Borrowed(AEP_VERSION),
-        id,
-        r#type: d.r#type,
-        subject,
-        time,
-        source,
-        agent: agent_name,
-        run: if agent_scoped { None } else { d.run },
-        step: if agent_scoped { None } else { d.step },
-        session,
-        seq,
-        epoch,
-        cause,
-        traceparent: d.traceparent,
-        severity: d.severity,
-        capture: Some(d.capture),
-        extensions: Default::default(),
-        data: Some(serde_json::Value::Object(d.data)),
-    };
-    (ev, log, envelope)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aep_schemas::Capture;
+    use aep_schemas::{AEP_VERSION, Capture};
 
     fn draft(ty: &str, session: &str) -> EventDraft {
         let mut d = EventDraft::new(ty, Capture::Metadata);

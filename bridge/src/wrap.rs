@@ -376,19 +376,14 @@ fn pump(
     // A last line without a newline is not a complete frame: it passed through, unmapped.
 }
 
-/// Stamps drafts into full events the way the bridge's own stamper does (ULID ids,
-/// `(epoch, seq)` per session, `source` per session, causes from correlation keys, the
-/// attention lifecycle's subject from its cause: AEP-0002 §7.1).
+/// The tee's stamping: the bridge's one stamper ([`crate::stamp::Stamper`], sessions
+/// numbered from 1), under the agent each session was first seen with.
 struct Stamper {
+    stamper: crate::stamp::Stamper,
+    /// The agent of sessions first seen from now on (and of agent-scoped events).
     agent: Cow<'static, str>,
-    host: String,
-    epoch: u64,
-    /// Per session: the last `seq` given, the session's `source` (built once, shared) and its
-    /// `agent` (the one known when the session was first seen: a session never changes agent).
-    sessions: HashMap<String, (u64, Arc<str>, Cow<'static, str>)>,
-    /// The `source` of agent-scoped events.
-    agent_source: Arc<str>,
-    causes: HashMap<String, String>,
+    /// The agent each session was first seen with: a session never changes agent.
+    sessions: HashMap<String, Cow<'static, str>>,
 }
 
 /// The agent name as a `'static` borrow, so every event's `agent` is a free copy: a tee
@@ -398,14 +393,10 @@ fn leak(agent: &str) -> &'static str {
     Box::leak(agent.to_owned().into_boxed_str())
 }
 
-/// Correlation keys remembered at most (then forgotten wholesale, like the bridge's).
-const CAUSE_MEMORY: usize = 8192;
-
 impl Stamper {
     fn new(agent: &str, host: String, epoch: u64) -> Self {
-        let agent_source = crate::pipeline::source_uri(&host, agent, None).into();
-        let agent = Cow::Borrowed(leak(agent));
-        Stamper { agent, host, epoch, sessions: HashMap::new(), agent_source, causes: HashMap::new() }
+        let stamper = crate::stamp::Stamper::new(epoch, host).first_seq(1);
+        Stamper { stamper, agent: Cow::Borrowed(leak(agent)), sessions: HashMap::new() }
     }
 
     /// Adopts the agent the wire named (ACP's `agentInfo.name`) for sessions first seen from
@@ -413,85 +404,26 @@ impl Stamper {
     fn adopt_agent(&mut self, agent: &str) {
         if agent != self.agent {
             self.agent = Cow::Borrowed(leak(agent));
-            self.agent_source = crate::pipeline::source_uri(&self.host, agent, None).into();
         }
     }
 
+    /// The event of `d`; `None` for a session-scoped draft without a session yet.
     fn stamp(&mut self, d: EventDraft) -> Option<Event> {
         // AEP-0001 §5.2: `agent.*` events (a vendor's `x.{vendor}.agent.*` too) belong to the
-        // agent, not a session: no session, position, run or step.
-        if aep_schemas::event::is_agent_scoped(&d.r#type) {
-            return Some(self.agent_scoped(d));
-        }
-        let session = d.session?;
-        let (seq, source, agent) = self.sessions.entry(session.clone()).or_insert_with(|| {
-            (0, crate::pipeline::source_uri(&self.host, &self.agent, Some(&session)).into(), self.agent.clone())
-        });
-        *seq += 1;
-        let (seq, source, agent) = (*seq, source.clone(), agent.clone());
-        let id = d.id.unwrap_or_else(|| ulid::Ulid::new().to_string());
-        let scoped = |k: &str| format!("{session}\u{0}{k}");
-        let cause = d.cause.or_else(|| d.cause_key.as_deref().and_then(|k| self.causes.get(&scoped(k)).cloned()));
-        if let Some(k) = &d.correlation_key {
-            if self.causes.len() >= CAUSE_MEMORY {
-                self.causes.clear();
+        // agent, not a session.
+        let agent = if aep_schemas::event::is_agent_scoped(&d.r#type) {
+            self.agent.clone()
+        } else {
+            let session = d.session.as_ref()?;
+            match self.sessions.get(session) {
+                Some(a) => a.clone(),
+                None => {
+                    self.sessions.insert(session.clone(), self.agent.clone());
+                    self.agent.clone()
+                }
             }
-            self.causes.insert(scoped(k), id.clone());
-        }
-        let subject = match d.subject {
-            None if matches!(d.r#type.as_str(), "attention.answered" | "attention.resolved" | "attention.timeout") => {
-                cause.clone()
-            }
-            s => s,
         };
-        let time = d.time.unwrap_or_else(|| crate::time::rfc3339_ms(crate::time::unix_ms(SystemTime::now())));
-        Some(Event {
-            aep: AEP_VERSION.into(),
-            id,
-            r#type: d.r#type,
-            subject,
-            time,
-            source,
-            agent,
-            session: Some(session),
-            run: d.run,
-            step: d.step,
-            seq: Some(seq),
-            epoch: Some(self.epoch),
-            cause,
-            traceparent: d.traceparent,
-            severity: d.severity,
-            capture: Some(d.capture),
-            extensions: Default::default(),
-            data: Some(serde_json::Value::Object(d.data)),
-        })
-    }
-}
-
-impl Stamper {
-    /// An agent-scoped event: the agent's `source`, no session, position, run or step.
-    fn agent_scoped(&mut self, d: EventDraft) -> Event {
-        let time = d.time.unwrap_or_else(|| crate::time::rfc3339_ms(crate::time::unix_ms(SystemTime::now())));
-        Event {
-            aep: AEP_VERSION.into(),
-            id: d.id.unwrap_or_else(|| ulid::Ulid::new().to_string()),
-            r#type: d.r#type,
-            subject: d.subject,
-            time,
-            source: self.agent_source.clone(),
-            agent: self.agent.clone(),
-            session: None,
-            run: None,
-            step: None,
-            seq: None,
-            epoch: None,
-            cause: d.cause,
-            traceparent: d.traceparent,
-            severity: d.severity,
-            capture: Some(d.capture),
-            extensions: Default::default(),
-            data: Some(serde_json::Value::Object(d.data)),
-        }
+        Some(self.stamper.stamp(agent, d, SystemTime::now()).0)
     }
 }
 

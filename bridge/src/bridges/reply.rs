@@ -29,7 +29,7 @@ use crate::attention::{AttentionBook, Pending};
 use crate::control::{Applied, ControlLoop, ReplyRoute, RouteVerdict};
 use crate::pipeline::Pipeline;
 /// A path segment, percent-encoded outside the unreserved set (the pipeline's encoder).
-pub(crate) use crate::pipeline::uri_segment as segment;
+pub(crate) use crate::stamp::uri_segment as segment;
 use crate::transport::HttpClient;
 
 /// Asks tracked at most (an ask never settled is dropped oldest first beyond).
