@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 use aep_schemas::Event;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::stream::MaybeTlsStream;
-use tokio_tungstenite::tungstenite::{self, Message, client::IntoClientRequest, http::HeaderValue};
+use tokio_tungstenite::tungstenite::{self, Message};
 
 use crate::transport::TlsConfig;
+use crate::transport::ws::WsError;
 
 /// The variables naming the CLI clients' TLS files for an `https://` bridge (a TLS proxy in
 /// front of it): extra CA bundle, client certificate and key (mTLS).
@@ -58,17 +59,9 @@ impl Endpoint {
             .new_agent())
     }
 
-    /// The `ws://` URL of `/socket`.
+    /// The `ws(s)://` URL of `/socket`.
     pub fn socket_url(&self) -> String {
-        let b = &self.base;
-        let ws = if let Some(r) = b.strip_prefix("https://") {
-            format!("wss://{r}")
-        } else if let Some(r) = b.strip_prefix("http://") {
-            format!("ws://{r}")
-        } else {
-            b.clone()
-        };
-        format!("{ws}/socket")
+        format!("{}/socket", crate::transport::ws::ws_url(&self.base))
     }
 }
 
@@ -109,13 +102,14 @@ impl Socket {
     /// Connects, sends `hello` (AEP-0003 §4) with `role` and `agent`, and reads the reply.
     pub fn connect(ep: &Endpoint, role: &str, agent: &str, capabilities: Value) -> Result<Self, ClientError> {
         let url = ep.socket_url();
-        let mut req =
-            url.as_str().into_client_request().map_err(|e| ClientError::Connect(url.clone(), e.to_string()))?;
-        if let Some(t) = &ep.token
-            && let Ok(v) = HeaderValue::from_str(&format!("Bearer {t}"))
-        {
-            req.headers_mut().insert("authorization", v);
-        }
+        let headers = crate::transport::Headers::new();
+        let req = crate::transport::ws::request(&url, &headers, ep.token.as_deref()).map_err(|e| {
+            let reason = match e {
+                WsError::Request { reason, .. } => reason,
+                other => other.to_string(),
+            };
+            ClientError::Connect(url.clone(), reason)
+        })?;
         let host = req.uri().host().unwrap_or("127.0.0.1").to_owned();
         let secure = req.uri().scheme_str() == Some("wss");
         let port = req.uri().port_u16().unwrap_or(if secure { 443 } else { 80 });

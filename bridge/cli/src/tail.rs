@@ -1,16 +1,19 @@
 //! `aep-bridge tail`: follows the collector's SSE stream (AEP-0003 §3.3), one readable line
 //! per event, and resumes after a disconnect (`Last-Event-ID`, or `from` positions when
-//! several sessions are in flight, AEP-0003 §7) with a capped reconnect backoff.
+//! several sessions are in flight, AEP-0003 §7) with a capped reconnect backoff (the
+//! transport's reconnect curve).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aep_schemas::Event;
 use clap::Args;
 use serde_json::{Value, json};
 
 use aep_bridge::client::{Dedupe, Endpoint, SseItem, SseParser, event_line, paint, stdout_color};
+use aep_bridge::transport::RetryConfig;
+use aep_bridge::transport::reconnect::{Backoff, Policy};
 
 /// Arguments of `aep-bridge tail`.
 #[derive(Debug, Clone, Args)]
@@ -159,8 +162,13 @@ pub fn run(args: TailArgs) -> i32 {
     let mut seen = Dedupe::new(50_000);
     let mut printed = 0u64;
     let mut group = Grouper::default();
-    let mut backoff = Duration::from_millis(250);
+    // The transport's reconnect curve, unjittered (one client, no herd): 250 ms doubling to
+    // 10 s, back to the start after any answered stream (a person is watching).
+    let curve = RetryConfig { initial_ms: 250, max_ms: 10_000, max_elapsed_ms: 0, multiplier: 2.0, jitter: 0.0 };
+    let mut backoff = Backoff::new(Policy { backoff: curve, stable_after: Duration::ZERO });
     loop {
+        let started = Instant::now();
+        let mut answered = false;
         let (url, last_id) = request_url(&args, &ep.base, &pos);
         let mut req = agent.get(&url).header("accept", "text/event-stream");
         if let Some(t) = &ep.token {
@@ -171,7 +179,7 @@ pub fn run(args: TailArgs) -> i32 {
         }
         match req.call() {
             Ok(resp) if resp.status().as_u16() == 200 => {
-                backoff = Duration::from_millis(250);
+                answered = true;
                 let reader = BufReader::new(resp.into_body().into_reader());
                 match consume(reader, &args, color, &mut pos, &mut seen, &mut printed, &mut group) {
                     End::Limit => return 0,
@@ -195,8 +203,7 @@ pub fn run(args: TailArgs) -> i32 {
                 }
             }
         }
-        std::thread::sleep(backoff);
-        backoff = (backoff * 2).min(Duration::from_secs(10));
+        std::thread::sleep(backoff.next(answered.then(|| started.elapsed()), None, 0.0));
     }
 }
 
