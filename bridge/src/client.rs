@@ -464,7 +464,7 @@ pub fn host_name() -> String {
 
 /// Now as RFC 3339 with milliseconds.
 pub fn now_rfc3339() -> String {
-    crate::time::rfc3339_ms(crate::time::unix_ms(std::time::SystemTime::now()))
+    crate::time::rfc3339_ms(crate::time::now_ms())
 }
 
 /// An open (or settled) attention request seen in a replay.

@@ -125,7 +125,7 @@ impl BridgeHooks {
             hold: false,
             gates: Default::default(),
             idle: None,
-            clock: Arc::new(|| crate::time::unix_ms(std::time::SystemTime::now())),
+            clock: Arc::new(crate::time::now_ms),
             nonces: crate::auth::Nonces::default(),
             timer: crate::genai::HookTimer::new(&metrics.meter("aep-bridge")),
             metrics,

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use aep_adapters::MapContext;
 use axum::Router;
@@ -263,7 +263,7 @@ impl Daemon {
         let data_dir: PathBuf = cfg.data_dir();
         let dd_err = |message: String| ServeError::DataDir { path: data_dir.display().to_string(), message };
         std::fs::create_dir_all(&data_dir).map_err(|e| dd_err(e.to_string()))?;
-        let now_secs = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let now_secs = crate::time::now_ms() / 1000;
         // A full disk must not stop the bridge from starting: the epoch is then kept in place
         // or seeded from the clock, and /healthz says the state is not durable.
         let (epoch, epoch_warning) = match state::bump_epoch(&data_dir, now_secs).map_err(|e| dd_err(e.to_string()))? {

@@ -7,8 +7,8 @@ pub fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-/// The wall clock now, in Unix milliseconds: the one reading the observers and the control
-/// loop stamp their deadlines and cursors with.
+/// The wall clock now, in Unix milliseconds: the one reading the observers, the control
+/// loop, the CLI clients and the epoch seed take their time from.
 pub fn now_ms() -> u64 {
     unix_ms(SystemTime::now())
 }
@@ -16,6 +16,11 @@ pub fn now_ms() -> u64 {
 /// Nanoseconds since the Unix epoch.
 pub fn unix_nanos(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+/// The wall clock now, in Unix nanoseconds (the span assembler's clock base).
+pub fn now_nanos() -> u64 {
+    unix_nanos(SystemTime::now())
 }
 
 /// Formats Unix milliseconds as RFC 3339 UTC with millisecond precision, e.g. `2026-07-03T10:15:04.221Z`.

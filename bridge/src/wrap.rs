@@ -132,7 +132,7 @@ const REORDER: Duration = Duration::from_millis(10);
 
 /// Runs the agent under the tee until it exits; returns its exit code.
 pub fn run(opts: WrapOptions) -> Result<(i32, Arc<Stats>), WrapError> {
-    let epoch = crate::time::unix_ms(SystemTime::now());
+    let epoch = crate::time::now_ms();
     let mapper = protocols::line_mapper(&opts.protocol, epoch, opts.opts)
         .ok_or_else(|| WrapError::UnknownProtocol(opts.protocol.clone()))?;
     let (program, args) = opts.command.split_first().ok_or(WrapError::NoCommand)?;

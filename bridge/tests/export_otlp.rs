@@ -755,7 +755,7 @@ async fn a_lagging_session_is_not_cut_by_another_sessions_clock() {
     cfg.otlp.logs = false;
     cfg.otlp.span_idle_timeout_secs = 600;
     let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), Arc::default(), CancellationToken::new());
-    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let now_ms = aep_bridge::time::now_ms();
     let live: Vec<Event> = session("claude-code")[..3]
         .iter()
         .enumerate()

@@ -192,7 +192,7 @@ fn verify(ep: &Endpoint, vendor: &str, timeout: Duration, shim: Option<String>) 
     }
     let shim = shim.unwrap_or_else(crate::install::default_shim);
     let session = format!("aep-verify-{}", ulid::Ulid::new().to_string().to_ascii_lowercase());
-    let started = aep_bridge::time::unix_ms(std::time::SystemTime::now());
+    let started = aep_bridge::time::now_ms();
     let mut sock = match Socket::connect(ep, "consumer", "aep-cli", json!({})) {
         Ok(s) => s,
         Err(e) => {

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use aep_adapters::history::{Imported, ImportedSession, LineIssue, Transcript};
 use aep_adapters::vendors::{claude_code, codex};
@@ -268,7 +268,7 @@ enum WriteError {
 /// Stamps and writes the sessions through the bridge's pipeline (JSONL sink, exporters),
 /// then validates each log written; returns how many logs failed validation.
 fn write(cfg: &Config, data_dir: &Path, sessions: Vec<ImportedSession>) -> Result<usize, WriteError> {
-    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let now = aep_bridge::time::now_ms() / 1000;
     std::fs::create_dir_all(data_dir)?;
     let epoch = aep_bridge::state::bump_epoch(data_dir, now)?.value;
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;

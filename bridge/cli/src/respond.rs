@@ -478,7 +478,7 @@ pub fn run_pending(args: PendingArgs) -> i32 {
             return 1;
         }
     };
-    let now_ms = aep_bridge::time::unix_ms(std::time::SystemTime::now());
+    let now_ms = aep_bridge::time::now_ms();
     let open: Vec<Pending> = attention_book(&evs).into_values().filter(|p| p.closed_by.is_none()).collect();
     for p in &open {
         let r = &p.request;

@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::{Message, client::IntoClientRequest};
 const TOKEN: &str = "s3cret-token";
 
 fn now() -> String {
-    aep_bridge::time::rfc3339_ms(aep_bridge::time::unix_ms(std::time::SystemTime::now()))
+    aep_bridge::time::rfc3339_ms(aep_bridge::time::now_ms())
 }
 
 fn event(ty: &str, session: &str, seq: u64, extra: Value) -> Value {

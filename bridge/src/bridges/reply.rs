@@ -18,7 +18,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use aep_adapters::EventDraft;
 use aep_schemas::Event;
@@ -201,7 +201,7 @@ impl Replies {
         pipeline: &Pipeline,
     ) -> Vec<EventDraft> {
         control.forget(&ask.pending.id);
-        let now = crate::time::unix_ms(SystemTime::now());
+        let now = crate::time::now_ms();
         let Some(s) = ask.settling.take() else {
             return vec![ask.pending.resolved(now, resolution)];
         };

@@ -8,7 +8,7 @@
 use std::str::FromStr as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 // Tokio's clock, not std's: the sinks' batch and idle timers then follow paused time in
 // tests (`tokio::time::pause`), and behave the same otherwise.
@@ -609,10 +609,6 @@ pub(crate) async fn run_logs(
     }
 }
 
-fn unix_nanos() -> u64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(0))
-}
-
 /// The caller clock of the span assembler: wall time at start plus monotonic time since,
 /// so an NTP step does not make every session look idle. Each session measures idleness
 /// and reordering on its own timeline against it (`SpanAssembler::push_at`): a session
@@ -625,7 +621,7 @@ struct SinkClock {
 
 impl SinkClock {
     fn new() -> Self {
-        Self { base: unix_nanos(), start: Instant::now() }
+        Self { base: crate::time::now_nanos(), start: Instant::now() }
     }
 
     fn now(&self) -> u64 {
@@ -842,7 +838,7 @@ mod tests {
     #[test]
     fn the_sink_clock_is_wall_time_and_monotonic() {
         let c = SinkClock::new();
-        let (a, wall) = (c.now(), unix_nanos());
+        let (a, wall) = (c.now(), crate::time::now_nanos());
         assert!(a <= wall + 1_000_000_000 && wall <= a + 1_000_000_000);
         assert!(c.now() >= a);
     }
