@@ -1,6 +1,7 @@
 //! What the bridge knows about a vendor beyond its mapping, as data kept in the vendor's
 //! own folder (`vendors/<vendor>/`): the manifest `aep-bridge adapters` prints, which
 //! moments the control loop may hold and how the vendor's reply to an answer is shaped,
+//! the vendor's own server (its observer and the reply route answering around the agent),
 //! and how `aep-bridge install` wires the agent (settings file, hook list, plugin asset).
 //!
 //! Everything that could drift is derived from one place: the listing's control line, the
@@ -28,6 +29,8 @@ pub struct VendorSpec {
     pub control: ControlSpec,
     /// What `aep-bridge install` writes; `None` when wiring is manual.
     pub install: Option<InstallSpec>,
+    /// The vendor's own server, when the bridge observes it or answers through it.
+    pub server: Option<ServerSpec>,
     /// The vendor's OTel profile, when it exports OTLP logs the bridge maps.
     pub otel: Option<&'static dyn crate::otel::OtelProfile>,
     /// The hook adapter.
@@ -155,6 +158,153 @@ pub fn gate_request(vendor: &str, gate: &Gate, tool: &str, payload: &Value, cx: 
         }
     }
     d
+}
+
+/// The vendor's own server, which the bridge reaches beside the hooks: observed over its
+/// event stream, and answered through without the agent holding the ask open.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerSpec {
+    /// The `[bridges.<name>] kind` of the observer attaching to it, when one is built.
+    pub observer: Option<&'static str>,
+    /// Where the answer to an ask nothing holds open is written, when the server takes one.
+    pub reply_route: Option<ReplyRoute>,
+}
+
+/// A server's reply route: an answer to an ask the agent does not hold open is written
+/// around it as `POST {base}{path}` with the option (and free text where the body takes
+/// it); the ack is the answer's 2xx (and the body's verdict where the server puts one
+/// there); the vendor's own broadcast settles the ask. The I/O is the bridge's; this is the
+/// shape it follows.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplyRoute {
+    /// The plugin moment forwarding the server's bus, when a plugin asks there: the hook
+    /// receiver raises the route's asks from it and settles them by it.
+    pub bus: Option<BusMoment>,
+    /// The vendor request id an observed event (a bus event, an observer frame) settles,
+    /// if it settles one.
+    pub settled: fn(&Value) -> Option<&str>,
+    /// The server's reply vocabulary `(id, label)`, offered verbatim as the card's options.
+    pub options: &'static [(&'static str, &'static str)],
+    /// The path under the server's base URL; `{session}` and `{id}` (the vendor request id)
+    /// stand for path segments.
+    pub path: &'static str,
+    /// The body field carrying the option.
+    pub option_field: &'static str,
+    /// The body field carrying free text, when the route takes any.
+    pub text_field: Option<&'static str>,
+    /// Reads the vendor's verdict from a 2xx answer's body (`Err` says why it refused);
+    /// `None`: the 2xx is the ack.
+    pub verdict: Option<fn(&[u8]) -> Result<(), String>>,
+}
+
+/// The plugin moment that forwards a server's bus events to the hook receiver.
+#[derive(Debug, Clone, Copy)]
+pub struct BusMoment {
+    /// The hook name of the moment.
+    pub hook: &'static str,
+    /// JSON pointer to the bus event in its payload.
+    pub event: &'static str,
+    /// JSON pointer to the server's base URL in its payload.
+    pub server: &'static str,
+}
+
+impl ReplyRoute {
+    /// Whether hook `hook` carries this route's asks (the plugin's bus moment).
+    pub fn asks_on(&self, hook: &str) -> bool {
+        self.bus.is_some_and(|b| b.hook == hook)
+    }
+
+    /// The vendor request id a `hook` payload settles: a bus moment forwarding a settling event.
+    pub fn settled_by<'a>(&self, hook: &str, payload: &'a Value) -> Option<&'a str> {
+        let bus = self.bus.filter(|b| b.hook == hook)?;
+        (self.settled)(payload.pointer(bus.event)?)
+    }
+
+    /// The server's base URL a bus moment's payload names, as given (the bridge decides
+    /// whether it writes there).
+    pub fn server_of<'a>(&self, payload: &'a Value) -> Option<&'a str> {
+        payload.pointer(self.bus?.server)?.as_str()
+    }
+
+    /// Whether the body takes free text.
+    pub fn takes_text(&self) -> bool {
+        self.text_field.is_some()
+    }
+
+    /// The path of the answer to request `id` in `session`, both given as encoded path
+    /// segments (inserted verbatim, never re-read as placeholders).
+    pub fn path_for(&self, session: &str, id: &str) -> String {
+        let mut out = String::with_capacity(self.path.len() + session.len() + id.len());
+        let mut rest = self.path;
+        while let Some(i) = rest.find('{') {
+            out.push_str(&rest[..i]);
+            rest = &rest[i..];
+            if let Some(r) = rest.strip_prefix("{session}") {
+                out.push_str(session);
+                rest = r;
+            } else if let Some(r) = rest.strip_prefix("{id}") {
+                out.push_str(id);
+                rest = r;
+            } else {
+                out.push('{');
+                rest = &rest[1..];
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// The answer's body: the option, and the text when the route takes it.
+    pub fn body(&self, option: &str, text: Option<&str>) -> Value {
+        let mut body = Map::new();
+        body.insert(self.option_field.to_owned(), json!(option));
+        if let (Some(field), Some(t)) = (self.text_field, text) {
+            body.insert(field.to_owned(), json!(t));
+        }
+        Value::Object(body)
+    }
+
+    /// The vendor's verdict on a 2xx answer with `body`.
+    pub fn accepted(&self, body: &[u8]) -> Result<(), String> {
+        self.verdict.map_or(Ok(()), |read| read(body))
+    }
+
+    /// The options as an AEP-0008 `options` array.
+    pub fn options_value(&self) -> Value {
+        Value::Array(self.options.iter().map(|(id, label)| json!({"id": id, "label": label})).collect())
+    }
+
+    /// The option ids as a sentence's list: `once, always or reject`.
+    pub fn option_list(&self) -> String {
+        let ids: Vec<&str> = self.options.iter().map(|(id, _)| *id).collect();
+        match ids.split_last() {
+            None => String::new(),
+            Some((last, [])) => (*last).to_owned(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        }
+    }
+
+    /// The gated decoration of an answerable card: the route's vocabulary as its options
+    /// and the control channel declared (AEP-0008 `respond_via`).
+    pub fn decorate(&self, d: &mut EventDraft) {
+        d.data.insert("options".into(), self.options_value());
+        d.data.insert("respond_via".into(), json!(["control"]));
+    }
+
+    /// The line `aep-bridge adapters` prints for the route.
+    pub fn describe(&self) -> String {
+        let ids: Vec<&str> = self.options.iter().map(|(id, _)| *id).collect();
+        let mut body = format!("{}: {}", self.option_field, ids.join("|"));
+        if let Some(t) = self.text_field {
+            body.push_str(&format!(", {t}: text"));
+        }
+        let mut line = format!("POST {} {{{body}}}", self.path);
+        line.push_str(if self.verdict.is_some() { "; ack: 2xx and the body's verdict" } else { "; ack: 2xx" });
+        if let Some(b) = self.bus {
+            line.push_str(&format!("; plugin asks on hook `{}`", b.hook));
+        }
+        line
+    }
 }
 
 /// How `aep-bridge install` wires a vendor.
@@ -303,6 +453,16 @@ pub const HELD_HOOK_TIMEOUT_SECS: u64 = 70;
 pub const HOOK_TIMEOUT_SECS: u64 = 10;
 
 impl VendorSpec {
+    /// The reply route of the vendor's server, if it has one.
+    pub fn reply_route(&'static self) -> Option<&'static ReplyRoute> {
+        self.server.as_ref()?.reply_route.as_ref()
+    }
+
+    /// The observer kind of the vendor's server, if one is built.
+    pub fn observer(&self) -> Option<&'static str> {
+        self.server?.observer
+    }
+
     /// The timeout to write for `event`, in the install's unit: long for moments the
     /// control loop may hold, short for the rest.
     pub fn hook_timeout(&self, event: &str, unit: TimeUnit) -> u64 {

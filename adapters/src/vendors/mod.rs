@@ -208,6 +208,9 @@ mod tests {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), SPECS.len(), "duplicate vendor ids");
+        let mut observers: Vec<&str> = SPECS.iter().filter_map(|s| s.observer()).collect();
+        observers.sort_unstable();
+        assert_eq!(observers, ["kilocode-sse", "kimi-ws", "opencode-sse"], "one vendor per observer kind");
         for s in SPECS {
             assert_eq!((s.adapter)().vendor(), s.id, "{}: adapter identity", s.id);
             let c = &s.control;
@@ -244,6 +247,11 @@ mod tests {
             }
             if s.install.is_some() {
                 assert!(s.setup.contains("aep-bridge install"), "{}: the listing hides the installer", s.id);
+            }
+            if let Some(r) = s.reply_route() {
+                let (path, described) = (r.path, r.describe());
+                assert!(path.contains("{session}") && path.contains("{id}"), "{}: {path}", s.id);
+                assert!(!r.options.is_empty() && described.contains(path), "{}: {described}", s.id);
             }
         }
     }

@@ -12,6 +12,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     setup: "register `aep-hook antigravity <EventName>` for each of the five hooks in hooks.json",
     control: ControlSpec::OBSERVE_ONLY,
     install: None,
+    server: None,
     otel: None,
     adapter: super::adapter,
 };

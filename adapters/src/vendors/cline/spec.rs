@@ -32,6 +32,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         ],
         suffix: ".sh",
     })),
+    server: None,
     otel: None,
     adapter: super::adapter,
 };

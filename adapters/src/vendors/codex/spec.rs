@@ -36,6 +36,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         timeout_unit: TimeUnit::Seconds,
         enable_hooks_config: false,
     })),
+    server: None,
     otel: Some(&super::otel::CodexOtel),
     adapter: super::adapter,
 };

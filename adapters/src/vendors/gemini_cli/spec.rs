@@ -31,6 +31,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         timeout_unit: TimeUnit::Millis,
         enable_hooks_config: true,
     })),
+    server: None,
     otel: Some(&super::otel::GeminiCliOtel),
     adapter: super::adapter,
 };

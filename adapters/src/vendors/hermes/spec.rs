@@ -42,6 +42,7 @@ pub static SPEC: VendorSpec = VendorSpec {
              `--accept-hooks` (or HERMES_ACCEPT_HOOKS=1) to a headless `hermes -z`",
         ),
     })),
+    server: None,
     otel: None,
     adapter: super::adapter,
 };

@@ -1,7 +1,8 @@
 //! Kilo Code around its mapping: manifest, the held `permission.ask` (OpenCode's reply
-//! shape), the plugin asset `aep-bridge install kilocode` writes.
+//! shape), the server's reply route (OpenCode's, whose body also takes a `message`), the
+//! plugin asset `aep-bridge install kilocode` writes.
 
-use crate::spec::{AssetInstall, ControlSpec, InstallSpec, PluginDeps, VendorSpec};
+use crate::spec::{AssetInstall, ControlSpec, InstallSpec, PluginDeps, ReplyRoute, ServerSpec, VendorSpec};
 
 /// The Kilo Code plugin shim.
 pub const PLUGIN: &str = include_str!("plugin.js");
@@ -28,6 +29,28 @@ pub static SPEC: VendorSpec = VendorSpec {
         project_note: None,
         deps: Some(PluginDeps { package: "@kilocode/plugin", user_dir_always: None }),
     })),
+    server: Some(ServerSpec { observer: Some("kilocode-sse"), reply_route: Some(ROUTE) }),
     otel: None,
     adapter: super::adapter,
 };
+
+/// Kilo Code's reply route (`>=7.4.6`): OpenCode's, whose body also takes the guidance as
+/// `message` (a rejection's reason).
+pub const ROUTE: ReplyRoute = ReplyRoute { text_field: Some("message"), ..crate::vendors::opencode::spec::ROUTE };
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_reply_carries_free_text_as_message() {
+        assert!(ROUTE.takes_text());
+        assert_eq!(ROUTE.body("reject", Some("use the fixture")), json!({"response": "reject", "message": "use the fixture"}));
+        assert_eq!(ROUTE.body("once", None), json!({"response": "once"}));
+        assert_eq!(ROUTE.path_for("k1", "per_9"), "/session/k1/permissions/per_9");
+        let replied = json!({"kind": "bus", "event": {"type": "question.replied", "properties": {"requestID": "q_1"}}});
+        assert_eq!(ROUTE.settled_by("bus", &replied), Some("q_1"));
+    }
+}

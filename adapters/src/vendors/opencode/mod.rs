@@ -494,11 +494,8 @@ impl PluginAdapter {
         d.data.insert("prompt".into(), json!(prompt));
         let options = match surface {
             PermissionSurface::HoldOpen => json!([{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}]),
-            PermissionSurface::ReplyRoute => json!([
-                {"id": "once", "label": "Allow once"},
-                {"id": "always", "label": "Always allow"},
-                {"id": "reject", "label": "Reject"}
-            ]),
+            // The server's reply enum: the vocabulary its reply route takes.
+            PermissionSurface::ReplyRoute => spec::ROUTE.options_value(),
         };
         d.data.insert("options".into(), options);
         d.data.insert("respond_via".into(), json!(["control"]));

@@ -1,9 +1,13 @@
 //! OpenCode around its mapping: manifest, the held `permission.ask` and its reply shape,
-//! the plugin asset `aep-bridge install opencode` writes.
+//! the server's permission reply route (the bus asks nothing holds open, raised from the
+//! plugin's `bus` moment or the `opencode-sse` observer), the plugin asset
+//! `aep-bridge install opencode` writes.
 
 use serde_json::{Value, json};
 
-use crate::spec::{AssetInstall, ControlSpec, Decision, Held, InstallSpec, PluginDeps, VendorSpec};
+use crate::spec::{
+    AssetInstall, BusMoment, ControlSpec, Decision, Held, InstallSpec, PluginDeps, ReplyRoute, ServerSpec, VendorSpec,
+};
 
 /// The OpenCode plugin shim (ESM, fetch only, fail-open).
 pub const PLUGIN: &str = include_str!("plugin.js");
@@ -29,6 +33,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         project_note: None,
         deps: Some(PluginDeps { package: "@opencode-ai/plugin", user_dir_always: Some(".config/opencode") }),
     })),
+    server: Some(ServerSpec { observer: Some("opencode-sse"), reply_route: Some(ROUTE) }),
     otel: None,
     adapter: super::adapter,
 };
@@ -40,4 +45,81 @@ pub(crate) fn reply(_held: &Held<'_>, d: &Decision) -> Option<Value> {
         r["message"] = json!(t);
     }
     Some(r)
+}
+
+/// The plugin's `bus` moment (`{kind: "bus", event: {type, properties}, serverUrl}`): the
+/// server's bus asks arrive there, and so do their settling broadcasts.
+pub const BUS: BusMoment = BusMoment { hook: super::moment::BUS, event: "/event", server: "/serverUrl" };
+
+/// The server's permission reply enum, offered verbatim on a bus ask's card.
+pub const REPLY_OPTIONS: &[(&str, &str)] = &[("once", "Allow once"), ("always", "Always allow"), ("reject", "Reject")];
+
+/// OpenCode's reply route: `POST {server}/session/{session}/permissions/{id}`
+/// `{"response": option}`, a 2xx the ack. Its body has no room for free text.
+pub const ROUTE: ReplyRoute = ReplyRoute {
+    bus: Some(BUS),
+    settled,
+    options: REPLY_OPTIONS,
+    path: "/session/{session}/permissions/{id}",
+    option_field: "response",
+    text_field: None,
+    verdict: None,
+};
+
+/// The vendor request id a bus event settles: `permission.replied` (`permissionID`, or
+/// `requestID` as the newer bus names it) and `question.replied` (`requestID`).
+pub fn settled(ev: &Value) -> Option<&str> {
+    let ty = ev.get("type")?.as_str()?;
+    if !matches!(ty, "permission.replied" | "question.replied") {
+        return None;
+    }
+    ev.pointer("/properties/permissionID").or_else(|| ev.pointer("/properties/requestID"))?.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bus_reply_settles_its_ask_and_nothing_else_does() {
+        let replied = json!({"type": "permission.replied", "properties": {"permissionID": "per_1", "response": "once"}});
+        assert_eq!(settled(&replied), Some("per_1"));
+        let question = json!({"type": "question.replied", "properties": {"requestID": "que_2"}});
+        assert_eq!(settled(&question), Some("que_2"));
+        let renamed = json!({"type": "permission.replied", "properties": {"requestID": "per_3"}});
+        assert_eq!(settled(&renamed), Some("per_3"));
+        for other in [
+            json!({"type": "permission.asked", "properties": {"id": "per_1", "permissionID": "per_1"}}),
+            json!({"type": "permission.replied", "properties": {}}),
+            json!({"type": "permission.replied", "properties": {"permissionID": 7}}),
+            json!({"properties": {"permissionID": "per_1"}}),
+        ] {
+            assert_eq!(settled(&other), None, "{other}");
+        }
+        // From the plugin: only on its bus moment, the event under `event`.
+        let moment = json!({"kind": "bus", "event": replied, "serverUrl": "http://127.0.0.1:4096/"});
+        assert_eq!(ROUTE.settled_by("bus", &moment), Some("per_1"));
+        assert_eq!(ROUTE.settled_by("tool.after", &moment), None);
+        assert_eq!(ROUTE.server_of(&moment), Some("http://127.0.0.1:4096/"));
+        assert!(ROUTE.asks_on("bus") && !ROUTE.asks_on("permission.ask"));
+    }
+
+    #[test]
+    fn the_reply_carries_the_option_only() {
+        assert_eq!(ROUTE.path_for("ses_1", "per_1"), "/session/ses_1/permissions/per_1");
+        // Encoded segments are inserted verbatim, never re-read as placeholders.
+        assert_eq!(ROUTE.path_for("{id}", "x"), "/session/{id}/permissions/x");
+        assert_eq!(ROUTE.body("always", None), json!({"response": "always"}));
+        assert_eq!(ROUTE.body("reject", Some("not there")), json!({"response": "reject"}));
+        assert!(!ROUTE.takes_text());
+        assert_eq!(ROUTE.accepted(b"not json"), Ok(()), "a 2xx is the ack");
+        assert_eq!(ROUTE.option_list(), "once, always or reject");
+        let mut d = crate::EventDraft::new("attention.requested", aep_schemas::Capture::Metadata);
+        ROUTE.decorate(&mut d);
+        assert_eq!(
+            Value::Object(d.data),
+            json!({"options": [{"id": "once", "label": "Allow once"}, {"id": "always", "label": "Always allow"},
+                {"id": "reject", "label": "Reject"}], "respond_via": ["control"]})
+        );
+    }
 }

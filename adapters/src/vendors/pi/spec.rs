@@ -34,6 +34,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         ),
         deps: None,
     })),
+    server: None,
     otel: None,
     adapter: super::adapter,
 };

@@ -38,6 +38,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         timeout_unit: TimeUnit::Millis,
         enable_hooks_config: false,
     })),
+    server: None,
     otel: Some(&super::otel::QwenCodeOtel),
     adapter: super::adapter,
 };

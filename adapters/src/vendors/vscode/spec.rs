@@ -19,6 +19,7 @@ pub static SPEC: VendorSpec = VendorSpec {
         reply: Some(reply),
     },
     install: None,
+    server: None,
     otel: Some(&super::otel::VscodeOtel),
     adapter: super::adapter,
 };
