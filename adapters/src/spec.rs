@@ -194,8 +194,11 @@ pub struct ReplyRoute {
     pub text_field: Option<&'static str>,
     /// Reads the vendor's verdict from a 2xx answer's body (`Err` says why it refused);
     /// `None`: the 2xx is the ack.
-    pub verdict: Option<fn(&[u8]) -> Result<(), String>>,
+    pub verdict: Option<VerdictFn>,
 }
+
+/// Reads a server's verdict from its 2xx answer's body: `Err` says why it refused.
+pub type VerdictFn = fn(&[u8]) -> Result<(), String>;
 
 /// The plugin moment that forwards a server's bus events to the hook receiver.
 #[derive(Debug, Clone, Copy)]

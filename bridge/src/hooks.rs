@@ -347,12 +347,16 @@ impl BridgeHooks {
         if let Some(session) = drafts.iter().find_map(|d| d.session.as_deref()) {
             self.sessions.claim(adapter.vendor(), session);
         }
+        // What the vendor's folder says about control: looked up once per hook.
+        let spec = aep_adapters::vendors::spec(adapter.vendor());
+        // The reply route whose asks this moment carries (a plugin's bus moment), if any.
+        let route = spec.and_then(|s| s.reply_route()).filter(|r| r.asks_on(&hook));
         // A reply-route ask the vendor settled (bus `permission.replied`): its outcome, after
         // the command's ack when a command answered it; spawned, so a caller giving up does
         // not lose the terminal.
-        if hook == "bus"
+        if let Some(route) = route
             && let (Some(replies), Some(control)) = (&self.replies, &self.control)
-            && let Some(ask) = crate::bridges::reply::settled_id(&payload).and_then(|id| replies.take(id))
+            && let Some(ask) = route.settled_by(&hook, &payload).and_then(|id| replies.take(id))
         {
             let (replies, control, pipeline, book) =
                 (replies.clone(), control.clone(), self.pipeline.clone(), self.attention.clone());
@@ -369,8 +373,6 @@ impl BridgeHooks {
             let _ = task.await;
             return Ok(HookReply::new(adapter.neutral_reply(&hook).as_bytes()));
         }
-        // What the vendor's folder says about control: looked up once per hook.
-        let spec = aep_adapters::vendors::spec(adapter.vendor());
         // Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes
         // an answerable permission request, scoped by tool name.
         if self.hold
@@ -396,12 +398,12 @@ impl BridgeHooks {
         }
         let vendor = adapter.vendor();
         if self.hold
-            && hook == "bus"
+            && let Some(route) = route
             && let (Some(replies), Some(control)) = (&self.replies, &self.control)
         {
             let at =
                 crate::bridges::reply::PluginAsks { control, book: &self.attention, pipeline: &self.pipeline, now };
-            replies.raise_plugin_asks(vendor, &payload, &mut drafts, &at);
+            replies.raise_plugin_asks(route, vendor, &payload, &mut drafts, &at);
         }
         let settled = self.attention.settle(vendor, &mut drafts, now);
         if let Some(replies) = &self.replies {

@@ -55,7 +55,7 @@
 //! only) an approval is answerable: its card carries the kap-server's own decisions
 //! (`approved` / `rejected`) and `respond_via: ["control"]`, and `control.attention.respond`
 //! is delivered as `POST /api/v1/sessions/{session}/approvals/{id}` `{"decision"}` with free
-//! text as `feedback` ([`super::reply`], [`Dialect::Kimi`]); the outcome is the server's own
+//! text as `feedback` ([`super::reply`], the route in `aep_adapters::vendors::kimi_code::spec`); the outcome is the server's own
 //! `event.approval.resolved` broadcast. Questions stay read-only (the design record defers
 //! their actuation); `control.cancel` is not accepted by this bridge's control loop.
 
@@ -64,6 +64,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use aep_adapters::vendors::kimi_code::spec::ROUTE;
 use aep_adapters::vendors::kimi_code::web::{WsMode, map_ws};
 use aep_adapters::{EventDraft, MapContext, common};
 use futures_util::{SinkExt, StreamExt};
@@ -72,7 +73,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_util::sync::CancellationToken;
 
 use super::opencode::{Deps, StartError};
-use super::reply::{self, Ask, Dialect, Replies};
+use super::reply::{self, Ask, Replies};
 use super::{BridgeConfig, BridgeMode};
 use crate::attention::Pending;
 use crate::pipeline::Stamped;
@@ -328,7 +329,7 @@ impl Observer {
             // them are nacked `refused`; new asks use the new token.
             tracing::warn!(bridge = %self.name, "The server token changed; REST calls use the new one.");
         }
-        let replies = Replies::with_dialect(rest.clone(), self.guard, Dialect::Kimi);
+        let replies = Replies::new(rest.clone(), self.guard);
         self.auth = Some(Auth { token, rest, replies });
         Ok(())
     }
@@ -788,7 +789,7 @@ impl Observer {
             let vendor_id = vendor_id.to_owned();
             let answerable = self.gated && d.data.get("kind").and_then(Value::as_str) == Some("permission");
             if answerable {
-                reply::decorate_kimi(d);
+                ROUTE.decorate(d);
             }
             let id = self.deps.pipeline.mint_id();
             d.id = Some(id.clone());
@@ -796,7 +797,7 @@ impl Observer {
                 Pending::from_request(id, &self.agent, session.clone(), d.run.clone(), d.subject.clone(), &d.data, now);
             self.deps.book.open(p.clone());
             let base = answerable.then(|| self.base.clone());
-            replies.raise(Ask::new(vendor_id, session, p, base, true), &self.deps.control, &self.deps.book);
+            replies.raise(Ask::new(vendor_id, session, p, base, &ROUTE), &self.deps.control, &self.deps.book);
         }
     }
 
@@ -812,7 +813,7 @@ impl Observer {
             self.denied.insert(format!("{session}\u{0}{call}"), ());
         }
         let Some(replies) = self.auth.as_ref().map(|a| a.replies.clone()) else { return Vec::new() };
-        let Some(ask) = s(p, key).and_then(|id| replies.take(id)) else {
+        let Some(ask) = (ROUTE.settled)(v).and_then(|id| replies.take(id)) else {
             // Not an ask this observer raised: channel visibility only.
             return map_ws(WsMode::Companion, v, cx);
         };

@@ -73,6 +73,12 @@ impl BridgeKind {
         }
     }
 
+    /// The reply route of the observed server, from its vendor's spec (`None` for the kinds
+    /// whose vendor has no folder, or whose server takes no answers).
+    pub fn reply_route(self) -> Option<&'static aep_adapters::spec::ReplyRoute> {
+        aep_adapters::vendors::spec(self.vendor())?.reply_route()
+    }
+
     /// The default agent identity of the events.
     pub fn vendor(self) -> &'static str {
         match self {
@@ -552,6 +558,21 @@ mod tests {
             (oh.cursor_ttl_hours(), BridgeConfig { cursor_ttl_hours: Some(0), ..oh }.cursor_ttl_hours()),
             (720, 0)
         );
+    }
+
+    /// Each observer kind a vendor's spec names is this enum's, for that vendor, with the
+    /// spec's reply route.
+    #[test]
+    fn observer_kinds_are_the_vendor_specs() {
+        let mut named = 0;
+        for spec in aep_adapters::vendors::SPECS.iter().filter(|s| s.observer().is_some()) {
+            let kind: BridgeKind = serde_json::from_value(serde_json::json!(spec.observer())).unwrap();
+            assert_eq!(kind.vendor(), spec.id);
+            assert!(std::ptr::eq(kind.reply_route().unwrap(), spec.reply_route().unwrap()), "{}", spec.id);
+            named += 1;
+        }
+        assert_eq!(named, 3);
+        assert!(BridgeKind::Openhands.reply_route().is_none() && BridgeKind::AguiProxy.reply_route().is_none());
     }
 
     #[test]

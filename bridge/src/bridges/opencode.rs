@@ -45,7 +45,7 @@ use aep_adapters::{EventDraft, MapContext, SessionState};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::reply::{self, Ask, Replies};
+use super::reply::{Ask, Replies};
 use super::sse::{Frame, Parser};
 use super::{BridgeConfig, BridgeMode};
 use crate::attention::{AttentionBook, Pending};
@@ -159,8 +159,8 @@ struct Observer {
     rest: HttpClient,
     deps: Deps,
     replies: Arc<Replies>,
-    /// Whether the server's reply body takes a `message` (Kilo Code's).
-    message: bool,
+    /// The server's reply route (the vendor's spec): its vocabulary, body and settle.
+    route: &'static aep_adapters::spec::ReplyRoute,
     states: HashMap<String, (u64, SessionState)>,
     tick: u64,
     seen: Seen,
@@ -190,7 +190,9 @@ impl Observer {
         let (stream, rest) = (client(true)?, client(false)?);
         let base = url.as_str().trim_end_matches('/').to_owned();
         // Reached through `bridges::spawn` for the SSE kinds only.
-        let Some(profile) = kind.profile() else { return Err(StartError::Incomplete(name.into())) };
+        let (Some(profile), Some(route)) = (kind.profile(), kind.reply_route()) else {
+            return Err(StartError::Incomplete(name.into()));
+        };
         let guard = Duration::from_millis(cfg.reply_guard_ms);
         let replies = Replies::new(rest.clone(), guard);
         let mode = match cfg.mode {
@@ -218,7 +220,7 @@ impl Observer {
             rest,
             deps,
             replies,
-            message: kind == super::BridgeKind::KilocodeSse,
+            route,
             states: HashMap::new(),
             tick: 0,
             seen: Seen::default(),
@@ -380,11 +382,7 @@ impl Observer {
         };
         let session = bus_session(ev).map(str::to_owned);
         if self.mode == SseMode::Primary
-            && matches!(ty, "permission.replied" | "question.replied")
-            && let Some(id) = ev
-                .pointer("/properties/permissionID")
-                .or_else(|| ev.pointer("/properties/requestID"))
-                .and_then(Value::as_str)
+            && let Some(id) = (self.route.settled)(ev)
         {
             return self.settled(id).await;
         }
@@ -439,7 +437,7 @@ impl Observer {
             let answerable = self.gated && d.data.get("kind").and_then(Value::as_str) == Some("permission");
             if answerable {
                 // The design record's gated-on decoration: the vendor's own reply vocabulary.
-                reply::decorate(d);
+                self.route.decorate(d);
             }
             let id = self.deps.pipeline.mint_id();
             d.id = Some(id.clone());
@@ -447,11 +445,7 @@ impl Observer {
                 Pending::from_request(id, &self.agent, session.clone(), d.run.clone(), d.subject.clone(), &d.data, now);
             self.deps.book.open(p.clone());
             let base = answerable.then(|| self.base.clone());
-            self.replies.raise(
-                Ask::new(vendor_id, session, p, base, self.message),
-                &self.deps.control,
-                &self.deps.book,
-            );
+            self.replies.raise(Ask::new(vendor_id, session, p, base, self.route), &self.deps.control, &self.deps.book);
         }
     }
 

@@ -1,26 +1,25 @@
-//! The permission reply route of OpenCode-shaped servers (the OpenCode adapter design record's
-//! "respond" section; the Kilo Code record's `>=7.4.6` bus surface): asks raised from a bus
-//! `permission.asked` / `permission.updated` that nothing holds open, answered around the
-//! agent over `POST {server}/session/{session}/permissions/{id}` `{"response": option}`.
+//! The reply routes of observed servers: asks nothing holds open (an OpenCode-shaped bus
+//! `permission.asked`, a kap-server approval), answered around the agent over the route the
+//! vendor's spec describes (`aep_adapters::spec::ReplyRoute`: `POST {server}{path}` with the
+//! option, and free text where the body takes it). This module is the I/O and the book; the
+//! shapes are the vendor's folder's.
 //!
-//! Shared by the SSE observer (`bridges::opencode`) and the hook receiver (the plugin's bus
-//! moments, the server address from the plugin's `serverUrl`). The ack is the REST answer
-//! (2xx `control.accepted`; another status `refused`; unreachable `busy`; no answer within the
-//! guard `accepted`: the write may still land). The outcome has one source, the vendor's
-//! `permission.replied` broadcast ([`Replies::outcome`]): `attention.answered` (`via:
-//! "control"`, cause = the command) then `attention.resolved` (cause = the answered event),
-//! after the ack; without a command, `attention.resolved` alone. Free text rides only a
-//! route whose body takes a `message` (Kilo Code's); elsewhere it is refused `invalid`.
-//!
-//! The same book serves Kimi Code's kap-server ([`Dialect::Kimi`], the `kimi-ws` observer):
-//! `POST {server}/api/v1/sessions/{session}/approvals/{id}` `{"decision": option}`, free text
-//! as `feedback`, the ack read from the server's `{code, msg, data}` envelope.
+//! Shared by the observers (`bridges::opencode`, `bridges::kimi_ws`) and the hook receiver
+//! (the asks of a plugin's bus moment, the server address from its payload). The ack is the
+//! REST answer (2xx `control.accepted`, unless the route's verdict in the body refuses;
+//! another status `refused`; unreachable `busy`; no answer within the guard `accepted`: the
+//! write may still land). The outcome has one source, the vendor's settling broadcast
+//! ([`Replies::outcome`]): `attention.answered` (`via: "control"`, cause = the command) then
+//! `attention.resolved` (cause = the answered event), after the ack; without a command,
+//! `attention.resolved` alone. Free text rides only a route whose body takes it (Kilo Code's
+//! `message`, Kimi's `feedback`); elsewhere it is refused `invalid`.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aep_adapters::EventDraft;
+use aep_adapters::spec::ReplyRoute as RouteSpec;
 use aep_schemas::Event;
 use serde_json::json;
 use tokio::sync::watch;
@@ -45,15 +44,21 @@ pub struct Ask {
     pub pending: Pending,
     /// The server's base URL, for the reply; `None`: observed only.
     pub base: Option<String>,
-    /// Whether the server's reply body takes a `message`.
-    pub message: bool,
+    /// The shape of the server's reply route (the vendor's spec).
+    pub route: &'static RouteSpec,
     settling: Option<Settling>,
 }
 
 impl Ask {
     /// A new ask (nothing being delivered).
-    pub fn new(vendor_id: String, session: String, pending: Pending, base: Option<String>, message: bool) -> Self {
-        Self { vendor_id, session, pending, base, message, settling: None }
+    pub fn new(
+        vendor_id: String,
+        session: String,
+        pending: Pending,
+        base: Option<String>,
+        route: &'static RouteSpec,
+    ) -> Self {
+        Self { vendor_id, session, pending, base, route, settling: None }
     }
 
     /// Whether an answer was delivered (or is being delivered) by a command.
@@ -77,21 +82,8 @@ struct Asks {
     order: VecDeque<String>,
 }
 
-/// The shape of a server's reply route.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    /// OpenCode / Kilo Code: `POST {base}/session/{session}/permissions/{id}`
-    /// `{"response": option}` (plus `message` where the route takes it); a 2xx is the ack.
-    OpenCode,
-    /// Kimi Code's kap-server (the design record's opt-in `control.attention.respond`):
-    /// `POST {base}/api/v1/sessions/{session}/approvals/{id}` `{"decision": option}`, free
-    /// text as `feedback`; the answer is a `{code, msg, data}` envelope whose code 0 is the ack.
-    Kimi,
-}
-
-/// The asks of one receiver and their reply route.
+/// The asks of one receiver, each answered over its own server's reply route.
 pub struct Replies {
-    dialect: Dialect,
     asks: Mutex<Asks>,
     /// Command id -> its "ack published" signal, until the ack is out (or the command refused).
     acks: Mutex<HashMap<String, watch::Sender<bool>>>,
@@ -99,39 +91,10 @@ pub struct Replies {
     guard: Duration,
 }
 
-/// The gated decoration of a permission card: the server's reply enum verbatim as options
-/// and the control channel declared (AEP-0008 `respond_via`).
-pub fn decorate(d: &mut EventDraft) {
-    d.data.insert(
-        "options".into(),
-        json!([
-            {"id": "once", "label": "Allow once"},
-            {"id": "always", "label": "Always allow"},
-            {"id": "reject", "label": "Reject"}
-        ]),
-    );
-    d.data.insert("respond_via".into(), json!(["control"]));
-}
-
-/// The gated decoration of a Kimi Code approval card: the kap-server's decision vocabulary
-/// (`approved` / `rejected`) as options and the control channel declared.
-pub fn decorate_kimi(d: &mut EventDraft) {
-    d.data.insert(
-        "options".into(),
-        json!([{"id": "approved", "label": "Approve"}, {"id": "rejected", "label": "Reject"}]),
-    );
-    d.data.insert("respond_via".into(), json!(["control"]));
-}
-
 impl Replies {
     /// A book replying with `rest`; a reply still pending after `guard` is acked anyway.
     pub fn new(rest: HttpClient, guard: Duration) -> Arc<Self> {
-        Self::with_dialect(rest, guard, Dialect::OpenCode)
-    }
-
-    /// A book replying over a route of `dialect`.
-    pub fn with_dialect(rest: HttpClient, guard: Duration, dialect: Dialect) -> Arc<Self> {
-        Arc::new(Self { dialect, asks: Mutex::default(), acks: Mutex::default(), rest, guard })
+        Arc::new(Self { asks: Mutex::default(), acks: Mutex::default(), rest, guard })
     }
 
     /// Whether vendor request `vendor_id` is tracked.
@@ -221,14 +184,8 @@ impl Replies {
         if answer.values.is_some() {
             return invalid("a permission is answered with an option, not values");
         }
-        let Some(option) = answer.option.clone() else {
-            return invalid(match self.dialect {
-                Dialect::OpenCode => "answer with an option: once, always or reject",
-                Dialect::Kimi => "answer with an option: approved or rejected",
-            });
-        };
         // Marked settling before the write: the broadcast may overtake the REST answer.
-        let (vendor_id, session, base, message) = {
+        let (vendor_id, session, base, route, option) = {
             let Ok(mut asks) = self.asks.lock() else { return RouteVerdict::Rejected("busy", "state lock".into()) };
             let Some(vendor_id) = asks.by_event.get(&request.id).cloned() else {
                 return invalid("the request was settled meanwhile");
@@ -236,10 +193,17 @@ impl Replies {
             let Some(ask) = asks.by_vendor.get_mut(&vendor_id) else {
                 return invalid("the request was settled meanwhile");
             };
+            let route = ask.route;
+            let Some(option) = answer.option.clone() else {
+                return invalid(&format!("answer with an option: {}", route.option_list()));
+            };
             let Some(base) = ask.base.clone() else { return invalid("this request is observed only") };
-            if answer.text.is_some() && !ask.message {
+            if answer.text.is_some() && !route.takes_text() {
                 // The design record: nothing on OpenCode's reply route carries free text.
-                return invalid("free text cannot be delivered on this reply route: answer once, always or reject");
+                return invalid(&format!(
+                    "free text cannot be delivered on this reply route: answer {}",
+                    route.option_list()
+                ));
             }
             if ask.settling.is_some() {
                 return invalid("another answer to this request is being delivered");
@@ -249,24 +213,15 @@ impl Replies {
                 a.insert(cmd.id.clone(), tx);
             }
             ask.settling = Some(Settling { command: cmd.id.clone(), applied: answer.clone(), acked });
-            (vendor_id, ask.session.clone(), base, ask.message)
+            (vendor_id, ask.session.clone(), base, route, option)
         };
-        let (url, mut body) = match self.dialect {
-            Dialect::OpenCode => (
-                format!("{base}/session/{}/permissions/{}", segment(&session), segment(&vendor_id)),
-                json!({"response": option}),
-            ),
-            Dialect::Kimi => (
-                format!("{base}/api/v1/sessions/{}/approvals/{}", segment(&session), segment(&vendor_id)),
-                json!({"decision": option}),
-            ),
-        };
-        if let (true, Some(t)) = (message, &answer.text) {
-            body[if self.dialect == Dialect::Kimi { "feedback" } else { "message" }] = json!(t);
-        }
+        let url = format!("{base}{}", route.path_for(&segment(&session), &segment(&vendor_id)));
+        let body = route.body(&option, answer.text.as_deref());
         let verdict = match tokio::time::timeout(self.guard, self.rest.post_json(&url, &body)).await {
-            Ok(Ok(r)) if (200..300).contains(&r.status) && self.dialect == Dialect::Kimi => kimi_verdict(&r.body),
-            Ok(Ok(r)) if (200..300).contains(&r.status) => RouteVerdict::Accepted,
+            Ok(Ok(r)) if (200..300).contains(&r.status) => match route.accepted(&r.body) {
+                Ok(()) => RouteVerdict::Accepted,
+                Err(why) => RouteVerdict::Rejected("refused", why),
+            },
             Ok(Ok(r)) => {
                 let snippet = String::from_utf8_lossy(&r.body[..r.body.len().min(200)]).into_owned();
                 RouteVerdict::Rejected("refused", format!("the server answered HTTP {}: {snippet}", r.status))
@@ -307,19 +262,6 @@ impl ReplyRoute for Replies {
     }
 }
 
-/// The ack of a kap-server answer: its envelope's `code` 0 (the server answers HTTP 200 with
-/// the error in the envelope, e.g. 40404 not found, 40902 already resolved).
-fn kimi_verdict(body: &[u8]) -> RouteVerdict {
-    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or(serde_json::Value::Null);
-    match v.get("code").and_then(serde_json::Value::as_i64) {
-        Some(0) => RouteVerdict::Accepted,
-        code => {
-            let msg = v.get("msg").and_then(serde_json::Value::as_str).unwrap_or("no envelope");
-            RouteVerdict::Rejected("refused", format!("the server answered code {}: {msg}", code.unwrap_or(-1)))
-        }
-    }
-}
-
 /// The base URL of a plugin's `serverUrl` when it is a loopback `http(s)` server: the hook
 /// receiver writes only there (a hook payload must not point the bridge's writes elsewhere).
 pub fn loopback_base(server_url: &str) -> Option<String> {
@@ -338,26 +280,6 @@ pub fn loopback_base(server_url: &str) -> Option<String> {
     Some(server_url.trim_end_matches('/').to_owned())
 }
 
-/// The vendor request id a plugin bus moment settles (`permission.replied` /
-/// `question.replied`), if it is one.
-pub fn settled_id(payload: &serde_json::Value) -> Option<&str> {
-    let ev = payload.get("event")?;
-    let ty = ev.get("type")?.as_str()?;
-    if !matches!(ty, "permission.replied" | "question.replied") {
-        return None;
-    }
-    ev.pointer("/properties/permissionID").or_else(|| ev.pointer("/properties/requestID"))?.as_str()
-}
-
-/// The vendors whose plugins ask on the bus (their reply route's body takes a `message` for Kilo Code).
-fn route_vendor(vendor: &str) -> Option<bool> {
-    match vendor {
-        "opencode" => Some(false),
-        "kilocode" => Some(true),
-        _ => None,
-    }
-}
-
 /// What [`Replies::raise_plugin_asks`] needs from the hook receiver.
 pub struct PluginAsks<'a> {
     /// The control loop the routes register with.
@@ -373,18 +295,18 @@ pub struct PluginAsks<'a> {
 impl Replies {
     /// The answerable permission cards among a plugin bus moment's drafts (the bus asks of
     /// OpenCode 1.18.33 / Kilo Code >= 7.4.6, which nothing holds open): raised on the
-    /// server's reply route when the plugin names a loopback server (`serverUrl`); any other
-    /// card claiming control is declared answered out of band (AEP-0008), since no answer
-    /// sent here could reach the vendor.
+    /// server's reply `route` when the plugin names a loopback server (the route's bus
+    /// moment says where); any other card claiming control is declared answered out of band
+    /// (AEP-0008), since no answer sent here could reach the vendor.
     pub fn raise_plugin_asks(
         self: &Arc<Self>,
+        route: &'static RouteSpec,
         vendor: &str,
         payload: &serde_json::Value,
         drafts: &mut [EventDraft],
         at: &PluginAsks<'_>,
     ) {
-        let Some(message) = route_vendor(vendor) else { return };
-        let base = payload.get("serverUrl").and_then(serde_json::Value::as_str).and_then(loopback_base);
+        let base = route.server_of(payload).and_then(loopback_base);
         for d in drafts.iter_mut().filter(|d| {
             d.r#type == "attention.requested"
                 && d.data
@@ -408,7 +330,7 @@ impl Replies {
                         at.now,
                     );
                     at.book.open(p.clone());
-                    self.raise(Ask::new(vendor_id, session, p, Some(base.clone()), message), at.control, at.book);
+                    self.raise(Ask::new(vendor_id, session, p, Some(base.clone()), route), at.control, at.book);
                 }
                 _ => {
                     d.data.insert("respond_via".into(), json!(["oob"]));

@@ -47,7 +47,10 @@ mod tests {
     #[test]
     fn the_reply_carries_free_text_as_message() {
         assert!(ROUTE.takes_text());
-        assert_eq!(ROUTE.body("reject", Some("use the fixture")), json!({"response": "reject", "message": "use the fixture"}));
+        assert_eq!(
+            ROUTE.body("reject", Some("use the fixture")),
+            json!({"response": "reject", "message": "use the fixture"})
+        );
         assert_eq!(ROUTE.body("once", None), json!({"response": "once"}));
         assert_eq!(ROUTE.path_for("k1", "per_9"), "/session/k1/permissions/per_9");
         let replied = json!({"kind": "bus", "event": {"type": "question.replied", "properties": {"requestID": "q_1"}}});

@@ -82,7 +82,8 @@ mod tests {
 
     #[test]
     fn a_bus_reply_settles_its_ask_and_nothing_else_does() {
-        let replied = json!({"type": "permission.replied", "properties": {"permissionID": "per_1", "response": "once"}});
+        let replied =
+            json!({"type": "permission.replied", "properties": {"permissionID": "per_1", "response": "once"}});
         assert_eq!(settled(&replied), Some("per_1"));
         let question = json!({"type": "question.replied", "properties": {"requestID": "que_2"}});
         assert_eq!(settled(&question), Some("que_2"));
