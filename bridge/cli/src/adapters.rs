@@ -67,6 +67,10 @@ pub struct Manifest {
     pub hook_channel: String,
     /// What control the adapter supports.
     pub control: String,
+    /// The `[bridges.<name>] kind` observing the vendor's own server, if one is built.
+    pub observer: Option<String>,
+    /// How an answer is written to the vendor's server around the agent, if it takes one.
+    pub reply_route: Option<String>,
     /// AEP families it emits.
     pub families: Vec<String>,
     /// How to wire it.
@@ -85,6 +89,8 @@ pub fn builtin() -> Vec<Manifest> {
             executables: s.executables.iter().map(|e| (*e).to_owned()).collect(),
             hook_channel: s.hook_channel.into(),
             control: s.control.describe(),
+            observer: s.observer().map(str::to_owned),
+            reply_route: s.reply_route().map(aep_adapters::spec::ReplyRoute::describe),
             families: s.families.iter().map(|f| (*f).to_owned()).collect(),
             setup: s.setup.into(),
             origin: "builtin".into(),
@@ -129,6 +135,8 @@ fn list(args: &AdaptersArgs) -> i32 {
             executables: c.executables.clone(),
             hook_channel: format!("command hook (generic: {} / {})", c.hook_field, c.session_field),
             control: "observe-only".into(),
+            observer: None,
+            reply_route: None,
             families: vec![format!("x.{}.*", c.id)],
             setup: format!("run `aep-hook {}` from the agent's hooks", c.id),
             origin: f.display().to_string(),
@@ -161,6 +169,12 @@ fn list(args: &AdaptersArgs) -> i32 {
         println!("{:<12} {:<24} {status}", m.id, m.display_name);
         println!("    hooks:    {}", m.hook_channel);
         println!("    control:  {}", m.control);
+        if let Some(o) = &m.observer {
+            println!("    observer: [bridges.<name>] kind = \"{o}\"");
+        }
+        if let Some(r) = &m.reply_route {
+            println!("    reply:    {r}");
+        }
         if !m.families.is_empty() {
             println!("    emits:    {}", m.families.join(", "));
         }
