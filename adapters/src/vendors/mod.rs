@@ -1,8 +1,8 @@
 //! One folder per vendor: its README (mapping table, deviations, honest gaps) is the module
 //! doc, `mod.rs` the hook mapping, `spec.rs` everything the bridge does around it (the
-//! manifest, held moments and reply shapes, the install plan; see [`crate::spec`]), and,
-//! for vendors that export OTLP logs, `otel/` the OTel profile (with its detection and
-//! model-call fields). Adding a vendor touches its folder and the [`SPECS`] list: the hook
+//! manifest, held moments and reply shapes, the vendor's own server with its observer kind
+//! and reply route, the install plan; see [`crate::spec`]), and, for vendors that export
+//! OTLP logs, `otel/` the OTel profile (with its detection and model-call fields). Adding a vendor touches its folder and the [`SPECS`] list: the hook
 //! adapters, the OTel profiles and their detection order, and the model-call lookup are
 //! all derived from that list here.
 
