@@ -65,7 +65,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aep_adapters::vendors::kimi_code::spec::ROUTE;
-use aep_adapters::vendors::kimi_code::web::{WsMode, map_ws};
+use aep_adapters::vendors::kimi_code::web::{PENDING_LISTS, PendingList, WsMode, map_ws};
 use aep_adapters::{EventDraft, MapContext, common};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
@@ -656,14 +656,12 @@ impl Observer {
         let Some(auth) = &self.auth else { return Ok(()) };
         let (rest, replies) = (auth.rest.clone(), auth.replies.clone());
         let mut live = Vec::new();
-        for (route, ty) in [("approvals", "event.approval.requested"), ("questions", "event.question.requested")] {
-            let url = format!("{}/api/v1/sessions/{}/{route}?status=pending", self.base, reply::segment(sid));
+        for list in PENDING_LISTS {
+            let url = format!("{}{}", self.base, list.path(&reply::segment(sid)));
             let items = match rest.get(&url).await {
-                Ok(r) if r.status == 200 => match serde_json::from_slice::<Value>(&r.body) {
-                    Ok(v) if v.get("code").and_then(Value::as_i64) == Some(0) => {
-                        v.pointer("/data/items").and_then(Value::as_array).cloned().unwrap_or_default()
-                    }
-                    _ => return Ok(()),
+                Ok(r) if r.status == 200 => match PendingList::items(&r.body) {
+                    Some(items) => items,
+                    None => return Ok(()),
                 },
                 // Unknown now: nothing is closed on a guess.
                 _ => {
@@ -671,10 +669,9 @@ impl Observer {
                     return Ok(());
                 }
             };
-            live.extend(items.into_iter().map(|i| (ty, i)));
+            live.extend(items.into_iter().map(|i| (list, i)));
         }
-        let key = |ty: &str| if ty == "event.approval.requested" { "approval_id" } else { "question_id" };
-        let ids: HashSet<String> = live.iter().filter_map(|(ty, i)| s(i, key(ty))).map(str::to_owned).collect();
+        let ids: HashSet<String> = live.iter().filter_map(|(l, i)| l.id_of(i)).map(str::to_owned).collect();
         for vendor_id in replies.asks_of(sid) {
             if ids.contains(&vendor_id) {
                 continue;
@@ -684,14 +681,12 @@ impl Observer {
             let drafts = replies.outcome(ask, resolution, &self.deps.control, &self.deps.pipeline).await;
             self.submit(drafts, now_ms()).await?;
         }
-        for (ty, mut item) in live {
-            if s(&item, key(ty)).is_none_or(|id| replies.knows(id)) {
+        for (list, item) in live {
+            if list.id_of(&item).is_none_or(|id| replies.knows(id)) {
                 continue;
             }
-            item["type"] = json!(ty);
-            item["sessionId"] = json!(sid);
-            let frame = json!({"type": ty, "session_id": sid, "payload": item});
-            let drafts = self.map(ty, &frame, sid).await;
+            let frame = list.frame_of(sid, item);
+            let drafts = self.map(list.frame, &frame, sid).await;
             self.submit(drafts, now_ms()).await?;
         }
         Ok(())

@@ -39,7 +39,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use aep_adapters::vendors::opencode::sse::{SseMode, map_sse};
+use aep_adapters::vendors::opencode::sse::{self as bus, SseMode, map_sse};
 use aep_adapters::vendors::opencode::{Profile, bus_session};
 use aep_adapters::{EventDraft, MapContext, SessionState};
 use serde_json::{Value, json};
@@ -242,7 +242,7 @@ impl Observer {
 
     /// One connection: open, resync, read until the stream ends.
     async fn connection(&mut self, parser: &mut Parser) -> Result<(), Stop> {
-        let url = format!("{}/event", self.base);
+        let url = format!("{}{}", self.base, bus::STREAM_PATH);
         // A server that takes the connection but never answers (OpenCode 1.18.33 does so to
         // a request arriving while it boots) is retried, not waited on forever.
         let mut stream = match tokio::time::timeout(self.timeout, self.stream.open_stream(&url, parser.last_id())).await
@@ -388,7 +388,7 @@ impl Observer {
         }
         let (cx, profile, mode) = (self.deps.cx.clone(), self.profile, self.mode);
         let state = self.state(session.as_deref().unwrap_or(""));
-        let mapped = if mode == SseMode::Primary && ty == "todo.updated" {
+        let mapped = if mode == SseMode::Primary && ty == bus::TODO_SNAPSHOT {
             // The policy leaves the snapshot diff to the receiver (the pin's `todo_updated: null`).
             Ok(todos(ev, session.as_deref(), state, &cx))
         } else {
@@ -406,7 +406,7 @@ impl Observer {
         // A session-scoped event without its session is not an event (AEP-0001 §5.2).
         drafts.retain(|d| d.session.is_some() || aep_schemas::event::is_agent_scoped(&d.r#type));
         self.counts.sessionless += (before - drafts.len()) as u64;
-        if ty == "session.deleted"
+        if ty == bus::SESSION_GONE
             && let Some(s) = &session
         {
             self.states.remove(s);
@@ -463,7 +463,7 @@ impl Observer {
     /// Re-reads the server's pending permissions (at connect): asks raised while away are
     /// raised, asks gone meanwhile are closed.
     async fn resync(&mut self) -> Result<(), Stop> {
-        let url = format!("{}/permission", self.base);
+        let url = format!("{}{}", self.base, bus::PENDING_PATH);
         let list = match self.rest.get(&url).await {
             Ok(r) if r.status == 200 => match serde_json::from_slice::<Value>(&r.body) {
                 Ok(Value::Array(l)) => l,
@@ -478,7 +478,7 @@ impl Observer {
                 return Ok(());
             }
         };
-        let live: HashSet<&str> = list.iter().filter_map(|p| p.get("id").and_then(Value::as_str)).collect();
+        let live: HashSet<&str> = list.iter().filter_map(bus::pending_id).collect();
         let gone: Vec<String> = self.replies.permissions().into_iter().filter(|v| !live.contains(v.as_str())).collect();
         for vendor_id in gone {
             let Some(ask) = self.replies.take(&vendor_id) else { continue };
@@ -487,11 +487,8 @@ impl Observer {
             let drafts = self.replies.outcome(ask, resolution, &self.deps.control, &self.deps.pipeline).await;
             self.submit(drafts, now_ms()).await?;
         }
-        for p in list {
-            if p.get("id").and_then(Value::as_str).is_none() {
-                continue;
-            }
-            self.event(&json!({"type": "permission.asked", "properties": p})).await?;
+        for ask in list.into_iter().filter_map(bus::pending_ask) {
+            self.event(&ask).await?;
         }
         Ok(())
     }

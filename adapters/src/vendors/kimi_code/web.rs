@@ -20,6 +20,53 @@ use super::VENDOR;
 use crate::common::{self, Builder, attention_key, gate_text, gate_value, run_key, tool_key};
 use crate::{EventDraft, MapContext};
 
+/// One of the kap-server's per-session lists of pending asks, which an observer reads to
+/// reconcile the asks it tracks with the server's (raised unseen, or settled unseen).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingList {
+    /// The collection under the session (`approvals`, `questions`).
+    pub collection: &'static str,
+    /// The frame type an entry stands for (the ask as it was raised).
+    pub frame: &'static str,
+    /// The entry's request id field.
+    pub id: &'static str,
+}
+
+/// The pending approvals and questions.
+pub const PENDING_LISTS: &[PendingList] = &[
+    PendingList { collection: "approvals", frame: "event.approval.requested", id: "approval_id" },
+    PendingList { collection: "questions", frame: "event.question.requested", id: "question_id" },
+];
+
+impl PendingList {
+    /// The list's path under the server's base URL, for `session` given as an encoded segment.
+    pub fn path(&self, session: &str) -> String {
+        format!("/api/v1/sessions/{session}/{}?status=pending", self.collection)
+    }
+
+    /// The entries of a list's answer body: its `{code: 0, data: {items}}` envelope's items;
+    /// `None` when the envelope is not a success (the list is unknown, not empty).
+    pub fn items(body: &[u8]) -> Option<Vec<Value>> {
+        let v: Value = serde_json::from_slice(body).ok()?;
+        if v.get("code").and_then(Value::as_i64) != Some(0) {
+            return None;
+        }
+        Some(v.pointer("/data/items").and_then(Value::as_array).cloned().unwrap_or_default())
+    }
+
+    /// The request id of an entry, if it names one.
+    pub fn id_of<'a>(&self, entry: &'a Value) -> Option<&'a str> {
+        entry.get(self.id).and_then(Value::as_str)
+    }
+
+    /// The envelope an entry of `session` stands for, as the stream would have carried it.
+    pub fn frame_of(&self, session: &str, mut entry: Value) -> Value {
+        entry["type"] = json!(self.frame);
+        entry["sessionId"] = json!(session);
+        json!({"type": self.frame, "session_id": session, "payload": entry})
+    }
+}
+
 /// The channel's mode (`[bridges.<name>] mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WsMode {
@@ -263,5 +310,26 @@ mod tests {
         assert_eq!(d[0].data["fields"][0]["label"], json!("1"));
         assert_eq!(d[0].data["fields"][0]["choices"][0], json!({"id": "o1", "label": "1"}));
         assert_eq!(d[0].data["fields"][0]["other"], json!(true));
+    }
+
+    #[test]
+    fn pending_entries_are_the_frames_that_raised_them() {
+        let [approvals, questions] = PENDING_LISTS else { panic!("two lists") };
+        assert_eq!(approvals.path("s%201"), "/api/v1/sessions/s%201/approvals?status=pending");
+        assert_eq!(questions.path("s"), "/api/v1/sessions/s/questions?status=pending");
+        let entry = json!({"approval_id": "a1", "tool_call_id": "c1"});
+        assert_eq!((approvals.id_of(&entry), questions.id_of(&entry)), (Some("a1"), None));
+        assert_eq!(
+            approvals.frame_of("s", entry),
+            json!({"type": "event.approval.requested", "session_id": "s", "payload":
+                {"approval_id": "a1", "tool_call_id": "c1", "type": "event.approval.requested", "sessionId": "s"}})
+        );
+        assert_eq!(
+            PendingList::items(br#"{"code":0,"data":{"items":[{"approval_id":"a1"}]}}"#).map(|v| v.len()),
+            Some(1)
+        );
+        assert_eq!(PendingList::items(br#"{"code":0,"data":{}}"#), Some(vec![]));
+        assert_eq!(PendingList::items(br#"{"code":40404,"msg":"no session"}"#), None);
+        assert_eq!(PendingList::items(b"<html>"), None);
     }
 }

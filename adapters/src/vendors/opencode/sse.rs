@@ -19,6 +19,32 @@ use crate::common::attention_key;
 use crate::vendors::plugin_common::{draft, gate_text, synth_prompt};
 use crate::{AdapterError, EventDraft, HookAdapter, HookCall, MapContext, SessionState};
 
+/// The server's event stream, under its base URL.
+pub const STREAM_PATH: &str = "/event";
+
+/// The server's list of pending permissions (a JSON array of the asks' `properties`), under
+/// its base URL: an observer re-reads it at every connect.
+pub const PENDING_PATH: &str = "/permission";
+
+/// The bus type whose snapshot the primary observer diffs over its own state (the policy
+/// maps it to nothing: the pin's `todo_updated: null`).
+pub const TODO_SNAPSHOT: &str = "todo.updated";
+
+/// The bus type after which a session's stream state can be dropped.
+pub const SESSION_GONE: &str = "session.deleted";
+
+/// The vendor request id of an entry of the pending list, if it has one.
+pub fn pending_id(entry: &Value) -> Option<&str> {
+    entry.get("id").and_then(Value::as_str)
+}
+
+/// The bus event an entry of the pending list stands for (the ask as it was raised), if
+/// the entry names its request.
+pub fn pending_ask(entry: Value) -> Option<Value> {
+    pending_id(&entry)?;
+    Some(json!({"type": "permission.asked", "properties": entry}))
+}
+
 /// The SSE channel's mode (`[bridges.<name>] mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SseMode {
@@ -169,5 +195,14 @@ mod tests {
         assert_eq!(d[0].correlation_key.as_deref(), Some("attention:per_1"));
         let d = map_sse(OPENCODE, SseMode::Companion, &asked, &mut st, &cx).unwrap();
         assert_eq!(d[0].r#type, "x.opencode.permission.asked");
+    }
+
+    #[test]
+    fn a_pending_entry_is_the_ask_that_raised_it() {
+        let entry = json!({"id": "per_1", "sessionID": "s", "permission": "bash"});
+        assert_eq!(pending_id(&entry), Some("per_1"));
+        assert_eq!(pending_ask(entry.clone()), Some(json!({"type": "permission.asked", "properties": entry})));
+        assert_eq!(pending_ask(json!({"sessionID": "s"})), None);
+        assert_eq!(pending_ask(json!({"id": 1})), None);
     }
 }
