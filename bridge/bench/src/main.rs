@@ -6,6 +6,7 @@
 mod collector;
 mod hook;
 mod hostile;
+mod kinds;
 mod mix;
 mod otlp;
 mod pipeline;
@@ -46,6 +47,9 @@ pub enum BenchCmd {
     Collector(collector::CollectorArgs),
     /// OTLP/HTTP protobuf logs into a child `aep-bridge serve`: records per CPU-second.
     Otlp(otlp::OtlpArgs),
+    /// Each record kind of a mix through an in-process bridge without a socket: with
+    /// `--callgrind`, instructions per record per kind.
+    Kinds(kinds::KindsArgs),
     /// The shim's latency and the bridge's RSS under idle connections, stalled
     /// subscribers and an OTLP flood, against the same run's quiet figures.
     Hostile(hostile::HostileArgs),
@@ -61,6 +65,7 @@ fn run(args: BenchArgs) -> i32 {
         BenchCmd::Hook(a) => hook::run(&a),
         BenchCmd::Collector(a) => collector::run(&a),
         BenchCmd::Otlp(a) => otlp::run(&a),
+        BenchCmd::Kinds(a) => kinds::run(&a),
         BenchCmd::Hostile(a) => hostile::run(&a),
         BenchCmd::Wrap(a) => wrap::run(&a),
     };

@@ -385,6 +385,54 @@ impl Source {
         self.templates.len()
     }
 
+    /// The record kinds of the mix in capture order, each with its number of templates: a
+    /// record's event name ([`aep_adapters::otel::record_event_name`]), else its body text
+    /// (Codex's sessionless "flushing OTEL metrics" line), else `""`.
+    pub fn kinds(&self) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = Vec::new();
+        for t in &self.templates {
+            let k = self.kind_of(t);
+            match out.iter_mut().find(|(name, _)| *name == k) {
+                Some((_, n)) => *n += 1,
+                None => out.push((k, 1)),
+            }
+        }
+        out
+    }
+
+    /// The mix cut down to the templates of one kind (see [`Source::kinds`]), all under the
+    /// resource and scope of the first one; `None` when it has none of them.
+    ///
+    /// One resource, so a request carries one `ResourceLogs` per session, as an exporter
+    /// sends it: a kind captured once per export would otherwise start a new resource with
+    /// nearly every record, and its figure would be mostly the resource's.
+    pub fn only(&self, kind: &str) -> Option<Source> {
+        let mut templates = self.templates.iter().filter(|t| self.kind_of(t) == kind).cloned().peekable();
+        let group = templates.peek()?.group;
+        let templates = templates.map(|t| Template { group, ..t }).collect();
+        Some(Source { templates, ..self.clone() })
+    }
+
+    fn kind_of(&self, t: &Template) -> String {
+        let (resource, scope) = &self.groups[t.group];
+        let req = ExportLogsServiceRequest {
+            resource_logs: vec![ResourceLogs {
+                resource: Some(resource.clone()),
+                scope_logs: vec![ScopeLogs {
+                    scope: Some(scope.clone()),
+                    log_records: vec![t.record.clone()],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+        };
+        let recs = aep_receivers::otlp::to_otel_records(&req);
+        let Some(r) = recs.first() else { return String::new() };
+        aep_adapters::otel::record_event_name(r)
+            .or_else(|| r.body.as_ref().and_then(|b| b.as_str()).map(str::to_owned))
+            .unwrap_or_default()
+    }
+
     /// The session id of session `n`: the capture's id with its last 12 characters replaced
     /// by `n` in hex (a UUID stays a UUID).
     pub fn session_id(&self, n: usize) -> String {

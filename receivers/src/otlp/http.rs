@@ -10,13 +10,14 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bytes::Bytes;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsPartialSuccess, ExportLogsServiceResponse};
 use opentelemetry_proto::tonic::collector::metrics::v1::{ExportMetricsPartialSuccess, ExportMetricsServiceResponse};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTracePartialSuccess, ExportTraceServiceResponse};
 use prost::Message;
 use serde_json::json;
 
+use super::body::{self, BodyPool};
 use super::decode::{self, DecodeError, Encoding, Format};
 use super::status::{self, RpcStatus};
 use super::{Accepted, Admitted, DEFAULT_MAX_REQUEST_BYTES, DecodeBudget, OtlpHandler, Refused, Signal};
@@ -41,6 +42,8 @@ impl Default for HttpConfig {
 struct AppState {
     handler: Arc<dyn OtlpHandler>,
     cfg: Arc<HttpConfig>,
+    /// Body buffers reused from request to request.
+    bodies: Arc<BodyPool>,
 }
 
 /// The OTLP/HTTP routes with the default limits (see [`router_with`]).
@@ -51,7 +54,7 @@ pub fn router(handler: Arc<dyn OtlpHandler>) -> Router {
 /// The OTLP/HTTP routes: `POST /v1/logs`, `/v1/traces`, `/v1/metrics`. Mount it at the root
 /// of the OTLP/HTTP listener (conventionally port 4318).
 pub fn router_with(handler: Arc<dyn OtlpHandler>, cfg: HttpConfig) -> Router {
-    let state = AppState { handler, cfg: Arc::new(cfg) };
+    let state = AppState { handler, cfg: Arc::new(cfg), bodies: Arc::default() };
     Router::new()
         .route("/v1/logs", post(logs))
         .route("/v1/traces", post(traces))
@@ -90,10 +93,12 @@ async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Res
         return r;
     }
     let budget = st.handler.decode_budget().cloned();
-    let (format, encoding, wire, read) = match read_request(&st.cfg, &headers, body, budget.as_ref()).await {
+    let (format, encoding, wire, read) = match read_request(&st, &headers, body, budget.as_ref()).await {
         Ok(x) => x,
         Err(r) => return r,
     };
+    // Given back to the pool once the request is answered (reused if nothing holds it).
+    let kept = wire.clone();
     if let Err(r) = st.handler.ready_for_logs() {
         return refused(format, r);
     }
@@ -125,6 +130,7 @@ async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Res
             Err(e) => return decode_error(format, e),
         }
     };
+    st.bodies.put(kept);
     match answer {
         Ok(a) => {
             let partial_success = partial(&a).then(|| ExportLogsPartialSuccess {
@@ -144,10 +150,12 @@ async fn traces(State(st): State<AppState>, headers: HeaderMap, body: Body) -> R
         return r;
     }
     let budget = st.handler.decode_budget().cloned();
-    let (format, encoding, wire, read) = match read_request(&st.cfg, &headers, body, budget.as_ref()).await {
+    let (format, encoding, wire, read) = match read_request(&st, &headers, body, budget.as_ref()).await {
         Ok(x) => x,
         Err(r) => return r,
     };
+    // Given back to the pool once the request is answered (reused if nothing holds it).
+    let kept = wire.clone();
     let (req, _admitted) =
         match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, |b: Bytes, f| {
             decode::traces(&b, f)
@@ -157,7 +165,9 @@ async fn traces(State(st): State<AppState>, headers: HeaderMap, body: Body) -> R
             Ok(r) => r,
             Err(e) => return decode_error(format, e),
         };
-    match st.handler.traces(req) {
+    let answer = st.handler.traces(req);
+    st.bodies.put(kept);
+    match answer {
         Ok(a) => {
             let partial_success = partial(&a)
                 .then(|| ExportTracePartialSuccess { rejected_spans: a.rejected, error_message: a.message.clone() });
@@ -173,10 +183,12 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap, body: Body) -> 
         return r;
     }
     let budget = st.handler.decode_budget().cloned();
-    let (format, encoding, wire, read) = match read_request(&st.cfg, &headers, body, budget.as_ref()).await {
+    let (format, encoding, wire, read) = match read_request(&st, &headers, body, budget.as_ref()).await {
         Ok(x) => x,
         Err(r) => return r,
     };
+    // Given back to the pool once the request is answered (reused if nothing holds it).
+    let kept = wire.clone();
     let (req, _admitted) =
         match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, |b: Bytes, f| {
             decode::metrics(&b, f)
@@ -186,7 +198,9 @@ async fn metrics(State(st): State<AppState>, headers: HeaderMap, body: Body) -> 
             Ok(r) => r,
             Err(e) => return decode_error(format, e),
         };
-    match st.handler.metrics(req) {
+    let answer = st.handler.metrics(req);
+    st.bodies.put(kept);
+    match answer {
         Ok(a) => {
             let partial_success = partial(&a).then(|| ExportMetricsPartialSuccess {
                 rejected_data_points: a.rejected,
@@ -292,11 +306,12 @@ fn on_blocking_pool(len: usize, encoding: Encoding) -> bool {
 
 /// Media type, content coding and wire size limit: the raw body or the error response.
 async fn read_request(
-    cfg: &HttpConfig,
+    st: &AppState,
     headers: &HeaderMap,
     body: Body,
     budget: Option<&DecodeBudget>,
 ) -> Result<(Format, Encoding, Bytes, Option<Admitted>), Response> {
+    let cfg = &st.cfg;
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let Some(format) = Format::from_content_type(ct) else {
         return Err(error_response(
@@ -344,10 +359,11 @@ async fn read_request(
         }
         None => None,
     };
-    let wire: Bytes = match Limited::new(body, cfg.max_request_bytes).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) if e.is::<LengthLimitError>() => return Err(too_large(cfg.max_request_bytes)),
-        Err(e) => {
+    let declared_len = declared.and_then(|n| usize::try_from(n).ok());
+    let wire = match body::read(body, cfg.max_request_bytes, declared_len, &st.bodies).await {
+        Ok(b) => b,
+        Err(body::ReadError::TooLarge) => return Err(too_large(cfg.max_request_bytes)),
+        Err(body::ReadError::Body(e)) => {
             return Err(error_response(
                 format,
                 StatusCode::BAD_REQUEST,

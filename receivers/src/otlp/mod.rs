@@ -35,6 +35,7 @@ pub use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceReques
 pub use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 pub use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 
+mod body;
 pub mod convert;
 pub mod decode;
 pub mod fast;
