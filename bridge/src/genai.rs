@@ -17,7 +17,9 @@
 //! (`tool.requested` -> `tool.completed`), remembered for a bounded number of open calls.
 //!
 //! The pipeline hands this sink only the events it measures ([`wants`]); recording runs on
-//! its own task, never under the pipeline's lock.
+//! its own task, never under the pipeline's lock. The sink keeps the SDK's series bound for
+//! the label sets it has seen (a bounded number per instrument, [`BOUND_SERIES`]): the SDK
+//! then neither sorts nor hashes the attributes again for each point.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -25,7 +27,7 @@ use std::sync::Arc;
 use aep_adapters::otel::usage::{count, member, number};
 use aep_adapters::vendors::model_call;
 use aep_schemas::Event;
-use opentelemetry::metrics::{Counter, Histogram, Meter};
+use opentelemetry::metrics::{BoundCounter, BoundHistogram, Counter, Histogram, Meter};
 use opentelemetry::{KeyValue, StringValue};
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
@@ -368,6 +370,94 @@ impl GenAiMetrics {
     }
 }
 
+/// Label sets per instrument whose SDK series the sink keeps bound. Beyond this a point is
+/// recorded the ordinary way (the SDK looks its label set up). Well under the SDK's
+/// per-instrument series limit: a bound series is never evicted under delta temporality
+/// while the sink holds it, so the bound ones can only take a share of that limit.
+pub const BOUND_SERIES: usize = 128;
+
+/// One instrument's handles bound to the label sets seen before, at most [`BOUND_SERIES`].
+#[derive(Debug)]
+struct BoundSet<H> {
+    handles: Fast<Vec<KeyValue>, H>,
+}
+
+impl<H> Default for BoundSet<H> {
+    fn default() -> Self {
+        Self { handles: Fast::default() }
+    }
+}
+
+impl<H> BoundSet<H> {
+    /// Calls `f` with the handle bound to `attrs`, binding it (`bind`) the first time while
+    /// there is room; `false` when there is none (the caller records unbound).
+    fn with(&mut self, attrs: &[KeyValue], bind: impl FnOnce(&[KeyValue]) -> H, f: impl FnOnce(&H)) -> bool {
+        if let Some(h) = self.handles.get(attrs) {
+            f(h);
+            return true;
+        }
+        if self.handles.len() >= BOUND_SERIES {
+            return false;
+        }
+        let h = bind(attrs);
+        f(&h);
+        self.handles.insert(attrs.to_vec(), h);
+        true
+    }
+}
+
+/// [`GenAiMetrics`] with their series bound per label set: what the sink records through
+/// (the same series and values as [`GenAiMetrics::record`], without the SDK's attribute
+/// lookup for a label set seen before).
+#[derive(Debug)]
+struct BoundRecorder {
+    metrics: GenAiMetrics,
+    token_usage: BoundSet<BoundHistogram<u64>>,
+    operation_duration: BoundSet<BoundHistogram<f64>>,
+    invoke_agent: BoundSet<BoundHistogram<f64>>,
+    execute_tool: BoundSet<BoundHistogram<f64>>,
+    tool_calls: BoundSet<BoundCounter<u64>>,
+    resolutions: BoundSet<BoundCounter<u64>>,
+    wait: BoundSet<BoundHistogram<f64>>,
+}
+
+impl BoundRecorder {
+    fn new(metrics: GenAiMetrics) -> Self {
+        Self {
+            metrics,
+            token_usage: BoundSet::default(),
+            operation_duration: BoundSet::default(),
+            invoke_agent: BoundSet::default(),
+            execute_tool: BoundSet::default(),
+            tool_calls: BoundSet::default(),
+            resolutions: BoundSet::default(),
+            wait: BoundSet::default(),
+        }
+    }
+
+    /// Records one point through its bound series, or unbound when its instrument has no
+    /// room for another.
+    fn record(&mut self, p: &Point) {
+        let (m, a, v) = (&self.metrics, p.attrs.as_slice(), p.value);
+        let bound = match p.instrument {
+            Instrument::TokenUsage => self.token_usage.with(a, |a| m.token_usage.bind(a), |h| h.record(v as u64)),
+            Instrument::OperationDuration => {
+                self.operation_duration.with(a, |a| m.operation_duration.bind(a), |h| h.record(v))
+            }
+            Instrument::InvokeAgentDuration => self.invoke_agent.with(a, |a| m.invoke_agent.bind(a), |h| h.record(v)),
+            Instrument::ExecuteToolDuration => self.execute_tool.with(a, |a| m.execute_tool.bind(a), |h| h.record(v)),
+            Instrument::ToolCalls => self.tool_calls.with(a, |a| m.tool_calls.bind(a), |h| h.add(v as u64)),
+            Instrument::AttentionResolutions => {
+                self.resolutions.with(a, |a| m.resolutions.bind(a), |h| h.add(v as u64))
+            }
+            Instrument::AttentionWait => self.wait.with(a, |a| m.wait.bind(a), |h| h.record(v)),
+        };
+        if !bound {
+            m.record(p);
+        }
+    }
+}
+
 /// Series a batch folds its counter points into before recording them (beyond this, a
 /// point is recorded as it comes: a flood of distinct label sets costs no quadratic search).
 const FOLDED_SERIES: usize = 32;
@@ -395,6 +485,7 @@ pub async fn run(
     metrics: GenAiMetrics,
     progress: Option<Arc<crate::pipeline::Progress>>,
 ) {
+    let mut metrics = BoundRecorder::new(metrics);
     let mut m = Measurer::default();
     let mut batch = Vec::with_capacity(256);
     let mut points = Vec::new();
@@ -612,6 +703,51 @@ mod tests {
             assert_eq!(back.is_some(), held + i >= FOLDED_SERIES, "series {i}");
         }
         assert_eq!(folded.len(), FOLDED_SERIES);
+    }
+
+    #[test]
+    fn bound_series_export_what_unbound_recording_does() {
+        let mut m = Measurer::default();
+        let mut points = Vec::new();
+        m.measure_into(
+            &ev("session.started", "s", "2026-12-01T10:00:00Z", None, json!({"gen_ai.request.model": "opus"})),
+            &mut points,
+        );
+        for (i, model) in ["claude-opus-4-8", "claude-haiku-4-5", "claude-opus-4-8"].iter().enumerate() {
+            let data = json!({"model": model, "input_tokens": 100 + i, "output_tokens": 7, "duration_ms": 90 + i});
+            m.measure_into(&ev("x.claude-code.otel.api_request", "c", "2026-12-01T10:00:01Z", None, data), &mut points);
+        }
+        // More tools than an instrument binds: the last ones are recorded unbound.
+        for i in 0..BOUND_SERIES + 5 {
+            for t in ["tool.completed", "tool.failed"] {
+                let data = json!({"tool": {"name": format!("t{}", i % (BOUND_SERIES + 5))}, "duration_ms": i});
+                m.measure_into(&ev(t, "d", "2026-12-01T10:00:02Z", None, data), &mut points);
+            }
+        }
+        let data = json!({"duration_ms": 9000, "gen_ai.usage.input_tokens": 900, "gen_ai.usage.output_tokens": 30});
+        m.measure_into(&ev("run.finished", "r", "2026-12-01T10:00:09Z", None, data), &mut points);
+        let data = json!({"resolution": "answered", "latency_ms": 4200});
+        m.measure_into(&ev("attention.resolved", "a", "2026-12-01T10:00:09Z", None, data), &mut points);
+        // Twice over: the second pass records every label set through an existing handle.
+        let (plain_out, bound_out) = (crate::metrics::Metrics::new(), crate::metrics::Metrics::new());
+        let plain = GenAiMetrics::new(&plain_out.meter("aep-bridge"));
+        let mut bound = BoundRecorder::new(GenAiMetrics::new(&bound_out.meter("aep-bridge")));
+        for p in points.iter().chain(&points) {
+            plain.record(p);
+            bound.record(p);
+        }
+        assert_eq!(bound.execute_tool.handles.len(), BOUND_SERIES);
+        assert_eq!(bound.token_usage.handles.len(), 6, "2 models + the run, by token type");
+        // The SDK lists a family's series in no fixed order.
+        let lines = |t: String| {
+            let mut l: Vec<String> = t.lines().map(str::to_owned).collect();
+            l.sort();
+            l
+        };
+        let (want, got) = (lines(plain_out.render()), lines(bound_out.render()));
+        assert!(want.iter().any(|l| l.starts_with("gen_ai_client_operation_duration_seconds_count{")));
+        assert!(want.iter().any(|l| l.starts_with("aep_attention_wait_seconds_sum{")));
+        assert_eq!(want, got);
     }
 
     #[test]
