@@ -377,31 +377,77 @@ impl GenAiMetrics {
 pub const BOUND_SERIES: usize = 128;
 
 /// One instrument's handles bound to the label sets seen before, at most [`BOUND_SERIES`].
+///
+/// Looked up by the identity of the label strings (their address and length), not their
+/// bytes: the measurer interns every label value, so a label set seen before arrives made
+/// of the very strings stored here, and hashing a few addresses is much cheaper than
+/// hashing the text. A stored label set holds its strings, so their addresses cannot be
+/// reused while it is here; a lookup that finds a set with other addresses compares the
+/// text before using its handle, and records unbound when the text differs too.
 #[derive(Debug)]
 struct BoundSet<H> {
-    handles: Fast<Vec<KeyValue>, H>,
+    handles: Fast<u64, (Vec<KeyValue>, H)>,
+    /// Seeded per process, like [`Fast`].
+    ids: foldhash::fast::RandomState,
 }
 
 impl<H> Default for BoundSet<H> {
     fn default() -> Self {
-        Self { handles: Fast::default() }
+        Self { handles: Fast::default(), ids: foldhash::fast::RandomState::default() }
     }
 }
 
+/// The address and length of a label string.
+fn str_id(s: &str) -> (usize, usize) {
+    (s.as_ptr() as usize, s.len())
+}
+
+/// Whether `a` and `b` are made of the same strings (non-string values compared by value).
+fn same_strings(a: &[KeyValue], b: &[KeyValue]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            str_id(x.key.as_str()) == str_id(y.key.as_str())
+                && match (&x.value, &y.value) {
+                    (opentelemetry::Value::String(u), opentelemetry::Value::String(v)) => {
+                        str_id(u.as_str()) == str_id(v.as_str())
+                    }
+                    (u, v) => u == v,
+                }
+        })
+}
+
 impl<H> BoundSet<H> {
+    /// A hash of the identity of `attrs`' strings (non-string values hashed by value).
+    fn id(&self, attrs: &[KeyValue]) -> u64 {
+        use std::hash::{BuildHasher as _, Hash as _, Hasher as _};
+        let mut h = self.ids.build_hasher();
+        for kv in attrs {
+            str_id(kv.key.as_str()).hash(&mut h);
+            match &kv.value {
+                opentelemetry::Value::String(v) => str_id(v.as_str()).hash(&mut h),
+                _ => kv.hash(&mut h),
+            }
+        }
+        h.finish()
+    }
+
     /// Calls `f` with the handle bound to `attrs`, binding it (`bind`) the first time while
     /// there is room; `false` when there is none (the caller records unbound).
     fn with(&mut self, attrs: &[KeyValue], bind: impl FnOnce(&[KeyValue]) -> H, f: impl FnOnce(&H)) -> bool {
-        if let Some(h) = self.handles.get(attrs) {
-            f(h);
-            return true;
+        let id = self.id(attrs);
+        if let Some((stored, h)) = self.handles.get(&id) {
+            if same_strings(stored, attrs) || stored.as_slice() == attrs {
+                f(h);
+                return true;
+            }
+            return false;
         }
         if self.handles.len() >= BOUND_SERIES {
             return false;
         }
         let h = bind(attrs);
         f(&h);
-        self.handles.insert(attrs.to_vec(), h);
+        self.handles.insert(id, (attrs.to_vec(), h));
         true
     }
 }
@@ -738,6 +784,16 @@ mod tests {
         }
         assert_eq!(bound.execute_tool.handles.len(), BOUND_SERIES);
         assert_eq!(bound.token_usage.handles.len(), 6, "2 models + the run, by token type");
+        // Label text not interned (fresh strings each time): still the same series.
+        for i in 0..3 {
+            let p = Point {
+                instrument: Instrument::AttentionResolutions,
+                value: 1.0,
+                attrs: vec![KeyValue::new("gen_ai.agent.name", format!("agent-{}", i % 2))],
+            };
+            plain.record(&p);
+            bound.record(&p);
+        }
         // The SDK lists a family's series in no fixed order.
         let lines = |t: String| {
             let mut l: Vec<String> = t.lines().map(str::to_owned).collect();
