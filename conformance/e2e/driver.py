@@ -2464,11 +2464,12 @@ FAILOPEN_VOLATILE = [
     (r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d(-\d{3}Z)?", "<file-time>"),
     (r'("processId":\s*"|PGID: )\d+', r"\1<pid>"),
     (r"\b(call|fc|msg|resp)_[0-9a-f]{16}\b", r"\1_<id>"),
-    # pi's streaming snapshots (`message_update`) carry the usage known so far, which depends
-    # on whether the model's usage chunk was read before the text began; the final usage
-    # (`message_end`, `agent_end`) is still compared.
+    # pi's streaming snapshots (`message_update`) carry the usage and stop reason known so
+    # far, which depend on whether the model's closing chunk was read before the part began;
+    # the final message (`message_end`, `agent_end`) is still compared.
     (r'(?m)^\{"type":"message_update".*$',
-     lambda m: re.sub(r'"usage":\{[^{}]*(\{[^{}]*\})?[^{}]*\}', '"usage":<so-far>', m.group(0))),
+     lambda m: re.sub(r'"stopReason":"[A-Za-z]+"', '"stopReason":<so-far>',
+                      re.sub(r'"usage":\{[^{}]*(\{[^{}]*\})?[^{}]*\}', '"usage":<so-far>', m.group(0)))),
 ]
 
 # The stdio protocols stream notifications from concurrent work (Qwen Code's parallel tool

@@ -44,6 +44,8 @@ const TOKEN = env("AEP_TOKEN");
 const HOOK_TIMEOUT_MS = bounded(env("AEP_HOOK_TIMEOUT_MS"), 1500, 10000);
 const PERMISSION_WAIT_MS = bounded(env("AEP_PERMISSION_WAIT_MS"), 60000, 300000);
 const MAX_QUEUE = 1000;
+// How long the instance's shutdown waits for the moments still queued (see `dispose`).
+const FLUSH_MS = Math.min(HOOK_TIMEOUT_MS * 2, 10000);
 
 // The one-shot `kilo run` (in this process; not a client attached to a server with
 // --attach) answers every permission ask itself, at once (auto-reject unless told to allow):
@@ -148,6 +150,18 @@ const hooks = (withServer) => ({
       const status = reply && reply.status;
       if (status === "allow" || status === "deny") output.status = status;
     } catch {}
+  },
+  // Awaited as the instance shuts down (the event hook is not awaited): the moments still
+  // queued go out first, within one bounded wait, so a one-shot `run` that exits right
+  // after its last bus event does not drop its session's end.
+  dispose: async () => {
+    let timer;
+    try {
+      await Promise.race([chain, new Promise((r) => (timer = setTimeout(r, FLUSH_MS)))]);
+    } catch {
+    } finally {
+      clearTimeout(timer);
+    }
   },
 });
 
