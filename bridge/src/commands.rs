@@ -94,6 +94,7 @@ pub struct Inbox {
 }
 
 /// A new command channel of [`CAPACITY`] where every agent honours [`ACCEPTS`].
+#[cfg(test)]
 pub fn channel() -> (Commands, Inbox) {
     channel_with(HashSet::new())
 }

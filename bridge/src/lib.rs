@@ -4,13 +4,23 @@
 //!
 //! The flow, module by module: receivers (`hooks`, `otlp_in`, the collector's ingest) map
 //! what arrives through the pure adapters into drafts; the [`pipeline`] stamps them (with
-//! the one [`stamp::Stamper`], which `wrap` uses too) and fans them out to the [`sinks`], the [`collector`] and the exporters ([`export`], [`relay`]);
-//! the [`control`] loop holds permission moments until a human answers. [`server`] wires
-//! them and serves them. The `aep-bridge` command (`bridge/cli`) is the CLI over this
+//! the one `stamp::Stamper`, which `wrap` uses too) and fans them out to the [`sinks`], the
+//! [`collector`] and the exporters ([`export`], [`relay`]); the `control` loop holds
+//! permission moments until a human answers. [`server`] wires them and serves them. The `aep-bridge` command (`bridge/cli`) is the CLI over this
 //! library (and [`client`], the collector client it shares with the `aep-bench` load tools).
 //! [`wrap`] is the stdio tee behind `aep-bridge wrap`, delivering to a running bridge;
 //! [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`); [`ui`]
 //! is the live web view served on the main port.
+//!
+//! # The facade
+//!
+//! Public are the modules the CLI, the load tools and the integration tests drive: the
+//! daemon ([`server`], [`config`], [`pipeline`], [`sinks`], [`collector`], [`export`]), the
+//! client side ([`client`], [`wrap`], [`transport`]) and what they share ([`env`],
+//! [`time`], [`metrics`], [`state`]). The control loop, the attention book, the hook
+//! receiver, the command channel, the token check, the GenAI measurer and the stamper are
+//! internal (`pub(crate)`): they are reached through [`server::Daemon`] and the HTTP and
+//! WebSocket surfaces it serves.
 //!
 //! # Two OpenTelemetry crates, decided
 //!
@@ -32,20 +42,20 @@
 //!   stops following the SDK, the replacement is a text encoder over a `ManualReader`'s
 //!   collection in `metrics`, the same shape the crate has.
 
-pub mod attention;
-pub mod auth;
+pub(crate) mod attention;
+pub(crate) mod auth;
 pub mod bridges;
 pub mod client;
 pub mod collector;
-pub mod commands;
+pub(crate) mod commands;
 pub mod config;
-pub mod control;
+pub(crate) mod control;
 pub mod custom;
 pub mod env;
 pub mod export;
-pub mod genai;
+pub(crate) mod genai;
 pub mod health;
-pub mod hooks;
+pub(crate) mod hooks;
 pub mod metrics;
 pub mod otlp_in;
 pub mod otlp_tee;
@@ -53,7 +63,7 @@ pub mod pipeline;
 pub mod relay;
 pub mod server;
 pub mod sinks;
-pub mod stamp;
+pub(crate) mod stamp;
 pub mod state;
 pub mod time;
 pub mod transport;
