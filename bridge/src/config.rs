@@ -651,6 +651,36 @@ mod tests {
     }
 
     #[test]
+    fn each_section_check_keeps_its_key_message_and_place() {
+        // The per-section checks run in a fixed order and keep their texts: pinned here so
+        // moving a section's check next to its type cannot reorder or reword what
+        // `config validate` prints.
+        let err = Config::from_toml(
+            "[control]\nattention_timeout_secs = 0\ngates = { nobody = [] }\n[jsonl]\nmax_open_files = 0\n\
+             [pipeline]\nqueue_capacity = 0\n[collector]\nreplay_buffer = 0\n\
+             [capture]\nmax = \"none\"\nattention = \"full\"\n[relay]\nrequired = true",
+        )
+        .unwrap_err();
+        let got: Vec<String> = err.0.iter().map(ToString::to_string).collect();
+        assert_eq!(got.len(), 7, "{got:?}");
+        assert_eq!(
+            got[..5],
+            [
+                "relay.required: is true but relay.url is empty",
+                "capture.attention: full is above capture.max (none)",
+                "collector.replay_buffer: must be at least 1",
+                "pipeline.queue_capacity: must be at least 1",
+                "jsonl.max_open_files: must be at least 1",
+            ]
+        );
+        assert!(
+            got[5].starts_with("control.gates.nobody: no opt-in gate for this vendor (vendors with one: "),
+            "{got:?}"
+        );
+        assert_eq!(got[6..], ["control.attention_timeout_secs: must be between 1 and 3600".to_owned()]);
+    }
+
+    #[test]
     fn an_off_host_listener_needs_a_token() {
         let problems = |text: &str| Config::from_toml(text).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(problems("[server]\nlisten = \"0.0.0.0:8787\"").contains("off-host"));
