@@ -2,11 +2,19 @@
 //! `bridge/aep-bridge.example.toml`; CLI flags (with `AEP_BRIDGE_*` env twins) override
 //! the file for how the process runs.
 //!
+//! Each section's type lives in the module it configures (`[jsonl]` in
+//! [`crate::sinks::jsonl`], `[collector]` in [`crate::collector`], and so on), with its
+//! defaults and its own checks, and is re-exported here: this module only aggregates them
+//! ([`Config`]), loads and layers the file, and checks values across sections. Sections
+//! import nothing from here, so the modules stay free of cycles. `[server]` and
+//! `[capture]` stay here: their one reader in this library is [`crate::server`], the
+//! composition root, which takes the whole [`Config`]: either placed there would make a
+//! cycle.
+//!
 //! [`Config::from_toml`] reports every problem at once (each section is checked on its
 //! own, then the values are checked against each other), which is what
 //! `aep-bridge config validate` prints.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,10 +22,15 @@ use std::time::Duration;
 use aep_schemas::Capture;
 use serde::Deserialize;
 
+pub use crate::collector::CollectorConfig;
+pub use crate::control::ControlConfig;
 use crate::env::Env;
+pub use crate::hooks::HooksConfig;
 pub use crate::otlp_in::OtlpInConfig;
-use crate::transport::TlsConfig;
-use crate::transport::config::{RelayUrl, off_if_empty};
+pub use crate::pipeline::PipelineConfig;
+pub use crate::relay::RelayConfig;
+pub use crate::sinks::jsonl::{FsyncPolicy, JsonlConfig};
+pub use crate::ui::UiConfig;
 
 /// One problem found in a configuration file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -161,172 +174,6 @@ impl Default for CaptureConfig {
             home: String::new(),
             pii: true,
         }
-    }
-}
-
-/// How often the JSONL sink fsyncs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum FsyncPolicy {
-    /// After every batch of writes.
-    Always,
-    /// At most every `fsync_interval_ms` (default).
-    #[default]
-    Interval,
-    /// Leave it to the OS (still fsynced at shutdown).
-    Never,
-}
-
-/// `[jsonl]`: the per-session log.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct JsonlConfig {
-    /// Write the log (default true).
-    pub enabled: bool,
-    /// Fsync policy.
-    pub fsync: FsyncPolicy,
-    /// Interval for `fsync = "interval"`.
-    pub fsync_interval_ms: u64,
-    /// Most files kept open at once.
-    pub max_open_files: usize,
-    /// Rotate a session file when it grows past this many bytes (0 disables).
-    pub rotate_bytes: u64,
-    /// Rotated files kept per session.
-    pub rotate_keep: u32,
-}
-
-impl Default for JsonlConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            fsync: FsyncPolicy::Interval,
-            fsync_interval_ms: 1000,
-            max_open_files: 64,
-            rotate_bytes: 64 * 1024 * 1024,
-            rotate_keep: 5,
-        }
-    }
-}
-
-/// `[collector]`: the embedded AEP collector endpoint.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct CollectorConfig {
-    /// Serve `/events`, `/stream`, `/socket`, `/.well-known/aep` (default true).
-    pub enabled: bool,
-    /// Replay buffer depth per session.
-    pub replay_buffer: usize,
-    /// Bytes the replay buffers hold over all sessions, at most (oldest evicted first).
-    pub replay_bytes: usize,
-    /// SSE `: ping` heartbeat interval, seconds.
-    pub heartbeat_secs: u64,
-    /// Largest `POST /events` body, bytes.
-    pub max_body: usize,
-    /// Per-subscriber queue depth before debug/info events are dropped (AEP-0003 §8.4).
-    pub subscriber_queue: usize,
-    /// Bytes of event lines one consumer (an SSE stream, a WebSocket connection) may have
-    /// queued: past it debug/info events are dropped for it and a notice+ event cuts it
-    /// (AEP-0003 §8.4), so a stalled consumer of large events holds bounded memory.
-    pub subscriber_bytes: usize,
-}
-
-impl Default for CollectorConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            replay_buffer: 1024,
-            replay_bytes: 64 * 1024 * 1024,
-            heartbeat_secs: 15,
-            max_body: 4 * 1024 * 1024,
-            subscriber_queue: 4096,
-            subscriber_bytes: 8 * 1024 * 1024,
-        }
-    }
-}
-
-/// `[relay]`: the upstream AEP relay binding.
-#[derive(Debug, Clone, Deserialize, Default)]
-#[serde(deny_unknown_fields, default)]
-pub struct RelayConfig {
-    /// Upstream relay base URL (`ws://` / `wss://` / `http(s)://`); `""` disables the binding.
-    #[serde(deserialize_with = "off_if_empty")]
-    pub url: Option<RelayUrl>,
-    /// Bearer token for the relay; empty falls back to `server.token`.
-    pub token: String,
-    /// Whether `/healthz` reports `ok: false` while the relay is down.
-    pub required: bool,
-    /// `[relay.tls]`: extra CA bundle and client certificate for `wss://` / `https://`.
-    pub tls: TlsConfig,
-}
-
-/// `[pipeline]`: queues between the pipeline and its sinks.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PipelineConfig {
-    /// Capacity of each sink queue; also the most OTLP records mapped and not yet through
-    /// the pipeline (past it an OTLP logs export is refused with a retry delay).
-    pub queue_capacity: usize,
-    /// How long a `notice`+ event may wait for room in a full queue before it is
-    /// counted as dropped and logged (it is never dropped silently, AEP-0003 §8.4).
-    pub notice_wait_ms: u64,
-}
-
-impl Default for PipelineConfig {
-    fn default() -> Self {
-        Self { queue_capacity: 16_384, notice_wait_ms: 200 }
-    }
-}
-
-/// `[hooks]`: the hook receiver's session memory.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct HooksConfig {
-    /// A session silent this long, whose vendor never ends it itself (Qwen Code's headless
-    /// mode), is ended as `session.ended` with reason `timeout`; seconds, 0 never.
-    pub idle_session_secs: u64,
-}
-
-impl Default for HooksConfig {
-    fn default() -> Self {
-        Self { idle_session_secs: 1800 }
-    }
-}
-
-/// `[ui]`: the web view on the main port (served only while the collector is on: it reads
-/// the collector's stream and answers through its command routing). Kept here rather than in
-/// `ui`, which builds on the collector, so the modules stay free of cycles.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct UiConfig {
-    /// Serve the page at `/` (on by default: it is loopback-only unless the bridge listens
-    /// elsewhere, and behind the token when one is set).
-    pub enabled: bool,
-    /// Host names the page may be reached by besides IP addresses, `localhost` and
-    /// `server.host` (a reverse proxy's name): any other `Host` is refused, so a web page
-    /// that rebinds its own name to this address cannot read the view.
-    pub allowed_hosts: Vec<String>,
-}
-
-impl Default for UiConfig {
-    fn default() -> Self {
-        Self { enabled: true, allowed_hosts: Vec::new() }
-    }
-}
-
-/// `[control]`: the human-approval loop.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ControlConfig {
-    /// How long a held permission moment waits for an answer, seconds.
-    pub attention_timeout_secs: u64,
-    /// Opt-in gates for vendors whose permission moment is not held by default:
-    /// vendor -> tool names (empty list = every tool).
-    pub gates: BTreeMap<String, Vec<String>>,
-}
-
-impl Default for ControlConfig {
-    fn default() -> Self {
-        Self { attention_timeout_secs: 55, gates: BTreeMap::new() }
     }
 }
 
@@ -498,20 +345,20 @@ impl Config {
                 ),
             );
         }
-        if self.relay.required && self.relay.url.is_none() {
-            bad("relay.required", "is true but relay.url is empty".into());
+        for (key, message) in self.relay.check() {
+            bad(&format!("relay.{key}"), message);
         }
         if self.capture.attention > self.capture.max.max(Capture::Redacted) {
             bad("capture.attention", format!("{} is above capture.max ({})", self.capture.attention, self.capture.max));
         }
-        if self.collector.replay_buffer == 0 {
-            bad("collector.replay_buffer", "must be at least 1".into());
+        for (key, message) in self.collector.check() {
+            bad(&format!("collector.{key}"), message);
         }
-        if self.pipeline.queue_capacity == 0 {
-            bad("pipeline.queue_capacity", "must be at least 1".into());
+        for (key, message) in self.pipeline.check() {
+            bad(&format!("pipeline.{key}"), message);
         }
-        if self.jsonl.max_open_files == 0 {
-            bad("jsonl.max_open_files", "must be at least 1".into());
+        for (key, message) in self.jsonl.check() {
+            bad(&format!("jsonl.{key}"), message);
         }
         let mut outbound = Vec::new();
         if let Some(tee) = &self.otlp_in.tee {
@@ -529,24 +376,8 @@ impl Config {
         for (key, message) in crate::bridges::check_all(&self.bridges) {
             bad(&key, message);
         }
-        for vendor in self.control.gates.keys() {
-            if aep_adapters::vendors::spec(vendor).and_then(|s| s.control.gate).is_none() {
-                bad(
-                    &format!("control.gates.{vendor}"),
-                    format!(
-                        "no opt-in gate for this vendor (vendors with one: {})",
-                        aep_adapters::vendors::SPECS
-                            .iter()
-                            .filter(|s| s.control.gate.is_some())
-                            .map(|s| s.id)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                );
-            }
-        }
-        if self.control.attention_timeout_secs == 0 || self.control.attention_timeout_secs > 3600 {
-            bad("control.attention_timeout_secs", "must be between 1 and 3600".into());
+        for (key, message) in self.control.check() {
+            bad(&format!("control.{key}"), message);
         }
         p
     }
@@ -648,6 +479,36 @@ mod tests {
         ] {
             assert!(text.contains(says), "{says}: {text}");
         }
+    }
+
+    #[test]
+    fn each_section_check_keeps_its_key_message_and_place() {
+        // The per-section checks run in a fixed order and keep their texts: pinned here so
+        // moving a section's check next to its type cannot reorder or reword what
+        // `config validate` prints.
+        let err = Config::from_toml(
+            "[control]\nattention_timeout_secs = 0\ngates = { nobody = [] }\n[jsonl]\nmax_open_files = 0\n\
+             [pipeline]\nqueue_capacity = 0\n[collector]\nreplay_buffer = 0\n\
+             [capture]\nmax = \"none\"\nattention = \"full\"\n[relay]\nrequired = true",
+        )
+        .unwrap_err();
+        let got: Vec<String> = err.0.iter().map(ToString::to_string).collect();
+        assert_eq!(got.len(), 7, "{got:?}");
+        assert_eq!(
+            got[..5],
+            [
+                "relay.required: is true but relay.url is empty",
+                "capture.attention: full is above capture.max (none)",
+                "collector.replay_buffer: must be at least 1",
+                "pipeline.queue_capacity: must be at least 1",
+                "jsonl.max_open_files: must be at least 1",
+            ]
+        );
+        assert!(
+            got[5].starts_with("control.gates.nobody: no opt-in gate for this vendor (vendors with one: "),
+            "{got:?}"
+        );
+        assert_eq!(got[6..], ["control.attention_timeout_secs: must be between 1 and 3600".to_owned()]);
     }
 
     #[test]

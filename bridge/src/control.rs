@@ -20,12 +20,13 @@
 //! the route's verdict, and the outcome events are the route owner's, from the vendor's own
 //! settle broadcast (never the loop's: the write's 200 is the ack's evidence, not the outcome).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aep_adapters::{EventDraft, MapContext};
 use aep_schemas::{Capture, Event};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
@@ -33,6 +34,52 @@ use crate::attention::{AttentionBook, Pending};
 use crate::commands::{Inbox, Owned, ReadOnly};
 use crate::pipeline::{Pipeline, Stamped};
 use crate::time::now_ms;
+
+/// `[control]`: the human-approval loop.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlConfig {
+    /// How long a held permission moment waits for an answer, seconds.
+    pub attention_timeout_secs: u64,
+    /// Opt-in gates for vendors whose permission moment is not held by default:
+    /// vendor -> tool names (empty list = every tool).
+    pub gates: BTreeMap<String, Vec<String>>,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        Self { attention_timeout_secs: 55, gates: BTreeMap::new() }
+    }
+}
+
+impl ControlConfig {
+    /// Problems in this section alone, as `(key, message)` with keys inside `[control]`:
+    /// the section judges its own values; `config` prefixes the keys and adds the checks
+    /// across sections.
+    pub fn check(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for vendor in self.gates.keys() {
+            if aep_adapters::vendors::spec(vendor).and_then(|s| s.control.gate).is_none() {
+                out.push((
+                    format!("gates.{vendor}"),
+                    format!(
+                        "no opt-in gate for this vendor (vendors with one: {})",
+                        aep_adapters::vendors::SPECS
+                            .iter()
+                            .filter(|s| s.control.gate.is_some())
+                            .map(|s| s.id)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        }
+        if self.attention_timeout_secs == 0 || self.attention_timeout_secs > 3600 {
+            out.push(("attention_timeout_secs".into(), "must be between 1 and 3600".into()));
+        }
+        out
+    }
+}
 
 /// Commands remembered for dedupe and byte-identical re-acks (AEP-0004 §2.3, §3).
 const DEDUPE_MEMORY: usize = 4096;

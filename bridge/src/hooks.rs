@@ -6,12 +6,28 @@ use std::sync::{Arc, Mutex};
 
 use aep_adapters::{HookAdapter, HookCall, MapContext, SessionState};
 use aep_receivers::hooks::{HookError, HookHandler, HookReply};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::attention::{AttentionBook, Pending};
 use crate::control::ControlLoop;
 use crate::metrics::Metrics;
 use crate::pipeline::Pipeline;
+
+/// `[hooks]`: the hook receiver's session memory.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    /// A session silent this long, whose vendor never ends it itself (Qwen Code's headless
+    /// mode), is ended as `session.ended` with reason `timeout`; seconds, 0 never.
+    pub idle_session_secs: u64,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        Self { idle_session_secs: 1800 }
+    }
+}
 
 /// Most `(vendor, session)` mapping states kept; beyond it the least recently used is dropped
 /// (a dropped state only loses synthesized-run memory and, for a session its vendor never

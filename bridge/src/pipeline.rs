@@ -19,10 +19,42 @@ use std::time::{Duration, SystemTime};
 use aep_adapters::EventDraft;
 use aep_schemas::{Event, Severity};
 use bytes::Bytes;
+use serde::Deserialize;
 use tokio::sync::{Mutex, mpsc};
 
 use crate::metrics::Metrics;
 use crate::stamp::{CAUSE_MEMORY, Stamper};
+
+/// `[pipeline]`: queues between the pipeline and its sinks.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineConfig {
+    /// Capacity of each sink queue; also the most OTLP records mapped and not yet through
+    /// the pipeline (past it an OTLP logs export is refused with a retry delay).
+    pub queue_capacity: usize,
+    /// How long a `notice`+ event may wait for room in a full queue before it is
+    /// counted as dropped and logged (it is never dropped silently, AEP-0003 §8.4).
+    pub notice_wait_ms: u64,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        Self { queue_capacity: 16_384, notice_wait_ms: 200 }
+    }
+}
+
+impl PipelineConfig {
+    /// Problems in this section alone, as `(key, message)` with keys inside `[pipeline]`:
+    /// the section judges its own values; `config` prefixes the keys and adds the checks
+    /// across sections.
+    pub fn check(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if self.queue_capacity == 0 {
+            out.push(("queue_capacity".into(), "must be at least 1".into()));
+        }
+        out
+    }
+}
 
 /// An event with its serialized JSONL line (compact JSON and `\n`), built once and shared by every sink.
 #[derive(Debug)]

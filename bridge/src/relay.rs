@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use aep_schemas::{AEP_VERSION, Event};
 use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout};
@@ -22,8 +23,39 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::pipeline::Stamped;
+use crate::transport::TlsConfig;
+use crate::transport::config::{RelayUrl, off_if_empty};
 use crate::transport::reconnect::{Ended, Link, Policy, Retry, supervise};
 use crate::transport::ws::{self, WsError, WsOptions};
+
+/// `[relay]`: the upstream AEP relay binding.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RelayConfig {
+    /// Upstream relay base URL (`ws://` / `wss://` / `http(s)://`); `""` disables the binding.
+    #[serde(deserialize_with = "off_if_empty")]
+    pub url: Option<RelayUrl>,
+    /// Bearer token for the relay; empty falls back to `server.token`.
+    pub token: String,
+    /// Whether `/healthz` reports `ok: false` while the relay is down.
+    pub required: bool,
+    /// `[relay.tls]`: extra CA bundle and client certificate for `wss://` / `https://`.
+    pub tls: TlsConfig,
+}
+
+impl RelayConfig {
+    /// Problems in this section alone, as `(key, message)` with keys inside `[relay]`:
+    /// the section judges its own values; `config` prefixes the keys and adds the checks
+    /// across sections. `tls` is judged with the other outbound settings there, so
+    /// `config validate` lists the problems in the order it always has.
+    pub fn check(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if self.required && self.url.is_none() {
+            out.push(("required".into(), "is true but relay.url is empty".into()));
+        }
+        out
+    }
+}
 
 /// Liveness of every upstream relay connection, for `/healthz`.
 #[derive(Debug, Default)]

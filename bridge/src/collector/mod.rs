@@ -6,6 +6,7 @@
 //! history (the JSONL sink does) or interprets payloads beyond the capture ceiling.
 
 mod buffer;
+mod config;
 mod http;
 mod ws;
 
@@ -21,10 +22,10 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
 pub use buffer::{Cursor, Paged, Position, ReplayBuffers};
+pub use config::CollectorConfig;
 pub use http::{StreamQuery, router, sse_stream};
 
 use crate::commands::Commands;
-use crate::config::CollectorConfig;
 use crate::metrics::Metrics;
 use crate::pipeline::{Stamped, Tap};
 

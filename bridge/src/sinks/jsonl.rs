@@ -13,14 +13,71 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
 use tokio::sync::mpsc;
 
-use crate::config::{FsyncPolicy, JsonlConfig};
 use crate::metrics::Metrics;
 use aep_schemas::Severity;
 
 use crate::health::Health;
 use crate::pipeline::{LineBatch, LogKey, Progress};
+
+/// How often the JSONL sink fsyncs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum FsyncPolicy {
+    /// After every batch of writes.
+    Always,
+    /// At most every `fsync_interval_ms` (default).
+    #[default]
+    Interval,
+    /// Leave it to the OS (still fsynced at shutdown).
+    Never,
+}
+
+/// `[jsonl]`: the per-session log.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JsonlConfig {
+    /// Write the log (default true).
+    pub enabled: bool,
+    /// Fsync policy.
+    pub fsync: FsyncPolicy,
+    /// Interval for `fsync = "interval"`.
+    pub fsync_interval_ms: u64,
+    /// Most files kept open at once.
+    pub max_open_files: usize,
+    /// Rotate a session file when it grows past this many bytes (0 disables).
+    pub rotate_bytes: u64,
+    /// Rotated files kept per session.
+    pub rotate_keep: u32,
+}
+
+impl Default for JsonlConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            fsync: FsyncPolicy::Interval,
+            fsync_interval_ms: 1000,
+            max_open_files: 64,
+            rotate_bytes: 64 * 1024 * 1024,
+            rotate_keep: 5,
+        }
+    }
+}
+
+impl JsonlConfig {
+    /// Problems in this section alone, as `(key, message)` with keys inside `[jsonl]`:
+    /// the section judges its own values; `config` prefixes the keys and adds the checks
+    /// across sections.
+    pub fn check(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if self.max_open_files == 0 {
+            out.push(("max_open_files".into(), "must be at least 1".into()));
+        }
+        out
+    }
+}
 
 /// Maps an untrusted id to one safe path component: `[A-Za-z0-9._-]` kept, every other
 /// byte percent-encoded, a leading `.` encoded (no `..`, no hidden files), empty -> `_`,

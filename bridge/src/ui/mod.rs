@@ -12,10 +12,11 @@
 //!   random cookie session; answers need a same-origin request and the page's nonce; a
 //!   strict Content-Security-Policy; event fields are rendered as text only.
 
+mod config;
 mod http;
 mod sessions;
 
-pub use crate::config::UiConfig;
+pub use config::UiConfig;
 pub use http::{MAX_BODY, Ui, router};
 pub use sessions::{MAX_SESSIONS, Sessions};
 
