@@ -74,12 +74,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::opencode::{Deps, StartError};
 use super::reply::{self, Ask, Replies};
-use super::{BridgeConfig, BridgeMode};
+use super::{BridgeConfig, BridgeMode, Stop};
 use crate::attention::Pending;
 use crate::pipeline::Stamped;
 use crate::time::now_ms;
 use crate::transport::config::Headers;
-use crate::transport::reconnect::{Ended, Link, Policy, Retry, supervise};
+use crate::transport::reconnect::{Ended, Link, Policy, supervise};
 use crate::transport::ws::{self, WsError, WsOptions};
 use crate::transport::{HttpClient, HttpOptions};
 
@@ -211,14 +211,6 @@ struct Observer {
     next_id: u64,
     /// Sessions whose replay brought an oversized frame: subscribed without a cursor next.
     fresh_next: HashSet<String>,
-}
-
-/// Why a connection ended.
-enum Stop {
-    /// Reconnect after a wait.
-    Retry(String),
-    /// The pipeline is closed: the bridge is shutting down.
-    Pipeline,
 }
 
 /// `~/x` as `$HOME/x` (the token file's usual spelling).
@@ -873,14 +865,7 @@ impl Link for Observer {
         let c = self.counts;
         tracing::debug!(bridge = %self.name, frames = c.frames, replayed = c.replayed, volatile = c.volatile,
             unparsable = c.unparsable, oversized = c.oversized, missed = c.missed, "Kimi web bridge counts.");
-        let retry = match ended {
-            Ok(()) => Retry::closed(),
-            Err(Stop::Pipeline) => {
-                tracing::info!(bridge = %self.name, "The pipeline closed; the Kimi web bridge stops.");
-                return Ended::Stop(());
-            }
-            Err(Stop::Retry(e)) => Retry::failed(e),
-        };
+        let Some(retry) = super::retry_after(ended, &self.name, "Kimi web") else { return Ended::Stop(()) };
         // A connection that delivered frames was up.
         Ended::Retry(retry.was_established(self.counts.frames > before))
     }

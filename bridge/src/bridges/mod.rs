@@ -42,6 +42,29 @@ use std::net::SocketAddr;
 use serde::Deserialize;
 
 use crate::transport::config::{Headers, HttpUrl, TlsConfig, check_headers};
+use crate::transport::reconnect::Retry;
+
+/// Why an observer's connection ended without the stream's own end (the SSE and Kimi web
+/// observers; OpenHands has more reasons of its own).
+pub(crate) enum Stop {
+    /// Reconnect after a wait.
+    Retry(String),
+    /// The pipeline is closed: the bridge is shutting down.
+    Pipeline,
+}
+
+/// What a connection's end means to the supervisor: `Some` retry, or `None` when the
+/// pipeline closed and the observer `kind` (for the log) stops.
+pub(crate) fn retry_after(ended: Result<(), Stop>, bridge: &str, kind: &str) -> Option<Retry> {
+    match ended {
+        Ok(()) => Some(Retry::closed()),
+        Err(Stop::Pipeline) => {
+            tracing::info!(bridge = %bridge, "The pipeline closed; the {kind} bridge stops.");
+            None
+        }
+        Err(Stop::Retry(e)) => Some(Retry::failed(e)),
+    }
+}
 
 /// What a bridge attaches to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -47,12 +47,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::reply::{Ask, Replies};
 use super::sse::{Frame, Parser};
-use super::{BridgeConfig, BridgeMode};
+use super::{BridgeConfig, BridgeMode, Stop};
 use crate::attention::{AttentionBook, Pending};
 use crate::control::ControlLoop;
 use crate::pipeline::{Pipeline, Stamped};
 use crate::time::now_ms;
-use crate::transport::reconnect::{Ended, Link, Policy, Retry, supervise};
+use crate::transport::reconnect::{Ended, Link, Policy, supervise};
 use crate::transport::{HttpClient, HttpOptions};
 
 /// The longest SSE line accepted (a frame's data may span several lines up to the frame cap).
@@ -533,14 +533,7 @@ impl Link for SseLink {
         tracing::debug!(bridge = %o.name, frames = c.frames, replayed = c.replayed, unparsable = c.unparsable,
             sessionless = c.sessionless, plugin = c.plugin, dropped = parser.dropped(), "SSE bridge counts.");
         parser.reset();
-        let retry = match ended {
-            Ok(()) => Retry::closed(),
-            Err(Stop::Pipeline) => {
-                tracing::info!(bridge = %o.name, "The pipeline closed; the SSE bridge stops.");
-                return Ended::Stop(());
-            }
-            Err(Stop::Retry(e)) => Retry::failed(e),
-        };
+        let Some(retry) = super::retry_after(ended, &o.name, "SSE") else { return Ended::Stop(()) };
         // A connection that delivered frames was up; the server's `retry:` advice holds.
         Ended::Retry(
             retry.was_established(o.counts.frames > before).wait_at_least(parser.retry_ms().map(Duration::from_millis)),
@@ -558,12 +551,4 @@ fn todos(ev: &Value, session: Option<&str>, state: &mut SessionState, cx: &MapCo
         d.run.clone_from(&state.current_run);
     }
     drafts
-}
-
-/// Why a connection ended without the stream's own end.
-enum Stop {
-    /// Reconnect after a wait.
-    Retry(String),
-    /// The pipeline is closed: the bridge is shutting down.
-    Pipeline,
 }
