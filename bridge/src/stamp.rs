@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use aep_adapters::EventDraft;
+use aep_schemas::ids::percent_encode;
 use aep_schemas::sequence::Sequencer;
 use aep_schemas::{AEP_VERSION, Event};
 
@@ -179,23 +180,9 @@ pub fn mint(ids: &mut ulid::Generator, now: SystemTime) -> String {
 /// `aep://{host}/agent/{agent}/session/{session}` (AEP-0001 §5.1 #6), or `.../agent/{agent}` for agent-scoped events.
 pub fn source_uri(host: &str, agent: &str, session: Option<&str>) -> String {
     match session {
-        Some(s) => format!("aep://{host}/agent/{}/session/{}", uri_segment(agent), uri_segment(s)),
-        None => format!("aep://{host}/agent/{}", uri_segment(agent)),
+        Some(s) => format!("aep://{host}/agent/{}/session/{}", percent_encode(agent), percent_encode(s)),
+        None => format!("aep://{host}/agent/{}", percent_encode(agent)),
     }
-}
-
-/// Percent-encodes a URI path segment outside the unreserved set (session ids are untrusted
-/// input, AEP-0003 §9.6; the bridges' reply routes put vendor ids in paths the same way).
-pub(crate) fn uri_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

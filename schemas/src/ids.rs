@@ -86,3 +86,30 @@ mod tests {
         assert_eq!(a.len(), 26);
     }
 }
+
+/// Percent-encodes `s` for a URI path segment or query value: every byte outside RFC 3986's
+/// unreserved set (`A-Z a-z 0-9 - . _ ~`) as `%XX`. Ids are untrusted input (AEP-0003
+/// §9.6): the bridge, its CLI and the hook shim put them in URLs with this one encoder.
+pub fn percent_encode(s: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push('%');
+            out.push(HEX[usize::from(b >> 4)] as char);
+            out.push(HEX[usize::from(b & 15)] as char);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod percent_tests {
+    #[test]
+    fn percent_encode_keeps_the_unreserved_set_and_encodes_the_rest() {
+        assert_eq!(super::percent_encode("per_1/../x y~é"), "per_1%2F..%2Fx%20y~%C3%A9");
+        assert_eq!(super::percent_encode("a?b=c&d#"), "a%3Fb%3Dc%26d%23");
+    }
+}

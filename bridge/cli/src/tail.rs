@@ -93,15 +93,7 @@ fn request_url(args: &TailArgs, base: &str, pos: &Positions) -> (String, Option<
 
 /// Percent-encodes a query value.
 fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    aep_schemas::ids::percent_encode(s)
 }
 
 /// Line layout for `--timeline`: a header when the session or run changes, then indentation.

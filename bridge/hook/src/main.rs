@@ -83,13 +83,7 @@ fn forward(vendor: &str, event: Option<&str>, payload: &[u8]) -> Option<Vec<u8>>
     let mut path = format!("{prefix}/hooks/{vendor}");
     if let Some(e) = event {
         path.push('/');
-        for b in e.bytes() {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.') {
-                path.push(b as char);
-            } else {
-                path.push_str(&format!("%{b:02X}"));
-            }
-        }
+        path.push_str(&aep_schemas::ids::percent_encode(e));
     }
     // Short bounds normally; held permission moments wait longer, but bounded above the
     // bridge's own attention window (55 s by default) so the agent's dialog takes over.

@@ -27,9 +27,9 @@ use tokio::sync::watch;
 use crate::attention::{AttentionBook, Pending};
 use crate::control::{Applied, ControlLoop, ReplyRoute, RouteVerdict};
 use crate::pipeline::Pipeline;
-/// A path segment, percent-encoded outside the unreserved set (the pipeline's encoder).
-pub(crate) use crate::stamp::uri_segment as segment;
 use crate::transport::HttpClient;
+/// A path segment, percent-encoded outside the unreserved set (the pipeline's encoder).
+pub(crate) use aep_schemas::ids::percent_encode as segment;
 
 /// Asks tracked at most (an ask never settled is dropped oldest first beyond).
 const MAX_ASKS: usize = 4096;
