@@ -549,7 +549,7 @@ mod tests {
         let (otlp, _task) = handler(pipeline, ProfileOverrides::default(), 100);
         let flushing = OtelRecord {
             resource: Arc::new(serde_json::Map::from_iter([("service.name".to_owned(), json!("codex_exec"))])),
-            body: Some(json!("flushing OTEL metrics")),
+            body: json!("flushing OTEL metrics").into(),
             ..Default::default()
         };
         let got = otlp.log_records_async(vec![codex_record("c1"), flushing]).await.unwrap();

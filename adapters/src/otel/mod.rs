@@ -50,8 +50,8 @@ pub struct OtelRecord {
     pub event_name: Option<Arc<str>>,
     /// The record's attributes.
     pub attributes: Attributes,
-    /// The record body, flattened like an attribute value.
-    pub body: Option<Value>,
+    /// The record body, flattened like an attribute value (read it with [`Body::get`]).
+    pub body: Body,
     /// `time_unix_nano` (0 when unset, as Codex sends it).
     pub time_unix_nano: u64,
     /// `observed_time_unix_nano` (0 when unset).
@@ -66,6 +66,57 @@ pub struct OtelRecord {
     pub span_id: Option<String>,
     /// `LogRecord.flags` (the low byte carries the W3C trace flags).
     pub flags: u32,
+}
+
+/// A record's body: given as JSON, or a range of the request bytes turned into JSON only
+/// when read. Most profiles never read it (the event name and the payload come from the
+/// attributes), so a receiver that checked its encoding leaves it on the wire.
+#[derive(Clone, Default)]
+pub struct Body {
+    value: std::cell::OnceCell<Option<Value>>,
+    wire: Option<(bytes::Bytes, DecodeValue)>,
+}
+
+impl Body {
+    /// A body already built (`None`: the record has none).
+    pub fn given(v: Option<Value>) -> Self {
+        Self { value: std::cell::OnceCell::from(v), wire: None }
+    }
+
+    /// A body whose value is `wire` (one checked `AnyValue`), built by `decode` when read.
+    pub fn deferred(wire: bytes::Bytes, decode: DecodeValue) -> Self {
+        Self { value: std::cell::OnceCell::new(), wire: Some((wire, decode)) }
+    }
+
+    /// The body, built (once) if it was deferred.
+    pub fn get(&self) -> Option<&Value> {
+        self.value.get_or_init(|| self.wire.as_ref().map(|(b, decode)| decode(b))).as_ref()
+    }
+}
+
+impl From<Value> for Body {
+    fn from(v: Value) -> Self {
+        Self::given(Some(v))
+    }
+}
+
+impl From<Option<Value>> for Body {
+    fn from(v: Option<Value>) -> Self {
+        Self::given(v)
+    }
+}
+
+impl PartialEq for Body {
+    /// The same value, however each is held.
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
 }
 
 /// A record's attributes in wire order: a small list searched by key (records carry a few
@@ -908,7 +959,7 @@ mod tests {
             resource: resource.clone(),
             scope_name: "codex_otel.log_only".into(),
             event_name: Some("event otel/src/metrics/client.rs:330".into()),
-            body: Some(json!("flushing OTEL metrics")),
+            body: json!("flushing OTEL metrics").into(),
             observed_time_unix_nano: 1_796_011_454_376_911_375,
             severity_number: 5,
             severity_text: "DEBUG".into(),

@@ -429,7 +429,7 @@ impl Source {
         let recs = aep_receivers::otlp::to_otel_records(&req);
         let Some(r) = recs.first() else { return String::new() };
         aep_adapters::otel::record_event_name(r)
-            .or_else(|| r.body.as_ref().and_then(|b| b.as_str()).map(str::to_owned))
+            .or_else(|| r.body.get().and_then(|b| b.as_str()).map(str::to_owned))
             .unwrap_or_default()
     }
 
@@ -520,7 +520,7 @@ mod tests {
         let mut m = HashMap::new();
         for r in recs {
             let name = aep_adapters::otel::record_event_name(r)
-                .or_else(|| r.body.as_ref().and_then(|b| b.as_str()).map(str::to_owned))
+                .or_else(|| r.body.get().and_then(|b| b.as_str()).map(str::to_owned))
                 .unwrap_or_default();
             *m.entry(name).or_insert(0) += 1;
         }

@@ -29,7 +29,7 @@ pub fn to_otel_records(req: &ExportLogsServiceRequest) -> Vec<OtelRecord> {
                         .iter()
                         .map(|kv| (kv.key.clone(), kv.value.as_ref().map(any_value).unwrap_or(Value::Null)))
                         .collect::<Attributes>(),
-                    body: r.body.as_ref().map(any_value),
+                    body: r.body.as_ref().map(any_value).into(),
                     time_unix_nano: r.time_unix_nano,
                     observed_time_unix_nano: r.observed_time_unix_nano,
                     severity_number: r.severity_number,
@@ -66,7 +66,7 @@ pub fn into_otel_records(req: ExportLogsServiceRequest) -> Vec<OtelRecord> {
                         .enumerate()
                         .map(|(i, kv)| (keys.owned(i, kv.key), kv.value.map(any_value_owned).unwrap_or(Value::Null)))
                         .collect(),
-                    body: r.body.map(any_value_owned),
+                    body: r.body.map(any_value_owned).into(),
                     time_unix_nano: r.time_unix_nano,
                     observed_time_unix_nano: r.observed_time_unix_nano,
                     severity_number: r.severity_number,

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use aep_adapters::otel::{Attributes, OtelRecord};
+use aep_adapters::otel::{Attributes, Body, OtelRecord};
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
@@ -410,8 +410,11 @@ fn log_record(
             (2, VARINT) => rec.severity_number = r.varint()? as i32,
             (3, LEN) => rec.severity_text = cx.keys.text(r.len_delimited()?)?,
             (5, LEN) if !body_seen => {
+                // Checked now (prost would refuse what this refuses), built only if read.
                 body_seen = true;
-                rec.body = Some(any_value::<true>(r.len_delimited()?, 0)?);
+                let b = r.len_delimited()?;
+                check_value(b)?;
+                rec.body = Body::deferred(cx.body.slice_ref(b), decode_deferred);
             }
             (6, LEN) => {
                 let (k, v) = key_value_deferred(r.len_delimited()?)?;

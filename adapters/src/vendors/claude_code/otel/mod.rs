@@ -192,7 +192,7 @@ impl OtelProfile for ClaudeCodeOtel {
 /// older builds (`claude_code.tool_result`), without the `claude_code.` prefix.
 fn name_ref(rec: &OtelRecord) -> Option<&str> {
     let n = crate::otel::record_event_name_ref(rec)
-        .or_else(|| rec.body.as_ref().and_then(Value::as_str).filter(|b| b.starts_with("claude_code.")))?;
+        .or_else(|| rec.body.get().and_then(Value::as_str).filter(|b| b.starts_with("claude_code.")))?;
     Some(n.strip_prefix("claude_code.").unwrap_or(n))
 }
 
@@ -264,7 +264,7 @@ mod tests {
             resource: Arc::new(Map::from_iter([("service.name".to_owned(), json!("claude-code"))])),
             scope_name: "com.anthropic.claude_code.events".into(),
             attributes: attrs.as_object().cloned().unwrap_or_default().into(),
-            body: Some(json!("claude_code.tool_result")),
+            body: json!("claude_code.tool_result").into(),
             time_unix_nano: 1_796_011_510_093_000_000,
             ..Default::default()
         }
