@@ -50,10 +50,12 @@ const KEYS: &[&str] = &[
 ];
 
 fn string(r: &mut Rng) -> String {
-    match r.below(6) {
+    match r.below(7) {
         0 => String::new(),
         1 => "codex.sse_event".into(),
         2 => "é✓\u{1F600}".repeat(r.below(4) as usize + 1),
+        // Long and not ASCII, as prompts are: the reader's SIMD UTF-8 check.
+        6 => "a prompt é✓\u{1F600} ".repeat(r.below(40) as usize + 4),
         3 => "x".repeat(r.below(300) as usize),
         4 => format!("{}", r.next()),
         _ => "true".into(),

@@ -74,10 +74,18 @@ impl Cx {
     }
 }
 
+/// The text of wire bytes, `None` when they are not UTF-8 (what prost refuses). SIMD for
+/// the long strings agents send (prompts, request texts, tool output: most of the bytes);
+/// a short one is checked in place, without the SIMD code's dispatch.
+#[inline]
+fn utf8(b: &[u8]) -> Option<&str> {
+    if b.len() < 64 { std::str::from_utf8(b).ok() } else { simdutf8::basic::from_utf8(b).ok() }
+}
+
 /// Builds a deferred attribute value (checked when it was read off the wire).
 fn decode_deferred(b: &[u8]) -> Value {
     match lone_string(b) {
-        Some(s) => std::str::from_utf8(s).map_or(Value::Null, |s| Value::String(s.to_owned())),
+        Some(s) => utf8(s).map_or(Value::Null, |s| Value::String(s.to_owned())),
         None => any_value::<true>(b, 0).unwrap_or(Value::Null),
     }
 }
@@ -85,7 +93,7 @@ fn decode_deferred(b: &[u8]) -> Value {
 /// The text of a deferred attribute value that is one short string (checked when it was
 /// read off the wire), borrowed from the wire bytes.
 fn peek_str(b: &[u8]) -> Option<&str> {
-    std::str::from_utf8(lone_string(b)?).ok()
+    utf8(lone_string(b)?)
 }
 
 /// Checks an attribute's `AnyValue` as prost would, without building it (a short ASCII
@@ -113,20 +121,47 @@ fn lone_string(b: &[u8]) -> Option<&[u8]> {
 /// UTF-8 check (the bytes equal an already checked string).
 ///
 /// A mixed batch (records of several kinds, whose keys differ from position 1 on) misses
-/// that first guess; this thread's [`Interner`] then still finds the key among those seen
-/// before (in this request or an earlier one).
+/// that first guess. The second guess is the key that followed the record's previous key
+/// the last time that key was seen (each kind sends its keys in one order, so a key mostly
+/// has one successor per kind); only then does this thread's [`Interner`] look the key up.
 #[derive(Default)]
-pub(crate) struct KeyCache(Vec<Arc<str>>);
+pub(crate) struct KeyCache {
+    /// The keys of the latest record, by position.
+    at: Vec<Arc<str>>,
+    /// The key that last followed a key, by the address of that key (direct-mapped, so a
+    /// request with many distinct keys costs a miss, never memory).
+    next: Vec<Option<Arc<str>>>,
+}
+
+/// Slots of a [`KeyCache`]'s successor table (a power of two).
+const SUCCESSORS: usize = 64;
 
 impl KeyCache {
-    /// The key at position `i` from wire bytes; `None` when they are not UTF-8.
-    pub(crate) fn key(&mut self, i: usize, k: &[u8]) -> Option<Arc<str>> {
-        if let Some(prev) = self.0.get(i)
-            && prev.as_bytes() == k
+    /// The key at position `i` from wire bytes, `prev` the record's key before it; `None`
+    /// when the bytes are not UTF-8.
+    pub(crate) fn key(&mut self, i: usize, prev: Option<&Arc<str>>, k: &[u8]) -> Option<Arc<str>> {
+        if let Some(same) = self.at.get(i)
+            && same.as_bytes() == k
         {
-            return Some(Arc::clone(prev));
+            return Some(Arc::clone(same));
+        }
+        let slot = prev.map(|p| (Arc::as_ptr(p).cast::<u8>() as usize >> 4) % SUCCESSORS);
+        if let Some(s) = slot {
+            if self.next.is_empty() {
+                self.next = vec![None; SUCCESSORS];
+            }
+            if let Some(guess) = &self.next[s]
+                && guess.as_bytes() == k
+            {
+                let key = Arc::clone(guess);
+                self.remember(i, &key);
+                return Some(key);
+            }
         }
         let key = intern(k)?;
+        if let Some(s) = slot {
+            self.next[s] = Some(Arc::clone(&key));
+        }
         self.remember(i, &key);
         Some(key)
     }
@@ -139,7 +174,7 @@ impl KeyCache {
 
     /// The key at position `i` from a decoded string.
     pub(crate) fn owned(&mut self, i: usize, k: String) -> Arc<str> {
-        if let Some(prev) = self.0.get(i)
+        if let Some(prev) = self.at.get(i)
             && **prev == *k
         {
             return Arc::clone(prev);
@@ -150,10 +185,10 @@ impl KeyCache {
     }
 
     fn remember(&mut self, i: usize, key: &Arc<str>) {
-        if i < self.0.len() {
-            self.0[i] = Arc::clone(key);
-        } else if i == self.0.len() {
-            self.0.push(Arc::clone(key));
+        if i < self.at.len() {
+            self.at[i] = Arc::clone(key);
+        } else if i == self.at.len() {
+            self.at.push(Arc::clone(key));
         }
     }
 }
@@ -184,7 +219,7 @@ thread_local! {
 
 /// The string of `b` (`None` when it is not UTF-8), shared with earlier ones when short.
 fn intern(b: &[u8]) -> Option<Arc<str>> {
-    let fresh = || std::str::from_utf8(b).ok().map(Arc::from);
+    let fresh = || utf8(b).map(Arc::from);
     if b.len() > MAX_INTERNED {
         return fresh();
     }
@@ -203,7 +238,7 @@ impl Interner {
         {
             return Some(Arc::clone(s));
         }
-        let s: Arc<str> = Arc::from(std::str::from_utf8(b).ok()?);
+        let s: Arc<str> = Arc::from(utf8(b)?);
         *slot = Some(Arc::clone(&s));
         Some(s)
     }
@@ -293,7 +328,7 @@ impl<'a> Rd<'a> {
 
     #[inline]
     fn str(&mut self) -> Option<&'a str> {
-        std::str::from_utf8(self.len_delimited()?).ok()
+        utf8(self.len_delimited()?)
     }
 
     fn fixed64(&mut self) -> Option<u64> {
@@ -375,7 +410,7 @@ fn instrumentation_scope(b: &[u8]) -> Option<(&str, &str)> {
             // Scope attributes are validated, not kept (the neutral record has no slot for them).
             (3, LEN) => {
                 let (k, _) = key_value_raw::<false>(r.len_delimited()?, 0)?;
-                std::str::from_utf8(k).ok()?;
+                utf8(k)?;
             }
             (4, VARINT) => {
                 r.varint()?;
@@ -418,7 +453,7 @@ fn log_record(
             }
             (6, LEN) => {
                 let (k, v) = key_value_deferred(r.len_delimited()?)?;
-                let k = cx.keys.key(cx.attrs.len(), k)?;
+                let k = cx.keys.key(cx.attrs.len(), cx.attrs.last().map(|(k, _)| k), k)?;
                 let v = v.map(|v| (cx.offset(v), v.len()));
                 cx.attrs.push((k, v));
             }
@@ -517,7 +552,7 @@ fn key_value_deferred(b: &[u8]) -> Option<(&[u8], Option<&[u8]>)> {
 
 fn key_value(b: &[u8], depth: usize) -> Option<(String, Value)> {
     let (k, v) = key_value_raw::<true>(b, depth)?;
-    Some((std::str::from_utf8(k).ok()?.to_owned(), v))
+    Some((utf8(k)?.to_owned(), v))
 }
 
 /// `AnyValue` -> JSON, as [`any_value`](super::convert::any_value). With `BUILD` false the
@@ -539,7 +574,7 @@ fn any_value<const BUILD: bool>(b: &[u8], depth: usize) -> Option<Value> {
                 // Checked only: most values are short ASCII, which needs no full UTF-8 walk.
                 let b = r.len_delimited()?;
                 if !b.is_ascii() {
-                    std::str::from_utf8(b).ok()?;
+                    utf8(b)?;
                 }
                 Value::Null
             }
@@ -571,7 +606,7 @@ fn any_value<const BUILD: bool>(b: &[u8], depth: usize) -> Option<Value> {
                     match l.key()? {
                         (1, LEN) => {
                             let (k, v) = key_value_raw::<BUILD>(l.len_delimited()?, depth + 1)?;
-                            let k = std::str::from_utf8(k).ok()?;
+                            let k = utf8(k)?;
                             if BUILD {
                                 m.insert(k.to_owned(), v);
                             }
