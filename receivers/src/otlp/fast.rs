@@ -121,47 +121,20 @@ fn lone_string(b: &[u8]) -> Option<&[u8]> {
 /// UTF-8 check (the bytes equal an already checked string).
 ///
 /// A mixed batch (records of several kinds, whose keys differ from position 1 on) misses
-/// that first guess. The second guess is the key that followed the record's previous key
-/// the last time that key was seen (each kind sends its keys in one order, so a key mostly
-/// has one successor per kind); only then does this thread's [`Interner`] look the key up.
+/// that first guess; this thread's [`Interner`] then still finds the key among those seen
+/// before (in this request or an earlier one).
 #[derive(Default)]
-pub(crate) struct KeyCache {
-    /// The keys of the latest record, by position.
-    at: Vec<Arc<str>>,
-    /// The key that last followed a key, by the address of that key (direct-mapped, so a
-    /// request with many distinct keys costs a miss, never memory).
-    next: Vec<Option<Arc<str>>>,
-}
-
-/// Slots of a [`KeyCache`]'s successor table (a power of two).
-const SUCCESSORS: usize = 64;
+pub(crate) struct KeyCache(Vec<Arc<str>>);
 
 impl KeyCache {
-    /// The key at position `i` from wire bytes, `prev` the record's key before it; `None`
-    /// when the bytes are not UTF-8.
-    pub(crate) fn key(&mut self, i: usize, prev: Option<&Arc<str>>, k: &[u8]) -> Option<Arc<str>> {
-        if let Some(same) = self.at.get(i)
-            && same.as_bytes() == k
+    /// The key at position `i` from wire bytes; `None` when they are not UTF-8.
+    pub(crate) fn key(&mut self, i: usize, k: &[u8]) -> Option<Arc<str>> {
+        if let Some(prev) = self.0.get(i)
+            && prev.as_bytes() == k
         {
-            return Some(Arc::clone(same));
-        }
-        let slot = prev.map(|p| (Arc::as_ptr(p).cast::<u8>() as usize >> 4) % SUCCESSORS);
-        if let Some(s) = slot {
-            if self.next.is_empty() {
-                self.next = vec![None; SUCCESSORS];
-            }
-            if let Some(guess) = &self.next[s]
-                && guess.as_bytes() == k
-            {
-                let key = Arc::clone(guess);
-                self.remember(i, &key);
-                return Some(key);
-            }
+            return Some(Arc::clone(prev));
         }
         let key = intern(k)?;
-        if let Some(s) = slot {
-            self.next[s] = Some(Arc::clone(&key));
-        }
         self.remember(i, &key);
         Some(key)
     }
@@ -174,7 +147,7 @@ impl KeyCache {
 
     /// The key at position `i` from a decoded string.
     pub(crate) fn owned(&mut self, i: usize, k: String) -> Arc<str> {
-        if let Some(prev) = self.at.get(i)
+        if let Some(prev) = self.0.get(i)
             && **prev == *k
         {
             return Arc::clone(prev);
@@ -185,10 +158,10 @@ impl KeyCache {
     }
 
     fn remember(&mut self, i: usize, key: &Arc<str>) {
-        if i < self.at.len() {
-            self.at[i] = Arc::clone(key);
-        } else if i == self.at.len() {
-            self.at.push(Arc::clone(key));
+        if i < self.0.len() {
+            self.0[i] = Arc::clone(key);
+        } else if i == self.0.len() {
+            self.0.push(Arc::clone(key));
         }
     }
 }
@@ -453,7 +426,7 @@ fn log_record(
             }
             (6, LEN) => {
                 let (k, v) = key_value_deferred(r.len_delimited()?)?;
-                let k = cx.keys.key(cx.attrs.len(), cx.attrs.last().map(|(k, _)| k), k)?;
+                let k = cx.keys.key(cx.attrs.len(), k)?;
                 let v = v.map(|v| (cx.offset(v), v.len()));
                 cx.attrs.push((k, v));
             }
