@@ -13,7 +13,9 @@
 //! With `--callgrind` each kind of each mix runs twice under `valgrind --tool=callgrind`,
 //! with `--records` and with twice as many measured records; the difference of the two
 //! instruction totals over the difference of records sent is the figure (start-up, the
-//! warm-up and the bodies' construction cancel out).
+//! warm-up and the bodies' construction cancel out). The whole mix, its kinds interleaved
+//! as `bench otlp` sends them, is measured too, and broken into the bridge's stages
+//! (receive, map, stamp and serialize, the sinks) by their inclusive costs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -124,7 +126,7 @@ fn table(a: &KindsArgs, mix: Mix) -> anyhow::Result<()> {
         let share = *templates as f64 / src.len() as f64;
         bytes += share * size as f64;
         let ir = if a.callgrind {
-            let per = instructions_per_record(a, mix, kind, &dir)?;
+            let (per, _) = instructions_per_record(a, mix, kind, &dir)?;
             weighted += share * per;
             format!("{per:.0}")
         } else {
@@ -137,17 +139,17 @@ fn table(a: &KindsArgs, mix: Mix) -> anyhow::Result<()> {
     // The kinds interleaved in each request, as `bench otlp` sends them (and agents do):
     // what a request of one kind cannot show, such as the receiver's guesses at the next
     // record's keys missing when the kinds alternate.
-    let ir = if a.callgrind {
-        format!("{:.0}", instructions_per_record(a, mix, WHOLE_MIX, &dir)?)
-    } else {
-        "(--callgrind)".into()
-    };
+    let whole = if a.callgrind { Some(instructions_per_record(a, mix, WHOLE_MIX, &dir)?) } else { None };
+    let ir = whole.map_or_else(|| "(--callgrind)".into(), |(per, _)| format!("{per:.0}"));
     println!(
         "  {:<40} {:>6} {:>10} {ir:>12}",
         "the mix as sent (kinds interleaved)",
         "100%",
         bytes_per_record(&src, a)
     );
+    if let Some((_, records)) = whole {
+        stages(a, mix, &dir, records)?;
+    }
     Ok(())
 }
 
@@ -157,9 +159,9 @@ fn shorten(kind: &str) -> String {
 }
 
 /// Instructions per record of `kind`: two runs under callgrind, `--records` and twice as
-/// many measured records, differenced.
-fn instructions_per_record(a: &KindsArgs, mix: Mix, kind: &str, dir: &Path) -> anyhow::Result<f64> {
-    let slug: String = kind.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect();
+/// many measured records, differenced; and the records that the second run sent more.
+fn instructions_per_record(a: &KindsArgs, mix: Mix, kind: &str, dir: &Path) -> anyhow::Result<(f64, u64)> {
+    let slug = slug(kind);
     let mut runs = Vec::new();
     for n in [a.records, 2 * a.records] {
         let out = dir.join(format!("callgrind.{}.{slug}.{n}.out", mix.as_str()));
@@ -187,7 +189,61 @@ fn instructions_per_record(a: &KindsArgs, mix: Mix, kind: &str, dir: &Path) -> a
     }
     let [(n1, ir1), (n2, ir2)] = runs[..] else { unreachable!("two runs") };
     anyhow::ensure!(n2 > n1, "the longer run sent no more records");
-    Ok((ir2 as f64 - ir1 as f64) / (n2 - n1) as f64)
+    Ok(((ir2 as f64 - ir1 as f64) / (n2 - n1) as f64, n2 - n1))
+}
+
+/// The bridge's stages, each a function whose inclusive cost is the stage's: a label and
+/// the function as `callgrind_annotate` names it.
+const STAGES: [(&str, &str); 8] = [
+    ("receive: protobuf reader", "aep_receivers::otlp::http::decode_log_records"),
+    ("map: vendor profiles", "aep_bridge::otlp_in::BridgeOtlp::map_into"),
+    ("  of which companion payloads", "aep_adapters::otel::companion"),
+    ("stamp, serialize, fan out", "aep_bridge::pipeline::Pipeline::submit_mapped::{{closure}}"),
+    ("  of which serialize", "aep_schemas::event::Event::write_json_with"),
+    ("  of which the embedded collector", "<aep_bridge::collector::Collector as aep_bridge::pipeline::Tap>::admit"),
+    ("GenAI metrics sink", "aep_bridge::genai::run::{{closure}}"),
+    ("JSONL writer (user space)", "aep_bridge::sinks::jsonl::JsonlWriter::write_batch"),
+];
+
+/// Prints each stage's instructions per record in the whole-mix runs (their callgrind
+/// files, left by [`instructions_per_record`]): inclusive costs, differenced like the
+/// totals, so they are as steady as the code is (a whole run's total also moves with how
+/// the threads happened to batch their work).
+fn stages(a: &KindsArgs, mix: Mix, dir: &Path, records: u64) -> anyhow::Result<()> {
+    let mut costs = Vec::new();
+    for n in [a.records, 2 * a.records] {
+        let out = dir.join(format!("callgrind.{}.{}.{n}.out", mix.as_str(), slug(WHOLE_MIX)));
+        let annotated = Command::new("callgrind_annotate")
+            .args(["--inclusive=yes", "--threshold=100"])
+            .arg(&out)
+            .output()
+            .context("cannot run callgrind_annotate (it comes with valgrind)")?;
+        let text = String::from_utf8_lossy(&annotated.stdout);
+        costs.push(STAGES.map(|(_, f)| inclusive(&text, f)));
+    }
+    println!("  stages of the mix as sent, Ir per record (inclusive):");
+    for (i, (label, _)) in STAGES.iter().enumerate() {
+        let ir = (costs[1][i] as f64 - costs[0][i] as f64) / records as f64;
+        println!("    {label:<40} {ir:>19.0}");
+    }
+    Ok(())
+}
+
+/// The inclusive cost `callgrind_annotate` gives function `f` (its own entry, named with
+/// its binary, not an inlined copy's); 0 when absent.
+fn inclusive(annotated: &str, f: &str) -> u64 {
+    let own = format!(":{f} [");
+    annotated
+        .lines()
+        .find(|l| l.contains(&own))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .unwrap_or(0)
+}
+
+/// A kind as a file name part.
+fn slug(kind: &str) -> String {
+    kind.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect()
 }
 
 /// The instruction total of a callgrind output file (its `totals:` or `summary:` line).
