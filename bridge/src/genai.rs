@@ -25,7 +25,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use aep_adapters::otel::usage::{count, member, number};
-use aep_adapters::vendors::{model_call, names_model_call};
+use aep_adapters::vendors::model_call;
 use aep_schemas::Event;
 use opentelemetry::metrics::{BoundCounter, BoundHistogram, Counter, Histogram, Meter};
 use opentelemetry::{KeyValue, StringValue};
@@ -89,16 +89,14 @@ pub struct Point {
     pub attrs: Vec<KeyValue>,
 }
 
-/// Whether the GenAI sink may measure `ev` (or must remember it for a later duration): its
-/// type, and for a vendor's companion event whether it is of a model-call kind. The pipeline
-/// hands the sink nothing else.
+/// Whether the GenAI sink measures `ev` (or must remember it for a later duration); the
+/// pipeline hands the sink nothing else.
 pub fn wants(ev: &Event) -> bool {
     match ev.r#type.as_str() {
         "session.started" | "session.ended" | "run.started" | "run.finished" | "run.failed" | "run.cancelled"
         | "tool.requested" | "tool.completed" | "tool.failed" | "tool.denied" | "attention.resolved" => true,
         t if t.starts_with("x.") => {
-            // The kind alone: the sink reads the call (and skips one that reports nothing).
-            ev.data.as_ref().and_then(Value::as_object).is_some_and(|d| names_model_call(t, d))
+            ev.data.as_ref().and_then(Value::as_object).is_some_and(|d| model_call(t, d).is_some())
         }
         _ => false,
     }

@@ -119,34 +119,6 @@ pub fn member<'a>(data: &'a Map<String, Value>, key: &str) -> Option<&'a Value> 
     if data.len() <= 16 { data.iter().find_map(|(k, v)| (k == key).then_some(v)) } else { data.get(key) }
 }
 
-/// Whether an event of type `ty` with payload `data` is of a kind that reports a model call
-/// (its type, and the one member some kinds are told apart by): what [`model_call_in`]
-/// looks at before reading the call's fields, for a caller that only sorts events.
-pub fn names_model_call_in(
-    ty: &str,
-    data: &Map<String, Value>,
-    fields_of: impl Fn(&str) -> &'static [ModelCallFields],
-) -> bool {
-    model_call_fields_in(ty, data, fields_of).is_some()
-}
-
-/// The vendor and the [`ModelCallFields`] entry that type `ty` (and, for an entry with a
-/// `when`, `data`) selects.
-fn model_call_fields_in<'a>(
-    ty: &'a str,
-    data: &Map<String, Value>,
-    fields_of: impl Fn(&str) -> &'static [ModelCallFields],
-) -> Option<(&'a str, &'static ModelCallFields)> {
-    // `x.{vendor}.otel.{suffix}`; the profiled vendors' names have no dot. Split on single
-    // bytes: this runs for every companion event the GenAI sink is offered.
-    let (vendor, rest) = ty.strip_prefix("x.")?.split_once('.')?;
-    let suffix = rest.strip_prefix("otel.")?;
-    let f = fields_of(vendor).iter().find(|f| {
-        f.event == suffix && f.when.is_none_or(|(k, v)| member(data, k).and_then(Value::as_str) == Some(v))
-    })?;
-    Some((vendor, f))
-}
-
 /// The model call an event of type `ty` with payload `data` reports, if it is one;
 /// `fields_of` names a vendor's [`ModelCallFields`] (the registry's
 /// [`crate::vendors::model_call`] passes its own lookup).
@@ -155,7 +127,13 @@ pub fn model_call_in<'a>(
     data: &'a Map<String, Value>,
     fields_of: impl Fn(&str) -> &'static [ModelCallFields],
 ) -> Option<ModelCall<'a>> {
-    let (vendor, f) = model_call_fields_in(ty, data, fields_of)?;
+    // `x.{vendor}.otel.{suffix}`; the profiled vendors' names have no dot. Split on single
+    // bytes: this runs for every companion event the GenAI sink is offered.
+    let (vendor, rest) = ty.strip_prefix("x.")?.split_once('.')?;
+    let suffix = rest.strip_prefix("otel.")?;
+    let f = fields_of(vendor).iter().find(|f| {
+        f.event == suffix && f.when.is_none_or(|(k, v)| member(data, k).and_then(Value::as_str) == Some(v))
+    })?;
     let get = |k: Option<&'static str>| k.and_then(|k| member(data, k));
     let mut call = ModelCall {
         vendor,

@@ -86,12 +86,6 @@ pub fn model_call<'a>(ty: &'a str, data: &'a Map<String, Value>) -> Option<Model
     model_call_in(ty, data, model_call_fields)
 }
 
-/// Whether a companion event of type `ty` with payload `data` is of a model-call kind (see
-/// [`crate::otel::usage::names_model_call_in`]): a cheap sort, before [`model_call`] reads it.
-pub fn names_model_call(ty: &str, data: &Map<String, Value>) -> bool {
-    crate::otel::usage::names_model_call_in(ty, data, model_call_fields)
-}
-
 /// A vendor that has an OTel profile, as config names it (`[otlp_in.profiles]`: a
 /// `service.name` forced onto `codex`, `vscode`, `claude-code`, `gemini-cli` or `qwen-code`).
 /// Parsed against the registry, so a new vendor's profile is nameable with no table to edit.
