@@ -4,8 +4,10 @@
 
 use crate::spec::{AssetInstall, ControlSpec, InstallSpec, PluginDeps, ReplyRoute, ServerSpec, VendorSpec};
 
-/// The Kilo Code plugin shim.
-pub const PLUGIN: &str = include_str!("plugin.js");
+/// The Kilo Code plugin shim: its head, the body OpenCode's plugin has too (Kilo Code is
+/// an OpenCode fork), and the fork's module shape (a default `{ id, server }`).
+pub const PLUGIN: &str =
+    concat!(include_str!("plugin_head.js"), include_str!("../opencode/plugin_core.js"), include_str!("plugin_tail.js"));
 
 /// Kilo Code.
 pub static SPEC: VendorSpec = VendorSpec {

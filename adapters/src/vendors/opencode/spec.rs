@@ -9,8 +9,11 @@ use crate::spec::{
     AssetInstall, BusMoment, ControlSpec, Decision, Held, InstallSpec, PluginDeps, ReplyRoute, ServerSpec, VendorSpec,
 };
 
-/// The OpenCode plugin shim (ESM, fetch only, fail-open).
-pub const PLUGIN: &str = include_str!("plugin.js");
+/// The OpenCode plugin shim (ESM, fetch only, fail-open): its head (the comment and the
+/// vendor), the body it shares with Kilo Code's (a fork's plugin API: one copy of the
+/// queue, the held ask and the flush at shutdown), and OpenCode's export.
+pub const PLUGIN: &str =
+    concat!(include_str!("plugin_head.js"), include_str!("plugin_core.js"), include_str!("plugin_tail.js"));
 
 /// The moments the plugin holds (its `permission.ask` hook; `permission_ask` is the
 /// same moment as the plugin's URL names it).
@@ -79,6 +82,24 @@ pub fn settled(ev: &Value) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_plugin_is_its_head_the_shared_body_and_its_one_export() {
+        let kilo = crate::vendors::kilocode::spec::PLUGIN;
+        for (plugin, vendor, export) in [
+            (PLUGIN, "opencode", "export const AepBridge = server;"),
+            (kilo, "kilocode", r#"export default { id: "aep-bridge", server };"#),
+        ] {
+            assert_eq!(plugin.matches("const VENDOR = ").count(), 1, "{vendor}");
+            assert!(plugin.contains(&format!("const VENDOR = \"{vendor}\";")), "{vendor}");
+            let exports: Vec<&str> = plugin.lines().filter(|l| l.starts_with("export ")).collect();
+            assert_eq!(exports, [export], "{vendor}: one export, the loader's shape");
+            assert!(
+                plugin.contains("const server = async (input) =>") && plugin.contains("dispose: async"),
+                "{vendor}"
+            );
+        }
+    }
 
     #[test]
     fn a_bus_reply_settles_its_ask_and_nothing_else_does() {

@@ -1,30 +1,3 @@
-// aep-bridge: Kilo Code plugin shim (AEP-0002 Annex A.8; Kilo Code is an OpenCode fork).
-//
-// Kilo loads every `*.js` of `.kilocode/plugins/` (and `~/.config/kilo/plugins/`) by itself:
-// nothing to register. The module default-exports `{ id, server }` (the fork's plugin module
-// shape). Runs inside Kilo's Bun runtime: ESM, global fetch, no Node built-ins. Every moment
-// is POSTed as JSON to `${AEP_BRIDGE_URL}/hooks/kilocode/{moment}`:
-//
-//   bus            {kind:"bus", event}                         (the `event` hook; events naming a session)
-//   tool.before    {kind:"tool.before", input, output}         (tool.execute.before)
-//   tool.after     {kind:"tool.after", input, output}          (tool.execute.after)
-//   permission.ask {kind:"permission.ask", permission}         (held open, bounded; <=7.4.5)
-//
-// Every body also carries `serverUrl` (PluginInput.serverUrl) when Kilo provides it, and
-// `oneShot: true` under `kilo run` (see ONE_SHOT): on
-// >=7.4.6 the asks ride the bus (permission.asked, question.asked) and the bridge answers
-// through the server's reply routes, so it needs the address.
-//
-// Fail-open by construction: any error, timeout or non-2xx reply does nothing. Outputs
-// are never mutated, except permission.ask's `output.status`, and only when the bridge's
-// reply carries {"status":"allow"} or {"status":"deny"}; anything else leaves Kilo's own
-// prompt in charge.
-//
-// Environment: AEP_BRIDGE_URL (default http://127.0.0.1:8787), AEP_TOKEN (bearer, when
-// set), AEP_HOOK_TIMEOUT_MS (default 1500), AEP_PERMISSION_WAIT_MS (default 60000, the
-// held wait, above the bridge's own attention window; capped at 300000).
-
-const VENDOR = "kilocode";
 
 const env = (name) => {
   try {
@@ -47,7 +20,7 @@ const MAX_QUEUE = 1000;
 // How long the instance's shutdown waits for the moments still queued (see `dispose`).
 const FLUSH_MS = Math.min(HOOK_TIMEOUT_MS * 2, 10000);
 
-// The one-shot `kilo run` (in this process; not a client attached to a server with
+// The one-shot `run` command (in this process; not a client attached to a server with
 // --attach) answers every permission ask itself, at once (auto-reject unless told to allow):
 // every body says so (`oneShot: true`), and the bridge records those decisions as the agent's own.
 const ONE_SHOT = (() => {
@@ -164,8 +137,3 @@ const hooks = (withServer) => ({
     }
   },
 });
-
-// The fork's plugin module shape (Kilo 7.7's loader): a default export `{ id, server }` and
-// nothing else. A file plugin without `id` is refused ("must export id"), and one default
-// export keeps the loader from initializing the same hooks twice.
-export default { id: "aep-bridge", server };
