@@ -222,23 +222,26 @@ fn stages(a: &KindsArgs, mix: Mix, dir: &Path, records: u64) -> anyhow::Result<(
         costs.push(STAGES.map(|(_, f)| inclusive(&text, f)));
     }
     println!("  stages of the mix as sent, Ir per record (inclusive):");
-    for (i, (label, _)) in STAGES.iter().enumerate() {
-        let ir = (costs[1][i] as f64 - costs[0][i] as f64) / records as f64;
-        println!("    {label:<40} {ir:>19.0}");
+    for (i, (label, f)) in STAGES.iter().enumerate() {
+        // A stage whose function is gone (renamed, inlined) says so instead of reading 0.
+        let ir = match (costs[0][i], costs[1][i]) {
+            (Some(a), Some(b)) => format!("{:.0}", (b as f64 - a as f64) / records as f64),
+            _ => format!("(no {f} in the profile)"),
+        };
+        println!("    {label:<40} {ir:>19}");
     }
     Ok(())
 }
 
 /// The inclusive cost `callgrind_annotate` gives function `f` (its own entry, named with
-/// its binary, not an inlined copy's); 0 when absent.
-fn inclusive(annotated: &str, f: &str) -> u64 {
+/// its binary, not an inlined copy's); `None` when the profile has no such entry.
+fn inclusive(annotated: &str, f: &str) -> Option<u64> {
     let own = format!(":{f} [");
     annotated
         .lines()
         .find(|l| l.contains(&own))
         .and_then(|l| l.split_whitespace().next())
         .and_then(|n| n.replace(',', "").parse().ok())
-        .unwrap_or(0)
 }
 
 /// A kind as a file name part.
@@ -312,4 +315,19 @@ async fn post(app: &axum::Router, body: Bytes) -> anyhow::Result<()> {
         }
     }
     anyhow::bail!("the bridge keeps refusing")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stage_cost_is_its_own_entry_and_a_missing_one_says_so() {
+        let annotated = "\
+ 9,999 ( 9.00%)  /rustc/x/library/core/src/ops/function.rs:aep_schemas::event::Event::write_json_with
+ 1,234,567 ( 1.00%)  /work/schemas/src/event/mod.rs:aep_schemas::event::Event::write_json_with [/bin/aep-bench]
+";
+        assert_eq!(inclusive(annotated, "aep_schemas::event::Event::write_json_with"), Some(1_234_567));
+        assert_eq!(inclusive(annotated, "aep_bridge::genai::run::{{closure}}"), None);
+    }
 }
