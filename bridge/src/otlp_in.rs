@@ -29,7 +29,7 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Flush, Pipeline};
 use crate::transport::config::{HttpUrl, off_if_empty};
 use crate::transport::{Headers, TlsConfig};
 
@@ -204,7 +204,7 @@ impl BridgeOtlp {
             while let Some(batch) = rx.recv().await {
                 let n = batch.len();
                 // In order; each draft stamped as its vendor (each vendor is its own agent identity).
-                let _ = submit_in_chunks(&pipeline, batch).await;
+                let _ = submit_in_chunks(&pipeline, batch, Flush::Now).await;
                 in_flight.fetch_sub(n, Ordering::AcqRel);
             }
         });
@@ -239,20 +239,45 @@ impl BridgeOtlp {
 
 /// Submits `batch` in order, in chunks, each only once the log writer is near caught up:
 /// the stamper lock is never held for a whole export, and a hook, which waits for its own
-/// events to be written, never queues behind one.
-async fn submit_in_chunks(pipeline: &Pipeline, batch: Vec<MappedDraft>) -> Result<(), crate::pipeline::SubmitError> {
-    if batch.len() <= BULK_CHUNK {
-        pipeline.room_for_bulk(BULK_BACKLOG).await;
-        return pipeline.submit_mapped("otlp", batch).await;
-    }
+/// events to be written, never queues behind one. The chunks' lines are held for the last
+/// one, whose lines go as `last` says (the writer gets an export at once, [`Flush`]).
+async fn submit_in_chunks(
+    pipeline: &Pipeline,
+    batch: Vec<MappedDraft>,
+    last: Flush,
+) -> Result<(), crate::pipeline::SubmitError> {
     let mut rest = batch.into_iter();
-    loop {
+    while rest.len() > 0 {
         let chunk: Vec<MappedDraft> = rest.by_ref().take(BULK_CHUNK).collect();
-        if chunk.is_empty() {
-            return Ok(());
-        }
+        let flush = if rest.len() == 0 { last } else { Flush::WithNext };
         pipeline.room_for_bulk(BULK_BACKLOG).await;
-        pipeline.submit_mapped("otlp", chunk).await?;
+        pipeline.submit_mapped("otlp", chunk, flush).await?;
+    }
+    Ok(())
+}
+
+/// Flushes the lines an export's chunks held ([`Flush::WithNext`]) however the export
+/// ends: [`FlushOnDrop::disarm`] at its end, or on drop (the export's future dropped
+/// midway) from a task it spawns, since a drop cannot wait.
+struct FlushOnDrop<'a>(Option<&'a Pipeline>);
+
+impl FlushOnDrop<'_> {
+    /// The export's end: flushes what is still held (nothing, when the last chunk flushed).
+    async fn disarm(mut self) {
+        if let Some(p) = self.0.take() {
+            p.flush_held().await;
+        }
+    }
+}
+
+impl Drop for FlushOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let p = p.clone();
+            rt.spawn(async move { p.flush_held().await });
+        }
     }
 }
 
@@ -408,6 +433,9 @@ impl BridgeOtlp {
         let mut m = Mapped::default();
         let mut done = Ok(());
         let mut records = records.into_iter();
+        // The chunks' lines go to the writer together, at the end (or, should this future be
+        // dropped midway, the client gone, from a task the guard leaves behind).
+        let held = FlushOnDrop(Some(&self.pipeline));
         while records.len() > 0 && done.is_ok() {
             let k = records.len().min(INLINE_CHUNK);
             self.map_into(&records.as_slice()[..k], &mut m);
@@ -415,9 +443,11 @@ impl BridgeOtlp {
             records.by_ref().take(k).for_each(drop);
             let chunk = std::mem::take(&mut m.drafts);
             if !chunk.is_empty() {
-                done = submit_in_chunks(&self.pipeline, chunk).await;
+                let last = if records.len() == 0 { Flush::Now } else { Flush::WithNext };
+                done = submit_in_chunks(&self.pipeline, chunk, last).await;
             }
         }
+        held.disarm().await;
         self.inline.fetch_sub(n, Ordering::AcqRel);
         done.map_err(|_| Refused::Full { retry_after: Duration::from_secs(5) })?;
         Ok(self.answer(&m))
@@ -629,6 +659,43 @@ mod tests {
             sessions.extend(b.iter().map(|(k, _, _)| k.session.clone().unwrap()));
         }
         assert_eq!(sessions, ["c2", "c3"]);
+    }
+
+    /// The chunks of an export hand the log writer their lines at once, at the export's
+    /// end; an export dropped midway (its client gone) still has the lines of the chunks it
+    /// stamped written, by the task its guard leaves behind, not held until some later submit.
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_export_cut_short_still_hands_its_stamped_lines_to_the_writer() {
+        let (ltx, mut lines) = mpsc::channel(64);
+        // A durable event sink with room for one chunk: the second chunk waits in it, under
+        // the stamper, with the first chunk's lines held.
+        let (etx, mut events) = mpsc::channel(INLINE_CHUNK);
+        let pipeline = PipelineBuilder::new(0, "h", Arc::new(Metrics::default()))
+            .sink(crate::pipeline::SinkTx::durable_lines("jsonl", ltx))
+            .sink(crate::pipeline::SinkTx::durable("events", etx))
+            .build();
+        let (otlp, _task) = handler(pipeline, ProfileOverrides::default(), 10_000);
+        let records: Vec<OtelRecord> = (0..3 * INLINE_CHUNK).map(|_| codex_record("c1")).collect();
+        {
+            let export = otlp.log_records_async(records);
+            tokio::pin!(export);
+            assert!(futures_util::poll!(&mut export).is_pending(), "waits in the second chunk");
+            assert!(lines.try_recv().is_err(), "the first chunk's lines are held");
+        }
+        // Dropped: the guard's task sends what the first chunk held.
+        let got = tokio::time::timeout(Duration::from_secs(5), lines.recv()).await.unwrap().unwrap();
+        assert_eq!(got.len(), INLINE_CHUNK);
+        let seqs: Vec<u64> = got
+            .iter()
+            .map(|(_, l, _)| serde_json::from_slice::<serde_json::Value>(l).unwrap()["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seqs, (0..INLINE_CHUNK as u64).collect::<Vec<_>>());
+        // The events the sink did take are exactly those whose lines were sent.
+        let mut taken = 0;
+        while events.try_recv().is_ok() {
+            taken += 1;
+        }
+        assert_eq!(taken, INLINE_CHUNK);
     }
 
     /// An export larger than one chunk is mapped and stamped a chunk at a time, yet its

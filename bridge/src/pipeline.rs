@@ -428,7 +428,29 @@ struct Locked {
     /// Log keys of external emitters' sessions (agent -> session -> key), so a relayed event
     /// allocates none.
     external_keys: HashMap<String, HashMap<String, Arc<LogKey>>>,
+    /// Lines of bulk submits not yet handed to the line sinks ([`Flush::WithNext`]), in
+    /// stamping order; the next submit that flushes sends them ahead of its own.
+    held: Vec<LineBatch>,
+    /// Lines in `held`.
+    held_lines: usize,
 }
+
+/// When a submit's lines go to the line sinks (the JSONL log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flush {
+    /// With this submit, after any held ones.
+    Now,
+    /// With the next submit that flushes (up to [`MAX_HELD_LINES`] held): a bulk producer
+    /// submitting one export in chunks hands the writer the whole export at once, one wake
+    /// and one write per file instead of one per chunk. The producer must end with a
+    /// flushing submit or [`Pipeline::flush_held`]; any other submit flushes them too, ahead
+    /// of its own lines, so the log keeps stamping order.
+    WithNext,
+}
+
+/// Lines held for [`Flush::WithNext`] past which a submit flushes anyway (about one export:
+/// a hook's answer, which waits for its lines to be written, waits behind at most these).
+pub const MAX_HELD_LINES: usize = 1024;
 
 struct Inner {
     stamper: Mutex<Locked>,
@@ -508,6 +530,8 @@ impl PipelineBuilder {
                     stamper: Stamper::new(self.epoch, self.host),
                     line_guess: LINE_GUESS,
                     external_keys: HashMap::new(),
+                    held: Vec::new(),
+                    held_lines: 0,
                 }),
                 minter: std::sync::Mutex::new(ulid::Generator::new()),
                 sinks: std::sync::RwLock::new(self.sinks.into()),
@@ -558,7 +582,8 @@ impl Pipeline {
             events.push((Stamped::unlined(ev), key, start, buf.len() - start));
         }
         st.line_guess = buf.len().checked_div(n).unwrap_or(LINE_GUESS).clamp(64, 64 * 1024);
-        let result = self.fan_out_serialized(&sinks, events, buf, &mut drops, Some(&mut out)).await;
+        let (result, lines) = self.fan_out_serialized(&sinks, events, buf, &mut drops, Some(&mut out)).await;
+        self.send_lines(&mut st, &sinks, lines, Flush::Now, &mut drops).await;
         // Counted once per call, after the stamper is released (nothing is recorded under it).
         drop(st);
         drops.record(&self.inner.metrics);
@@ -570,11 +595,13 @@ impl Pipeline {
     /// them out in order, as [`Pipeline::submit_drafts`] run by run, but in one pass under the
     /// stamper and without collecting the stamped events (nothing waits on them): each event
     /// is freed here once the taps and sinks have it (a line sink keeps only its line), and
-    /// the lines of the batch share one buffer.
+    /// the lines of the batch share one buffer. `flush` says when the lines go to the line
+    /// sinks (see [`Flush`]).
     pub async fn submit_mapped(
         &self,
         input: &'static str,
         batch: Vec<aep_adapters::otel::MappedDraft>,
+        flush: Flush,
     ) -> Result<(), SubmitError> {
         let mut drops = Drops::default();
         let mut counts: Vec<(&'static str, u64)> = Vec::new();
@@ -599,7 +626,8 @@ impl Pipeline {
             }
         }
         st.line_guess = buf.len().checked_div(n).unwrap_or(LINE_GUESS).clamp(64, 64 * 1024);
-        let result = self.fan_out_serialized(&sinks, events, buf, &mut drops, None).await;
+        let (result, lines) = self.fan_out_serialized(&sinks, events, buf, &mut drops, None).await;
+        self.send_lines(&mut st, &sinks, lines, flush, &mut drops).await;
         // Counted after the stamper is released (nothing is recorded under it).
         drop(st);
         drops.record(&self.inner.metrics);
@@ -610,9 +638,10 @@ impl Pipeline {
     }
 
     /// The second half of a batch submit: `events`, serialized back to back in `buf` (each
-    /// as `(event, file key, start, len)`), handed to the taps and event sinks in order, and
-    /// the whole buffer to the line sinks once. The stamped events are kept in `keep` when
-    /// the caller returns them; otherwise each is freed here once the sinks have it.
+    /// as `(event, file key, start, len)`), handed to the taps and event sinks in order;
+    /// returns their lines over the whole buffer, for the line sinks ([`Pipeline::send_lines`]),
+    /// when there are line sinks. The stamped events are kept in `keep` when the caller
+    /// returns them; otherwise each is freed here once the sinks have it.
     async fn fan_out_serialized(
         &self,
         sinks: &[SinkTx],
@@ -620,7 +649,7 @@ impl Pipeline {
         buf: Vec<u8>,
         drops: &mut Drops,
         mut keep: Option<&mut Vec<Arc<Stamped>>>,
-    ) -> Result<(), SubmitError> {
+    ) -> (Result<(), SubmitError>, Option<LineBatch>) {
         let n = events.len();
         let whole = Bytes::from(buf);
         let lines_wanted = has_lines(sinks);
@@ -643,10 +672,44 @@ impl Pipeline {
                 lines.push_range(&key, start, len, sev);
             }
         }
-        if lines_wanted {
+        (result, lines_wanted.then_some(lines))
+    }
+
+    /// Hands `lines` to the line sinks as `flush` says: held (see [`Flush::WithNext`]), or
+    /// sent after the lines held before them.
+    async fn send_lines(
+        &self,
+        st: &mut Locked,
+        sinks: &[SinkTx],
+        lines: Option<LineBatch>,
+        flush: Flush,
+        drops: &mut Drops,
+    ) {
+        if let Some(lines) = lines.filter(|l| !l.is_empty()) {
+            st.held_lines += lines.len();
+            st.held.push(lines);
+        }
+        if flush == Flush::WithNext && st.held_lines <= MAX_HELD_LINES {
+            return;
+        }
+        st.held_lines = 0;
+        for lines in std::mem::take(&mut st.held) {
             self.fan_out_lines(sinks, lines, drops).await;
         }
-        result
+    }
+
+    /// Sends the lines held by [`Flush::WithNext`] submits to the line sinks (a bulk
+    /// producer's end, when its last submit did not flush).
+    pub async fn flush_held(&self) {
+        let mut st = self.inner.stamper.lock().await;
+        if st.held.is_empty() {
+            return;
+        }
+        let mut drops = Drops::default();
+        let sinks = self.sinks();
+        self.send_lines(&mut st, &sinks, None, Flush::Now, &mut drops).await;
+        drop(st);
+        drops.record(&self.inner.metrics);
     }
 
     /// Admits a complete event from an external emitter (already validated): never re-stamped.
@@ -661,10 +724,11 @@ impl Pipeline {
         let mut drops = Drops::default();
         let sinks = self.sinks();
         let admitted = self.fan_out_to(&sinks, &s, &mut drops).await;
-        if admitted.is_ok() && has_lines(&sinks) {
+        let lines = (admitted.is_ok() && has_lines(&sinks)).then(|| {
             let key = external_key(&mut guard, &s.event);
-            self.fan_out_lines(&sinks, LineBatch::single(Arc::clone(&s), key), &mut drops).await;
-        }
+            LineBatch::single(Arc::clone(&s), key)
+        });
+        self.send_lines(&mut guard, &sinks, lines, Flush::Now, &mut drops).await;
         drop(guard);
         drops.record(&self.inner.metrics);
         self.inner.metrics.events_in.inc(&[("input", input), ("agent", &s.event.agent)]);
@@ -696,7 +760,8 @@ impl Pipeline {
             let key = external_key(&mut st, &ev);
             keyed.push((Stamped::unlined(ev), key, start, len));
         }
-        let result = self.fan_out_serialized(&sinks, keyed, buf, &mut drops, None).await;
+        let (result, lines) = self.fan_out_serialized(&sinks, keyed, buf, &mut drops, None).await;
+        self.send_lines(&mut st, &sinks, lines, Flush::Now, &mut drops).await;
         // Counted after the stamper is released (nothing is recorded under it).
         drop(st);
         drops.record(&self.inner.metrics);
@@ -1009,7 +1074,7 @@ mod tests {
             PipelineBuilder::new(3, "h", Arc::new(Metrics::default())).sink(SinkTx::durable_lines("jsonl", tx)).build();
         let mapped =
             |s: &str| aep_adapters::otel::MappedDraft { vendor: "codex", draft: draft("x.codex.otel.turn_ttft", s) };
-        p.submit_mapped("otlp", vec![mapped("a"), mapped("b"), mapped("a")]).await.unwrap();
+        p.submit_mapped("otlp", vec![mapped("a"), mapped("b"), mapped("a")], Flush::Now).await.unwrap();
         let batch = rx.try_recv().unwrap();
         assert!(rx.try_recv().is_err(), "one queue item per submit");
         let got: Vec<_> = batch.iter().collect();
@@ -1035,6 +1100,42 @@ mod tests {
         let relayed: Vec<_> = relay_twice(&p, &mut rx, &out[0]).await;
         assert!(Arc::ptr_eq(&relayed[0].0, &relayed[1].0), "one key per external session");
         assert_eq!(relayed[0].1, out[0].line.to_vec());
+    }
+
+    /// Lines of `Flush::WithNext` submits wait for the next flushing submit, which sends
+    /// them ahead of its own (so the log keeps stamping order: a hook's line after the held
+    /// export's); `flush_held` sends them when no submit follows; past `MAX_HELD_LINES` a
+    /// submit flushes anyway.
+    #[tokio::test]
+    async fn held_lines_go_with_the_next_flush_in_stamping_order() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let p =
+            PipelineBuilder::new(0, "h", Arc::new(Metrics::default())).sink(SinkTx::durable_lines("jsonl", tx)).build();
+        let mapped = |s: &str| aep_adapters::otel::MappedDraft { vendor: "codex", draft: draft("x.codex.otel.a", s) };
+        let seqs = |b: &LineBatch| -> Vec<u64> {
+            b.iter().map(|(_, line, _)| serde_json::from_slice::<Event>(line).unwrap().seq.unwrap()).collect()
+        };
+        p.submit_mapped("otlp", vec![mapped("s"), mapped("s")], Flush::WithNext).await.unwrap();
+        p.submit_mapped("otlp", vec![mapped("s")], Flush::WithNext).await.unwrap();
+        assert!(rx.try_recv().is_err(), "held, not sent");
+        // A hook's submit flushes: the held batches first, in order, then its own line.
+        p.submit_drafts("hook", "codex", vec![draft("session.started", "s")]).await.unwrap();
+        let got: Vec<Vec<u64>> = std::iter::from_fn(|| rx.try_recv().ok()).map(|b| seqs(&b)).collect();
+        assert_eq!(got, [vec![0, 1], vec![2], vec![3]]);
+        // Nothing held afterwards; an export that ends without a flushing submit is sent by
+        // `flush_held`.
+        p.flush_held().await;
+        assert!(rx.try_recv().is_err());
+        p.submit_mapped("otlp", vec![mapped("s")], Flush::WithNext).await.unwrap();
+        p.flush_held().await;
+        assert_eq!(seqs(&rx.try_recv().unwrap()), [4]);
+        // Past the bound a holding submit sends everything held, itself included.
+        let many = (0..MAX_HELD_LINES).map(|_| mapped("t")).collect();
+        p.submit_mapped("otlp", many, Flush::WithNext).await.unwrap();
+        assert!(rx.try_recv().is_err(), "exactly the bound is still held");
+        p.submit_mapped("otlp", vec![mapped("t")], Flush::WithNext).await.unwrap();
+        let sent: usize = std::iter::from_fn(|| rx.try_recv().ok()).map(|b| b.len()).sum();
+        assert_eq!(sent, MAX_HELD_LINES + 1);
     }
 
     /// Relays `s` twice as an external event; returns what the line sink got each time.
@@ -1067,7 +1168,7 @@ mod tests {
         let mut warn = draft("x.codex.otel.b", "s");
         warn.severity = Some(Severity::Warning);
         let batch = vec![mapped("x.codex.otel.c"), aep_adapters::otel::MappedDraft { vendor: "codex", draft: warn }];
-        p.submit_mapped("otlp", batch).await.unwrap();
+        p.submit_mapped("otlp", batch, Flush::Now).await.unwrap();
         assert_eq!(m.dropped.get(&[("sink", "jsonl"), ("severity", "info")]), 1);
         assert_eq!(m.dropped.get(&[("sink", "jsonl"), ("severity", "warning")]), 1);
     }

@@ -573,6 +573,8 @@ impl Daemon {
         drop(app);
         drop(otlp);
         let _ = tokio::time::timeout(left(), otlp_task).await;
+        // Lines an export cut short (its client gone mid-export) still held: written first.
+        let _ = tokio::time::timeout(left(), pipeline.flush_held()).await;
         pipeline.close();
         drop(pipeline);
         let mut unfinished = Vec::new();
