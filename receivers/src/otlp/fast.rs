@@ -224,7 +224,8 @@ fn slot_of(b: &[u8]) -> usize {
         _ => (b.iter().fold(0u64, |h, &c| (h << 8) | u64::from(c)), 0),
     };
     let h = (head ^ tail.rotate_left(29) ^ n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (h >> 56) as usize & (INTERNED - 1)
+    // The top bits of the product (the best mixed): as many as index the table.
+    (h >> (64 - INTERNED.trailing_zeros())) as usize
 }
 
 const VARINT: u8 = 0;
@@ -609,6 +610,82 @@ mod tests {
     use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
     use opentelemetry_proto::tonic::resource::v1::Resource;
     use prost::Message as _;
+
+    /// The interner spreads keys over every slot of its table: a hash that indexed only a
+    /// quarter of it made keys collide, and each record that alternated between two of them
+    /// allocated both again. The attribute keys recorded from Qwen Code (61) mostly get a
+    /// slot each.
+    #[test]
+    fn the_interner_uses_its_whole_table() {
+        let slots: std::collections::HashSet<usize> =
+            (0..20_000).map(|i| slot_of(format!("gen_ai.attr.{i}").as_bytes())).collect();
+        assert!(slots.len() > INTERNED * 9 / 10, "{} of {INTERNED} slots used", slots.len());
+        let keys = [
+            "action_type",
+            "approval_mode",
+            "auth_type",
+            "cached_content_token_count",
+            "content_length",
+            "core_tools_enabled",
+            "debug_mode",
+            "decision",
+            "docs_scanned",
+            "docs_selected",
+            "duration_ms",
+            "error",
+            "error_message",
+            "error_type",
+            "event.name",
+            "event.timestamp",
+            "extension",
+            "file_filtering_respect_git_ignore",
+            "function_args",
+            "function_name",
+            "hooks",
+            "http.status_code",
+            "ide_enabled",
+            "input_token_count",
+            "interactive_shell_enabled",
+            "lines",
+            "mcp_server_name",
+            "mcp_servers",
+            "mcp_servers_count",
+            "mcp_tools",
+            "mcp_tools_count",
+            "metadata",
+            "mimetype",
+            "model",
+            "operation",
+            "output_format",
+            "output_token_count",
+            "prompt",
+            "prompt_id",
+            "prompt_length",
+            "query_length",
+            "request_text",
+            "response_id",
+            "response_text",
+            "sandbox_enabled",
+            "service.name",
+            "service.version",
+            "session.id",
+            "skills",
+            "status",
+            "status_code",
+            "strategy",
+            "subagent_name",
+            "subagents",
+            "success",
+            "thoughts_token_count",
+            "tool_name",
+            "tool_type",
+            "total_token_count",
+            "truncate_tool_output_lines",
+            "truncate_tool_output_threshold",
+        ];
+        let used: std::collections::HashSet<usize> = keys.iter().map(|k| slot_of(k.as_bytes())).collect();
+        assert!(used.len() + 3 >= keys.len(), "{} slots for {} keys", used.len(), keys.len());
+    }
 
     fn kv(k: &str, v: Av) -> KeyValue {
         KeyValue { key: k.into(), value: Some(AnyValue { value: Some(v) }), ..Default::default() }
