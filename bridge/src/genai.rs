@@ -16,10 +16,14 @@
 //! tool, an outcome. A duration the event does not carry is taken from its cause's time
 //! (`tool.requested` -> `tool.completed`), remembered for a bounded number of open calls.
 //!
-//! The pipeline hands this sink only the events it measures ([`wants`]); recording runs on
-//! its own task, never under the pipeline's lock. The sink keeps the SDK's series bound for
-//! the label sets it has seen (a bounded number per instrument, [`BOUND_SERIES`]): the SDK
-//! then neither sorts nor hashes the attributes again for each point.
+//! The metrics are a pipeline tap ([`GenAiTap`]): each event is measured as it is stamped,
+//! on the thread that stamped it, and recorded into the SDK's in-memory aggregation (no
+//! I/O). Handing the events to a task of their own cost more than measuring them: a queue
+//! operation and a wake per batch, a reference per event, and the event freed on that
+//! task's thread, which the allocator charges several times a local free. The tap keeps
+//! the SDK's series bound for the label sets it has seen (a bounded number per instrument,
+//! [`BOUND_SERIES`]): the SDK then neither sorts nor hashes the attributes again for each
+//! point.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -30,9 +34,8 @@ use aep_schemas::Event;
 use opentelemetry::metrics::{BoundCounter, BoundHistogram, Counter, Histogram, Meter};
 use opentelemetry::{KeyValue, StringValue};
 use serde_json::{Map, Value};
-use tokio::sync::mpsc;
 
-use crate::pipeline::Stamped;
+use crate::pipeline::{Stamped, Tap};
 
 /// `gen_ai.client.token.usage` boundaries (semantic conventions).
 pub const TOKEN_BUCKETS: [f64; 14] = [
@@ -70,13 +73,6 @@ pub enum Instrument {
     AttentionWait,
 }
 
-impl Instrument {
-    /// A counter (its points of one batch may be summed before recording).
-    fn is_counter(self) -> bool {
-        matches!(self, Instrument::ToolCalls | Instrument::AttentionResolutions)
-    }
-}
-
 /// One measurement: an instrument, a value (seconds for durations) and its attributes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
@@ -87,19 +83,6 @@ pub struct Point {
     /// Attributes, in a fixed order per instrument (names and values interned: recording
     /// a point allocates nothing for a label value seen before).
     pub attrs: Vec<KeyValue>,
-}
-
-/// Whether the GenAI sink measures `ev` (or must remember it for a later duration); the
-/// pipeline hands the sink nothing else.
-pub fn wants(ev: &Event) -> bool {
-    match ev.r#type.as_str() {
-        "session.started" | "session.ended" | "run.started" | "run.finished" | "run.failed" | "run.cancelled"
-        | "tool.requested" | "tool.completed" | "tool.failed" | "tool.denied" | "attention.resolved" => true,
-        t if t.starts_with("x.") => {
-            ev.data.as_ref().and_then(Value::as_object).is_some_and(|d| model_call(t, d).is_some())
-        }
-        _ => false,
-    }
 }
 
 /// Maps looked up once or twice per measured event: foldhash, seeded per process (the keys
@@ -145,13 +128,25 @@ impl Measurer {
         v
     }
 
-    /// The points `ev` yields, appended to `out` (the sink reuses one vector), remembering
+    /// The points `ev` yields, appended to `out` (the tap reuses one vector), remembering
     /// what a later event needs. Pure apart from that bounded memory (no clock: durations
     /// come from the events' own times).
     pub fn measure_into(&mut self, ev: &Event, out: &mut Vec<Point>) {
         let d = obj(ev);
+        let ty = ev.r#type.as_str();
+        // A vendor's record measures only as a model call; any other type of its own or a
+        // core type not listed below yields nothing (decided before any label is made).
+        let call = match ty {
+            "session.started" | "session.ended" | "run.started" | "run.finished" | "run.failed" | "run.cancelled"
+            | "tool.requested" | "tool.completed" | "tool.failed" | "tool.denied" | "attention.resolved" => None,
+            t if t.starts_with("x.") => match d.and_then(|d| model_call(t, d)) {
+                Some(call) => Some(call),
+                None => return,
+            },
+            _ => return,
+        };
         let agent = KeyValue::new("gen_ai.agent.name", self.sv(&ev.agent));
-        match ev.r#type.as_str() {
+        match ty {
             "session.started" => {
                 if let (Some(s), Some(m)) = (&ev.session, str_at(d, &["gen_ai.request.model"])) {
                     if self.models.len() >= MAX_OPEN {
@@ -221,8 +216,8 @@ impl Measurer {
                 }
                 out.push(Point { instrument: Instrument::AttentionResolutions, value: 1.0, attrs });
             }
-            t => {
-                if let Some(call) = d.and_then(|d| model_call(t, d)) {
+            _ => {
+                if let Some(call) = call {
                     let mut attrs = vec![KeyValue::new("gen_ai.operation.name", call.operation), agent];
                     let model = match call.model {
                         Some(m) => Some(self.sv(m)),
@@ -370,10 +365,10 @@ impl GenAiMetrics {
     }
 }
 
-/// Label sets per instrument whose SDK series the sink keeps bound. Beyond this a point is
+/// Label sets per instrument whose SDK series the tap keeps bound. Beyond this a point is
 /// recorded the ordinary way (the SDK looks its label set up). Well under the SDK's
 /// per-instrument series limit: a bound series is never evicted under delta temporality
-/// while the sink holds it, so the bound ones can only take a share of that limit.
+/// while the tap holds it, so the bound ones can only take a share of that limit.
 pub const BOUND_SERIES: usize = 128;
 
 /// One instrument's handles bound to the label sets seen before, at most [`BOUND_SERIES`].
@@ -452,7 +447,7 @@ impl<H> BoundSet<H> {
     }
 }
 
-/// [`GenAiMetrics`] with their series bound per label set: what the sink records through
+/// [`GenAiMetrics`] with their series bound per label set: what the tap records through
 /// (the same series and values as [`GenAiMetrics::record`], without the SDK's attribute
 /// lookup for a label set seen before).
 #[derive(Debug)]
@@ -504,55 +499,45 @@ impl BoundRecorder {
     }
 }
 
-/// Series a batch folds its counter points into before recording them (beyond this, a
-/// point is recorded as it comes: a flood of distinct label sets costs no quadratic search).
-const FOLDED_SERIES: usize = 32;
-
-/// Adds counter point `p` to the equal series in `folded`, if there is one or room for a new
-/// one; otherwise hands it back to be recorded as it is.
-fn fold(folded: &mut Vec<Point>, p: Point) -> Option<Point> {
-    if let Some(f) = folded.iter_mut().find(|f| f.instrument == p.instrument && f.attrs == p.attrs) {
-        f.value += p.value;
-        return None;
-    }
-    if folded.len() < FOLDED_SERIES {
-        folded.push(p);
-        return None;
-    }
-    Some(p)
+/// The GenAI metrics as a pipeline [`Tap`]: every event is measured as it is stamped and
+/// its points recorded at once (see the module's notes for why not on a task of its own).
+#[derive(Debug)]
+pub struct GenAiTap {
+    state: std::sync::Mutex<TapState>,
 }
 
-/// Runs the GenAI sink until its queue closes, taking what is queued in batches. Histogram
-/// points are recorded one by one; counter points are summed per batch and series first
-/// (one SDK call per series instead of one per event).
-/// With `progress`, reports each batch once it is recorded.
-pub async fn run(
-    mut rx: mpsc::Receiver<Arc<Stamped>>,
-    metrics: GenAiMetrics,
-    progress: Option<Arc<crate::pipeline::Progress>>,
-) {
-    let mut metrics = BoundRecorder::new(metrics);
-    let mut m = Measurer::default();
-    let mut batch = Vec::with_capacity(256);
-    let mut points = Vec::new();
-    let mut folded = Vec::with_capacity(FOLDED_SERIES);
-    while rx.recv_many(&mut batch, 256).await > 0 {
-        let n = batch.len() as u64;
-        for s in batch.drain(..) {
-            m.measure_into(&s.event, &mut points);
-            for p in points.drain(..) {
-                let left = if p.instrument.is_counter() { fold(&mut folded, p) } else { Some(p) };
-                if let Some(p) = left {
-                    metrics.record(&p);
-                }
-            }
+#[derive(Debug)]
+struct TapState {
+    measurer: Measurer,
+    recorder: BoundRecorder,
+    /// The points of one event (reused).
+    points: Vec<Point>,
+}
+
+impl GenAiTap {
+    /// A tap recording into `metrics`.
+    pub fn new(metrics: GenAiMetrics) -> Self {
+        let state =
+            TapState { measurer: Measurer::default(), recorder: BoundRecorder::new(metrics), points: Vec::new() };
+        Self { state: std::sync::Mutex::new(state) }
+    }
+}
+
+impl Tap for GenAiTap {
+    fn admit(&self, ev: &Arc<Stamped>) -> u64 {
+        // Under the pipeline's stamper, so uncontended; a poisoned lock (a panic while
+        // recording) only stops the metrics.
+        let Ok(mut st) = self.state.lock() else { return 0 };
+        let TapState { measurer, recorder, points } = &mut *st;
+        measurer.measure_into(&ev.event, points);
+        for p in points.drain(..) {
+            recorder.record(&p);
         }
-        for p in folded.drain(..) {
-            metrics.record(&p);
-        }
-        if let Some(p) = &progress {
-            p.finished(n);
-        }
+        0
+    }
+
+    fn sink(&self) -> &'static str {
+        "genai_metrics"
     }
 }
 
@@ -631,7 +616,8 @@ mod tests {
             json!({"gen_ai.request.model": "opus"}),
         ));
         let req = ev("tool.requested", "e1", "2026-12-01T10:00:01.000Z", None, json!({"tool": {"name": "Bash"}}));
-        assert!(wants(&req) && m.measure(&req).is_empty());
+        assert!(m.measure(&req).is_empty());
+        assert!(m.started.contains_key("e1"), "the request is remembered for its completion");
         let done =
             ev("tool.completed", "e2", "2026-12-01T10:00:03.500Z", Some("e1"), json!({"tool": {"name": "Bash"}}));
         let pts = m.measure(&done);
@@ -697,7 +683,6 @@ mod tests {
             None,
             json!({"model": "claude-opus-4-8", "input_tokens": "1200", "output_tokens": "25", "duration_ms": "113"}),
         );
-        assert!(wants(&call));
         let pts = m.measure(&call);
         let got: Vec<_> = pts.iter().map(|p| (p.instrument, p.value)).collect();
         assert_eq!(
@@ -712,7 +697,7 @@ mod tests {
             None,
             json!({"event.kind": "response.output_text.delta"}),
         );
-        assert!(!wants(&chunk), "stream chunks never reach the sink");
+        assert!(m.measure(&chunk).is_empty(), "stream chunks measure nothing");
         let wait = ev(
             "attention.resolved",
             "e8",
@@ -725,30 +710,37 @@ mod tests {
         assert_eq!(attr(&pts[1], "aep.attention.resolution"), Some("answered"));
     }
 
+    /// The tap records each event's points as it is admitted, into the metrics a scrape
+    /// reads: tool calls counted per tool, a model call's tokens and duration; a stream
+    /// chunk and an unmeasured type record nothing.
     #[test]
-    fn counter_points_of_a_batch_are_summed_per_series_and_bounded() {
-        let mut m = Measurer::default();
-        let mut points = Vec::new();
+    fn the_tap_records_what_each_event_measures() {
+        let out = crate::metrics::Metrics::new();
+        let tap = GenAiTap::new(GenAiMetrics::new(&out.meter("aep-bridge")));
+        let admit = |e: Event| assert_eq!(tap.admit(&Arc::new(Stamped::new(e))), 0, "a tap that drops nothing");
         for (i, tool) in ["Bash", "Read", "Bash", "Bash"].iter().enumerate() {
-            let done =
-                ev("tool.completed", &format!("c{i}"), "2026-12-01T10:00:03Z", None, json!({"tool": {"name": tool}}));
-            m.measure_into(&done, &mut points);
+            let data = json!({"tool": {"name": tool}, "duration_ms": 10});
+            admit(ev("tool.completed", &format!("c{i}"), "2026-12-01T10:00:03Z", None, data));
         }
-        let mut folded = Vec::new();
-        let recorded: Vec<Point> =
-            points.into_iter().filter(|p| p.instrument.is_counter()).filter_map(|p| fold(&mut folded, p)).collect();
-        assert!(recorded.is_empty());
-        let sums: Vec<_> = folded.iter().map(|p| (attr(p, "gen_ai.tool.name"), p.value)).collect();
-        assert_eq!(sums, [(Some("Bash"), 3.0), (Some("Read"), 1.0)]);
-        // Past the bound, a new series is handed back to be recorded at once.
-        let held = folded.len();
-        for i in 0..FOLDED_SERIES {
-            let done = ev("tool.denied", "d", "2026-12-01T10:00:03Z", None, json!({"tool": {"name": format!("t{i}")}}));
-            let p = m.measure(&done).pop().unwrap();
-            let back = fold(&mut folded, p);
-            assert_eq!(back.is_some(), held + i >= FOLDED_SERIES, "series {i}");
-        }
-        assert_eq!(folded.len(), FOLDED_SERIES);
+        let data =
+            json!({"model": "claude-opus-4-8", "input_tokens": "1200", "output_tokens": "25", "duration_ms": "113"});
+        admit(ev("x.claude-code.otel.api_request", "m", "2026-12-01T10:00:04Z", None, data));
+        admit(ev("x.codex.otel.sse_event", "k", "2026-12-01T10:00:04Z", None, json!({"event.kind": "delta"})));
+        admit(ev("message.user", "u", "2026-12-01T10:00:04Z", None, json!({"text": "hi"})));
+        let text = out.render();
+        let line = |prefix: &str, has: &str| {
+            text.lines()
+                .find(|l| l.starts_with(prefix) && l.contains(has))
+                .and_then(|l| l.rsplit(' ').next())
+                .unwrap_or_else(|| panic!("no {prefix} with {has} in\n{text}"))
+                .to_owned()
+        };
+        assert_eq!(line("aep_tool_calls_total{", "gen_ai_tool_name=\"Bash\""), "3");
+        assert_eq!(line("aep_tool_calls_total{", "gen_ai_tool_name=\"Read\""), "1");
+        assert_eq!(line("gen_ai_execute_tool_duration_seconds_count{", "Bash"), "3");
+        assert_eq!(line("gen_ai_client_token_usage_sum{", "gen_ai_token_type=\"input\""), "1200");
+        assert_eq!(line("gen_ai_client_operation_duration_seconds_count{", "claude-opus-4-8"), "1");
+        assert!(!text.contains("delta") && !text.contains("message"), "nothing from the chunk or the message");
     }
 
     #[test]

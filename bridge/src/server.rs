@@ -129,9 +129,10 @@ pub struct Bound {
     pub bridges: std::collections::BTreeMap<String, SocketAddr>,
     /// Whether the web view is served (`[ui]` and `[collector]` both on).
     pub ui: bool,
-    /// How far the sinks that report it have got, by sink name: `jsonl` (when on) and
-    /// `genai_metrics`. Something to wait on for "this event reached the log" or "the
-    /// metrics counted it" instead of polling the files or `/metrics`.
+    /// How far the sinks that report it have got, by sink name: `jsonl` (when on).
+    /// Something to wait on for "this event reached the log" instead of polling the files.
+    /// (The GenAI metrics need no wait: they are recorded as an event is stamped, before
+    /// the request that brought it is answered.)
     pub progress: std::collections::BTreeMap<&'static str, Arc<crate::pipeline::Progress>>,
 }
 
@@ -358,15 +359,9 @@ impl Daemon {
         for s in export_sinks {
             builder = builder.sink(s);
         }
-        // GenAI metrics for dashboards: only the events they measure reach the sink.
-        let (genai_tx, genai_rx) = mpsc::channel(cfg.pipeline.queue_capacity);
-        let genai_progress = Arc::new(crate::pipeline::Progress::default());
-        progress.insert("genai_metrics", genai_progress.clone());
+        // GenAI metrics for dashboards, measured as each event is stamped.
         let genai = crate::genai::GenAiMetrics::new(&metrics.meter("aep-bridge"));
-        tokio::spawn(crate::genai::run(genai_rx, genai, Some(genai_progress.clone())));
-        // Best effort (not durable): its progress is only reported, nothing waits on it.
-        builder = builder
-            .sink(SinkTx::new("genai_metrics", genai_tx).only(crate::genai::wants).with_progress(genai_progress));
+        builder = builder.tap(Arc::new(crate::genai::GenAiTap::new(genai)));
         let pipeline: Pipeline = builder.build();
 
         let (otlp, otlp_task) = crate::otlp_in::BridgeOtlp::new(

@@ -114,7 +114,7 @@ pub struct ModelCall<'a> {
 
 /// `data[key]`, found by a scan when the map is small: a payload carries a handful of
 /// members, and comparing a few short keys costs less than hashing one with the map's
-/// SipHash (this runs for every companion event offered to the GenAI sink).
+/// SipHash (this runs for every companion event the GenAI metrics tap measures).
 pub fn member<'a>(data: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     if data.len() <= 16 { data.iter().find_map(|(k, v)| (k == key).then_some(v)) } else { data.get(key) }
 }
@@ -128,7 +128,7 @@ pub fn model_call_in<'a>(
     fields_of: impl Fn(&str) -> &'static [ModelCallFields],
 ) -> Option<ModelCall<'a>> {
     // `x.{vendor}.otel.{suffix}`; the profiled vendors' names have no dot. Split on single
-    // bytes: this runs for every companion event the GenAI sink is offered.
+    // bytes: this runs for every companion event the GenAI metrics tap measures.
     let (vendor, rest) = ty.strip_prefix("x.")?.split_once('.')?;
     let suffix = rest.strip_prefix("otel.")?;
     let f = fields_of(vendor).iter().find(|f| {

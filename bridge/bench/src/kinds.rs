@@ -209,7 +209,7 @@ const STAGES: [(&str, &[&str]); 8] = [
     ),
     ("  of which serialize", &["aep_schemas::event::Event::write_json_with"]),
     ("  of which the embedded collector", &["<aep_bridge::collector::Collector as aep_bridge::pipeline::Tap>::admit"]),
-    ("GenAI metrics sink", &["aep_bridge::genai::run::{{closure}}"]),
+    ("GenAI metrics (a tap)", &["<aep_bridge::genai::GenAiTap as aep_bridge::pipeline::Tap>::admit"]),
     ("JSONL writer (user space)", &["aep_bridge::sinks::jsonl::JsonlWriter::write_batch"]),
 ];
 
@@ -336,6 +336,6 @@ mod tests {
  1,234,567 ( 1.00%)  /work/schemas/src/event/mod.rs:aep_schemas::event::Event::write_json_with [/bin/aep-bench]
 ";
         assert_eq!(inclusive(annotated, "aep_schemas::event::Event::write_json_with"), Some(1_234_567));
-        assert_eq!(inclusive(annotated, "aep_bridge::genai::run::{{closure}}"), None);
+        assert_eq!(inclusive(annotated, "<aep_bridge::genai::GenAiTap as aep_bridge::pipeline::Tap>::admit"), None);
     }
 }

@@ -81,13 +81,6 @@ impl Running {
         }
     }
 
-    /// Waits until the GenAI metrics sink has recorded every event handed to it so far
-    /// (so those of every request already answered); panics after 15 s.
-    pub async fn metrics_caught_up(&self) {
-        let p = self.bound.progress.get("genai_metrics").expect("no GenAI metrics sink");
-        assert!(p.caught_up(WAIT).await, "the GenAI metrics sink did not catch up");
-    }
-
     /// Stops it and waits (at most 10 s) for `serve` to return.
     pub async fn shutdown(self) {
         self.stop.cancel();
