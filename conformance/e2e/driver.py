@@ -2445,6 +2445,9 @@ FAILOPEN_VOLATILE = [
     (r"\b(conv|agent|call_e2e|chatcmpl-e2e)_?[0-9a-z_]+", r"\1<id>"),
     (r'"(duration_ms|duration_api_ms|durationMs|total_cost_usd|elapsed|ttft_ms|ttft_stream_ms|time_to_request_ms|latency_ms)":\s*[0-9.]+',
      r'"\1":<n>'),
+    # Codex's exec summary times the command itself (" succeeded in 2ms:", " exited 1 in 1.2s:"),
+    # which a loaded machine stretches whatever the hooks do.
+    (r"(?m)^( (?:succeeded|exited -?\d+|failed)) in \d+(?:\.\d+)?(?:ms|s)\b", r"\1 in <t>"),
     # The mock model's fresh message and tool-call ids (Claude Code's stream-json repeats them).
     (r"\b(msg|toolu)_e2e[0-9a-f]+", r"\1_e2e<id>"),
     # Bun's runtime-internal frames in a JS warning's stack (Cline's AI SDK deprecation
