@@ -73,7 +73,9 @@ pub enum Instrument {
     AttentionWait,
 }
 
-/// One measurement: an instrument, a value (seconds for durations) and its attributes.
+/// One measurement, as the tests collect them: an instrument, a value (seconds for
+/// durations) and its attributes.
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Point {
     /// The instrument.
@@ -128,10 +130,20 @@ impl Measurer {
         v
     }
 
-    /// The points `ev` yields, appended to `out` (the tap reuses one vector), remembering
-    /// what a later event needs. Pure apart from that bounded memory (no clock: durations
-    /// come from the events' own times).
+    /// The points `ev` yields, appended to `out`, remembering what a later event needs
+    /// ([`Measurer::measure_with`], each point collected with its own label set).
+    #[cfg(test)]
     pub fn measure_into(&mut self, ev: &Event, out: &mut Vec<Point>) {
+        self.measure_with(ev, &mut |instrument, value, attrs| {
+            out.push(Point { instrument, value, attrs: attrs.to_vec() })
+        });
+    }
+
+    /// Hands each point `ev` yields to `emit`: its instrument, value and label set, which
+    /// `emit` only borrows (the tap records through a bound series, nothing copied),
+    /// remembering what a later event needs. Pure apart from that bounded memory (no clock:
+    /// durations come from the events' own times).
+    pub fn measure_with(&mut self, ev: &Event, emit: &mut Emit<'_>) {
         let d = obj(ev);
         let ty = ev.r#type.as_str();
         // A vendor's record measures only as a model call; any other type of its own or a
@@ -163,7 +175,7 @@ impl Measurer {
             }
             "run.started" | "tool.requested" => {
                 self.remember(ev);
-                self.usage(ev, d, out);
+                self.usage(ev, d, emit);
             }
             t @ ("run.finished" | "run.failed" | "run.cancelled") => {
                 let mut attrs = vec![KeyValue::new("gen_ai.operation.name", "invoke_agent"), agent];
@@ -175,9 +187,9 @@ impl Measurer {
                     attrs.push(KeyValue::new("error.type", self.sv(err)));
                 }
                 if let Some(secs) = self.duration(ev, d) {
-                    out.push(Point { instrument: Instrument::InvokeAgentDuration, value: secs, attrs });
+                    emit(Instrument::InvokeAgentDuration, secs, &attrs);
                 }
-                self.usage(ev, d, out);
+                self.usage(ev, d, emit);
             }
             t @ ("tool.completed" | "tool.failed" | "tool.denied") => {
                 let tool = self.sv(str_at(d, &["tool", "name"]).unwrap_or("unknown"));
@@ -197,28 +209,27 @@ impl Measurer {
                 if t != "tool.denied"
                     && let Some(secs) = self.duration(ev, d)
                 {
-                    out.push(Point { instrument: Instrument::ExecuteToolDuration, value: secs, attrs });
+                    emit(Instrument::ExecuteToolDuration, secs, &attrs);
                 } else if let Some(c) = &ev.cause {
                     self.forget(c);
                 }
-                out.push(Point {
-                    instrument: Instrument::ToolCalls,
-                    value: 1.0,
-                    attrs: vec![agent, KeyValue::new("gen_ai.tool.name", tool), KeyValue::new("aep.outcome", outcome)],
-                });
-                self.usage(ev, d, out);
+                let calls = [agent, KeyValue::new("gen_ai.tool.name", tool), KeyValue::new("aep.outcome", outcome)];
+                emit(Instrument::ToolCalls, 1.0, &calls);
+                self.usage(ev, d, emit);
             }
             "attention.resolved" => {
                 let resolution = self.sv(str_at(d, &["resolution"]).unwrap_or("unknown"));
-                let attrs = vec![agent, KeyValue::new("aep.attention.resolution", resolution)];
+                let attrs = [agent, KeyValue::new("aep.attention.resolution", resolution)];
                 if let Some(ms) = d.and_then(|d| member(d, "latency_ms")).and_then(number).filter(|v| *v >= 0.0) {
-                    out.push(Point { instrument: Instrument::AttentionWait, value: ms / 1000.0, attrs: attrs.clone() });
+                    emit(Instrument::AttentionWait, ms / 1000.0, &attrs);
                 }
-                out.push(Point { instrument: Instrument::AttentionResolutions, value: 1.0, attrs });
+                emit(Instrument::AttentionResolutions, 1.0, &attrs);
             }
             _ => {
                 if let Some(call) = call {
-                    let mut attrs = vec![KeyValue::new("gen_ai.operation.name", call.operation), agent];
+                    // Room for the model, then the token type or the error type.
+                    let mut attrs = Vec::with_capacity(4);
+                    attrs.extend([KeyValue::new("gen_ai.operation.name", call.operation), agent]);
                     let model = match call.model {
                         Some(m) => Some(self.sv(m)),
                         None => self.model(ev),
@@ -226,13 +237,13 @@ impl Measurer {
                     if let Some(m) = model {
                         attrs.push(KeyValue::new("gen_ai.request.model", m));
                     }
-                    tokens(call.input_tokens, call.output_tokens, &attrs, out);
+                    tokens(call.input_tokens, call.output_tokens, &mut attrs, emit);
                     // GenAI semantic conventions: a failed call's duration carries `error.type`.
                     if let Some(t) = &call.error_type {
                         attrs.push(KeyValue::new("error.type", self.sv(t)));
                     }
                     if let Some(ms) = call.duration_ms {
-                        out.push(Point { instrument: Instrument::OperationDuration, value: ms / 1000.0, attrs });
+                        emit(Instrument::OperationDuration, ms / 1000.0, &attrs);
                     }
                 }
             }
@@ -240,7 +251,7 @@ impl Measurer {
     }
 
     /// AEP-0002 §5.2 `usage` on runs and tools: flat `gen_ai.usage.*` fields.
-    fn usage(&mut self, ev: &Event, d: Option<&Map<String, Value>>, out: &mut Vec<Point>) {
+    fn usage(&mut self, ev: &Event, d: Option<&Map<String, Value>>, emit: &mut Emit<'_>) {
         let Some(d) = d else { return };
         let (i, o) = (
             member(d, "gen_ai.usage.input_tokens").and_then(count),
@@ -250,12 +261,16 @@ impl Measurer {
             return;
         }
         let op = if ev.r#type.starts_with("tool.") { "execute_tool" } else { "invoke_agent" };
-        let mut attrs =
-            vec![KeyValue::new("gen_ai.operation.name", op), KeyValue::new("gen_ai.agent.name", self.sv(&ev.agent))];
+        // Room for the model and the token type.
+        let mut attrs = Vec::with_capacity(4);
+        attrs.extend([
+            KeyValue::new("gen_ai.operation.name", op),
+            KeyValue::new("gen_ai.agent.name", self.sv(&ev.agent)),
+        ]);
         if let Some(m) = self.model(ev) {
             attrs.push(KeyValue::new("gen_ai.request.model", m));
         }
-        tokens(i, o, &attrs, out);
+        tokens(i, o, &mut attrs, emit);
     }
 
     fn model(&self, ev: &Event) -> Option<StringValue> {
@@ -290,12 +305,17 @@ impl Measurer {
     }
 }
 
-fn tokens(input: Option<u64>, output: Option<u64>, attrs: &[KeyValue], out: &mut Vec<Point>) {
+/// Where [`Measurer::measure_with`] hands each point: instrument, value, label set.
+pub type Emit<'a> = dyn FnMut(Instrument, f64, &[KeyValue]) + 'a;
+
+/// The token counts as `gen_ai.client.token.usage` points: `attrs` with the token type
+/// added for each (and taken off again).
+fn tokens(input: Option<u64>, output: Option<u64>, attrs: &mut Vec<KeyValue>, emit: &mut Emit<'_>) {
     for (kind, n) in [("input", input), ("output", output)] {
         if let Some(n) = n {
-            let mut a = attrs.to_vec();
-            a.push(KeyValue::new("gen_ai.token.type", kind));
-            out.push(Point { instrument: Instrument::TokenUsage, value: n as f64, attrs: a });
+            attrs.push(KeyValue::new("gen_ai.token.type", kind));
+            emit(Instrument::TokenUsage, n as f64, attrs);
+            attrs.pop();
         }
     }
 }
@@ -350,17 +370,16 @@ impl GenAiMetrics {
         }
     }
 
-    /// Records one point.
-    pub fn record(&self, p: &Point) {
-        let attrs = &p.attrs;
-        match p.instrument {
-            Instrument::TokenUsage => self.token_usage.record(p.value as u64, attrs),
-            Instrument::OperationDuration => self.operation_duration.record(p.value, attrs),
-            Instrument::InvokeAgentDuration => self.invoke_agent.record(p.value, attrs),
-            Instrument::ExecuteToolDuration => self.execute_tool.record(p.value, attrs),
-            Instrument::ToolCalls => self.tool_calls.add(p.value as u64, attrs),
-            Instrument::AttentionResolutions => self.resolutions.add(p.value as u64, attrs),
-            Instrument::AttentionWait => self.wait.record(p.value, attrs),
+    /// Records one point: `value` on `instrument` with the label set `attrs`.
+    pub fn record(&self, instrument: Instrument, value: f64, attrs: &[KeyValue]) {
+        match instrument {
+            Instrument::TokenUsage => self.token_usage.record(value as u64, attrs),
+            Instrument::OperationDuration => self.operation_duration.record(value, attrs),
+            Instrument::InvokeAgentDuration => self.invoke_agent.record(value, attrs),
+            Instrument::ExecuteToolDuration => self.execute_tool.record(value, attrs),
+            Instrument::ToolCalls => self.tool_calls.add(value as u64, attrs),
+            Instrument::AttentionResolutions => self.resolutions.add(value as u64, attrs),
+            Instrument::AttentionWait => self.wait.record(value, attrs),
         }
     }
 }
@@ -478,9 +497,9 @@ impl BoundRecorder {
 
     /// Records one point through its bound series, or unbound when its instrument has no
     /// room for another.
-    fn record(&mut self, p: &Point) {
-        let (m, a, v) = (&self.metrics, p.attrs.as_slice(), p.value);
-        let bound = match p.instrument {
+    fn record(&mut self, instrument: Instrument, v: f64, a: &[KeyValue]) {
+        let m = &self.metrics;
+        let bound = match instrument {
             Instrument::TokenUsage => self.token_usage.with(a, |a| m.token_usage.bind(a), |h| h.record(v as u64)),
             Instrument::OperationDuration => {
                 self.operation_duration.with(a, |a| m.operation_duration.bind(a), |h| h.record(v))
@@ -494,7 +513,7 @@ impl BoundRecorder {
             Instrument::AttentionWait => self.wait.with(a, |a| m.wait.bind(a), |h| h.record(v)),
         };
         if !bound {
-            m.record(p);
+            m.record(instrument, v, a);
         }
     }
 }
@@ -510,15 +529,12 @@ pub struct GenAiTap {
 struct TapState {
     measurer: Measurer,
     recorder: BoundRecorder,
-    /// The points of one event (reused).
-    points: Vec<Point>,
 }
 
 impl GenAiTap {
     /// A tap recording into `metrics`.
     pub fn new(metrics: GenAiMetrics) -> Self {
-        let state =
-            TapState { measurer: Measurer::default(), recorder: BoundRecorder::new(metrics), points: Vec::new() };
+        let state = TapState { measurer: Measurer::default(), recorder: BoundRecorder::new(metrics) };
         Self { state: std::sync::Mutex::new(state) }
     }
 }
@@ -528,11 +544,8 @@ impl Tap for GenAiTap {
         // Under the pipeline's stamper, so uncontended; a poisoned lock (a panic while
         // recording) only stops the metrics.
         let Ok(mut st) = self.state.lock() else { return 0 };
-        let TapState { measurer, recorder, points } = &mut *st;
-        measurer.measure_into(&ev.event, points);
-        for p in points.drain(..) {
-            recorder.record(&p);
-        }
+        let TapState { measurer, recorder } = &mut *st;
+        measurer.measure_with(&ev.event, &mut |instrument, value, attrs| recorder.record(instrument, value, attrs));
         0
     }
 
@@ -771,8 +784,8 @@ mod tests {
         let plain = GenAiMetrics::new(&plain_out.meter("aep-bridge"));
         let mut bound = BoundRecorder::new(GenAiMetrics::new(&bound_out.meter("aep-bridge")));
         for p in points.iter().chain(&points) {
-            plain.record(p);
-            bound.record(p);
+            plain.record(p.instrument, p.value, &p.attrs);
+            bound.record(p.instrument, p.value, &p.attrs);
         }
         assert_eq!(bound.execute_tool.handles.len(), BOUND_SERIES);
         assert_eq!(bound.token_usage.handles.len(), 6, "2 models + the run, by token type");
@@ -783,8 +796,8 @@ mod tests {
                 value: 1.0,
                 attrs: vec![KeyValue::new("gen_ai.agent.name", format!("agent-{}", i % 2))],
             };
-            plain.record(&p);
-            bound.record(&p);
+            plain.record(p.instrument, p.value, &p.attrs);
+            bound.record(p.instrument, p.value, &p.attrs);
         }
         // The SDK lists a family's series in no fixed order.
         let lines = |t: String| {
