@@ -194,6 +194,11 @@ impl LineBatch {
         self.len() == 0
     }
 
+    /// Bytes of the lines (a batch's buffer holds its lines and nothing else).
+    fn bytes(&self) -> usize {
+        self.one.as_ref().map_or(0, |(s, _)| s.line.len()) + self.buf.len()
+    }
+
     /// The lines in order: file, line (ending in `\n`), severity.
     pub fn iter(&self) -> impl Iterator<Item = (&Arc<LogKey>, &[u8], Severity)> {
         let one = self.one.iter().map(|(s, k)| (k, &s.line[..], s.event.severity()));
@@ -433,6 +438,8 @@ struct Locked {
     held: Vec<LineBatch>,
     /// Lines in `held`.
     held_lines: usize,
+    /// Bytes of the lines in `held`.
+    held_bytes: usize,
 }
 
 /// When a submit's lines go to the line sinks (the JSONL log).
@@ -440,17 +447,21 @@ struct Locked {
 pub enum Flush {
     /// With this submit, after any held ones.
     Now,
-    /// With the next submit that flushes (up to [`MAX_HELD_LINES`] held): a bulk producer
-    /// submitting one export in chunks hands the writer the whole export at once, one wake
-    /// and one write per file instead of one per chunk. The producer must end with a
-    /// flushing submit or [`Pipeline::flush_held`]; any other submit flushes them too, ahead
-    /// of its own lines, so the log keeps stamping order.
+    /// With the next submit that flushes (up to [`MAX_HELD_LINES`] lines and
+    /// [`MAX_HELD_BYTES`] bytes held): a bulk producer submitting one export in chunks hands
+    /// the writer the whole export at once, one wake and one write per file instead of one
+    /// per chunk. The producer must end with a flushing submit or [`Pipeline::flush_held`];
+    /// any other submit flushes them too, ahead of its own lines, so the log keeps stamping
+    /// order.
     WithNext,
 }
 
 /// Lines held for [`Flush::WithNext`] past which a submit flushes anyway (about one export:
 /// a hook's answer, which waits for its lines to be written, waits behind at most these).
 pub const MAX_HELD_LINES: usize = 1024;
+
+/// Bytes of held lines past which a submit flushes anyway (large events fill it first).
+pub const MAX_HELD_BYTES: usize = 8 * 1024 * 1024;
 
 struct Inner {
     stamper: Mutex<Locked>,
@@ -532,6 +543,7 @@ impl PipelineBuilder {
                     external_keys: HashMap::new(),
                     held: Vec::new(),
                     held_lines: 0,
+                    held_bytes: 0,
                 }),
                 minter: std::sync::Mutex::new(ulid::Generator::new()),
                 sinks: std::sync::RwLock::new(self.sinks.into()),
@@ -687,12 +699,14 @@ impl Pipeline {
     ) {
         if let Some(lines) = lines.filter(|l| !l.is_empty()) {
             st.held_lines += lines.len();
+            st.held_bytes += lines.bytes();
             st.held.push(lines);
         }
-        if flush == Flush::WithNext && st.held_lines <= MAX_HELD_LINES {
+        if flush == Flush::WithNext && st.held_lines <= MAX_HELD_LINES && st.held_bytes <= MAX_HELD_BYTES {
             return;
         }
         st.held_lines = 0;
+        st.held_bytes = 0;
         for lines in std::mem::take(&mut st.held) {
             self.fan_out_lines(sinks, lines, drops).await;
         }
@@ -1105,7 +1119,7 @@ mod tests {
     /// Lines of `Flush::WithNext` submits wait for the next flushing submit, which sends
     /// them ahead of its own (so the log keeps stamping order: a hook's line after the held
     /// export's); `flush_held` sends them when no submit follows; past `MAX_HELD_LINES` a
-    /// submit flushes anyway.
+    /// submit flushes anyway, and so past `MAX_HELD_BYTES`.
     #[tokio::test]
     async fn held_lines_go_with_the_next_flush_in_stamping_order() {
         let (tx, mut rx) = mpsc::channel(16);
@@ -1136,6 +1150,18 @@ mod tests {
         p.submit_mapped("otlp", vec![mapped("t")], Flush::WithNext).await.unwrap();
         let sent: usize = std::iter::from_fn(|| rx.try_recv().ok()).map(|b| b.len()).sum();
         assert_eq!(sent, MAX_HELD_LINES + 1);
+        // Large lines reach the byte bound first: two of more than half of it are sent together.
+        let big = || {
+            let mut d = draft("x.codex.otel.a", "u");
+            d.data.insert("text".into(), "x".repeat(MAX_HELD_BYTES / 2 + 1).into());
+            aep_adapters::otel::MappedDraft { vendor: "codex", draft: d }
+        };
+        p.submit_mapped("otlp", vec![big()], Flush::WithNext).await.unwrap();
+        assert!(rx.try_recv().is_err(), "one large line is held");
+        p.submit_mapped("otlp", vec![big()], Flush::WithNext).await.unwrap();
+        let sent: Vec<usize> = std::iter::from_fn(|| rx.try_recv().ok()).map(|b| b.bytes()).collect();
+        assert_eq!(sent.len(), 2, "both sent once past the byte bound");
+        assert!(sent.iter().sum::<usize>() > MAX_HELD_BYTES);
     }
 
     /// Relays `s` twice as an external event; returns what the line sink got each time.
