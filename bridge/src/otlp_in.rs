@@ -263,10 +263,13 @@ struct FlushOnDrop<'a>(Option<&'a Pipeline>);
 
 impl FlushOnDrop<'_> {
     /// The export's end: flushes what is still held (nothing, when the last chunk flushed).
+    /// Armed until that flush is done: dropped while it waits for the stamper, the guard
+    /// still leaves the flush behind.
     async fn disarm(mut self) {
-        if let Some(p) = self.0.take() {
+        if let Some(p) = self.0 {
             p.flush_held().await;
         }
+        self.0 = None;
     }
 }
 
