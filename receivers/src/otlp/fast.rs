@@ -84,9 +84,30 @@ fn utf8(b: &[u8]) -> Option<&str> {
 
 /// Builds a deferred attribute value (checked when it was read off the wire).
 fn decode_deferred(b: &[u8]) -> Value {
-    match lone_string(b) {
-        Some(s) => utf8(s).map_or(Value::Null, |s| Value::String(s.to_owned())),
-        None => any_value::<true>(b, 0).unwrap_or(Value::Null),
+    if let Some(s) = lone_string(b) {
+        return utf8(s).map_or(Value::Null, |s| Value::String(s.to_owned()));
+    }
+    lone_scalar(b).unwrap_or_else(|| any_value::<true>(b, 0).unwrap_or(Value::Null))
+}
+
+/// An `AnyValue` that is empty or exactly one `int_value` or `bool_value`: after short
+/// strings the shape of nearly every attribute agents send (counts, durations, flags, the
+/// unset ones), built without the general walk. `None`: any other shape.
+#[inline]
+fn lone_scalar(b: &[u8]) -> Option<Value> {
+    let (&key, rest) = match b.split_first() {
+        None => return Some(Value::Null),
+        Some(split) => split,
+    };
+    let (tag, mut r) = (key, Rd::new(rest));
+    let v = r.varint()?;
+    if !r.done() {
+        return None;
+    }
+    match tag {
+        0x10 => Some(Value::Bool(v != 0)),
+        0x18 => Some(Value::from(v as i64)),
+        _ => None,
     }
 }
 
@@ -790,6 +811,42 @@ mod tests {
         let all: Vec<u8> = (0..=255).collect();
         assert_eq!(hex_lower(&all), hex::encode(&all));
         assert_eq!(hex_lower(&[]), "");
+    }
+
+    /// The scalar shortcut builds what the general walk builds, and declines every other
+    /// shape (two members, a double, a string, a truncated varint) so the walk decides.
+    #[test]
+    fn lone_scalars_are_what_the_general_walk_builds() {
+        let enc = |v: Option<Av>| AnyValue { value: v }.encode_to_vec();
+        let scalars = [
+            enc(None),
+            enc(Some(Av::IntValue(0))),
+            enc(Some(Av::IntValue(3761))),
+            enc(Some(Av::IntValue(-1))),
+            enc(Some(Av::IntValue(i64::MIN))),
+            enc(Some(Av::IntValue(i64::MAX))),
+            enc(Some(Av::BoolValue(true))),
+            enc(Some(Av::BoolValue(false))),
+            vec![0x10, 0x02],
+            vec![0x10, 0x80, 0x01],
+        ];
+        for b in &scalars {
+            assert_eq!(lone_scalar(b), any_value::<true>(b, 0), "{b:02x?}");
+            assert_eq!(decode_deferred(b), any_value::<true>(b, 0).unwrap(), "{b:02x?}");
+        }
+        let mut twice = enc(Some(Av::IntValue(1)));
+        twice.extend(enc(Some(Av::BoolValue(true))));
+        let others = [
+            twice,
+            enc(Some(Av::DoubleValue(1.5))),
+            enc(Some(Av::StringValue("x".into()))),
+            enc(Some(Av::BytesValue(vec![1]))),
+            vec![0x18, 0x80],
+            vec![0x18],
+        ];
+        for b in &others {
+            assert_eq!(lone_scalar(b), None, "{b:02x?}");
+        }
     }
 
     #[test]
