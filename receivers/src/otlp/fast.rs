@@ -166,14 +166,15 @@ impl KeyCache {
         intern(b)
     }
 
-    /// The key at position `i` from a decoded string.
+    /// The key at position `i` from a decoded string (shared through this thread's
+    /// [`Interner`] too, like the keys read from protobuf).
     pub(crate) fn owned(&mut self, i: usize, k: String) -> Arc<str> {
         if let Some(prev) = self.0.get(i)
             && **prev == *k
         {
             return Arc::clone(prev);
         }
-        let key: Arc<str> = Arc::from(k);
+        let key = intern_str(k);
         self.remember(i, &key);
         key
     }
@@ -187,9 +188,11 @@ impl KeyCache {
     }
 }
 
-/// Strings seen earlier in one request, shared instead of allocated again: a direct-mapped
-/// table indexed by a cheap hash of the length and the first and last eight bytes (a slot
-/// holds the latest string that hashed there; a hit is confirmed on the bytes).
+/// Strings seen earlier, shared instead of allocated again: a table indexed by a cheap hash
+/// of the length and the first and last eight bytes, two-way (a string is looked for in its
+/// slot and the slot's neighbour, so two strings that hash alike, such as Qwen Code's
+/// `prompt_id` and `response_id`, both stay instead of evicting each other on every record;
+/// a hit is confirmed on the bytes).
 pub(crate) struct Interner(Vec<Option<Arc<str>>>);
 
 impl Default for Interner {
@@ -223,17 +226,44 @@ fn intern(b: &[u8]) -> Option<Arc<str>> {
     })
 }
 
+/// The string `s`, shared with an earlier equal one when short.
+fn intern_str(s: String) -> Arc<str> {
+    if s.len() <= MAX_INTERNED
+        && let Ok(Some(key)) =
+            INTERNER.with(|i| i.try_borrow_mut().map(|mut i| i.get_or(s.as_bytes(), || Some(Arc::from(s.as_str())))))
+    {
+        return key;
+    }
+    Arc::from(s)
+}
+
 impl Interner {
     /// The string of `b`, shared when seen before; `None` when `b` is not UTF-8.
     pub(crate) fn get(&mut self, b: &[u8]) -> Option<Arc<str>> {
-        let slot = &mut self.0[slot_of(b)];
-        if let Some(s) = slot
-            && s.as_bytes() == b
-        {
-            return Some(Arc::clone(s));
+        self.get_or(b, || utf8(b).map(Arc::from))
+    }
+
+    /// The string of `b`, shared when seen before, else made by `make` (and remembered).
+    fn get_or(&mut self, b: &[u8], make: impl FnOnce() -> Option<Arc<str>>) -> Option<Arc<str>> {
+        let i = slot_of(b);
+        for j in [i, i ^ 1] {
+            if let Some(s) = &self.0[j]
+                && s.as_bytes() == b
+            {
+                return Some(Arc::clone(s));
+            }
         }
-        let s: Arc<str> = Arc::from(utf8(b)?);
-        *slot = Some(Arc::clone(&s));
+        let s = make()?;
+        // The new string takes its own slot; what held it moves to the neighbour (an empty
+        // one is taken first), so the two latest strings of a slot are kept.
+        if self.0[i].is_some() && self.0[i ^ 1].is_none() {
+            self.0[i ^ 1] = Some(Arc::clone(&s));
+        } else {
+            let displaced = self.0[i].replace(Arc::clone(&s));
+            if displaced.is_some() {
+                self.0[i ^ 1] = displaced;
+            }
+        }
         Some(s)
     }
 }
@@ -636,6 +666,43 @@ mod tests {
     /// quarter of it made keys collide, and each record that alternated between two of them
     /// allocated both again. The attribute keys recorded from Qwen Code (61) mostly get a
     /// slot each.
+    /// Two strings that hash to the same slot are both kept: interning them in turn gives
+    /// the same allocations every time (Qwen Code's `prompt_id` and `response_id`, in every
+    /// model response and tool call, used to evict each other and be allocated again).
+    #[test]
+    fn strings_that_share_a_slot_are_both_kept() {
+        assert_eq!(slot_of(b"prompt_id"), slot_of(b"response_id"), "the recorded pair collides");
+        let mut interner = Interner::default();
+        let (a, b) = (interner.get(b"prompt_id").unwrap(), interner.get(b"response_id").unwrap());
+        for _ in 0..3 {
+            assert!(Arc::ptr_eq(&a, &interner.get(b"prompt_id").unwrap()));
+            assert!(Arc::ptr_eq(&b, &interner.get(b"response_id").unwrap()));
+        }
+        // A third string of the slot displaces the older of the two; all three read back right.
+        let third = (0..100_000)
+            .map(|i| format!("k{i}"))
+            .find(|k| slot_of(k.as_bytes()) == slot_of(b"prompt_id"))
+            .expect("a third string of that slot");
+        for k in ["prompt_id", "response_id", third.as_str(), "prompt_id", third.as_str(), "response_id"] {
+            assert_eq!(&*interner.get(k.as_bytes()).unwrap(), k);
+        }
+    }
+
+    /// Keys decoded from OTLP/JSON (or by prost) are shared through the interner too, from
+    /// request to request, as the protobuf reader's are; a long one is allocated each time.
+    #[test]
+    fn decoded_keys_are_shared_across_requests() {
+        let (a, b) = (
+            KeyCache::default().owned(0, "gen_ai.request.model".into()),
+            KeyCache::default().owned(3, "gen_ai.request.model".into()),
+        );
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(Arc::ptr_eq(&a, &KeyCache::default().key(1, b"gen_ai.request.model").unwrap()));
+        let long = "k".repeat(MAX_INTERNED + 1);
+        let (c, d) = (KeyCache::default().owned(0, long.clone()), KeyCache::default().owned(0, long.clone()));
+        assert!(!Arc::ptr_eq(&c, &d) && *c == *long);
+    }
+
     #[test]
     fn the_interner_uses_its_whole_table() {
         let slots: std::collections::HashSet<usize> =
