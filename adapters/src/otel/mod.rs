@@ -182,6 +182,28 @@ impl Attributes {
         self.entries.iter().rposition(|(k, _)| k.len() == len && k.as_bytes().last() == last && &**k == key)
     }
 
+    /// A hash of which key allocations this list holds, in order, and the bytes of its keys;
+    /// `None` past [`MAX_MEMO_KEYS`] or [`MAX_MEMO_KEY_BYTES`]. Receivers share key
+    /// allocations across records (and requests), so records of one kind from one exporter
+    /// give the same fingerprint.
+    fn key_fingerprint(&self) -> Option<u64> {
+        if self.entries.len() > MAX_MEMO_KEYS {
+            return None;
+        }
+        let (mut h, mut bytes) = (self.entries.len() as u64, 0usize);
+        for (k, _) in &self.entries {
+            bytes += k.len();
+            h = (h.rotate_left(5) ^ (k.as_ptr() as usize as u64)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+        (bytes <= MAX_MEMO_KEY_BYTES).then_some(h)
+    }
+
+    /// Whether this list's keys are exactly `keys`, allocation for allocation (a live `Arc`'s
+    /// address is its own, so equal addresses mean equal keys).
+    fn same_keys(&self, keys: &[Arc<str>]) -> bool {
+        self.entries.len() == keys.len() && self.entries.iter().zip(keys).all(|((k, _), m)| Arc::ptr_eq(k, m))
+    }
+
     fn slot_bytes(&self, slot: &Slot) -> Option<(&[u8], DecodeValue)> {
         let w = self.wire.as_ref()?;
         let at = slot.at as usize;
@@ -669,16 +691,7 @@ pub(crate) fn companion(
     // Where each listed attribute the ceiling admits sits in the record, looked up once, so
     // the payload map is allocated at its final size (most records carry a few of the
     // listed fields: a map sized for all of them would be mostly empty).
-    let mut at = [usize::MAX; MAX_LISTED];
-    let mut present = 0u32;
-    for (i, &(key, level, _)) in fields.iter().chain(common).enumerate() {
-        if level <= ceiling
-            && let Some(p) = rec.attributes.position(key)
-        {
-            at[i] = p;
-            present |= 1 << i;
-        }
-    }
+    let (at, present) = listed_positions(&rec.attributes, fields, common, ceiling);
     let listed = |i: usize| nth_listed(fields, common, i);
     let Some(mut data) = layout(fields, common, present) else {
         // A layout that repeats a key: inserted one by one (a later value wins in place).
@@ -767,6 +780,78 @@ fn layout(fields: &'static [Field], common: &'static [Field], present: u32) -> O
 /// Most attributes one companion event lists (its own and the common ones); longer lists
 /// take the general path.
 const MAX_LISTED: usize = 32;
+
+/// Where the listed fields sit in a record's attributes: entry `at[i]` holds listed field `i`
+/// when bit `i` of the mask is set.
+type Found = ([usize; MAX_LISTED], u32);
+
+/// Finds the listed fields that `ceiling` admits in `attrs`, one scan per field.
+fn find_listed(attrs: &Attributes, fields: &[Field], common: &[Field], ceiling: Capture) -> Found {
+    let (mut at, mut present) = ([usize::MAX; MAX_LISTED], 0u32);
+    for (i, &(key, level, _)) in fields.iter().chain(common).enumerate() {
+        if level <= ceiling
+            && let Some(p) = attrs.position(key)
+        {
+            at[i] = p;
+            present |= 1 << i;
+        }
+    }
+    (at, present)
+}
+
+/// The positions found for one key sequence, with the keys themselves (held, so their
+/// addresses cannot be reused by other strings while the entry lives).
+struct Positions {
+    keys: Vec<Arc<str>>,
+    found: Found,
+}
+
+/// Field lists (address and length of each), the ceiling and the key fingerprint.
+type PositionsKey = ((usize, usize), (usize, usize), Capture, u64);
+
+/// Most key sequences remembered per thread (a few dozen occur per vendor); past it the memo
+/// restarts.
+const MAX_POSITIONS: usize = 512;
+
+/// Most keys, and largest total of key bytes, a remembered sequence holds: with
+/// [`MAX_POSITIONS`] entries a thread keeps at most 3 MiB alive (keys and their lists),
+/// whatever it is sent. Agents' records carry a few dozen short keys.
+const MAX_MEMO_KEYS: usize = 128;
+const MAX_MEMO_KEY_BYTES: usize = 4096;
+
+thread_local! {
+    static POSITIONS: RefCell<HashMap<PositionsKey, Positions, foldhash::fast::FixedState>> =
+        RefCell::new(HashMap::default());
+}
+
+/// [`find_listed`], remembered per key sequence: the records of one kind from one exporter
+/// carry the same keys in the same order (the same allocations, shared by the receiver), so
+/// after the first, finding the listed fields costs a hash of the key addresses and a
+/// comparison of them instead of a string scan per listed field.
+fn listed_positions(attrs: &Attributes, fields: &'static [Field], common: &'static [Field], ceiling: Capture) -> Found {
+    let Some(fingerprint) = attrs.key_fingerprint() else {
+        return find_listed(attrs, fields, common, ceiling);
+    };
+    let key =
+        ((fields.as_ptr() as usize, fields.len()), (common.as_ptr() as usize, common.len()), ceiling, fingerprint);
+    POSITIONS.with(|memo| {
+        let Ok(mut memo) = memo.try_borrow_mut() else {
+            return find_listed(attrs, fields, common, ceiling);
+        };
+        if let Some(p) = memo.get(&key)
+            && attrs.same_keys(&p.keys)
+        {
+            return p.found;
+        }
+        let found = find_listed(attrs, fields, common, ceiling);
+        if memo.len() >= MAX_POSITIONS {
+            memo.clear();
+        }
+        let keys = attrs.entries.iter().map(|(k, _)| Arc::clone(k)).collect();
+        memo.insert(key, Positions { keys, found });
+        found
+    })
+}
 
 /// The `x.<vendor>.otel.unknown` draft: only the event name rides along (design record, non-goals).
 pub(crate) fn unknown(vendor: &str, name: Option<&str>, cx: &MapContext) -> EventDraft {
@@ -932,6 +1017,58 @@ mod tests {
             }
         }
         assert_eq!(checked, 3 * 5usize.pow(6) * 2);
+    }
+
+    /// The positions of the listed fields are remembered per sequence of key allocations:
+    /// what is remembered is what a scan finds, a record with the same allocations is
+    /// answered from the memo, and equal strings in other allocations are another sequence.
+    #[test]
+    fn listed_positions_are_remembered_per_key_allocations() {
+        let keys: Vec<Arc<str>> =
+            ["tokens", "model", "extra", "session.id", "model", "user.email"].into_iter().map(Arc::from).collect();
+        let record = |order: &[usize], v: i64| {
+            let mut rec = OtelRecord::default();
+            for &i in order {
+                rec.attributes.push(Arc::clone(&keys[i]), json!(v));
+            }
+            rec
+        };
+        let orders: [&[usize]; 4] = [&[0, 1, 2, 3, 4, 5], &[5, 3, 2, 1, 0], &[1, 3], &[]];
+        let ceilings = [Capture::Metadata, Capture::Redacted, Capture::Full];
+        for round in 0..3 {
+            for order in orders {
+                let rec = record(order, round);
+                for ceiling in ceilings {
+                    let scanned = find_listed(&rec.attributes, OWN, COMMON, ceiling);
+                    assert_eq!(listed_positions(&rec.attributes, OWN, COMMON, ceiling), scanned, "{order:?}");
+                }
+            }
+        }
+        assert_eq!(POSITIONS.with(|m| m.borrow().len()), orders.len() * ceilings.len());
+        // Mark every remembered answer: a record of the same allocations gets the mark back.
+        POSITIONS.with(|m| m.borrow_mut().values_mut().for_each(|p| p.found.1 |= 1 << 31));
+        let again = record(orders[0], 9);
+        assert_eq!(
+            listed_positions(&again.attributes, OWN, COMMON, Capture::Full).1 >> 31,
+            1,
+            "answered from the memo"
+        );
+        let mut fresh = OtelRecord::default();
+        for &i in orders[0] {
+            fresh.attributes.push(&*keys[i], json!(9));
+        }
+        assert!(!fresh.attributes.same_keys(&keys) && again.attributes.same_keys(&keys));
+        let found = listed_positions(&fresh.attributes, OWN, COMMON, Capture::Full);
+        assert_eq!(found, find_listed(&fresh.attributes, OWN, COMMON, Capture::Full), "scanned, not the mark");
+        // Keys past the byte bound are never remembered.
+        let mut long = OtelRecord::default();
+        long.attributes.push("k".repeat(MAX_MEMO_KEY_BYTES + 1), json!(1));
+        assert_eq!(long.attributes.key_fingerprint(), None);
+        let mut many = OtelRecord::default();
+        (0..=MAX_MEMO_KEYS).for_each(|_| many.attributes.push(Arc::clone(&keys[0]), json!(1)));
+        assert_eq!(many.attributes.key_fingerprint(), None);
+        many.attributes.entries.pop();
+        assert!(many.attributes.key_fingerprint().is_some());
     }
 
     #[test]
