@@ -221,7 +221,11 @@ fn stages(a: &KindsArgs, mix: Mix, dir: &Path, records: u64) -> anyhow::Result<(
     let mut costs = Vec::new();
     for n in [a.records, 2 * a.records] {
         let out = dir.join(format!("callgrind.{}.{}.{n}.out", mix.as_str(), slug(WHOLE_MIX)));
+        // Run from `/`: under a directory that holds the sources (the repository, where the
+        // bench is usually run) callgrind_annotate names their files relative to it and then
+        // splits a function's cost over more entries, so its own entry reads only part of it.
         let annotated = Command::new("callgrind_annotate")
+            .current_dir("/")
             .args(["--inclusive=yes", "--threshold=100"])
             .arg(&out)
             .output()
