@@ -257,15 +257,15 @@ async fn submit_in_chunks(
 }
 
 /// Flushes the lines an export's chunks held ([`Flush::WithNext`]) however the export
-/// ends: [`FlushOnDrop::disarm`] at its end, or on drop (the export's future dropped
+/// ends: [`FlushOnDrop::finish`] at its end, or on drop (the export's future dropped
 /// midway) from a task it spawns, since a drop cannot wait.
 struct FlushOnDrop<'a>(Option<&'a Pipeline>);
 
 impl FlushOnDrop<'_> {
-    /// The export's end: flushes what is still held (nothing, when the last chunk flushed).
-    /// Armed until that flush is done: dropped while it waits for the stamper, the guard
-    /// still leaves the flush behind.
-    async fn disarm(mut self) {
+    /// The export's end: hands the writer what its chunks held (unless another submit
+    /// already flushed it). Armed until that flush is done: dropped while it waits for the
+    /// stamper, the guard still leaves the flush behind.
+    async fn finish(mut self) {
         if let Some(p) = self.0 {
             p.flush_held().await;
         }
@@ -446,11 +446,10 @@ impl BridgeOtlp {
             records.by_ref().take(k).for_each(drop);
             let chunk = std::mem::take(&mut m.drafts);
             if !chunk.is_empty() {
-                let last = if records.len() == 0 { Flush::Now } else { Flush::WithNext };
-                done = submit_in_chunks(&self.pipeline, chunk, last).await;
+                done = submit_in_chunks(&self.pipeline, chunk, Flush::WithNext).await;
             }
         }
-        held.disarm().await;
+        held.finish().await;
         self.inline.fetch_sub(n, Ordering::AcqRel);
         done.map_err(|_| Refused::Full { retry_after: Duration::from_secs(5) })?;
         Ok(self.answer(&m))
