@@ -95,11 +95,8 @@ fn decode_deferred(b: &[u8]) -> Value {
 /// unset ones), built without the general walk. `None`: any other shape.
 #[inline]
 fn lone_scalar(b: &[u8]) -> Option<Value> {
-    let (&key, rest) = match b.split_first() {
-        None => return Some(Value::Null),
-        Some(split) => split,
-    };
-    let (tag, mut r) = (key, Rd::new(rest));
+    let Some((&tag, rest)) = b.split_first() else { return Some(Value::Null) };
+    let mut r = Rd::new(rest);
     let v = r.varint()?;
     if !r.done() {
         return None;
@@ -216,30 +213,31 @@ thread_local! {
 
 /// The string of `b` (`None` when it is not UTF-8), shared with earlier ones when short.
 fn intern(b: &[u8]) -> Option<Arc<str>> {
-    let fresh = || utf8(b).map(Arc::from);
+    intern_with(b, || utf8(b).map(Arc::from))
+}
+
+/// The string `s` (already text: decoded from JSON or by prost), shared like [`intern`]'s.
+fn intern_str(s: String) -> Arc<str> {
+    intern_with(s.as_bytes(), || Some(Arc::from(s.as_str()))).unwrap_or_else(|| Arc::from(s))
+}
+
+/// The string of `b` from this thread's [`Interner`], else made by `make`: a string past
+/// [`MAX_INTERNED`] (or met while the table is borrowed) is made each time.
+fn intern_with(b: &[u8], make: impl FnOnce() -> Option<Arc<str>>) -> Option<Arc<str>> {
     if b.len() > MAX_INTERNED {
-        return fresh();
+        return make();
     }
     INTERNER.with(|i| match i.try_borrow_mut() {
-        Ok(mut i) => i.get(b),
-        Err(_) => fresh(),
+        Ok(mut i) => i.get_or(b, make),
+        Err(_) => make(),
     })
 }
 
-/// The string `s`, shared with an earlier equal one when short.
-fn intern_str(s: String) -> Arc<str> {
-    if s.len() <= MAX_INTERNED
-        && let Ok(Some(key)) =
-            INTERNER.with(|i| i.try_borrow_mut().map(|mut i| i.get_or(s.as_bytes(), || Some(Arc::from(s.as_str())))))
-    {
-        return key;
-    }
-    Arc::from(s)
-}
-
 impl Interner {
-    /// The string of `b`, shared when seen before; `None` when `b` is not UTF-8.
-    pub(crate) fn get(&mut self, b: &[u8]) -> Option<Arc<str>> {
+    /// The string of `b`, shared when seen before; `None` when `b` is not UTF-8 (what
+    /// [`intern`] does with this thread's table).
+    #[cfg(test)]
+    fn get(&mut self, b: &[u8]) -> Option<Arc<str>> {
         self.get_or(b, || utf8(b).map(Arc::from))
     }
 
@@ -662,10 +660,6 @@ mod tests {
     use opentelemetry_proto::tonic::resource::v1::Resource;
     use prost::Message as _;
 
-    /// The interner spreads keys over every slot of its table: a hash that indexed only a
-    /// quarter of it made keys collide, and each record that alternated between two of them
-    /// allocated both again. The attribute keys recorded from Qwen Code (61) mostly get a
-    /// slot each.
     /// Two strings that hash to the same slot are both kept: interning them in turn gives
     /// the same allocations every time (Qwen Code's `prompt_id` and `response_id`, in every
     /// model response and tool call, used to evict each other and be allocated again).
@@ -703,6 +697,10 @@ mod tests {
         assert!(!Arc::ptr_eq(&c, &d) && *c == *long);
     }
 
+    /// The interner spreads keys over every slot of its table: a hash that indexed only a
+    /// quarter of it made keys collide, and each record that alternated between two of them
+    /// allocated both again. The attribute keys recorded from Qwen Code (61) mostly get a
+    /// slot each.
     #[test]
     fn the_interner_uses_its_whole_table() {
         let slots: std::collections::HashSet<usize> =
