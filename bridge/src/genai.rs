@@ -146,18 +146,6 @@ impl Measurer {
     pub fn measure_with(&mut self, ev: &Event, emit: &mut Emit<'_>) {
         let d = obj(ev);
         let ty = ev.r#type.as_str();
-        // A vendor's record measures only as a model call; any other type of its own or a
-        // core type not listed below yields nothing (decided before any label is made).
-        let call = match ty {
-            "session.started" | "session.ended" | "run.started" | "run.finished" | "run.failed" | "run.cancelled"
-            | "tool.requested" | "tool.completed" | "tool.failed" | "tool.denied" | "attention.resolved" => None,
-            t if t.starts_with("x.") => match d.and_then(|d| model_call(t, d)) {
-                Some(call) => Some(call),
-                None => return,
-            },
-            _ => return,
-        };
-        let agent = KeyValue::new("gen_ai.agent.name", self.sv(&ev.agent));
         match ty {
             "session.started" => {
                 if let (Some(s), Some(m)) = (&ev.session, str_at(d, &["gen_ai.request.model"])) {
@@ -178,7 +166,7 @@ impl Measurer {
                 self.usage(ev, d, emit);
             }
             t @ ("run.finished" | "run.failed" | "run.cancelled") => {
-                let mut attrs = vec![KeyValue::new("gen_ai.operation.name", "invoke_agent"), agent];
+                let mut attrs = vec![KeyValue::new("gen_ai.operation.name", "invoke_agent"), self.agent(ev)];
                 if let Some(m) = self.model(ev) {
                     attrs.push(KeyValue::new("gen_ai.request.model", m));
                 }
@@ -198,6 +186,7 @@ impl Measurer {
                     "tool.failed" => "failed",
                     _ => "denied",
                 };
+                let agent = self.agent(ev);
                 let mut attrs = vec![KeyValue::new("gen_ai.operation.name", "execute_tool"), agent.clone()];
                 attrs.push(KeyValue::new("gen_ai.tool.name", tool.clone()));
                 if t == "tool.failed" {
@@ -219,17 +208,19 @@ impl Measurer {
             }
             "attention.resolved" => {
                 let resolution = self.sv(str_at(d, &["resolution"]).unwrap_or("unknown"));
-                let attrs = [agent, KeyValue::new("aep.attention.resolution", resolution)];
+                let attrs = [self.agent(ev), KeyValue::new("aep.attention.resolution", resolution)];
                 if let Some(ms) = d.and_then(|d| member(d, "latency_ms")).and_then(number).filter(|v| *v >= 0.0) {
                     emit(Instrument::AttentionWait, ms / 1000.0, &attrs);
                 }
                 emit(Instrument::AttentionResolutions, 1.0, &attrs);
             }
+            // A vendor's own record measures only as a model call (`model_call` knows no other
+            // type); any other event yields nothing, and no label is made for it.
             _ => {
-                if let Some(call) = call {
+                if let Some(call) = d.and_then(|d| model_call(ty, d)) {
                     // Room for the model, then the token type or the error type.
                     let mut attrs = Vec::with_capacity(4);
-                    attrs.extend([KeyValue::new("gen_ai.operation.name", call.operation), agent]);
+                    attrs.extend([KeyValue::new("gen_ai.operation.name", call.operation), self.agent(ev)]);
                     let model = match call.model {
                         Some(m) => Some(self.sv(m)),
                         None => self.model(ev),
@@ -263,14 +254,16 @@ impl Measurer {
         let op = if ev.r#type.starts_with("tool.") { "execute_tool" } else { "invoke_agent" };
         // Room for the model and the token type.
         let mut attrs = Vec::with_capacity(4);
-        attrs.extend([
-            KeyValue::new("gen_ai.operation.name", op),
-            KeyValue::new("gen_ai.agent.name", self.sv(&ev.agent)),
-        ]);
+        attrs.extend([KeyValue::new("gen_ai.operation.name", op), self.agent(ev)]);
         if let Some(m) = self.model(ev) {
             attrs.push(KeyValue::new("gen_ai.request.model", m));
         }
         tokens(i, o, &mut attrs, emit);
+    }
+
+    /// The `gen_ai.agent.name` label of `ev`.
+    fn agent(&mut self, ev: &Event) -> KeyValue {
+        KeyValue::new("gen_ai.agent.name", self.sv(&ev.agent))
     }
 
     fn model(&self, ev: &Event) -> Option<StringValue> {
