@@ -134,7 +134,13 @@ impl SessionBuffer {
 
     /// Whether an event with `ev`'s `(source, id)` is held (a backfill's question).
     fn holds(&self, key: u64, ev: &Event) -> bool {
-        self.ids.get(&key).is_some_and(|&at| confirms(&self.events, &self.ring, self.ring_base, at, key, ev))
+        match self.ids.get(&key) {
+            Some(&at) => {
+                confirms(&self.events, &self.ring, self.ring_base, at, key, ev)
+                    || confirms_any(&self.events, &self.ring, self.ring_base, key, ev)
+            }
+            None => false,
+        }
     }
 
     /// Admits `ev` (whose id hashes to `key`) into this session, keeping `depth` events.
@@ -149,12 +155,16 @@ impl SessionBuffer {
             return false;
         }
         // One probe: a held (source, id) is refused; a new key is indexed, and so is a key
-        // whose entry outlived its event; a key held by another event (a hash collision)
-        // leaves this one held but unindexed.
+        // whose entry outlived its event; a key held by another event (the same id from
+        // another source, or a hash collision) leaves this one held but unindexed, so a miss
+        // at the indexed event looks at every held event with the key (rare: equal keys are
+        // equal ids).
         match self.ids.entry(key) {
             Entry::Occupied(mut o) => {
                 let at = *o.get();
-                if confirms(&self.events, &self.ring, self.ring_base, at, key, &ev.event) {
+                if confirms(&self.events, &self.ring, self.ring_base, at, key, &ev.event)
+                    || confirms_any(&self.events, &self.ring, self.ring_base, key, &ev.event)
+                {
                     return false;
                 }
                 if !indexes_held(&self.events, self.last_evicted, at, key) {
@@ -214,6 +224,11 @@ impl SessionBuffer {
         self.gone = Some(old.place());
         if self.ids.len() > 2 * self.events.len() + STALE_SLACK {
             self.ids.retain(|_, at| *at >= old.pos);
+            // A dropped entry may have been the key of a held event too (the same id from
+            // another source, held unindexed): it is indexed now.
+            for h in &self.events {
+                self.ids.entry(h.key).or_insert(h.pos);
+            }
         }
         match old.line {
             Line::Ring { len, .. } => {
@@ -287,6 +302,14 @@ fn split(steps: Vec<Paged>) -> (Option<Position>, Vec<Arc<Stamped>>) {
 /// index only narrows the search, the held line decides.
 fn confirms(events: &VecDeque<Held>, ring: &VecDeque<u8>, ring_base: u64, at: Position, key: u64, ev: &Event) -> bool {
     held_under(events, at, key).any(|h| {
+        stamped(ring, ring_base, h).is_some_and(|held| held.event.source == ev.source && held.event.id == ev.id)
+    })
+}
+
+/// Whether any held event with dedupe key `key` has `ev`'s `(source, id)`: a scan, for when
+/// the index does not name it.
+fn confirms_any(events: &VecDeque<Held>, ring: &VecDeque<u8>, ring_base: u64, key: u64, ev: &Event) -> bool {
+    events.iter().filter(|h| h.key == key).any(|h| {
         stamped(ring, ring_base, h).is_some_and(|held| held.event.source == ev.source && held.event.id == ev.id)
     })
 }
@@ -580,6 +603,47 @@ mod tests {
         assert_eq!(got.len(), 3);
         let (ex, _) = b.after("s", Position { epoch: 0, seq: 2 });
         assert_eq!(ex, None, "nothing between (0,2) and the earliest held (0,2)");
+    }
+
+    /// The index names one held event per key. The same id from a second source was held
+    /// unindexed, so a repeat of it was admitted again: dedupe is on `(source, id)`.
+    #[test]
+    fn the_same_id_from_another_source_is_deduped_too() {
+        let from = |source: &str, seq: u64| {
+            let mut e = Arc::into_inner(ev("e5", "s", 0, seq)).unwrap().event;
+            e.source = source.into();
+            Arc::new(Stamped::new(e))
+        };
+        let mut b = ReplayBuffers::new(10, 10);
+        assert!(b.admit(&from("aep://h/agent/a", 1)));
+        assert!(b.admit(&from("aep://h/agent/b", 2)), "another source's event");
+        assert!(!b.admit(&from("aep://h/agent/b", 3)), "a repeat of the unindexed one");
+        assert!(!b.admit(&from("aep://h/agent/a", 4)), "a repeat of the indexed one");
+        // Once the indexed event is evicted and the index swept (after any number of other
+        // events), the other one is still found.
+        let depth = 6;
+        for fill in 0..3 * (2 * depth + STALE_SLACK) as u64 {
+            let mut b = ReplayBuffers::new(depth, 10);
+            let mut seq = 0;
+            let mut next = |b: &mut ReplayBuffers, id: &str, source: &str| {
+                seq += 1;
+                let mut e = Arc::into_inner(ev(id, "s", 0, seq)).unwrap().event;
+                e.source = source.into();
+                b.admit(&Arc::new(Stamped::new(e)))
+            };
+            for i in 0..fill {
+                assert!(next(&mut b, &format!("f{i}"), "aep://h/agent/a"));
+            }
+            assert!(next(&mut b, "e5", "aep://h/agent/a"));
+            for i in 0..depth - 1 {
+                assert!(next(&mut b, &format!("g{i}"), "aep://h/agent/a"));
+            }
+            assert!(next(&mut b, "e5", "aep://h/agent/b"), "held unindexed, the last of the depth");
+            for i in 0..depth - 1 {
+                assert!(next(&mut b, &format!("h{i}"), "aep://h/agent/a"));
+                assert!(!next(&mut b, "e5", "aep://h/agent/b"), "after {fill} events and {i} more: a repeat");
+            }
+        }
     }
 
     fn sized(id: &str, session: &str, seq: u64, pad: usize) -> Arc<Stamped> {
