@@ -63,6 +63,10 @@ pub struct Stamped {
     pub event: Event,
     /// `event` as one JSON line ending in `\n`.
     pub line: Bytes,
+    /// Its id was minted by this bridge's stamper as it was stamped (not carried in by a
+    /// draft or an external emitter), so no event admitted before it can share its
+    /// `(source, id)`: the replay buffer's dedupe (AEP-0001 §7.4) need not look it up.
+    pub minted: bool,
 }
 
 impl Stamped {
@@ -85,15 +89,20 @@ impl Stamped {
             }
             line
         });
-        Stamped { event, line }
+        Stamped { event, line, minted: false }
+    }
+
+    /// `event` with its `line`, as received or held (its id not minted here).
+    pub fn with_line(event: Event, line: Bytes) -> Self {
+        Stamped { event, line, minted: false }
     }
 
     /// `event` in its shared allocation before its line exists (a batch submit serializes
     /// the batch first and fills each line in place before handing the event on). Moving
     /// the event into its `Arc` at once, rather than through a staging vector of whole
     /// events, halves the submit path's copies per record.
-    fn unlined(event: Event) -> Arc<Self> {
-        Arc::new(Stamped { event, line: Bytes::new() })
+    fn unlined(event: Event, minted: bool) -> Arc<Self> {
+        Arc::new(Stamped { event, line: Bytes::new(), minted })
     }
 
     fn line_of(event: &Event) -> Bytes {
@@ -587,11 +596,11 @@ impl Pipeline {
         let mut events = Vec::with_capacity(n);
         let mut buf = Vec::with_capacity(n * (st.line_guess + st.line_guess / 8));
         for d in drafts {
-            let (ev, key, envelope) = stamp(&mut st, agent.clone(), d, SystemTime::now());
+            let (ev, key, envelope, minted) = stamp(&mut st, agent.clone(), d, SystemTime::now());
             let start = buf.len();
             ev.write_json_with(&mut buf, envelope.as_deref());
             buf.push(b'\n');
-            events.push((Stamped::unlined(ev), key, start, buf.len() - start));
+            events.push((Stamped::unlined(ev, minted), key, start, buf.len() - start));
         }
         st.line_guess = buf.len().checked_div(n).unwrap_or(LINE_GUESS).clamp(64, 64 * 1024);
         let (result, lines) = self.fan_out_serialized(&sinks, events, buf, &mut drops, Some(&mut out)).await;
@@ -627,11 +636,11 @@ impl Pipeline {
         let mut events = Vec::with_capacity(n);
         let mut buf = Vec::with_capacity(n * (st.line_guess + st.line_guess / 8));
         for m in batch {
-            let (ev, key, envelope) = stamp(&mut st, Cow::Borrowed(m.vendor), m.draft, now);
+            let (ev, key, envelope, minted) = stamp(&mut st, Cow::Borrowed(m.vendor), m.draft, now);
             let start = buf.len();
             ev.write_json_with(&mut buf, envelope.as_deref());
             buf.push(b'\n');
-            events.push((Stamped::unlined(ev), key, start, buf.len() - start));
+            events.push((Stamped::unlined(ev, minted), key, start, buf.len() - start));
             match counts.last_mut() {
                 Some((v, n)) if *v == m.vendor => *n += 1,
                 _ => counts.push((m.vendor, 1)),
@@ -772,7 +781,7 @@ impl Pipeline {
                 _ => counts.push((ev.agent.to_string(), 1)),
             }
             let key = external_key(&mut st, &ev);
-            keyed.push((Stamped::unlined(ev), key, start, len));
+            keyed.push((Stamped::unlined(ev, false), key, start, len));
         }
         let (result, lines) = self.fan_out_serialized(&sinks, keyed, buf, &mut drops, None).await;
         self.send_lines(&mut st, &sinks, lines, Flush::Now, &mut drops).await;
@@ -924,13 +933,15 @@ fn external_key(st: &mut Locked, ev: &Event) -> Arc<LogKey> {
     Arc::clone(m.entry(session.to_owned()).or_insert_with(|| LogKey::of(ev)))
 }
 
-/// An event as stamped: the event, its log key, and its session's envelope members (for
-/// [`Event::write_json_with`]).
-type Stamping = (Event, Arc<LogKey>, Option<Arc<[u8]>>);
+/// An event as stamped: the event, its log key, its session's envelope members (for
+/// [`Event::write_json_with`]), and whether its id was minted here ([`Stamped::minted`]).
+type Stamping = (Event, Arc<LogKey>, Option<Arc<[u8]>>, bool);
 
 /// Stamps `d` as `agent`'s ([`Stamper::stamp`]); returns the event with its log key and
 /// envelope members, built once per session.
 fn stamp(st: &mut Locked, agent: Cow<'static, str>, d: EventDraft, now: SystemTime) -> Stamping {
+    // A draft without an id gets one from the stamper's generator, unique by construction.
+    let minted = d.id.is_none();
     let (ev, lines) = st.stamper.stamp(agent, d, now);
     match (lines, &ev.session) {
         (Some(lines), Some(s)) => {
@@ -940,11 +951,11 @@ fn stamp(st: &mut Locked, agent: Cow<'static, str>, d: EventDraft, now: SystemTi
                 .clone();
             let envelope =
                 lines.envelope.get_or_insert_with(|| Event::envelope_members(&ev.source, &ev.agent, s).into()).clone();
-            (ev, log, Some(envelope))
+            (ev, log, Some(envelope), minted)
         }
         _ => {
             let log = Arc::new(LogKey { agent: ev.agent.to_string(), session: None });
-            (ev, log, None)
+            (ev, log, None, minted)
         }
     }
 }
@@ -958,6 +969,22 @@ mod tests {
         let mut d = EventDraft::new(ty, Capture::Metadata);
         d.session = Some(session.into());
         d
+    }
+
+    /// Only ids the stamper mints are marked minted: a draft's own id (a history backfill's,
+    /// stable across runs) and an external event's may repeat one already held.
+    #[tokio::test]
+    async fn only_ids_minted_by_the_stamper_are_marked_minted() {
+        let (tx, _rx) = mpsc::channel(16);
+        let p = PipelineBuilder::new(1, "h", Arc::new(Metrics::default())).sink(SinkTx::new("t", tx)).build();
+        let mut own = draft("run.started", "s1");
+        own.id = Some("01J0000000000000000000HIST".into());
+        let out = p.submit_drafts("hook", "claude-code", vec![draft("run.started", "s1"), own]).await.unwrap();
+        assert!(out[0].minted);
+        assert!(!out[1].minted);
+        assert_eq!(out[1].event.id, "01J0000000000000000000HIST");
+        let external = p.submit_event("collector", out[0].event.clone()).await.unwrap();
+        assert!(!external.minted);
     }
 
     #[tokio::test]
@@ -1172,9 +1199,7 @@ mod tests {
     ) -> Vec<(Arc<LogKey>, Vec<u8>)> {
         let mut got = Vec::new();
         for _ in 0..2 {
-            p.submit_stamped("collector", Arc::new(Stamped { event: s.event.clone(), line: s.line.clone() }))
-                .await
-                .unwrap();
+            p.submit_stamped("collector", Arc::new(Stamped::with_line(s.event.clone(), s.line.clone()))).await.unwrap();
             let b = rx.try_recv().unwrap();
             let (k, line, _) = b.iter().next().unwrap();
             got.push((Arc::clone(k), line.to_vec()));

@@ -47,6 +47,8 @@ struct Held {
     stamp: u64,
     line: Line,
     key: u64,
+    /// Its id was minted by this bridge ([`Stamped::minted`]).
+    minted: bool,
 }
 
 impl Held {
@@ -104,7 +106,17 @@ struct SessionBuffer {
     ring_base: u64,
     /// Dedupe index: keyed hash of the id -> position of the held event with that key.
     /// A hit is confirmed against the held line (the hash only narrows the search).
+    ///
+    /// Kept only while `indexed`. An event whose id this bridge minted cannot repeat a held
+    /// one, so a session that holds only such events (a session the bridge stamps: nearly
+    /// every one) has no index: a probe at a random slot of a table in cold memory was most
+    /// of the collector's cost per event. The first event that could repeat one (a history
+    /// backfill's, an external emitter's) builds it from the held keys.
     ids: HashMap<u64, Position, BuildHasherDefault<PreHashed>>,
+    /// Whether `ids` indexes every held event (or holds its key for another held event).
+    indexed: bool,
+    /// Held events whose ids were not minted here: once none is left, the index goes.
+    foreign: usize,
     /// The latest position evicted: a resume before it has lost events.
     last_evicted: Option<Position>,
     /// The place of the latest evicted event (or, for a session back after being evicted
@@ -124,6 +136,8 @@ impl SessionBuffer {
             ring: VecDeque::new(),
             ring_base: 0,
             ids: HashMap::default(),
+            indexed: false,
+            foreign: 0,
             last_evicted,
             gone: last_evicted.map(Place::after),
             born: clock,
@@ -135,11 +149,21 @@ impl SessionBuffer {
     /// Whether an event with `ev`'s `(source, id)` is held (a backfill's question).
     fn holds(&self, key: u64, ev: &Event) -> bool {
         match self.ids.get(&key) {
-            Some(&at) => {
-                confirms(&self.events, &self.ring, self.ring_base, at, key, ev)
-                    || confirms_any(&self.events, &self.ring, self.ring_base, key, ev)
-            }
-            None => false,
+            Some(&at) if confirms(&self.events, &self.ring, self.ring_base, at, key, ev) => true,
+            None if self.indexed => false,
+            // Not indexed, or the indexed event is another (the same id from another source).
+            _ => confirms_any(&self.events, &self.ring, self.ring_base, key, ev),
+        }
+    }
+
+    /// Builds the dedupe index from the held keys (see `ids`).
+    fn index(&mut self) {
+        if self.indexed {
+            return;
+        }
+        self.indexed = true;
+        for h in &self.events {
+            self.ids.entry(h.key).or_insert(h.pos);
         }
     }
 
@@ -154,26 +178,35 @@ impl SessionBuffer {
             }
             return false;
         }
-        // One probe: a held (source, id) is refused; a new key is indexed, and so is a key
-        // whose entry outlived its event; a key held by another event (the same id from
-        // another source, or a hash collision) leaves this one held but unindexed, so a miss
-        // at the indexed event looks at every held event with the key (rare: equal keys are
-        // equal ids).
-        match self.ids.entry(key) {
-            Entry::Occupied(mut o) => {
-                let at = *o.get();
-                if confirms(&self.events, &self.ring, self.ring_base, at, key, &ev.event)
-                    || confirms_any(&self.events, &self.ring, self.ring_base, key, &ev.event)
-                {
-                    return false;
+        if !ev.minted {
+            self.index();
+        }
+        // An id minted here is new (AEP-0001 §7.4 has nothing to refuse) and, without an
+        // index, nothing to record. Otherwise one probe: a held (source, id) is refused; a
+        // new key is indexed, and so is a key whose entry outlived its event; a key held by
+        // another event (the same id from another source, or a hash collision) leaves this
+        // one held but unindexed, so a miss at the indexed event looks at every held event
+        // with the key (rare: equal keys are equal ids).
+        if self.indexed {
+            match self.ids.entry(key) {
+                Entry::Occupied(mut o) => {
+                    let at = *o.get();
+                    if confirms(&self.events, &self.ring, self.ring_base, at, key, &ev.event)
+                        || confirms_any(&self.events, &self.ring, self.ring_base, key, &ev.event)
+                    {
+                        return false;
+                    }
+                    if !indexes_held(&self.events, self.last_evicted, at, key) {
+                        o.insert(p);
+                    }
                 }
-                if !indexes_held(&self.events, self.last_evicted, at, key) {
-                    o.insert(p);
+                Entry::Vacant(v) => {
+                    v.insert(p);
                 }
             }
-            Entry::Vacant(v) => {
-                v.insert(p);
-            }
+        }
+        if !ev.minted {
+            self.foreign += 1;
         }
         self.last_write = clock;
         // Insert sorted by (epoch, seq), after the events at the same position (so sorted by
@@ -188,7 +221,7 @@ impl SessionBuffer {
             // pinned for as long as the replay buffer holds this one event. Replays share it.
             Line::Own(Bytes::copy_from_slice(&ev.line))
         };
-        let held = Held { pos: p, stamp: clock, line, key };
+        let held = Held { pos: p, stamp: clock, line, key, minted: ev.minted };
         // The append is `push_back`: the general insert costs a shift check and a call.
         if at == self.events.len() {
             self.events.push_back(held)
@@ -222,7 +255,14 @@ impl SessionBuffer {
         let Some(old) = self.events.pop_front() else { return };
         self.last_evicted = Some(old.pos);
         self.gone = Some(old.place());
-        if self.ids.len() > 2 * self.events.len() + STALE_SLACK {
+        if !old.minted {
+            self.foreign -= 1;
+        }
+        if self.indexed && self.foreign == 0 {
+            // Only minted ids are held now: nothing can repeat one (see `ids`).
+            self.indexed = false;
+            self.ids = HashMap::default();
+        } else if self.ids.len() > 2 * self.events.len() + STALE_SLACK {
             self.ids.retain(|_, at| *at >= old.pos);
             // A dropped entry may have been the key of a held event too (the same id from
             // another source, held unindexed): it is indexed now.
@@ -279,7 +319,7 @@ fn stamped(ring: &VecDeque<u8>, ring_base: u64, h: &Held) -> Option<Stamped> {
 pub(super) fn parse(line: Bytes) -> Option<Stamped> {
     let body = line.strip_suffix(b"\n").unwrap_or(&line);
     let event: Event = serde_json::from_slice(body).ok()?;
-    Some(Stamped { event, line })
+    Some(Stamped::with_line(event, line))
 }
 
 /// A replay's steps as (the first exhaustion reported, the events).
@@ -605,6 +645,12 @@ mod tests {
         assert_eq!(ex, None, "nothing between (0,2) and the earliest held (0,2)");
     }
 
+    /// `ev` as the pipeline's stamper hands it on when it minted the id.
+    fn minted(id: &str, session: &str, seq: u64) -> Arc<Stamped> {
+        let e = Arc::into_inner(ev(id, session, 0, seq)).unwrap();
+        Arc::new(Stamped { minted: true, ..e })
+    }
+
     /// The index names one held event per key. The same id from a second source was held
     /// unindexed, so a repeat of it was admitted again: dedupe is on `(source, id)`.
     #[test]
@@ -644,6 +690,34 @@ mod tests {
                 assert!(!next(&mut b, "e5", "aep://h/agent/b"), "after {fill} events and {i} more: a repeat");
             }
         }
+    }
+
+    /// Events whose ids the bridge minted are held without a dedupe index; the first event
+    /// that could repeat one builds it, so its repeat of a minted event is still refused;
+    /// and once no such event is held, the index goes again.
+    #[test]
+    fn minted_ids_need_no_index_until_another_id_arrives() {
+        let depth = 4;
+        let mut b = ReplayBuffers::new(depth, 10);
+        for seq in 0..10 {
+            assert!(b.admit(&minted(&format!("m{seq}"), "s", seq)));
+        }
+        assert!(b.sessions["s"].ids.is_empty(), "minted ids are not indexed");
+        // A relayed copy of a held minted event (the same source and id) is refused.
+        assert!(!b.admit(&ev("m9", "s", 0, 10)));
+        assert_eq!(b.sessions["s"].ids.len(), depth, "the index was built from the held keys");
+        assert!(b.admit(&ev("x1", "s", 0, 11)), "a new id from elsewhere");
+        assert!(b.admit(&minted("m12", "s", 12)), "minted ids are indexed while the index lives");
+        assert!(!b.admit(&ev("m12", "s", 0, 13)));
+        assert!(!b.admit(&ev("x1", "s", 0, 14)));
+        for seq in 15..15 + depth as u64 {
+            assert!(b.admit(&minted(&format!("m{seq}"), "s", seq)));
+        }
+        assert!(b.sessions["s"].ids.is_empty(), "x1 evicted: only minted ids are held, the index is gone");
+        assert!(!b.admit(&ev("m18", "s", 0, 30)), "and is built again for the next event from elsewhere");
+        let held: Vec<u64> =
+            b.after("s", Position { epoch: 0, seq: 0 }).1.iter().map(|e| e.event.seq.unwrap()).collect();
+        assert_eq!(held, [15, 16, 17, 18]);
     }
 
     fn sized(id: &str, session: &str, seq: u64, pad: usize) -> Arc<Stamped> {
@@ -892,13 +966,22 @@ mod tests {
         for step in 0..4000 {
             let session = format!("s{}", next(3));
             let (epoch, seq) = (next(2), next(24));
-            let id = format!("e{}", next(ids));
+            // A third of the events have ids minted by the bridge: never seen before. Some
+            // others repeat a minted id (relayed back to the collector).
+            let minted = next(3) == 0;
+            let id = if minted {
+                format!("m{step}")
+            } else if step > 0 && next(4) == 0 {
+                format!("m{}", step - 1 - next(step.min(30)))
+            } else {
+                format!("e{}", next(ids))
+            };
             let source = if next(5) == 0 { "aep://h/agent/b" } else { "aep://h/agent/a" };
             let mut e = ev(&id, &session, epoch, seq);
             let mut event = e.event.clone();
             event.source = source.into();
             event.subject = Some("x".repeat(next(90) as usize));
-            e = Arc::new(Stamped::new(event));
+            e = Arc::new(Stamped { minted, ..Stamped::new(event) });
             let p = Position { epoch, seq };
             let m = models.entry(session.clone()).or_insert(Model { held: Vec::new(), last_evicted: None });
             let dup = m.held.iter().any(|(_, s, i, _)| s == source && *i == id);

@@ -516,7 +516,7 @@ pub fn received(value: &Value, event: aep_schemas::Event, raw: &[u8]) -> Stamped
         None => {
             let mut line = serde_json::to_vec(value).unwrap_or_default();
             line.push(b'\n');
-            Stamped { event, line: Bytes::from(line) }
+            Stamped::with_line(event, Bytes::from(line))
         }
     }
 }
@@ -617,7 +617,7 @@ fn with_line(event: aep_schemas::Event, line: &[u8]) -> Stamped {
     let mut buf = Vec::with_capacity(line.len() + 1);
     buf.extend_from_slice(line);
     buf.push(b'\n');
-    Stamped { event, line: Bytes::from(buf) }
+    Stamped::with_line(event, Bytes::from(buf))
 }
 
 /// Where a subscription starts.
