@@ -169,12 +169,24 @@ impl<M: Default> Stamper<M> {
     }
 }
 
-/// A fresh ULID for `now` (monotonic within one generator).
+/// A fresh ULID for `now`: unique, and monotonic within one generator (the replay buffer
+/// relies on a minted id never repeating, see `Stamped::minted`).
 pub fn mint(ids: &mut ulid::Generator, now: SystemTime) -> String {
-    let ms = time::unix_ms(now);
-    ids.generate_from_datetime(now)
-        .map(|u| aep_schemas::ids::ulid_string(u.0))
-        .unwrap_or_else(|_| aep_schemas::ids::ulid_from_parts(ms, u128::from(ms)))
+    first_from(now, |at| ids.generate_from_datetime(at).ok())
+}
+
+/// The text of the first ULID `generate` makes at `now` or a later millisecond. A generator
+/// refuses a millisecond once its 80-bit counter (started at a random value) has run out in
+/// it; the next millisecond starts a fresh one, so ids stay unique and in order. (A fixed
+/// fallback value would repeat for every id minted in that millisecond.)
+fn first_from(now: SystemTime, mut generate: impl FnMut(SystemTime) -> Option<ulid::Ulid>) -> String {
+    let mut at = now;
+    loop {
+        if let Some(u) = generate(at) {
+            return aep_schemas::ids::ulid_string(u.0);
+        }
+        at += std::time::Duration::from_millis(1);
+    }
 }
 
 /// `aep://{host}/agent/{agent}/session/{session}` (AEP-0001 §5.1 #6), or `.../agent/{agent}` for agent-scoped events.
@@ -190,6 +202,23 @@ mod tests {
     use aep_schemas::Capture;
 
     use super::*;
+
+    /// A generator that has run out within a millisecond yields an id of the next one: the
+    /// ids stay unique and ordered (a fixed fallback made every such id the same).
+    #[test]
+    fn an_exhausted_millisecond_mints_in_the_next() {
+        let now = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_000);
+        let mut ids = ulid::Generator::new();
+        let before = mint(&mut ids, now);
+        let mut asked = Vec::new();
+        let id = first_from(now, |at| {
+            asked.push(time::unix_ms(at));
+            (asked.len() == 3).then(|| ulid::Ulid::from_parts(time::unix_ms(at), 7))
+        });
+        assert_eq!(asked, [1_700_000_000_000, 1_700_000_000_001, 1_700_000_000_002]);
+        assert_eq!(ulid::Ulid::from_string(&id).unwrap().timestamp_ms(), 1_700_000_000_002);
+        assert!(id > before);
+    }
 
     fn draft(ty: &str, session: &str) -> EventDraft {
         let mut d = EventDraft::new(ty, Capture::Metadata);
