@@ -274,8 +274,13 @@ fn run_mix(a: &OtlpArgs, mix: Mix) -> anyhow::Result<()> {
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     let body_len = src.request(0, a.records, a.sessions, now).encode_to_vec().len();
+    // Which build is measured, in full: the binary beside this one may be another build's.
+    let measured = match &a.url {
+        Some(u) => u.clone(),
+        None => format!("{} serve", super::sibling_binary("aep-bridge")?.display()),
+    };
     println!(
-        "bench otlp --mix {}: batches={} records={} ({} KiB protobuf per request, {} template records) sessions={} rounds={} -> aep-bridge serve (pid {pid})",
+        "bench otlp --mix {}: batches={} records={} ({} KiB protobuf per request, {} template records) sessions={} rounds={} -> {measured} (pid {pid})",
         mix.as_str(),
         a.batches,
         a.records,
