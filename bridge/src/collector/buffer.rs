@@ -443,8 +443,9 @@ impl ReplayBuffers {
         let Some(session) = ev.event.session.as_deref() else { return false };
         self.clock += 1;
         let clock = self.clock;
-        // The id alone is hashed (equal keys have equal ids); a hit is confirmed on both.
-        let key = self.hasher.hash_one(&ev.event.id);
+        // Source and id: the dedupe key (AEP-0001 §7.4). Keyed, so a sender cannot make keys
+        // collide; a hit is still confirmed on the held line.
+        let key = self.hasher.hash_one((&ev.event.source, &ev.event.id));
         // One lookup on the common path (the session is held); a new session pays for the rest.
         if let Some(buf) = self.sessions.get_mut(session) {
             let before = buf.bytes;
@@ -651,8 +652,7 @@ mod tests {
         Arc::new(Stamped { minted: true, ..e })
     }
 
-    /// The index names one held event per key. The same id from a second source was held
-    /// unindexed, so a repeat of it was admitted again: dedupe is on `(source, id)`.
+    /// Dedupe is on `(source, id)`: the same id from another source is another event.
     #[test]
     fn the_same_id_from_another_source_is_deduped_too() {
         let from = |source: &str, seq: u64| {
@@ -663,31 +663,49 @@ mod tests {
         let mut b = ReplayBuffers::new(10, 10);
         assert!(b.admit(&from("aep://h/agent/a", 1)));
         assert!(b.admit(&from("aep://h/agent/b", 2)), "another source's event");
-        assert!(!b.admit(&from("aep://h/agent/b", 3)), "a repeat of the unindexed one");
-        assert!(!b.admit(&from("aep://h/agent/a", 4)), "a repeat of the indexed one");
+        assert!(!b.admit(&from("aep://h/agent/b", 3)), "a repeat of the second");
+        assert!(!b.admit(&from("aep://h/agent/a", 4)), "a repeat of the first");
+    }
+
+    /// The index names one held event per key; events whose keys collide are told apart by
+    /// their held lines. Every event here has the same key: a repeat of one held unindexed
+    /// was admitted again, and a sweep of stale entries dropped the key while such an event
+    /// was still held.
+    #[test]
+    fn colliding_keys_are_told_apart_by_the_held_lines() {
+        const KEY: u64 = 7;
+        let depth = 6;
+        let mut b = SessionBuffer::new(None, 0);
+        let mut clock = 0;
+        let mut admit = |b: &mut SessionBuffer, id: &str, seq: u64| {
+            clock += 1;
+            b.admit(&ev(id, "s", 0, seq), KEY, depth, clock)
+        };
+        assert!(admit(&mut b, "a", 1));
+        assert!(admit(&mut b, "b", 2), "another id under the same key");
+        assert!(!admit(&mut b, "b", 3), "a repeat of the unindexed one");
+        assert!(!admit(&mut b, "a", 4), "a repeat of the indexed one");
         // Once the indexed event is evicted and the index swept (after any number of other
         // events), the other one is still found.
-        let depth = 6;
         for fill in 0..3 * (2 * depth + STALE_SLACK) as u64 {
-            let mut b = ReplayBuffers::new(depth, 10);
+            let mut b = SessionBuffer::new(None, 0);
             let mut seq = 0;
-            let mut next = |b: &mut ReplayBuffers, id: &str, source: &str| {
+            let mut next = |b: &mut SessionBuffer, id: &str, key: u64| {
                 seq += 1;
-                let mut e = Arc::into_inner(ev(id, "s", 0, seq)).unwrap().event;
-                e.source = source.into();
-                b.admit(&Arc::new(Stamped::new(e)))
+                clock += 1;
+                b.admit(&ev(id, "s", 0, seq), key, depth, clock)
             };
             for i in 0..fill {
-                assert!(next(&mut b, &format!("f{i}"), "aep://h/agent/a"));
+                assert!(next(&mut b, &format!("f{i}"), 100 + i));
             }
-            assert!(next(&mut b, "e5", "aep://h/agent/a"));
-            for i in 0..depth - 1 {
-                assert!(next(&mut b, &format!("g{i}"), "aep://h/agent/a"));
+            assert!(next(&mut b, "e5", KEY));
+            for i in 0..depth as u64 - 1 {
+                assert!(next(&mut b, &format!("g{i}"), 10_000 + i));
             }
-            assert!(next(&mut b, "e5", "aep://h/agent/b"), "held unindexed, the last of the depth");
-            for i in 0..depth - 1 {
-                assert!(next(&mut b, &format!("h{i}"), "aep://h/agent/a"));
-                assert!(!next(&mut b, "e5", "aep://h/agent/b"), "after {fill} events and {i} more: a repeat");
+            assert!(next(&mut b, "e6", KEY), "held unindexed, the last of the depth");
+            for i in 0..depth as u64 - 1 {
+                assert!(next(&mut b, &format!("h{i}"), 20_000 + i));
+                assert!(!next(&mut b, "e6", KEY), "after {fill} events and {i} more: a repeat");
             }
         }
     }
