@@ -66,7 +66,8 @@ pub struct Stamped {
     /// Its id was minted by this bridge's stamper as it was stamped (not carried in by a
     /// draft or an external emitter), so no event admitted before it can share its
     /// `(source, id)`: the replay buffer's dedupe (AEP-0001 §7.4) need not look it up.
-    pub minted: bool,
+    /// Only the pipeline sets it (elsewhere a `Stamped` is made by `new` or `with_line`).
+    pub(crate) minted: bool,
 }
 
 impl Stamped {
@@ -971,12 +972,17 @@ mod tests {
         d
     }
 
+    /// A pipeline with one event sink (its receiver kept, so submits are not refused).
+    fn one_sink() -> (Pipeline, mpsc::Receiver<Arc<Stamped>>) {
+        let (tx, rx) = mpsc::channel(16);
+        (PipelineBuilder::new(1, "h", Arc::new(Metrics::default())).sink(SinkTx::new("t", tx)).build(), rx)
+    }
+
     /// Only ids the stamper mints are marked minted: a draft's own id (a history backfill's,
     /// stable across runs) and an external event's may repeat one already held.
     #[tokio::test]
     async fn only_ids_minted_by_the_stamper_are_marked_minted() {
-        let (tx, _rx) = mpsc::channel(16);
-        let p = PipelineBuilder::new(1, "h", Arc::new(Metrics::default())).sink(SinkTx::new("t", tx)).build();
+        let (p, _rx) = one_sink();
         let mut own = draft("run.started", "s1");
         own.id = Some("01J0000000000000000000HIST".into());
         let out = p.submit_drafts("hook", "claude-code", vec![draft("run.started", "s1"), own]).await.unwrap();
@@ -991,8 +997,7 @@ mod tests {
     async fn a_keyed_attention_lifecycle_event_names_the_request_event_as_subject() {
         // AEP-0002 §7.1 rule 1: OpenCode's pinned `permission.replied` mapping carries the
         // vendor's permission id as subject; the Event names the request Event instead.
-        let (tx, _rx) = mpsc::channel(16);
-        let p = PipelineBuilder::new(1, "h", Arc::new(Metrics::default())).sink(SinkTx::new("t", tx)).build();
+        let (p, _rx) = one_sink();
         let mut req = draft("attention.requested", "s1");
         req.subject = Some("bash".into());
         req.correlation_key = Some("attention:per_1".into());
