@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 mod files;
 mod output;
+pub mod peers;
 mod rotel;
 pub use files::{metric_sum, read_jsonc, tree};
 pub use output::Output;
