@@ -1,21 +1,25 @@
 //! The backend recipes of `collector-config/`, run as a user runs them: the real
-//! `aep-bridge serve` with each shipped file, fed the recorded Codex (`c01`) and Qwen Code
-//! (`q01`) sessions (their hooks, then their own OTLP log exports).
+//! `aep-bridge serve` with each shipped file, fed the recorded Codex (`c01`), Qwen Code
+//! (`q01`) and Gemini CLI (`g01`) sessions (their hooks, then their own OTLP log exports).
 //!
 //! - Every `*.toml` there passes `aep-bridge config validate`, alone and with the header
 //!   variables its comments tell the user to set.
 //! - The direct recipes (Jaeger, Phoenix, Langfuse, an OTLP SaaS) send only the signals
 //!   their backend takes, to the backend's paths, with the headers the file or its
 //!   variables give, and lose no model call: checked on a receiver in this test standing at
-//!   the recipe's URL (Jaeger, Langfuse and the SaaS backends are in no registry reachable
-//!   here; collector-config/README.md says why each cannot run).
+//!   the recipe's URL (Langfuse's server and the SaaS backends cannot run here).
 //! - Phoenix: a real Arize Phoenix (`bridge/tests/requirements-phoenix.txt`) files the spans
 //!   under the recipe's project, classifies the chat spans as LLM and totals their tokens.
 //! - Grafana: a real rotel (`bridge/tests/requirements-export.txt`) started from
 //!   `grafana-lgtm.rotel.env` routes each signal to its own stand-in backend.
+//! - `collector`: the Collector YAMLs, validated and each topology run by the project's
+//!   Collector distribution, with a real Jaeger v2 and Prometheus 3; `jaeger`: the Jaeger
+//!   recipe read back through Jaeger's query API. Those peers are built from their Go
+//!   modules by `.ci/peers-go` (`peers` starts them).
 //!
-//! The Phoenix and rotel tests print SKIP and pass when their package is missing; `.ci/run`
-//! installs every `bridge/tests/requirements-*.txt`, so CI runs them.
+//! The Phoenix and rotel tests print SKIP and pass when their package is missing, the Go
+//! peers' tests when `.ci/peers-go` has not built them; `.ci/run` installs every
+//! `bridge/tests/requirements-*.txt` and builds the Go peers, so CI runs them.
 
 use aep_testkit as common;
 
@@ -727,7 +731,7 @@ async fn grafana_recipe_through_rotel_routes_each_signal_to_its_backend() {
     for (k, _) in &shipped {
         assert!(help.contains(&format!("[env: {k}=")), "rotel-agent knows no {k}");
     }
-    // The OpenTelemetry Collector file routes the same paths (it cannot run here).
+    // The OpenTelemetry Collector file routes the same paths (`collector` runs it).
     let yaml = read(recipe("grafana-lgtm.yaml"));
     for (k, v) in &shipped {
         if let Some(signal) = k.strip_prefix("ROTEL_OTLP_EXPORTER_").and_then(|s| s.strip_suffix("_ENDPOINT")) {
