@@ -261,6 +261,8 @@ impl Daemon {
     /// sinks, exporters, control loop and `[bridges]` observers (they stop with
     /// `shutdown`). Must run inside a tokio runtime.
     pub fn build(cfg: Config, shutdown: CancellationToken) -> Result<Self, ServeError> {
+        // Who the bridge runs for, on every OTLP resource it exports.
+        let cfg = crate::export::fleet::stamped(cfg);
         let data_dir: PathBuf = cfg.data_dir();
         let dd_err = |message: String| ServeError::DataDir { path: data_dir.display().to_string(), message };
         std::fs::create_dir_all(&data_dir).map_err(|e| dd_err(e.to_string()))?;
@@ -290,11 +292,13 @@ impl Daemon {
         }
         let relay_status = Arc::new(RelayStatus::default());
         let token = (!cfg.server.token.is_empty()).then(|| cfg.server.token.clone());
-        let mut builder = PipelineBuilder::new(epoch, host_name(&cfg), metrics.clone())
+        let mut builder = PipelineBuilder::new(epoch, crate::export::fleet::source_authority(&cfg), metrics.clone())
             .notice_wait(Duration::from_millis(cfg.pipeline.notice_wait_ms));
 
         let mut jsonl_thread = None;
         let mut progress = std::collections::BTreeMap::new();
+        // The JSONL logs, read back by the durable exporters.
+        let wal = cfg.jsonl.enabled.then(|| crate::export::wal::Wal::new(&data_dir, metrics.clone()));
         if cfg.jsonl.enabled {
             let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
             let jsonl_progress = Arc::new(crate::pipeline::Progress::default());
@@ -306,6 +310,7 @@ impl Daemon {
                 metrics.clone(),
                 Some(jsonl_progress.clone()),
                 Some(health.clone()),
+                wal.clone(),
             ));
             builder = builder.sink(SinkTx::durable_lines("jsonl", tx).with_progress(jsonl_progress));
         }
@@ -351,10 +356,16 @@ impl Daemon {
         }
         let (export_sinks, export_tasks, vendor_spans) = crate::export::spawn(
             &cfg.export,
-            cfg.pipeline.queue_capacity,
-            metrics.clone(),
-            health.clone(),
-            shutdown.clone(),
+            crate::export::ExportContext {
+                wal,
+                fleet: Arc::new(crate::export::fleet::Identity::of(&cfg)),
+                ..crate::export::ExportContext::memory(
+                    cfg.pipeline.queue_capacity,
+                    metrics.clone(),
+                    health.clone(),
+                    shutdown.clone(),
+                )
+            },
         );
         for s in export_sinks {
             builder = builder.sink(s);
@@ -454,7 +465,7 @@ impl Daemon {
                     pipeline.clone(),
                     token.clone(),
                     Some(&data_dir),
-                    &host_name(&cfg),
+                    &crate::export::fleet::source_authority(&cfg),
                     epoch,
                     &cfg.ui.allowed_hosts,
                 )
