@@ -13,10 +13,12 @@
 //!   strict Content-Security-Policy; event fields are rendered as text only.
 
 mod config;
+mod history;
 mod http;
 mod sessions;
 
 pub use config::UiConfig;
+pub use history::{History, Summary};
 pub use http::{MAX_BODY, Ui, router};
 pub use sessions::{MAX_SESSIONS, Sessions};
 
