@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -23,6 +24,10 @@ use serde_json::value::RawValue;
 
 /// How often the index looks at the folder again; queries in between use what it has.
 const REFRESH: Duration = Duration::from_millis(500);
+
+/// Files read between two publications of the first index: the newest sessions are
+/// queryable while older ones are still being read.
+const PUBLISH_EVERY: usize = 200;
 
 /// Most open requests a summary keeps (the newest); a session rarely has more than one.
 const MAX_OPEN: usize = 16;
@@ -396,6 +401,9 @@ pub struct Page {
     pub scanned: u64,
     /// The search stopped at its byte budget before filling the page: ask again from `next`.
     pub partial: bool,
+    /// The first reading of the logs is still under way: this page holds the newest
+    /// sessions read so far; ask again for the rest.
+    pub indexing: bool,
 }
 
 /// Serializes summaries shared with the index as they are.
@@ -434,6 +442,8 @@ pub struct History {
     max: usize,
     index: Mutex<Index>,
     refreshing: Mutex<()>,
+    /// The first full reading of the folder is done.
+    complete: AtomicBool,
 }
 
 /// The rotated siblings of a log (`x.jsonl.1`, `.2`, ...), oldest first.
@@ -506,7 +516,14 @@ impl History {
     /// The index over `logs` (`{data}/logs`), keeping sessions written in the last `days`
     /// days, at most `max` of them.
     pub fn new(logs: PathBuf, days: u32, max: usize) -> Self {
-        Self { logs, days, max, index: Mutex::new(Index::default()), refreshing: Mutex::new(()) }
+        Self {
+            logs,
+            days,
+            max,
+            index: Mutex::new(Index::default()),
+            refreshing: Mutex::new(()),
+            complete: AtomicBool::new(false),
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
@@ -535,7 +552,7 @@ impl History {
                 out.push((f.path(), mtime, meta.len(), format!("{agent_dir}/{name}")));
             }
         }
-        out.sort_by(|a, b| b.1.cmp(&a.1));
+        out.sort_by_key(|f| std::cmp::Reverse(f.1));
         out.truncate(self.max);
         out
     }
@@ -546,9 +563,36 @@ impl History {
     /// previous index; one refresh runs at a time.
     pub fn refresh(&self) {
         let _one = self.refreshing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.refresh_locked();
+    }
+
+    /// [`Self::refresh`], unless the first reading is under way elsewhere: then the index
+    /// as read so far (the newest sessions first) answers at once. Returns whether that
+    /// first reading is still under way.
+    fn catch_up(&self) -> bool {
+        if self.complete.load(Ordering::Acquire) {
+            self.refresh();
+            return false;
+        }
+        match self.refreshing.try_lock() {
+            Ok(_one) => {
+                self.refresh_locked();
+                false
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                drop(p);
+                self.refresh();
+                false
+            }
+            Err(std::sync::TryLockError::WouldBlock) => !self.complete.load(Ordering::Acquire),
+        }
+    }
+
+    fn refresh_locked(&self) {
         if self.lock().refreshed.is_some_and(|t| t.elapsed() < REFRESH) {
             return;
         }
+        let first = !self.complete.load(Ordering::Acquire);
         let found = self.candidates(SystemTime::now());
         let known: HashMap<PathBuf, (u64, SystemTime, Arc<Summary>)> =
             self.lock().files.iter().map(|(p, e)| (p.clone(), (e.read, e.mtime, e.summary.clone()))).collect();
@@ -583,15 +627,28 @@ impl History {
                 }
             };
             keep.insert(path, entry);
+            if first && keep.len() % PUBLISH_EVERY == 0 {
+                let partial: HashMap<PathBuf, Entry> = keep
+                    .iter()
+                    .map(|(p, e)| {
+                        (
+                            p.clone(),
+                            Entry { read: e.read, mtime: e.mtime, summary: e.summary.clone(), rel: e.rel.clone() },
+                        )
+                    })
+                    .collect();
+                self.lock().files = partial;
+            }
         }
         let mut idx = self.lock();
         idx.files = keep;
         idx.refreshed = Some(Instant::now());
+        self.complete.store(true, Ordering::Release);
     }
 
     /// One page of sessions matching `q`, newest activity first (refreshing first).
     pub fn query(&self, q: &Query) -> Page {
-        self.refresh();
+        let indexing = self.catch_up();
         let limit = q.limit.unwrap_or(200).clamp(1, 1000);
         let sev = q.severity.as_deref().filter(|s| !s.is_empty()).map(severity_rank);
         let (cursor_ms, cursor_rel) = match q.before.as_deref().and_then(|c| c.split_once('|')) {
@@ -625,7 +682,7 @@ impl History {
         let matcher = text
             .as_deref()
             .map(|t| regex::bytes::RegexBuilder::new(&regex::escape(t)).case_insensitive(true).unicode(true).build());
-        let mut page = Page { sessions: Vec::new(), next: None, indexed, scanned: 0, partial: false };
+        let mut page = Page { sessions: Vec::new(), next: None, indexed, scanned: 0, partial: false, indexing };
         let mut last_key = None;
         for (s, path, rel) in filtered {
             if page.sessions.len() >= limit {
