@@ -459,8 +459,13 @@ async fn the_history_outlives_a_restart_and_pages_back_through_the_logs() {
             }
         }
         ingest(app.clone(), body).await;
-        // Acknowledged means written: the logs hold every event now.
-        assert_eq!(log_of(dir.path(), "bot-b", "s11").len(), 2);
+        // The collector's 202 says accepted, not written: wait (bounded) for the last log.
+        let last = dir.path().join("logs/bot-b/s11.jsonl");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::fs::read_to_string(&last).map_or(0, |t| t.lines().count()) < 2 {
+            assert!(std::time::Instant::now() < deadline, "the events never reached the log");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         stop.cancel();
     }
     // The bridge restarted: a new page, no live event since.
@@ -475,7 +480,15 @@ async fn the_history_outlives_a_restart_and_pages_back_through_the_logs() {
             r.json()
         }
     };
-    let first = page("limit=5").await;
+    // Right after a start the bridge may still be reading its logs (newest first): the page
+    // says so, and asks again.
+    let mut first = page("limit=5").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while first["indexing"] == true {
+        assert!(std::time::Instant::now() < deadline, "the logs were never read");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        first = page("limit=5").await;
+    }
     let ids = |p: &Value| -> Vec<String> {
         p["sessions"].as_array().unwrap().iter().map(|s| s["session"].as_str().unwrap().to_owned()).collect()
     };
@@ -511,6 +524,10 @@ async fn the_history_outlives_a_restart_and_pages_back_through_the_logs() {
     );
     let bad = send(&app, get("/ui/events?agent=bot-b&session=s05&before=zz", Some(&cookie))).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
+    let bad = send(&app, get("/ui/history?since=yesterday", Some(&cookie))).await;
+    assert_eq!((bad.status, bad.json()["error"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid")), "{}", bad.body);
+    let long = format!("/ui/history?text={}", "x".repeat(300));
+    assert_eq!(send(&app, get(&long, Some(&cookie))).await.status, StatusCode::BAD_REQUEST);
 }
 
 fn urlencode(s: &str) -> String {

@@ -772,6 +772,11 @@ async fn a_teams_day_in_a_real_browser() {
     }
     assert_eq!(filters[0].2, "(10 of 2000)", "{filters:?}");
     assert_eq!(filters[1].2, format!("({} of 2000)", TEAM_SESSIONS / 5), "{filters:?}");
+    // By agent: its chip.
+    b.step("one agent", json!({"op": "click", "selector": "#agents .chip[data-agent=\"codex\"]"}));
+    b.wait("its sessions", "#sessions-count", Some(&format!("({} of 2000)", TEAM_SESSIONS / 5)));
+    b.step("every agent", json!({"op": "click", "selector": "#agents .chip[data-agent=\"codex\"]"}));
+    b.wait("all again", "#sessions-count", Some(&format!("({TEAM_SESSIONS})")));
     // Words only in one session's events: the bridge scans the logs, newest first.
     b.step(
         "search",

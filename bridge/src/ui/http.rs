@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -26,6 +26,9 @@ pub const MAX_BODY: usize = 64 * 1024;
 
 /// The cookie holding a session secret.
 const COOKIE: &str = "aep_ui";
+
+/// Longest text a history search takes, in characters.
+const MAX_SEARCH: usize = 256;
 
 /// The header carrying the page's nonce on a state-changing request.
 const NONCE_HEADER: &str = "x-aep-nonce";
@@ -411,9 +414,20 @@ fn answer_of(a: Option<&Value>) -> Result<(Value, &'static str), String> {
 
 /// `GET /ui/history?agent=&session=&type=&severity=&since=&text=&before=&limit=`: a page of
 /// sessions from the JSONL logs, newest activity first (see [`History::query`]).
-async fn history(State(ui): State<Arc<Ui>>, headers: HeaderMap, Query(q): Query<HistoryQuery>) -> Response {
+async fn history(
+    State(ui): State<Arc<Ui>>,
+    headers: HeaderMap,
+    q: Result<Query<HistoryQuery>, QueryRejection>,
+) -> Response {
     if ui.session(&headers).is_none() {
         return error(StatusCode::UNAUTHORIZED, "unauthorized", "log in first");
+    }
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid", e.body_text()),
+    };
+    if q.text.as_deref().is_some_and(|t| t.chars().count() > MAX_SEARCH) {
+        return error(StatusCode::BAD_REQUEST, "invalid", format!("`text` is at most {MAX_SEARCH} characters"));
     }
     let Some(h) = ui.history.clone() else {
         return error(StatusCode::NOT_FOUND, "no-history", "the JSONL logs are off ([jsonl] enabled = false)");
@@ -438,10 +452,18 @@ struct EventsQuery {
 
 /// `GET /ui/events?agent=&session=&before=&limit=`: a page of one session's events from
 /// its log, newest first, as logged: `{"events": [...], "next": cursor|null}`.
-async fn events(State(ui): State<Arc<Ui>>, headers: HeaderMap, Query(q): Query<EventsQuery>) -> Response {
+async fn events(
+    State(ui): State<Arc<Ui>>,
+    headers: HeaderMap,
+    q: Result<Query<EventsQuery>, QueryRejection>,
+) -> Response {
     if ui.session(&headers).is_none() {
         return error(StatusCode::UNAUTHORIZED, "unauthorized", "log in first");
     }
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid", e.body_text()),
+    };
     let Some(h) = ui.history.clone() else {
         return error(StatusCode::NOT_FOUND, "no-history", "the JSONL logs are off ([jsonl] enabled = false)");
     };
