@@ -154,6 +154,10 @@ fn permission_suggestions_are_options_labelled_by_what_they_grant() {
         options(&odd, Capture::Metadata).as_array().unwrap()[2..],
         [json!({"id": "always-3", "label": "Allow, and add 1 working directory for this session"})]
     );
+    assert_eq!(
+        options(&odd, Capture::Redacted)[2]["label"],
+        "Allow, and add /srv/a as a working directory for this session"
+    );
 }
 
 #[test]

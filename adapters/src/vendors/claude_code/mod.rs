@@ -107,6 +107,7 @@ fn suggestion_label(s: &Value, ceiling: aep_schemas::Capture, cx: &MapContext) -
                 (n, true) => {
                     Some(format!("Allow, and add {n} working director{} {dest}", if n == 1 { "y" } else { "ies" }))
                 }
+                (1, false) => Some(format!("Allow, and add {} as a working directory {dest}", shown[0])),
                 (_, false) => Some(format!("Allow, and add {} as working directories {dest}", shown.join(", "))),
             }
         }
