@@ -115,7 +115,6 @@
     }
     // Only the rows in view change: the live durations tick here.
     tick(f) { for (const r of this.pool) if (!r.hidden && r._item) f(r, r._item); }
-    rowOf(item) { return this.pool.find((r) => !r.hidden && r._item === item) || null; }
   }
 
   // ------------------------------------------------------------------ model
@@ -233,6 +232,9 @@
     } else if (s && s.ended) {
       r.status = "closed (its session ended)";
     }
+    // From the logs, only what may still wait: an older run's or an ended session's
+    // leftovers are not news.
+    if (!fresh && r.status !== "pending") return;
     requests.set(ev.id, r);
     if (r.status === "pending" && fresh) notify(r);
     touch("inbox");
@@ -344,7 +346,7 @@
     wanted.add(s.key);
     setTimeout(async () => {
       try {
-        const p = await getJSON("/ui/history?limit=5&agent=" + encodeURIComponent(s.agent) + "&session=" + encodeURIComponent(s.id));
+        const p = await getJSON("/ui/history?limit=200&agent=" + encodeURIComponent(s.agent) + "&session=" + encodeURIComponent(s.id));
         for (const x of p.sessions || []) if (x.session === s.id && x.agent === s.agent) fromSummary(x);
         touch("sessions");
       } catch (e) { /* live events still count */ }
