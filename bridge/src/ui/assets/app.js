@@ -330,8 +330,8 @@
       pages++;
       if (!ready) { ready = true; touch("sessions"); render(); performance.mark("aep:sessions"); }
       touch("sessions");
-      setText($("history-status"), historyCount + " sessions read from the logs of the last days"
-        + (indexing ? "; the bridge is still reading older logs…" : cursor ? "; older ones follow on request" : " (all of them)"));
+      setText($("history-status"), "read " + historyCount + " sessions from the logs of the last days"
+        + (indexing ? "; the bridge is still reading older logs…" : cursor ? "; older ones follow on request" : " (all of them); newer ones arrive live"));
       $("older").hidden = !cursor || indexing;
       if (!cursor || pages >= AUTO_PAGES) break;
     }
