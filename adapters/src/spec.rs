@@ -93,9 +93,11 @@ pub struct Decision {
 pub const DEFAULT_DENY_REASON: &str = "Denied via AEP attention loop";
 
 impl Decision {
-    /// Whether the applied option lets the action proceed.
+    /// Whether the applied option lets the action proceed (`always-{n}`: allow, with a
+    /// vendor's standing-permission suggestion applied).
     pub fn allows(&self) -> bool {
         matches!(self.option.as_deref(), Some("allow" | "once" | "always" | "accept" | "yes"))
+            || self.option.as_deref().is_some_and(|o| o.starts_with("always-"))
     }
 
     /// The text to give the agent with a denial.

@@ -379,6 +379,9 @@ impl Config {
         for (key, message) in self.control.check() {
             bad(&format!("control.{key}"), message);
         }
+        for (key, message) in self.ui.check() {
+            bad(&format!("ui.{key}"), message);
+        }
         p
     }
 

@@ -456,7 +456,8 @@ impl Daemon {
                     Some(&data_dir),
                     &host_name(&cfg),
                     epoch,
-                    &cfg.ui.allowed_hosts,
+                    &cfg.ui,
+                    cfg.jsonl.enabled.then(|| data_dir.join("logs")),
                 )
             }),
         });

@@ -452,8 +452,15 @@ def scenario_permission(a):
                      "none; screen in " + env.logs):
             return
         log, req = got
-        opts = [o.get("id") for o in (req.get("data") or {}).get("options") or []]
-        option = "allow" if "allow" in opts else (opts[0] if opts else "allow")
+        offered = (req.get("data") or {}).get("options") or []
+        opts = [o.get("id") for o in offered]
+        # Claude Code's own "always allow" suggestion when it sends one: the bridge answers
+        # with it as updatedPermissions. One saved to local settings is checked on disk.
+        saved = [o.get("id") for o in offered if str(o.get("id", "")).startswith("always-")
+                 and "in local settings" in str(o.get("label", ""))]
+        always = [i for i in opts if str(i).startswith("always-")]
+        option = (saved or always or (["allow"] if "allow" in opts else opts[:1]) or ["allow"])[0]
+        print(f"permission: options {opts}, answering {option}", flush=True)
         r = env.aep("respond", req["id"], "--option", option, "--url", f"http://{BRIDGE}", "--token", TOKEN,
                     timeout=60)
         open(os.path.join(env.logs, "respond.out"), "w").write(r.stdout + r.stderr)
@@ -463,6 +470,11 @@ def scenario_permission(a):
         ran = wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 45)
         open(os.path.join(env.logs, "screen_after.txt"), "w").write(pane())
         check("permission: the allowed tool ran (answer.txt = 42)", bool(ran))
+        if saved:
+            local = os.path.join(env.proj, ".claude", "settings.local.json")
+            rules = (json.load(open(local)).get("permissions") or {}).get("allow") or [] if os.path.isfile(local) else []
+            check("permission: the always-allow answer became a rule in .claude/settings.local.json",
+                  any(str(r).startswith("Bash(") for r in rules), f"{local}: {rules}")
         wait_for(lambda: "E2E done" in pane(), 20)
         subprocess.run(tmux + ["send-keys", "-t", "cc", "/exit", "Enter"])
         wait_for(lambda: any(x["type"] == "session.ended" for x in read_jsonl(log)), 15)
