@@ -609,7 +609,7 @@ impl Pipeline {
         // Counted once per call, after the stamper is released (nothing is recorded under it).
         drop(st);
         drops.record(&self.inner.metrics);
-        self.inner.metrics.events_in.add(&[("input", input), ("agent", &agent)], out.len() as u64);
+        self.inner.metrics.events_in.add(&[("input", input), (crate::metrics::AGENT, &agent)], out.len() as u64);
         result.map(|()| out)
     }
 
@@ -654,7 +654,7 @@ impl Pipeline {
         drop(st);
         drops.record(&self.inner.metrics);
         for (agent, n) in counts {
-            self.inner.metrics.events_in.add(&[("input", input), ("agent", agent)], n);
+            self.inner.metrics.events_in.add(&[("input", input), (crate::metrics::AGENT, agent)], n);
         }
         result
     }
@@ -755,7 +755,7 @@ impl Pipeline {
         self.send_lines(&mut guard, &sinks, lines, Flush::Now, &mut drops).await;
         drop(guard);
         drops.record(&self.inner.metrics);
-        self.inner.metrics.events_in.inc(&[("input", input), ("agent", &s.event.agent)]);
+        self.inner.metrics.events_in.inc(&[("input", input), (crate::metrics::AGENT, &s.event.agent)]);
         admitted.map(|()| s)
     }
 
@@ -790,7 +790,7 @@ impl Pipeline {
         drop(st);
         drops.record(&self.inner.metrics);
         for (agent, k) in counts {
-            self.inner.metrics.events_in.add(&[("input", input), ("agent", &agent)], k);
+            self.inner.metrics.events_in.add(&[("input", input), (crate::metrics::AGENT, &agent)], k);
         }
         result.map(|()| n)
     }

@@ -687,7 +687,7 @@ mod tests {
         let hook = r#"{"session_id":"s1","hook_event_name":"SessionStart","source":"startup"}"#;
         let (st, body) = call(&app, post("/hooks/claude-code", "application/json", hook)).await;
         assert_eq!(st, StatusCode::OK, "{body}");
-        assert_eq!(metrics.events_in.get(&[("input", "hook"), ("agent", "claude-code")]), 1);
+        assert_eq!(metrics.events_in.get(&[("input", "hook"), (crate::metrics::AGENT, "claude-code")]), 1);
         let (st, body) = call(&app, post("/hooks/nobody", "application/json", hook)).await;
         assert_eq!(st, StatusCode::NOT_FOUND, "{body}");
         let (st, body) = call(&app, post("/v1/logs", "application/x-protobuf", vec![0xff, 0xff, 0xff])).await;
@@ -699,7 +699,10 @@ mod tests {
         assert!(body.contains(r#""role":"collector""#), "{body}");
         let (st, body) = call(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
         assert_eq!(st, StatusCode::OK);
-        assert!(body.contains(r#"aep_bridge_events_in_total{agent="claude-code",input="hook"} 1"#), "{body}");
+        assert!(
+            body.contains(r#"aep_bridge_events_in_total{gen_ai_agent_name="claude-code",input="hook"} 1"#),
+            "{body}"
+        );
     }
 
     #[tokio::test]

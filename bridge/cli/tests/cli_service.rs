@@ -126,3 +126,31 @@ fn a_users_token_file_is_used_in_place_and_kept() {
     assert!(out.contains("no token (watch-only)"), "{out}");
     assert!(!std::fs::read_to_string(&unit).unwrap().contains("--token-file"));
 }
+
+/// On a machine whose user service manager does not answer (a container, a CI runner, an SSH
+/// session without lingering: this machine), `install` writes the unit, then says so with
+/// what to do next (run `serve` by hand, the systemd route, or remove the unit) instead of
+/// the manager's raw error alone; `uninstall` then removes it. Where a user manager answers,
+/// installing without `--no-start` would start a real service: skipped there.
+#[test]
+fn install_without_a_user_service_manager_says_what_to_do_next() {
+    if Command::new("systemctl").args(["--user", "show-environment"]).output().is_ok_and(|o| o.status.success()) {
+        println!("SKIP: a user service manager answers here; this test needs one that does not");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(home.path(), &["service", "install"], None);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(home.path().join(".config/systemd/user/aep-bridge.service").is_file(), "the unit is written");
+    for want in [
+        "no user service manager answers here",
+        "next: run the bridge without a service manager",
+        "aep-bridge serve",
+        "aep-bridge service uninstall",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+    let (code, out, err) = run(home.path(), &["service", "uninstall"], None);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!home.path().join(".config/systemd/user/aep-bridge.service").exists());
+}

@@ -248,7 +248,7 @@ async fn refused_signals_are_turned_off(bridge: Bridge, seen: Arc<Seen>, refusal
             .filter(|l| l.starts_with("aep_bridge_events_dropped_total{") && l.contains("sink=\"otlp_logs\""))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum();
-        let taken = series(t, "aep_bridge_events_in_total{agent=\"codex\",input=\"hook\"}");
+        let taken = series(t, "aep_bridge_events_in_total{gen_ai_agent_name=\"codex\",input=\"hook\"}");
         taken > 0.0 && dropped == taken
     })
     .await;
