@@ -142,19 +142,19 @@ async fn opencode() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opencode_primary() {
     let url = opencode().await;
-    replay("opencode-primary", &format!("kind = \"opencode-sse\"\nurl = \"{url}\"\nmode = \"primary\"")).await;
+    replay("opencode-primary", &format!("vendor = \"opencode\"\nurl = \"{url}\"\nmode = \"primary\"")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opencode_companion() {
     let url = opencode().await;
-    replay("opencode-companion", &format!("kind = \"opencode-sse\"\nurl = \"{url}\"")).await;
+    replay("opencode-companion", &format!("vendor = \"opencode\"\nurl = \"{url}\"")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kilocode_primary() {
     let url = opencode().await;
-    replay("kilocode-primary", &format!("kind = \"kilocode-sse\"\nurl = \"{url}\"\nmode = \"primary\"")).await;
+    replay("kilocode-primary", &format!("vendor = \"kilocode\"\nurl = \"{url}\"\nmode = \"primary\"")).await;
 }
 
 /// A kap-server: one session listed, nothing pending; a subscription is acknowledged from
@@ -201,7 +201,7 @@ async fn kimi(recording: &'static str) -> String {
 }
 
 fn kimi_section(url: &str, mode: &str) -> String {
-    format!("kind = \"kimi-ws\"\nurl = \"{url}\"\nmode = \"{mode}\"\ntoken = \"t\"\npoll_ms = 100")
+    format!("vendor = \"kimi-code\"\nurl = \"{url}\"\nmode = \"{mode}\"\ntoken = \"t\"\npoll_ms = 100")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,7 +262,7 @@ async fn openhands(history: Vec<Value>) -> String {
 }
 
 fn openhands_section(url: &str, control: bool) -> String {
-    format!("kind = \"openhands\"\nurl = \"{url}\"\ncontrol = {control}")
+    format!("vendor = \"openhands\"\nurl = \"{url}\"\ncontrol = {control}")
 }
 
 /// The 1.35.0 confirmation session (written in the transport shape).
