@@ -729,3 +729,21 @@ impl Observer for WebObserver {
         self.up
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_rides_rest_and_the_socket_and_the_poll_is_bounded() {
+        let t = |v: Value| v.as_object().cloned().unwrap();
+        assert!(check(&t(json!({"token_file": "/h/server.token", "poll_ms": 500}))).is_empty());
+        assert_eq!(check(&t(json!({"poll_ms": 10})))[0].0, "poll_ms");
+        assert_eq!(check(&t(json!({"password": "pw"})))[0].0, "password");
+        let o = WebObserver::new(true, false, &Config { token: " t0k ".into(), ..Config::default() });
+        let secret = o.auth().secret.unwrap();
+        assert_eq!((secret.value.as_str(), secret.file), ("t0k", None));
+        assert_eq!(secret.link, [("authorization", "Bearer "), ("sec-websocket-protocol", "kimi-code.bearer.")]);
+        assert_eq!(o.poll, POLL_MS);
+    }
+}

@@ -349,3 +349,30 @@ fn todos(ev: &Value, session: Option<&str>, state: &mut SessionState, cx: &MapCo
     }
     drafts
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_auth_rides_every_request_when_a_password_is_set() {
+        let t = |v: Value| v.as_object().cloned().unwrap();
+        let with = SseObserver::new(
+            OPENCODE,
+            &super::super::spec::ROUTE,
+            true,
+            false,
+            &Config { password: "pw".into(), ..Config::default() },
+        );
+        assert_eq!(with.auth().headers, [("authorization".to_owned(), "Basic b3BlbmNvZGU6cHc=".to_owned())]);
+        assert!(
+            SseObserver::new(OPENCODE, &super::super::spec::ROUTE, true, false, &Config::default())
+                .auth()
+                .headers
+                .is_empty()
+        );
+        assert!(check(&t(json!({"username": "u", "password": "p"}))).is_empty());
+        assert_eq!(check(&t(json!({"token": "t"})))[0].0, "token");
+        assert_eq!(check(&t(json!({"password": 7})))[0].0, "");
+    }
+}

@@ -804,3 +804,47 @@ impl Observer for ServerObserver {
         self.watches.get_mut(link).map(|w| &mut w.links)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_oversized_page_names_its_next_page_in_its_last_bytes() {
+        let tail = |s: &str| next_page_in_tail(s.as_bytes());
+        assert_eq!(tail(r#"xx"}}],"next_page_id":"e-7"}"#), Some(Some("e-7".into())));
+        assert_eq!(tail("x\"}}], \"next_page_id\": null }"), Some(None));
+        // The field's name inside an event's text is not the field.
+        assert_eq!(tail(r#"{"items":[{"text":"next_page_id"}],"next_page_id":"e-8"}"#), Some(Some("e-8".into())));
+        for cut in [r#"..."next_page_id":"e-"#, r#"..."text":"a"}]}"#, r#""next_page_id":7}"#] {
+            assert_eq!(tail(cut), None, "{cut}");
+        }
+        assert_eq!(page_bytes(64 << 10), 4 << 20);
+        assert_eq!(page_bytes(16 << 20), (16 << 20) + PAGE_SLACK);
+    }
+
+    #[test]
+    fn only_uuid_shaped_ids_become_socket_paths() {
+        assert!(conversation_id_ok("6f1c2a3b-0000-4000-8000-1234567890ab"));
+        assert!(conversation_id_ok("6f1c2a3b00004000800012345678900b"));
+        for bad in ["", "../x", "a/b", "id?x=1", &"a".repeat(65)] {
+            assert!(!conversation_id_ok(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_section_takes_its_key_poll_deltas_and_cursor_expiry() {
+        let t = |v: Value| v.as_object().cloned().unwrap();
+        assert!(check(&t(json!({"api_key": "k", "poll_ms": 50, "deltas": true, "cursor_ttl_hours": 0}))).is_empty());
+        assert_eq!(check(&t(json!({"poll_ms": 0})))[0].0, "poll_ms");
+        assert_eq!(check(&t(json!({"token": "x"})))[0].0, "token");
+        let o = ServerObserver::new(
+            &Setup { table: &Map::new(), primary: false, gated: false, max_frame: 1 << 20 },
+            &Config { api_key: "k".into(), ..Config::default() },
+        );
+        assert_eq!((o.poll, o.cursor_ttl_ms), (POLL_MS, Some(CURSOR_TTL_HOURS * 3_600_000)));
+        let secret = o.auth().secret.unwrap();
+        assert_eq!((secret.value.as_str(), secret.rest), ("k", &[("x-session-api-key", "")][..]));
+        assert!(secret.link.is_empty(), "the key rides the socket as its first frame, not a header");
+    }
+}
