@@ -130,23 +130,44 @@ pub fn by_kind(kind: &str) -> Option<&'static ObserverSpec> {
 }
 
 /// Parses a vendor's table: a key not in `fields` is named as unknown, a value of the wrong
-/// type as the deserializer says.
+/// type as the deserializer says; `Ok` only without either. The known keys are parsed
+/// whatever the unknown ones, so [`check_table`] can report every problem at once.
 pub fn table<C: serde::de::DeserializeOwned>(
     fields: &[&str],
     t: &Map<String, Value>,
 ) -> Result<C, Vec<(String, String)>> {
-    let unknown: Vec<(String, String)> = t
+    let (known, unknown): (Map<String, Value>, Map<String, Value>) =
+        t.clone().into_iter().partition(|(k, _)| fields.contains(&k.as_str()));
+    let mut problems: Vec<(String, String)> = unknown
         .keys()
-        .filter(|k| !fields.contains(&k.as_str()))
         .map(|k| {
-            let known = if fields.is_empty() { "none".to_owned() } else { fields.join(", ") };
-            (k.clone(), format!("is not a key of this vendor's bridge (its own keys: {known})"))
+            let own = if fields.is_empty() { "none".to_owned() } else { fields.join(", ") };
+            (k.clone(), format!("is not a key of this vendor's bridge (its own keys: {own})"))
         })
         .collect();
-    if !unknown.is_empty() {
-        return Err(unknown);
+    match serde_json::from_value::<C>(Value::Object(known)) {
+        Ok(c) if problems.is_empty() => Ok(c),
+        Ok(_) => Err(problems),
+        Err(e) => {
+            problems.push((String::new(), e.to_string()));
+            Err(problems)
+        }
     }
-    serde_json::from_value(Value::Object(t.clone())).map_err(|e| vec![(String::new(), e.to_string())])
+}
+
+/// Checks a vendor's table: [`table`]'s problems, then `values`' on the known keys parsed.
+pub fn check_table<C: serde::de::DeserializeOwned>(
+    fields: &[&str],
+    t: &Map<String, Value>,
+    values: impl Fn(&C) -> Vec<(String, String)>,
+) -> Vec<(String, String)> {
+    let known: Map<String, Value> =
+        t.iter().filter(|(k, _)| fields.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut problems = table::<C>(fields, t).err().unwrap_or_default();
+    if let Ok(c) = serde_json::from_value::<C>(Value::Object(known)) {
+        problems.extend(values(&c));
+    }
+    problems
 }
 
 /// A secret the requests and links carry (a token, a key), and the headers it rides on.

@@ -66,7 +66,7 @@ use super::web::{PENDING_LISTS, PendingList, WsMode, map_ws};
 use crate::common;
 use crate::observer::{
     Answer, Auth, Ctx, Down, Gate, Get, Input, Level, LinkKind, Observer, ObserverSpec, Open, Raise, Secret, Settle,
-    Step, Transport, ask_id, table,
+    Step, Transport, ask_id, check_table, table,
 };
 use crate::{EventDraft, MapContext};
 
@@ -121,11 +121,10 @@ pub const POLL_MS: u64 = 2_000;
 
 /// Checks a `kimi web` section's own keys.
 pub fn check(t: &Map<String, Value>) -> Vec<(String, String)> {
-    match table::<Config>(FIELDS, t) {
-        Err(e) => e,
-        Ok(c) if c.poll_ms.is_some_and(|p| p < 100) => vec![("poll_ms".into(), "must be at least 100".into())],
-        Ok(_) => Vec::new(),
-    }
+    check_table(FIELDS, t, |c: &Config| match c.poll_ms {
+        Some(p) if p < 100 => vec![("poll_ms".into(), "must be at least 100".into())],
+        _ => Vec::new(),
+    })
 }
 
 /// A map forgetting its oldest entries beyond [`MAX_CALLS`].
@@ -739,7 +738,9 @@ mod tests {
         let t = |v: Value| v.as_object().cloned().unwrap();
         assert!(check(&t(json!({"token_file": "/h/server.token", "poll_ms": 500}))).is_empty());
         assert_eq!(check(&t(json!({"poll_ms": 10})))[0].0, "poll_ms");
-        assert_eq!(check(&t(json!({"password": "pw"})))[0].0, "password");
+        let keys = |v: Value| check(&t(v)).into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        // Every problem at once: a foreign key does not hide a bad value.
+        assert_eq!(keys(json!({"password": "pw", "poll_ms": 10})), ["password", "poll_ms"]);
         let o = WebObserver::new(true, false, &Config { token: " t0k ".into(), ..Config::default() });
         let secret = o.auth().secret.unwrap();
         assert_eq!((secret.value.as_str(), secret.file), ("t0k", None));

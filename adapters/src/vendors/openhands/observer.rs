@@ -63,7 +63,7 @@ use super::{Checkpoint, Conversation, auth_frame};
 use crate::EventDraft;
 use crate::observer::{
     Answer, Auth, Ctx, Down, Gate, Get, Input, Level, LinkKind, Links, Observer, ObserverSpec, Open, Raise, Secret,
-    Settle, Setup, Step, Transport, ask_id, table,
+    Settle, Setup, Step, Transport, ask_id, check_table, table,
 };
 use crate::protocols::Options;
 use aep_schemas::Capture;
@@ -129,11 +129,10 @@ pub struct Config {
 
 /// Checks an OpenHands section's own keys.
 pub fn check(t: &Map<String, Value>) -> Vec<(String, String)> {
-    match table::<Config>(FIELDS, t) {
-        Err(e) => e,
-        Ok(c) if c.poll_ms == Some(0) => vec![("poll_ms".into(), "must be at least 1".into())],
-        Ok(_) => Vec::new(),
-    }
+    check_table(FIELDS, t, |c: &Config| match c.poll_ms {
+        Some(0) => vec![("poll_ms".into(), "must be at least 1".into())],
+        _ => Vec::new(),
+    })
 }
 
 /// A conversation id usable as a path segment: the server's ids are UUIDs.
