@@ -530,7 +530,7 @@ mod tests {
             "[bridges.oc]\nkind = \"opencode-sse\"\nurl = \"http://127.0.0.1:4096\"\nmode = \"primary\"\ncontrol = true",
         )
         .unwrap();
-        assert_eq!(c.bridges["oc"].kind, Some(crate::bridges::BridgeKind::OpencodeSse));
+        assert_eq!(c.bridges["oc"].observer().map(|o| o.id), Some("opencode"));
         let keys =
             |text: &str| -> Vec<String> { Config::from_toml(text).unwrap_err().0.into_iter().map(|p| p.key).collect() };
         assert_eq!(

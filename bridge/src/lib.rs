@@ -45,6 +45,7 @@
 pub(crate) mod attention;
 pub(crate) mod auth;
 pub mod bridges;
+pub(crate) mod bus_asks;
 pub mod client;
 pub mod collector;
 pub(crate) mod commands;

@@ -54,7 +54,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     })),
     server: None,
     otel: Some(&super::otel::ClaudeCodeOtel),
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };
 
 /// The reply to a held PermissionRequest (an AskUserQuestion form answered with the
