@@ -28,8 +28,13 @@ use crate::{collector, relay, sinks, state};
 /// Errors that stop `serve` from starting.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// A listener could not bind.
-    #[error("cannot listen on {addr} ({flag}): {source}; pass a different {flag} (0 picks a free port)")]
+    /// A listener could not bind. Checked after the data directory's lock, so the port is
+    /// not held by a bridge on this directory: the hint is for a bridge of its own.
+    #[error(
+        "cannot listen on {addr} ({flag}): {source}; another program holds this address (another \
+         aep-bridge with its own data directory? `aep-bridge doctor --url` says); pass a different \
+         {flag} (0 picks a free port)"
+    )]
     Bind {
         /// The address.
         addr: String,
@@ -47,6 +52,9 @@ pub enum ServeError {
         /// What went wrong.
         message: String,
     },
+    /// Another `serve` uses the data directory.
+    #[error(transparent)]
+    Locked(#[from] crate::lock::LockError),
 }
 
 /// Shared state of the HTTP app.
@@ -94,26 +102,37 @@ pub struct AppParts {
     pub collector: Option<(Arc<collector::Collector>, Pipeline)>,
     /// The web view (`/`, `/ui/*`), when enabled.
     pub ui: Option<Arc<crate::ui::Ui>>,
+    /// What keeps other origins' web pages and rebinding names out (every route).
+    pub guard: Arc<crate::guard::Guard>,
 }
 
 /// The bridge's HTTP app: `/healthz`, `/metrics`, `/hooks/*`, OTLP/HTTP `/v1/*` and, when
 /// enabled, the collector (`/events`, `/stream`, `/socket`, `/.well-known/aep`) and the web
-/// view (`/`, `/ui/*`). Served on
+/// view (`/`, `/ui/*`), every route behind the [`crate::guard`]. Served on
 /// the main listener and on the extra OTLP/HTTP one; testable without a socket.
 pub fn app(parts: AppParts) -> Router {
+    let g = &parts.guard;
     let mut app = Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_page))
         .with_state(parts.state)
-        .merge(aep_receivers::hooks::router(parts.hooks, parts.max_hook_body))
-        .merge(aep_receivers::otlp::router(parts.otlp));
+        .merge(crate::guard::ingest_layer(aep_receivers::hooks::router(parts.hooks, parts.max_hook_body), g))
+        .merge(crate::guard::ingest_layer(aep_receivers::otlp::router(parts.otlp), g));
     if let Some((collector, pipeline)) = parts.collector {
-        app = app.merge(collector::router(collector, pipeline));
+        app = app.merge(crate::guard::ingest_layer(collector::router(collector, pipeline), g));
     }
     if let Some(ui) = parts.ui {
         app = app.merge(crate::ui::router(ui));
     }
-    app
+    crate::guard::guard_layer(app, g)
+}
+
+/// The names a request's `Host` may carry besides IP addresses and `localhost`: this
+/// bridge's host name, `server.allowed_hosts` and (older files) `ui.allowed_hosts`.
+pub fn allowed_hosts(cfg: &Config) -> Vec<String> {
+    let mut hosts = vec![host_name(cfg)];
+    hosts.extend(cfg.server.allowed_hosts.iter().chain(&cfg.ui.allowed_hosts).cloned());
+    hosts
 }
 
 /// The running bridge's bound addresses.
@@ -222,6 +241,9 @@ pub async fn serve(
     shutdown: CancellationToken,
     on_bound: impl FnOnce(&Bound, u64),
 ) -> Result<(), ServeError> {
+    // One serve per data directory, decided before the ports: a second serve on this
+    // directory is told who holds it, not sent looking for another port. Held to the end.
+    let _lock = crate::lock::DataDirLock::acquire(&cfg.data_dir())?;
     let listeners = Listeners::bind(&cfg).await?;
     let daemon = Daemon::build(cfg, shutdown.clone())?;
     let stop = shutdown.clone();
@@ -436,6 +458,7 @@ impl Daemon {
         }
         drop(bridge_deps);
         tokio::spawn(crate::hooks::run_idle_close(hooks.clone(), shutdown.clone()));
+        let guard = crate::guard::Guard::new(&allowed_hosts(&cfg), token.clone(), metrics.clone());
         let app = app(AppParts {
             state: AppState {
                 metrics: metrics.clone(),
@@ -456,9 +479,10 @@ impl Daemon {
                     Some(&data_dir),
                     &host_name(&cfg),
                     epoch,
-                    &cfg.ui.allowed_hosts,
+                    &allowed_hosts(&cfg),
                 )
             }),
+            guard,
         });
         Ok(Self {
             cfg,
@@ -663,6 +687,7 @@ mod tests {
             otlp,
             collector: collector.then_some((c, pipeline)),
             ui: None,
+            guard: crate::guard::Guard::new(&[], None, metrics.clone()),
         });
         (app, metrics)
     }

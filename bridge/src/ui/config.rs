@@ -13,7 +13,8 @@ pub struct UiConfig {
     pub enabled: bool,
     /// Host names the page may be reached by besides IP addresses, `localhost` and
     /// `server.host` (a reverse proxy's name): any other `Host` is refused, so a web page
-    /// that rebinds its own name to this address cannot read the view.
+    /// that rebinds its own name to this address cannot read the view. Kept for older
+    /// files: `server.allowed_hosts` names them for every route, the view's included.
     pub allowed_hosts: Vec<String>,
 }
 
