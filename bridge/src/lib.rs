@@ -67,6 +67,7 @@ pub mod server;
 pub mod sinks;
 pub(crate) mod stamp;
 pub mod state;
+pub(crate) mod throttle;
 pub mod time;
 pub mod transport;
 pub mod ui;
