@@ -70,20 +70,6 @@ pub struct AppState {
     pub health: Arc<crate::health::Health>,
 }
 
-/// 200 `{"ok":true,...}`, or 503 naming what fails: a required relay that is down, or a
-/// sink that cannot write (`"failing":{"jsonl":"...: No space left on device"}`).
-async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
-    let relay = s.relay.all_live();
-    let failing = s.health.failures();
-    let ok = (!s.relay_required || relay) && failing.is_empty();
-    let status = if ok { axum::http::StatusCode::OK } else { axum::http::StatusCode::SERVICE_UNAVAILABLE };
-    let mut body = serde_json::json!({ "ok": ok, "relay": relay });
-    if !failing.is_empty() {
-        body["failing"] = serde_json::json!(failing);
-    }
-    (status, axum::Json(body))
-}
-
 async fn metrics_page(State(s): State<AppState>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render())
 }
@@ -106,16 +92,21 @@ pub struct AppParts {
     pub guard: Arc<crate::guard::Guard>,
 }
 
-/// The bridge's HTTP app: `/healthz`, `/metrics`, `/hooks/*`, OTLP/HTTP `/v1/*` and, when
+/// The bridge's HTTP app: `/livez`, `/readyz`, `/healthz`, `/metrics`, `/hooks/*`, OTLP/HTTP `/v1/*` and, when
 /// enabled, the collector (`/events`, `/stream`, `/socket`, `/.well-known/aep`) and the web
 /// view (`/`, `/ui/*`), every route behind the [`crate::guard`]. Served on
 /// the main listener and on the extra OTLP/HTTP one; testable without a socket.
 pub fn app(parts: AppParts) -> Router {
     let g = &parts.guard;
+    let probes = crate::health::Probes {
+        health: parts.state.health.clone(),
+        relay: parts.state.relay.clone(),
+        relay_required: parts.state.relay_required,
+    };
     let mut app = Router::new()
-        .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_page))
         .with_state(parts.state)
+        .merge(crate::health::router(probes))
         .merge(crate::guard::ingest_layer(aep_receivers::hooks::router(parts.hooks, parts.max_hook_body), g))
         .merge(crate::guard::ingest_layer(aep_receivers::otlp::router(parts.otlp), g));
     if let Some((collector, pipeline)) = parts.collector {
@@ -458,6 +449,7 @@ impl Daemon {
         }
         drop(bridge_deps);
         tokio::spawn(crate::hooks::run_idle_close(hooks.clone(), shutdown.clone()));
+        tokio::spawn(crate::health::watch(health.clone(), progress.clone(), shutdown.clone()));
         let guard = crate::guard::Guard::new(&allowed_hosts(&cfg), token.clone(), metrics.clone());
         let app = app(AppParts {
             state: AppState {
