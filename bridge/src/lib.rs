@@ -59,6 +59,8 @@ pub mod health;
 pub(crate) mod hooks;
 pub mod lock;
 pub mod metrics;
+#[cfg(unix)]
+pub mod notify;
 pub mod otlp_in;
 pub mod otlp_tee;
 pub mod pipeline;

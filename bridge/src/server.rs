@@ -267,6 +267,8 @@ pub struct Daemon {
     bridge_listeners: std::collections::BTreeMap<String, SocketAddr>,
     limits: listener::Limits,
     on_refused: OnRefused,
+    /// What the probes and systemd's watchdog read.
+    health: Arc<crate::health::Health>,
 }
 
 impl Daemon {
@@ -456,7 +458,7 @@ impl Daemon {
                 metrics: metrics.clone(),
                 relay: relay_status,
                 relay_required: cfg.relay.required,
-                health,
+                health: health.clone(),
             },
             hooks,
             max_hook_body: cfg.server.max_hook_body,
@@ -494,6 +496,7 @@ impl Daemon {
             bridge_listeners,
             limits,
             on_refused,
+            health,
         })
     }
 
@@ -537,6 +540,11 @@ impl Daemon {
         }
         on_bound(&bound, epoch);
         tracing::info!(http = %bound.http, epoch, "Bridge started.");
+        // Under systemd (`Type=notify`): ready now, and its watchdog petted while the loops turn.
+        #[cfg(unix)]
+        if let Some(n) = crate::notify::Notifier::from_env(&cfg.env) {
+            n.start(self.health.clone(), shutdown.clone());
+        }
 
         let mut servers = Vec::new();
         // One budget for every listener: all of them full still fit the open-file limit.

@@ -160,3 +160,45 @@ fn a_thousand_guessed_tokens_are_mostly_made_to_wait() {
         elapsed.as_secs_f64()
     );
 }
+
+/// Under systemd (`Type=notify`, `WatchdogSec=`): the real binary says it is ready once it
+/// listens, pets the watchdog while its loops turn, and says it is stopping on SIGTERM;
+/// `/livez`, `/readyz` and `/healthz` answer beside it.
+#[test]
+fn under_systemd_serve_says_ready_pets_the_watchdog_and_says_stopping() {
+    let data = tempfile::tempdir().unwrap();
+    let path = data.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    // A bounded wait: each notification comes within a second; this only stops a hang.
+    sock.set_read_timeout(Some(WAIT)).unwrap();
+    let recv = || {
+        let mut buf = [0u8; 512];
+        let n = sock.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let mut cmd = command(data.path(), "127.0.0.1:0", None);
+    cmd.env("NOTIFY_SOCKET", &path).env("WATCHDOG_USEC", "400000");
+    let mut child = cmd.spawn().unwrap();
+    let out = Output::follow(&mut child);
+    let mut bridge = Serve { child, out, addr: String::new() };
+    let ready = recv();
+    assert!(ready.starts_with("READY=1\n"), "{ready}");
+    assert!(ready.contains(&format!("MAINPID={}", bridge.pid())), "{ready}");
+    assert!(bridge.out.text().contains("aep-bridge listening:"), "ready only once listening: {}", bridge.out.text());
+    bridge.addr = bridge.out.text().split_whitespace().find_map(|w| w.strip_prefix("http=")).unwrap().to_owned();
+    assert_eq!(recv(), "WATCHDOG=1");
+    assert_eq!(recv(), "WATCHDOG=1");
+    let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+    for probe in ["livez", "readyz", "healthz"] {
+        let resp = agent.get(&format!("http://{}/{probe}", bridge.addr)).call().unwrap();
+        assert_eq!(resp.status().as_u16(), 200, "/{probe}");
+    }
+    bridge.stop();
+    let rest: Vec<String> = std::iter::from_fn(|| {
+        let mut buf = [0u8; 512];
+        sock.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+        sock.recv(&mut buf).ok().map(|n| String::from_utf8_lossy(&buf[..n]).into_owned())
+    })
+    .collect();
+    assert_eq!(rest.iter().filter(|m| *m != "WATCHDOG=1").collect::<Vec<_>>(), ["STOPPING=1"], "{rest:?}");
+}
