@@ -31,7 +31,10 @@ def main():
         out({"skip": f"{chromium} is not installed (apt-get install chromium)"})
         return
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        # Extra switches from the Rust side (AEP_UI_BROWSER_ARGS, a JSON list), e.g. a
+        # --host-resolver-rules that maps a name to 127.0.0.1 the way DNS rebinding does.
+        extra = json.loads(os.environ.get("AEP_UI_BROWSER_ARGS", "[]"))
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"] + extra)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         dialogs = []
         errors = []
@@ -52,7 +55,8 @@ def main():
             try:
                 value = None
                 if op == "goto":
-                    page.goto(cmd["url"])
+                    resp = page.goto(cmd["url"])
+                    value = resp.status if resp else None
                 elif op == "wait":
                     # A selector present (and, with `text`, containing it).
                     loc = page.locator(cmd["selector"])
