@@ -180,10 +180,11 @@ fn check(g: &Guard, req: &Request) -> Result<(), Response> {
 /// CORS-safelisted `Content-Type` values).
 const SIMPLE_TYPES: &[&str] = &["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"];
 
-/// The routes that take events or change state (hooks, OTLP/HTTP, the collector's emit): a
-/// `POST` (any method but `GET`/`HEAD`/`OPTIONS`) whose body type a page could send
-/// cross-origin without a preflight, or that names none, is refused (415). Every client of
-/// these routes names its JSON or protobuf body.
+/// A route that takes events: a `POST` (any method but `GET`/`HEAD`/`OPTIONS`) whose body
+/// type a page could send cross-origin without a preflight, or that names none, is refused
+/// (415). Every client of the hook routes names its JSON body. (OTLP/HTTP and the
+/// collector's `POST /events` accept nothing but JSON or protobuf of their own accord, and
+/// the web view's posts need this origin, a session and, to act, a nonce header.)
 pub async fn ingest(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return next.run(req).await;

@@ -107,10 +107,12 @@ pub fn app(parts: AppParts) -> Router {
         .route("/metrics", get(metrics_page))
         .with_state(parts.state)
         .merge(crate::health::router(probes))
+        // OTLP/HTTP and the collector's emit take JSON or protobuf only (415 otherwise, counted
+        // by their receivers); the hooks took any body type, so they get the ingest check.
         .merge(crate::guard::ingest_layer(aep_receivers::hooks::router(parts.hooks, parts.max_hook_body), g))
-        .merge(crate::guard::ingest_layer(aep_receivers::otlp::router(parts.otlp), g));
+        .merge(aep_receivers::otlp::router(parts.otlp));
     if let Some((collector, pipeline)) = parts.collector {
-        app = app.merge(crate::guard::ingest_layer(collector::router(collector, pipeline), g));
+        app = app.merge(collector::router(collector, pipeline));
     }
     if let Some(ui) = parts.ui {
         app = app.merge(crate::ui::router(ui));
