@@ -53,7 +53,7 @@ impl Guard {
     }
 
     /// The request's `Host` (HTTP/1) or its URI authority (HTTP/2).
-    fn host<'a>(req: &'a Request) -> Option<&'a str> {
+    fn host(req: &Request) -> Option<&str> {
         match req.headers().get(header::HOST) {
             Some(h) => h.to_str().ok(),
             None => req.uri().authority().map(|a| a.as_str()),

@@ -3,7 +3,7 @@
 //! Two bridges on one directory would both bump the epoch and both append to the same
 //! session logs, so hooks alternating between them write logs that fail validation (an
 //! epoch reused, a run cancelled by the other bridge's idle rule). The lock is the
-//! kernel's (`flock(2)` through [`std::fs::File::try_lock`]): it goes with the process,
+//! kernel's (`flock(2)`, non-blocking): it goes with the process,
 //! however that ends, so a crash leaves no stale lock behind. The file keeps the holder's
 //! pid for the refusal message only; it is never what decides.
 
@@ -55,14 +55,14 @@ impl DataDirLock {
         let path = dir.join(LOCK_FILE);
         let mut file =
             std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
+        match try_lock(&file) {
+            Ok(true) => {}
+            Ok(false) => {
                 let mut text = String::new();
                 let _ = file.read_to_string(&mut text);
                 return Err(LockError::Held { dir: dir.to_owned(), pid: text.trim().parse().ok() });
             }
-            Err(std::fs::TryLockError::Error(e)) => {
+            Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "The data directory cannot be locked here: make sure one serve uses it.");
             }
         }
@@ -71,6 +71,23 @@ impl DataDirLock {
         let _ = file.set_len(0).and_then(|()| file.rewind()).and_then(|()| writeln!(file, "{}", std::process::id()));
         Ok(Self { _file: file })
     }
+}
+
+/// `flock(LOCK_EX | LOCK_NB)`: `Ok(false)` when another open file holds it.
+#[cfg(unix)]
+fn try_lock(file: &std::fs::File) -> std::io::Result<bool> {
+    use rustix::fs::{FlockOperation, flock};
+    match flock(file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// No advisory lock here: said once, never refused.
+#[cfg(not(unix))]
+fn try_lock(_: &std::fs::File) -> std::io::Result<bool> {
+    Err(std::io::Error::new(std::io::ErrorKind::Unsupported, "no flock on this platform"))
 }
 
 #[cfg(test)]
