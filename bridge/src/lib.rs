@@ -10,7 +10,9 @@
 //! library (and [`client`], the collector client it shares with the `aep-bench` load tools).
 //! [`wrap`] is the stdio tee behind `aep-bridge wrap`, delivering to a running bridge;
 //! [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`); [`ui`]
-//! is the live web view served on the main port.
+//! is the live web view served on the main port. [`guard`] keeps other origins' web pages
+//! and rebinding names out of every route, [`health`] answers the probes, [`lock`] keeps
+//! one `serve` per data directory, and `notify` speaks to systemd.
 //!
 //! # The facade
 //!
