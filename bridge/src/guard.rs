@@ -195,17 +195,12 @@ pub async fn ingest(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Re
         None | Some("") => g.refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "content-type-required",
-            "name the body's type: Content-Type: application/json (hooks, events) or \
-             application/x-protobuf (OTLP)"
-                .into(),
+            "name the body's type: Content-Type: application/json".into(),
         ),
         Some(e) if SIMPLE_TYPES.contains(&e) => g.refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "content-type-refused",
-            format!(
-                "Content-Type {e} is one any web page may send here; send application/json (hooks, \
-                 events) or application/x-protobuf (OTLP)"
-            ),
+            format!("Content-Type {e} is one any web page may send here: send application/json"),
         ),
         Some(_) => next.run(req).await,
     }
