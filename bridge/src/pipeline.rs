@@ -336,6 +336,18 @@ impl Progress {
         self.done.subscribe()
     }
 
+    /// `(handed, finished)` so far: what a liveness watch compares between two looks (a
+    /// sink with events waiting that finishes none for long is stuck).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.handed.load(Ordering::Acquire), *self.done.borrow())
+    }
+
+    /// Counts `n` events handed, as the pipeline does (for the liveness watch's tests).
+    #[cfg(test)]
+    pub(crate) fn handed_for_test(&self, n: u64) {
+        self.handed.fetch_add(n, Ordering::AcqRel);
+    }
+
     /// Events handed and not yet finished.
     fn backlog(&self) -> u64 {
         self.handed.load(Ordering::Acquire).saturating_sub(*self.done.borrow())

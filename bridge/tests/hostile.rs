@@ -200,7 +200,8 @@ async fn a_trickled_body_is_cut_at_its_deadline() {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(
         s,
-        "POST /hooks/claude-code HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{\"a\":"
+        "POST /hooks/claude-code HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{\"a\":",
+        bridge.bound.http
     )
     .unwrap();
     let t0 = Instant::now();

@@ -52,7 +52,10 @@ def main():
         out({"skip": f"{chromium} is not installed (apt-get install chromium)"})
         return
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        # Extra switches from the Rust side (AEP_UI_BROWSER_ARGS, a JSON list), e.g. a
+        # --host-resolver-rules that maps a name to 127.0.0.1 the way DNS rebinding does.
+        extra = json.loads(os.environ.get("AEP_UI_BROWSER_ARGS", "[]"))
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"] + extra)
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         context.add_init_script(NOTIFY_SPY)
         dialogs = []
@@ -114,7 +117,8 @@ def main():
                     # A measured window of idleness, not a wait for a condition.
                     page.wait_for_timeout(cmd["ms"])
                 elif op == "goto":
-                    page.goto(cmd["url"])
+                    resp = page.goto(cmd["url"])
+                    value = resp.status if resp else None
                 elif op == "wait":
                     # A selector present (and, with `text`, containing it).
                     loc = page.locator(cmd["selector"])

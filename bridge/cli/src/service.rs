@@ -228,7 +228,12 @@ fn systemd_unit(spec: &Spec) -> String {
          Description=aep-bridge: coding agents' hooks and telemetry as AEP events\n\
          \n\
          [Service]\n\
-         Type=simple\n\
+         # serve says READY=1 once it listens, and pets the watchdog while its loops turn\n\
+         # (what /livez reports): a bridge that stops turning is restarted; a full disk or\n\
+         # a refused export signal is not cured by a restart and does not trigger one.\n\
+         Type=notify\n\
+         NotifyAccess=main\n\
+         WatchdogSec=30\n\
          ExecStart={}\n\
          Restart=on-failure\n\
          RestartSec=2\n\

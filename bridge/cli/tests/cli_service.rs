@@ -60,7 +60,7 @@ fn install_writes_a_verified_unit_with_the_token_in_a_file_and_uninstall_removes
     let bin = Path::new(env!("CARGO_BIN_EXE_aep-bridge")).canonicalize().unwrap();
     let exec = format!("\nExecStart={} serve --token-file {}\n", bin.display(), token_file.display());
     assert!(text.contains(&exec), "want {exec:?} in:\n{text}");
-    for line in ["\nRestart=on-failure\n", "\nWantedBy=default.target\n", "\nType=simple\n"] {
+    for line in ["\nRestart=on-failure\n", "\nWantedBy=default.target\n", "\nType=notify\n", "\nWatchdogSec=30\n"] {
         assert!(text.contains(line), "want {line:?} in:\n{text}");
     }
     assert!(!text.contains("t0ken"), "the token is in the unit:\n{text}");

@@ -20,6 +20,10 @@
 //!   filter and search timings read from the page's Performance API and printed (figures,
 //!   never asserted: the structure that makes them small is asserted instead).
 //!
+//! And against hostile pages, with `serve` as the README's first command runs it (no
+//! token): a page on another origin reads and adds nothing, a rebinding name is refused on
+//! every route (`another_origins_page_can_neither_read_nor_write_a_token_less_bridge`).
+//!
 //! Prints SKIP and passes only when python3, playwright or chromium is missing.
 
 use aep_testkit as common;
@@ -51,8 +55,14 @@ struct Browser {
 impl Browser {
     /// The browser, or `None` after a SKIP line.
     fn start(test: &str) -> Option<Browser> {
+        Self::start_with(test, &[])
+    }
+
+    /// The browser launched with these extra Chromium switches.
+    fn start_with(test: &str, args: &[&str]) -> Option<Browser> {
         let Ok(mut child) = Command::new("python3")
             .arg(DRIVER)
+            .env("AEP_UI_BROWSER_ARGS", serde_json::to_string(args).unwrap())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -126,11 +136,12 @@ struct Bridge {
 
 impl Bridge {
     fn start(data: &Path, listen: &str) -> Bridge {
-        Self::start_with(data, listen, "")
+        Self::start_with(data, listen, Some(TOKEN), "")
     }
 
-    /// With `more` appended to the config file.
-    fn start_with(data: &Path, listen: &str, more: &str) -> Bridge {
+    /// `serve` with `token`, or as the README's first command runs it (no token), with
+    /// `more` appended to the config file.
+    fn start_with(data: &Path, listen: &str, token: Option<&str>, more: &str) -> Bridge {
         // A request held at shutdown keeps `serve` up for the grace period: a short one here.
         let config = data.join("aep-bridge.toml");
         std::fs::write(&config, format!("[server]\nshutdown_grace_ms = 1000\n{more}")).unwrap();
@@ -138,7 +149,6 @@ impl Bridge {
         cmd.env_clear()
             .env("HOME", data)
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("AEP_BRIDGE_TOKEN", TOKEN)
             .env("AEP_BRIDGE_LOG", "warn")
             .args(["serve", "--config"])
             .arg(&config)
@@ -147,6 +157,9 @@ impl Bridge {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(t) = token {
+            cmd.env("AEP_BRIDGE_TOKEN", t);
+        }
         let mut child = cmd.spawn().unwrap();
         let out = common::Output::follow(&mut child);
         assert!(
@@ -494,7 +507,7 @@ async fn answers_say_what_they_send_in_a_real_browser() {
     let test = "answers_say_what_they_send_in_a_real_browser";
     let Some(mut b) = Browser::start(test) else { return };
     let data = tempfile::tempdir().unwrap();
-    let bridge = Bridge::start_with(data.path(), "127.0.0.1:0", "[ui]\nname = \"Alice Example\"\n");
+    let bridge = Bridge::start_with(data.path(), "127.0.0.1:0", Some(TOKEN), "[ui]\nname = \"Alice Example\"\n");
     let url = bridge.url();
     b.step("allow notifications", json!({"op": "grant", "permissions": ["notifications"]}));
     b.step("open the page", json!({"op": "goto", "url": format!("{url}/")}));
@@ -829,4 +842,272 @@ async fn a_teams_day_in_a_real_browser() {
         num(&search_ms),
     );
     bridge.stop();
+}
+
+/// What a page tries in order to read the bridge's sessions: the collector's WebSocket
+/// (subscribing to everything), its SSE stream, the view's stream with the view's cookie,
+/// and `fetch` of the reading routes. Each attempt ends on its own signal (a close, an
+/// error, the session seen); the 10 s bound only stops a hang.
+const READ_JS: &str = r#"async ({base, needle}) => {
+  const bound = (p) => Promise.race([p, new Promise(r => setTimeout(() => r({hung: true}), 10000))]);
+  const ws = await bound(new Promise(res => {
+    let w, opened = false;
+    try { w = new WebSocket(base.replace(/^http/, 'ws') + '/socket'); } catch (e) { return res({error: String(e)}); }
+    w.onopen = () => {
+      opened = true;
+      w.send(JSON.stringify({type: 'hello', versions: ['0.1'], role: 'consumer'}));
+      w.send(JSON.stringify({type: 'subscribe', id: 'all', from: 'all'}));
+    };
+    w.onmessage = m => { if (String(m.data).includes(needle)) { w.close(); res({opened, read: true}); } };
+    w.onclose = e => res({opened, read: false, code: e.code});
+  }));
+  const sse = (url, opts) => bound(new Promise(res => {
+    const es = new EventSource(url, opts);
+    es.addEventListener('session.started', e => { if (e.data.includes(needle)) { es.close(); res({read: true}); } });
+    es.onerror = () => { es.close(); res({read: false, error: true}); };
+  }));
+  const stream = await sse(base + '/stream?from=all');
+  const view = await sse(base + '/ui/stream?from=all', {withCredentials: true});
+  const fetches = {};
+  for (const path of ['/stream?live=0&from=all', '/ui/session', '/events', '/.well-known/aep', '/metrics']) {
+    try {
+      const r = await fetch(base + path, {credentials: 'include'});
+      const t = await r.text();
+      fetches[path] = {status: r.status, read: t.includes(needle)};
+    } catch (e) { fetches[path] = {read: false, error: String(e)}; }
+  }
+  return {ws, stream, view, fetches};
+}"#;
+
+/// What a page tries in order to add events: `no-cors` fetches with the body types it may
+/// send anywhere (text/plain, none), a CORS JSON post (preflighted), a beacon, the classic
+/// form post into a hidden frame (`text/plain` shaped as JSON), and an emitter's WebSocket.
+const WRITE_JS: &str = r#"async ({base, session}) => {
+  const bound = (p) => Promise.race([p, new Promise(r => setTimeout(() => r('hung'), 10000))]);
+  const hook = (s) => JSON.stringify({session_id: s, hook_event_name: 'SessionStart', source: 'startup'});
+  const out = {};
+  const attempt = async (name, f) => {
+    try { const r = await f(); out[name] = r && r.type !== undefined ? r.type + ' ' + r.status : String(r); }
+    catch (e) { out[name] = 'error: ' + e; }
+  };
+  await attempt('no-cors text/plain', () => fetch(base + '/hooks/claude-code', {method: 'POST', mode: 'no-cors', headers: {'content-type': 'text/plain'}, body: hook(session + '-a')}));
+  await attempt('no-cors untyped blob', () => fetch(base + '/hooks/claude-code', {method: 'POST', mode: 'no-cors', body: new Blob([hook(session + '-b')])}));
+  await attempt('cors json', () => fetch(base + '/hooks/claude-code', {method: 'POST', headers: {'content-type': 'application/json'}, body: hook(session + '-c')}));
+  await attempt('beacon', () => navigator.sendBeacon(base + '/hooks/claude-code', new Blob([hook(session + '-d')])));
+  const event = JSON.stringify({aep: '0.1', id: '01J0000000000000000000000E', type: 'session.started', time: new Date().toISOString(),
+    source: 'aep://evil/agent/evil/session/' + session + '-e', agent: 'evil', session: session + '-e', seq: 1});
+  await attempt('no-cors events', () => fetch(base + '/events', {method: 'POST', mode: 'no-cors', headers: {'content-type': 'text/plain'}, body: event}));
+  await attempt('no-cors otlp', () => fetch(base + '/v1/logs', {method: 'POST', mode: 'no-cors', headers: {'content-type': 'text/plain'}, body: '{}'}));
+  out['form'] = await bound(new Promise(res => {
+    const frame = document.createElement('iframe');
+    frame.name = 'sink';
+    let loads = 0;
+    frame.onload = () => { if (++loads === 2) res('loaded'); };
+    document.body.appendChild(frame);
+    const form = document.createElement('form');
+    Object.assign(form, {method: 'POST', action: base + '/hooks/claude-code', enctype: 'text/plain', target: 'sink'});
+    const field = document.createElement('input');
+    const body = hook(session + '-f');
+    field.name = body.slice(0, -1) + ',"x":"';
+    field.value = '"}';
+    form.appendChild(field);
+    document.body.appendChild(form);
+    form.submit();
+  }));
+  out['ws emitter'] = await bound(new Promise(res => {
+    let w;
+    try { w = new WebSocket(base.replace(/^http/, 'ws') + '/socket'); } catch (e) { return res('error: ' + e); }
+    w.onopen = () => {
+      w.send(JSON.stringify({type: 'hello', versions: ['0.1'], role: 'emitter', identity: {agent: 'evil', instance: 'x'}}));
+      w.send(event.replaceAll(session + '-e', session + '-g'));
+      setTimeout(() => { w.close(); res('opened'); }, 500);
+    };
+    w.onclose = e => res('closed ' + e.code);
+  }));
+  return out;
+}"#;
+
+/// A page that is nothing but an origin, served by the test.
+async fn page_server() -> String {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let body = "<!doctype html><title>elsewhere</title><body>another origin</body>";
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(format!("{head}{body}").as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// The bridge's own record of refusals, by reason.
+async fn refused(url: &str, reason: &str) -> f64 {
+    let (_, text) = common::get(format!("{url}/metrics")).await;
+    let series = format!("aep_bridge_requests_rejected_total{{reason=\"{reason}\",receiver=\"http\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(&series)).map_or(0.0, |v| v.parse().unwrap())
+}
+
+/// Every session id `serve` holds, as a tool (no browser) reads them.
+async fn held_sessions(url: &str) -> String {
+    let (status, text) = common::get(format!("{url}/stream?live=0&from=all")).await;
+    assert_eq!(status, 200, "{text}");
+    text
+}
+
+/// The README's first command (`serve`, no token) against hostile pages in a real
+/// Chromium. A page on another origin (another port of 127.0.0.1: same-site, so it even
+/// carries the view's cookie) reads nothing (WebSocket, SSE, the view's stream, fetch) and
+/// adds nothing (no-cors posts, a beacon, a form, a WebSocket emitter); the same reads from
+/// the bridge's own page do see the session, so the probes can succeed. A name rebound to
+/// 127.0.0.1 (`--host-resolver-rules`, as DNS rebinding does) is refused on every route,
+/// the page itself included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_origins_page_can_neither_read_nor_write_a_token_less_bridge() {
+    let test = "another_origins_page_can_neither_read_nor_write_a_token_less_bridge";
+    let Some(mut b) = Browser::start_with(test, &["--host-resolver-rules=MAP rebind.test 127.0.0.1"]) else { return };
+    let data = tempfile::tempdir().unwrap();
+    let bridge = Bridge::start_with(data.path(), "127.0.0.1:0", None, "");
+    let url = bridge.url();
+    let port = bridge.addr.rsplit(':').next().unwrap().to_owned();
+
+    // A session with a permission prompt, as the shim posts them (no token: not held).
+    let hooks: Vec<Value> = std::fs::read_to_string(HOOKS)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["payload"].clone())
+        .collect();
+    let session = hooks[0]["session_id"].as_str().unwrap().to_owned();
+    for h in &hooks[..6] {
+        let (status, body) = common::post(format!("{url}/hooks/claude-code"), h.to_string(), Vec::new()).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let permission: Value = serde_json::from_str(&std::fs::read_to_string(PERMISSION).unwrap()).unwrap();
+    let (status, body) = common::post(format!("{url}/hooks/claude-code"), permission.to_string(), Vec::new()).await;
+    assert_eq!(status, 200, "{body}");
+
+    // The user has the view open (it holds a session cookie for 127.0.0.1).
+    let status = b.step("open the view", json!({"op": "goto", "url": format!("{url}/")}));
+    assert_eq!(status, 200);
+    b.wait("the session on the view", &format!(".session[data-session=\"{session}\"]"), None);
+
+    // Another origin's page.
+    let elsewhere = page_server().await;
+    let before = refused(&url, "cross-origin").await;
+    assert_eq!(b.step("open the other origin's page", json!({"op": "goto", "url": format!("{elsewhere}/")})), 200);
+    let read = b.step(
+        "read from the other origin",
+        json!({"op": "eval", "js": format!("({READ_JS})({})", json!({"base": url, "needle": session}))}),
+    );
+    eprintln!("{test}: reads from {elsewhere}: {read}");
+    assert_eq!(read["ws"]["opened"], false, "the WebSocket handshake is refused: {read}");
+    assert_eq!(read["ws"]["read"], false, "{read}");
+    for what in ["stream", "view"] {
+        assert_eq!(read[what]["read"], false, "{what}: {read}");
+        assert_eq!(read[what]["error"], true, "{what}: {read}");
+    }
+    for (path, r) in read["fetches"].as_object().unwrap() {
+        assert_eq!(r["read"], false, "{path}: {read}");
+    }
+    let write = b.step(
+        "write from the other origin",
+        json!({"op": "eval", "js": format!("({WRITE_JS})({})", json!({"base": url, "session": "evil-cross"}))}),
+    );
+    eprintln!("{test}: writes from {elsewhere}: {write}");
+    assert_eq!(write["ws emitter"], "closed 1006", "{write}");
+    // Every attempt reached the bridge and was refused there, not only by the browser:
+    // 1 WebSocket + 2 SSE + 5 fetches to read; 6 posts, a form and a WebSocket to write.
+    let after = refused(&url, "cross-origin").await;
+    assert!(after - before >= 16.0, "{before} -> {after} cross-origin refusals");
+
+    // The same reads from the bridge's own page succeed: the probes are not blind.
+    b.step("back to the view", json!({"op": "goto", "url": format!("{url}/")}));
+    let own = b.step(
+        "read from the view's origin",
+        json!({"op": "eval", "js": format!("({READ_JS})({})", json!({"base": url, "needle": session}))}),
+    );
+    eprintln!("{test}: reads from the bridge's own origin: {own}");
+    assert_eq!(
+        (&own["ws"]["read"], &own["stream"]["read"], &own["view"]["read"]),
+        (&json!(true), &json!(true), &json!(true)),
+        "{own}"
+    );
+    assert_eq!(own["fetches"]["/stream?live=0&from=all"]["read"], true, "{own}");
+
+    // DNS rebinding: rebind.test resolves to 127.0.0.1; the bridge answers none of it.
+    let rebound = format!("http://rebind.test:{port}");
+    let status = b.step("open the rebound name", json!({"op": "goto", "url": format!("{rebound}/")}));
+    assert_eq!(status, 421, "the page itself is refused");
+    let routes = [
+        "/",
+        "/ui/app.js",
+        "/ui/session",
+        "/ui/stream",
+        "/stream?live=0",
+        "/events",
+        "/.well-known/aep",
+        "/healthz",
+        "/livez",
+        "/readyz",
+        "/metrics",
+        "/socket",
+        "/nowhere",
+    ];
+    let statuses = b.eval(
+        "every route from the rebound page",
+        &format!(
+            "(async () => {{ const s = {{}}; for (const p of {}) {{ s[p] = (await fetch(p)).status; }} \
+              for (const p of ['/hooks/claude-code', '/events', '/v1/logs', '/ui/login', '/ui/answer']) {{ \
+              s['POST ' + p] = (await fetch(p, {{method: 'POST', headers: {{'content-type': 'application/json'}}, body: '{{}}'}})).status; }} return s; }})()",
+            json!(routes)
+        ),
+    );
+    eprintln!("{test}: statuses from {rebound}: {statuses}");
+    let all: Vec<(&String, &Value)> = statuses.as_object().unwrap().iter().collect();
+    assert_eq!(all.len(), routes.len() + 5);
+    assert!(all.iter().all(|(_, s)| **s == json!(421)), "{statuses}");
+    let read = b.step(
+        "read from the rebound name",
+        json!({"op": "eval", "js": format!("({READ_JS})({})", json!({"base": rebound, "needle": session}))}),
+    );
+    assert_eq!(read["ws"]["opened"], false, "{read}");
+    assert!(["stream", "view"].iter().all(|w| read[w]["read"] == false), "{read}");
+    assert!(read["fetches"].as_object().unwrap().values().all(|r| r["read"] == false && r["status"] == 421), "{read}");
+    let write = b.step(
+        "write from the rebound name",
+        json!({"op": "eval", "js": format!("({WRITE_JS})({})", json!({"base": rebound, "session": "evil-rebound"}))}),
+    );
+    eprintln!("{test}: writes from {rebound}: {write}");
+
+    // Nothing any hostile page sent was taken.
+    let held = held_sessions(&url).await;
+    assert!(held.contains(&session), "the real session is held");
+    assert!(!held.contains("evil-"), "a hostile page's event was taken:\n{held}");
+    let logs = data.path().join("logs");
+    let logged: Vec<String> = walk(&logs);
+    assert!(logged.iter().all(|p| !p.contains("evil")), "{logged:?}");
+    assert_eq!(b.step("dialogs", json!({"op": "dialogs"})), json!([]));
+    bridge.stop();
+}
+
+/// Every file under `dir`, as strings.
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p.display().to_string());
+        }
+    }
+    out
 }

@@ -16,7 +16,8 @@ pub struct UiConfig {
     pub enabled: bool,
     /// Host names the page may be reached by besides IP addresses, `localhost` and
     /// `server.host` (a reverse proxy's name): any other `Host` is refused, so a web page
-    /// that rebinds its own name to this address cannot read the view.
+    /// that rebinds its own name to this address cannot read the view. Kept for older
+    /// files: `server.allowed_hosts` names them for every route, the view's included.
     pub allowed_hosts: Vec<String>,
     /// Who answers from a page logged in with the bridge's token: recorded on every answer
     /// (`attention.answered` `by`) so history says who decided, not only "the web view".

@@ -62,6 +62,8 @@ pub struct Ui {
     history: Option<Arc<History>>,
     /// History reads at once (each bounded in bytes): the rest wait their turn.
     reads: tokio::sync::Semaphore,
+    /// Wrong tokens at the login, per client and overall (growing waits, a quiet log).
+    logins: crate::throttle::LoginThrottle,
 }
 
 impl Ui {
@@ -81,8 +83,8 @@ impl Ui {
         epoch: u64,
         cfg: &UiConfig,
         logs: Option<std::path::PathBuf>,
+        allowed_hosts: &[String],
     ) -> Arc<Self> {
-        let allowed_hosts = &cfg.allowed_hosts;
         let mut hosts: Vec<String> = allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
         if !host.is_empty() {
             hosts.push(host.to_ascii_lowercase());
@@ -104,6 +106,7 @@ impl Ui {
                 h
             }),
             reads: tokio::sync::Semaphore::new(2),
+            logins: crate::throttle::LoginThrottle::default(),
         })
     }
 
@@ -250,7 +253,15 @@ async fn session(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
 }
 
 /// `POST /ui/login` (`token=...`, form-encoded): the token, once, for a cookie session.
-async fn login(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+/// Wrong tokens make their client (and, past a larger allowance, everyone) wait before the
+/// next attempt is looked at: 429 with `Retry-After`, the token not compared, right or
+/// wrong (see [`crate::throttle`]).
+async fn login(
+    State(ui): State<Arc<Ui>>,
+    headers: HeaderMap,
+    ext: axum::http::Extensions,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     if !same_origin(&headers) {
         return error(StatusCode::FORBIDDEN, "forbidden", "a login comes from this page");
     }
@@ -258,14 +269,40 @@ async fn login(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Bytes
         Ok(b) => b,
         Err(e) => return error(e.status(), "invalid", e.body_text()),
     };
+    let client = ext.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
+    let now = crate::throttle::mono_ms();
+    if let crate::throttle::Verdict::Wait(ms) = ui.logins.admit(client, now) {
+        log_refusals(&ui, now);
+        let secs = ms.div_ceil(1000).max(1);
+        let mut res = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too-many-attempts",
+            format!("wrong tokens were tried: wait {secs} s before the next attempt"),
+        );
+        res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return res;
+    }
     let presented = url::form_urlencoded::parse(&body).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
     if !crate::auth::bearer_ok(ui.token.as_deref(), presented.as_deref()) {
-        tracing::warn!("Web view login refused: wrong token.");
+        ui.logins.failed(client, now);
+        log_refusals(&ui, now);
         return error(StatusCode::FORBIDDEN, "forbidden", "the token is not valid");
     }
+    ui.logins.succeeded(client);
     match ui.sessions.create(now_ms()) {
         Ok(secret) => ([(header::SET_COOKIE, set_cookie(&secret))], StatusCode::NO_CONTENT).into_response(),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string()),
+    }
+}
+
+/// One warning line for the refused logins since the last, at most every 10 s.
+fn log_refusals(ui: &Ui, now: u64) {
+    if let Some((wrong, waited)) = ui.logins.log_due(now) {
+        tracing::warn!(
+            wrong_tokens = wrong,
+            made_to_wait = waited,
+            "Web view login refused: {wrong} wrong token(s), {waited} attempt(s) made to wait (one line per 10 s at most)."
+        );
     }
 }
 
