@@ -94,15 +94,24 @@ class Procs:
 
 
 def read_jsonl(path):
-    out = []
+    """The records of a JSONL file its writer (the bridge, the mock, the span sink) may still
+    be appending to: up to its last complete line. A last line without its newline is not
+    yet a record (whole on the next read), never an error; a whole line that is not JSON is."""
     try:
-        with open(path) as f:
-            for line in f:
-                if line.strip():
-                    out.append(json.loads(line))
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
-        pass
-    return out
+        return []
+    cut = data.rfind(b"\n") + 1
+    lines = data[:cut].decode("utf-8", "replace").splitlines()
+    rest = data[cut:].decode("utf-8", "replace")
+    if rest.strip():
+        try:
+            json.loads(rest)  # a whole value written without its final newline
+            lines.append(rest)
+        except ValueError:
+            pass
+    return [json.loads(l) for l in lines if l.strip()]
 
 
 def session_logs(data, agent):

@@ -328,6 +328,9 @@ fn validate(file: &str, strict: bool) -> i32 {
         0 => String::new(),
         n => format!(", {n} completeness warning(s){}", if strict { " (--strict: failing)" } else { "" }),
     };
+    if report.unfinished {
+        println!("note: the last line has no newline yet (its writer is still appending it): not checked");
+    }
     println!("{file}: {} events, {verdict}{warned}", report.events);
     i32::from(!report.failures.is_empty() || (strict && !report.warnings.is_empty()))
 }

@@ -11,10 +11,12 @@ use aep_bridge::server::{Bound, serve};
 use tokio_util::sync::CancellationToken;
 
 mod files;
+mod jsonl;
 mod output;
 pub mod peers;
 mod rotel;
 pub use files::{metric_sum, read_jsonc, tree};
+pub use jsonl::{log_events, log_lines, parse_lines, tree_lines};
 pub use output::Output;
 pub use rotel::{ROTEL_STARTED, rotel_agent};
 
@@ -52,18 +54,16 @@ impl Running {
         }
     }
 
-    /// Reads the lines of a JSONL file once it has at least `n`, looking again each time
-    /// the log reports progress; panics after 15 s.
+    /// Reads the complete lines of a JSONL file once it has at least `n` ([`log_lines`]: a
+    /// line still being written is not yet one), looking again each time the log reports
+    /// progress; panics after 15 s.
     pub async fn wait_lines(&self, path: &Path, n: usize) -> Vec<String> {
-        let read = || -> Vec<String> {
-            std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
-        };
         self.until_logged(
-            || read().len() >= n,
-            || format!("{} has {} lines, wanted {n}", path.display(), read().len()),
+            || log_lines(path).len() >= n,
+            || format!("{} has {} lines, wanted {n}", path.display(), log_lines(path).len()),
         )
         .await;
-        read()
+        log_lines(path)
     }
 
     /// Waits until `done` holds, asking again each time the log reports progress; panics
