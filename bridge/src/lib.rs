@@ -56,6 +56,7 @@ pub mod export;
 pub(crate) mod genai;
 pub mod health;
 pub(crate) mod hooks;
+pub(crate) mod late;
 pub mod metrics;
 pub mod otlp_in;
 pub mod otlp_tee;
