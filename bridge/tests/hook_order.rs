@@ -91,3 +91,38 @@ async fn a_backlog_read_in_any_order_is_written_in_send_order() {
     assert_eq!(metric_sum(&metrics, "aep_bridge_events_dropped_total", &["sink=\"hook_order\""]), 1, "{metrics}");
     bridge.shutdown().await;
 }
+
+/// A call whose caller hung up before the bridge read it (its whole request and the end of
+/// its connection both waiting in the socket, as a stopped bridge finds its backlog) is
+/// still handled and written: the request is read and handled whatever the connection does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_caller_already_hung_up_is_written() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = start(config(dir.path())).await;
+    let addr = bridge.bound.http;
+    let n = 20;
+    tokio::task::spawn_blocking(move || {
+        for i in 0..n {
+            let body = serde_json::json!({"hook_event_name": "SessionStart", "session_id": format!("gone-{i}"),
+                "source": "startup"})
+            .to_string();
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            let req = format!(
+                "POST /hooks/codex HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            // The request and the connection's end at once, then gone without reading.
+            c.write_all(req.as_bytes()).unwrap();
+            c.shutdown(std::net::Shutdown::Write).unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    // Each call writes its session's start: all twenty reach the log.
+    bridge.logged(n as u64).await;
+    let logs = dir.path().join("logs/codex");
+    let written = (0..n).filter(|i| logs.join(format!("gone-{i}.jsonl")).is_file()).count();
+    assert_eq!(written, n, "abandoned calls written");
+    bridge.shutdown().await;
+}

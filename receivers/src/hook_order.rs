@@ -18,9 +18,13 @@
 //!   [`SETTLE_QUIET`] (at most [`SETTLE_MAX`] after the first), and every call of the
 //!   session waiting meanwhile is then admitted one at a time in the order the shims sent
 //!   them: a backlog is placed in order, late but complete;
-//! - a call sent before one already admitted cannot be placed any more: it is refused
+//! - a late call sent before one already admitted cannot be placed any more: it is refused
 //!   ([`Behind`]), counted and dropped, never written after what followed it. A gap is
 //!   legal, a regression is not (AEP-0001 §7.2; AEP-0002 §4.1: arrival is never guaranteed).
+//!
+//! A call on time is never refused: its shim still waits for the answer, and calls of one
+//! session in flight together (hooks an agent runs in parallel, a detached one) are
+//! concurrent, their send times microseconds apart and no order to keep.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,7 +71,7 @@ impl Timing {
     }
 }
 
-/// The call cannot be placed in its session's order: a call its shim sent later is
+/// A late call cannot be placed in its session's order: a call its shim sent later is
 /// already admitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Behind;
@@ -126,8 +130,8 @@ impl Drop for Turn {
 
 impl Lanes {
     /// Waits for the call's turn in session `key`: at once for a call on time with nothing
-    /// of its session waiting, else in send order once the backlog settled. [`Behind`] when
-    /// a call sent after it was already admitted.
+    /// of its session waiting, else in send order once the backlog settled. [`Behind`] for
+    /// a late call when a call sent after it was already admitted.
     pub async fn enter(self: &Arc<Self>, key: String, timing: Timing) -> Result<Turn, Behind> {
         let ticket = self.tickets.fetch_add(1, Ordering::Relaxed);
         let me = (timing.sent_us, ticket);
@@ -138,12 +142,12 @@ impl Lanes {
             }
             let lane = lanes.entry(key.clone()).or_default();
             lane.touched = Some(Instant::now());
-            if timing.sent_us < lane.high {
+            if timing.late && timing.sent_us < lane.high {
                 return Err(Behind);
             }
             if !timing.late && lane.queue.is_empty() {
                 lane.active += 1;
-                lane.high = timing.sent_us;
+                lane.high = lane.high.max(timing.sent_us);
                 return Ok(self.turn(key));
             }
             lane.queue.insert(me);
@@ -172,11 +176,11 @@ impl Lanes {
                     }
                     // The next in line may go once this one is done (or refused).
                     lane.wake.notify_waiters();
-                    if timing.sent_us < lane.high {
+                    if timing.late && timing.sent_us < lane.high {
                         return Err(Behind);
                     }
                     lane.active += 1;
-                    lane.high = timing.sent_us;
+                    lane.high = lane.high.max(timing.sent_us);
                     return Ok(self.turn(key));
                 }
                 settled
@@ -243,14 +247,15 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn calls_on_time_pass_at_once_and_an_older_one_after_them_is_behind() {
+    async fn calls_on_time_pass_at_once_and_a_late_one_overtaken_is_behind() {
         let lanes = Arc::new(Lanes::default());
         let a = lanes.enter("s".into(), t(10, false)).await.unwrap();
         // Parallel calls of one session are not serialized.
         let b = lanes.enter("s".into(), t(20, false)).await.unwrap();
         drop((a, b));
-        assert!(lanes.enter("s".into(), t(15, true)).await.is_err(), "sent before an admitted call");
-        assert!(lanes.enter("s".into(), t(15, false)).await.is_err());
+        assert!(lanes.enter("s".into(), t(15, true)).await.is_err(), "late and sent before an admitted call");
+        // On time, its shim still waits: a concurrent call (a detached hook), never refused.
+        assert!(lanes.enter("s".into(), t(15, false)).await.is_ok());
         assert!(lanes.enter("other".into(), t(15, true)).await.is_ok(), "sessions are apart");
     }
 

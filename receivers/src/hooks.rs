@@ -5,10 +5,10 @@
 //! vendor's neutral reply. Errors are clear 4xx/5xx with a JSON `{"error": ...}` body;
 //! the shim in front of the agent turns any of them into the neutral reply (fail-open).
 //!
-//! A call is handled to the end once read, whether or not its caller still waits: a shim
+//! A call is handled to the end once sent, whether or not its caller still waits: a shim
 //! that gave up (a hung bridge) has already answered its agent, and its call is still a
 //! fact of the session, placed in the session's order ([`crate::hook_order`]) or dropped
-//! and counted, never half-handled. A reply the bridge holds open for a human sends its
+//! and counted, never lost with its connection nor half-handled. A reply the bridge holds open for a human sends its
 //! headers at once ([`HOLD_HEADER`]): the shim waits the hold budget only on a bridge that
 //! said it holds, never on one that does not answer at all.
 
@@ -209,7 +209,54 @@ pub fn router<H: HookHandler>(handler: Arc<H>, max_body: usize) -> Router {
         .route("/hooks/{vendor}", post(hook_no_event::<H>))
         .route("/hooks/{vendor}/{event}", post(hook_with_event::<H>))
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(tower::layer::layer_fn(|inner| Detached { inner }))
         .with_state(state)
+}
+
+/// Runs each hook request, body included, in a task of its own.
+///
+/// A shim that gave up has closed its connection: its whole request and the connection's
+/// end sit in the socket. HTTP/1 servers treat a read end during a request as the client
+/// going away and drop the request's handler at once, in hyper's case as soon as the body
+/// is read, before the handler has run: the call, a fact of the session, was lost (and one
+/// cancelled after its mapping left the session's state ahead of its log). Here the request
+/// is handed to a task that owns its body, so it is read to its end and handled whatever
+/// the connection does; only the answer is lost with the connection (and a held reply's
+/// wait with it, which must end when nobody waits for it).
+#[derive(Clone)]
+struct Detached<S> {
+    inner: S,
+}
+
+impl<S> tower::Service<axum::extract::Request> for Detached<S>
+where
+    S: tower::Service<axum::extract::Request, Response = Response, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, std::convert::Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: axum::extract::Request) -> Self::Future {
+        let mut inner = self.inner.clone();
+        let task = tokio::spawn(async move {
+            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            inner.call(req).await
+        });
+        Box::pin(async move {
+            match task.await {
+                Ok(done) => done,
+                Err(e) => Ok(HookError::Unavailable(format!("the hook handler failed: {e}")).into_response()),
+            }
+        })
+    }
 }
 
 /// The bearer token of a request, if any.
@@ -252,11 +299,8 @@ async fn run<H: HookHandler>(
     let nonce = headers.get("x-aep-nonce").and_then(|v| v.to_str().ok()).filter(|n| n.len() <= 128).map(str::to_owned);
     let handler = h.handler.clone();
     let label = vendor.clone();
-    // Handled in a task of its own: a caller that hung up (a shim past its deadline) does
-    // not cancel a call halfway, after its mapping and before its events are admitted.
-    let task = tokio::spawn(accept(h, vendor, event, headers, body));
-    let result = task.await.unwrap_or_else(|e| Err(HookError::Unavailable(format!("the hook handler failed: {e}"))));
-    match result {
+    // This runs in a task of its own ([`Detached`]): a caller that hung up does not cancel it.
+    match accept(h, vendor, event, headers, body).await {
         Ok(reply) => respond(&handler, nonce.as_deref(), reply),
         Err(e) => {
             handler.rejected(&label, &e);

@@ -105,8 +105,9 @@ fn own_file(f: &File, owner: u32) -> bool {
 }
 
 fn read(path: &Path) -> Option<Tripped> {
-    let owner = private_dir(path.parent()?)?;
+    // The file first: on nearly every call there is none, and that is one failed open.
     let mut f = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(path).ok()?;
+    let owner = private_dir(path.parent()?)?;
     if !own_file(&f, owner) {
         return None;
     }
