@@ -88,16 +88,12 @@ fn main() {
     std::process::exit(0);
 }
 
-/// The vendor's neutral reply (what it gets when nothing is decided).
+/// The vendor's neutral reply (what it gets when nothing is decided), from the adapters'
+/// neutral table alone: the shim links no mapping code.
 fn neutral(vendor: &str, event: Option<&str>, payload: &[u8]) -> Vec<u8> {
     let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null);
-    let Some(spec) = aep_adapters::vendors::spec(vendor) else { return Vec::new() };
-    let adapter = (spec.adapter)();
     let call = aep_adapters::HookCall { event, payload: &value };
-    match adapter.hook_name(&call) {
-        Ok(hook) => adapter.neutral_reply(&hook).as_bytes().to_vec(),
-        Err(_) => Vec::new(),
-    }
+    aep_adapters::vendors::neutral_reply(vendor, &call).map(|r| r.as_bytes().to_vec()).unwrap_or_default()
 }
 
 fn unix(d: fn(Duration) -> u128) -> u64 {
@@ -166,7 +162,7 @@ fn exchange(
     let start = Instant::now();
     let mut deadline = start + budget;
     let left = |deadline: Instant| deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero());
-    let addr = hostport.to_socket_addrs().ok().and_then(|mut a| a.next()).ok_or(Other)?;
+    let addr = resolve(hostport).ok_or(Other)?;
     let connect = s.connect.min(left(deadline).ok_or(TimedOut)?);
     let mut stream = TcpStream::connect_timeout(&addr, connect).map_err(|e| match e.kind() {
         std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => TimedOut,
@@ -247,6 +243,15 @@ fn exchange(
             Err(_) => return Err(Other),
         }
     }
+}
+
+/// The bridge's address. `localhost` is 127.0.0.1 without the resolver: a static build's
+/// resolver loads glibc's name-service modules at run time, for a name that never changes.
+fn resolve(hostport: &str) -> Option<std::net::SocketAddr> {
+    if let Some(port) = hostport.strip_prefix("localhost:") {
+        return Some(std::net::SocketAddr::from(([127, 0, 0, 1], port.parse().ok()?)));
+    }
+    hostport.to_socket_addrs().ok()?.next()
 }
 
 /// How long to wait for the body of a reply whose headers say the bridge holds the moment:
