@@ -5,7 +5,7 @@
 # `aep-bridge install`. Scenarios run AEP_E2E_JOBS (default 3) at a time, the slowest first;
 # each one's output is printed whole when it ends, with its time.
 #
-#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|qwen-acp|pi-wrap|pi-ext|permission|codex|codex-subagent|codex-compact|gemini|qwen|opencode-sse|opencode-plugin|opencode-run|kilo-run|kilo-sse|opencode-companion|kimi-ws|openhands|openhands-observer|openhands-restart|agui|cline|hermes|failopen|quickstart ...]   (default: all)
+#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|qwen-acp|pi-wrap|pi-ext|permission|codex|codex-subagent|codex-compact|gemini|qwen|opencode-sse|opencode-plugin|opencode-run|kilo-run|kilo-sse|opencode-companion|kimi-ws|openhands|openhands-observer|openhands-restart|agui|cline|hermes|failopen|hung|quickstart ...]   (default: all)
 #   conformance/e2e/run.sh --prepare               the installs only (npm, venvs), no build, no scenario
 #   conformance/e2e/run.sh --prebuild-quickstart   the quickstart's `cargo install` lines, ahead, in its checkout
 #
@@ -41,7 +41,7 @@ command -v npm >/dev/null || skip "npm not installed"
 command -v python3 >/dev/null || skip "python3 not installed"
 
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap pi-ext permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands openhands-observer openhands-restart agui cline hermes failopen quickstart)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap pi-ext permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands openhands-observer openhands-restart agui cline hermes failopen hung quickstart)
 want() { local s; for s in "${scenarios[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 if [ -n "${AEP_E2E_BIN:-}" ]; then  # prebuilt aep-bridge + aep-hook
@@ -145,7 +145,7 @@ if want openhands || want openhands-observer || want openhands-restart; then
   [ -n "$py312" ] && { venv_install openhands "OpenHands agent server" "$py312" python & VPIDS+=($!); }
 fi
 want agui && { venv_install agui "AG-UI agent" python3 python & VPIDS+=($!); }
-{ want hermes || want failopen; } && { venv_install hermes "Hermes Agent" python3 hermes & VPIDS+=($!); }
+{ want hermes || want failopen || want hung; } && { venv_install hermes "Hermes Agent" python3 hermes & VPIDS+=($!); }
 [ ${#VPIDS[@]} -eq 0 ] || wait "${VPIDS[@]}"
 FAIL_VENVS=$(ls "$CACHE"/*.failed 2>/dev/null | wc -l)
 OPENHANDS=$(venv_ready openhands python)
@@ -190,7 +190,7 @@ run_one() {
 }
 
 # The slowest first (measured), so the long ones overlap the many short ones.
-ORDER=(quickstart failopen openhands-observer openhands-restart openhands codex-wrap permission hermes claude
+ORDER=(quickstart failopen hung openhands-observer openhands-restart openhands codex-wrap permission hermes claude
   claude-wrap codex codex-subagent codex-compact kimi-ws opencode-sse opencode-plugin opencode-companion opencode-run
   kilo-run kilo-sse gemini qwen gemini-acp qwen-acp pi-wrap pi-ext agui cline)
 queue=()

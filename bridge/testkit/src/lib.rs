@@ -249,6 +249,19 @@ pub async fn ws_next(ws: &mut WsStream, pred: impl Fn(&serde_json::Value) -> boo
     tokio::time::timeout(Duration::from_secs(30), fut).await.expect("no such frame within 30 s")
 }
 
+/// Where the shims a test runs keep their cool-down state (`AEP_HOOK_STATE_DIR`): a private
+/// directory of this test process, never the user's runtime directory.
+pub fn shim_state_dir() -> std::path::PathBuf {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        use std::os::unix::fs::DirBuilderExt as _;
+        let d = std::env::temp_dir().join(format!("aep-hook-state-{}", std::process::id()));
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&d);
+        d
+    })
+    .clone()
+}
+
 /// Runs the real `aep-hook` shim at `shim` as an agent does, in the background: `vendor` as
 /// its argument, the bridge at `url` with `token`, `payload` on stdin. Yields its exit code
 /// (`-1` when killed by a signal) and stdout once it exits.
@@ -264,6 +277,7 @@ pub fn spawn_shim(
     tokio::task::spawn_blocking(move || {
         let mut child = Command::new(shim)
             .arg(vendor)
+            .env("AEP_HOOK_STATE_DIR", shim_state_dir())
             .env("AEP_BRIDGE_URL", url)
             .env("AEP_TOKEN", token)
             .stdin(Stdio::piped())
