@@ -182,11 +182,18 @@ mod tests {
     fn the_identity_comes_from_the_config_and_the_login() {
         let c = cfg("[server]\nhost = \"lap-7\"\n[fleet]\nteam = \"team-a\"\n", &[("USER", "alice")]);
         let id = Identity::of(&c);
-        assert_eq!((id.host.as_str(), id.user.as_deref(), id.team.as_deref()), ("lap-7", Some("alice"), Some("team-a")));
+        assert_eq!(
+            (id.host.as_str(), id.user.as_deref(), id.team.as_deref()),
+            ("lap-7", Some("alice"), Some("team-a"))
+        );
         assert_eq!(source_authority(&c), "lap-7", "the user goes into the source only when asked");
-        let c = cfg("[server]\nhost = \"lap-7\"\n[fleet]\nuser = \"bob smith\"\nuser_in_source = true\n", &[("USER", "x")]);
+        let c =
+            cfg("[server]\nhost = \"lap-7\"\n[fleet]\nuser = \"bob smith\"\nuser_in_source = true\n", &[("USER", "x")]);
         assert_eq!(source_authority(&c), "bob%20smith@lap-7");
-        assert_eq!(crate::stamp::source_uri(&source_authority(&c), "codex", Some("s1")), "aep://bob%20smith@lap-7/agent/codex/session/s1");
+        assert_eq!(
+            crate::stamp::source_uri(&source_authority(&c), "codex", Some("s1")),
+            "aep://bob%20smith@lap-7/agent/codex/session/s1"
+        );
         let c = cfg("[fleet]\nuser = \"\"\n", &[("USER", "alice")]);
         assert_eq!(Identity::of(&c).user, None, "an empty user leaves it out");
         assert!(Config::from_toml("[fleet]\nteam = \"a\\u0007\"\n").is_err());

@@ -161,7 +161,12 @@ pub(crate) async fn pause(policy: &RetryConfig, shutdown: &CancellationToken) ->
 pub(crate) fn note_stall(sink: &'static str, peer: &str, error: &str, metrics: &Metrics, health: &Health) {
     metrics.export_stalled.inc(&[("sink", sink)]);
     health.failing(sink, format!("{peer}: {error}; its events wait in the log, retrying"));
-    tracing::warn!(sink, peer, error, "Exporter peer still away after the retry budget; holding the batch and retrying.");
+    tracing::warn!(
+        sink,
+        peer,
+        error,
+        "Exporter peer still away after the retry budget; holding the batch and retrying."
+    );
 }
 
 /// What the exporters run with besides `[export]`.
@@ -185,7 +190,12 @@ pub struct ExportContext {
 
 impl ExportContext {
     /// A context for in-memory exporters with no identity (tests, `import`).
-    pub fn memory(queue_capacity: usize, metrics: Arc<Metrics>, health: Arc<Health>, shutdown: CancellationToken) -> Self {
+    pub fn memory(
+        queue_capacity: usize,
+        metrics: Arc<Metrics>,
+        health: Arc<Health>,
+        shutdown: CancellationToken,
+    ) -> Self {
         Self { queue_capacity, metrics, health, shutdown, wal: None, fleet: Arc::default() }
     }
 }

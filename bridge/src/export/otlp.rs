@@ -34,9 +34,9 @@ use tonic::codec::CompressionEncoding;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
 
+use super::Stats;
 pub use super::config::Signal;
 use super::config::{Compression, OtlpConfig, Protocol, RetryConfig, SignalSettings};
-use super::Stats;
 use super::feed::Feed;
 use crate::health::Health;
 use crate::metrics::Metrics;

@@ -167,15 +167,21 @@ impl Wal {
         }
         let Ok(mut f) = File::open(doomed) else { return };
         let Ok(head) = head_of(&mut f) else { return };
-        let is_oldest = generations(base).first().map(PathBuf::as_path) == Some(doomed);
+        // The other generations kept: a reader in one of them has read past `doomed`.
+        let kept: HashSet<u64> = generations(base)
+            .iter()
+            .filter(|p| p.as_path() != doomed)
+            .filter_map(|p| File::open(p).ok().and_then(|mut g| head_of(&mut g).ok()))
+            .collect();
         for s in subs {
             let at = lock(&s.read).get(base).copied().unwrap_or_default();
             let from = if at.head == head {
                 at.off
-            } else if at.head == 0 && is_oldest {
-                0
-            } else {
+            } else if at.head != 0 && kept.contains(&at.head) {
                 continue;
+            } else {
+                // Not started, or its generation was deleted before: all of `doomed` is unread.
+                0
             };
             let lost = count_lines(&mut f, from);
             if lost > 0 {
@@ -331,6 +337,20 @@ impl Reader {
                     return (cur, true);
                 }
             };
+            // Read to the generation's (current) end, or a chunk of it.
+            let read_all = data.len() == want;
+            let mut data = data;
+            if read_all {
+                // The rule of every reader of a live log (`aep_schemas::jsonl`): a last line
+                // without its newline is "not yet", unless it is a finished JSON value
+                // anyway (then taken as if its newline were there; a newline written after
+                // it reads as a blank line).
+                let nl = data.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+                if nl < data.len() && aep_schemas::jsonl::complete_len(&data[nl..]) == data.len() - nl {
+                    data.push(b'\n');
+                }
+            }
+            let took = data.len().min(want);
             let data = Bytes::from(data);
             let mut pos = 0usize;
             while let Some(nl) = data[pos..].iter().position(|b| *b == b'\n') {
@@ -342,18 +362,18 @@ impl Reader {
                     _ => self.unreadable += 1,
                 }
                 if out.len() >= limit {
-                    cur.off += pos as u64;
+                    cur.off += pos.min(took) as u64;
                     return (cur, false);
                 }
             }
-            cur.off += pos as u64;
+            cur.off += pos.min(took) as u64;
             if cur.off < end {
                 // More bytes than one chunk: the caller comes back.
-                if pos > 0 {
+                if !read_all {
                     return (cur, false);
                 }
-                // No newline up to the end: a line being written, unless a newer
-                // generation exists (a rotated file is final: a torn tail, skipped).
+                // A last line being written (not yet), unless a newer generation exists:
+                // a rotated file is final, its torn tail skipped and counted.
                 match Self::newer_than(base, cur.head) {
                     Some(next) if stop.is_none_or(|s| s.head != cur.head) => {
                         self.unreadable += 1;
@@ -851,8 +871,19 @@ mod tests {
         // A gone generation: the oldest kept is read from its start.
         fs::remove_file(rotated(&base, 1)).unwrap();
         out.clear();
-        r.read_log(&base, Cursor { head: 42, off: 7 }, 100, None, &mut out);
+        let (c, _) = r.read_log(&base, Cursor { head: 42, off: 7 }, 100, None, &mut out);
         assert_eq!((ids(&out), r.gaps), (vec!["e3".to_owned()], 1));
+        // A whole event whose newline is not written yet is taken (`aep_schemas::jsonl`);
+        // the newline then reads as nothing.
+        append(&base, line("e4").trim_end());
+        out.clear();
+        let (c, _) = r.read_log(&base, c, 100, None, &mut out);
+        assert_eq!(ids(&out), ["e4"]);
+        append(&base, &("\n".to_owned() + &line("e5")));
+        out.clear();
+        let bad = r.unreadable;
+        r.read_log(&base, c, 100, None, &mut out);
+        assert_eq!((ids(&out), r.unreadable), (vec!["e5".to_owned()], bad));
     }
 
     /// A line longer than a read chunk is read whole.
@@ -860,7 +891,8 @@ mod tests {
     fn a_long_line_is_read_whole() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("logs/a/s.jsonl");
-        let long = line("e1").replace("\"seq\":0", &format!("\"seq\":0,\"data\":{{\"x\":\"{}\"}}", "y".repeat(READ_CHUNK + 10)));
+        let long = line("e1")
+            .replace("\"seq\":0", &format!("\"seq\":0,\"data\":{{\"x\":\"{}\"}}", "y".repeat(READ_CHUNK + 10)));
         append(&base, &long);
         append(&base, &line("e2"));
         let mut r = Reader { pos: HashMap::new(), unreadable: 0, gaps: 0 };
@@ -929,7 +961,7 @@ mod tests {
         let mut t = Tail::open(wal.clone(), "t", false);
         let base = dir.path().join("logs/a/s.jsonl");
         append(&base, &(line("e1") + &line("e2") + &line("e3")));
-        wal.written(&[base.clone()]);
+        wal.written(std::slice::from_ref(&base));
         let (b, _) = t.next(1, Duration::ZERO, Duration::from_secs(5)).await;
         assert_eq!(ids(&b.events), ["e1"]);
         fs::rename(&base, rotated(&base, 1)).unwrap();

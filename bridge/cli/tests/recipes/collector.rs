@@ -326,7 +326,8 @@ async fn topology3_gateway_keeps_each_session_on_one_backend_with_its_tenant() {
 
 // ---------------------------------------------------------------- grafana-lgtm.yaml
 
-/// Each panel of the shipped Grafana dashboard with its PromQL, `$agent` as All, the rate
+/// Each panel of the shipped Grafana dashboard with its PromQL, `$agent`, `$team` and
+/// `$developer` as All (a series without the label matches too), the rate
 /// interval 1m and the range 1h.
 fn dashboard_queries() -> Vec<(String, String)> {
     let dash: Value =
@@ -338,7 +339,8 @@ fn dashboard_queries() -> Vec<(String, String)> {
             if p["datasource"]["type"] != "prometheus" {
                 continue;
             }
-            let expr = expr.replace("$agent", ".*").replace("$__rate_interval", "1m").replace("$__range", "1h");
+            let expr = expr.replace("$agent", ".*").replace("$team", ".*").replace("$developer", ".*");
+            let expr = expr.replace("$__rate_interval", "1m").replace("$__range", "1h");
             out.push((p["title"].as_str().unwrap_or_default().to_owned(), expr));
         }
     }
