@@ -2,7 +2,8 @@
 //! or a bridge restart loses no event. Real parts: the pipeline, the JSONL writer thread,
 //! every exporter (OTLP logs and spans over HTTP, CloudEvents, OCSF to a file and HTTP), a
 //! recording OTLP/HTTP backend, and between them a TCP switch that plays the outage (it
-//! takes connections and drops them, as a network that is gone does).
+//! takes connections and drops them, as a network that is gone does). Every item that
+//! arrives names the bridge (its fleet identity: machine, developer, team).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read as _;
@@ -38,6 +39,8 @@ struct Taken {
     spans: BTreeMap<Vec<u8>, u32>,
     cloudevents: BTreeMap<String, u32>,
     ocsf: BTreeMap<String, u32>,
+    /// Items that did not name the bridge's team and developer (its fleet identity).
+    unnamed: u32,
 }
 
 impl Taken {
@@ -74,6 +77,7 @@ async fn take(State(b): State<Backend>, uri: Uri, headers: HeaderMap, body: Byte
         match uri.path() {
             "/v1/logs" => {
                 let req = ExportLogsServiceRequest::decode(&body[..]).unwrap();
+                t.unnamed += req.resource_logs.iter().filter(|r| !named(r.resource.as_ref())).count() as u32;
                 for r in req.resource_logs.iter().flat_map(|r| &r.scope_logs).flat_map(|s| &s.log_records) {
                     let key = (str_attr(&r.attributes, "aep.source"), str_attr(&r.attributes, "aep.event_id"));
                     *t.records.entry(key).or_default() += 1;
@@ -81,6 +85,7 @@ async fn take(State(b): State<Backend>, uri: Uri, headers: HeaderMap, body: Byte
             }
             "/v1/traces" => {
                 let req = ExportTraceServiceRequest::decode(&body[..]).unwrap();
+                t.unnamed += req.resource_spans.iter().filter(|r| !named(r.resource.as_ref())).count() as u32;
                 for s in req.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans) {
                     *t.spans.entry(s.span_id.clone()).or_default() += 1;
                 }
@@ -88,12 +93,14 @@ async fn take(State(b): State<Backend>, uri: Uri, headers: HeaderMap, body: Byte
             "/ce" => {
                 let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
                 for e in v.as_array().cloned().unwrap_or_else(|| vec![v]) {
+                    t.unnamed += u32::from(e["aepbridgeteam"] != "team-a" || e["aepbridgeuser"] != "alice");
                     *t.cloudevents.entry(e["id"].as_str().unwrap().to_owned()).or_default() += 1;
                 }
             }
             "/ocsf" => {
                 let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
                 for r in v.as_array().unwrap() {
+                    t.unnamed += u32::from(r["metadata"]["tenant_uid"] != "team-a");
                     *t.ocsf.entry(r["metadata"]["uid"].as_str().unwrap().to_owned()).or_default() += 1;
                 }
             }
@@ -102,6 +109,15 @@ async fn take(State(b): State<Backend>, uri: Uri, headers: HeaderMap, body: Byte
     }
     b.seen.notify_waiters();
     ""
+}
+
+/// Whether an OTLP resource names the bridge's machine, developer and team.
+fn named(r: Option<&opentelemetry_proto::tonic::resource::v1::Resource>) -> bool {
+    r.is_some_and(|r| {
+        str_attr(&r.attributes, "host.name") == "lap-7"
+            && str_attr(&r.attributes, "user.name") == "alice"
+            && str_attr(&r.attributes, "aep.team") == "team-a"
+    })
 }
 
 async fn start_backend(b: Backend) -> SocketAddr {
@@ -162,8 +178,20 @@ struct Run {
     metrics: Arc<Metrics>,
 }
 
+/// The fleet identity of the bridge under test.
+fn identity() -> export::fleet::Identity {
+    export::fleet::Identity {
+        host: "lap-7".into(),
+        user: Some("alice".into()),
+        team: Some("team-a".into()),
+        version: "test".into(),
+    }
+}
+
 fn export_cfg(peer: SocketAddr, data: &Path) -> ExportConfig {
     let mut cfg = ExportConfig::default();
+    // Every signal names the bridge (as `serve` stamps it, `fleet::stamped`).
+    identity().add_to(&mut cfg.otlp);
     cfg.otlp.endpoint = Some(format!("http://{peer}").parse().unwrap());
     cfg.otlp.protocol = Protocol::HttpProtobuf;
     cfg.otlp.metrics = false;
@@ -202,7 +230,11 @@ impl Run {
         );
         let ex = export::start_in(
             cfg,
-            ExportContext { wal: Some(wal), ..ExportContext::memory(1024, metrics.clone(), health, stop.clone()) },
+            ExportContext {
+                wal: Some(wal),
+                fleet: Arc::new(identity()),
+                ..ExportContext::memory(1024, metrics.clone(), health, stop.clone())
+            },
         );
         assert!(ex.sinks.is_empty(), "durable exporters take nothing from memory");
         let pipeline = PipelineBuilder::new(1, "lap-7", metrics.clone())
@@ -312,6 +344,7 @@ async fn delivered(b: &Backend, events: &[Event]) {
         ocsf.iter().filter(|k| t.ocsf.contains_key(*k)).count(),
         ocsf.len(),
     );
+    assert_eq!(t.unnamed, 0, "every record, span, CloudEvent and OCSF record names the bridge");
     // Nothing the log does not hold, and each span of a session once per trace.
     assert_eq!(t.records.keys().cloned().collect::<BTreeSet<_>>(), records);
     assert_eq!(t.spans.keys().cloned().collect::<BTreeSet<_>>(), spans);
