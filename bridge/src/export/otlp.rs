@@ -716,8 +716,9 @@ struct Unsettled {
 }
 
 /// The OTLP spans sink: a [`SpanAssembler`] fed by the stream, idle spans closed on a
-/// tick, everything open flushed (as incomplete) at shutdown. From a durable feed a
-/// session open at shutdown is not flushed: the next start reads it again and finishes it.
+/// tick, everything open flushed (as incomplete) at shutdown. From a durable feed a log is
+/// acknowledged once no session read from it is held; spans not taken by the peer at
+/// shutdown leave their logs unacknowledged, read again at the next start.
 pub(crate) async fn run_spans(
     mut feed: Feed,
     mut vendor_rx: Option<mpsc::Receiver<super::vendor_spans::Queued>>,
@@ -799,7 +800,10 @@ pub(crate) async fn run_spans(
             last_idle = Instant::now();
             finished.extend(asm.flush_idle(clock.now()));
         }
-        if closed && !durable {
+        if closed {
+            // A session still open (one that never ends, as Qwen Code's headless runs) is
+            // exported as incomplete, as without durability; its log is acknowledged once
+            // the peer took it, and read again at the next start if it did not.
             finished.extend(asm.flush_all());
         }
         let now = clock.now();
