@@ -200,7 +200,8 @@ async fn a_trickled_body_is_cut_at_its_deadline() {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(
         s,
-        "POST /hooks/claude-code HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{\"a\":"
+        "POST /hooks/claude-code HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{\"a\":",
+        bridge.bound.http
     )
     .unwrap();
     let t0 = Instant::now();
@@ -283,7 +284,7 @@ async fn a_full_disk_is_reported_counted_and_survived() {
     let v: Value = serde_json::from_str(&body).unwrap();
     assert!(v["failing"]["jsonl"].as_str().is_some_and(|m| m.contains("No space left")), "{body}");
     let (_, m) = get(format!("{}/metrics", bridge.url())).await;
-    let events = aep_testkit::metric_sum(&m, "aep_bridge_events_in_total", &["agent=\"codex\""]);
+    let events = aep_testkit::metric_sum(&m, "aep_bridge_events_in_total", &["gen_ai_agent_name=\"codex\""]);
     assert!(events >= hooks.len() as u64, "{m}");
     assert_eq!(
         aep_testkit::metric_sum(&m, "aep_bridge_events_dropped_total", &["sink=\"jsonl\""]),

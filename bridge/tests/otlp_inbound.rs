@@ -302,7 +302,8 @@ async fn otlp_json_with_gzip_and_refused_requests_over_real_sockets() {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(
         s,
-        "POST /v1/logs HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+        "POST /v1/logs HTTP/1.1\r\nhost: {}\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+        bridge.bound.http,
         21 * 1024 * 1024
     )
     .unwrap();

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aep_bridge::bridges::{BridgeConfig, BridgeKind, BridgeMode};
+use aep_bridge::bridges::{BridgeConfig, BridgeMode};
 use aep_bridge::transport::config::HttpUrl;
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -140,13 +140,12 @@ async fn fake_server() -> (Arc<Fake>, String) {
 
 fn bridge_cfg(url: &str, mode: BridgeMode, control: bool) -> BridgeConfig {
     BridgeConfig {
-        kind: Some(BridgeKind::OpencodeSse),
         url: Some(HttpUrl::parse(url).unwrap()),
         mode,
         control,
         reconnect_initial_ms: 20,
         reconnect_max_ms: 100,
-        ..BridgeConfig::default()
+        ..BridgeConfig::of("opencode", Value::Null)
     }
 }
 

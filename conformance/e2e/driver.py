@@ -452,8 +452,15 @@ def scenario_permission(a):
                      "none; screen in " + env.logs):
             return
         log, req = got
-        opts = [o.get("id") for o in (req.get("data") or {}).get("options") or []]
-        option = "allow" if "allow" in opts else (opts[0] if opts else "allow")
+        offered = (req.get("data") or {}).get("options") or []
+        opts = [o.get("id") for o in offered]
+        # Claude Code's own "always allow" suggestion when it sends one: the bridge answers
+        # with it as updatedPermissions. One saved to local settings is checked on disk.
+        saved = [o.get("id") for o in offered if str(o.get("id", "")).startswith("always-")
+                 and "in local settings" in str(o.get("label", ""))]
+        always = [i for i in opts if str(i).startswith("always-")]
+        option = (saved or always or (["allow"] if "allow" in opts else opts[:1]) or ["allow"])[0]
+        print(f"permission: options {opts}, answering {option}", flush=True)
         r = env.aep("respond", req["id"], "--option", option, "--url", f"http://{BRIDGE}", "--token", TOKEN,
                     timeout=60)
         open(os.path.join(env.logs, "respond.out"), "w").write(r.stdout + r.stderr)
@@ -463,6 +470,11 @@ def scenario_permission(a):
         ran = wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 45)
         open(os.path.join(env.logs, "screen_after.txt"), "w").write(pane())
         check("permission: the allowed tool ran (answer.txt = 42)", bool(ran))
+        if saved:
+            local = os.path.join(env.proj, ".claude", "settings.local.json")
+            rules = (json.load(open(local)).get("permissions") or {}).get("allow") or [] if os.path.isfile(local) else []
+            check("permission: the always-allow answer became a rule in .claude/settings.local.json",
+                  any(str(r).startswith("Bash(") for r in rules), f"{local}: {rules}")
         wait_for(lambda: "E2E done" in pane(), 20)
         subprocess.run(tmux + ["send-keys", "-t", "cc", "/exit", "Enter"])
         wait_for(lambda: any(x["type"] == "session.ended" for x in read_jsonl(log)), 15)
@@ -1028,9 +1040,9 @@ def scenario_opencode_sse(a):
     try:
         env.start_mock()
         oc = opencode_serve(a, env)
-        env.start_bridge(extra=f'[bridges.opencode]\nkind = "opencode-sse"\nurl = "{oc}"\nmode = "primary"\n'
+        env.start_bridge(extra=f'[bridges.opencode]\nvendor = "opencode"\nurl = "{oc}"\nmode = "primary"\n'
                                'control = true\nreconnect_max_ms = 2000\n')
-        connected = wait_for(lambda: "Event stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
+        connected = wait_for(lambda: "Link connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
         if not check("opencode-sse: the bridge is attached to GET /event", bool(connected)):
             return
         sid = opencode_prompt(oc, "Write the answer {{e2e:shell_write}}")
@@ -1315,9 +1327,9 @@ def scenario_kilo_sse(a):
             except OSError:
                 return False
         wait_for(ready, 120)
-        env.start_bridge(extra=f'[bridges.kilo]\nkind = "kilocode-sse"\nurl = "{kc}"\nmode = "primary"\n'
+        env.start_bridge(extra=f'[bridges.kilo]\nvendor = "kilocode"\nurl = "{kc}"\nmode = "primary"\n'
                                'control = true\nreconnect_max_ms = 2000\n')
-        connected = wait_for(lambda: "Event stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 60)
+        connected = wait_for(lambda: "Link connected" in open(os.path.join(env.logs, "bridge.log")).read(), 60)
         if not check(f"{tag}: the bridge is attached to GET /event", bool(connected)):
             return
         sid = opencode_prompt(kc, "Try {{e2e:read_fail,shell_write}}")
@@ -1367,9 +1379,9 @@ def scenario_opencode_companion(a):
         r = install_plugin(env, "opencode")
         check(f"{tag}: aep-bridge install opencode --project", r.returncode == 0, r.stderr.strip())
         oc = opencode_serve(a, env)
-        env.start_bridge(extra=f'[bridges.opencode]\nkind = "opencode-sse"\nurl = "{oc}"\nmode = "companion"\n'
+        env.start_bridge(extra=f'[bridges.opencode]\nvendor = "opencode"\nurl = "{oc}"\nmode = "companion"\n'
                                'reconnect_max_ms = 2000\n')
-        connected = wait_for(lambda: "Event stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
+        connected = wait_for(lambda: "Link connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
         if not check(f"{tag}: the companion is attached to GET /event", bool(connected)):
             return
         # The driver reads the same stream: the bus events of the session, once each.
@@ -1893,9 +1905,9 @@ def scenario_kimi_ws(a):
     try:
         env.start_mock()
         base, token_file = kimi_web(a, env)
-        env.start_bridge(extra=f'[bridges.kimi]\nkind = "kimi-ws"\nurl = "{base}"\nmode = "primary"\n'
+        env.start_bridge(extra=f'[bridges.kimi]\nvendor = "kimi-code"\nurl = "{base}"\nmode = "primary"\n'
                                f'control = true\ntoken_file = "{token_file}"\npoll_ms = 300\nreconnect_max_ms = 2000\n')
-        connected = wait_for(lambda: "Kimi web stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
+        connected = wait_for(lambda: "Link connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
         if not check("kimi-ws: the bridge is attached to /api/v1/ws with the server's token", bool(connected)):
             return
         token = open(token_file).read().strip()
@@ -1972,7 +1984,7 @@ def scenario_openhands(a):
         env.procs.procs.append(p)
         wait_port(OPENHANDS_PORT, 120)
         oh = f"http://127.0.0.1:{OPENHANDS_PORT}"
-        env.start_bridge(extra=f'[bridges.openhands]\nkind = "openhands"\nurl = "{oh}"\napi_key = "{OPENHANDS_KEY}"\n'
+        env.start_bridge(extra=f'[bridges.openhands]\nvendor = "openhands"\nurl = "{oh}"\napi_key = "{OPENHANDS_KEY}"\n'
                                'control = true\npoll_ms = 500\nreconnect_max_ms = 2000\n')
         body = {"workspace": {"kind": "LocalWorkspace", "working_dir": env.proj},
                 "agent": {"kind": "Agent", "tools": [{"name": "terminal"}],
@@ -2074,7 +2086,7 @@ def oh_bridge(env, oh, control=False, n=0):
     """Starts `aep-bridge serve` with the OpenHands observer; returns its process."""
     if n:  # keep the earlier process's log
         os.replace(os.path.join(env.logs, "bridge.log"), os.path.join(env.logs, f"bridge-{n}.log"))
-    env.start_bridge(extra=f'[bridges.openhands]\nkind = "openhands"\nurl = "{oh}"\napi_key = "{OPENHANDS_KEY}"\n'
+    env.start_bridge(extra=f'[bridges.openhands]\nvendor = "openhands"\nurl = "{oh}"\napi_key = "{OPENHANDS_KEY}"\n'
                            + ("control = true\n" if control else "") + 'poll_ms = 500\nreconnect_max_ms = 2000\n')
     return env.procs.procs[-1]
 
@@ -2268,7 +2280,7 @@ def sse_events(raw):
 
 def scenario_agui(a):
     """A real AG-UI agent (Pydantic AI's AG-UI adapter, requirements-agui.txt; the mock as its
-    model) behind `[bridges.agui] kind = "agui-proxy"`; a client posts its RunAgentInput to the
+    model) behind `[bridges.agui] vendor = "agui"`; a client posts its RunAgentInput to the
     proxy and reads the run's event stream through it."""
     if not a.agui:
         skip("agui: AG-UI tee proxy", "no venv with the AG-UI agent (requirements-agui.txt)")
@@ -2278,7 +2290,7 @@ def scenario_agui(a):
         env.start_mock()
         env.procs.start("agui-agent", [a.agui, os.path.join(HERE, "agui_agent.py"), "--port", str(AGUI_AGENT_PORT),
                                        "--model-port", str(MOCK_PORT)], AGUI_AGENT_PORT)
-        env.start_bridge(extra=f'[bridges.agui]\nkind = "agui-proxy"\nlisten = "{AGUI_PROXY}"\n'
+        env.start_bridge(extra=f'[bridges.agui]\nvendor = "agui"\nlisten = "{AGUI_PROXY}"\n'
                                f'url = "http://127.0.0.1:{AGUI_AGENT_PORT}/agent"\n')
         wait_port(int(AGUI_PROXY.split(":")[1]))
         thread, run = "thread-e2e-agui", "run-e2e-1"

@@ -45,14 +45,14 @@ fn main() {
 fn moment(vendor: &str, event: Option<&str>, payload: &serde_json::Value) -> Option<(String, &'static VendorSpec)> {
     let spec = aep_adapters::vendors::spec(vendor)?;
     let call = aep_adapters::HookCall { event, payload };
-    Some(((spec.adapter)().hook_name(&call).ok()?, spec))
+    Some(((spec.adapter?)().hook_name(&call).ok()?, spec))
 }
 
 /// The vendor's neutral reply (what it gets when nothing is decided).
 fn neutral(vendor: &str, event: Option<&str>, payload: &[u8]) -> Vec<u8> {
     let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null);
     match moment(vendor, event, &value) {
-        Some((hook, spec)) => (spec.adapter)().neutral_reply(&hook).as_bytes().to_vec(),
+        Some((hook, spec)) => spec.adapter.map(|a| a().neutral_reply(&hook).as_bytes().to_vec()).unwrap_or_default(),
         None => Vec::new(),
     }
 }
