@@ -557,6 +557,11 @@ impl Held {
     pub fn id(&self) -> &str {
         &self.id
     }
+
+    /// How long [`Held::wait`] waits at most.
+    pub fn budget(&self) -> Duration {
+        self.control.timeout
+    }
 }
 
 impl Drop for Held {

@@ -60,6 +60,7 @@ pub(crate) mod genai;
 pub mod guard;
 pub mod health;
 pub(crate) mod hooks;
+pub(crate) mod late;
 pub mod lock;
 pub mod metrics;
 #[cfg(unix)]

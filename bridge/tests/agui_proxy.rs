@@ -108,11 +108,7 @@ fn input() -> Value {
 }
 
 fn log(dir: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("logs").join("agui").join(format!("{THREAD}.jsonl")))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    aep_testkit::log_events(&dir.join("logs").join("agui").join(format!("{THREAD}.jsonl")))
 }
 
 fn types(events: &[Value]) -> Vec<&str> {

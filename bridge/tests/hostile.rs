@@ -37,7 +37,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{config, get, post, start};
+use common::{config, get, log_lines, post, start, tree_lines};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
@@ -93,21 +93,9 @@ async fn post_bytes(url: String, body: Vec<u8>, headers: Vec<(&'static str, Stri
     .unwrap()
 }
 
-/// Every line of every file under `{data}/logs`.
+/// Every complete line of every file under `{data}/logs`.
 fn all_log_lines(data: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![data.join("logs")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if let Ok(t) = std::fs::read_to_string(&p) {
-                out.extend(t.lines().map(str::to_owned));
-            }
-        }
-    }
-    out
+    tree_lines(&data.join("logs"))
 }
 
 /// With a token, OTLP over HTTP (main and extra port) and gRPC needs it too;
@@ -305,7 +293,7 @@ async fn a_hook_is_answered_after_its_event_is_written() {
         let hook = json!({"session_id": "ack-1", "hook_event_name": "Notification", "message": format!("n{i}")});
         let (st, body) = post(format!("{}/hooks/claude-code", bridge.url()), hook.to_string(), vec![]).await;
         assert_eq!(st, 200, "{body}");
-        let lines = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+        let lines = log_lines(&log).len();
         assert!(lines > i, "answer {i} arrived before its line was written ({lines} lines)");
     }
     bridge.shutdown().await;

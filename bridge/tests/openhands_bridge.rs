@@ -417,11 +417,7 @@ async fn until(what: &str, mut pred: impl FnMut() -> bool) {
 }
 
 fn log(dir: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("logs").join("openhands").join(format!("{CONV}.jsonl")))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    aep_testkit::log_events(&dir.join("logs").join("openhands").join(format!("{CONV}.jsonl")))
 }
 
 fn types(events: &[Value]) -> Vec<&str> {

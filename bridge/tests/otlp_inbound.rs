@@ -238,16 +238,9 @@ async fn post_raw(url: String, body: Vec<u8>, headers: Headers) -> (u16, String)
     .unwrap()
 }
 
-/// Every line of every file under `{data}/logs`.
+/// Every complete line of every file under `{data}/logs`.
 fn all_log_lines(data: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let Ok(agents) = std::fs::read_dir(data.join("logs")) else { return out };
-    for a in agents.flatten() {
-        for f in std::fs::read_dir(a.path()).into_iter().flatten().flatten() {
-            out.extend(std::fs::read_to_string(f.path()).unwrap_or_default().lines().map(str::to_owned));
-        }
-    }
-    out
+    aep_testkit::tree_lines(&data.join("logs"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -169,11 +169,7 @@ async fn until(what: &str, mut pred: impl FnMut() -> bool) {
 }
 
 fn log(dir: &std::path::Path, session: &str) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("logs").join("opencode").join(format!("{session}.jsonl")))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    aep_testkit::log_events(&dir.join("logs").join("opencode").join(format!("{session}.jsonl")))
 }
 
 fn types(events: &[Value]) -> Vec<&str> {

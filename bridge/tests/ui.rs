@@ -307,12 +307,10 @@ async fn an_answer_from_the_page_releases_the_held_hook_and_names_its_sender() {
     // The hook is answered only once the answer and the command are in the logs.
     let session = request["session"].as_str().unwrap();
     let log = v.dir.path().join(format!("logs/claude-code/{session}.jsonl"));
-    let events: Vec<Value> =
-        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events = aep_testkit::log_events(&log);
     // The command is kept in history under its sender's name (AEP-0004 §4.4).
     let sent = v.dir.path().join(format!("logs/aep-web/{session}.jsonl"));
-    let sent: Vec<Value> =
-        std::fs::read_to_string(&sent).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let sent = aep_testkit::log_events(&sent);
     let command = sent.iter().find(|e| e["id"] == cmd.as_str()).expect("the command is in the history");
     assert_eq!(command["type"], "control.attention.respond");
     assert_eq!(command["agent"], "aep-web");

@@ -56,6 +56,35 @@ pub fn spec(id: &str) -> Option<&'static VendorSpec> {
     SPECS.iter().copied().find(|s| s.id == id)
 }
 
+/// The vendor's neutral reply to one hook call (what its agent gets when nothing is
+/// decided); `None` for a vendor that is not built in, or a call that names no hook.
+///
+/// What the hook shim answers when the bridge does not. Each adapter is called directly,
+/// not through [`SPECS`]: a program that needs only this links each vendor's hook naming and
+/// neutral reply, not its mapping, OTel profile and control spec (the shim pays, on every
+/// tool call, for the pages and relocations of everything it links). A test keeps it equal
+/// to what [`SPECS`]' adapters answer.
+pub fn neutral_reply(vendor: &str, call: &crate::HookCall<'_>) -> Option<crate::NeutralReply> {
+    fn of(a: &impl HookAdapter, call: &crate::HookCall<'_>) -> Option<crate::NeutralReply> {
+        Some(a.neutral_reply(&a.hook_name(call).ok()?))
+    }
+    match vendor {
+        antigravity::VENDOR => of(&antigravity::AntigravityAdapter, call),
+        claude_code::VENDOR => of(&claude_code::ClaudeCodeAdapter, call),
+        cline::VENDOR => of(&cline::ClineAdapter, call),
+        codex::VENDOR => of(&codex::CodexAdapter, call),
+        gemini_cli::VENDOR => of(&gemini_cli::GeminiCliAdapter, call),
+        hermes::VENDOR => of(&hermes::HermesAdapter, call),
+        "kilocode" => of(&opencode::PluginAdapter::new(kilocode::KILOCODE), call),
+        kimi_code::VENDOR => of(&kimi_code::KimiCodeAdapter, call),
+        "opencode" => of(&opencode::PluginAdapter::new(opencode::OPENCODE), call),
+        pi::VENDOR => of(&pi::PiAdapter::default(), call),
+        qwen_code::VENDOR => of(&qwen_code::QwenCodeAdapter, call),
+        vscode::VENDOR => of(&vscode::VscodeAdapter, call),
+        _ => None,
+    }
+}
+
 /// Every built-in hook adapter (of the vendors that have hooks).
 pub fn all() -> Vec<Box<dyn HookAdapter>> {
     SPECS.iter().filter_map(|s| s.adapter).map(|a| a()).collect()

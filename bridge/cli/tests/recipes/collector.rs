@@ -435,12 +435,12 @@ async fn grafana_lgtm_through_the_collector_into_prometheus() {
             }
         }
     }
-    // The dashboard's Agent variable: `label_values(aep_bridge_events_in_total, agent)`.
+    // The dashboard's Agent variable: `label_values(aep_bridge_events_in_total, gen_ai_agent_name)`.
     let agents: BTreeSet<String> = prometheus
         .query("aep_bridge_events_in_total")
         .await
         .iter()
-        .filter_map(|s| s["metric"]["agent"].as_str().map(str::to_owned))
+        .filter_map(|s| s["metric"]["gen_ai_agent_name"].as_str().map(str::to_owned))
         .collect();
     for c in SESSIONS {
         assert!(agents.contains(c.vendor), "the Agent variable lists {}: {agents:?}", c.vendor);
