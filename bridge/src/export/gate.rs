@@ -146,6 +146,30 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_lists_every_content_key() {
+        let readme = include_str!("../../../README.md");
+        let section = readme.split("## What leaves the machine").nth(1).unwrap().split("\n## ").next().unwrap();
+        for t in aep_adapters::vendors::content_tables() {
+            for a in t.attrs {
+                let key = a.key.as_str();
+                let written = match a.key {
+                    aep_adapters::otel::content::Key::Exact(_) => format!("`{key}`"),
+                    aep_adapters::otel::content::Key::Indexed(_) => format!("`{key}N*`"),
+                    aep_adapters::otel::content::Key::Prefix(_) => format!("`{key}*`"),
+                };
+                assert!(
+                    section.contains(&written),
+                    "{written} ({}) missing from the README's ceiling section",
+                    t.source
+                );
+            }
+            for b in t.bodies {
+                assert!(section.contains(&format!("`{}`", b.event)), "{} body missing from the README", b.event);
+            }
+        }
+    }
+
+    #[test]
     fn at_full_the_tee_is_not_wrapped() {
         let seen: Arc<dyn OtlpTee> = Arc::new(Seen::default());
         let gate = Arc::new(CaptureGate::new(Capture::Full, Default::default()));
