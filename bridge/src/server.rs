@@ -444,6 +444,12 @@ impl Daemon {
         );
         let mut hooks = BridgeHooks::new(pipeline.clone(), adapters, map_context(&cfg), token.clone());
         hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
+        hooks = hooks.with_about(serde_json::json!({
+            "data_dir": data_dir,
+            "logs": cfg.jsonl.enabled,
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+        }));
         // The plugins' bus asks (OpenCode, Kilo Code) answered over their server's reply route.
         match crate::transport::HttpClient::new(&crate::transport::HttpOptions::default()) {
             Ok(rest) => {

@@ -35,6 +35,11 @@ pub const HOLD_HEADER: &str = "x-aep-hold";
 pub const HOLD_PROOF_HEADER: &str = "x-aep-hold-proof";
 /// The reply header (or, on a held reply, trailer) proving the body under the token.
 pub const PROOF_HEADER: &str = "x-aep-proof";
+/// The vendor path `aep-bridge doctor` posts to (`/hooks/aep-doctor`): once the caller's
+/// credentials pass, the reply is [`HookHandler::about`], not a mapping. A refused probe is
+/// not logged as a refused hook: doctor sends a wrong credential on purpose, to check that
+/// the bridge refuses it, and must not leave warnings in the bridge's log on every run.
+pub const DOCTOR_PROBE: &str = "aep-doctor";
 
 /// The answer of a held moment, computed while the reply's headers are already out.
 type Answer = Pin<Box<dyn Future<Output = Bytes> + Send>>;
@@ -188,6 +193,13 @@ pub trait HookHandler: Send + Sync + 'static {
         let _ = (vendor, event, payload);
     }
 
+    /// What a [`DOCTOR_PROBE`] call that passed the credential check learns of this bridge
+    /// (where it writes, its version), so `doctor` checks the running bridge's data dir
+    /// rather than its own default. `null` by default.
+    fn about(&self) -> Value {
+        Value::Null
+    }
+
     /// The time (Unix ms) a call's deadline is compared with.
     fn now_ms(&self) -> u64 {
         std::time::SystemTime::now()
@@ -302,6 +314,10 @@ async fn run<H: HookHandler>(
     // This runs in a task of its own ([`Detached`]): a caller that hung up does not cancel it.
     match accept(h, vendor, event, headers, body).await {
         Ok(reply) => respond(&handler, nonce.as_deref(), reply),
+        Err(e) if label == DOCTOR_PROBE => {
+            tracing::debug!(reason = e.reason(), "Doctor probe refused.");
+            e.into_response()
+        }
         Err(e) => {
             handler.rejected(&label, &e);
             e.into_response()
@@ -331,6 +347,10 @@ async fn accept<H: HookHandler>(
     };
     if !ok {
         return Err(HookError::Unauthorized);
+    }
+    if vendor == DOCTOR_PROBE {
+        let about = serde_json::to_vec(&handler.about()).unwrap_or_default();
+        return Ok(HookReply::new(about));
     }
     // Repeated keys are refused at any depth (RFC 8259 §4 leaves them undefined).
     let payload: Value = aep_schemas::json::from_slice_strict(&body).map_err(|e| HookError::BadJson(e.to_string()))?;
