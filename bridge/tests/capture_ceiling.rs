@@ -125,10 +125,13 @@ fn needles() -> BTreeSet<String> {
     all
 }
 
-/// What a receiver got: (path, body decompressed), and a signal per request.
+/// Requests as received: (path, body decompressed).
+type Bodies = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// What a receiver got, and a signal per request.
 #[derive(Clone, Default)]
 struct Got {
-    bodies: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    bodies: Bodies,
     arrived: Arc<tokio::sync::Notify>,
 }
 
