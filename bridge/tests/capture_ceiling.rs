@@ -1,10 +1,13 @@
-//! The capture ceiling over the agents' own telemetry, on a real session: Claude Code's `s01`
-//! recorded with every content switch on (`OTEL_LOG_USER_PROMPTS`, `OTEL_LOG_TOOL_DETAILS`,
-//! `OTEL_LOG_TOOL_CONTENT`, `OTEL_LOG_ASSISTANT_RESPONSES`, the beta spans): its hooks, its
-//! log exports and its span exports go into a real `serve` that exports every OTLP signal to
-//! one receiver and tees to another. At `metadata` no prompt, command, path, output or
-//! identity of the recording is in any byte either receiver gets, and what was removed is
-//! named in `aep.capture.withheld`; at `full` the same replay carries the content through.
+//! The capture ceiling over everything that leaves, on real sessions recorded with their
+//! content switches on: Claude Code's `s01` (`OTEL_LOG_USER_PROMPTS`, `OTEL_LOG_TOOL_DETAILS`,
+//! `OTEL_LOG_TOOL_CONTENT`, `OTEL_LOG_ASSISTANT_RESPONSES`, the beta spans), Gemini CLI's
+//! `g02` (`logPrompts`, its spans), Qwen Code's `q01` and Codex's `c01` (`log_user_prompt`):
+//! their hooks, log exports and span exports go into a real `serve` that exports every OTLP
+//! signal, CloudEvents and OCSF to one receiver and tees to another. At `metadata` no
+//! prompt, command, path, output, response or identity of the recordings is in any byte
+//! either receiver gets, and what was removed is named in `aep.capture.withheld`; at
+//! `redacted` the prompt passes redacted (the home directory as `~`) and the commands do
+//! not; at `full` the same replay carries the content through.
 //!
 //! Claude Code's metrics were not kept by the recorder: the metrics request is built from the
 //! recording's own resource and identity attributes.
@@ -31,8 +34,7 @@ use prost::Message as _;
 use serde_json::{Value, json};
 
 const CAPTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/otlp-captures");
-const HOOKS: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters/tests/data/claude-code/s01_tools_bypass_json.jsonl");
+const ADAPTER_DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters/tests/data");
 const SESSION: &str = "45a2eddb-be16-44a0-9158-5f92e545154f";
 const TRACES: [&str; 7] = ["0004", "0007", "0011", "0013", "0016", "0019", "0022"];
 /// The recorded prompt (the `claude_code.interaction` span's `user_prompt`, the
@@ -41,9 +43,68 @@ const PROMPT: &str = "Run tools [[plan:bash_ok,read_ok,bash_fail,read_missing,wr
 /// A recorded shell command (the `claude_code.tool` span's `full_command`).
 const COMMAND: &str = "ls /nonexistent_dir_for_hook_test";
 
-/// The keys whose values are content in Claude Code's recording (its content table in
-/// `adapters/src/vendors/claude_code/otel/`, identity included).
-const CONTENT_KEYS: &[&str] = &[
+/// One recorded session: its vendor, its hook payloads, its OTLP exports (path, body).
+struct Run {
+    vendor: &'static str,
+    hooks: String,
+    exports: Vec<(&'static str, String)>,
+}
+
+fn claude() -> Run {
+    Run {
+        vendor: "claude-code",
+        hooks: read(Path::new(ADAPTER_DATA).join("claude-code/s01_tools_bypass_json.jsonl")),
+        exports: common::CLAUDE_S01_LOGS
+            .iter()
+            .map(|b| ("/v1/logs", (*b).to_owned()))
+            .chain(traces().into_iter().map(|b| ("/v1/traces", b)))
+            .chain([("/v1/metrics", metrics_body())])
+            .collect(),
+    }
+}
+
+/// The other recorded sessions: Gemini CLI (logs and spans), Qwen Code, Codex.
+fn others() -> Vec<Run> {
+    let export = |f: &str| {
+        let path = if f.contains("_traces") { "/v1/traces" } else { "/v1/logs" };
+        (path, read(Path::new(CAPTURES).join(f)))
+    };
+    vec![
+        Run {
+            vendor: "gemini-cli",
+            hooks: read(Path::new(CAPTURES).join("gemini-cli/g02_hooks.jsonl")),
+            exports: ["0001_logs", "0002_traces", "0003_traces", "0004_logs"]
+                .iter()
+                .map(|n| export(&format!("gemini-cli/g02_{n}.json")))
+                .collect(),
+        },
+        Run {
+            vendor: "qwen-code",
+            hooks: read(Path::new(ADAPTER_DATA).join("qwen-code/q01_tools_yolo_http.jsonl")),
+            exports: ["q01_0001_logs", "q01_0003_logs"]
+                .iter()
+                .map(|n| export(&format!("qwen-code/{n}.json")))
+                .collect(),
+        },
+        Run {
+            vendor: "codex",
+            hooks: read(Path::new(ADAPTER_DATA).join("codex/c01_exec_json.jsonl")),
+            exports: ["0001", "0003", "0004", "0007"]
+                .iter()
+                .map(|n| export(&format!("codex/c01_{n}_logs.json")))
+                .collect(),
+        },
+    ]
+}
+
+fn hook_payloads(run: &Run) -> Vec<Value> {
+    run.hooks.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The keys whose values are content in Claude Code's recording, written out here (its
+/// content table in `adapters/src/vendors/claude_code/otel/`, identity included); every
+/// other table's keys are added from the tables themselves.
+const CLAUDE_KEYS: &[&str] = &[
     "prompt",
     "user_prompt",
     "response",
@@ -101,26 +162,37 @@ fn json_attrs(v: &Value, out: &mut Vec<Value>) {
     }
 }
 
-/// The recording's content: every value of a content key in its spans and records, the
-/// hooks' prompt, tool inputs and responses, at least 6 bytes long (shorter ones, `hi`,
-/// `true`, occur in structural bytes by chance).
-fn needles() -> BTreeSet<String> {
+/// The recordings' content: every value of a content key in their spans and records (and
+/// the strings inside those that are JSON), the hooks' prompts, tool inputs and responses;
+/// text (at least 6 bytes with a space or a slash, or longer than 40), not ids.
+fn needles(runs: &[Run]) -> BTreeSet<String> {
+    let tables = aep_adapters::vendors::content_tables().flat_map(|t| t.attrs.iter());
+    let keys: Vec<aep_adapters::otel::content::Key> =
+        CLAUDE_KEYS.iter().map(|k| aep_adapters::otel::content::Key::Exact(k)).chain(tables.map(|a| a.key)).collect();
     let mut all = BTreeSet::new();
-    let bodies = traces().into_iter().chain(common::CLAUDE_S01_LOGS.iter().map(|s| (*s).to_owned()));
-    for body in bodies {
-        let mut attrs = Vec::new();
-        json_attrs(&serde_json::from_str(&body).unwrap(), &mut attrs);
-        for a in attrs.iter().filter(|a| CONTENT_KEYS.contains(&a["key"].as_str().unwrap_or_default())) {
-            strings(&a["value"], &mut all);
+    for run in runs {
+        for (_, body) in &run.exports {
+            let mut attrs = Vec::new();
+            json_attrs(&serde_json::from_str(body).unwrap(), &mut attrs);
+            for a in attrs {
+                let key = a["key"].as_str().unwrap_or_default();
+                if keys.iter().any(|k| k.matches(key)) {
+                    strings(&a["value"], &mut all);
+                }
+            }
+        }
+        for r in hook_payloads(run) {
+            for k in ["prompt", "tool_input", "tool_response", "last_assistant_message", "prompt_response"] {
+                strings(&r["payload"][k], &mut all);
+            }
         }
     }
-    for line in read(HOOKS).lines().filter(|l| !l.trim().is_empty()) {
-        let r: Value = serde_json::from_str(line).unwrap();
-        for k in ["prompt", "tool_input", "tool_response"] {
-            strings(&r["payload"][k], &mut all);
-        }
-    }
-    all.retain(|s| s.len() >= 6);
+    // Content, not ids: the drop-only JSON values (`hook_input`, `tool_parameters`) also
+    // hold the session id, the tool's name and the like, which every exit carries anyway.
+    let id_like = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    let token = |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.:-".contains(&b));
+    let text_like = |s: &str| s.contains(|c: char| c.is_whitespace() || c == '/') || (s.len() > 40 && !token(s));
+    all.retain(|s| s.len() >= 6 && text_like(s) && !id_like(s));
     assert!(all.contains(PROMPT) && all.contains(COMMAND), "the recording carries its content: {all:#?}");
     all
 }
@@ -197,53 +269,57 @@ fn metrics_body() -> String {
     .to_string()
 }
 
-/// The receivers of a replay at `ceiling` (`[capture] max` and `[export.otlp] max_capture`).
+/// The receivers of a replay at `ceiling` (`[capture] max` and every exporter's
+/// `max_capture`), and the bridge's `/metrics` after it.
 struct Replay {
     export: Got,
     tee: Got,
     metrics: String,
 }
 
-async fn replay(ceiling: Capture) -> Replay {
+async fn replay(ceiling: Capture, runs: &[Run]) -> Replay {
     let (export, export_addr) = receiver().await;
     let (tee, tee_addr) = receiver().await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = common::config(dir.path());
     cfg.capture.max = ceiling;
+    cfg.capture.home = "/home/dev".into();
     cfg.otlp_in.tee = Some(format!("http://{tee_addr}").parse().unwrap());
     let o = &mut cfg.export.otlp;
     o.endpoint = Some(format!("http://{export_addr}").parse().unwrap());
     o.protocol = aep_bridge::export::Protocol::HttpProtobuf;
     o.compression = aep_bridge::export::Compression::None;
     o.max_capture = ceiling;
+    cfg.export.cloudevents.endpoint = Some(format!("http://{export_addr}/cloudevents").parse().unwrap());
+    cfg.export.cloudevents.max_capture = ceiling;
+    cfg.export.ocsf.endpoint = Some(format!("http://{export_addr}/ocsf").parse().unwrap());
+    cfg.export.ocsf.max_capture = ceiling;
     cfg.server.shutdown_grace_ms = 20_000; // a loaded machine must not cut the final flush short
     let bridge = common::start(cfg).await;
     let url = bridge.url();
-    for line in read(HOOKS).lines().filter(|l| !l.trim().is_empty()) {
-        let r: Value = serde_json::from_str(line).unwrap();
-        let hook = r["hook"].as_str().unwrap();
-        let (status, text) =
-            common::post(format!("{url}/hooks/claude-code/{hook}"), r["payload"].to_string(), vec![]).await;
-        assert_eq!(status, 200, "{hook}: {text}");
-    }
-    let sends = common::CLAUDE_S01_LOGS
-        .iter()
-        .map(|b| ("/v1/logs", (*b).to_owned()))
-        .chain(traces().into_iter().map(|b| ("/v1/traces", b)))
-        .chain([("/v1/metrics", metrics_body())]);
     let mut sent = std::collections::HashMap::<&str, usize>::new();
-    for (path, body) in sends {
-        let (status, text) = common::post(format!("{url}{path}"), body, vec![]).await;
-        assert_eq!(status, 200, "{path}: {text}");
-        *sent.entry(path).or_default() += 1;
+    for run in runs {
+        for r in hook_payloads(run) {
+            let hook = r["hook"].as_str().unwrap();
+            let (status, text) =
+                common::post(format!("{url}/hooks/{}/{hook}", run.vendor), r["payload"].to_string(), vec![]).await;
+            assert_eq!(status, 200, "{} {hook}: {text}", run.vendor);
+        }
+        for (path, body) in &run.exports {
+            let (status, text) = common::post(format!("{url}{path}"), body.clone(), vec![]).await;
+            assert_eq!(status, 200, "{} {path}: {text}", run.vendor);
+            *sent.entry(path).or_default() += 1;
+        }
     }
     for (path, n) in &sent {
         tee.wait(path, *n).await;
     }
     let (_, metrics) = common::get(format!("{url}/metrics")).await;
-    // Spans and the forwarded metrics leave at the latest with the final flush.
+    // Spans, CloudEvents, OCSF and the forwarded metrics leave at the latest with the final flush.
     bridge.shutdown().await;
-    export.wait("/v1/metrics", 1).await;
+    for path in ["/v1/metrics", "/cloudevents", "/ocsf"] {
+        export.wait(path, 1).await;
+    }
     Replay { export, tee, metrics }
 }
 
@@ -307,14 +383,21 @@ fn contains(bodies: &[Vec<u8>], needle: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_metadata_nothing_of_the_recordings_content_leaves_and_what_was_removed_is_named() {
-    let needles = needles();
-    let r = replay(Capture::Metadata).await;
+    let runs: Vec<Run> = std::iter::once(claude()).chain(others()).collect();
+    let needles = needles(&runs);
+    let r = replay(Capture::Metadata, &runs).await;
     for (name, got) in [("export", &r.export), ("tee", &r.tee)] {
         let leaks = leaks(got, &needles);
         assert!(leaks.is_empty(), "{name} received content above metadata:\n{}", leaks.join("\n"));
         let bodies = got.bodies.lock().unwrap();
         let bytes: usize = bodies.iter().map(|(_, b)| b.len()).sum();
-        eprintln!("{name}: {} requests, {bytes} bytes, none of {} content strings", bodies.len(), needles.len());
+        let paths: Vec<&str> = bodies.iter().map(|(p, _)| p.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
+        eprintln!(
+            "{name}: {} requests ({}), {bytes} bytes, none of {} content strings",
+            bodies.len(),
+            paths.join(" "),
+            needles.len()
+        );
     }
 
     // The agent's spans went out (placed in the session's trace), marked with what they lost.
@@ -376,7 +459,7 @@ async fn at_metadata_nothing_of_the_recordings_content_leaves_and_what_was_remov
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_full_the_same_replay_carries_the_content_through() {
-    let r = replay(Capture::Full).await;
+    let r = replay(Capture::Full, &[claude()]).await;
     for (name, got) in [("export", &r.export), ("tee", &r.tee)] {
         let traces = got.of("/v1/traces");
         assert!(contains(&traces, PROMPT) && contains(&traces, COMMAND), "{name}: the agent's spans verbatim");
@@ -386,4 +469,26 @@ async fn at_full_the_same_replay_carries_the_content_through() {
     }
     assert!(contains(&r.tee.of("/v1/logs"), PROMPT), "the tee's logs verbatim");
     assert!(!r.metrics.contains("aep_bridge_capture_gated_total"), "nothing gated at full");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_redacted_the_prompt_passes_redacted_and_the_commands_do_not() {
+    let r = replay(Capture::Redacted, &[claude()]).await;
+    for (name, got) in [("export", &r.export), ("tee", &r.tee)] {
+        let traces = got.of("/v1/traces");
+        assert!(contains(&traces, PROMPT), "{name}: the prompt passed the pipeline (nothing in it to redact)");
+        // The agent's command leaves its spans only at `full` (its table: drop-only); the
+        // bridge's own tool span carries the call's `args_redacted`, which AEP-0002 puts at
+        // `redacted` (the pipeline ran over it at the source).
+        let own: Vec<Vec<u8>> = vendor_spans(&traces).iter().map(|(s, _)| s.encode_to_vec()).collect();
+        assert!(!contains(&own, COMMAND), "{name}: the agent's command leaves its spans only at full");
+        let path = "~/agents/work/cc/project/hello.txt";
+        assert!(contains(&traces, path), "{name}: the path, its home directory as ~");
+        let home = leaks(got, &BTreeSet::from(["/home/dev/".to_owned()]));
+        assert!(home.is_empty(), "{name}: the home directory left:\n{}", home.join("\n"));
+        let spans = vendor_spans(&traces);
+        assert!(spans.iter().all(|(_, c)| c.as_deref() == Some("redacted")), "{name}");
+    }
+    let line = "aep_bridge_capture_gated_total{action=\"redacted\",sink=\"otlp_vendor_spans\"}";
+    assert!(r.metrics.lines().any(|l| l.starts_with(line)), "{line} in:\n{}", r.metrics);
 }

@@ -251,8 +251,9 @@ pub const GENAI: ContentTable = ContentTable {
 
 /// The general OTel conventions' content: who the user is (`user.*`, `enduser.id`, the
 /// process owner, which Node's and Python's resource detectors fill), the agent's own
-/// command line (`gemini -p "<prompt>"` puts the prompt in `process.command_args`), and
-/// exception texts.
+/// command line (`gemini -p "<prompt>"` puts the prompt in `process.command_args`), the
+/// paths it was started from (Node's detector puts the agent's script, under the user's
+/// home directory, in `process.command`), and exception texts.
 pub const OTEL: ContentTable = ContentTable {
     source: "OTel general semantic conventions",
     attrs: &[
@@ -265,6 +266,8 @@ pub const OTEL: ContentTable = ContentTable {
         identity("process.user.name"),
         text("process.command_args", R, What::Command, &[Site::Resource]),
         text("process.command_line", R, What::Command, &[Site::Resource]),
+        text("process.command", R, What::FilePath, &[Site::Resource]),
+        text("process.executable.path", R, What::FilePath, &[Site::Resource]),
         text("exception.message", R, What::ErrorText, SPAN_LOG),
         text("exception.stacktrace", R, What::ErrorText, SPAN_LOG),
     ],
