@@ -105,6 +105,9 @@ pub struct Metrics {
     /// OTLP exporters turned off because their peer refused the signal (gRPC
     /// `UNIMPLEMENTED`, HTTP 404/405), by `sink` and `signal`: at most one each per process.
     pub export_disabled: CounterVec,
+    /// Values the capture ceiling removed (`action="withheld"`) or redacted
+    /// (`action="redacted"`) from the agents' own telemetry before it left, by `sink`.
+    pub capture_gated: CounterVec,
     /// Current depth of each sink queue, by `sink`.
     pub queue_depth: SinkGauges,
     /// Connected SSE and WebSocket subscribers (observed at collection).
@@ -195,6 +198,11 @@ impl Metrics {
                 "aep.bridge.subscribers.cut",
                 "{subscriber}",
                 "Collector subscribers cut for falling behind on notice+ events.",
+            ),
+            capture_gated: counter(
+                "aep.bridge.capture.gated",
+                "{value}",
+                "Values of the agents' own telemetry withheld or redacted by the capture ceiling before it left.",
             ),
             queue_depth: SinkGauges {
                 gauge: meter
