@@ -114,6 +114,9 @@ pub struct Metrics {
     /// Times a durable exporter's peer stayed away past the retry budget, by `sink`: it holds
     /// its batch, retries, and reads on once the peer is back (nothing is dropped).
     pub export_stalled: CounterVec,
+    /// Values the capture ceiling removed (`action="withheld"`) or redacted
+    /// (`action="redacted"`) from the agents' own telemetry before it left, by `sink`.
+    pub capture_gated: CounterVec,
     /// Current depth of each sink queue, by `sink`.
     pub queue_depth: SinkGauges,
     /// Connected SSE and WebSocket subscribers (observed at collection).
@@ -219,6 +222,11 @@ impl Metrics {
                 "aep.bridge.subscribers.cut",
                 "{subscriber}",
                 "Collector subscribers cut for falling behind on notice+ events.",
+            ),
+            capture_gated: counter(
+                "aep.bridge.capture.gated",
+                "{value}",
+                "Values of the agents' own telemetry withheld or redacted by the capture ceiling before it left.",
             ),
             queue_depth: SinkGauges {
                 gauge: meter

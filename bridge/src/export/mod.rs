@@ -9,6 +9,7 @@ pub mod cloudevents;
 pub mod config;
 pub mod feed;
 pub mod fleet;
+pub mod gate;
 pub mod ocsf;
 pub mod otel_env;
 pub mod otlp;
