@@ -58,7 +58,6 @@ pub mod health;
 pub(crate) mod hooks;
 pub mod metrics;
 pub mod otlp_in;
-pub mod otlp_tee;
 pub mod pipeline;
 pub mod relay;
 pub mod server;

@@ -28,6 +28,7 @@ use aep_receivers::otlp::{
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
+use crate::export::tee::OtlpTee;
 use crate::metrics::Metrics;
 use crate::pipeline::{Flush, Pipeline};
 use crate::transport::config::{HttpUrl, off_if_empty};
@@ -82,50 +83,6 @@ const BULK_CHUNK: usize = 256;
 
 /// Events the log writer may have queued and unwritten before more OTLP drafts go in.
 const BULK_BACKLOG: u64 = 1024;
-
-/// Something else that wants every OTLP request unchanged (the tee).
-pub trait OtlpTee: Send + Sync {
-    /// A logs request as received.
-    fn logs(&self, req: &ExportLogsServiceRequest);
-    /// A traces request as received.
-    fn traces(&self, req: &ExportTraceServiceRequest);
-    /// A metrics request as received.
-    fn metrics(&self, req: &ExportMetricsServiceRequest);
-    /// Whether it needs logs requests at all (when none does, logs take the receivers'
-    /// fast path, decoded straight into records).
-    fn wants_logs(&self) -> bool {
-        true
-    }
-}
-
-/// Several tees, each handed every request (the HTTP tee and the metrics forward).
-pub struct Tees(pub Vec<Arc<dyn OtlpTee>>);
-
-impl Tees {
-    /// `None` for no tee, the tee itself for one, a fan-out for more.
-    pub fn of(tees: Vec<Arc<dyn OtlpTee>>) -> Option<Arc<dyn OtlpTee>> {
-        match tees.len() {
-            0 => None,
-            1 => tees.into_iter().next(),
-            _ => Some(Arc::new(Tees(tees))),
-        }
-    }
-}
-
-impl OtlpTee for Tees {
-    fn logs(&self, req: &ExportLogsServiceRequest) {
-        self.0.iter().for_each(|t| t.logs(req));
-    }
-    fn traces(&self, req: &ExportTraceServiceRequest) {
-        self.0.iter().for_each(|t| t.traces(req));
-    }
-    fn metrics(&self, req: &ExportMetricsServiceRequest) {
-        self.0.iter().for_each(|t| t.metrics(req));
-    }
-    fn wants_logs(&self) -> bool {
-        self.0.iter().any(|t| t.wants_logs())
-    }
-}
 
 /// How records choose a profile beyond detection by `service.name`: `[otlp_in.profiles]`
 /// (a built-in profile per service) and the opt-in `[otlp_in.generic]` (a vendor name per

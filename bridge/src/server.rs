@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use aep_receivers::listener::{self, OnRefused, Protocol};
 
 use crate::config::Config;
+use crate::export::tee::{self, OtlpTee, Tees};
 use crate::hooks::BridgeHooks;
 use crate::metrics::Metrics;
 use crate::pipeline::{Pipeline, PipelineBuilder, SinkTx};
@@ -370,13 +371,18 @@ impl Daemon {
             cfg.otlp_in.mode,
             otlp_overrides(&cfg),
             cfg.pipeline.queue_capacity,
-            crate::otlp_in::Tees::of(
-                crate::otlp_tee::from_config(&cfg, &metrics)
-                    .into_iter()
-                    .chain(vendor_metrics.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>))
-                    // The agents' own spans go into their session traces.
-                    .chain(vendor_spans.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>))
-                    .collect(),
+            Tees::of(
+                tee::http::from_config(
+                    cfg.otlp_in.tee.as_ref(),
+                    &cfg.otlp_in.tee_headers,
+                    &cfg.otlp_in.tee_tls,
+                    &metrics,
+                )
+                .into_iter()
+                .chain(vendor_metrics.map(|v| Arc::new(v) as Arc<dyn OtlpTee>))
+                // The agents' own spans go into their session traces.
+                .chain(vendor_spans.map(|v| Arc::new(v) as Arc<dyn OtlpTee>))
+                .collect(),
             ),
             token.clone(),
             aep_receivers::otlp::DecodeBudget::new(cfg.otlp_in.max_decode_bytes),
