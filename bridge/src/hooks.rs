@@ -351,7 +351,11 @@ impl HookHandler for BridgeHooks {
 }
 
 impl BridgeHooks {
-    /// [`HookHandler::handle`] without its timer.
+    /// [`HookHandler::handle`] without its timer: the call mapped, then the steps below in
+    /// order, each on the batch of drafts the call made. A moment this call settled over a
+    /// reply route ends there; otherwise the gate, the answer channel, the route's asks and
+    /// the attention book rewrite the batch, a moment answerable over control is held, the
+    /// batch is published, and the reply is the vendor's neutral one or the applied answer.
     async fn answer(&self, vendor: String, event: Option<String>, payload: Value) -> Result<HookReply, HookError> {
         let adapter = self.adapters.get(vendor.as_str()).ok_or_else(|| HookError::UnknownVendor(vendor.clone()))?;
         let call = HookCall { event: event.as_deref(), payload: &payload };
@@ -360,128 +364,199 @@ impl BridgeHooks {
         let now = (self.clock)();
         let mut drafts = self.map(adapter.as_ref(), &call, &hook, now)?;
         check_sessions(&drafts)?;
+        let vendor = adapter.vendor();
         if let Some(session) = drafts.iter().find_map(|d| d.session.as_deref()) {
-            self.sessions.claim(adapter.vendor(), session);
+            self.sessions.claim(vendor, session);
         }
+        let neutral = || HookReply::new(adapter.neutral_reply(&hook).as_bytes());
         // What the vendor's folder says about control: looked up once per hook.
-        let spec = aep_adapters::vendors::spec(adapter.vendor());
+        let spec = aep_adapters::vendors::spec(vendor);
         // The reply route whose asks this moment carries (a plugin's bus moment), if any.
         let route = spec.and_then(|s| s.reply_route()).filter(|r| r.asks_on(&hook));
-        // A reply-route ask the vendor settled (bus `permission.replied`): its outcome, after
-        // the command's ack when a command answered it; spawned, so a caller giving up does
-        // not lose the terminal.
         if let Some(route) = route
-            && let (Some(replies), Some(control)) = (&self.replies, &self.control)
-            && let Some(ask) = route.settled_by(&hook, &payload).and_then(|id| replies.take(id))
+            && let Some(ask) = self.settled_over_route(route, &hook, &payload)
         {
-            let (replies, control, pipeline, book) =
-                (replies.clone(), control.clone(), self.pipeline.clone(), self.attention.clone());
-            let vendor = adapter.vendor();
-            drafts.retain(|d| d.r#type != "attention.resolved");
-            let task = tokio::spawn(async move {
-                drafts.extend(replies.outcome(ask, "answered", &control, &pipeline).await);
-                control.claim(vendor, &drafts);
-                if let Ok(s) = pipeline.submit_drafts("hook", vendor, drafts).await {
-                    book.observe(&s, now);
-                    control.observe(&s);
-                }
-            });
-            let _ = task.await;
-            return Ok(HookReply::new(adapter.neutral_reply(&hook).as_bytes()));
+            self.publish_route_outcome(vendor, ask, drafts, now).await;
+            return Ok(neutral());
         }
-        // Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes
-        // an answerable permission request, scoped by tool name.
-        if self.hold
-            && let Some(gate) = spec.and_then(|s| s.control.gate).filter(|g| g.moment == hook)
-            && let Some(tools) = self.gates.get(adapter.vendor())
-            && let Some(tool) = aep_adapters::spec::tool_of(&payload)
-            && (tools.is_empty() || tools.iter().any(|t| t == tool))
-        {
-            let mut d = aep_adapters::spec::gate_request(adapter.vendor(), &gate, tool, &payload, &self.cx);
-            d.session = drafts.iter().find_map(|d| d.session.clone()).or_else(|| adapter.session_id(&call));
-            d.run = drafts.iter().find_map(|d| d.run.clone());
-            drafts.push(d);
+        if let Some(gate) = spec.and_then(|s| s.control.gate) {
+            self.gate(adapter.as_ref(), &gate, &hook, &call, &mut drafts);
         }
-        if !self.hold {
-            // Nothing can deliver an answer (no token, no relay): say so honestly, the
-            // request is answered in the agent's own UI (AEP-0008 respond_via).
-            for d in drafts.iter_mut().filter(|d| d.r#type == "attention.requested") {
-                if d.data.get("respond_via").and_then(Value::as_array).is_some_and(|v| v.iter().any(|x| x == "control"))
-                {
-                    d.data.insert("respond_via".into(), serde_json::json!(["oob"]));
-                }
+        self.declare_answer_channel(&mut drafts);
+        if let Some(route) = route {
+            self.raise_route_asks(route, vendor, &payload, &mut drafts, now);
+        }
+        let settled = self.settle_attention(vendor, &mut drafts, now);
+        let held = match spec {
+            Some(spec) if spec.control.may_hold(&hook) => self.hold_request(vendor, &mut drafts, now),
+            _ => None,
+        };
+        let stamped = self.publish(vendor, drafts, held.as_ref()).await?;
+        if !self.admitted(&stamped, &settled, now) {
+            return Ok(neutral());
+        }
+        let Some((spec, held)) = spec.zip(held) else { return Ok(neutral()) };
+        let Some(applied) = held.wait().await else { return Ok(neutral()) };
+        // The answer's events (the command's ack, `attention.answered`, `resolved`) were
+        // handed to the log before the waiter woke: the agent acts on the answer only once
+        // the log holds it (AEP-0004 §7, the answer is recorded as it is applied).
+        if !self.pipeline.written(ACK_WAIT).await {
+            tracing::warn!(vendor, "The log writer did not confirm the answer within {ACK_WAIT:?}; answering anyway.");
+        }
+        let held = aep_adapters::spec::Held { hook: &hook, payload: &payload };
+        Ok(HookReply::new(spec.control.reply_bytes(&held, &applied)))
+    }
+
+    /// The ask a reply route tracks that this moment settles (a bus `permission.replied`),
+    /// taken from the route's memory.
+    fn settled_over_route(
+        &self,
+        route: &aep_adapters::spec::ReplyRoute,
+        hook: &str,
+        payload: &Value,
+    ) -> Option<crate::bridges::reply::Ask> {
+        let (replies, _) = self.replies.as_ref().zip(self.control.as_ref())?;
+        route.settled_by(hook, payload).and_then(|id| replies.take(id))
+    }
+
+    /// A reply-route ask the vendor settled: its outcome (after the command's ack when a
+    /// command answered it) in place of the mapping's own `attention.resolved`. Spawned, so
+    /// a caller giving up does not lose the terminal.
+    async fn publish_route_outcome(
+        &self,
+        vendor: &'static str,
+        ask: crate::bridges::reply::Ask,
+        mut drafts: Vec<aep_adapters::EventDraft>,
+        now: u64,
+    ) {
+        let (Some(replies), Some(control)) = (&self.replies, &self.control) else { return };
+        let (replies, control, pipeline, book) =
+            (replies.clone(), control.clone(), self.pipeline.clone(), self.attention.clone());
+        drafts.retain(|d| d.r#type != "attention.resolved");
+        let task = tokio::spawn(async move {
+            drafts.extend(replies.outcome(ask, "answered", &control, &pipeline).await);
+            control.claim(vendor, &drafts);
+            if let Ok(s) = pipeline.submit_drafts("hook", vendor, drafts).await {
+                book.observe(&s, now);
+                control.observe(&s);
             }
+        });
+        let _ = task.await;
+    }
+
+    /// Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes an
+    /// answerable permission request, scoped by tool name; only while moments are held.
+    fn gate(
+        &self,
+        adapter: &dyn HookAdapter,
+        gate: &aep_adapters::spec::Gate,
+        hook: &str,
+        call: &HookCall<'_>,
+        drafts: &mut Vec<aep_adapters::EventDraft>,
+    ) {
+        if !self.hold || gate.moment != hook {
+            return;
         }
         let vendor = adapter.vendor();
-        if self.hold
-            && let Some(route) = route
-            && let (Some(replies), Some(control)) = (&self.replies, &self.control)
-        {
-            let at =
-                crate::bridges::reply::PluginAsks { control, book: &self.attention, pipeline: &self.pipeline, now };
-            replies.raise_plugin_asks(route, vendor, &payload, &mut drafts, &at);
+        let Some(tools) = self.gates.get(vendor) else { return };
+        let Some(tool) = aep_adapters::spec::tool_of(call.payload) else { return };
+        if !(tools.is_empty() || tools.iter().any(|t| t == tool)) {
+            return;
         }
-        let settled = self.attention.settle(vendor, &mut drafts, now);
+        let mut d = aep_adapters::spec::gate_request(vendor, gate, tool, call.payload, &self.cx);
+        d.session = drafts.iter().find_map(|d| d.session.clone()).or_else(|| adapter.session_id(call));
+        d.run = drafts.iter().find_map(|d| d.run.clone());
+        drafts.push(d);
+    }
+
+    /// When nothing can deliver an answer (no token, no relay) the requests say so honestly:
+    /// answered in the agent's own UI (AEP-0008 `respond_via`), not over control.
+    fn declare_answer_channel(&self, drafts: &mut [aep_adapters::EventDraft]) {
+        if self.hold {
+            return;
+        }
+        for d in drafts.iter_mut().filter(|d| answerable(d)) {
+            d.data.insert("respond_via".into(), serde_json::json!(["oob"]));
+        }
+    }
+
+    /// A plugin's bus asks, raised as requests answerable over the server's reply route;
+    /// only while moments are held.
+    fn raise_route_asks(
+        &self,
+        route: &'static aep_adapters::spec::ReplyRoute,
+        vendor: &str,
+        payload: &Value,
+        drafts: &mut [aep_adapters::EventDraft],
+        now: u64,
+    ) {
+        if !self.hold {
+            return;
+        }
+        let (Some(replies), Some(control)) = (&self.replies, &self.control) else { return };
+        let at = crate::bridges::reply::PluginAsks { control, book: &self.attention, pipeline: &self.pipeline, now };
+        replies.raise_plugin_asks(route, vendor, payload, drafts, &at);
+    }
+
+    /// The attention book's rewrite of the batch (requests the agent's own surface settled,
+    /// those still open before a session ends); the settled requests are no longer
+    /// answerable over a reply route. Returns their ids.
+    fn settle_attention(&self, vendor: &str, drafts: &mut Vec<aep_adapters::EventDraft>, now: u64) -> Vec<String> {
+        let settled = self.attention.settle(vendor, drafts, now);
         if let Some(replies) = &self.replies {
-            // Closed before their session's end: no longer answerable over a reply route.
             for id in &settled {
                 replies.take_request(id);
             }
         }
-        // A moment answerable over control is registered before its request is published:
-        // the id is minted here, the book opens it and the waiter exists, so a command sent
-        // the instant the request is seen is applied (AEP-0004 §2, AEP-0008).
-        let held = match &self.control {
-            Some(control) if self.hold && spec.is_some_and(|s| s.control.may_hold(&hook)) => {
-                drafts.iter_mut().find(|d| answerable(d)).and_then(|d| {
-                    let session = d.session.clone()?;
-                    let id = self.pipeline.mint_id();
-                    d.id = Some(id.clone());
-                    let p = Pending::from_request(id, vendor, session, d.run.clone(), d.subject.clone(), &d.data, now);
-                    self.attention.open(p.clone());
-                    Some(control.register(p))
-                })
-            }
-            _ => None,
-        };
+        settled
+    }
+
+    /// Holds the batch's request answerable over control (on a moment the vendor lets us
+    /// hold): its id is minted here, the book opens it and the waiter exists before the
+    /// request is published, so a command sent the instant the request is seen is applied
+    /// (AEP-0004 §2, AEP-0008).
+    fn hold_request(
+        &self,
+        vendor: &str,
+        drafts: &mut [aep_adapters::EventDraft],
+        now: u64,
+    ) -> Option<crate::control::Held> {
+        let control = self.control.as_ref().filter(|_| self.hold)?;
+        let d = drafts.iter_mut().find(|d| answerable(d))?;
+        let session = d.session.clone()?;
+        let id = self.pipeline.mint_id();
+        d.id = Some(id.clone());
+        let p = Pending::from_request(id, vendor, session, d.run.clone(), d.subject.clone(), &d.data, now);
+        self.attention.open(p.clone());
+        Some(control.register(p))
+    }
+
+    /// Publishes the batch and waits until the log holds it: the answer goes only once the
+    /// events are in the log file (written, not yet fsynced), so a kill -9 after the answer
+    /// loses nothing acknowledged. A stalled writer costs the agent at most [`ACK_WAIT`]:
+    /// hooks fail open. A batch the pipeline refuses closes its held request.
+    async fn publish(
+        &self,
+        vendor: &'static str,
+        drafts: Vec<aep_adapters::EventDraft>,
+        held: Option<&crate::control::Held>,
+    ) -> Result<Vec<Arc<crate::pipeline::Stamped>>, HookError> {
         if let Some(control) = &self.control {
             control.claim(vendor, &drafts);
         }
-        let stamped = match self.pipeline.submit_drafts("hook", adapter.vendor(), drafts).await {
+        let stamped = match self.pipeline.submit_drafts("hook", vendor, drafts).await {
             Ok(s) => s,
             Err(e) => {
-                if let Some(h) = &held {
+                if let Some(h) = held {
                     self.attention.take(h.id());
                 }
                 return Err(HookError::Unavailable(e.to_string()));
             }
         };
-        // Answer only once the events are in the log file (written, not yet fsynced), so a
-        // kill -9 after the answer loses nothing acknowledged. A stalled
-        // writer costs the agent at most ACK_WAIT: hooks fail open.
         if !self.pipeline.written(ACK_WAIT).await {
             tracing::warn!(vendor, "The log writer did not confirm within {ACK_WAIT:?}; answering anyway.");
         }
-        let neutral = HookReply::new(adapter.neutral_reply(&hook).as_bytes());
-        if !self.admitted(&stamped, &settled, now) {
-            return Ok(neutral);
-        }
-        if let Some(h) = held
-            && let Some(applied) = h.wait().await
-        {
-            // The answer's events (the command's ack, `attention.answered`, `resolved`) were
-            // handed to the log before the waiter woke: the agent acts on the answer only
-            // once the log holds it (AEP-0004 §7, the answer is recorded as it is applied).
-            if !self.pipeline.written(ACK_WAIT).await {
-                tracing::warn!(
-                    vendor,
-                    "The log writer did not confirm the answer within {ACK_WAIT:?}; answering anyway."
-                );
-            }
-            let held = aep_adapters::spec::Held { hook: &hook, payload: &payload };
-            return Ok(HookReply::new(spec.map(|s| s.control.reply_bytes(&held, &applied)).unwrap_or_default()));
-        }
-        Ok(neutral)
+        Ok(stamped)
     }
 }
 
