@@ -8,6 +8,7 @@
 use aep_schemas::{Capture, Severity};
 use serde_json::{Map, Value};
 
+pub mod attention;
 pub mod common;
 pub mod draft;
 pub mod generic;

@@ -70,6 +70,13 @@ pub struct Stamped {
     pub(crate) minted: bool,
 }
 
+/// A stamped event reads as its Event (the attention book observes either).
+impl AsRef<Event> for Stamped {
+    fn as_ref(&self) -> &Event {
+        &self.event
+    }
+}
+
 impl Stamped {
     /// Serializes `event` once, into a line of exactly its size (it is held by the replay
     /// buffer and every sink queue): the JSON is written into a reused per-thread buffer
