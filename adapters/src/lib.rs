@@ -151,6 +151,12 @@ pub trait HookAdapter: Send + Sync {
         true
     }
 
+    /// Where the vendor keeps its own history, which `aep-bridge import` replays through
+    /// this mapping; `None` (the default) for a vendor whose history is not imported.
+    fn history(&self) -> Option<&'static history::HistorySpec> {
+        None
+    }
+
     /// The reply to give the agent when nothing is decided (fail-open).
     fn neutral_reply(&self, _hook: &str) -> NeutralReply {
         NeutralReply::Empty
