@@ -4,23 +4,23 @@
 //!
 //! The flow, module by module: receivers (`hooks`, `otlp_in`, the collector's ingest) map
 //! what arrives through the pure adapters into drafts; the [`pipeline`] stamps them (with
-//! the one `stamp::Stamper`, which `wrap` uses too) and fans them out to the [`sinks`], the
-//! [`collector`] and the exporters ([`export`], [`relay`]); the `control` loop holds
-//! permission moments until a human answers. [`server`] wires them and serves them. The `aep-bridge` command (`bridge/cli`) is the CLI over this
-//! library (and [`client`], the collector client it shares with the `aep-bench` load tools).
-//! [`wrap`] is the stdio tee behind `aep-bridge wrap`, delivering to a running bridge;
-//! [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`); [`ui`]
-//! is the live web view served on the main port.
+//! the one [`stamp::Stamper`], which the CLI's stdio tee uses too) and fans them out to the
+//! [`sinks`], the [`collector`] and the exporters ([`export`], [`relay`]); the `control`
+//! loop holds permission moments until a human answers. [`server`] wires them and serves
+//! them. [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`);
+//! [`ui`] is the live web view served on the main port. The `aep-bridge` command
+//! (`bridge/cli`) is the CLI over this library, with the clients of a running bridge
+//! (`tail`, `timeline`, `respond`, the `wrap` tee) as its own modules.
 //!
 //! # The facade
 //!
 //! Public are the modules the CLI, the load tools and the integration tests drive: the
-//! daemon ([`server`], [`config`], [`pipeline`], [`sinks`], [`collector`], [`export`]), the
-//! client side ([`client`], [`wrap`], [`transport`]) and what they share ([`env`],
-//! [`time`], [`metrics`], [`state`]). The control loop, the attention book, the hook
-//! receiver, the command channel, the token check, the GenAI measurer and the stamper are
-//! internal (`pub(crate)`): they are reached through [`server::Daemon`] and the HTTP and
-//! WebSocket surfaces it serves.
+//! daemon ([`server`], [`config`], [`pipeline`], [`sinks`], [`collector`], [`export`]),
+//! the one outbound [`transport`] and what the clients share with it ([`env`], [`time`],
+//! [`metrics`], [`state`], [`stamp`]). The control loop, the attention book, the hook
+//! receiver, the command channel, the token check and the GenAI measurer are internal
+//! (`pub(crate)`): they are reached through [`server::Daemon`] and the HTTP and WebSocket
+//! surfaces it serves.
 //!
 //! # Two OpenTelemetry crates, decided
 //!
@@ -45,7 +45,6 @@
 pub(crate) mod attention;
 pub(crate) mod auth;
 pub mod bridges;
-pub mod client;
 pub mod collector;
 pub(crate) mod commands;
 pub mod config;
@@ -62,9 +61,8 @@ pub mod pipeline;
 pub mod relay;
 pub mod server;
 pub mod sinks;
-pub(crate) mod stamp;
+pub mod stamp;
 pub mod state;
 pub mod time;
 pub mod transport;
 pub mod ui;
-pub mod wrap;

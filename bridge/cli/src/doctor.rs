@@ -101,13 +101,13 @@ pub fn run(args: DoctorArgs) -> i32 {
 
     let shim_url = env.var("AEP_BRIDGE_URL");
     let url = args.url.clone().filter(|u| !u.is_empty()).or_else(|| shim_url.clone());
-    let ep = aep_bridge::client::Endpoint::new(url, args.token.clone());
+    let ep = crate::client::Endpoint::new(url, args.token.clone());
     let up = check_bridge(&mut r, &ep);
     // The shim and the plugins post to AEP_BRIDGE_URL, else the default port.
     let (shim_target, whence) = match (&shim_url, env.raw("AEP_BRIDGE_URL")) {
         (Some(s), _) => (s.trim_end_matches('/').to_owned(), "AEP_BRIDGE_URL"),
         (None, Some(_)) => ("nowhere".to_owned(), "AEP_BRIDGE_URL is set but empty"),
-        (None, None) => (aep_bridge::client::DEFAULT_URL.to_owned(), "the default: AEP_BRIDGE_URL is not set"),
+        (None, None) => (crate::client::DEFAULT_URL.to_owned(), "the default: AEP_BRIDGE_URL is not set"),
     };
     if shim_target != ep.base {
         r.line(
@@ -159,7 +159,7 @@ pub fn run(args: DoctorArgs) -> i32 {
 }
 
 /// `GET /healthz`; `true` when the bridge answers (healthy or not).
-fn check_bridge(r: &mut Report, ep: &aep_bridge::client::Endpoint) -> bool {
+fn check_bridge(r: &mut Report, ep: &crate::client::Endpoint) -> bool {
     let start = "start it (`aep-bridge serve`, or `aep-bridge service install`), or point --url/AEP_URL at it";
     let agent = match ep.http_agent(Some(TIMEOUT)) {
         Ok(a) => a,
@@ -207,7 +207,7 @@ fn check_bridge(r: &mut Report, ep: &aep_bridge::client::Endpoint) -> bool {
 }
 
 /// The status of a hook POST signed as the shim signs it, under `key` (none: unsigned).
-fn signed_post(ep: &aep_bridge::client::Endpoint, key: Option<&str>) -> Result<u16, String> {
+fn signed_post(ep: &crate::client::Endpoint, key: Option<&str>) -> Result<u16, String> {
     let agent = ep.http_agent(Some(TIMEOUT)).map_err(|e| e.to_string())?;
     // Not JSON: a call that passes the credential check is refused right after it, unmapped.
     let body = b"aep-bridge doctor";
@@ -220,7 +220,7 @@ fn signed_post(ep: &aep_bridge::client::Endpoint, key: Option<&str>) -> Result<u
     req.send(&body[..]).map(|resp| resp.status().as_u16()).map_err(|e| e.to_string())
 }
 
-fn check_token(r: &mut Report, ep: &aep_bridge::client::Endpoint) {
+fn check_token(r: &mut Report, ep: &crate::client::Endpoint) {
     let same = "export the bridge's token as AEP_TOKEN where the agents run (the bridge reads --token-file, AEP_BRIDGE_TOKEN or AEP_TOKEN)";
     let token = ep.token.as_deref();
     match (signed_post(ep, token), token) {

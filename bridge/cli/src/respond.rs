@@ -11,7 +11,7 @@ use aep_schemas::Event;
 use clap::{ArgGroup, Args};
 use serde_json::{Value, json};
 
-use aep_bridge::client::{
+use crate::client::{
     ClientError, Endpoint, Pending, Socket, as_event, attention_book, clip, event_line, now_rfc3339, replay_all,
     stdout_color,
 };
@@ -113,7 +113,7 @@ pub enum Outcome {
 
 /// Builds a command Event (AEP-0004 §2): seq-less, a fresh ULID id, sender identity.
 pub fn command(ty: &str, session: &str, run: Option<&str>, subject: Option<&str>, capture: &str, data: Value) -> Value {
-    let host = aep_bridge::client::host_name();
+    let host = crate::client::host_name();
     let mut ev = json!({
         "aep": aep_schemas::AEP_VERSION,
         "id": ulid::Ulid::new().to_string(),

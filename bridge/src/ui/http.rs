@@ -325,7 +325,7 @@ async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Byte
         "aep": aep_schemas::AEP_VERSION,
         "id": ulid::Ulid::new().to_string(),
         "type": "control.attention.respond",
-        "time": crate::client::now_rfc3339(),
+        "time": crate::time::rfc3339_ms(crate::time::now_ms()),
         "source": ui.source,
         "agent": SENDER,
         "session": session,
