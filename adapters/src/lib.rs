@@ -15,6 +15,7 @@ pub mod generic;
 pub mod history;
 pub mod otel;
 pub mod protocols;
+pub mod session_table;
 pub mod spec;
 pub mod vendors;
 

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use aep_adapters::{HookAdapter, HookCall, MapContext, SessionState};
+use aep_adapters::session_table::{SessionTable, check_hook_name, check_sessions};
+use aep_adapters::{HookAdapter, HookCall, MapContext};
 use aep_receivers::hooks::{HookError, HookHandler, HookReply};
 use serde::Deserialize;
 use serde_json::Value;
@@ -29,11 +30,6 @@ impl Default for HooksConfig {
     }
 }
 
-/// Most `(vendor, session)` mapping states kept; beyond it the least recently used is dropped
-/// (a dropped state only loses synthesized-run memory and, for a session its vendor never
-/// ends, the idle close; never an event).
-const MAX_SESSIONS: usize = 10_000;
-
 /// The clock the handler reads (Unix milliseconds); tests substitute a fake one.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
@@ -41,7 +37,8 @@ pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 pub struct BridgeHooks {
     pipeline: Pipeline,
     adapters: HashMap<&'static str, Box<dyn HookAdapter>>,
-    states: Mutex<SessionStates>,
+    /// The mapping states and session lifetimes.
+    states: Mutex<SessionTable>,
     cx: MapContext,
     token: Option<String>,
     metrics: Arc<Metrics>,
@@ -62,70 +59,6 @@ pub struct BridgeHooks {
     sessions: Arc<crate::bridges::claims::HookSessions>,
 }
 
-/// One `(vendor, session)` mapping state and when it was last used.
-#[derive(Default)]
-struct Slot {
-    state: SessionState,
-    /// The LRU tick of the last call.
-    tick: u64,
-    /// When the last call came (the handler's clock, Unix ms).
-    last_ms: u64,
-    /// The event time of the last call's drafts (the vendor's timestamp when it gave one).
-    last_time: Option<String>,
-}
-
-#[derive(Default)]
-struct SessionStates {
-    map: HashMap<(String, String), Slot>,
-    /// Per vendor session: the AEP session generation and whether it has ended.
-    lifetimes: HashMap<(String, String), Lifetime>,
-    tick: u64,
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Lifetime {
-    generation: u32,
-    ended: bool,
-}
-
-/// The AEP session name of generation `g` of a vendor session: the vendor id itself, then
-/// `{id}.{g}` for continuations.
-fn generation_name(id: &str, g: u32) -> String {
-    if g <= 1 { id.to_owned() } else { format!("{id}.{g}") }
-}
-
-/// Applies session lifetimes to a batch. A vendor that resumes a session after it ended
-/// (Claude Code `--resume` reuses the session id) would otherwise emit a second
-/// `session.ended` for one AEP session (AEP-0002 §2 convention 5); the continuation
-/// becomes a new AEP session `{id}.{n}` whose `session.started` names the previous one as
-/// `parent` (lineage), so an observer still sees one conversation. A call that does not
-/// `resume` (a late completion, e.g. Codex `notify` after `SessionEnd`) stays on the ended
-/// session: Events after a terminal are legal there (AEP-0002 §2 #5).
-fn apply_lifetime(life: &mut Lifetime, drafts: &mut [aep_adapters::EventDraft], resume: bool) {
-    if life.generation == 0 {
-        life.generation = 1;
-    }
-    if life.ended && resume && !drafts.is_empty() {
-        life.generation += 1;
-        life.ended = false;
-    }
-    if life.generation > 1 {
-        for d in drafts.iter_mut() {
-            if let Some(s) = &d.session {
-                let prev = generation_name(s, life.generation - 1);
-                let name = generation_name(s, life.generation);
-                if d.r#type == "session.started" && !d.data.contains_key("parent") {
-                    d.data.insert("parent".into(), serde_json::json!({ "session": prev }));
-                }
-                d.session = Some(name);
-            }
-        }
-    }
-    if drafts.iter().any(|d| d.r#type == "session.ended") {
-        life.ended = true;
-    }
-}
-
 impl BridgeHooks {
     /// A handler over these adapters. With `token` set, hook calls must carry it as a bearer token.
     pub fn new(pipeline: Pipeline, adapters: Vec<Box<dyn HookAdapter>>, cx: MapContext, token: Option<String>) -> Self {
@@ -133,7 +66,7 @@ impl BridgeHooks {
         Self {
             pipeline,
             adapters: adapters.into_iter().map(|a| (a.vendor(), a)).collect(),
-            states: Mutex::new(SessionStates::default()),
+            states: Mutex::new(SessionTable::default()),
             cx,
             token,
             attention: Arc::new(AttentionBook::default()),
@@ -204,31 +137,9 @@ impl BridgeHooks {
         let Some(idle) = self.idle else { return 0 };
         let now = (self.clock)();
         let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
-        let batches: Vec<(&'static str, Vec<aep_adapters::EventDraft>)> = {
+        let batches = {
             let Ok(mut states) = self.states.lock() else { return 0 };
-            let due: Vec<_> = states
-                .map
-                .iter()
-                .filter(|(_, slot)| now.saturating_sub(slot.last_ms) >= idle_ms)
-                .map(|(k, _)| k.clone())
-                .collect();
-            let mut out = Vec::new();
-            for key in due {
-                let Some(adapter) = self.adapters.get(key.0.as_str()) else { continue };
-                let Some(slot) = states.map.get_mut(&key) else { continue };
-                let mut drafts = adapter.close_idle(&key.1, &mut slot.state, &self.cx);
-                if drafts.is_empty() {
-                    continue;
-                }
-                let time = slot.last_time.clone().unwrap_or_else(|| aep_schemas::time::format_rfc3339_ms(slot.last_ms));
-                for d in &mut drafts {
-                    d.time.get_or_insert_with(|| time.clone());
-                }
-                states.map.remove(&key);
-                apply_lifetime(states.lifetimes.entry(key).or_default(), &mut drafts, true);
-                out.push((adapter.vendor(), drafts));
-            }
-            out
+            states.close_idle(|vendor| self.adapters.get(vendor).map(|a| a.as_ref()), now, idle_ms, &self.cx)
         };
         let closed = batches.len();
         for (vendor, mut drafts) in batches {
@@ -274,6 +185,7 @@ impl BridgeHooks {
         v
     }
 
+    /// Maps a call through its session's state ([`SessionTable::map`]).
     fn map(
         &self,
         adapter: &dyn HookAdapter,
@@ -281,33 +193,8 @@ impl BridgeHooks {
         hook: &str,
         now_ms: u64,
     ) -> Result<Vec<aep_adapters::EventDraft>, HookError> {
-        let session = adapter.session_id(call).unwrap_or_default();
-        let key = (adapter.vendor().to_owned(), session);
         let mut states = self.states.lock().map_err(|_| HookError::Unavailable("state lock poisoned".into()))?;
-        states.tick += 1;
-        let tick = states.tick;
-        if !states.map.contains_key(&key)
-            && states.map.len() >= MAX_SESSIONS
-            && let Some(oldest) = states.map.iter().min_by_key(|(_, slot)| slot.tick).map(|(k, _)| k.clone())
-        {
-            states.map.remove(&oldest);
-        }
-        if !states.lifetimes.contains_key(&key) && states.lifetimes.len() >= MAX_SESSIONS * 4 {
-            states.lifetimes.clear();
-        }
-        let slot = states.map.entry(key.clone()).or_default();
-        slot.tick = tick;
-        slot.last_ms = now_ms;
-        let mut drafts =
-            adapter.map(call, &mut slot.state, &self.cx).map_err(|e| HookError::Unmappable(e.to_string()))?;
-        if let Some(t) = drafts.iter().rev().find_map(|d| d.time.clone()) {
-            slot.last_time = Some(t);
-        } else if !drafts.is_empty() {
-            slot.last_time = None;
-        }
-        let life = states.lifetimes.entry(key).or_default();
-        apply_lifetime(life, &mut drafts, adapter.resumes_session(hook));
-        Ok(drafts)
+        states.map(adapter, call, hook, now_ms, &self.cx).map_err(|e| HookError::Unmappable(e.to_string()))
     }
 }
 
@@ -360,10 +247,10 @@ impl BridgeHooks {
         let adapter = self.adapters.get(vendor.as_str()).ok_or_else(|| HookError::UnknownVendor(vendor.clone()))?;
         let call = HookCall { event: event.as_deref(), payload: &payload };
         let hook = adapter.hook_name(&call).map_err(|e| HookError::Unmappable(e.to_string()))?;
-        check_hook_name(&hook)?;
+        check_hook_name(&hook).map_err(HookError::Unmappable)?;
         let now = (self.clock)();
         let mut drafts = self.map(adapter.as_ref(), &call, &hook, now)?;
-        check_sessions(&drafts)?;
+        check_sessions(&drafts).map_err(HookError::Unmappable)?;
         let vendor = adapter.vendor();
         if let Some(session) = drafts.iter().find_map(|d| d.session.as_deref()) {
             self.sessions.claim(vendor, session);
@@ -575,50 +462,6 @@ pub async fn run_idle_close(hooks: Arc<BridgeHooks>, shutdown: tokio_util::sync:
     }
 }
 
-/// Longest hook name accepted (the longest real one, `UserPromptSubmit`-like names, is ~30).
-const MAX_HOOK_NAME: usize = 64;
-/// Longest session id accepted (real ones are UUIDs, ULIDs or `ses_...` ids).
-const MAX_SESSION_ID: usize = 256;
-
-/// A hook name becomes part of an event type (`x.{vendor}.{category}.{hook}`, AEP-0001 §6):
-/// it must be a short token, or the bridge would mint types its own validator rejects.
-fn check_hook_name(hook: &str) -> Result<(), HookError> {
-    let ok = !hook.is_empty()
-        && hook.len() <= MAX_HOOK_NAME
-        && hook.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b':'));
-    if ok {
-        return Ok(());
-    }
-    let shown: String = hook.chars().take(MAX_HOOK_NAME).flat_map(char::escape_default).collect();
-    Err(HookError::Unmappable(format!(
-        "hook name {shown:?} is not a token of at most {MAX_HOOK_NAME} ASCII letters, digits, '_', '.', '-' or ':'"
-    )))
-}
-
-/// Every event but `agent.*` belongs to a session (AEP-0001 §5.1): a payload whose session id
-/// is missing, empty, oversized or carries control characters is refused, not emitted sessionless.
-fn check_sessions(drafts: &[aep_adapters::EventDraft]) -> Result<(), HookError> {
-    for d in drafts {
-        if aep_schemas::event::is_agent_scoped(&d.r#type) {
-            continue;
-        }
-        match d.session.as_deref() {
-            None | Some("") => {
-                return Err(HookError::Unmappable(
-                    "the hook payload names no session (session id missing or empty)".into(),
-                ));
-            }
-            Some(s) if s.len() > MAX_SESSION_ID || s.chars().any(char::is_control) => {
-                return Err(HookError::Unmappable(format!(
-                    "session id is longer than {MAX_SESSION_ID} bytes or contains control characters"
-                )));
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(())
-}
-
 /// An `attention.requested` that declares it can be answered over control (AEP-0008 `respond_via`).
 fn answerable(d: &aep_adapters::EventDraft) -> bool {
     d.r#type == "attention.requested"
@@ -628,14 +471,6 @@ fn answerable(d: &aep_adapters::EventDraft) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aep_adapters::EventDraft;
-    use aep_schemas::Capture;
-
-    fn d(ty: &str) -> EventDraft {
-        let mut d = EventDraft::new(ty, Capture::Metadata);
-        d.session = Some("s".into());
-        d
-    }
 
     /// What a subscriber could do the moment the request is admitted: is it answerable yet?
     #[derive(Default)]
@@ -832,20 +667,5 @@ mod tests {
         hooks.handle("codex".into(), None, resume).await.unwrap();
         let again = seen.0.lock().unwrap().last().cloned().unwrap();
         assert_eq!(again.session.as_deref(), Some(format!("{thread}.2").as_str()));
-    }
-
-    #[test]
-    fn a_resumed_session_becomes_a_linked_continuation() {
-        let mut life = Lifetime::default();
-        let mut a = vec![d("session.started"), d("session.ended")];
-        apply_lifetime(&mut life, &mut a, true);
-        assert_eq!(a[1].session.as_deref(), Some("s"));
-        let mut b = vec![d("session.started")];
-        apply_lifetime(&mut life, &mut b, true);
-        assert_eq!(b[0].session.as_deref(), Some("s.2"));
-        assert_eq!(b[0].data["parent"]["session"], "s");
-        let mut c = vec![d("run.started")];
-        apply_lifetime(&mut life, &mut c, true);
-        assert_eq!(c[0].session.as_deref(), Some("s.2"));
     }
 }
