@@ -12,15 +12,15 @@
 //! flight an export is answered 503 / `UNAVAILABLE` with a retry delay (OTLP backpressure),
 //! never dropped silently.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aep_adapters::MapContext;
-use aep_adapters::otel::generic::{self, GenericOtel};
-use aep_adapters::otel::{MappedDraft, Mode, OtelRecord, map_batch};
-use aep_adapters::vendors::{OtelVendor, otel_selector};
+use aep_adapters::otel::{MappedDraft, Mode, OtelRecord};
+use aep_adapters::vendors::OtelVendor;
+use aep_adapters::vendors::otel_route::{Mapped, ProfileOverrides};
 use aep_receivers::otlp::{
     Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler,
     RecordsAnswer, Refused, into_otel_records, to_otel_records,
@@ -84,33 +84,10 @@ const BULK_CHUNK: usize = 256;
 /// Events the log writer may have queued and unwritten before more OTLP drafts go in.
 const BULK_BACKLOG: u64 = 1024;
 
-/// How records choose a profile beyond detection by `service.name`: `[otlp_in.profiles]`
-/// (a built-in profile per service) and the opt-in `[otlp_in.generic]` (a vendor name per
-/// service no profile knows, mapped to `x.<vendor>.otel.*`).
-#[derive(Debug, Clone, Default)]
-pub struct ProfileOverrides {
-    /// `service.name` -> built-in profile.
-    pub forced: HashMap<String, OtelVendor>,
-    /// `service.name` -> the generic profile of a configured vendor name.
-    pub generic: HashMap<String, GenericOtel>,
-}
-
-impl ProfileOverrides {
-    /// From the config's two tables (a service in both takes its built-in profile).
-    pub fn from_config(cfg: &OtlpInConfig) -> Self {
-        Self {
-            forced: cfg.profiles.iter().map(|(svc, v)| (svc.clone(), *v)).collect(),
-            generic: cfg.generic.iter().map(|(svc, name)| (svc.clone(), GenericOtel::leak(name))).collect(),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.forced.is_empty() && self.generic.is_empty()
-    }
-
-    fn covers(&self, rec: &OtelRecord) -> bool {
-        rec.service_name().is_some_and(|s| self.forced.contains_key(s) || self.generic.contains_key(s))
-    }
+/// The profile overrides of `[otlp_in.profiles]` and `[otlp_in.generic]` (a service in
+/// both takes its built-in profile).
+pub fn profile_overrides(cfg: &OtlpInConfig) -> ProfileOverrides {
+    ProfileOverrides::new(&cfg.profiles, &cfg.generic)
 }
 
 /// Maps OTLP log records through the profiles and feeds the pipeline.
@@ -241,17 +218,6 @@ impl Drop for FlushOnDrop<'_> {
     }
 }
 
-/// An export's records mapped: the drafts, and what the answer must say of the rest.
-#[derive(Default)]
-struct Mapped {
-    drafts: Vec<MappedDraft>,
-    total: usize,
-    unmatched: u64,
-    first_unmatched: Option<String>,
-    /// Records of a known vendor that name no session (dropped: an AEP event belongs to one).
-    sessionless: u64,
-}
-
 impl BridgeOtlp {
     /// Maps `records` through the profiles (pure), after checking there is room for them.
     fn map_records(&self, records: &[OtelRecord]) -> Result<Mapped, Refused> {
@@ -261,42 +227,13 @@ impl BridgeOtlp {
         Ok(m)
     }
 
-    /// Maps `records` (pure) onto `m`, in record order: a record whose `service.name` has a
-    /// configured profile goes through it, a run of the rest through detection at once.
+    /// Maps `records` (pure) onto `m` ([`ProfileOverrides::map_into`]); those that name no
+    /// session are dropped, counted here and reported in the answer's partial_success
+    /// (see `answer`).
     fn map_into(&self, records: &[OtelRecord], m: &mut Mapped) {
-        m.total += records.len();
-        let mut rest = records;
-        let mut sessionless = 0;
-        let covered = |r: &OtelRecord| !self.overrides.is_empty() && self.overrides.covers(r);
-        while let Some(first) = rest.first() {
-            let out = if covered(first) {
-                let one = std::slice::from_ref(first);
-                let svc = first.service_name().unwrap_or("");
-                rest = &rest[1..];
-                match (self.overrides.forced.get(svc), self.overrides.generic.get(svc)) {
-                    (None, Some(generic)) => generic::map_batch(one, generic, &self.cx, self.mode),
-                    (vendor, _) => map_batch(one, &otel_selector(vendor.copied()), &self.cx, self.mode),
-                }
-            } else {
-                let (run, tail) = rest.split_at(rest.iter().position(covered).unwrap_or(rest.len()));
-                rest = tail;
-                map_batch(run, &otel_selector(None), &self.cx, self.mode)
-            };
-            sessionless += out.sessionless;
-            m.unmatched += out.unmatched;
-            if m.first_unmatched.is_none() {
-                m.first_unmatched = out.first_unmatched_service;
-            }
-            if m.drafts.is_empty() {
-                m.drafts = out.drafts;
-            } else {
-                m.drafts.extend(out.drafts);
-            }
-        }
+        let sessionless = self.overrides.map_into(records, &self.cx, self.mode, m);
         if sessionless > 0 {
-            // Dropped, so reported in the answer's partial_success too (see `answer`).
             self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_session")], sessionless);
-            m.sessionless += sessionless;
         }
     }
 
@@ -494,8 +431,10 @@ mod tests {
     use super::*;
     use crate::pipeline::PipelineBuilder;
     use aep_adapters::otel::Attributes;
+    use aep_adapters::otel::generic::GenericOtel;
     use aep_receivers::otlp::DecodeBudget;
     use serde_json::json;
+    use std::collections::HashMap;
 
     fn codex_record(conversation: &str) -> OtelRecord {
         OtelRecord {

@@ -161,10 +161,6 @@ impl Bound {
     }
 }
 
-fn otlp_overrides(cfg: &Config) -> crate::otlp_in::ProfileOverrides {
-    crate::otlp_in::ProfileOverrides::from_config(&cfg.otlp_in)
-}
-
 async fn bind(addr: SocketAddr, flag: &'static str) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr: addr.to_string(), flag, source })
 }
@@ -435,7 +431,7 @@ impl Ground {
             pipeline.clone(),
             self.cx.clone(),
             cfg.otlp_in.mode,
-            otlp_overrides(cfg),
+            crate::otlp_in::profile_overrides(&cfg.otlp_in),
             cfg.pipeline.queue_capacity,
             Tees::of(tees),
             self.token.clone(),

@@ -25,6 +25,7 @@ pub(crate) mod hook_family;
 pub mod kilocode;
 pub mod kimi_code;
 pub mod opencode;
+pub mod otel_route;
 pub mod pi;
 pub(crate) mod plugin_common;
 pub mod qwen_code;
