@@ -1,10 +1,12 @@
 //! Pure projections of AEP events to the formats observability stacks already read
-//! (AEP-0005): CloudEvents (both ways), OTLP LogRecords, synthesized OTLP spans, OCSF.
+//! (AEP-0005): CloudEvents (both ways), OTLP LogRecords, synthesized OTLP spans, OCSF, and
+//! the GenAI measurements a metrics pipeline records ([`genai`]).
 //!
 //! CloudEvents and OCSF are `serde_json::Value`s in their JSON encodings; the OTLP
 //! projections return `opentelemetry-proto` messages ([`otlp`]), ready to encode.
 
 pub mod ce;
+pub mod genai;
 pub mod ocsf;
 pub mod otlp;
 pub mod otlp_logs;
