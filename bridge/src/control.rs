@@ -14,8 +14,8 @@
 //! - a parallel-surface settlement (a tool outcome for the same tool while pending, see
 //!   [`crate::attention`]): `attention.resolved` dismissed, then the neutral reply.
 //!
-//! A request nothing holds open but a server lets us answer around the agent (the OpenCode
-//! SSE bridge's permission reply route) is registered with a [`ReplyRoute`] instead
+//! A request nothing holds open but a server lets us answer around the agent (an observed
+//! server's permission reply route, from its vendor's spec) is registered with a [`ReplyRoute`] instead
 //! ([`ControlLoop::register_route`]): a command's answer is handed to the route, the ack is
 //! the route's verdict, and the outcome events are the route owner's, from the vendor's own
 //! settle broadcast (never the loop's: the write's 200 is the ack's evidence, not the outcome).

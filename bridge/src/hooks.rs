@@ -19,8 +19,8 @@ use crate::pipeline::Pipeline;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
-    /// A session silent this long, whose vendor never ends it itself (Qwen Code's headless
-    /// mode), is ended as `session.ended` with reason `timeout`; seconds, 0 never.
+    /// A session silent this long, whose vendor never ends it itself (its adapter's
+    /// `close_idle`, e.g. a headless mode), is ended as `session.ended` with reason `timeout`; seconds, 0 never.
     pub idle_session_secs: u64,
 }
 
@@ -53,7 +53,8 @@ pub struct BridgeHooks {
     nonces: crate::auth::Nonces,
     /// `aep.hook.duration`.
     timer: crate::genai::HookTimer,
-    /// The reply route of the plugins' bus asks (OpenCode, Kilo Code).
+    /// The reply route of the asks of plugins that forward their server's bus (the
+    /// vendor's spec names it).
     replies: Option<Arc<crate::bridges::reply::Replies>>,
     /// The sessions each vendor's hook calls delivered (an SSE companion adds nothing for them).
     sessions: Arc<crate::bridges::claims::HookSessions>,
@@ -129,7 +130,7 @@ impl BridgeHooks {
     }
 
     /// Ends the sessions silent for the idle window whose adapter says their vendor never
-    /// will (Qwen Code's headless sessions: `session.ended`, reason `timeout`), each once,
+    /// will (a headless mode's sessions: `session.ended`, reason `timeout`), each once,
     /// stamped at the last moment the session was heard from. Their mapping state is
     /// dropped, so a later call is a first sight: a continuation (`{id}.2`, lineage to the
     /// ended one). Returns how many sessions were ended.

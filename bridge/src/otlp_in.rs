@@ -40,8 +40,8 @@ use crate::transport::{Headers, TlsConfig};
 pub struct OtlpInConfig {
     /// `primary` or `companion` (default).
     pub mode: aep_adapters::otel::Mode,
-    /// Overrides of profile selection: resource `service.name` -> profile
-    /// (`codex`, `vscode`, `claude-code`, `gemini-cli`, `qwen-code`).
+    /// Overrides of profile selection: resource `service.name` -> profile (the id of a
+    /// vendor with an OTel profile, see `aep-bridge adapters`).
     pub profiles: BTreeMap<String, OtelVendor>,
     /// Opt-in for services no profile knows: resource `service.name` -> a vendor name; their
     /// records map to `x.<vendor>.otel.<event>` (only the event name below the `full`
@@ -365,7 +365,7 @@ impl BridgeOtlp {
 }
 
 /// Records mapped and stamped at a time by [`BridgeOtlp::take_records_inline`] (`aep-bench
-/// otlp` on the Codex and Claude Code mixes: 32-128 beat the whole export in the same run,
+/// otlp` on both recorded vendor mixes: 32-128 beat the whole export in the same run,
 /// 256 did not; 64 costs no more instructions than the whole).
 const INLINE_CHUNK: usize = 64;
 
