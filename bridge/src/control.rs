@@ -14,8 +14,8 @@
 //! - a parallel-surface settlement (a tool outcome for the same tool while pending, see
 //!   [`crate::attention`]): `attention.resolved` dismissed, then the neutral reply.
 //!
-//! A request nothing holds open but a server lets us answer around the agent (an observed
-//! server's permission reply route, from its vendor's spec) is registered with a [`ReplyRoute`] instead
+//! A request nothing holds open but a server lets us answer around the agent (an
+//! observer's ask on its server's reply route) is registered with a [`ReplyRoute`] instead
 //! ([`ControlLoop::register_route`]): a command's answer is handed to the route, the ack is
 //! the route's verdict, and the outcome events are the route owner's, from the vendor's own
 //! settle broadcast (never the loop's: the write's 200 is the ack's evidence, not the outcome).
@@ -359,7 +359,8 @@ impl ControlLoop {
         accepted.session = Some(session.clone());
         accepted.run = pending.run.clone();
         accepted.cause = Some(cmd.id.clone());
-        let answered = self.answered(&pending, &applied, &cmd.id);
+        let mut answered = self.answered(&pending, &applied, &cmd.id);
+        answered.data.insert("by".into(), json!(aep_adapters::attention::responder(cmd)));
         let mut resolved = pending.resolved(now_ms(), "answered");
         resolved.cause = Some(cmd.id.clone());
         let stamped = self
@@ -454,6 +455,11 @@ impl Held {
     /// The request id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// How long [`Held::wait`] waits at most.
+    pub fn budget(&self) -> Duration {
+        self.control.timeout
     }
 }
 

@@ -299,7 +299,7 @@ impl HookTimer {
         let outcome = if ok { "answered" } else { "refused" };
         self.hist.record(
             secs,
-            &[KeyValue::new("gen_ai.agent.name", vendor.to_owned()), KeyValue::new("aep.outcome", outcome)],
+            &[KeyValue::new(crate::metrics::AGENT, vendor.to_owned()), KeyValue::new("aep.outcome", outcome)],
         );
     }
 }
@@ -395,7 +395,7 @@ mod tests {
             let p = Point {
                 instrument: Instrument::AttentionResolutions,
                 value: 1.0,
-                attrs: vec![KeyValue::new("gen_ai.agent.name", format!("agent-{}", i % 2))],
+                attrs: vec![KeyValue::new(crate::metrics::AGENT, format!("agent-{}", i % 2))],
             };
             plain.record(p.instrument, p.value, &p.attrs);
             bound.record(p.instrument, p.value, &p.attrs);

@@ -8,8 +8,10 @@
 //! [`sinks`], the [`collector`] and the exporters ([`export`], [`relay`]); the `control`
 //! loop holds permission moments until a human answers. [`server`] wires them and serves
 //! them. [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`);
-//! [`ui`] is the live web view served on the main port. The `aep-bridge` command
-//! (`bridge/cli`) is the CLI over this library, with the clients of a running bridge
+//! [`ui`] is the live web view served on the main port. [`guard`] keeps other origins' web
+//! pages and rebinding names out of every route, [`health`] answers the probes, [`lock`]
+//! keeps one `serve` per data directory, and `notify` speaks to systemd. The `aep-bridge`
+//! command (`bridge/cli`) is the CLI over this library, with the clients of a running bridge
 //! (`tail`, `timeline`, `respond`, the `wrap` tee) as its own modules.
 //!
 //! # The facade
@@ -45,6 +47,7 @@
 pub(crate) mod attention;
 pub(crate) mod auth;
 pub mod bridges;
+pub(crate) mod bus_asks;
 pub mod collector;
 pub(crate) mod commands;
 pub mod config;
@@ -53,9 +56,14 @@ pub mod custom;
 pub mod env;
 pub mod export;
 pub(crate) mod genai;
+pub mod guard;
 pub mod health;
 pub(crate) mod hooks;
+pub(crate) mod late;
+pub mod lock;
 pub mod metrics;
+#[cfg(unix)]
+pub mod notify;
 pub mod otlp_in;
 pub mod pipeline;
 pub mod relay;
@@ -63,6 +71,7 @@ pub mod server;
 pub mod sinks;
 pub mod stamp;
 pub mod state;
+pub(crate) mod throttle;
 pub mod time;
 pub mod transport;
 pub mod ui;

@@ -224,6 +224,20 @@ impl Pending {
     }
 }
 
+/// Who answered, for `attention.answered` `by` (AEP-0002 §5.3, a responder label): the
+/// person a sender names on the command (`data.by`, e.g. the web view's logged-in name, at
+/// most 64 characters and no control characters), else the sender's own identity
+/// (AEP-0004 §2.2: `agent` names the sender).
+pub fn responder(cmd: &Event) -> String {
+    cmd.data
+        .as_ref()
+        .and_then(|d| d.get("by"))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|b| !b.is_empty() && b.chars().count() <= 64 && !b.chars().any(char::is_control))
+        .map_or_else(|| cmd.agent.to_string(), str::to_owned)
+}
+
 impl AttentionBook {
     /// Rewrites a batch of drafts before it is stamped: before a tool outcome that settles a
     /// pending permission request for the same tool, `attention.answered` + `attention.resolved`

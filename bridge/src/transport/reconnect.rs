@@ -1,6 +1,6 @@
-//! The one reconnect supervisor: every long-lived outbound link (the relay client, the
-//! observers' event streams and sockets, one per observed conversation where a server has
-//! several) is run by [`supervise`] under a [`Policy`], instead of a loop of its own.
+//! The one reconnect supervisor: every long-lived outbound link (the relay client, each
+//! observer's streams and sockets, [`super::link`]) is run by [`supervise`] under a
+//! [`Policy`], instead of a loop of its own.
 //!
 //! A link is a [`Link`]: [`Link::session`] opens one connection and runs it until it ends,
 //! saying whether to stop or to reconnect and whether the connection was *established*
@@ -17,8 +17,9 @@
 //!   `closing` frame), so it is supervised without a stop token (`stop = None`) and keeps
 //!   queueing events while it waits ([`Link::pause`]; a shutdown cuts that wait short for
 //!   a last delivery attempt);
-//! - a conversation's watch (an observer that watches one socket per conversation) also
-//!   ends when discovery finds the conversation deleted, during a session or a wait: its `session` and `pause` race that signal;
+//! - an observer's link also ends when its observer closes it (the server no longer has
+//!   what it watched), during a session or a wait: its `session` and `pause` race that
+//!   command;
 //! - an SSE server's `retry:` advice raises the next wait, within the cap
 //!   ([`Retry::wait_at_least`]).
 //!

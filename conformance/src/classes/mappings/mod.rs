@@ -60,10 +60,12 @@ pub fn run(fx: &Fixtures, out: &mut Checks) {
         files.push(((*stem).to_owned(), Box::new(*runner)));
     }
     for spec in vendors::SPECS.iter().filter(|s| !RUNNERS.iter().any(|(stem, _)| *stem == s.id)) {
+        // A vendor observed only over its own server has no hook table to run.
+        let Some(adapter) = spec.adapter else { continue };
         if fx.path(&format!("mappings/{}.json", spec.id)).exists() {
             files.push((
                 spec.id.to_owned(),
-                Box::new(|fx, out, stem| run_adapter_table(fx, out, stem, (spec.adapter)().as_ref())),
+                Box::new(move |fx, out, stem| run_adapter_table(fx, out, stem, adapter().as_ref())),
             ));
         }
     }
