@@ -1,6 +1,7 @@
 //! Pure projections of AEP events to the formats observability stacks already read
-//! (AEP-0005): CloudEvents (both ways), OTLP LogRecords, synthesized OTLP spans, OCSF, and
-//! the GenAI measurements a metrics pipeline records ([`genai`]).
+//! (AEP-0005): CloudEvents (both ways), OTLP LogRecords, synthesized OTLP spans, OCSF, the
+//! GenAI measurements a metrics pipeline records ([`genai`]), and the summary of a session
+//! a web view lists ([`summary`]).
 //!
 //! CloudEvents and OCSF are `serde_json::Value`s in their JSON encodings; the OTLP
 //! projections return `opentelemetry-proto` messages ([`otlp`]), ready to encode.
@@ -11,3 +12,4 @@ pub mod ocsf;
 pub mod otlp;
 pub mod otlp_logs;
 pub mod spans;
+pub mod summary;
