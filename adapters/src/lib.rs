@@ -3,7 +3,8 @@
 //!
 //! No I/O, no clock, no randomness. Per-session state that a mapping needs (synthesized
 //! runs, pending tool calls) lives in a [`SessionState`] the caller owns and passes in.
-//! Drafts lack `id`, `seq`, `epoch`, `source` and `time`: the bridge's sequencer stamps them.
+//! Drafts lack `id`, `seq`, `epoch`, `source` and `time`: the one [`stamp::Stamper`] stamps
+//! them, its time and ids handed in by the caller.
 
 use aep_schemas::{Capture, Severity};
 use serde_json::{Map, Value};
@@ -18,6 +19,7 @@ pub mod otel;
 pub mod protocols;
 pub mod session_table;
 pub mod spec;
+pub mod stamp;
 pub mod vendors;
 
 pub use draft::EventDraft;

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use aep_adapters::protocols::{self, Direction, LineMapper};
 use aep_adapters::{EventDraft, MapContext};
@@ -395,7 +395,7 @@ fn leak(agent: &str) -> &'static str {
 
 impl Stamper {
     fn new(agent: &str, host: String, epoch: u64) -> Self {
-        let stamper = aep_bridge::stamp::Stamper::new(epoch, host).first_seq(1);
+        let stamper = aep_bridge::stamp::stamper(epoch, host).first_seq(1);
         Stamper { stamper, agent: Cow::Borrowed(leak(agent)), sessions: HashMap::new() }
     }
 
@@ -423,7 +423,7 @@ impl Stamper {
                 }
             }
         };
-        Some(self.stamper.stamp(agent, d, SystemTime::now()).0)
+        Some(self.stamper.stamp(agent, d, aep_bridge::time::now_ms()).0)
     }
 }
 
