@@ -14,6 +14,7 @@ pub mod common;
 pub mod draft;
 pub mod generic;
 pub mod history;
+pub mod late;
 pub mod observer;
 pub mod otel;
 pub mod protocols;

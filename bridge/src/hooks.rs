@@ -59,7 +59,7 @@ pub struct BridgeHooks {
     /// The sessions each vendor's hook calls delivered (an SSE companion adds nothing for them).
     sessions: Arc<crate::bridges::claims::HookSessions>,
     /// Calls dropped to keep their session's order, and what depends on them.
-    late: crate::late::LateCalls,
+    late: aep_adapters::late::LateCalls,
 }
 
 impl BridgeHooks {
@@ -252,7 +252,7 @@ impl HookHandler for BridgeHooks {
         // What the call would have opened, mapped apart from the session's state (the call
         // did not happen as far as the log and that state are concerned).
         let drafts = adapter.map(&call, &mut aep_adapters::SessionState::default(), &self.cx).unwrap_or_default();
-        if let Some(n) = self.late.dropped(adapter.vendor(), &session, &drafts) {
+        if let Some(n) = self.late.dropped(adapter.vendor(), &session, &drafts, (self.clock)()) {
             tracing::warn!(
                 vendor = adapter.vendor(),
                 dropped = n,

@@ -59,7 +59,6 @@ pub(crate) mod genai;
 pub mod guard;
 pub mod health;
 pub(crate) mod hooks;
-pub(crate) mod late;
 pub mod lock;
 pub mod metrics;
 #[cfg(unix)]
