@@ -19,6 +19,7 @@ pub mod redact;
 pub mod registry;
 pub mod report;
 pub mod sequence;
+pub mod subscription;
 pub mod time;
 pub mod validate;
 

@@ -21,6 +21,9 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
+pub use aep_schemas::subscription::{
+    From, MAX_FILTER_BYTES, MAX_FILTER_VALUES, check_filter_size, parse_from, parse_sse_id, sse_id,
+};
 pub use buffer::{Cursor, Paged, Position, ReplayBuffers};
 pub use config::CollectorConfig;
 pub use http::{StreamQuery, router, sse_stream};
@@ -620,15 +623,6 @@ fn with_line(event: aep_schemas::Event, line: &[u8]) -> Stamped {
     Stamped::with_line(event, Bytes::from(buf))
 }
 
-/// Where a subscription starts.
-#[derive(Debug, Clone)]
-pub enum From {
-    /// Replay every held session from its earliest position (AEP-0003 §5 replay-all).
-    All,
-    /// Replay strictly after each position.
-    Positions(Vec<(String, Position)>),
-}
-
 /// The event as a subscriber with `ceiling` sees it: the shared line when no down-level
 /// is needed (byte-identical), else a down-leveled copy (AEP-0003 §6.4, AEP-0001 §8.2(e)).
 fn down(ev: &Arc<Stamped>, ceiling: Option<Capture>) -> Arc<Stamped> {
@@ -724,53 +718,6 @@ impl Tap for Collector {
     }
 }
 
-/// Renders `session:epoch:seq` (the SSE `id:` field, AEP-0003 §3.3).
-pub fn sse_id(ev: &aep_schemas::Event) -> Option<String> {
-    Some(format!("{}:{}:{}", ev.session.as_deref()?, ev.epoch(), ev.seq?))
-}
-
-/// Parses a `Last-Event-ID` value `session:epoch:seq` (the session may itself contain `:`).
-pub fn parse_sse_id(s: &str) -> Option<(String, Position)> {
-    let mut it = s.rsplitn(3, ':');
-    let seq = it.next()?.parse().ok()?;
-    let epoch = it.next()?.parse().ok()?;
-    let session = it.next()?;
-    (!session.is_empty()).then(|| (session.to_owned(), Position { epoch, seq }))
-}
-
-/// Most values one subscription filter may list, over all its members: matching runs for
-/// every admitted event, so a filter's cost is bounded, not its sender's to choose.
-pub const MAX_FILTER_VALUES: usize = 1024;
-/// Most bytes of strings one subscription filter may hold.
-pub const MAX_FILTER_BYTES: usize = 64 * 1024;
-
-/// Refuses a filter above [`MAX_FILTER_VALUES`] values or [`MAX_FILTER_BYTES`] bytes of
-/// strings, before it is parsed (AEP-0003 §6.5 `limit-exceeded`).
-pub(crate) fn check_filter_size(v: &Value) -> Result<(), String> {
-    let (mut values, mut bytes) = (0usize, 0usize);
-    let mut stack = vec![v];
-    while let Some(x) = stack.pop() {
-        match x {
-            Value::Array(a) => stack.extend(a),
-            Value::Object(m) => {
-                bytes += m.keys().map(String::len).sum::<usize>();
-                stack.extend(m.values());
-            }
-            Value::String(s) => {
-                values += 1;
-                bytes += s.len();
-            }
-            _ => values += 1,
-        }
-        if values > MAX_FILTER_VALUES || bytes > MAX_FILTER_BYTES {
-            return Err(format!(
-                "the filter lists more than {MAX_FILTER_VALUES} values or {MAX_FILTER_BYTES} bytes; this endpoint matches at most that"
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// What every collector binding (HTTP, SSE, WebSocket) is served with.
 #[derive(Clone)]
 pub(crate) struct Ctx {
@@ -829,43 +776,9 @@ pub async fn submit_command(
     }
 }
 
-/// Parses `from`: `all` or a JSON array of `{session, epoch, seq}`.
-pub(crate) fn parse_from(v: &Value, max: usize) -> Result<From, (&'static str, String)> {
-    if v.as_str() == Some("all") {
-        return Ok(From::All);
-    }
-    let Some(items) = v.as_array() else {
-        return Err(("invalid-filter", "`from` must be \"all\" or an array of {session, epoch, seq}".into()));
-    };
-    if items.len() > max {
-        return Err((
-            "limit-exceeded",
-            format!("`from` has {} positions; this endpoint replays at most {max}", items.len()),
-        ));
-    }
-    let mut out = Vec::new();
-    for it in items {
-        let session = it.get("session").and_then(Value::as_str).filter(|s| !s.is_empty());
-        let epoch = it.get("epoch").map_or(Some(0), Value::as_u64);
-        let seq = it.get("seq").and_then(Value::as_u64);
-        match (session, epoch, seq) {
-            (Some(s), Some(epoch), Some(seq)) => out.push((s.to_owned(), Position { epoch, seq })),
-            _ => return Err(("invalid-filter", format!("malformed `from` position {it}"))),
-        }
-    }
-    Ok(From::Positions(out))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sse_ids_round_trip_with_colons_in_the_session() {
-        assert_eq!(parse_sse_id("a:b:3:17"), Some(("a:b".into(), Position { epoch: 3, seq: 17 })));
-        assert_eq!(parse_sse_id("s:x:1"), None);
-        assert_eq!(parse_sse_id(":1:2"), None);
-    }
 
     fn event(seq: u64, severity: Severity, pad: usize) -> Arc<Stamped> {
         Arc::new(Stamped::new(aep_schemas::Event {
