@@ -15,6 +15,7 @@ pub mod ids;
 pub mod json;
 pub mod jsonl;
 pub mod level;
+pub mod received;
 pub mod redact;
 pub mod registry;
 pub mod report;

@@ -21,6 +21,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
+pub use aep_schemas::received::{Parsed, Received, one_line};
 pub use aep_schemas::subscription::{
     From, MAX_FILTER_BYTES, MAX_FILTER_VALUES, check_filter_size, parse_from, parse_sse_id, sse_id,
 };
@@ -535,85 +536,6 @@ pub fn validate_received(value: Value, raw: &[u8]) -> Result<Stamped, Violation>
             Ok(received(&value, event, raw))
         }
     }
-}
-
-/// One received event as parsed: a JSON value, or read straight into an [`aep_schemas::Event`]
-/// ([`aep_schemas::event::event_from_str_strict`]: what it could not represent is the error).
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)] // built once per line and moved on: a box would be an allocation per event
-pub enum Parsed {
-    /// A JSON value.
-    Value(Value),
-    /// An event, or why the object is not one.
-    Event(Result<aep_schemas::Event, aep_schemas::event::EnvelopeError>),
-}
-
-/// Events received in one request, validated, with their lines back to back in one buffer
-/// (each `(event, start, len)` a slice of it): the batch reaches the pipeline, and the JSONL
-/// log, as one submit instead of one per event, and no line is allocated on its own.
-#[derive(Debug, Default)]
-pub struct Received {
-    /// The events with their lines' place in `buf`.
-    pub events: Vec<(aep_schemas::Event, usize, usize)>,
-    /// The lines, each ending in `\n`.
-    pub buf: Vec<u8>,
-}
-
-impl Received {
-    /// An empty batch with room for `n` events of about `bytes` of lines in all.
-    pub fn with_capacity(n: usize, bytes: usize) -> Self {
-        Self { events: Vec::with_capacity(n), buf: Vec::with_capacity(bytes + n) }
-    }
-
-    /// Validates `parsed` (received as `raw`) as [`validate_received`] does and appends it
-    /// with its line: the emitter's own bytes when they are one line (AEP-0001 §4.2), else
-    /// the value compacted.
-    pub fn push(&mut self, parsed: Parsed, raw: &[u8]) -> Result<&aep_schemas::Event, Violation> {
-        let start = self.buf.len();
-        let event = match (one_line(raw), parsed) {
-            (Some(line), Parsed::Value(value)) => {
-                let event = aep_schemas::validate::validate_owned(value)?;
-                self.buf.extend_from_slice(line);
-                event
-            }
-            (Some(line), Parsed::Event(event)) => {
-                let event = aep_schemas::validate::validate_parsed(event)?;
-                self.buf.extend_from_slice(line);
-                event
-            }
-            (None, parsed) => {
-                let value = match parsed {
-                    Parsed::Value(v) => v,
-                    // Not one line (a CR inside): compacted from the value, read again. It was
-                    // read once, so this cannot fail; were it to, `null` is refused as no object.
-                    Parsed::Event(_) => aep_schemas::json::from_slice_strict(raw).unwrap_or(Value::Null),
-                };
-                let event = aep_schemas::validate::validate_value(&value)?;
-                // Writing a `Value` into a `Vec` cannot fail.
-                let _ = serde_json::to_writer(&mut self.buf, &value);
-                event
-            }
-        };
-        self.buf.push(b'\n');
-        self.events.push((event, start, self.buf.len() - start));
-        Ok(&self.events[self.events.len() - 1].0)
-    }
-
-    /// Number of events.
-    pub fn len(&self) -> usize {
-        self.events.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-    }
-}
-
-/// `raw` without surrounding whitespace when that is one non-empty line.
-fn one_line(raw: &[u8]) -> Option<&[u8]> {
-    let trimmed = raw.trim_ascii();
-    (!trimmed.is_empty() && !trimmed.iter().any(|b| matches!(b, b'\n' | b'\r'))).then_some(trimmed)
 }
 
 fn with_line(event: aep_schemas::Event, line: &[u8]) -> Stamped {
