@@ -5,6 +5,7 @@
 //!
 //! No I/O, no clock, no randomness: time and id seeds come in from the caller.
 
+pub mod command;
 pub mod completeness;
 pub mod digest;
 pub mod downlevel;
