@@ -118,7 +118,8 @@ pub fn app(parts: AppParts) -> Router {
     if let Some(ui) = parts.ui {
         app = app.merge(crate::ui::router(ui));
     }
-    crate::guard::guard_layer(app, g)
+    // The guard runs first; a hook call is detached from its connection before it.
+    aep_receivers::hooks::detach_hooks(crate::guard::guard_layer(app, g))
 }
 
 /// The names a request's `Host` may carry besides IP addresses and `localhost`: this
@@ -455,8 +456,8 @@ impl Ground {
     }
 
     /// The control loop (on the command inbox) and the hook receiver's handler holding its
-    /// moments on it, with the opt-in gates, the reply routes of the plugins' bus asks and
-    /// the idle close.
+    /// moments on it, with the opt-in gates, what `doctor`'s probe is told, the reply routes
+    /// of the plugins' bus asks and the idle close.
     fn hooks(
         &self,
         pipeline: &Pipeline,
@@ -474,7 +475,13 @@ impl Ground {
         );
         let mut hooks = BridgeHooks::new(pipeline.clone(), adapters, self.cx.clone(), self.token.clone())
             .with_control(attention, control.clone(), self.can_answer)
-            .with_gates(cfg.control.gates.clone());
+            .with_gates(cfg.control.gates.clone())
+            .with_about(serde_json::json!({
+                "data_dir": self.data_dir,
+                "logs": cfg.jsonl.enabled,
+                "version": env!("CARGO_PKG_VERSION"),
+                "pid": std::process::id(),
+            }));
         // The asks of plugins that forward their server's bus, answered over its reply route.
         match crate::transport::HttpClient::new(&crate::transport::HttpOptions::default()) {
             Ok(rest) => {
