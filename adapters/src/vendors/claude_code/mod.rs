@@ -213,6 +213,10 @@ fn settle_elicitation(p: &Value, pending: &Value, cx: &MapContext) -> Vec<EventD
 }
 
 impl HookAdapter for ClaudeCodeAdapter {
+    fn history(&self) -> Option<&'static crate::history::HistorySpec> {
+        Some(&transcript::HISTORY)
+    }
+
     fn vendor(&self) -> &'static str {
         VENDOR
     }

@@ -75,6 +75,10 @@ fn as_run(v: &Value) -> Option<String> {
 }
 
 impl HookAdapter for CodexAdapter {
+    fn history(&self) -> Option<&'static crate::history::HistorySpec> {
+        Some(&rollout::HISTORY)
+    }
+
     fn vendor(&self) -> &'static str {
         VENDOR
     }
