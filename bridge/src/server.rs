@@ -118,8 +118,7 @@ pub fn app(parts: AppParts) -> Router {
     if let Some(ui) = parts.ui {
         app = app.merge(crate::ui::router(ui));
     }
-    // The guard runs first; a hook call is detached from its connection before it.
-    aep_receivers::hooks::detach_hooks(crate::guard::guard_layer(app, g))
+    crate::guard::guard_layer(app, g)
 }
 
 /// The names a request's `Host` may carry besides IP addresses and `localhost`: this
