@@ -70,7 +70,6 @@ pub mod server;
 pub mod sinks;
 pub mod stamp;
 pub mod state;
-pub(crate) mod throttle;
 pub mod time;
 pub mod transport;
 pub mod ui;

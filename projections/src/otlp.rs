@@ -201,6 +201,33 @@ pub fn traces_from_json(v: Value) -> Result<ExportTraceServiceRequest, ConvertEr
     Ok(req)
 }
 
+/// What the peer rejected of a delivered request (OTLP `partial_success`): logged and
+/// counted, never retried.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Partial {
+    /// Records, spans or points the peer rejected.
+    pub rejected: i64,
+    /// The peer's explanation.
+    pub message: String,
+}
+
+impl Partial {
+    /// Reads `partialSuccess` from an OTLP/JSON answer, its count under `rejected_key`
+    /// (`rejectedLogRecords`, `rejectedSpans`, `rejectedDataPoints`), leniently: the Go
+    /// collector writes int64 counts as strings, which opentelemetry-proto's serde rejects.
+    /// Nothing readable is nothing rejected.
+    pub fn from_json(body: &[u8], rejected_key: &str) -> Self {
+        let Ok(v) = serde_json::from_slice::<Value>(body) else { return Self::default() };
+        let ps = &v["partialSuccess"];
+        let rejected = match &ps[rejected_key] {
+            Value::Number(n) => n.as_i64().unwrap_or(0),
+            Value::String(s) => s.parse().unwrap_or(0),
+            _ => 0,
+        };
+        Partial { rejected, message: ps["errorMessage"].as_str().unwrap_or_default().to_owned() }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,5 +277,15 @@ mod tests {
     fn groups_keep_first_appearance_order() {
         let g = group_by(["a1", "b1", "a2"], |s: &&'static str| -> &'static str { &s[..1] });
         assert_eq!(g, [("a", vec!["a1", "a2"]), ("b", vec!["b1"])]);
+    }
+
+    #[test]
+    fn partial_success_reads_counts_written_as_numbers_or_strings() {
+        let go = br#"{"partialSuccess":{"rejectedSpans":"3","errorMessage":"too old"}}"#;
+        assert_eq!(Partial::from_json(go, "rejectedSpans"), Partial { rejected: 3, message: "too old".into() });
+        let n = br#"{"partialSuccess":{"rejectedLogRecords":2}}"#;
+        assert_eq!(Partial::from_json(n, "rejectedLogRecords").rejected, 2);
+        assert_eq!(Partial::from_json(b"{}", "rejectedSpans"), Partial::default());
+        assert_eq!(Partial::from_json(b"not json", "rejectedSpans"), Partial::default());
     }
 }

@@ -6,3 +6,4 @@ pub mod hook_order;
 pub mod hooks;
 pub mod listener;
 pub mod otlp;
+pub mod throttle;

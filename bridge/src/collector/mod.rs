@@ -5,7 +5,6 @@
 //! Within the relay feature ceiling (`docs/components/relay.md`): nothing here stores
 //! history (the JSONL sink does) or interprets payloads beyond the capture ceiling.
 
-mod buffer;
 mod config;
 mod http;
 mod ws;
@@ -22,10 +21,10 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
 pub use aep_schemas::received::{Parsed, Received, one_line};
+pub use aep_schemas::replay::{Cursor, Paged, Position, ReplayBuffers};
 pub use aep_schemas::subscription::{
     From, MAX_FILTER_BYTES, MAX_FILTER_VALUES, check_filter_size, parse_from, parse_sse_id, sse_id,
 };
-pub use buffer::{Cursor, Paged, Position, ReplayBuffers};
 pub use config::CollectorConfig;
 pub use http::{StreamQuery, router, sse_stream};
 
@@ -179,7 +178,7 @@ impl Replay {
                     return Some(Delivery::ReplayExhausted { sub: self.sub.clone(), session, earliest });
                 }
                 Paged::Line(line) => {
-                    let Some(ev) = buffer::parse(line) else { continue };
+                    let Some(ev) = aep_schemas::replay::parse(line) else { continue };
                     if self.filter.matches(&ev.event) {
                         let event = down(&Arc::new(ev), self.ceiling);
                         return Some(Delivery::Event { sub: self.sub.clone(), event, frame: SharedFrame::default() });

@@ -48,15 +48,7 @@ pub use aep_projections::otlp::{ConvertError, logs_from_json, traces_from_json};
 use aep_projections::spans::VendorSpans;
 use aep_projections::spans::{JoinConfig, SpanJoin};
 
-/// What the peer rejected of a delivered request (OTLP `partial_success`): logged and
-/// counted, never retried.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Partial {
-    /// Records or spans the peer rejected.
-    pub rejected: i64,
-    /// The peer's explanation.
-    pub message: String,
-}
+pub use aep_projections::otlp::Partial;
 
 /// Why an export request was not delivered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -140,20 +132,12 @@ fn partial_from_reply(signal: Signal, r: &Reply) -> Partial {
         return Partial::default();
     }
     if r.content_type.starts_with("application/json") {
-        let Ok(v) = serde_json::from_slice::<Value>(&r.body) else { return Partial::default() };
-        let ps = &v["partialSuccess"];
         let key = match signal {
             Signal::Logs => "rejectedLogRecords",
             Signal::Traces => "rejectedSpans",
             Signal::Metrics => "rejectedDataPoints",
         };
-        let rejected = match &ps[key] {
-            Value::Number(n) => n.as_i64().unwrap_or(0),
-            Value::String(s) => s.parse().unwrap_or(0),
-            _ => 0,
-        };
-        let message = ps["errorMessage"].as_str().unwrap_or_default().to_owned();
-        return Partial { rejected, message };
+        return Partial::from_json(&r.body, key);
     }
     match signal {
         Signal::Logs => ExportLogsServiceResponse::decode(&r.body[..])
@@ -758,7 +742,7 @@ pub(crate) async fn run_spans(
             finished.extend(asm.flush_idle(clock.now()));
         }
         if closed {
-            // A session still open (one that never ends, as Qwen Code's headless runs) is
+            // A session still open (one that never ends, as some agents' headless runs) is
             // exported as incomplete, as without durability; its log is acknowledged once
             // the peer took it, and read again at the next start if it did not.
             finished.extend(asm.flush_all());

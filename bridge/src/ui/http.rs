@@ -63,7 +63,7 @@ pub struct Ui {
     /// History reads at once (each bounded in bytes): the rest wait their turn.
     reads: tokio::sync::Semaphore,
     /// Wrong tokens at the login, per client and overall (growing waits, a quiet log).
-    logins: crate::throttle::LoginThrottle,
+    logins: aep_receivers::throttle::LoginThrottle,
 }
 
 impl Ui {
@@ -106,7 +106,7 @@ impl Ui {
                 h
             }),
             reads: tokio::sync::Semaphore::new(2),
-            logins: crate::throttle::LoginThrottle::default(),
+            logins: aep_receivers::throttle::LoginThrottle::default(),
         })
     }
 
@@ -270,8 +270,8 @@ async fn login(
         Err(e) => return error(e.status(), "invalid", e.body_text()),
     };
     let client = ext.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
-    let now = crate::throttle::mono_ms();
-    if let crate::throttle::Verdict::Wait(ms) = ui.logins.admit(client, now) {
+    let now = aep_receivers::throttle::mono_ms();
+    if let aep_receivers::throttle::Verdict::Wait(ms) = ui.logins.admit(client, now) {
         log_refusals(&ui, now);
         let secs = ms.div_ceil(1000).max(1);
         let mut res = error(

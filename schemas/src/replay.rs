@@ -18,12 +18,12 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-use aep_schemas::Event;
+use crate::Event;
 use bytes::Bytes;
 
-pub use aep_schemas::subscription::Position;
+pub use crate::subscription::Position;
 
-use crate::pipeline::Stamped;
+use crate::stamped::Stamped;
 
 /// Where a held line is.
 enum Line {
@@ -309,7 +309,7 @@ fn stamped(ring: &VecDeque<u8>, ring_base: u64, h: &Held) -> Option<Stamped> {
 
 /// A held line as the event it was, keeping the line; `None` if it does not parse (it was
 /// written from a valid event, so this does not happen).
-pub(super) fn parse(line: Bytes) -> Option<Stamped> {
+pub fn parse(line: Bytes) -> Option<Stamped> {
     let body = line.strip_suffix(b"\n").unwrap_or(&line);
     let event: Event = serde_json::from_slice(body).ok()?;
     Some(Stamped::with_line(event, line))
@@ -603,7 +603,7 @@ impl ReplayBuffers {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aep_schemas::Event;
+    use crate::Event;
 
     fn ev(id: &str, session: &str, epoch: u64, seq: u64) -> Arc<Stamped> {
         Arc::new(Stamped::new(Event {
