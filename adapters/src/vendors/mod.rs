@@ -19,6 +19,8 @@ pub mod antigravity;
 pub mod claude_code;
 pub mod cline;
 pub mod codex;
+pub mod copilot_cli;
+pub mod droid;
 pub mod gemini_cli;
 pub mod hermes;
 pub(crate) mod hook_family;
@@ -36,6 +38,8 @@ pub static SPECS: &[&VendorSpec] = &[
     &claude_code::spec::SPEC,
     &cline::spec::SPEC,
     &codex::spec::SPEC,
+    &copilot_cli::spec::SPEC,
+    &droid::spec::SPEC,
     &gemini_cli::spec::SPEC,
     &hermes::spec::SPEC,
     &kilocode::spec::SPEC,
