@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 pub mod common;
 pub mod draft;
+pub mod drift;
 pub mod generic;
 pub mod history;
 pub mod otel;
@@ -153,6 +154,12 @@ pub trait HookAdapter: Send + Sync {
     /// The reply to give the agent when nothing is decided (fail-open).
     fn neutral_reply(&self, _hook: &str) -> NeutralReply {
         NeutralReply::Empty
+    }
+
+    /// The hook events and fields this adapter was written against, when they were recorded
+    /// from the agent: what the bridge counts as drift ([`drift`]). `None`: not checked.
+    fn vocabulary(&self) -> Option<&'static drift::Vocabulary> {
+        None
     }
 }
 

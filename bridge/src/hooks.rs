@@ -300,6 +300,12 @@ impl BridgeHooks {
         slot.last_ms = now_ms;
         let mut drafts =
             adapter.map(call, &mut slot.state, &self.cx).map_err(|e| HookError::Unmappable(e.to_string()))?;
+        // What the adapter was not written for: counted, and recorded once per session.
+        let drift = aep_adapters::drift::observe(adapter, hook, call.payload, &mut slot.state, &self.cx);
+        self.metrics.drift.count(adapter.vendor(), drift.version.as_deref(), &drift.drift);
+        if let Some(record) = drift.draft {
+            aep_adapters::drift::place(&mut drafts, record);
+        }
         if let Some(t) = drafts.iter().rev().find_map(|d| d.time.clone()) {
             slot.last_time = Some(t);
         } else if !drafts.is_empty() {

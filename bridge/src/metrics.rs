@@ -101,6 +101,9 @@ pub struct Metrics {
     /// OTLP exporters turned off because their peer refused the signal (gRPC
     /// `UNIMPLEMENTED`, HTTP 404/405), by `sink` and `signal`: at most one each per process.
     pub export_disabled: CounterVec,
+    /// What agents sent that their adapters do not know, by `vendor`, `version` and `kind`
+    /// (`hook_event`, `hook_field`, `otel_event`): see [`crate::drift`].
+    pub drift: crate::drift::DriftCounter,
     /// Current depth of each sink queue, by `sink`.
     pub queue_depth: SinkGauges,
     /// Connected SSE and WebSocket subscribers (observed at collection).
@@ -192,6 +195,11 @@ impl Metrics {
                 "{subscriber}",
                 "Collector subscribers cut for falling behind on notice+ events.",
             ),
+            drift: crate::drift::DriftCounter::new(counter(
+                "aep.bridge.drift",
+                "{name}",
+                "Hook events, hook fields and OTel event names an agent sent that its adapter does not know.",
+            )),
             queue_depth: SinkGauges {
                 gauge: meter
                     .i64_gauge("aep.bridge.queue.depth")

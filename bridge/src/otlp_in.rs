@@ -326,6 +326,12 @@ impl BridgeOtlp {
                 map_batch(run, &otel_selector(None), &self.cx, self.mode)
             };
             sessionless += out.sessionless;
+            for (vendor, version) in &out.versions {
+                self.metrics.drift.version_seen(vendor, version);
+            }
+            for d in &out.drift {
+                self.metrics.drift.count(d.vendor, d.version.as_deref(), std::slice::from_ref(&d.drift));
+            }
             m.unmatched += out.unmatched;
             if m.first_unmatched.is_none() {
                 m.first_unmatched = out.first_unmatched_service;

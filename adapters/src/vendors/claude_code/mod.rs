@@ -131,9 +131,132 @@ fn settle_elicitation(p: &Value, pending: &Value, cx: &MapContext) -> Vec<EventD
     }
 }
 
+/// The hook events and payload fields this adapter was written against: the install plan's
+/// events and every field of the recorded payloads (`adapters/tests/data/claude-code/`).
+pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
+    events: &[
+        "ConfigChange",
+        "CwdChanged",
+        "Elicitation",
+        "ElicitationResult",
+        "FileChanged",
+        "InstructionsLoaded",
+        "MessageDisplay",
+        "Notification",
+        "PermissionDenied",
+        "PermissionRequest",
+        "PostCompact",
+        "PostToolBatch",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PreCompact",
+        "PreToolUse",
+        "SessionEnd",
+        "SessionStart",
+        "Setup",
+        "Stop",
+        "StopFailure",
+        "SubagentStart",
+        "SubagentStop",
+        "TaskCompleted",
+        "TaskCreated",
+        "TeammateIdle",
+        "UserPromptExpansion",
+        "UserPromptSubmit",
+        "WorktreeCreate",
+        "WorktreeRemove",
+    ],
+    common: &["cwd", "hook_event_name", "session_id", "transcript_path"],
+    fields: &[
+        ("Elicitation", &["mcp_server_name", "message", "mode", "prompt_id", "requested_schema"]),
+        ("ElicitationResult", &["action", "mcp_server_name", "mode", "prompt_id"]),
+        ("FileChanged", &["event", "file_path", "prompt_id"]),
+        ("InstructionsLoaded", &["file_path", "load_reason", "memory_type"]),
+        ("MessageDisplay", &["delta", "final", "index", "message_id", "prompt_id", "turn_id"]),
+        ("Notification", &["message", "notification_type", "prompt_id"]),
+        (
+            "PermissionDenied",
+            &["effort", "permission_mode", "prompt_id", "reason", "tool_input", "tool_name", "tool_use_id"],
+        ),
+        (
+            "PermissionRequest",
+            &["effort", "permission_mode", "permission_suggestions", "prompt_id", "tool_input", "tool_name"],
+        ),
+        ("PostCompact", &["compact_summary", "prompt_id", "trigger"]),
+        ("PostToolBatch", &["effort", "permission_mode", "prompt_id", "tool_calls"]),
+        (
+            "PostToolUse",
+            &[
+                "duration_ms",
+                "effort",
+                "permission_mode",
+                "prompt_id",
+                "tool_input",
+                "tool_name",
+                "tool_response",
+                "tool_use_id",
+            ],
+        ),
+        (
+            "PostToolUseFailure",
+            &[
+                "duration_ms",
+                "effort",
+                "error",
+                "is_interrupt",
+                "permission_mode",
+                "prompt_id",
+                "tool_input",
+                "tool_name",
+                "tool_use_id",
+            ],
+        ),
+        ("PreCompact", &["custom_instructions", "prompt_id", "trigger"]),
+        ("PreToolUse", &["effort", "permission_mode", "prompt_id", "tool_input", "tool_name", "tool_use_id"]),
+        ("SessionEnd", &["prompt_id", "reason"]),
+        ("SessionStart", &["model", "prompt_id", "source"]),
+        (
+            "Stop",
+            &[
+                "background_tasks",
+                "effort",
+                "last_assistant_message",
+                "permission_mode",
+                "prompt_id",
+                "session_crons",
+                "stop_hook_active",
+            ],
+        ),
+        ("StopFailure", &["effort", "error", "last_assistant_message", "prompt_id"]),
+        (
+            "SubagentStop",
+            &[
+                "agent_id",
+                "agent_transcript_path",
+                "agent_type",
+                "background_tasks",
+                "effort",
+                "last_assistant_message",
+                "permission_mode",
+                "prompt_id",
+                "session_crons",
+                "stop_hook_active",
+            ],
+        ),
+        ("TaskCompleted", &["prompt_id", "task_description", "task_id", "task_subject"]),
+        ("TaskCreated", &["prompt_id", "task_description", "task_id", "task_subject"]),
+        ("UserPromptSubmit", &["permission_mode", "prompt", "prompt_id"]),
+    ],
+    version: None,
+};
+
 impl HookAdapter for ClaudeCodeAdapter {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    fn vocabulary(&self) -> Option<&'static crate::drift::Vocabulary> {
+        Some(&VOCABULARY)
     }
 
     fn map(

@@ -72,9 +72,43 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
     }
 }
 
+/// The hook events and payload fields this adapter was written against: the install plan's
+/// events and every field of the recorded payloads (`adapters/tests/data/qwen-code/`).
+pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
+    events: &[
+        "Notification",
+        "PermissionRequest",
+        "PostCompact",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PreCompact",
+        "PreToolUse",
+        "SessionEnd",
+        "SessionStart",
+        "Stop",
+        "StopFailure",
+        "SubagentStart",
+        "SubagentStop",
+        "UserPromptSubmit",
+    ],
+    common: &["cwd", "hook_event_name", "session_id", "timestamp", "transcript_path"],
+    fields: &[
+        ("Notification", &["message", "notification_type", "title"]),
+        ("PostToolUse", &["permission_mode", "tool_input", "tool_name", "tool_response", "tool_use_id"]),
+        ("PreToolUse", &["permission_mode", "tool_input", "tool_name", "tool_use_id"]),
+        ("Stop", &["last_assistant_message", "stop_hook_active"]),
+        ("UserPromptSubmit", &["prompt"]),
+    ],
+    version: None,
+};
+
 impl HookAdapter for QwenCodeAdapter {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    fn vocabulary(&self) -> Option<&'static crate::drift::Vocabulary> {
+        Some(&VOCABULARY)
     }
 
     fn map(
