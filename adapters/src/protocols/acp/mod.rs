@@ -135,18 +135,34 @@ fn permission_outcome(o: &Value, cx: &MapContext) -> Vec<EventDraft> {
     }
 }
 
-/// The `tool.name` of a tool update: the ACP `kind` (`execute`, `read`, `edit`, ...: the
-/// schema's closed enum, which Gemini CLI and Qwen Code both send on a call's first update),
-/// else the agent's own tool id `_meta.toolName` (Qwen Code adds it to later updates only),
-/// else `other` (the schema's default kind). Never the `title`: agents put the literal command
-/// or file name there, which is content (AEP-0002 §5.3 `tool_ref.name` is `metadata`) and an
-/// unbounded metric label; the title rides as `title` at `redacted`+. The tee joins the
-/// first update's `kind` onto later ones, so a call keeps one name.
+/// The `tool.name` of a tool update: the agent's own tool name where the frames carry it, so
+/// a session reads the same through the agent's hooks and under `wrap acp` (the ACP `kind`
+/// stays on `tool.requested` as `kind`): `_meta.toolName` (Qwen Code, on later updates), else
+/// the name Gemini CLI builds its call ids from (`run_shell_command-1765432100000-3f2a`), else
+/// the ACP `kind` (`execute`, `read`, `edit`, ...: the schema's closed enum), else `other` (the
+/// schema's default kind). Never the `title`: agents put the literal command or file name
+/// there, which is content (AEP-0002 §5.3 `tool_ref.name` is `metadata`) and an unbounded
+/// metric label; the title rides as `title` at `redacted`+. The tee keeps the name a call's
+/// first update gave it on every later one, so a call keeps one name.
 pub fn tool_name(update: &Value) -> &str {
     fn nonempty(v: Option<&Value>) -> Option<&str> {
         v.and_then(Value::as_str).filter(|t| !t.is_empty())
     }
-    nonempty(update.get("kind")).or_else(|| nonempty(update.pointer("/_meta/toolName"))).unwrap_or("other")
+    nonempty(update.pointer("/_meta/toolName"))
+        .or_else(|| update.get("toolCallId").and_then(Value::as_str).and_then(name_in_call_id))
+        .or_else(|| nonempty(update.get("kind")))
+        .unwrap_or("other")
+}
+
+/// The tool name a call id of the form `{name}-{epoch ms}[-{suffix}]` starts with (Gemini
+/// CLI's), when it has that form: a lowercase identifier, then at least ten digits.
+pub fn name_in_call_id(id: &str) -> Option<&str> {
+    let (name, rest) = id.split_once('-')?;
+    let digits = rest.split('-').next()?;
+    let ident = name.len() <= 64
+        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    (ident && digits.len() >= 10 && digits.bytes().all(|b| b.is_ascii_digit())).then_some(name)
 }
 
 fn notification(method: &str, p: &Value, opts: Options, cx: &MapContext) -> Vec<EventDraft> {
@@ -459,16 +475,19 @@ impl Tee {
                     }
                 }
             }
-            match u.get("_meta").and_then(|m| m.get("toolName")).and_then(Value::as_str) {
-                Some(v) if !v.is_empty() => known["toolName"] = json!(v),
-                _ => {
-                    if let Some(v) = known.get("toolName").filter(|v| v.is_string()).cloned() {
-                        let meta = u.entry("_meta").or_insert_with(|| json!({}));
-                        if let Some(m) = meta.as_object_mut() {
-                            m.insert("toolName".into(), v);
-                        }
-                    }
+            // The call keeps the name its first update gave it (Qwen Code adds `_meta.toolName`
+            // only to later updates: a name first read from the kind stays the kind).
+            let name = match known.get("name").and_then(Value::as_str) {
+                Some(n) => n.to_owned(),
+                None => {
+                    let n = tool_name(&Value::Object(u.clone())).to_owned();
+                    known["name"] = json!(n);
+                    n
                 }
+            };
+            let meta = u.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(m) = meta.as_object_mut() {
+                m.insert("toolName".into(), json!(name));
             }
             // Only the first update of a call requests it; a repeated `tool_call` is an update.
             if u.get("sessionUpdate").and_then(Value::as_str) == Some("tool_call") {

@@ -210,8 +210,8 @@ fn the_tool_name_is_the_tool_id_or_kind_never_the_title() {
         [
             ("tool.requested", &json!("execute")),
             ("tool.completed", &json!("execute")),
-            ("tool.requested", &json!("read")),
-            ("tool.completed", &json!("read")),
+            ("tool.requested", &json!("read_file")),
+            ("tool.completed", &json!("read_file")),
         ]
     );
     for d in &d {
@@ -222,7 +222,7 @@ fn the_tool_name_is_the_tool_id_or_kind_never_the_title() {
     let redacted = MapContext { capture: aep_schemas::Capture::Redacted, ..MapContext::default() };
     let mut tee = Tee::new(1, Options::default());
     let d = tee.map_line(Direction::FromAgent, qwen.to_string().as_bytes(), &redacted);
-    assert_eq!((&d[0].data["tool"]["name"], &d[0].data["title"]), (&json!("read"), &json!("ReadFile: hello.txt")));
+    assert_eq!((&d[0].data["tool"]["name"], &d[0].data["title"]), (&json!("read_file"), &json!("ReadFile: hello.txt")));
     // No kind: the agent's tool id; neither: the schema's default kind.
     let no_kind = json!({"kind": "notification", "method": "session/update", "params": {"update": {"sessionUpdate": "tool_call", "toolCallId": "y", "title": "ls", "_meta": {"toolName": "list_directory"}}}});
     assert_eq!(map_moment(&no_kind, Options::default(), &cx())[0].data["tool"]["name"], json!("list_directory"));
@@ -258,7 +258,8 @@ fn the_agent_is_the_initialize_answers_agent_info_name() {
 
 /// Qwen Code 0.15.10 `--acp` as recorded by the e2e suite (paths rewritten): its shell call is
 /// opened by the permission ask (a kind, no `_meta.toolName`), completed by an update with
-/// `_meta.toolName` and no kind. The call keeps one name, and no title rides at metadata.
+/// `_meta.toolName` and no kind: it keeps the kind it was opened with. Its read opens with
+/// `_meta.toolName`: named `read_file`, as Qwen Code's hooks name it. No title rides at metadata.
 #[test]
 fn a_real_qwen_code_call_keeps_one_name_from_ask_to_outcome() {
     let mut tee = Tee::new(1, Options::default());
@@ -273,12 +274,47 @@ fn a_real_qwen_code_call_keeps_one_name_from_ask_to_outcome() {
         [
             ("tool.requested", &json!("execute")),
             ("tool.completed", &json!("execute")),
-            ("tool.requested", &json!("read")),
-            ("tool.failed", &json!("read")),
+            ("tool.requested", &json!("read_file")),
+            ("tool.failed", &json!("read_file")),
         ]
     );
     for d in &d {
         let text = Value::Object(d.data.clone()).to_string();
         assert!(!text.contains("touch") && !text.contains("e2e_missing"), "content at metadata: {text}");
     }
+}
+
+/// Gemini CLI names its ACP tool calls `{tool}-{epoch ms}-{suffix}`: the tee logs its own tool
+/// name (`run_shell_command`, `read_file`, as its hooks do), the ACP kind beside it, and a call
+/// keeps the name of its first update even when a later one says otherwise.
+#[test]
+fn gemini_call_ids_name_the_tool_as_its_hooks_do() {
+    assert_eq!(name_in_call_id("run_shell_command-1796653288859-3f2a9c"), Some("run_shell_command"));
+    assert_eq!(name_in_call_id("read_file-1796653288859"), Some("read_file"));
+    for id in ["call_e2e066e02398cf942f2", "t1", "Run-1796653288859", "x-12", "a b-1796653288859", "-1796653288859"] {
+        assert_eq!(name_in_call_id(id), None, "{id}");
+    }
+    let mut tee = Tee::new(1, Options::default());
+    let lines = [
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "run_shell_command-1796653288859-1a", "status": "pending", "title": "touch x", "kind": "execute"}}}),
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call_update", "toolCallId": "run_shell_command-1796653288859-1a", "status": "completed"}}}),
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "q1", "status": "pending", "kind": "read"}}}),
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call_update", "toolCallId": "q1", "status": "failed", "_meta": {"toolName": "read_file"}}}}),
+    ];
+    let d: Vec<EventDraft> = lines
+        .iter()
+        .flat_map(|l| tee.map_line(Direction::FromAgent, l.to_string().as_bytes(), &cx()))
+        .filter(|d| d.r#type.starts_with("tool."))
+        .collect();
+    let seen: Vec<(&str, &Value)> = d.iter().map(|d| (d.r#type.as_str(), &d.data["tool"]["name"])).collect();
+    assert_eq!(
+        seen,
+        [
+            ("tool.requested", &json!("run_shell_command")),
+            ("tool.completed", &json!("run_shell_command")),
+            ("tool.requested", &json!("read")),
+            ("tool.failed", &json!("read")),
+        ]
+    );
+    assert_eq!(d[0].data["kind"], "execute", "the ACP kind stays beside the name");
 }
