@@ -1415,15 +1415,17 @@ ACP_AGENTS = {
                    "env": {"GEMINI_API_KEY": "e2e-offline-key",
                            "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}",
                            "GEMINI_CLI_NO_RELAUNCH": "true"},
-                   # Gemini CLI sends no `_meta.toolName`: the names are the ACP kinds.
-                   "tools": {"execute": "tool.completed", "read": "tool.failed"}},
+                   # Gemini CLI sends no `_meta.toolName` but builds its call ids from its tool
+                   # names: the names its hooks use (the `gemini` scenario's), the kind beside.
+                   "tools": {"run_shell_command": "tool.completed", "read_file": "tool.failed"}},
     "qwen-acp": {"cli": "qwen", "args": ["--acp", "--auth-type", "openai", "-m", "qwen3-coder-plus"],
                  "auth": "openai", "settings": ".qwen", "agent": "qwen-code",
                  "env": {"OPENAI_API_KEY": "sk-e2e-offline", "OPENAI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}/v1",
                          "OPENAI_MODEL": "qwen3-coder-plus", "QWEN_CLI_NO_RELAUNCH": "true"},
-                 # Qwen Code also sends `_meta.toolName`, but not on the permission ask that
-                 # opens its shell call: the kind names every call, so a call keeps one name.
-                 "tools": {"execute": "tool.completed", "read": "tool.failed"}},
+                 # Qwen Code sends `_meta.toolName` on its read's first update (named `read_file`,
+                 # as its hooks do) but not on the permission ask that opens its shell call,
+                 # which keeps the kind: a call keeps the name it opened with.
+                 "tools": {"execute": "tool.completed", "read_file": "tool.failed"}},
 }
 
 
@@ -2436,6 +2438,149 @@ def scenario_hermes(a):
         env.procs.stop()
 
 
+# ------------------------------------------------------------------ GitHub Copilot CLI, Factory Droid
+def copilot_env(env):
+    """Copilot CLI offline: the mock as its OpenAI-compatible provider, no sign-in; its ~235 MB
+    first-run unpack kept beside the work dir across runs."""
+    e = env.base_env()
+    e.update({"COPILOT_PROVIDER_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}/v1", "COPILOT_MODEL": "mock-model",
+              "COPILOT_PROVIDER_API_KEY": "sk-e2e-offline", "COPILOT_OFFLINE": "true",
+              "XDG_CACHE_HOME": os.path.join(os.path.dirname(env.a.work), "copilot-xdg")})
+    return e
+
+
+def copilot_argv(a, prompt, json_out=True):
+    return [os.path.join(a.clients, "copilot"), "-p", prompt, "--allow-all-tools", "--trust-folder",
+            "--no-auto-update", *(["--output-format", "json"] if json_out else [])]
+
+
+def droid_env(env):
+    """Droid offline: the mock as a custom model in ~/.factory/settings.json (its calls to its
+    own service fail and are only logged)."""
+    fd = os.path.join(env.home, ".factory")
+    os.makedirs(fd, exist_ok=True)
+    with open(os.path.join(fd, "settings.json"), "w") as f:
+        json.dump({"customModels": [{"model": "mock-model", "displayName": "mock", "provider": "generic-chat-completion-api",
+                                     "baseUrl": f"http://127.0.0.1:{MOCK_PORT}/v1", "apiKey": "sk-e2e-offline",
+                                     "maxOutputTokens": 4096}]}, f, indent=2)
+    return env.base_env()
+
+
+def droid_argv(a, prompt, json_out=True):
+    return [os.path.join(a.clients, "droid"), "exec", "-m", "custom:mock-model", "--auto", "high",
+            *(["-o", "stream-json"] if json_out else []), prompt]
+
+
+HOOK_AGENTS = {  # name: (vendor, env, argv, tools story: (steps, n tools, failed, exit codes of the completed))
+    "copilot": ("copilot-cli", copilot_env, copilot_argv, ("shell_ok,shell_fail,read_ok,read_fail", 4, 1, [0, 2, None])),
+    "droid": ("droid", droid_env, droid_argv, ("shell_ok,shell_fail,read_ok,read_fail", 4, 2, [0, None])),
+}
+
+
+def hook_agent_run(env, name, e, prompt, tag):
+    vendor, _, argv, _ = HOOK_AGENTS[name]
+    r = subprocess.run(argv(env.a, prompt), cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, timeout=300)
+    for stream, text in (("stdout", r.stdout), ("stderr", r.stderr)):
+        open(os.path.join(env.logs, f"{tag}.{stream}"), "w").write(text)
+    check(f"{tag}: {name} exits 0", r.returncode == 0, f"rc={r.returncode} {r.stderr[-300:]}")
+    return r
+
+
+def scenario_hook_agent(a, name):
+    """`aep-bridge install <vendor> --user`, the real agent headless against the mock with four
+    tool turns (shell ok, shell exiting 2, read ok, read of a missing file); then `uninstall
+    --user`, `install --project` and the opt-in gate (`[control.gates]`) on its PreToolUse: a
+    shell call held until `aep-bridge respond --option allow`, after which it runs."""
+    vendor, mkenv, argv, (steps, n_tools, n_failed, codes) = HOOK_AGENTS[name]
+    env = Env(a, name)
+    try:
+        env.start_mock()
+        env.start_bridge()
+        e = mkenv(env)
+        r = subprocess.run([env.bridge, "install", vendor, "--user"], env=e, capture_output=True, text=True, timeout=30)
+        check(f"{name}: aep-bridge install {vendor} --user", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        t0 = time.time()
+        hook_agent_run(env, name, e, "Run the e2e script {{e2e:" + steps + "}}", f"{name}-user")
+        logs = wait_for(lambda: session_logs(env.data, vendor), 10)
+        print(f"  {name} ran in {time.time() - t0:.0f}s; logs {logs}", flush=True)
+        if check(f"{name}: one session log at {{data}}/logs/{vendor}/{{session}}.jsonl", len(logs) == 1, str(logs)):
+            log = logs[0]
+            wait_for(lambda: any(x["type"] == "session.ended" for x in read_jsonl(log)), 10)
+            events = read_jsonl(log)
+            sid = os.path.basename(log)[:-len(".jsonl")]
+            check(f"{name}: every Event names session {sid}", all(x.get("session") == sid for x in events))
+            types = [x["type"] for x in core(events)]
+            check(f"{name}: session.started first, session.ended last", types[:1] == ["session.started"]
+                  and types[-1:] == ["session.ended"], str(types))
+            ev = check_tool_story(name, events, n_tools, n_failed)
+            got = [x["data"].get("exit_code") for x in ev if x["type"] == "tool.completed"]
+            check(f"{name}: the completed calls carry the shell's exit codes {codes}", got == codes, str(got))
+            drift = [x for x in events if x["type"] == f"x.{vendor}.session.drift"]
+            check(f"{name}: no drift against the recorded vocabulary", not drift, str([x["data"] for x in drift]))
+            r = env.aep("validate", log)
+            check(f"{name}: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        r = subprocess.run([env.bridge, "uninstall", vendor, "--user"], env=e, capture_output=True, text=True, timeout=30)
+        check(f"{name}: aep-bridge uninstall {vendor} --user", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        # The gate: a bridge with `[control.gates]` for this vendor, the project wiring.
+        env.procs.procs[-1].send_signal(signal.SIGTERM)
+        env.procs.procs[-1].wait(10)
+        env.procs.procs.pop()
+        env.start_bridge(extra=f'[control]\ngates = {{ "{vendor}" = [] }}\n')
+        r = env.aep("install", vendor, "--project", env.proj)
+        check(f"{name}: aep-bridge install {vendor} --project", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        before = set(session_logs(env.data, vendor))
+        out = open(os.path.join(env.logs, f"{name}-gate.stdout"), "w")
+        p = subprocess.Popen(argv(a, "Write it {{e2e:shell_write}}"), cwd=env.proj, env=e, stdin=subprocess.DEVNULL,
+                             stdout=out, stderr=subprocess.STDOUT)
+
+        def pending():
+            for log in set(session_logs(env.data, vendor)) - before:
+                for x in read_jsonl(log):
+                    if x["type"] == "attention.requested":
+                        return log, x
+            return None
+        got = wait_for(pending, 120)
+        answer = os.path.join(env.proj, "answer.txt")
+        if check(f"{name}: the gated PreToolUse is an answerable attention.requested", bool(got), "none"):
+            log, req = got
+            check(f"{name}: the tool waits for the answer (answer.txt absent)", not os.path.exists(answer))
+            opts = [o.get("id") for o in (req.get("data") or {}).get("options") or []]
+            check(f"{name}: options allow/deny, respond_via control", opts[:2] == ["allow", "deny"]
+                  and req["data"].get("respond_via") == ["control"], str(req.get("data")))
+            r = env.aep("respond", req["id"], "--option", "allow", "--url", f"http://{BRIDGE}", "--token", TOKEN,
+                        timeout=60)
+            check(f"{name}: aep-bridge respond {{id}} --option allow exits 0", r.returncode == 0,
+                  (r.stdout + r.stderr)[-400:])
+            ran = wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 60)
+            check(f"{name}: the allowed tool ran (answer.txt = 42)", bool(ran))
+        try:
+            rc = p.wait(120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = "timeout"
+        check(f"{name}: {name} exits 0 after the gate", rc == 0, f"rc={rc}")
+        if got:
+            log = got[0]
+            wait_for(lambda: any(x["type"] == "session.ended" for x in read_jsonl(log)), 10)
+            events = read_jsonl(log)
+            types = [x["type"] for x in events]
+            acks = [x for x in events if x["type"] == "control.accepted"]
+            answered = [x for x in events if x["type"] == "attention.answered" and x.get("subject") == got[1]["id"]]
+            check(f"{name}: the ack, then attention.answered (option allow), then the call's outcome",
+                  len(acks) == 1 and len(answered) == 1 and answered[0]["data"].get("answer", {}).get("option") == "allow"
+                  and "tool.completed" in types and types.index("tool.completed") > types.index("attention.answered"),
+                  str(types))
+            r = env.aep("validate", log)
+            check(f"{name}: aep-bridge validate accepts the gated log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        r = env.aep("uninstall", vendor, "--project", env.proj)
+        left = [f for f in (".github/hooks/aep-bridge.json", ".factory/settings.json") if os.path.exists(os.path.join(env.proj, f))]
+        check(f"{name}: aep-bridge uninstall {vendor} --project leaves no hook file", r.returncode == 0 and not left,
+              f"{left} {(r.stdout + r.stderr)[-300:]}")
+    finally:
+        env.procs.stop()
+
+
 # Normalised in the fail-open comparison: what differs between any two runs of the same agent
 # whatever the bridge does. Session/thread/task ids and UUIDs, timestamps and durations.
 FAILOPEN_VOLATILE = [
@@ -2537,6 +2682,12 @@ def failopen_agents(a, env):
                     [os.path.join(a.clients, name), "-p", prompt("shell_ok"), "--approval-mode", "yolo", *argv], e))
     e, _ = cline_env(env)
     out.append(("cline", ["install", "cline", "--project", env.proj], [os.path.join(a.clients, "cline"), prompt("shell_ok")], e))
+    for name, (vendor, mkenv, argv, _) in HOOK_AGENTS.items():
+        if os.path.exists(os.path.join(a.clients, name)):
+            out.append((name, ["install", vendor, "--project", env.proj],
+                        argv(a, prompt("shell_ok"), json_out=False), mkenv(env)))
+        else:
+            skip(f"failopen: {name}", f"{name} not installed")
     if a.hermes:
         e = hermes_env(env)
         out.append(("hermes", ["install", "hermes", "--user"], [a.hermes, "--accept-hooks", "-z", prompt("shell_ok")], e))
@@ -2664,7 +2815,7 @@ def failopen_pi_client(argv, cwd, e, prefix):
 FAILOPEN_VENDORS = {"claude": "claude-code", "codex": "codex", "gemini": "gemini-cli", "qwen": "qwen-code",
                     "cline": "cline", "hermes": "hermes", "opencode": "opencode", "kilo": "kilocode",
                     "claude-wrap": "claude-code", "gemini-acp": "gemini-cli", "qwen-acp": "qwen-code",
-                    "codex-app": "codex", "pi-rpc": "pi"}
+                    "codex-app": "codex", "pi-rpc": "pi", "copilot": "copilot-cli", "droid": "droid"}
 
 
 def failopen_uninstall(env, agents):
@@ -2690,7 +2841,8 @@ def scenario_failopen(a):
         # The tee routes run in a project of their own: the hooks installed for the others
         # would show in Claude Code's stream-json (hook_started lines) with the bridge down.
         wrap_proj = os.path.join(env.root, "wrap-project")
-        shutil.copytree(env.proj, wrap_proj, ignore=shutil.ignore_patterns(".claude", ".codex", ".gemini", ".qwen"))
+        shutil.copytree(env.proj, wrap_proj, ignore=shutil.ignore_patterns(".claude", ".codex", ".gemini", ".qwen", ".github",
+                                                                           ".factory"))
         runs = {}
         for mode in ("up", "down", "absent"):
             if mode == "up":
@@ -2767,7 +2919,8 @@ SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "co
              "kilo-sse": scenario_kilo_sse, "opencode-companion": scenario_opencode_companion,
              "kimi-ws": scenario_kimi_ws, "openhands": scenario_openhands, "agui": scenario_agui,
              "openhands-observer": scenario_openhands_observer, "openhands-restart": scenario_openhands_restart,
-             "cline": scenario_cline, "hermes": scenario_hermes, "failopen": scenario_failopen}
+             "cline": scenario_cline, "hermes": scenario_hermes, "failopen": scenario_failopen,
+             "copilot": lambda a: scenario_hook_agent(a, "copilot"), "droid": lambda a: scenario_hook_agent(a, "droid")}
 
 
 def main():
