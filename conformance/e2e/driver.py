@@ -2341,19 +2341,25 @@ def hermes_env(env):
 
 def check_tool_story(tag, events, n_tools, failed):
     """One run started and finished (same id); n_tools requests, each ended once, later, by
-    its call id; `failed` of them tool.failed."""
+    its call id, or, for an agent whose hooks carry no call id, by the outcome's `cause` (the
+    request's event id); `failed` of them tool.failed."""
     ev = core(events)
     types = [x["type"] for x in ev]
     runs = [x.get("run") for x in ev if x["type"] == "run.started"]
     fin = [x.get("run") for x in ev if x["type"] == "run.finished"]
     check(f"{tag}: one run.started and one run.finished with the same run id", len(runs) == 1 and runs == fin
           and bool(runs[0]), str(types))
-    req = {x["data"]["tool"]["call_id"]: i for i, x in enumerate(ev) if x["type"] == "tool.requested"}
+    by_id = all(x["data"]["tool"].get("call_id") for x in ev if x["type"] == "tool.requested")
+
+    def key_of(x, end):
+        return x["data"]["tool"].get("call_id") if by_id else (x.get("cause") if end else x["id"])
+    req = {key_of(x, False): i for i, x in enumerate(ev) if x["type"] == "tool.requested"}
     ends = {}
     for i, x in enumerate(ev):
         if x["type"] in ("tool.completed", "tool.failed"):
-            ends.setdefault(x["data"]["tool"]["call_id"], []).append((i, x["type"]))
-    check(f"{tag}: {n_tools} tool.requested, each ended once, later, by its call id", len(req) == n_tools
+            ends.setdefault(key_of(x, True), []).append((i, x["type"]))
+    how = "its call id" if by_id else "cause (no call id)"
+    check(f"{tag}: {n_tools} tool.requested, each ended once, later, by {how}", len(req) == n_tools
           and set(ends) == set(req) and all(len(ends[c]) == 1 and ends[c][0][0] > i for c, i in req.items()),
           f"{req} {ends}")
     nfail = sum(1 for v in ends.values() for _, t in v if t == "tool.failed")
