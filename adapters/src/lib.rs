@@ -161,6 +161,15 @@ pub trait HookAdapter: Send + Sync {
     fn vocabulary(&self) -> Option<&'static drift::Vocabulary> {
         None
     }
+
+    /// The vendor of another agent that ran this vendor's hook wiring, when the call is not
+    /// this vendor's own: some agents also run other agents' hook files, and such a call
+    /// mapped here would log one agent's session as another's. `env` looks a variable of the
+    /// hook process's environment up (the shim's; the adapter stays pure). The shim answers
+    /// such a call neutrally and forwards nothing. By default every call is the vendor's own.
+    fn ran_by_other(&self, _call: &HookCall<'_>, _env: &dyn Fn(&str) -> Option<String>) -> Option<&'static str> {
+        None
+    }
 }
 
 /// `PreToolUse` -> `pre_tool_use`; `session-start` -> `session_start` (the fallback's name rule).

@@ -368,3 +368,28 @@ fn malformed_payloads_never_panic() {
         }
     }
 }
+
+/// GitHub Copilot CLI runs a project's `.claude/settings.json` hooks too, with `COPILOT_CLI=1`:
+/// such a call is Copilot's, unless Claude Code's own markers say the call is its own (a Claude
+/// Code started from a Copilot session inherits `COPILOT_CLI`).
+#[test]
+fn a_call_copilot_made_through_claude_codes_wiring_is_told_apart() {
+    let adapter = claude_code::adapter();
+    let p = json!({"hook_event_name": "PreToolUse", "session_id": "s-1", "tool_name": "Bash", "tool_input": {}});
+    let call = HookCall { event: None, payload: &p };
+    let ran_by = |vars: &[(&str, &str)]| {
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        adapter.ran_by_other(&call, &move |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    };
+    assert_eq!(ran_by(&[]), None, "no marker: Claude Code's");
+    assert_eq!(ran_by(&[("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "s-1")]), None);
+    assert_eq!(ran_by(&[("COPILOT_CLI", "1")]), Some("copilot-cli"));
+    // Copilot started from a Claude Code session: the inherited session id is another one.
+    assert_eq!(
+        ran_by(&[("COPILOT_CLI", "1"), ("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "s-0")]),
+        Some("copilot-cli")
+    );
+    // Claude Code started from a Copilot session: its own session (or, before it named one, its mark).
+    assert_eq!(ran_by(&[("COPILOT_CLI", "1"), ("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "s-1")]), None);
+    assert_eq!(ran_by(&[("COPILOT_CLI", "1"), ("CLAUDECODE", "1")]), None);
+}

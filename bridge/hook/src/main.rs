@@ -7,6 +7,8 @@
 //! (bridge down, slow, erroring, not reading), the agent gets the vendor's neutral reply and
 //! exit 0 within one budget for the whole exchange (`AEP_HOOK_TIMEOUT_MS`, 3 s; a held
 //! permission moment `AEP_HOOK_HOLD_TIMEOUT_MS`, 65 s with a token).
+//! A call another agent made through this vendor's wiring (the vendor's folder tells them
+//! apart by the hook process's environment) gets the neutral reply and is not forwarded.
 //! With a token the shim also sends a fresh nonce and relays a reply only when it carries
 //! the bridge's proof over it (`x-aep-proof`, HMAC under the token): another program
 //! listening on the port cannot answer for the bridge.
@@ -32,8 +34,12 @@ fn main() {
     let event = args.next();
     let mut payload = Vec::new();
     let _ = std::io::stdin().take(MAX_PAYLOAD as u64 + 1).read_to_end(&mut payload);
-    let reply =
-        forward(&vendor, event.as_deref(), &payload).unwrap_or_else(|| neutral(&vendor, event.as_deref(), &payload));
+    let reply = if ran_by_other(&vendor, event.as_deref(), &payload) {
+        None
+    } else {
+        forward(&vendor, event.as_deref(), &payload)
+    };
+    let reply = reply.unwrap_or_else(|| neutral(&vendor, event.as_deref(), &payload));
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(&reply);
     let _ = out.flush();
@@ -61,6 +67,16 @@ fn neutral(vendor: &str, event: Option<&str>, payload: &[u8]) -> Vec<u8> {
 fn is_held_moment(vendor: &str, event: Option<&str>, payload: &[u8]) -> bool {
     let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null);
     moment(vendor, event, &value).is_some_and(|(hook, spec)| spec.control.may_hold(&hook))
+}
+
+/// `true` when another agent ran this vendor's hook wiring (an agent that also runs another's
+/// hook files; the vendor's folder says how to tell): the call is answered neutrally and not
+/// forwarded, so one agent's session is never logged as another's.
+fn ran_by_other(vendor: &str, event: Option<&str>, payload: &[u8]) -> bool {
+    let Some(spec) = aep_adapters::vendors::spec(vendor) else { return false };
+    let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null);
+    let call = aep_adapters::HookCall { event, payload: &value };
+    (spec.adapter)().ran_by_other(&call, &|name| std::env::var(name).ok()).is_some()
 }
 
 fn env_ms(name: &str, default: u64) -> Duration {

@@ -259,6 +259,22 @@ impl HookAdapter for ClaudeCodeAdapter {
         Some(&VOCABULARY)
     }
 
+    /// GitHub Copilot CLI also runs a project's `.claude/settings.json` hooks, Claude Code's
+    /// shape, with `COPILOT_CLI=1` in their environment: those calls are Copilot's sessions
+    /// (wired on their own by `install copilot-cli`), not Claude Code's. Claude Code names its
+    /// own session in `CLAUDE_CODE_SESSION_ID` (2.1.3xx) and sets `CLAUDECODE=1`, so a Claude
+    /// Code started from inside a Copilot session (the variable inherited) stays Claude Code's.
+    fn ran_by_other(&self, call: &HookCall<'_>, env: &dyn Fn(&str) -> Option<String>) -> Option<&'static str> {
+        if env("COPILOT_CLI").as_deref() != Some("1") {
+            return None;
+        }
+        let ours = match env("CLAUDE_CODE_SESSION_ID") {
+            Some(own) => hf::session_id(call).is_some_and(|s| s == own),
+            None => env("CLAUDECODE").as_deref() == Some("1"),
+        };
+        (!ours).then_some(crate::vendors::copilot_cli::VENDOR)
+    }
+
     fn map(
         &self,
         call: &HookCall<'_>,
