@@ -1415,17 +1415,16 @@ ACP_AGENTS = {
                    "env": {"GEMINI_API_KEY": "e2e-offline-key",
                            "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}",
                            "GEMINI_CLI_NO_RELAUNCH": "true"},
-                   # Gemini CLI sends no `_meta.toolName` but builds its call ids from its tool
-                   # names: the names its hooks use (the `gemini` scenario's), the kind beside.
+                   # Gemini CLI sends no `_meta.toolName` but prefixes its call ids with its tool
+                   # names (`run_shell_command__...`): the names its hooks use, the kind beside.
                    "tools": {"run_shell_command": "tool.completed", "read_file": "tool.failed"}},
     "qwen-acp": {"cli": "qwen", "args": ["--acp", "--auth-type", "openai", "-m", "qwen3-coder-plus"],
                  "auth": "openai", "settings": ".qwen", "agent": "qwen-code",
                  "env": {"OPENAI_API_KEY": "sk-e2e-offline", "OPENAI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}/v1",
                          "OPENAI_MODEL": "qwen3-coder-plus", "QWEN_CLI_NO_RELAUNCH": "true"},
-                 # Qwen Code sends `_meta.toolName` on its read's first update (named `read_file`,
-                 # as its hooks do) but not on the permission ask that opens its shell call,
-                 # which keeps the kind: a call keeps the name it opened with.
-                 "tools": {"execute": "tool.completed", "read_file": "tool.failed"}},
+                 # Qwen Code 0.24 opens each call with a `tool_call` carrying `_meta.toolName`
+                 # (0.15 opened its shell call with the permission ask, without it).
+                 "tools": {"run_shell_command": "tool.completed", "read_file": "tool.failed"}},
 }
 
 
@@ -1436,7 +1435,8 @@ def scenario_acp(a, name):
     command the agent asks permission for (the client answers: the editor owns the gate) and
     reads a missing file (the tool fails), then a prompt with no tool. No hooks, no OTLP: the
     session reaches the bridge through the tee alone. `tee`s on both sides of the agent inside
-    the wrapped command keep what it read and wrote."""
+    the wrapped command keep what it read and wrote. Then the same script through the agent's
+    own hooks: both routes name the tools alike."""
     spec = ACP_AGENTS[name]
     cli = spec["cli"]
     env = Env(a, name)
@@ -1448,7 +1448,7 @@ def scenario_acp(a, name):
         e.update(spec["env"])
         binary = os.path.join(a.clients, cli)
         got_in, got_out = os.path.join(env.logs, f"{cli}.stdin.raw"), os.path.join(env.logs, f"{cli}.stdout.raw")
-        # Gemini 0.61: `--acp` (`--experimental-acp` is its deprecated alias); Qwen 0.15: `--acp`.
+        # Gemini 0.61: `--acp` (`--experimental-acp` is its deprecated alias); Qwen 0.24: `--acp`.
         inner = (f"tee {shlex.quote(got_in)} | {shlex.quote(binary)} {' '.join(map(shlex.quote, spec['args']))} "
                  f"| tee {shlex.quote(got_out)}; exit ${{PIPESTATUS[1]}}")
         agent = [env.bridge, "wrap", "acp", "--url", f"http://{BRIDGE}", "--", "bash", "-c", inner]

@@ -137,13 +137,13 @@ fn permission_outcome(o: &Value, cx: &MapContext) -> Vec<EventDraft> {
 
 /// The `tool.name` of a tool update: the agent's own tool name where the frames carry it, so
 /// a session reads the same through the agent's hooks and under `wrap acp` (the ACP `kind`
-/// stays on `tool.requested` as `kind`): `_meta.toolName` (Qwen Code, on later updates), else
-/// the name Gemini CLI builds its call ids from (`run_shell_command-1765432100000-3f2a`), else
-/// the ACP `kind` (`execute`, `read`, `edit`, ...: the schema's closed enum), else `other` (the
-/// schema's default kind). Never the `title`: agents put the literal command or file name
-/// there, which is content (AEP-0002 §5.3 `tool_ref.name` is `metadata`) and an unbounded
-/// metric label; the title rides as `title` at `redacted`+. The tee keeps the name a call's
-/// first update gave it on every later one, so a call keeps one name.
+/// stays on `tool.requested` as `kind`): `_meta.toolName` (Qwen Code), else the name Gemini
+/// CLI builds its call ids from ([`name_in_call_id`]), else the ACP `kind` (`execute`, `read`,
+/// `edit`, ...: the schema's closed enum), else `other` (the schema's default kind). Never the
+/// `title`: agents put the literal command or file name there, which is content (AEP-0002
+/// §5.3 `tool_ref.name` is `metadata`) and an unbounded metric label; the title rides as
+/// `title` at `redacted`+. The tee keeps the name a call's first update gave it on every
+/// later one, so a call keeps one name.
 pub fn tool_name(update: &Value) -> &str {
     fn nonempty(v: Option<&Value>) -> Option<&str> {
         v.and_then(Value::as_str).filter(|t| !t.is_empty())
@@ -154,15 +154,36 @@ pub fn tool_name(update: &Value) -> &str {
         .unwrap_or("other")
 }
 
-/// The tool name a call id of the form `{name}-{epoch ms}[-{suffix}]` starts with (Gemini
-/// CLI's), when it has that form: a lowercase identifier, then at least ten digits.
+/// The tool name a Gemini CLI call id starts with. Gemini CLI 0.61 prefixes every scheduled
+/// call's id with its tool name and a double underscore: `{name}__{name}_{epoch ms}_{n}` for
+/// the ids it makes (`run_shell_command__run_shell_command_1796660017704_0`), `{name}__{id}`
+/// when the model gave one; calls its ACP session makes itself are `{name}-{epoch ms}-{n}`.
+/// A tool name here is an ASCII identifier (letters, digits, `_`, `-`; an MCP tool's may hold
+/// `__`), at most 64 bytes; any other id names nothing.
 pub fn name_in_call_id(id: &str) -> Option<&str> {
+    fn is_name(s: &str) -> bool {
+        s.len() <= 64
+            && s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    }
+    fn stamp(s: &str, sep: char) -> bool {
+        let ms = s.split(sep).next().unwrap_or("");
+        ms.len() >= 10 && ms.bytes().all(|b| b.is_ascii_digit())
+    }
+    let seps: Vec<usize> = id.match_indices("__").map(|(i, _)| i).collect();
+    // The repeated form first: an MCP tool's name may itself hold `__`.
+    for &i in &seps {
+        let (name, rest) = (&id[..i], &id[i + 2..]);
+        if is_name(name) && rest.strip_prefix(name).and_then(|r| r.strip_prefix('_')).is_some_and(|r| stamp(r, '_')) {
+            return Some(name);
+        }
+    }
+    if let Some(&i) = seps.last() {
+        let name = &id[..i];
+        return (is_name(name) && i + 2 < id.len()).then_some(name);
+    }
     let (name, rest) = id.split_once('-')?;
-    let digits = rest.split('-').next()?;
-    let ident = name.len() <= 64
-        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    (ident && digits.len() >= 10 && digits.bytes().all(|b| b.is_ascii_digit())).then_some(name)
+    (is_name(name) && stamp(rest, '-')).then_some(name)
 }
 
 fn notification(method: &str, p: &Value, opts: Options, cx: &MapContext) -> Vec<EventDraft> {

@@ -192,7 +192,7 @@ fn delta_chunks_are_agent_scoped_by_their_pinned_type() {
 }
 
 /// Gemini CLI titles a shell call with the literal command, Qwen Code a read with the file:
-/// content, and an unbounded label. The name is the ACP kind (else the agent's tool id); the
+/// content, and an unbounded label. The name is the agent's tool id (else the ACP kind); the
 /// title rides only at `redacted`+.
 #[test]
 fn the_tool_name_is_the_tool_id_or_kind_never_the_title() {
@@ -284,37 +284,93 @@ fn a_real_qwen_code_call_keeps_one_name_from_ask_to_outcome() {
     }
 }
 
-/// Gemini CLI names its ACP tool calls `{tool}-{epoch ms}-{suffix}`: the tee logs its own tool
-/// name (`run_shell_command`, `read_file`, as its hooks do), the ACP kind beside it, and a call
-/// keeps the name of its first update even when a later one says otherwise.
+/// Qwen Code 0.24.4 `--acp` as recorded by the e2e suite (paths rewritten): both calls open
+/// with a `tool_call` carrying `_meta.toolName` (the shell before its permission ask), so they
+/// are named as Qwen Code's hooks name them, and keep that name to their outcome.
 #[test]
-fn gemini_call_ids_name_the_tool_as_its_hooks_do() {
-    assert_eq!(name_in_call_id("run_shell_command-1796653288859-3f2a9c"), Some("run_shell_command"));
-    assert_eq!(name_in_call_id("read_file-1796653288859"), Some("read_file"));
-    for id in ["call_e2e066e02398cf942f2", "t1", "Run-1796653288859", "x-12", "a b-1796653288859", "-1796653288859"] {
-        assert_eq!(name_in_call_id(id), None, "{id}");
-    }
+fn a_real_qwen_code_0_24_session_names_its_tools_as_its_hooks_do() {
     let mut tee = Tee::new(1, Options::default());
-    let lines = [
-        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "run_shell_command-1796653288859-1a", "status": "pending", "title": "touch x", "kind": "execute"}}}),
-        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call_update", "toolCallId": "run_shell_command-1796653288859-1a", "status": "completed"}}}),
-        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "q1", "status": "pending", "kind": "read"}}}),
-        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call_update", "toolCallId": "q1", "status": "failed", "_meta": {"toolName": "read_file"}}}}),
-    ];
-    let d: Vec<EventDraft> = lines
-        .iter()
-        .flat_map(|l| tee.map_line(Direction::FromAgent, l.to_string().as_bytes(), &cx()))
+    let d: Vec<EventDraft> = include_str!("testdata/qwen_code_0.24.4_tools.jsonl")
+        .lines()
+        .flat_map(|l| tee.map_line(Direction::FromAgent, l.as_bytes(), &cx()))
         .filter(|d| d.r#type.starts_with("tool."))
         .collect();
-    let seen: Vec<(&str, &Value)> = d.iter().map(|d| (d.r#type.as_str(), &d.data["tool"]["name"])).collect();
+    let seen: Vec<(&str, &Value, &Value)> = d
+        .iter()
+        .map(|d| (d.r#type.as_str(), &d.data["tool"]["name"], d.data.get("kind").unwrap_or(&Value::Null)))
+        .collect();
     assert_eq!(
         seen,
         [
-            ("tool.requested", &json!("run_shell_command")),
-            ("tool.completed", &json!("run_shell_command")),
-            ("tool.requested", &json!("read")),
-            ("tool.failed", &json!("read")),
+            ("tool.requested", &json!("run_shell_command"), &json!("execute")),
+            ("tool.completed", &json!("run_shell_command"), &Value::Null),
+            ("tool.requested", &json!("read_file"), &json!("read")),
+            ("tool.failed", &json!("read_file"), &Value::Null),
         ]
     );
-    assert_eq!(d[0].data["kind"], "execute", "the ACP kind stays beside the name");
+}
+
+/// Gemini CLI 0.61 prefixes its call ids with the tool name: the tee logs Gemini's own tool
+/// name (`run_shell_command`, `read_file`, as its hooks do), the ACP kind beside it; the
+/// recorded session (paths rewritten) and the id forms its source builds.
+#[test]
+fn gemini_call_ids_name_the_tool_as_its_hooks_do() {
+    for (id, name) in [
+        ("run_shell_command__run_shell_command_1796660017704_0", "run_shell_command"),
+        ("read_file__call_8f2a", "read_file"),
+        ("srv__lookup__srv__lookup_1796660017704_3", "srv__lookup"),
+        ("srv__lookup__call_8f2a", "srv__lookup"),
+        ("read_many_files-1796653288859-2", "read_many_files"),
+    ] {
+        assert_eq!(name_in_call_id(id), Some(name), "{id}");
+    }
+    for id in [
+        "call_e2e066e02398cf942f2",
+        "toolu_e2e1239889d6",
+        "t1",
+        "x-12",
+        "a b-1796653288859",
+        "-1796653288859",
+        "__x",
+        "x__",
+        "9x__y",
+    ] {
+        assert_eq!(name_in_call_id(id), None, "{id}");
+    }
+    let mut tee = Tee::new(1, Options::default());
+    let d: Vec<EventDraft> = include_str!("testdata/gemini_cli_0.61.0_tools.jsonl")
+        .lines()
+        .flat_map(|l| tee.map_line(Direction::FromAgent, l.as_bytes(), &cx()))
+        .filter(|d| d.r#type.starts_with("tool."))
+        .collect();
+    let seen: Vec<(&str, &Value, &Value)> = d
+        .iter()
+        .map(|d| (d.r#type.as_str(), &d.data["tool"]["name"], d.data.get("kind").unwrap_or(&Value::Null)))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("tool.requested", &json!("run_shell_command"), &json!("execute")),
+            ("tool.completed", &json!("run_shell_command"), &Value::Null),
+            ("tool.requested", &json!("read_file"), &json!("read")),
+            ("tool.failed", &json!("read_file"), &Value::Null),
+        ]
+    );
+    for d in &d {
+        let text = Value::Object(d.data.clone()).to_string();
+        assert!(!text.contains("touch") && !text.contains("e2e_missing"), "content at metadata: {text}");
+    }
+    // A call keeps the name of its first update even when a later one names it otherwise.
+    let mut tee = Tee::new(1, Options::default());
+    let lines = [
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "q1", "status": "pending", "kind": "read"}}}),
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call_update", "toolCallId": "q1", "status": "failed", "_meta": {"toolName": "read_file"}}}}),
+    ];
+    let names: Vec<Value> = lines
+        .iter()
+        .flat_map(|l| tee.map_line(Direction::FromAgent, l.to_string().as_bytes(), &cx()))
+        .filter(|d| d.r#type.starts_with("tool."))
+        .map(|d| d.data["tool"]["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("read"), json!("read")]);
 }
