@@ -339,14 +339,24 @@ def core(events):
     return [e for e in events if not e["type"].startswith("x.")]
 
 
+def agent_runs(events):
+    """The run ids the agent itself started (`trigger: agent`: Claude Code 2.1.3xx hands an
+    async subagent's result to the model in a turn of its own when the user's turn has ended)."""
+    return {e.get("run") for e in events if e["type"] == "run.started" and e["data"].get("trigger") == "agent"}
+
+
 def check_lifecycle(tag, events, sid, n_tools, failed=()):
-    """session.started, run.started, paired tool lifecycles, run.finished, session.ended, in order."""
+    """session.started, run.started, paired tool lifecycles, run.finished, session.ended, in
+    order; a run the agent started after the user's (a task notification's) aside."""
     ev = core(events)
     types = [e["type"] for e in ev]
     check(f"{tag}: every Event names session {sid}", all(e.get("session") == sid for e in events),
           str({e.get("session") for e in events}))
     check(f"{tag}: session.started opens the stream", types[:1] == ["session.started"], str(types[:3]))
     check(f"{tag}: session.ended closes the stream", types[-1:] == ["session.ended"], str(types[-3:]))
+    theirs = agent_runs(ev)
+    ev = [e for e in ev if not (e["type"].startswith("run.") and e.get("run") in theirs)]
+    types = [e["type"] for e in ev]
     runs = [e for e in ev if e["type"] == "run.started"]
     fin = [e for e in ev if e["type"] == "run.finished"]
     check(f"{tag}: one run.started and one run.finished with the same run id", len(runs) == 1 and len(fin) == 1
@@ -596,8 +606,12 @@ def scenario_codex(a, scope):
 
 def claude_subagent_complete(events):
     """The Claude Code subagent inside its parent's run: its Agent call requested before the
-    delegation starts and completed after it stops, all inside the one run; the whole session
-    complete (every run ended once, every call answered once by an outcome caused by it)."""
+    delegation starts, all inside the one run. Claude Code 2.1.197 waited for the subagent
+    (the call completed after the delegation stopped); 2.1.332 launches it in the background
+    (the call completes at once, `async_launched`, and the delegation follows), its result
+    coming back either inside the turn (`x.claude-code.run.continued`) or as a run of the
+    agent's own (`trigger: agent`). The whole session complete (every run ended once, every
+    call answered once by an outcome caused by it)."""
     ev = core(events)
     types = [x["type"] for x in ev]
     agent = [i for i, x in enumerate(ev) if x["type"].startswith("tool.")
@@ -605,8 +619,13 @@ def claude_subagent_complete(events):
     if "delegation.subagent.started" in types and "delegation.subagent.stopped" in types and len(agent) == 2:
         st, sp = types.index("delegation.subagent.started"), types.index("delegation.subagent.stopped")
         run = ev[types.index("run.started")].get("run") if "run.started" in types else None
-        check("claude: the subagent runs inside its Agent call and the parent's run (requested < started < "
-              "stopped < completed, same run)", agent[0] < st < sp < agent[1]
+        waited = agent[0] < st < sp < agent[1]
+        background = agent[0] < agent[1] < st < sp and (
+            any(x["type"] == "x.claude-code.run.continued" and x["data"].get("by") == "task_notification"
+                for x in events) or len(agent_runs(ev)) == 1)
+        check("claude: the subagent runs inside the parent's run, waited for (requested < started < stopped < "
+              "completed) or in the background (requested < completed < started < stopped, its result a "
+              "continuation or an agent-started run)", (waited or background)
               and ev[agent[1]]["type"] == "tool.completed" and ev[st].get("run") == ev[sp].get("run") == run,
               str(types))
     else:

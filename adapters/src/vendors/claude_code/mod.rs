@@ -250,6 +250,12 @@ pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
     version: None,
 };
 
+/// A prompt Claude Code wrote itself to hand a background task's result (an async subagent's)
+/// to the model: `<task-notification><task-id>...` (2.1.3xx).
+fn task_notification(p: &Value) -> bool {
+    ne(p, "prompt").is_some_and(|t| t.trim_start().starts_with("<task-notification>"))
+}
+
 impl HookAdapter for ClaudeCodeAdapter {
     fn vendor(&self) -> &'static str {
         VENDOR
@@ -284,7 +290,24 @@ impl HookAdapter for ClaudeCodeAdapter {
         let mut m = Moment::open(self, call, cx, map_pinned)?;
         let (p, sess) = (m.p, m.session.as_deref());
         match m.hook.as_str() {
+            // The open turn submitting again (a background task's notification folded into
+            // it, see below): a continuation of the run, not a second start of it.
+            "UserPromptSubmit"
+                if ne(p, "prompt_id").is_some() && state.current_run.as_deref() == ne(p, "prompt_id") =>
+            {
+                let by = if task_notification(p) { "task_notification" } else { "prompt" };
+                let mut d = common::vendor_draft(VENDOR, "run.continued", cx).meta("by", by).build();
+                d.run = state.current_run.clone();
+                m.drafts = vec![d];
+            }
             "UserPromptSubmit" => {
+                // Claude Code 2.1.3xx runs subagents in the background and hands their result
+                // to the model as a prompt of its own: a run the agent started, not the user.
+                if task_notification(p) {
+                    for d in m.drafts.iter_mut().filter(|d| d.r#type == "run.started") {
+                        d.data.insert("trigger".into(), json!("agent"));
+                    }
+                }
                 // CC turn = AEP run: the vendor's prompt_id names it; synthesized without one.
                 let run = match ne(p, "prompt_id") {
                     Some(id) => {
