@@ -13,6 +13,7 @@ pub mod draft;
 pub mod drift;
 pub mod generic;
 pub mod history;
+pub mod observer;
 pub mod otel;
 pub mod protocols;
 pub mod spec;

@@ -33,8 +33,9 @@ pub struct VendorSpec {
     pub server: Option<ServerSpec>,
     /// The vendor's OTel profile, when it exports OTLP logs the bridge maps.
     pub otel: Option<&'static dyn crate::otel::OtelProfile>,
-    /// The hook adapter.
-    pub adapter: fn() -> Box<dyn HookAdapter>,
+    /// The hook adapter; `None` for a vendor observed only over its own server (it has no
+    /// hooks: OpenHands).
+    pub adapter: Option<fn() -> Box<dyn HookAdapter>>,
 }
 
 impl std::fmt::Debug for VendorSpec {
@@ -93,9 +94,11 @@ pub struct Decision {
 pub const DEFAULT_DENY_REASON: &str = "Denied via AEP attention loop";
 
 impl Decision {
-    /// Whether the applied option lets the action proceed.
+    /// Whether the applied option lets the action proceed (`always-{n}`: allow, with a
+    /// vendor's standing-permission suggestion applied).
     pub fn allows(&self) -> bool {
         matches!(self.option.as_deref(), Some("allow" | "once" | "always" | "accept" | "yes"))
+            || self.option.as_deref().is_some_and(|o| o.starts_with("always-"))
     }
 
     /// The text to give the agent with a denial.
@@ -164,8 +167,8 @@ pub fn gate_request(vendor: &str, gate: &Gate, tool: &str, payload: &Value, cx: 
 /// event stream, and answered through without the agent holding the ask open.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerSpec {
-    /// The `[bridges.<name>] kind` of the observer attaching to it, when one is built.
-    pub observer: Option<&'static str>,
+    /// The observer attaching to it (`[bridges.<name>] vendor = "<id>"`), when one is built.
+    pub observer: Option<&'static crate::observer::ObserverSpec>,
     /// Where the answer to an ask nothing holds open is written, when the server takes one.
     pub reply_route: Option<ReplyRoute>,
 }
@@ -195,6 +198,25 @@ pub struct ReplyRoute {
     /// Reads the vendor's verdict from a 2xx answer's body (`Err` says why it refused);
     /// `None`: the 2xx is the ack.
     pub verdict: Option<VerdictFn>,
+    /// Builds the body when it is not `{option_field: option, text_field: text}` (a body
+    /// whose fields are not the option's id and the text as given).
+    pub encode: Option<EncodeFn>,
+    /// What a command's `attention.resolved` is caused by, after its `attention.answered`.
+    pub outcome_cause: OutcomeCause,
+}
+
+/// Builds a route's body from the option and the free text.
+pub type EncodeFn = fn(&str, Option<&str>) -> Value;
+
+/// What the `attention.resolved` of an ask answered over a reply route names as its
+/// `cause` (AEP-0004 §5: the outcomes are cause-linked to the command, directly or through
+/// the answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutcomeCause {
+    /// The `attention.answered` before it (which the command caused).
+    Answered,
+    /// The command itself, as `attention.answered` is.
+    Command,
 }
 
 /// Reads a server's verdict from its 2xx answer's body: `Err` says why it refused.
@@ -259,6 +281,9 @@ impl ReplyRoute {
 
     /// The answer's body: the option, and the text when the route takes it.
     pub fn body(&self, option: &str, text: Option<&str>) -> Value {
+        if let Some(encode) = self.encode {
+            return encode(option, text);
+        }
         let mut body = Map::new();
         body.insert(self.option_field.to_owned(), json!(option));
         if let (Some(field), Some(t)) = (self.text_field, text) {
@@ -461,8 +486,8 @@ impl VendorSpec {
         self.server.as_ref()?.reply_route.as_ref()
     }
 
-    /// The observer kind of the vendor's server, if one is built.
-    pub fn observer(&self) -> Option<&'static str> {
+    /// The observer of the vendor's server, if one is built.
+    pub fn observer(&self) -> Option<&'static crate::observer::ObserverSpec> {
         self.server?.observer
     }
 

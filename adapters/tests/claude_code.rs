@@ -123,6 +123,44 @@ fn golden_tool_hooks() {
     );
 }
 
+/// The recorded PermissionRequests' `permission_suggestions` become options after allow and
+/// deny; a rule's content names itself only at `redacted`+ (the label exception, AEP-0006).
+#[test]
+fn permission_suggestions_are_options_labelled_by_what_they_grant() {
+    let requests: Vec<Value> =
+        load(CAPTURES[0]).into_iter().filter(|(hook, _)| hook == "PermissionRequest").map(|(_, p)| p).collect();
+    let options = |p: &Value, c: Capture| -> Value {
+        let cx = MapContext { capture: c, attention_capture: c, ..MapContext::default() };
+        one(p.clone(), &cx)[0].data["options"].clone()
+    };
+    assert_eq!(
+        options(&requests[0], Capture::Redacted),
+        json!([{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"},
+            {"id": "always-1", "label": "Allow, and always allow Bash(python3 -c 'print(6*7)') in local settings"}])
+    );
+    assert_eq!(
+        options(&requests[0], Capture::Metadata)[2]["label"],
+        "Allow, and always allow Bash(…) in local settings"
+    );
+    assert_eq!(
+        options(&requests[1], Capture::Metadata)[2],
+        json!({"id": "always-1", "label": "Allow, and switch to acceptEdits mode for this session"})
+    );
+    // What grants nothing, or names no known destination, is not offered.
+    let odd = json!({"hook_event_name": "PermissionRequest", "session_id": "s", "tool_name": "Bash", "tool_input": {},
+        "permission_suggestions": [{"type": "removeRules", "rules": [], "behavior": "allow", "destination": "session"},
+            {"type": "setMode", "mode": "acceptEdits", "destination": "elsewhere"},
+            {"type": "addDirectories", "directories": ["/srv/a"], "destination": "session"}]});
+    assert_eq!(
+        options(&odd, Capture::Metadata).as_array().unwrap()[2..],
+        [json!({"id": "always-3", "label": "Allow, and add 1 working directory for this session"})]
+    );
+    assert_eq!(
+        options(&odd, Capture::Redacted)[2]["label"],
+        "Allow, and add /srv/a as a working directory for this session"
+    );
+}
+
 #[test]
 fn golden_notification_delegation_task_and_fallbacks() {
     golden(

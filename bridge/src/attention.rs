@@ -3,8 +3,8 @@
 //! before `session.ended` (AEP-0002 §7.2: pending requests are closed before the session
 //! ends). A permission request whose tool then ran (`tool.completed` for the same tool)
 //! was granted in the agent's own dialog: `attention.answered` (its allowing option,
-//! `via: oob`) then `attention.resolved` answered, as Claude Code's own `tool_decision`
-//! record says (`accept`, `source = user_temporary`). A failed or denied tool outcome
+//! `via: oob`) then `attention.resolved` answered, as the agents' own records of such a
+//! decision say (an `accept` from the user's dialog). A failed or denied tool outcome
 //! does not say how the request was settled: `attention.resolved` dismissed.
 
 use std::collections::{HashMap, HashSet};

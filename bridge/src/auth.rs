@@ -1,14 +1,19 @@
 //! Bearer-token checks shared by every authenticated surface (hooks, OTLP, collector).
 
-/// Compares secrets without an early exit on the first differing byte.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+/// Compares a presented secret with the expected one in a time that depends on the
+/// presented length only: not on where they differ, nor on the expected secret's length
+/// (a shorter or longer guess takes the same walk, so it learns neither).
+pub fn constant_time_eq(presented: &[u8], expected: &[u8]) -> bool {
+    let mut diff = u8::from(presented.len() != expected.len());
+    let n = expected.len().max(1);
+    for (i, x) in presented.iter().enumerate() {
+        diff |= x ^ expected.get(i % n).copied().unwrap_or(0);
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    std::hint::black_box(diff) == 0
 }
 
-/// Whether a request carrying `got` passes a surface that wants `want` (none: open).
+/// Whether a request carrying `got` passes a surface that wants `want` (none: open),
+/// compared in constant time.
 pub fn bearer_ok(want: Option<&str>, got: Option<&str>) -> bool {
     match want {
         None => true,
@@ -55,5 +60,28 @@ impl Nonces {
         }
         order.push_back((minted, nonce.to_owned()));
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_only_when_equal_whatever_the_lengths() {
+        assert!(constant_time_eq(b"s3cret", b"s3cret"));
+        assert!(constant_time_eq(b"", b""));
+        for (a, b) in [
+            (&b"s3cret"[..], &b"s3creT"[..]),
+            (b"s3cre", b"s3cret"),
+            (b"s3crets3cret", b"s3cret"),
+            (b"", b"x"),
+            (b"x", b""),
+        ] {
+            assert!(!constant_time_eq(a, b), "{a:?} {b:?}");
+        }
+        assert!(bearer_ok(None, None));
+        assert!(!bearer_ok(Some("t"), None));
+        assert!(bearer_ok(Some("t"), Some("t")));
     }
 }

@@ -101,6 +101,10 @@ pub struct ServerConfig {
     pub token: String,
     /// Host name used in `source` URIs; empty means the machine's host name.
     pub host: String,
+    /// Names every route answers to in `Host` besides IP addresses, `localhost` and
+    /// [`ServerConfig::host`] (a reverse proxy's name): any other `Host` is refused, so a web
+    /// page that rebinds its own name to this address reaches nothing (`crate::guard`).
+    pub allowed_hosts: Vec<String>,
     /// Data directory (JSONL logs, epoch state); empty means `~/.aep`.
     pub data_dir: String,
     /// Grace period for shutdown, in milliseconds.
@@ -138,6 +142,7 @@ impl Default for ServerConfig {
             otlp_http: Some(SocketAddr::from(([127, 0, 0, 1], 4318))),
             token: String::new(),
             host: String::new(),
+            allowed_hosts: Vec::new(),
             data_dir: String::new(),
             shutdown_grace_ms: 5000,
             max_hook_body: 8 * 1024 * 1024,
@@ -379,6 +384,9 @@ impl Config {
         for (key, message) in self.control.check() {
             bad(&format!("control.{key}"), message);
         }
+        for (key, message) in self.ui.check() {
+            bad(&format!("ui.{key}"), message);
+        }
         p
     }
 
@@ -527,7 +535,7 @@ mod tests {
             "[bridges.oc]\nkind = \"opencode-sse\"\nurl = \"http://127.0.0.1:4096\"\nmode = \"primary\"\ncontrol = true",
         )
         .unwrap();
-        assert_eq!(c.bridges["oc"].kind, Some(crate::bridges::BridgeKind::OpencodeSse));
+        assert_eq!(c.bridges["oc"].observer().map(|o| o.id), Some("opencode"));
         let keys =
             |text: &str| -> Vec<String> { Config::from_toml(text).unwrap_err().0.into_iter().map(|p| p.key).collect() };
         assert_eq!(

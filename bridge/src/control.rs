@@ -14,8 +14,8 @@
 //! - a parallel-surface settlement (a tool outcome for the same tool while pending, see
 //!   [`crate::attention`]): `attention.resolved` dismissed, then the neutral reply.
 //!
-//! A request nothing holds open but a server lets us answer around the agent (the OpenCode
-//! SSE bridge's permission reply route) is registered with a [`ReplyRoute`] instead
+//! A request nothing holds open but a server lets us answer around the agent (an
+//! observer's ask on its server's reply route) is registered with a [`ReplyRoute`] instead
 //! ([`ControlLoop::register_route`]): a command's answer is handed to the route, the ack is
 //! the route's verdict, and the outcome events are the route owner's, from the vendor's own
 //! settle broadcast (never the loop's: the write's 200 is the ack's evidence, not the outcome).
@@ -359,7 +359,8 @@ impl ControlLoop {
         accepted.session = Some(session.clone());
         accepted.run = pending.run.clone();
         accepted.cause = Some(cmd.id.clone());
-        let answered = self.answered(&pending, &applied, &cmd.id);
+        let mut answered = self.answered(&pending, &applied, &cmd.id);
+        answered.data.insert("by".into(), json!(responder(cmd)));
         let mut resolved = pending.resolved(now_ms(), "answered");
         resolved.cause = Some(cmd.id.clone());
         let stamped = self
@@ -453,6 +454,19 @@ impl ControlLoop {
     }
 }
 
+/// Who answered, for `attention.answered` `by` (AEP-0002 §5.3, a responder label): the
+/// person a sender names on the command (`data.by`, e.g. the web view's logged-in name),
+/// else the sender's own identity (AEP-0004 §2.2: `agent` names the sender).
+fn responder(cmd: &Event) -> String {
+    cmd.data
+        .as_ref()
+        .and_then(|d| d.get("by"))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|b| !b.is_empty() && b.chars().count() <= 64 && !b.chars().any(char::is_control))
+        .map_or_else(|| cmd.agent.to_string(), str::to_owned)
+}
+
 /// Maps an answer onto a request (AEP-0008 text rule, AEP-0006 values rule).
 pub fn apply(p: &Pending, answer: &Value) -> Result<Applied, String> {
     let option = answer.get("option").and_then(Value::as_str);
@@ -542,6 +556,11 @@ impl Held {
     /// The request id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// How long [`Held::wait`] waits at most.
+    pub fn budget(&self) -> Duration {
+        self.control.timeout
     }
 }
 

@@ -263,7 +263,7 @@ impl Measurer {
 
     /// The `gen_ai.agent.name` label of `ev`.
     fn agent(&mut self, ev: &Event) -> KeyValue {
-        KeyValue::new("gen_ai.agent.name", self.sv(&ev.agent))
+        KeyValue::new(crate::metrics::AGENT, self.sv(&ev.agent))
     }
 
     fn model(&self, ev: &Event) -> Option<StringValue> {
@@ -572,7 +572,7 @@ impl HookTimer {
         let outcome = if ok { "answered" } else { "refused" };
         self.hist.record(
             secs,
-            &[KeyValue::new("gen_ai.agent.name", vendor.to_owned()), KeyValue::new("aep.outcome", outcome)],
+            &[KeyValue::new(crate::metrics::AGENT, vendor.to_owned()), KeyValue::new("aep.outcome", outcome)],
         );
     }
 }
@@ -787,7 +787,7 @@ mod tests {
             let p = Point {
                 instrument: Instrument::AttentionResolutions,
                 value: 1.0,
-                attrs: vec![KeyValue::new("gen_ai.agent.name", format!("agent-{}", i % 2))],
+                attrs: vec![KeyValue::new(crate::metrics::AGENT, format!("agent-{}", i % 2))],
             };
             plain.record(p.instrument, p.value, &p.attrs);
             bound.record(p.instrument, p.value, &p.attrs);

@@ -60,6 +60,8 @@ pub struct BridgeHooks {
     replies: Option<Arc<crate::bridges::reply::Replies>>,
     /// The sessions each vendor's hook calls delivered (an SSE companion adds nothing for them).
     sessions: Arc<crate::bridges::claims::HookSessions>,
+    /// Calls dropped to keep their session's order, and what depends on them.
+    late: crate::late::LateCalls,
 }
 
 /// One `(vendor, session)` mapping state and when it was last used.
@@ -147,6 +149,7 @@ impl BridgeHooks {
             metrics,
             replies: None,
             sessions: Arc::default(),
+            late: Default::default(),
         }
     }
 
@@ -320,6 +323,10 @@ impl BridgeHooks {
 /// Longest a hook answer waits for the log writer (below the shim's 3 s short budget).
 const ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// What a held reply's budget adds to the attention window: the timeout's or the answer's
+/// events written (at most [`ACK_WAIT`]), and a margin.
+const HOLD_MARGIN: std::time::Duration = std::time::Duration::from_secs(3);
+
 impl HookHandler for BridgeHooks {
     fn authorized(&self, token: Option<&str>) -> bool {
         crate::auth::bearer_ok(self.token.as_deref(), token)
@@ -344,7 +351,37 @@ impl HookHandler for BridgeHooks {
     fn rejected(&self, vendor: &str, err: &HookError) {
         let vendor = if self.adapters.contains_key(vendor) { vendor } else { "(unknown)" };
         self.metrics.rejected.inc(&[("receiver", "hooks"), ("reason", err.reason()), ("vendor", vendor)]);
-        tracing::warn!(vendor, reason = err.reason(), "Hook call refused.");
+        // Late calls dropped for order are logged at a bounded rate by `dropped_late`.
+        if !matches!(err, HookError::OutOfOrder) {
+            tracing::warn!(vendor, reason = err.reason(), "Hook call refused.");
+        }
+    }
+
+    fn order_key(&self, vendor: &str, event: Option<&str>, payload: &Value) -> Option<String> {
+        let adapter = self.adapters.get(vendor)?;
+        let session = adapter.session_id(&HookCall { event, payload })?;
+        Some(format!("{}\n{session}", adapter.vendor()))
+    }
+
+    fn dropped_late(&self, vendor: &str, event: Option<&str>, payload: &Value) {
+        let Some(adapter) = self.adapters.get(vendor) else { return };
+        let call = HookCall { event, payload };
+        let Some(session) = adapter.session_id(&call) else { return };
+        // What the call would have opened, mapped apart from the session's state (the call
+        // did not happen as far as the log and that state are concerned).
+        let drafts = adapter.map(&call, &mut SessionState::default(), &self.cx).unwrap_or_default();
+        if let Some(n) = self.late.dropped(adapter.vendor(), &session, &drafts) {
+            tracing::warn!(
+                vendor = adapter.vendor(),
+                dropped = n,
+                "Late hook calls dropped: a later call of their session was already recorded (logged at most every 10 s; \
+                 aep_bridge_requests_rejected_total{{reason=\"out_of_order\"}})."
+            );
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        (self.clock)()
     }
 
     async fn handle(&self, vendor: String, event: Option<String>, payload: Value) -> Result<HookReply, HookError> {
@@ -366,6 +403,12 @@ impl BridgeHooks {
         let now = (self.clock)();
         let mut drafts = self.map(adapter.as_ref(), &call, &hook, now)?;
         check_sessions(&drafts)?;
+        if let Some(session) = adapter.session_id(&call) {
+            let n = self.late.filter(adapter.vendor(), &session, &mut drafts);
+            for _ in 0..n {
+                self.metrics.dropped.inc(&[("sink", "hook_order"), ("severity", "info")]);
+            }
+        }
         if let Some(session) = drafts.iter().find_map(|d| d.session.as_deref()) {
             self.sessions.claim(adapter.vendor(), session);
         }
@@ -468,26 +511,29 @@ impl BridgeHooks {
         if !self.pipeline.written(ACK_WAIT).await {
             tracing::warn!(vendor, "The log writer did not confirm within {ACK_WAIT:?}; answering anyway.");
         }
-        let neutral = HookReply::new(adapter.neutral_reply(&hook).as_bytes());
+        let neutral = adapter.neutral_reply(&hook).as_bytes().to_vec();
         if !self.admitted(&stamped, &settled, now) {
-            return Ok(neutral);
+            return Ok(HookReply::new(neutral));
         }
-        if let Some(h) = held
-            && let Some(applied) = h.wait().await
-        {
+        let Some(h) = held else { return Ok(HookReply::new(neutral)) };
+        // Held: the reply's headers go out now with the budget, so the shim waits for a human
+        // only on a bridge that said it holds; the body follows with the answer.
+        let budget = h.budget() + ACK_WAIT + HOLD_MARGIN;
+        let pipeline = self.pipeline.clone();
+        Ok(HookReply::held(budget, async move {
+            let Some(applied) = h.wait().await else { return neutral.into() };
             // The answer's events (the command's ack, `attention.answered`, `resolved`) were
             // handed to the log before the waiter woke: the agent acts on the answer only
             // once the log holds it (AEP-0004 §7, the answer is recorded as it is applied).
-            if !self.pipeline.written(ACK_WAIT).await {
+            if !pipeline.written(ACK_WAIT).await {
                 tracing::warn!(
                     vendor,
                     "The log writer did not confirm the answer within {ACK_WAIT:?}; answering anyway."
                 );
             }
             let held = aep_adapters::spec::Held { hook: &hook, payload: &payload };
-            return Ok(HookReply::new(spec.map(|s| s.control.reply_bytes(&held, &applied)).unwrap_or_default()));
-        }
-        Ok(neutral)
+            spec.map(|s| s.control.reply_bytes(&held, &applied)).unwrap_or_default().into()
+        }))
     }
 }
 
@@ -622,7 +668,8 @@ mod tests {
             "tool_name": "Bash", "tool_input": {"command": "ls"}});
         let reply = hooks.handle("claude-code".into(), None, payload).await.unwrap();
         assert_eq!(*tap.seen.lock().unwrap(), [(true, true)], "waiter and session claim exist at admission");
-        let reply: Value = serde_json::from_slice(&reply.body).unwrap();
+        assert!(reply.hold_budget().is_some(), "a held reply announces its hold");
+        let reply: Value = serde_json::from_slice(&reply.into_body().await).unwrap();
         assert_eq!(reply["hookSpecificOutput"]["decision"]["behavior"], "allow");
     }
 

@@ -10,7 +10,9 @@
 //! library (and [`client`], the collector client it shares with the `aep-bench` load tools).
 //! [`wrap`] is the stdio tee behind `aep-bridge wrap`, delivering to a running bridge;
 //! [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`); [`ui`]
-//! is the live web view served on the main port.
+//! is the live web view served on the main port. [`guard`] keeps other origins' web pages
+//! and rebinding names out of every route, [`health`] answers the probes, [`lock`] keeps
+//! one `serve` per data directory, and `notify` speaks to systemd.
 //!
 //! # The facade
 //!
@@ -45,6 +47,7 @@
 pub(crate) mod attention;
 pub(crate) mod auth;
 pub mod bridges;
+pub(crate) mod bus_asks;
 pub mod client;
 pub mod collector;
 pub(crate) mod commands;
@@ -55,9 +58,14 @@ pub mod drift;
 pub mod env;
 pub mod export;
 pub(crate) mod genai;
+pub mod guard;
 pub mod health;
 pub(crate) mod hooks;
+pub(crate) mod late;
+pub mod lock;
 pub mod metrics;
+#[cfg(unix)]
+pub mod notify;
 pub mod otlp_in;
 pub mod otlp_tee;
 pub mod pipeline;
@@ -66,6 +74,7 @@ pub mod server;
 pub mod sinks;
 pub(crate) mod stamp;
 pub mod state;
+pub(crate) mod throttle;
 pub mod time;
 pub mod transport;
 pub mod ui;

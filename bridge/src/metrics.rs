@@ -29,6 +29,10 @@ use prometheus::{Encoder as _, TextEncoder};
 /// Installs one more reader on the provider being built.
 type AddReader = Box<dyn FnOnce(MeterProviderBuilder) -> MeterProviderBuilder>;
 
+/// The label naming the agent on every series that has one (the GenAI conventions' name,
+/// `gen_ai_agent_name` in Prometheus), so one dashboard variable filters them all.
+pub const AGENT: &str = "gen_ai.agent.name";
+
 /// Most label sets one instrument keeps before folding new ones into the overflow series.
 const MAX_SERIES: usize = 512;
 
@@ -81,7 +85,7 @@ impl SinkGauges {
 pub struct Metrics {
     provider: SdkMeterProvider,
     registry: prometheus::Registry,
-    /// Events entering the pipeline, by `input` (hook, collector, otlp) and `agent`.
+    /// Events entering the pipeline, by `input` (hook, collector, otlp) and [`AGENT`].
     pub events_in: CounterVec,
     /// Events handed to a sink, by `sink`.
     pub events_out: CounterVec,
@@ -91,7 +95,7 @@ pub struct Metrics {
     pub dropped: CounterVec,
     /// Requests refused, by `receiver` and `reason`.
     pub rejected: CounterVec,
-    /// Relay reconnect attempts, by `agent`.
+    /// Relay reconnect attempts, by [`AGENT`].
     pub reconnects: CounterVec,
     /// Sink write errors, by `sink`.
     pub sink_errors: CounterVec,
@@ -262,10 +266,12 @@ fn series_value(registry: &prometheus::Registry, name: &str, labels: &[(&str, &s
     let families = registry.gather();
     let family = families.iter().find(|f| f.name() == name)?;
     let counter = family.get_field_type() == prometheus::proto::MetricType::COUNTER;
+    // Prometheus renders a dotted attribute key with underscores.
+    let labels: Vec<(String, &str)> = labels.iter().map(|(k, v)| (k.replace('.', "_"), *v)).collect();
     family.get_metric().iter().find_map(|m| {
         let got = m.get_label();
         let same = got.len() == labels.len()
-            && labels.iter().all(|(k, v)| got.iter().any(|l| l.name() == *k && l.value() == *v));
+            && labels.iter().all(|(k, v)| got.iter().any(|l| l.name() == k && l.value() == *v));
         same.then(|| if counter { m.get_counter().get_value() } else { m.get_gauge().get_value() })
     })
 }
@@ -277,17 +283,17 @@ mod tests {
     #[test]
     fn renders_labelled_counters_and_gauges() {
         let m = Metrics::default();
-        m.events_in.inc(&[("input", "hook"), ("agent", "codex")]);
-        m.events_in.add(&[("input", "hook"), ("agent", "codex")], 2);
+        m.events_in.inc(&[("input", "hook"), (AGENT, "codex")]);
+        m.events_in.add(&[("input", "hook"), (AGENT, "codex")], 2);
         m.dropped.inc(&[("sink", "relay"), ("severity", "de\"bug")]);
         m.queue_depth.set("jsonl", 7);
         m.subscribers.fetch_add(2, Ordering::Relaxed);
         let text = m.render();
-        assert!(text.contains("aep_bridge_events_in_total{agent=\"codex\",input=\"hook\"} 3"), "{text}");
+        assert!(text.contains("aep_bridge_events_in_total{gen_ai_agent_name=\"codex\",input=\"hook\"} 3"), "{text}");
         assert!(text.contains("severity=\"de\\\"bug\""), "{text}");
         assert!(text.contains("aep_bridge_queue_depth{sink=\"jsonl\"} 7"), "{text}");
         assert!(text.contains("aep_bridge_subscribers 2"), "{text}");
-        assert_eq!(m.events_in.get(&[("input", "hook"), ("agent", "codex")]), 3);
+        assert_eq!(m.events_in.get(&[("input", "hook"), (AGENT, "codex")]), 3);
         assert_eq!(m.events_in.get(&[("input", "hook")]), 0, "labels must match exactly");
     }
 
@@ -327,7 +333,7 @@ mod tests {
     fn a_producer_controlled_label_cannot_grow_without_bound() {
         let m = Metrics::default();
         for i in 0..(MAX_SERIES * 2) {
-            m.events_in.inc(&[("input", "collector"), ("agent", &format!("a{i}"))]);
+            m.events_in.inc(&[("input", "collector"), (AGENT, &format!("a{i}"))]);
         }
         let series = m.render().lines().filter(|l| l.starts_with("aep_bridge_events_in_total{")).count();
         assert!(series <= MAX_SERIES + 1, "{series} series");

@@ -336,6 +336,18 @@ impl Progress {
         self.done.subscribe()
     }
 
+    /// `(handed, finished)` so far: what a liveness watch compares between two looks (a
+    /// sink with events waiting that finishes none for long is stuck).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.handed.load(Ordering::Acquire), *self.done.borrow())
+    }
+
+    /// Counts `n` events handed, as the pipeline does (for the liveness watch's tests).
+    #[cfg(test)]
+    pub(crate) fn handed_for_test(&self, n: u64) {
+        self.handed.fetch_add(n, Ordering::AcqRel);
+    }
+
     /// Events handed and not yet finished.
     fn backlog(&self) -> u64 {
         self.handed.load(Ordering::Acquire).saturating_sub(*self.done.borrow())
@@ -609,7 +621,7 @@ impl Pipeline {
         // Counted once per call, after the stamper is released (nothing is recorded under it).
         drop(st);
         drops.record(&self.inner.metrics);
-        self.inner.metrics.events_in.add(&[("input", input), ("agent", &agent)], out.len() as u64);
+        self.inner.metrics.events_in.add(&[("input", input), (crate::metrics::AGENT, &agent)], out.len() as u64);
         result.map(|()| out)
     }
 
@@ -654,7 +666,7 @@ impl Pipeline {
         drop(st);
         drops.record(&self.inner.metrics);
         for (agent, n) in counts {
-            self.inner.metrics.events_in.add(&[("input", input), ("agent", agent)], n);
+            self.inner.metrics.events_in.add(&[("input", input), (crate::metrics::AGENT, agent)], n);
         }
         result
     }
@@ -755,7 +767,7 @@ impl Pipeline {
         self.send_lines(&mut guard, &sinks, lines, Flush::Now, &mut drops).await;
         drop(guard);
         drops.record(&self.inner.metrics);
-        self.inner.metrics.events_in.inc(&[("input", input), ("agent", &s.event.agent)]);
+        self.inner.metrics.events_in.inc(&[("input", input), (crate::metrics::AGENT, &s.event.agent)]);
         admitted.map(|()| s)
     }
 
@@ -790,7 +802,7 @@ impl Pipeline {
         drop(st);
         drops.record(&self.inner.metrics);
         for (agent, k) in counts {
-            self.inner.metrics.events_in.add(&[("input", input), ("agent", &agent)], k);
+            self.inner.metrics.events_in.add(&[("input", input), (crate::metrics::AGENT, &agent)], k);
         }
         result.map(|()| n)
     }

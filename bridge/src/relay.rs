@@ -230,7 +230,7 @@ impl Link for AgentLink {
             }
             return Ended::Stop(());
         }
-        self.metrics.reconnects.inc(&[("agent", &self.agent)]);
+        self.metrics.reconnects.inc(&[(crate::metrics::AGENT, &self.agent)]);
         Ended::Retry(retry.was_established(self.established))
     }
 

@@ -28,8 +28,13 @@ use crate::{collector, relay, sinks, state};
 /// Errors that stop `serve` from starting.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    /// A listener could not bind.
-    #[error("cannot listen on {addr} ({flag}): {source}; pass a different {flag} (0 picks a free port)")]
+    /// A listener could not bind. Checked after the data directory's lock, so the port is
+    /// not held by a bridge on this directory: the hint is for a bridge of its own.
+    #[error(
+        "cannot listen on {addr} ({flag}): {source}; another program holds this address (another \
+         aep-bridge with its own data directory? `aep-bridge doctor --url` says); pass a different \
+         {flag} (0 picks a free port)"
+    )]
     Bind {
         /// The address.
         addr: String,
@@ -47,6 +52,9 @@ pub enum ServeError {
         /// What went wrong.
         message: String,
     },
+    /// Another `serve` uses the data directory.
+    #[error(transparent)]
+    Locked(#[from] crate::lock::LockError),
 }
 
 /// Shared state of the HTTP app.
@@ -60,20 +68,6 @@ pub struct AppState {
     pub relay_required: bool,
     /// Failing sinks and state.
     pub health: Arc<crate::health::Health>,
-}
-
-/// 200 `{"ok":true,...}`, or 503 naming what fails: a required relay that is down, or a
-/// sink that cannot write (`"failing":{"jsonl":"...: No space left on device"}`).
-async fn healthz(State(s): State<AppState>) -> impl IntoResponse {
-    let relay = s.relay.all_live();
-    let failing = s.health.failures();
-    let ok = (!s.relay_required || relay) && failing.is_empty();
-    let status = if ok { axum::http::StatusCode::OK } else { axum::http::StatusCode::SERVICE_UNAVAILABLE };
-    let mut body = serde_json::json!({ "ok": ok, "relay": relay });
-    if !failing.is_empty() {
-        body["failing"] = serde_json::json!(failing);
-    }
-    (status, axum::Json(body))
 }
 
 async fn metrics_page(State(s): State<AppState>) -> impl IntoResponse {
@@ -94,18 +88,28 @@ pub struct AppParts {
     pub collector: Option<(Arc<collector::Collector>, Pipeline)>,
     /// The web view (`/`, `/ui/*`), when enabled.
     pub ui: Option<Arc<crate::ui::Ui>>,
+    /// What keeps other origins' web pages and rebinding names out (every route).
+    pub guard: Arc<crate::guard::Guard>,
 }
 
-/// The bridge's HTTP app: `/healthz`, `/metrics`, `/hooks/*`, OTLP/HTTP `/v1/*` and, when
+/// The bridge's HTTP app: `/livez`, `/readyz`, `/healthz`, `/metrics`, `/hooks/*`, OTLP/HTTP `/v1/*` and, when
 /// enabled, the collector (`/events`, `/stream`, `/socket`, `/.well-known/aep`) and the web
-/// view (`/`, `/ui/*`). Served on
+/// view (`/`, `/ui/*`), every route behind the [`crate::guard`]. Served on
 /// the main listener and on the extra OTLP/HTTP one; testable without a socket.
 pub fn app(parts: AppParts) -> Router {
+    let g = &parts.guard;
+    let probes = crate::health::Probes {
+        health: parts.state.health.clone(),
+        relay: parts.state.relay.clone(),
+        relay_required: parts.state.relay_required,
+    };
     let mut app = Router::new()
-        .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_page))
         .with_state(parts.state)
-        .merge(aep_receivers::hooks::router(parts.hooks, parts.max_hook_body))
+        .merge(crate::health::router(probes))
+        // OTLP/HTTP and the collector's emit take JSON or protobuf only (415 otherwise, counted
+        // by their receivers); the hooks took any body type, so they get the ingest check.
+        .merge(crate::guard::ingest_layer(aep_receivers::hooks::router(parts.hooks, parts.max_hook_body), g))
         .merge(aep_receivers::otlp::router(parts.otlp));
     if let Some((collector, pipeline)) = parts.collector {
         app = app.merge(collector::router(collector, pipeline));
@@ -113,7 +117,15 @@ pub fn app(parts: AppParts) -> Router {
     if let Some(ui) = parts.ui {
         app = app.merge(crate::ui::router(ui));
     }
-    app
+    crate::guard::guard_layer(app, g)
+}
+
+/// The names a request's `Host` may carry besides IP addresses and `localhost`: this
+/// bridge's host name, `server.allowed_hosts` and (older files) `ui.allowed_hosts`.
+pub fn allowed_hosts(cfg: &Config) -> Vec<String> {
+    let mut hosts = vec![host_name(cfg)];
+    hosts.extend(cfg.server.allowed_hosts.iter().chain(&cfg.ui.allowed_hosts).cloned());
+    hosts
 }
 
 /// The running bridge's bound addresses.
@@ -222,6 +234,9 @@ pub async fn serve(
     shutdown: CancellationToken,
     on_bound: impl FnOnce(&Bound, u64),
 ) -> Result<(), ServeError> {
+    // One serve per data directory, decided before the ports: a second serve on this
+    // directory is told who holds it, not sent looking for another port. Held to the end.
+    let _lock = crate::lock::DataDirLock::acquire(&cfg.data_dir())?;
     let listeners = Listeners::bind(&cfg).await?;
     let daemon = Daemon::build(cfg, shutdown.clone())?;
     let stop = shutdown.clone();
@@ -254,6 +269,8 @@ pub struct Daemon {
     bridge_listeners: std::collections::BTreeMap<String, SocketAddr>,
     limits: listener::Limits,
     on_refused: OnRefused,
+    /// What the probes and systemd's watchdog read.
+    health: Arc<crate::health::Health>,
 }
 
 impl Daemon {
@@ -436,12 +453,14 @@ impl Daemon {
         }
         drop(bridge_deps);
         tokio::spawn(crate::hooks::run_idle_close(hooks.clone(), shutdown.clone()));
+        tokio::spawn(crate::health::watch(health.clone(), progress.clone(), shutdown.clone()));
+        let guard = crate::guard::Guard::new(&allowed_hosts(&cfg), token.clone(), metrics.clone());
         let app = app(AppParts {
             state: AppState {
                 metrics: metrics.clone(),
                 relay: relay_status,
                 relay_required: cfg.relay.required,
-                health,
+                health: health.clone(),
             },
             hooks,
             max_hook_body: cfg.server.max_hook_body,
@@ -456,9 +475,12 @@ impl Daemon {
                     Some(&data_dir),
                     &host_name(&cfg),
                     epoch,
-                    &cfg.ui.allowed_hosts,
+                    &cfg.ui,
+                    cfg.jsonl.enabled.then(|| data_dir.join("logs")),
+                    &allowed_hosts(&cfg),
                 )
             }),
+            guard,
         });
         Ok(Self {
             cfg,
@@ -478,6 +500,7 @@ impl Daemon {
             bridge_listeners,
             limits,
             on_refused,
+            health,
         })
     }
 
@@ -521,6 +544,11 @@ impl Daemon {
         }
         on_bound(&bound, epoch);
         tracing::info!(http = %bound.http, epoch, "Bridge started.");
+        // Under systemd (`Type=notify`): ready now, and its watchdog petted while the loops turn.
+        #[cfg(unix)]
+        if let Some(n) = crate::notify::Notifier::from_env(&cfg.env) {
+            n.start(self.health.clone(), shutdown.clone());
+        }
 
         let mut servers = Vec::new();
         // One budget for every listener: all of them full still fit the open-file limit.
@@ -663,6 +691,7 @@ mod tests {
             otlp,
             collector: collector.then_some((c, pipeline)),
             ui: None,
+            guard: crate::guard::Guard::new(&[], None, metrics.clone()),
         });
         (app, metrics)
     }
@@ -686,7 +715,7 @@ mod tests {
         let hook = r#"{"session_id":"s1","hook_event_name":"SessionStart","source":"startup"}"#;
         let (st, body) = call(&app, post("/hooks/claude-code", "application/json", hook)).await;
         assert_eq!(st, StatusCode::OK, "{body}");
-        assert_eq!(metrics.events_in.get(&[("input", "hook"), ("agent", "claude-code")]), 1);
+        assert_eq!(metrics.events_in.get(&[("input", "hook"), (crate::metrics::AGENT, "claude-code")]), 1);
         let (st, body) = call(&app, post("/hooks/nobody", "application/json", hook)).await;
         assert_eq!(st, StatusCode::NOT_FOUND, "{body}");
         let (st, body) = call(&app, post("/v1/logs", "application/x-protobuf", vec![0xff, 0xff, 0xff])).await;
@@ -698,7 +727,10 @@ mod tests {
         assert!(body.contains(r#""role":"collector""#), "{body}");
         let (st, body) = call(&app, Request::get("/metrics").body(Body::empty()).unwrap()).await;
         assert_eq!(st, StatusCode::OK);
-        assert!(body.contains(r#"aep_bridge_events_in_total{agent="claude-code",input="hook"} 1"#), "{body}");
+        assert!(
+            body.contains(r#"aep_bridge_events_in_total{gen_ai_agent_name="claude-code",input="hook"} 1"#),
+            "{body}"
+        );
     }
 
     #[tokio::test]

@@ -129,7 +129,7 @@ impl<M: Default> Stamper<M> {
         // AEP-0002 §7.1: the lifecycle events after a request name it as their subject; a
         // mapping that linked them by the request's correlation key gets the subject from the
         // resolved cause, over a vendor id it may have set (the vendor's request id is not the
-        // Event's; a pinned mapping such as OpenCode's `permission.replied` carries it).
+        // Event's; a pinned mapping of a bus `permission.replied` carries it).
         let lifecycle = matches!(d.r#type.as_str(), "attention.answered" | "attention.resolved" | "attention.timeout");
         let subject = match d.subject {
             _ if lifecycle && keyed_request => cause.clone(),

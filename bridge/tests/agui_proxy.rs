@@ -10,7 +10,7 @@ use aep_testkit as common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aep_bridge::bridges::{BridgeConfig, BridgeKind};
+use aep_bridge::bridges::BridgeConfig;
 use aep_bridge::transport::config::HttpUrl;
 use aep_bridge::transport::{HttpClient, HttpOptions};
 use axum::Router;
@@ -87,11 +87,10 @@ async fn proxy(upstream: &str, max_frame: usize) -> (Running, std::net::SocketAd
     cfg.bridges.insert(
         "ui".into(),
         BridgeConfig {
-            kind: Some(BridgeKind::AguiProxy),
             url: Some(HttpUrl::parse(upstream).unwrap()),
             listen: Some("127.0.0.1:0".parse().unwrap()),
             max_frame_bytes: max_frame,
-            ..BridgeConfig::default()
+            ..BridgeConfig::of("agui", serde_json::Value::Null)
         },
     );
     let b = start(cfg).await;
@@ -109,11 +108,7 @@ fn input() -> Value {
 }
 
 fn log(dir: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("logs").join("agui").join(format!("{THREAD}.jsonl")))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    aep_testkit::log_events(&dir.join("logs").join("agui").join(format!("{THREAD}.jsonl")))
 }
 
 fn types(events: &[Value]) -> Vec<&str> {
@@ -338,10 +333,9 @@ async fn the_proxy_declares_no_command_to_its_relay_and_the_relay_refuses_one() 
     cfg.bridges.insert(
         "ui".into(),
         BridgeConfig {
-            kind: Some(BridgeKind::AguiProxy),
             url: Some(HttpUrl::parse(&upstream).unwrap()),
             listen: Some("127.0.0.1:0".parse().unwrap()),
-            ..BridgeConfig::default()
+            ..BridgeConfig::of("agui", serde_json::Value::Null)
         },
     );
     let b = start(cfg).await;

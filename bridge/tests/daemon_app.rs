@@ -33,15 +33,11 @@ async fn every_answered_hook_is_already_in_the_log() {
             .unwrap();
         let (status, body) = send(&app, req).await;
         assert_eq!(status, StatusCode::OK, "{body}");
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let types: Vec<String> = text
-            .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["type"].as_str().unwrap().to_owned())
-            .collect();
+        let types: Vec<String> =
+            common::log_events(&log).iter().map(|e| e["type"].as_str().unwrap().to_owned()).collect();
         assert_eq!(types, expected[..=i], "after hook {i}");
     }
-    let lines: Vec<serde_json::Value> =
-        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines = common::log_events(&log);
     assert!(lines.iter().all(|e| e["epoch"] == daemon.epoch()), "stamped with this build's epoch");
     let (status, body) = send(&app, Request::get("/healthz").body(Body::empty()).unwrap()).await;
     assert_eq!(status, StatusCode::OK, "{body}");

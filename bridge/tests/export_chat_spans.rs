@@ -325,3 +325,84 @@ async fn no_chat_spans_for_a_session_that_sends_its_own_model_call_spans() {
     let codex_chats = of_session(&spans, codex.session).iter().filter(|s| s.name.starts_with("chat")).count();
     assert_eq!(codex_chats, codex.calls().len(), "the session beside it keeps its own");
 }
+
+/// Moves every non-zero `timeUnixNano` / `observedTimeUnixNano` of an OTLP/JSON export by
+/// `shift`: the agent's clock disagreeing with the hooks' (a VM, a container, a drifted
+/// laptop clock).
+fn skewed(body: &str, shift: i128) -> String {
+    fn walk(v: &mut Value, shift: i128) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m.iter_mut() {
+                    match x {
+                        Value::String(t) if k == "timeUnixNano" || k == "observedTimeUnixNano" => {
+                            let n: i128 = t.parse().unwrap();
+                            if n != 0 {
+                                *t = (n + shift).to_string();
+                            }
+                        }
+                        _ => walk(x, shift),
+                    }
+                }
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| walk(x, shift)),
+            _ => {}
+        }
+    }
+    let mut v: Value = serde_json::from_str(body).unwrap();
+    walk(&mut v, shift);
+    v.to_string()
+}
+
+/// The recorded sessions again, their OTLP records moved three days ahead and then three days
+/// behind (their hooks are stamped as they are replayed, so the two clocks disagree by days
+/// either way): every span of each session still lies inside its parent (trace UIs would
+/// otherwise stretch the trace by the skew), each moved model-call span says by how much,
+/// and no model call is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skewed_agent_clocks_keep_every_child_inside_its_parent() {
+    const DAY: i128 = 86_400 * 1_000_000_000;
+    for shift in [3 * DAY, -3 * DAY] {
+        let (bridge, got, _dir) = bridge().await;
+        let caps: Vec<Capture> = captures()
+            .into_iter()
+            .map(|c| Capture { logs: c.logs.iter().map(|b| skewed(b, shift)).collect(), ..c })
+            .collect();
+        for c in &caps {
+            replay(&bridge.url(), c).await;
+        }
+        bridge.shutdown().await;
+        let (spans, _) = decode(&got);
+        for c in &caps {
+            let mine = of_session(&spans, c.session);
+            let by_id: HashMap<&[u8], &Span> = mine.iter().map(|s| (&s.span_id[..], *s)).collect();
+            let mut children = 0;
+            for s in mine.iter().filter(|s| !s.parent_span_id.is_empty()) {
+                let p =
+                    by_id.get(&s.parent_span_id[..]).unwrap_or_else(|| panic!("{}: {} unparented", c.vendor, s.name));
+                assert!(
+                    p.start_time_unix_nano <= s.start_time_unix_nano && s.end_time_unix_nano <= p.end_time_unix_nano,
+                    "{} (shift {shift}): {} [{}, {}] outside {} [{}, {}]",
+                    c.vendor,
+                    s.name,
+                    s.start_time_unix_nano,
+                    s.end_time_unix_nano,
+                    p.name,
+                    p.start_time_unix_nano,
+                    p.end_time_unix_nano
+                );
+                children += 1;
+            }
+            let chats: Vec<&&Span> = mine.iter().filter(|s| s.name.starts_with("chat")).collect();
+            assert_eq!(chats.len(), c.calls().len(), "{}: every model call kept", c.vendor);
+            // The hooks are stamped as they are replayed, now; the records keep their
+            // recorded clock, days before it: every call was moved.
+            assert!(
+                chats.iter().all(|s| attr_int(&s.attributes, "aep.clock.shift_ns").is_some_and(|n| n != 0)),
+                "{}: each moved call says by how much",
+                c.vendor
+            );
+            assert!(children > chats.len(), "{}: runs and tools were checked too", c.vendor);
+        }
+    }
+}

@@ -867,6 +867,51 @@ async fn an_idle_session_root_is_exported_within_the_root_idle_delay() {
     assert!(flag(ext, "aep.root.extension"));
 }
 
+/// A session the bridge knows only from the agent's own telemetry (Codex pointed at the
+/// OTLP port, no hooks) has no run to wait for: its root, which its log records point at,
+/// goes out once it idled `span_root_idle_secs`, while the sink runs, not after the 30-minute
+/// idle timeout. Paused time drives the sink's clock.
+#[tokio::test]
+async fn a_telemetry_only_session_root_is_exported_within_the_root_idle_delay() {
+    let rec = Recorder::default();
+    let addr = start_recorder(rec.clone()).await;
+    let mut cfg = otlp_cfg(format!("http://{addr}"), Protocol::HttpProtobuf);
+    cfg.otlp.logs = false;
+    cfg.otlp.span_grace_ms = 0;
+    cfg.otlp.timeout_ms = 600_000;
+    let ex = export::start(&cfg, 64, Arc::new(Metrics::default()), Arc::default(), CancellationToken::new());
+    let tx = &ex.sinks[0].tx;
+    for (i, name) in ["conversation_starts", "api_request", "sse_event", "tool_result"].iter().enumerate() {
+        let v = json!({"aep":"0.1","id":format!("c-e{i}"),"type":format!("x.codex.otel.{name}"),
+            "time":format!("2026-01-02T03:04:0{i}Z"),"source":"aep://test-host/agent/codex/session/c1",
+            "agent":"codex","session":"c1","seq":i,"epoch":1,"capture":"metadata"});
+        tx.send(Arc::new(Stamped::new(Event::from_value(v).unwrap()))).await.unwrap();
+    }
+    let roots = |got: &[Got]| {
+        got.iter()
+            .flat_map(|g| decode_traces(g).resource_spans)
+            .flat_map(|r| r.scope_spans)
+            .flat_map(|s| s.spans)
+            .filter(|s| s.name == "session codex")
+            .collect::<Vec<_>>()
+    };
+    tokio::time::pause();
+    for _ in 0..70 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    tokio::time::resume();
+    assert!(rec.until(Duration::from_secs(10), |g| roots(g).len() == 1).await, "no root while the session idled");
+    let root = roots(&rec.got.lock().unwrap()).remove(0);
+    assert!(root.parent_span_id.is_empty());
+    assert!(root.attributes.iter().any(|kv| kv.key == "aep.session.idle"), "{root:?}");
+    assert!(!tx.is_closed(), "the sink ended early");
+    drop(ex.sinks);
+    for t in ex.tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(roots(&rec.got.lock().unwrap()).len(), 1, "the root is sent once");
+}
+
 /// A logs-only receiver (404 on `/v1/traces`): the spans exporter turns itself off after
 /// the first refusal (one request, counted once, everything after it dropped unsent) while
 /// the logs go on.

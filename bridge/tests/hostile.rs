@@ -37,7 +37,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{config, get, post, start};
+use common::{config, get, log_lines, post, start, tree_lines};
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::logs::v1::logs_service_client::LogsServiceClient;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
@@ -93,21 +93,9 @@ async fn post_bytes(url: String, body: Vec<u8>, headers: Vec<(&'static str, Stri
     .unwrap()
 }
 
-/// Every line of every file under `{data}/logs`.
+/// Every complete line of every file under `{data}/logs`.
 fn all_log_lines(data: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![data.join("logs")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if let Ok(t) = std::fs::read_to_string(&p) {
-                out.extend(t.lines().map(str::to_owned));
-            }
-        }
-    }
-    out
+    tree_lines(&data.join("logs"))
 }
 
 /// With a token, OTLP over HTTP (main and extra port) and gRPC needs it too;
@@ -200,7 +188,8 @@ async fn a_trickled_body_is_cut_at_its_deadline() {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(
         s,
-        "POST /hooks/claude-code HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{\"a\":"
+        "POST /hooks/claude-code HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{\"a\":",
+        bridge.bound.http
     )
     .unwrap();
     let t0 = Instant::now();
@@ -283,7 +272,7 @@ async fn a_full_disk_is_reported_counted_and_survived() {
     let v: Value = serde_json::from_str(&body).unwrap();
     assert!(v["failing"]["jsonl"].as_str().is_some_and(|m| m.contains("No space left")), "{body}");
     let (_, m) = get(format!("{}/metrics", bridge.url())).await;
-    let events = aep_testkit::metric_sum(&m, "aep_bridge_events_in_total", &["agent=\"codex\""]);
+    let events = aep_testkit::metric_sum(&m, "aep_bridge_events_in_total", &["gen_ai_agent_name=\"codex\""]);
     assert!(events >= hooks.len() as u64, "{m}");
     assert_eq!(
         aep_testkit::metric_sum(&m, "aep_bridge_events_dropped_total", &["sink=\"jsonl\""]),
@@ -304,7 +293,7 @@ async fn a_hook_is_answered_after_its_event_is_written() {
         let hook = json!({"session_id": "ack-1", "hook_event_name": "Notification", "message": format!("n{i}")});
         let (st, body) = post(format!("{}/hooks/claude-code", bridge.url()), hook.to_string(), vec![]).await;
         assert_eq!(st, 200, "{body}");
-        let lines = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+        let lines = log_lines(&log).len();
         assert!(lines > i, "answer {i} arrived before its line was written ({lines} lines)");
     }
     bridge.shutdown().await;

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aep_bridge::bridges::{BridgeConfig, BridgeKind, BridgeMode};
+use aep_bridge::bridges::{BridgeConfig, BridgeMode};
 use aep_bridge::transport::config::HttpUrl;
 use axum::Router;
 use axum::extract::ws::{Message as AxMessage, WebSocket, WebSocketUpgrade};
@@ -340,15 +340,12 @@ async fn fake_server() -> (Arc<Fake>, String) {
 
 fn bridge_cfg(url: &str, mode: BridgeMode, control: bool) -> BridgeConfig {
     BridgeConfig {
-        kind: Some(BridgeKind::KimiWs),
         url: Some(HttpUrl::parse(url).unwrap()),
         mode,
         control,
-        token: SERVER_TOKEN.into(),
-        poll_ms: Some(100),
         reconnect_initial_ms: 20,
         reconnect_max_ms: 100,
-        ..BridgeConfig::default()
+        ..BridgeConfig::of("kimi-code", json!({"token": SERVER_TOKEN, "poll_ms": 100}))
     }
 }
 
@@ -387,11 +384,7 @@ async fn until(fake: &Fake, b: &Running, what: &str, mut pred: impl FnMut() -> b
 }
 
 fn log(dir: &std::path::Path, session: &str) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("logs").join("kimi-code").join(format!("{session}.jsonl")))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    aep_testkit::log_events(&dir.join("logs").join("kimi-code").join(format!("{session}.jsonl")))
 }
 
 fn types(events: &[Value]) -> Vec<&str> {
@@ -803,8 +796,8 @@ async fn the_token_file_is_waited_for_and_a_silent_server_is_reconnected() {
     let tmp = tempfile::tempdir().unwrap();
     let token_file = tmp.path().join("server.token");
     let mut cfg = bridge_cfg(&url, BridgeMode::Companion, false);
-    cfg.token = String::new();
-    cfg.token_file = token_file.display().to_string();
+    cfg.own.0.insert("token".into(), json!(""));
+    cfg.own.0.insert("token_file".into(), json!(token_file.display().to_string()));
     (cfg.timeout_ms, cfg.idle_timeout_ms) = (500, 400);
     fake.silent_next.store(true, Ordering::SeqCst);
     let (b, dir) = bridge(cfg).await;

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aep_bridge::bridges::{BridgeConfig, BridgeKind};
+use aep_bridge::bridges::BridgeConfig;
 use aep_bridge::transport::config::HttpUrl;
 use axum::Router;
 use axum::extract::ws::{CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade};
@@ -325,14 +325,11 @@ async fn fake_server(key: Option<&str>) -> (Arc<Fake>, String) {
 
 fn bridge_cfg(url: &str, control: bool, key: Option<&str>) -> BridgeConfig {
     BridgeConfig {
-        kind: Some(BridgeKind::Openhands),
         url: Some(HttpUrl::parse(url).unwrap()),
         control,
-        api_key: key.unwrap_or_default().to_owned(),
-        poll_ms: Some(50),
         reconnect_initial_ms: 20,
         reconnect_max_ms: 100,
-        ..BridgeConfig::default()
+        ..BridgeConfig::of("openhands", json!({"api_key": key.unwrap_or_default(), "poll_ms": 50}))
     }
 }
 
@@ -420,11 +417,7 @@ async fn until(what: &str, mut pred: impl FnMut() -> bool) {
 }
 
 fn log(dir: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("logs").join("openhands").join(format!("{CONV}.jsonl")))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    aep_testkit::log_events(&dir.join("logs").join("openhands").join(format!("{CONV}.jsonl")))
 }
 
 fn types(events: &[Value]) -> Vec<&str> {

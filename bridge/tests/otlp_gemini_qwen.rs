@@ -84,7 +84,7 @@ async fn replay(url: &str, run: &Run, hooks: bool) -> usize {
 async fn events(bridge: &Running, data: &Path, run: &Run, agent: &str, min: usize) -> Vec<Value> {
     let path = log_file(data, agent, run.session);
     let lines = bridge.wait_lines(&path, min).await;
-    let events: Vec<Value> = lines.iter().map(|l| serde_json::from_str(l).expect("torn JSONL line")).collect();
+    let events = aep_testkit::parse_lines(&path, &lines);
     for e in &events {
         assert_eq!((e["agent"].as_str(), e["session"].as_str()), (Some(agent), Some(run.session)), "{e}");
     }
@@ -115,10 +115,8 @@ async fn companion_records_join_the_hook_session_and_none_is_refused() {
         let path = log_file(dir.path(), run.vendor, run.session);
         // Wait for every OTLP record (each maps to one companion event) after the hook events.
         let companions = || {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let ty =
-                |l: &str| serde_json::from_str::<Value>(l).ok().and_then(|e| e["type"].as_str().map(str::to_owned));
-            text.lines().filter(|l| ty(l).is_some_and(|t| t.starts_with(&prefix))).count()
+            let events = aep_testkit::log_events(&path);
+            events.iter().filter(|e| e["type"].as_str().is_some_and(|t| t.starts_with(&prefix))).count()
         };
         bridge.until_logged(|| companions() >= sent, || format!("{}: OTLP events missing", path.display())).await;
         let evs = events(&bridge, dir.path(), run, run.vendor, hook_lines).await;

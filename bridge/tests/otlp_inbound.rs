@@ -238,16 +238,9 @@ async fn post_raw(url: String, body: Vec<u8>, headers: Headers) -> (u16, String)
     .unwrap()
 }
 
-/// Every line of every file under `{data}/logs`.
+/// Every complete line of every file under `{data}/logs`.
 fn all_log_lines(data: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let Ok(agents) = std::fs::read_dir(data.join("logs")) else { return out };
-    for a in agents.flatten() {
-        for f in std::fs::read_dir(a.path()).into_iter().flatten().flatten() {
-            out.extend(std::fs::read_to_string(f.path()).unwrap_or_default().lines().map(str::to_owned));
-        }
-    }
-    out
+    aep_testkit::tree_lines(&data.join("logs"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -302,7 +295,8 @@ async fn otlp_json_with_gzip_and_refused_requests_over_real_sockets() {
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(
         s,
-        "POST /v1/logs HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+        "POST /v1/logs HTTP/1.1\r\nhost: {}\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+        bridge.bound.http,
         21 * 1024 * 1024
     )
     .unwrap();

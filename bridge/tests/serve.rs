@@ -79,7 +79,7 @@ async fn relay_down_at_start_then_up_then_dies_then_back() {
     // earlier ones would have too.
     post(format!("{}/hooks/codex", bridge.url()), codex_session("s-later")[0].to_string(), vec![]).await;
     relay2.wait_lines(&relay_dir2.path().join("logs/codex/s-later.jsonl"), 1).await;
-    assert_eq!(std::fs::read_to_string(relay_dir2.path().join("logs/codex/s-late.jsonl")).unwrap().lines().count(), 2);
+    assert_eq!(log_lines(&relay_dir2.path().join("logs/codex/s-late.jsonl")).len(), 2);
     bridge.shutdown().await;
     relay2.shutdown().await;
 }

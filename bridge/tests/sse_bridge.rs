@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aep_bridge::bridges::{BridgeConfig, BridgeKind, BridgeMode};
+use aep_bridge::bridges::{BridgeConfig, BridgeMode};
 use aep_bridge::transport::config::HttpUrl;
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -140,13 +140,12 @@ async fn fake_server() -> (Arc<Fake>, String) {
 
 fn bridge_cfg(url: &str, mode: BridgeMode, control: bool) -> BridgeConfig {
     BridgeConfig {
-        kind: Some(BridgeKind::OpencodeSse),
         url: Some(HttpUrl::parse(url).unwrap()),
         mode,
         control,
         reconnect_initial_ms: 20,
         reconnect_max_ms: 100,
-        ..BridgeConfig::default()
+        ..BridgeConfig::of("opencode", Value::Null)
     }
 }
 
@@ -170,11 +169,7 @@ async fn until(what: &str, mut pred: impl FnMut() -> bool) {
 }
 
 fn log(dir: &std::path::Path, session: &str) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("logs").join("opencode").join(format!("{session}.jsonl")))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    aep_testkit::log_events(&dir.join("logs").join("opencode").join(format!("{session}.jsonl")))
 }
 
 fn types(events: &[Value]) -> Vec<&str> {

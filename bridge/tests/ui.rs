@@ -10,6 +10,7 @@ use axum::http::{HeaderMap, Request, StatusCode};
 use futures_util::StreamExt as _;
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
+use std::io::Write as _;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
@@ -306,12 +307,10 @@ async fn an_answer_from_the_page_releases_the_held_hook_and_names_its_sender() {
     // The hook is answered only once the answer and the command are in the logs.
     let session = request["session"].as_str().unwrap();
     let log = v.dir.path().join(format!("logs/claude-code/{session}.jsonl"));
-    let events: Vec<Value> =
-        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events = aep_testkit::log_events(&log);
     // The command is kept in history under its sender's name (AEP-0004 §4.4).
     let sent = v.dir.path().join(format!("logs/aep-web/{session}.jsonl"));
-    let sent: Vec<Value> =
-        std::fs::read_to_string(&sent).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let sent = aep_testkit::log_events(&sent);
     let command = sent.iter().find(|e| e["id"] == cmd.as_str()).expect("the command is in the history");
     assert_eq!(command["type"], "control.attention.respond");
     assert_eq!(command["agent"], "aep-web");
@@ -322,4 +321,213 @@ async fn an_answer_from_the_page_releases_the_held_hook_and_names_its_sender() {
         (Some(cmd.as_str()), &json!({"option": "allow"}))
     );
     assert!(events.iter().any(|e| e["type"] == "control.accepted" && e["cause"] == cmd.as_str()));
+}
+
+/// A view over `dir` (kept by the caller, so a second view is the same bridge restarted).
+fn view_in(dir: &std::path::Path, token: &str, name: &str) -> (axum::Router, CancellationToken) {
+    let mut cfg = common::config(dir);
+    cfg.server.token = token.into();
+    cfg.ui.name = name.into();
+    let stop = CancellationToken::new();
+    let daemon = Daemon::build(cfg, stop.clone()).unwrap();
+    (daemon.app(), stop)
+}
+
+/// The first `attention.requested` on the page's live stream, once `payload` is held.
+async fn held(app: &axum::Router, cookie: &str, payload: Value) -> (Value, tokio::task::JoinHandle<Reply>) {
+    let live = app.clone().oneshot(get("/ui/stream", Some(cookie))).await.unwrap();
+    let mut frames = live.into_body().into_data_stream();
+    let app2 = app.clone();
+    let hook = tokio::spawn(async move {
+        let h = [("content-type", "application/json"), ("authorization", "Bearer ui-test-token-4f9a")];
+        send(&app2, post("/hooks/claude-code", &h, payload.to_string())).await
+    });
+    let mut buf = String::new();
+    let request = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            let chunk = frames.next().await.expect("stream ended").unwrap();
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            if let Some(line) = buf.lines().find(|l| l.starts_with("data: ") && l.contains("attention.requested")) {
+                return serde_json::from_str::<Value>(&line[6..]).unwrap();
+            }
+        }
+    })
+    .await
+    .expect("the request reached the stream");
+    (request, hook)
+}
+
+async fn answer(app: &axum::Router, cookie: &str, request: &Value, answer: Value) -> Reply {
+    let n = nonce(app, cookie).await;
+    let body = json!({"request": request["id"], "session": request["session"], "answer": answer});
+    let h = [("origin", ORIGIN), ("x-aep-nonce", n.as_str()), ("cookie", cookie)];
+    send(app, post("/ui/answer", &h, body.to_string())).await
+}
+
+fn log_of(dir: &std::path::Path, agent: &str, session: &str) -> Vec<Value> {
+    std::fs::read_to_string(dir.join(format!("logs/{agent}/{session}.jsonl")))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Words on a permission card go with the choice the page names (here the refusing one, as
+/// its reason): the agent gets exactly that, the reply says so, and history records who
+/// answered by the login's name. A standing-permission suggestion answers in the agent's
+/// own shape (Claude Code's `updatedPermissions`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_choice_carries_the_words_and_the_answerers_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, _stop) = view_in(dir.path(), TOKEN, "alice");
+    let cookie = login(&app).await;
+    let s = send(&app, get("/ui/session", Some(&cookie))).await.json();
+    assert_eq!(
+        (s["name"].as_str(), s["sender"].as_str(), s["history"].as_bool()),
+        (Some("alice"), Some("aep-web"), Some(true))
+    );
+    let payload: Value = serde_json::from_str(include_str!("data/claude-code-permission-request.json")).unwrap();
+
+    let (request, hook) = held(&app, &cookie, payload.clone()).await;
+    let options: Vec<&str> =
+        request["data"]["options"].as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap()).collect();
+    assert_eq!(options, ["allow", "deny", "always-1"], "the recorded suggestion is offered");
+    let r = answer(&app, &cookie, &request, json!({"option": "deny", "text": "use the staging registry"})).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    assert_eq!(
+        r.json()["sent"],
+        json!({"answer": {"option": "deny", "text": "use the staging registry"}, "by": "alice"}),
+        "the page is told exactly what was sent"
+    );
+    let reply = tokio::time::timeout(std::time::Duration::from_secs(20), hook).await.unwrap().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&reply.body).unwrap(),
+        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+            "decision": {"behavior": "deny", "message": "use the staging registry"}}})
+    );
+    let session = request["session"].as_str().unwrap();
+    let events = log_of(dir.path(), "claude-code", session);
+    let answered = events.iter().find(|e| e["type"] == "attention.answered").unwrap();
+    assert_eq!(answered["data"]["by"], "alice");
+    assert_eq!(answered["data"]["answer"], json!({"option": "deny", "text": "use the staging registry"}));
+    let cmd =
+        log_of(dir.path(), "aep-web", session).into_iter().find(|e| e["type"] == "control.attention.respond").unwrap();
+    assert_eq!((cmd["agent"].as_str(), cmd["data"]["by"].as_str()), (Some("aep-web"), Some("alice")));
+
+    // "Always allow": the suggestion Claude Code sent, echoed back as it sent it.
+    let (request, hook) = held(&app, &cookie, payload.clone()).await;
+    let r = answer(&app, &cookie, &request, json!({"option": "always-1"})).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    let reply = tokio::time::timeout(std::time::Duration::from_secs(20), hook).await.unwrap().unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&reply.body).unwrap(),
+        json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow",
+            "updatedPermissions": [payload["permission_suggestions"][0]]}}})
+    );
+}
+
+/// The history endpoints read the JSONL logs: after a restart a new page finds the
+/// sessions of the earlier run, pages back through them, searches their events' text and
+/// reads one session's events; a line still being written is not yet there, never an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_outlives_a_restart_and_pages_back_through_the_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let ingest = |app: axum::Router, body: String| async move {
+        let h = [
+            ("content-type", "application/x-ndjson"),
+            ("authorization", "Bearer ui-test-token-4f9a"),
+            ("aep-version", "0.1"),
+        ];
+        let r = send(&app, post("/events", &h, body)).await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    };
+    {
+        let (app, stop) = view_in(dir.path(), TOKEN, "");
+        let mut body = String::new();
+        for i in 0..12u64 {
+            for (seq, ty, data) in [
+                (1, "session.started", json!({"label": format!("task {i}")})),
+                (2, "progress.status", json!({"message": if i == 5 { "the zebra crossing" } else { "plain" }})),
+            ] {
+                let e = json!({"aep": "0.1", "id": ulid::Ulid::new().to_string(), "type": ty,
+                    "time": format!("2026-07-03T10:{i:02}:0{seq}Z"), "source": "aep://t/agent/bot",
+                    "agent": if i % 2 == 0 { "bot-a" } else { "bot-b" }, "session": format!("s{i:02}"), "seq": seq,
+                    "capture": "redacted", "data": data});
+                body.push_str(&format!("{e}\n"));
+            }
+        }
+        ingest(app.clone(), body).await;
+        // The collector's 202 says accepted, not written: wait (bounded) for the last log.
+        let last = dir.path().join("logs/bot-b/s11.jsonl");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::fs::read_to_string(&last).map_or(0, |t| t.lines().count()) < 2 {
+            assert!(std::time::Instant::now() < deadline, "the events never reached the log");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        stop.cancel();
+    }
+    // The bridge restarted: a new page, no live event since.
+    let (app, _stop) = view_in(dir.path(), TOKEN, "");
+    let cookie = login(&app).await;
+    let page = |q: &str| {
+        let (app, cookie) = (app.clone(), cookie.clone());
+        let q = q.to_owned();
+        async move {
+            let r = send(&app, get(&format!("/ui/history?{q}"), Some(&cookie))).await;
+            assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+            r.json()
+        }
+    };
+    // Right after a start the bridge may still be reading its logs (newest first): the page
+    // says so, and asks again.
+    let mut first = page("limit=5").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while first["indexing"] == true {
+        assert!(std::time::Instant::now() < deadline, "the logs were never read");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        first = page("limit=5").await;
+    }
+    let ids = |p: &Value| -> Vec<String> {
+        p["sessions"].as_array().unwrap().iter().map(|s| s["session"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(ids(&first), ["s11", "s10", "s09", "s08", "s07"]);
+    assert_eq!(first["sessions"][0]["label"], "task 11");
+    assert_eq!(first["sessions"][0]["events"], 2);
+    let next = first["next"].as_str().unwrap();
+    let second = page(&format!("limit=5&before={}", urlencode(next))).await;
+    assert_eq!(ids(&second), ["s06", "s05", "s04", "s03", "s02"]);
+    assert_eq!(ids(&page("agent=bot-a&limit=3").await), ["s10", "s08", "s06"]);
+    let zebra = page("text=ZEBRA").await;
+    assert_eq!(ids(&zebra), ["s05"], "found by the text of an event, not its name");
+    // One session's events, newest first; a torn last line is "not yet".
+    let path = dir.path().join("logs/bot-b/s05.jsonl");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"{\"aep\":\"0.1\",\"id\":\"X\",\"ty")
+        .unwrap();
+    let r = send(&app, get("/ui/events?agent=bot-b&session=s05", Some(&cookie))).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let types: Vec<String> =
+        r.json()["events"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(types, ["progress.status", "session.started"]);
+    assert_eq!(ids(&page("session=s05").await), ["s05"], "the summary still reads");
+    // Behind the same login as the view; a wrong cursor or session is a clear error.
+    assert_eq!(send(&app, get("/ui/history", None)).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(send(&app, get("/ui/events?agent=bot-b&session=s05", None)).await.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        send(&app, get("/ui/events?agent=bot-b&session=nope", Some(&cookie))).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let bad = send(&app, get("/ui/events?agent=bot-b&session=s05&before=zz", Some(&cookie))).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.body);
+    let bad = send(&app, get("/ui/history?since=yesterday", Some(&cookie))).await;
+    assert_eq!((bad.status, bad.json()["error"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid")), "{}", bad.body);
+    let long = format!("/ui/history?text={}", "x".repeat(300));
+    assert_eq!(send(&app, get(&long, Some(&cookie))).await.status, StatusCode::BAD_REQUEST);
+}
+
+fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }

@@ -4,7 +4,7 @@ span export through a real collector. Run by run.sh inside `unshare -n` (loopbac
 
 Usage: driver.py --bin DIR --clients DIR --work DIR [--rotel PATH] [--openhands PYTHON] [--agui PYTHON] [--hermes PATH] [scenario ...]
 Scenarios: claude, claude-wrap, codex-wrap, gemini-acp, pi-wrap, pi-ext, permission, codex, gemini, qwen, opencode-sse,
-opencode-plugin, opencode-run, kilo-run, kilo-sse, opencode-companion, kimi-ws, openhands, openhands-observer, openhands-restart, agui, cline, hermes, failopen (default: all). Prints one PASS/FAIL/SKIP line per check
+opencode-plugin, opencode-run, kilo-run, kilo-sse, opencode-companion, kimi-ws, openhands, openhands-observer, openhands-restart, agui, cline, hermes, failopen, hung (default: all). Prints one PASS/FAIL/SKIP line per check
 and finally "N passed, M failed".
 """
 import argparse
@@ -94,15 +94,24 @@ class Procs:
 
 
 def read_jsonl(path):
-    out = []
+    """The records of a JSONL file its writer (the bridge, the mock, the span sink) may still
+    be appending to: up to its last complete line. A last line without its newline is not
+    yet a record (whole on the next read), never an error; a whole line that is not JSON is."""
     try:
-        with open(path) as f:
-            for line in f:
-                if line.strip():
-                    out.append(json.loads(line))
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
-        pass
-    return out
+        return []
+    cut = data.rfind(b"\n") + 1
+    lines = data[:cut].decode("utf-8", "replace").splitlines()
+    rest = data[cut:].decode("utf-8", "replace")
+    if rest.strip():
+        try:
+            json.loads(rest)  # a whole value written without its final newline
+            lines.append(rest)
+        except ValueError:
+            pass
+    return [json.loads(l) for l in lines if l.strip()]
 
 
 def session_logs(data, agent):
@@ -462,8 +471,15 @@ def scenario_permission(a):
                      "none; screen in " + env.logs):
             return
         log, req = got
-        opts = [o.get("id") for o in (req.get("data") or {}).get("options") or []]
-        option = "allow" if "allow" in opts else (opts[0] if opts else "allow")
+        offered = (req.get("data") or {}).get("options") or []
+        opts = [o.get("id") for o in offered]
+        # Claude Code's own "always allow" suggestion when it sends one: the bridge answers
+        # with it as updatedPermissions. One saved to local settings is checked on disk.
+        saved = [o.get("id") for o in offered if str(o.get("id", "")).startswith("always-")
+                 and "in local settings" in str(o.get("label", ""))]
+        always = [i for i in opts if str(i).startswith("always-")]
+        option = (saved or always or (["allow"] if "allow" in opts else opts[:1]) or ["allow"])[0]
+        print(f"permission: options {opts}, answering {option}", flush=True)
         r = env.aep("respond", req["id"], "--option", option, "--url", f"http://{BRIDGE}", "--token", TOKEN,
                     timeout=60)
         open(os.path.join(env.logs, "respond.out"), "w").write(r.stdout + r.stderr)
@@ -473,6 +489,11 @@ def scenario_permission(a):
         ran = wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 45)
         open(os.path.join(env.logs, "screen_after.txt"), "w").write(pane())
         check("permission: the allowed tool ran (answer.txt = 42)", bool(ran))
+        if saved:
+            local = os.path.join(env.proj, ".claude", "settings.local.json")
+            rules = (json.load(open(local)).get("permissions") or {}).get("allow") or [] if os.path.isfile(local) else []
+            check("permission: the always-allow answer became a rule in .claude/settings.local.json",
+                  any(str(r).startswith("Bash(") for r in rules), f"{local}: {rules}")
         wait_for(lambda: "E2E done" in pane(), 20)
         subprocess.run(tmux + ["send-keys", "-t", "cc", "/exit", "Enter"])
         wait_for(lambda: any(x["type"] == "session.ended" for x in read_jsonl(log)), 15)
@@ -1047,9 +1068,9 @@ def scenario_opencode_sse(a):
     try:
         env.start_mock()
         oc = opencode_serve(a, env)
-        env.start_bridge(extra=f'[bridges.opencode]\nkind = "opencode-sse"\nurl = "{oc}"\nmode = "primary"\n'
+        env.start_bridge(extra=f'[bridges.opencode]\nvendor = "opencode"\nurl = "{oc}"\nmode = "primary"\n'
                                'control = true\nreconnect_max_ms = 2000\n')
-        connected = wait_for(lambda: "Event stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
+        connected = wait_for(lambda: "Link connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
         if not check("opencode-sse: the bridge is attached to GET /event", bool(connected)):
             return
         sid = opencode_prompt(oc, "Write the answer {{e2e:shell_write}}")
@@ -1334,9 +1355,9 @@ def scenario_kilo_sse(a):
             except OSError:
                 return False
         wait_for(ready, 120)
-        env.start_bridge(extra=f'[bridges.kilo]\nkind = "kilocode-sse"\nurl = "{kc}"\nmode = "primary"\n'
+        env.start_bridge(extra=f'[bridges.kilo]\nvendor = "kilocode"\nurl = "{kc}"\nmode = "primary"\n'
                                'control = true\nreconnect_max_ms = 2000\n')
-        connected = wait_for(lambda: "Event stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 60)
+        connected = wait_for(lambda: "Link connected" in open(os.path.join(env.logs, "bridge.log")).read(), 60)
         if not check(f"{tag}: the bridge is attached to GET /event", bool(connected)):
             return
         sid = opencode_prompt(kc, "Try {{e2e:read_fail,shell_write}}")
@@ -1386,9 +1407,9 @@ def scenario_opencode_companion(a):
         r = install_plugin(env, "opencode")
         check(f"{tag}: aep-bridge install opencode --project", r.returncode == 0, r.stderr.strip())
         oc = opencode_serve(a, env)
-        env.start_bridge(extra=f'[bridges.opencode]\nkind = "opencode-sse"\nurl = "{oc}"\nmode = "companion"\n'
+        env.start_bridge(extra=f'[bridges.opencode]\nvendor = "opencode"\nurl = "{oc}"\nmode = "companion"\n'
                                'reconnect_max_ms = 2000\n')
-        connected = wait_for(lambda: "Event stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
+        connected = wait_for(lambda: "Link connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
         if not check(f"{tag}: the companion is attached to GET /event", bool(connected)):
             return
         # The driver reads the same stream: the bus events of the session, once each.
@@ -1944,9 +1965,9 @@ def scenario_kimi_ws(a):
     try:
         env.start_mock()
         base, token_file = kimi_web(a, env)
-        env.start_bridge(extra=f'[bridges.kimi]\nkind = "kimi-ws"\nurl = "{base}"\nmode = "primary"\n'
+        env.start_bridge(extra=f'[bridges.kimi]\nvendor = "kimi-code"\nurl = "{base}"\nmode = "primary"\n'
                                f'control = true\ntoken_file = "{token_file}"\npoll_ms = 300\nreconnect_max_ms = 2000\n')
-        connected = wait_for(lambda: "Kimi web stream connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
+        connected = wait_for(lambda: "Link connected" in open(os.path.join(env.logs, "bridge.log")).read(), 30)
         if not check("kimi-ws: the bridge is attached to /api/v1/ws with the server's token", bool(connected)):
             return
         token = open(token_file).read().strip()
@@ -2023,7 +2044,7 @@ def scenario_openhands(a):
         env.procs.procs.append(p)
         wait_port(OPENHANDS_PORT, 120)
         oh = f"http://127.0.0.1:{OPENHANDS_PORT}"
-        env.start_bridge(extra=f'[bridges.openhands]\nkind = "openhands"\nurl = "{oh}"\napi_key = "{OPENHANDS_KEY}"\n'
+        env.start_bridge(extra=f'[bridges.openhands]\nvendor = "openhands"\nurl = "{oh}"\napi_key = "{OPENHANDS_KEY}"\n'
                                'control = true\npoll_ms = 500\nreconnect_max_ms = 2000\n')
         body = {"workspace": {"kind": "LocalWorkspace", "working_dir": env.proj},
                 "agent": {"kind": "Agent", "tools": [{"name": "terminal"}],
@@ -2125,7 +2146,7 @@ def oh_bridge(env, oh, control=False, n=0):
     """Starts `aep-bridge serve` with the OpenHands observer; returns its process."""
     if n:  # keep the earlier process's log
         os.replace(os.path.join(env.logs, "bridge.log"), os.path.join(env.logs, f"bridge-{n}.log"))
-    env.start_bridge(extra=f'[bridges.openhands]\nkind = "openhands"\nurl = "{oh}"\napi_key = "{OPENHANDS_KEY}"\n'
+    env.start_bridge(extra=f'[bridges.openhands]\nvendor = "openhands"\nurl = "{oh}"\napi_key = "{OPENHANDS_KEY}"\n'
                            + ("control = true\n" if control else "") + 'poll_ms = 500\nreconnect_max_ms = 2000\n')
     return env.procs.procs[-1]
 
@@ -2319,7 +2340,7 @@ def sse_events(raw):
 
 def scenario_agui(a):
     """A real AG-UI agent (Pydantic AI's AG-UI adapter, requirements-agui.txt; the mock as its
-    model) behind `[bridges.agui] kind = "agui-proxy"`; a client posts its RunAgentInput to the
+    model) behind `[bridges.agui] vendor = "agui"`; a client posts its RunAgentInput to the
     proxy and reads the run's event stream through it."""
     if not a.agui:
         skip("agui: AG-UI tee proxy", "no venv with the AG-UI agent (requirements-agui.txt)")
@@ -2329,7 +2350,7 @@ def scenario_agui(a):
         env.start_mock()
         env.procs.start("agui-agent", [a.agui, os.path.join(HERE, "agui_agent.py"), "--port", str(AGUI_AGENT_PORT),
                                        "--model-port", str(MOCK_PORT)], AGUI_AGENT_PORT)
-        env.start_bridge(extra=f'[bridges.agui]\nkind = "agui-proxy"\nlisten = "{AGUI_PROXY}"\n'
+        env.start_bridge(extra=f'[bridges.agui]\nvendor = "agui"\nlisten = "{AGUI_PROXY}"\n'
                                f'url = "http://127.0.0.1:{AGUI_AGENT_PORT}/agent"\n')
         wait_port(int(AGUI_PROXY.split(":")[1]))
         thread, run = "thread-e2e-agui", "run-e2e-1"
@@ -2970,6 +2991,103 @@ def scenario_failopen(a):
         env.procs.stop()
 
 
+def scenario_hung(a):
+    """A hung bridge costs the agent seconds. Cline and Hermes, headless, one run each with the
+    bridge answering (the bare time), then one each with the bridge stopped (SIGSTOP: its
+    socket still accepts, nothing answers): each exits 0 within its bare time + 10 s (the
+    shim's first timeout starts a cool-down of short deadlines; a moment is held only when
+    the bridge says so). After SIGCONT the bridge reads the abandoned calls, writes them in
+    each session's order (or drops and counts one it cannot place), and every log it wrote
+    passes `validate --strict`; the first answer ends the shims' cool-down."""
+    env = Env(a, "hung")
+    bridge = None
+    try:
+        env.start_mock()
+        env.start_bridge()
+        bridge = env.procs.procs[-1]
+        prompt = "Run the e2e script {{e2e:shell_ok,shell_fail}}"
+        agents = []  # (name, vendor, argv, env)
+        r = env.aep("install", "cline", "--project", env.proj)
+        check("hung: aep-bridge install cline --project", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        e, r = cline_env(env)
+        check("hung: cline auth points it at the mock", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        agents.append(("cline", "cline", [os.path.join(a.clients, "cline"), prompt], e))
+        if a.hermes:
+            e = hermes_env(env)
+            r = subprocess.run([env.bridge, "install", "hermes", "--user"], env=e, capture_output=True, text=True,
+                               timeout=30)
+            check("hung: aep-bridge install hermes --user", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+            agents.append(("hermes", "hermes", [a.hermes, "--accept-hooks", "-z", prompt], e))
+        else:
+            skip("hung: hermes", "hermes-agent not installed")
+
+        def run(name, argv, e, mode):
+            t0 = time.time()
+            r = subprocess.run(argv, cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                               timeout=600)
+            took = time.time() - t0
+            for stream, text in (("stdout", r.stdout), ("stderr", r.stderr)):
+                with open(os.path.join(env.logs, f"{name}.{mode}.{stream}"), "w") as f:
+                    f.write(text)
+            print(f"  hung {name} [{mode}] rc={r.returncode} in {took:.1f}s", flush=True)
+            return r.returncode, took
+
+        # Cline prints its AI SDK notices on a first run only: one run before the timed ones.
+        subprocess.run(agents[0][2], cwd=env.proj, env=agents[0][3], stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=300)
+        bare = {name: run(name, argv, e, "bare") for name, _, argv, e in agents}
+        for name, vendor, _, _ in agents:
+            # A detached hook may still be on its way: the bare session's log is complete first.
+            wait_for(lambda v=vendor: all(any(x["type"] == "run.finished" for x in read_jsonl(f))
+                                          for f in session_logs(env.data, v)), 15)
+        before = {vendor: set(session_logs(env.data, vendor)) for _, vendor, _, _ in agents}
+        os.kill(bridge.pid, signal.SIGSTOP)
+        try:
+            stopped = {name: run(name, argv, e, "stopped") for name, _, argv, e in agents}
+        finally:
+            os.kill(bridge.pid, signal.SIGCONT)
+        state = [f for f in os.listdir(os.path.join(env.home, ".aep")) if f.startswith("aep-hook-")] \
+            if os.path.isdir(os.path.join(env.home, ".aep")) else []
+        check("hung: the shims remembered the hung bridge (a cool-down state file under ~/.aep)", len(state) == 1,
+              str(state))
+        for name, _, _, _ in agents:
+            (rc0, t0), (rc1, t1) = bare[name], stopped[name]
+            check(f"hung: {name} exits 0 with the bridge stopped", rc1 == 0 and rc0 == 0, f"bare rc={rc0}, stopped rc={rc1}")
+            check(f"hung: {name} with the bridge stopped takes at most its bare time + 10 s",
+                  t1 <= t0 + 10, f"bare {t0:.1f}s, stopped {t1:.1f}s")
+        # The backlog is read once the bridge runs again: each stopped session gets its log.
+        for name, vendor, _, _ in agents:
+            new = lambda v=vendor: sorted(set(session_logs(env.data, v)) - before[v])
+            wait_for(lambda v=vendor, n=new: n() and all(any(x["type"] == "run.finished" for x in read_jsonl(f))
+                                                          for f in n()), 20)
+            time.sleep(1)  # a call still settling in its session's order is written within 1 s
+            logs = new()
+            check(f"hung: {vendor}: the stopped session's calls were written after SIGCONT", len(logs) == 1, str(logs))
+            if logs:
+                # Cline reports the command exiting 2 as tool.failed, Hermes as a completion with its exit code.
+                check_tool_story(f"hung: {vendor} (stopped)", read_jsonl(logs[0]), 2, 1 if vendor == "cline" else 0)
+        every = [f for d in sorted(os.listdir(os.path.join(env.data, "logs")))
+                 for f in session_logs(env.data, d) if not os.path.basename(f).startswith("@")]
+        for log in every:
+            r = env.aep("validate", log)  # --strict, with the order rules
+            check(f"hung: validate --strict {os.path.relpath(log, env.data)}", r.returncode == 0,
+                  (r.stdout + r.stderr)[-600:])
+        m = metrics_text()
+        dropped = sum(float(l.rsplit(" ", 1)[1]) for l in m.splitlines()
+                      if l.startswith("aep_bridge_requests_rejected_total") and 'reason="out_of_order"' in l)
+        print(f"  hung: late calls dropped for order: {dropped:.0f}", flush=True)
+        # Any answer ends the cool-down: the next hook call gets the full deadline again.
+        r = subprocess.run([env.hook, "nobody"], input="{}", env=agents[0][3], capture_output=True, text=True, timeout=30)
+        left = [f for f in os.listdir(os.path.join(env.home, ".aep")) if f.startswith("aep-hook-")] \
+            if os.path.isdir(os.path.join(env.home, ".aep")) else []
+        check("hung: the first answer after SIGCONT ends the cool-down (state file removed)", r.returncode == 0
+              and not left, f"rc={r.returncode} {left}")
+    finally:
+        if bridge is not None and bridge.poll() is None:
+            os.kill(bridge.pid, signal.SIGCONT)
+        env.procs.stop()
+
+
 SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "codex-wrap": scenario_codex_wrap,
              "gemini-acp": lambda a: scenario_acp(a, "gemini-acp"), "qwen-acp": lambda a: scenario_acp(a, "qwen-acp"), "pi-wrap": scenario_pi_wrap,
              "pi-ext": scenario_pi_ext,
@@ -2983,7 +3101,8 @@ SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "co
              "kimi-ws": scenario_kimi_ws, "openhands": scenario_openhands, "agui": scenario_agui,
              "openhands-observer": scenario_openhands_observer, "openhands-restart": scenario_openhands_restart,
              "cline": scenario_cline, "hermes": scenario_hermes, "failopen": scenario_failopen,
-             "copilot": lambda a: scenario_hook_agent(a, "copilot"), "droid": lambda a: scenario_hook_agent(a, "droid")}
+             "copilot": lambda a: scenario_hook_agent(a, "copilot"), "droid": lambda a: scenario_hook_agent(a, "droid"),
+             "hung": scenario_hung}
 
 
 def main():

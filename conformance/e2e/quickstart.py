@@ -19,10 +19,14 @@ How each README command line is run (every ```sh block of the section, in order)
 The commands run in a snapshot of the committed tree (`git archive HEAD`, what a fresh clone
 gets; --tree=worktree uses the working tree instead). Offline concessions (the only ones):
 CARGO_HOME/RUSTUP_HOME stay the machine's (the crate cache; CARGO_NET_OFFLINE=true),
-CARGO_TARGET_DIR is the project's target/ (compiled dependencies reused) and `cargo install`
-installs into the fresh HOME's ~/.cargo.
+CARGO_TARGET_DIR is the caller's, else the project's target/ (compiled dependencies reused) and `cargo install`
+installs into the fresh HOME's ~/.cargo. `--prebuild` runs the same `cargo install` lines
+ahead (online, into a scratch root; run.sh starts it beside the other scenarios and CI at
+its start, at the lowest priority), so the quickstart's own `cargo install` finds its
+release build done in that target dir and installs it: the same commands, built once.
 
 Usage: quickstart.py --clients DIR --checkout DIR [--rotel PATH] [--tree head|worktree]
+       quickstart.py --prebuild --checkout DIR [--tree head|worktree]
 """
 import argparse
 import json
@@ -85,6 +89,45 @@ def quickstart_commands(readme):
     return cmds
 
 
+def user_env(home, clients):
+    """The environment of the user typing the README's commands in the fresh `home`."""
+    real_home = os.path.expanduser("~")
+    bin_dirs = [p for p in os.environ.get("PATH", "").split(":")
+                if p and not os.path.exists(os.path.join(p, "aep-bridge"))]
+    return {
+        "HOME": home, "LANG": os.environ.get("LANG", "C.UTF-8"), "TERM": "xterm-256color",
+        "PATH": ":".join([os.path.join(home, ".cargo", "bin"), clients] + bin_dirs),
+        "CARGO_HOME": os.environ.get("CARGO_HOME", os.path.join(real_home, ".cargo")),
+        "RUSTUP_HOME": os.environ.get("RUSTUP_HOME", os.path.join(real_home, ".rustup")),
+        "CARGO_INSTALL_ROOT": os.path.join(home, ".cargo"), "CARGO_NET_OFFLINE": "true",
+        "CARGO_TARGET_DIR": os.environ.get("CARGO_TARGET_DIR") or os.path.join(REPO, "target"),
+    }
+
+
+def prebuild():
+    """The README's `cargo install` lines, run ahead in the checkout with the user's cargo
+    environment but a scratch HOME and install root, and online (a cold crate cache): the
+    release build lands in the shared CARGO_TARGET_DIR, so the quickstart's own, literal
+    `cargo install` finds it built and only installs it. Returns the exit code."""
+    lines = [l for l in quickstart_commands(os.path.join(ROOT, "README.md")) if l.startswith("cargo install")]
+    if not lines:
+        print("  no `cargo install` line in the README's Quickstart: nothing to prebuild", flush=True)
+        return 0
+    home = tempfile.mkdtemp(prefix="aep-quickstart-prebuild-")
+    env = user_env(home, "")
+    del env["CARGO_NET_OFFLINE"]
+    rc = 0
+    try:
+        for line in lines:
+            t0 = time.time()
+            r = subprocess.run(line, shell=True, executable="/bin/bash", cwd=ROOT, env=env)
+            print(f"  prebuild `{line}`: exit {r.returncode} in {time.time() - t0:.0f}s", flush=True)
+            rc = rc or r.returncode
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return rc
+
+
 class Quickstart:
     def __init__(self, a):
         self.a = a
@@ -97,17 +140,7 @@ class Quickstart:
             f.write("hello quickstart\n")
         subprocess.run("git init -q && git add -A && git -c user.email=q@x -c user.name=q commit -qm init",
                        shell=True, cwd=self.proj, check=True)
-        real_home = os.path.expanduser("~")
-        bin_dirs = [p for p in os.environ.get("PATH", "").split(":")
-                    if p and not os.path.exists(os.path.join(p, "aep-bridge"))]
-        self.env = {
-            "HOME": self.home, "LANG": os.environ.get("LANG", "C.UTF-8"), "TERM": "xterm-256color",
-            "PATH": ":".join([os.path.join(self.home, ".cargo", "bin"), a.clients] + bin_dirs),
-            "CARGO_HOME": os.environ.get("CARGO_HOME", os.path.join(real_home, ".cargo")),
-            "RUSTUP_HOME": os.environ.get("RUSTUP_HOME", os.path.join(real_home, ".rustup")),
-            "CARGO_INSTALL_ROOT": os.path.join(self.home, ".cargo"), "CARGO_NET_OFFLINE": "true",
-            "CARGO_TARGET_DIR": os.path.join(REPO, "target"),
-        }
+        self.env = user_env(self.home, a.clients)
         self.bg = {}  # name -> (Popen, output file)
         self.procs = []
         self.agent_runs = 0
@@ -320,8 +353,8 @@ class Quickstart:
 
             def tool_spans():
                 rows = []
-                try:
-                    rows = [json.loads(l) for l in open(self.spans)]
+                try:  # the sink may be appending: up to the last complete line
+                    rows = [json.loads(l) for l in open(self.spans).read().splitlines(keepends=True) if l.endswith("\n")]
                 except FileNotFoundError:
                     pass
                 return [s for s in rows if s["service"] == "claude-code" and s["name"].startswith("execute_tool")]
@@ -337,11 +370,14 @@ class Quickstart:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--clients", required=True)
+    ap.add_argument("--clients", default="")
     ap.add_argument("--rotel", default="")
     ap.add_argument("--checkout", required=True)
     ap.add_argument("--tree", choices=["head", "worktree"], default="head")
+    ap.add_argument("--prebuild", action="store_true", help="only run the `cargo install` lines ahead (see prebuild)")
     a = ap.parse_args()
+    if not a.prebuild and not a.clients:
+        ap.error("--clients is required")
     global ROOT
     if a.tree == "worktree":
         ROOT = REPO
@@ -352,6 +388,8 @@ def main():
                        shell=True, check=True)
         ROOT = a.checkout
     print(f"  commands run in {ROOT} ({a.tree})", flush=True)
+    if a.prebuild:
+        sys.exit(prebuild())
     with open("/proc/self/net/dev") as f:
         links = sorted(l.split(":")[0].strip() for l in f.readlines()[2:])
     if links != ["lo"]:

@@ -4,29 +4,79 @@
 //! expects on its hook channel, in its own shape; with nothing decided that is the
 //! vendor's neutral reply. Errors are clear 4xx/5xx with a JSON `{"error": ...}` body;
 //! the shim in front of the agent turns any of them into the neutral reply (fail-open).
+//!
+//! A call is handled to the end once sent, whether or not its caller still waits: a shim
+//! that gave up (a hung bridge) has already answered its agent, and its call is still a
+//! fact of the session, placed in the session's order ([`crate::hook_order`]) or dropped
+//! and counted, never lost with its connection nor half-handled. A reply the bridge holds open for a human sends its
+//! headers at once ([`HOLD_HEADER`]): the shim waits the hold budget only on a bridge that
+//! said it holds, never on one that does not answer at all.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::Value;
 
+use crate::hook_order::{Lanes, Timing};
+
+/// The reply header of a held moment: how long (ms) the bridge may take to send the body.
+pub const HOLD_HEADER: &str = "x-aep-hold";
+/// The proof of [`HOLD_HEADER`] under the token ([`aep_schemas::digest::hold_proof_body`]),
+/// so a listener that is not the bridge cannot make a shim wait.
+pub const HOLD_PROOF_HEADER: &str = "x-aep-hold-proof";
+/// The reply header (or, on a held reply, trailer) proving the body under the token.
+pub const PROOF_HEADER: &str = "x-aep-proof";
+
+/// The answer of a held moment, computed while the reply's headers are already out.
+type Answer = Pin<Box<dyn Future<Output = Bytes> + Send>>;
+
 /// What to send back to the agent.
-#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookReply {
-    /// The body, byte-exact (empty for most vendors' neutral reply).
+    /// The body, byte-exact (empty for most vendors' neutral reply; empty until answered
+    /// for a held reply, see [`HookReply::into_body`]).
     pub body: Bytes,
+    hold: Option<(Duration, Answer)>,
+}
+
+impl std::fmt::Debug for HookReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookReply").field("body", &self.body).field("hold", &self.hold.as_ref().map(|h| h.0)).finish()
+    }
 }
 
 impl HookReply {
     /// A reply with this body.
     pub fn new(body: impl Into<Bytes>) -> Self {
-        Self { body: body.into() }
+        Self { body: body.into(), hold: None }
+    }
+
+    /// A reply held open for up to `budget`: its headers go out at once with the budget
+    /// ([`HOLD_HEADER`]), its body once `answer` resolves. Dropped unanswered when the
+    /// caller goes away.
+    pub fn held(budget: Duration, answer: impl Future<Output = Bytes> + Send + 'static) -> Self {
+        Self { body: Bytes::new(), hold: Some((budget, Box::pin(answer))) }
+    }
+
+    /// The hold budget of a held reply.
+    pub fn hold_budget(&self) -> Option<Duration> {
+        self.hold.as_ref().map(|h| h.0)
+    }
+
+    /// The body, waiting for a held reply's answer.
+    pub async fn into_body(self) -> Bytes {
+        match self.hold {
+            Some((_, answer)) => answer.await,
+            None => self.body,
+        }
     }
 }
 
@@ -55,6 +105,10 @@ pub enum HookError {
     /// The bridge cannot take events right now.
     #[error("the bridge is not accepting events: {0}")]
     Unavailable(String),
+    /// A late call sent before one of its session that is already recorded: writing it now
+    /// would put it after what followed it (AEP-0001 §7.2), so it is dropped.
+    #[error("a later hook call of this session is already recorded; this late one is dropped to keep the order")]
+    OutOfOrder,
 }
 
 impl HookError {
@@ -66,6 +120,7 @@ impl HookError {
             HookError::Unmappable(_) => "unmappable",
             HookError::Unauthorized => "unauthorized",
             HookError::Unavailable(_) => "unavailable",
+            HookError::OutOfOrder => "out_of_order",
         }
     }
 
@@ -75,6 +130,7 @@ impl HookError {
             HookError::BadJson(_) | HookError::Unmappable(_) => StatusCode::BAD_REQUEST,
             HookError::Unauthorized => StatusCode::UNAUTHORIZED,
             HookError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            HookError::OutOfOrder => StatusCode::CONFLICT,
         }
     }
 }
@@ -117,15 +173,90 @@ pub trait HookHandler: Send + Sync + 'static {
         let _ = (nonce, body);
         None
     }
+
+    /// The key of the session a call belongs to, for keeping its calls in order
+    /// ([`crate::hook_order`]); `None` (the default) orders nothing.
+    fn order_key(&self, vendor: &str, event: Option<&str>, payload: &Value) -> Option<String> {
+        let _ = (vendor, event, payload);
+        None
+    }
+
+    /// A late call that could not be placed in its session's order was dropped (it is
+    /// refused with [`HookError::OutOfOrder`] and counted by [`Self::rejected`] too): lets
+    /// the handler forget what depends on it. Nothing by default.
+    fn dropped_late(&self, vendor: &str, event: Option<&str>, payload: &Value) {
+        let _ = (vendor, event, payload);
+    }
+
+    /// The time (Unix ms) a call's deadline is compared with.
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+/// The router's state: the handler and its sessions' order.
+struct Hooks<H> {
+    handler: Arc<H>,
+    lanes: Arc<Lanes>,
 }
 
 /// The hook routes, with a body limit of `max_body` bytes (413 beyond).
 pub fn router<H: HookHandler>(handler: Arc<H>, max_body: usize) -> Router {
+    let state = Arc::new(Hooks { handler, lanes: Arc::default() });
     Router::new()
         .route("/hooks/{vendor}", post(hook_no_event::<H>))
         .route("/hooks/{vendor}/{event}", post(hook_with_event::<H>))
         .layer(DefaultBodyLimit::max(max_body))
-        .with_state(handler)
+        .layer(tower::layer::layer_fn(|inner| Detached { inner }))
+        .with_state(state)
+}
+
+/// Runs each hook request, body included, in a task of its own.
+///
+/// A shim that gave up has closed its connection: its whole request and the connection's
+/// end sit in the socket. HTTP/1 servers treat a read end during a request as the client
+/// going away and drop the request's handler at once, in hyper's case as soon as the body
+/// is read, before the handler has run: the call, a fact of the session, was lost (and one
+/// cancelled after its mapping left the session's state ahead of its log). Here the request
+/// is handed to a task that owns its body, so it is read to its end and handled whatever
+/// the connection does; only the answer is lost with the connection (and a held reply's
+/// wait with it, which must end when nobody waits for it).
+#[derive(Clone)]
+struct Detached<S> {
+    inner: S,
+}
+
+impl<S> tower::Service<axum::extract::Request> for Detached<S>
+where
+    S: tower::Service<axum::extract::Request, Response = Response, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, std::convert::Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: axum::extract::Request) -> Self::Future {
+        let mut inner = self.inner.clone();
+        let task = tokio::spawn(async move {
+            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            inner.call(req).await
+        });
+        Box::pin(async move {
+            match task.await {
+                Ok(done) => done,
+                Err(e) => Ok(HookError::Unavailable(format!("the hook handler failed: {e}")).into_response()),
+            }
+        })
+    }
 }
 
 /// The bearer token of a request, if any.
@@ -141,7 +272,7 @@ pub fn bearer_value(authorization: &str) -> Option<&str> {
 }
 
 async fn hook_no_event<H: HookHandler>(
-    State(h): State<Arc<H>>,
+    State(h): State<Arc<Hooks<H>>>,
     Path(vendor): Path<String>,
     headers: HeaderMap,
     body: Bytes,
@@ -150,7 +281,7 @@ async fn hook_no_event<H: HookHandler>(
 }
 
 async fn hook_with_event<H: HookHandler>(
-    State(h): State<Arc<H>>,
+    State(h): State<Arc<Hooks<H>>>,
     Path((vendor, event)): Path<(String, String)>,
     headers: HeaderMap,
     body: Bytes,
@@ -159,47 +290,129 @@ async fn hook_with_event<H: HookHandler>(
 }
 
 async fn run<H: HookHandler>(
-    h: Arc<H>,
+    h: Arc<Hooks<H>>,
     vendor: String,
     event: Option<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let result = async {
-        // A shim holding the token proves it without sending it (`AEP-HMAC <mac>` over the
-        // `x-aep-nonce` and the body), so a listener that is not the bridge never learns it;
-        // other clients send it as a bearer token.
-        let auth = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
-        let ok = match auth.strip_prefix("AEP-HMAC ") {
-            Some(mac) => headers
-                .get("x-aep-nonce")
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|nonce| h.authorized_mac(nonce, mac.trim(), &body)),
-            None => h.authorized(bearer(&headers)),
-        };
-        if !ok {
-            return Err(HookError::Unauthorized);
-        }
-        // Repeated keys are refused at any depth (RFC 8259 §4 leaves them undefined).
-        let payload: Value =
-            aep_schemas::json::from_slice_strict(&body).map_err(|e| HookError::BadJson(e.to_string()))?;
-        h.handle(vendor.clone(), event, payload).await
-    }
-    .await;
-    match result {
-        Ok(reply) => {
-            let nonce = headers.get("x-aep-nonce").and_then(|v| v.to_str().ok()).filter(|n| n.len() <= 128);
-            let proof = nonce.and_then(|n| h.reply_proof(n, &reply.body));
-            let mut resp = reply.into_response();
-            if let Some(p) = proof.and_then(|p| axum::http::HeaderValue::from_str(&p).ok()) {
-                resp.headers_mut().insert("x-aep-proof", p);
-            }
-            resp
-        }
+    let nonce = headers.get("x-aep-nonce").and_then(|v| v.to_str().ok()).filter(|n| n.len() <= 128).map(str::to_owned);
+    let handler = h.handler.clone();
+    let label = vendor.clone();
+    // This runs in a task of its own ([`Detached`]): a caller that hung up does not cancel it.
+    match accept(h, vendor, event, headers, body).await {
+        Ok(reply) => respond(&handler, nonce.as_deref(), reply),
         Err(e) => {
-            h.rejected(&vendor, &e);
+            handler.rejected(&label, &e);
             e.into_response()
         }
+    }
+}
+
+/// Authenticates, parses, orders and handles one call.
+async fn accept<H: HookHandler>(
+    h: Arc<Hooks<H>>,
+    vendor: String,
+    event: Option<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<HookReply, HookError> {
+    let handler = &h.handler;
+    // A shim holding the token proves it without sending it (`AEP-HMAC <mac>` over the
+    // `x-aep-nonce` and the body), so a listener that is not the bridge never learns it;
+    // other clients send it as a bearer token.
+    let auth = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let ok = match auth.strip_prefix("AEP-HMAC ") {
+        Some(mac) => headers
+            .get("x-aep-nonce")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|nonce| handler.authorized_mac(nonce, mac.trim(), &body)),
+        None => handler.authorized(bearer(&headers)),
+    };
+    if !ok {
+        return Err(HookError::Unauthorized);
+    }
+    // Repeated keys are refused at any depth (RFC 8259 §4 leaves them undefined).
+    let payload: Value = aep_schemas::json::from_slice_strict(&body).map_err(|e| HookError::BadJson(e.to_string()))?;
+    let timing = Timing::from_headers(&headers, handler.now_ms());
+    let key = timing.and_then(|_| handler.order_key(&vendor, event.as_deref(), &payload));
+    let _turn = match (key, timing) {
+        (Some(key), Some(timing)) => match h.lanes.enter(key, timing).await {
+            Ok(turn) => Some(turn),
+            Err(_) => {
+                handler.dropped_late(&vendor, event.as_deref(), &payload);
+                return Err(HookError::OutOfOrder);
+            }
+        },
+        _ => None,
+    };
+    handler.handle(vendor, event, payload).await
+}
+
+/// The response of a handled call, with the proof of its body for a caller that sent a
+/// nonce. A held reply sends its headers now, with the hold budget and that budget's proof;
+/// its body follows when answered, proven in a trailer ([`PROOF_HEADER`]).
+fn respond<H: HookHandler>(h: &Arc<H>, nonce: Option<&str>, reply: HookReply) -> Response {
+    let Some((budget, answer)) = reply.hold else {
+        let proof = nonce.and_then(|n| h.reply_proof(n, &reply.body));
+        let mut resp = HookReply::new(reply.body).into_response();
+        if let Some(p) = proof.and_then(|p| HeaderValue::from_str(&p).ok()) {
+            resp.headers_mut().insert(PROOF_HEADER, p);
+        }
+        return resp;
+    };
+    let ms = u64::try_from(budget.as_millis()).unwrap_or(u64::MAX);
+    let prove: Option<Prove> = nonce.map(|n| {
+        let (h, n) = (h.clone(), n.to_owned());
+        Box::new(move |body: &[u8]| {
+            let p = HeaderValue::from_str(&h.reply_proof(&n, body)?).ok()?;
+            Some(HeaderMap::from_iter([(header::HeaderName::from_static(PROOF_HEADER), p)]))
+        }) as Prove
+    });
+    let hold_proof = nonce.and_then(|n| h.reply_proof(n, aep_schemas::digest::hold_proof_body(ms).as_bytes()));
+    let mut resp = Response::new(Body::new(HeldBody { answer: Some(answer), prove, trailers: None }));
+    let headers = resp.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(HOLD_HEADER, HeaderValue::from(ms));
+    if let Some(p) = hold_proof.and_then(|p| HeaderValue::from_str(&p).ok()) {
+        headers.insert(HOLD_PROOF_HEADER, p);
+        headers.insert(header::TRAILER, HeaderValue::from_static(PROOF_HEADER));
+    }
+    resp
+}
+
+/// Makes the trailers of a held reply's body.
+type Prove = Box<dyn FnOnce(&[u8]) -> Option<HeaderMap> + Send>;
+
+/// The body of a held reply: the answer once it is known, then its proof as a trailer
+/// (sent by HTTP/1.1 to a caller that asked with `TE: trailers`).
+struct HeldBody {
+    answer: Option<Answer>,
+    prove: Option<Prove>,
+    trailers: Option<HeaderMap>,
+}
+
+impl http_body::Body for HeldBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if let Some(answer) = self.answer.as_mut() {
+            let Poll::Ready(body) = answer.as_mut().poll(cx) else { return Poll::Pending };
+            self.answer = None;
+            self.trailers = self.prove.take().and_then(|p| p(&body));
+            if !body.is_empty() {
+                return Poll::Ready(Some(Ok(http_body::Frame::data(body))));
+            }
+        }
+        Poll::Ready(self.trailers.take().map(|t| Ok(http_body::Frame::trailers(t))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.answer.is_none() && self.trailers.is_none()
     }
 }
 

@@ -2,6 +2,7 @@
 //! collector's ingest, and the bounded accept loop every listener shares. Receivers decode and check what arrives and hand it to the bridge
 //! through small handler traits; they hold no pipeline logic of their own.
 
+pub mod hook_order;
 pub mod hooks;
 pub mod listener;
 pub mod otlp;

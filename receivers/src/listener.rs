@@ -256,7 +256,7 @@ pub async fn serve(
     let builder = Arc::new(if protocol == Protocol::Grpc { builder.http2_only() } else { builder });
     let mut accept_errors = AcceptErrors::default();
     loop {
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
@@ -285,8 +285,10 @@ pub async fn serve(
         let a = activity.clone();
         let app = app.clone();
         let body_timeout = limits.body_timeout;
-        let svc = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        let svc = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             let busy = Busy::enter(&a);
+            // The peer, for what is kept per client (`ConnectInfo`: the web view's login throttle).
+            req.extensions_mut().insert(axum::extract::ConnectInfo(peer));
             let req = req.map(|b| {
                 let sleep = Box::pin(tokio::time::sleep(body_timeout));
                 Body::new(Deadline { inner: Body::new(b), sleep, limit: body_timeout })

@@ -15,11 +15,26 @@
 //!   `tool.denied` after it by the end of the log.
 //! - [`TOOL_OUTCOME_TWICE`]: a second outcome for the same request.
 //! - [`TOOL_OUTCOME_FIRST`]: an outcome that precedes its request.
+//! - [`TOOL_OUTCOME_ORPHAN`]: an outcome no request claims by the end of the log, in a
+//!   session whose stream carries requests of that tool.
+//! - [`RUN_TERMINAL_NO_START`]: a run terminal with no `run.started` of that run before it,
+//!   in a session whose start is in the log.
+//! - [`TOOL_AFTER_RUN_END`]: a tool event of a run after that run's terminal.
 //!
 //! An outcome belongs to a request by the call id (`data.tool.call_id`) when both carry
 //! one, else by its `cause` naming the request (AEP-0002 §2 convention 1), else to the
 //! oldest open request of the same tool name in the session. An outcome that no request
-//! ever claims is a partial observation (some surfaces see only the result), not flagged.
+//! ever claims is a partial observation when the stream never shows a request of that tool
+//! (some surfaces see only results): only a stream that does tell that tool's requests, and
+//! misses this one, is flagged. Likewise a run terminal without its start is flagged only
+//! when the log holds the session's `session.started` (a log read from the middle of a
+//! session may begin after a run's start).
+//!
+//! The last three are what a bridge that writes abandoned hook calls late produces: a
+//! request written after its outcome, or never; a `run.finished` whose `run.started` was
+//! lost; a tool call written after the `run.finished` that followed it. AEP-0002 §2
+//! convention 5 keeps events after a terminal legal (late completions), which is why these
+//! are completeness warnings, not violations.
 
 use std::collections::{HashMap, HashSet};
 
@@ -37,6 +52,12 @@ pub const TOOL_NO_OUTCOME: &str = "tool-no-outcome";
 pub const TOOL_OUTCOME_TWICE: &str = "tool-outcome-twice";
 /// A tool outcome arrived before its request.
 pub const TOOL_OUTCOME_FIRST: &str = "tool-outcome-before-request";
+/// A tool outcome that no request claims, in a stream that carries that tool's requests.
+pub const TOOL_OUTCOME_ORPHAN: &str = "tool-outcome-without-request";
+/// A run terminal with no start of that run before it.
+pub const RUN_TERMINAL_NO_START: &str = "run-terminal-without-start";
+/// A tool event of a run that had already ended.
+pub const TOOL_AFTER_RUN_END: &str = "tool-event-after-run-end";
 
 /// One completeness finding: a story the stream leaves unfinished or tells out of order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,18 +95,23 @@ struct Request {
 struct Orphan {
     call_id: Option<String>,
     cause: Option<String>,
+    name: Option<String>,
     index: Option<usize>,
     ty: String,
 }
 
 #[derive(Debug, Default)]
 struct Session {
+    /// Whether the log holds this session's `session.started`.
+    started: bool,
     /// Started runs without a terminal, in start order, with the start's position.
     open_runs: Vec<(String, Option<usize>)>,
     /// The first terminal per run: its type and position.
     terminals: HashMap<String, (String, Option<usize>)>,
     requests: Vec<Request>,
     orphans: Vec<Orphan>,
+    /// The tool names this session's stream carried a request of.
+    requested_names: HashSet<String>,
 }
 
 /// The completeness rules over one stream. Feed Events in order with
@@ -120,7 +146,17 @@ impl CompletenessChecker {
         let Some(session) = &ev.session else { return out };
         let st = self.sessions.entry((ev.source.to_string(), session.clone())).or_default();
         let mut warn = |rule, message| out.push(Warning { rule, message, index });
+        if ev.r#type.starts_with("tool.")
+            && let Some(run) = &ev.run
+            && let Some((ended, pos)) = st.terminals.get(run)
+        {
+            warn(
+                TOOL_AFTER_RUN_END,
+                format!("{} of run {run:?} comes after the run ended with {ended} at {}", ev.r#type, at(*pos)),
+            );
+        }
         match ev.r#type.as_str() {
+            "session.started" => st.started = true,
             "run.started" => {
                 if let Some(run) = &ev.run
                     && !st.terminals.contains_key(run)
@@ -140,6 +176,13 @@ impl CompletenessChecker {
                             ),
                         );
                     } else {
+                        let open = st.open_runs.iter().any(|(r, _)| r == run);
+                        if !open && st.started {
+                            warn(
+                                RUN_TERMINAL_NO_START,
+                                format!("{ty} of run {run:?} has no run.started before it in session {session:?}"),
+                            );
+                        }
                         st.terminals.insert(run.clone(), (ty.to_owned(), index));
                         st.open_runs.retain(|(r, _)| r != run);
                     }
@@ -173,13 +216,11 @@ impl CompletenessChecker {
                     );
                     outcome = Some(o.index);
                 }
-                st.requests.push(Request {
-                    id: ev.id.clone(),
-                    call_id,
-                    name: tool_field(ev, "name").map(str::to_owned),
-                    index,
-                    outcome,
-                });
+                let name = tool_field(ev, "name").map(str::to_owned);
+                if let Some(n) = &name {
+                    st.requested_names.insert(n.clone());
+                }
+                st.requests.push(Request { id: ev.id.clone(), call_id, name, index, outcome });
             }
             ty @ ("tool.completed" | "tool.failed" | "tool.denied") => {
                 let call_id = tool_field(ev, "call_id");
@@ -214,6 +255,7 @@ impl CompletenessChecker {
                     None => st.orphans.push(Orphan {
                         call_id: call_id.map(str::to_owned),
                         cause: ev.cause.clone(),
+                        name: name.map(str::to_owned),
                         index,
                         ty: ty.to_owned(),
                     }),
@@ -224,15 +266,16 @@ impl CompletenessChecker {
         out
     }
 
-    /// Ends the stream: every tool request still without an outcome. Runs still open are
-    /// not reported (the log may end mid-run).
+    /// Ends the stream: every tool request still without an outcome, and every outcome
+    /// still without a request in a stream that carries that tool's requests. Runs still
+    /// open are not reported (the log may end mid-run).
     pub fn finish(self) -> Vec<Warning> {
         let mut sessions: Vec<_> = self.sessions.into_iter().collect();
         sessions.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<Warning> = sessions
-            .into_iter()
-            .flat_map(|((_, session), st)| {
-                st.requests.into_iter().filter(|r| r.outcome.is_none()).map(move |r| Warning {
+        let mut out = Vec::new();
+        for ((_, session), st) in sessions {
+            for r in st.requests.iter().filter(|r| r.outcome.is_none()) {
+                out.push(Warning {
                     rule: TOOL_NO_OUTCOME,
                     message: format!(
                         "call {} ({}) in session {session:?} has no tool.completed/failed/denied by the end of the log",
@@ -240,9 +283,21 @@ impl CompletenessChecker {
                         r.name.as_deref().unwrap_or("unnamed tool")
                     ),
                     index: r.index,
-                })
-            })
-            .collect();
+                });
+            }
+            for o in &st.orphans {
+                let Some(name) = o.name.as_deref().filter(|n| st.requested_names.contains(*n)) else { continue };
+                out.push(Warning {
+                    rule: TOOL_OUTCOME_ORPHAN,
+                    message: format!(
+                        "{} of call {} ({name}) in session {session:?} has no tool.requested, though the stream carries {name}'s requests",
+                        o.ty,
+                        o.call_id.as_deref().unwrap_or("without a call id"),
+                    ),
+                    index: o.index,
+                });
+            }
+        }
         out.sort_by_key(|w| w.index);
         out
     }
@@ -360,5 +415,63 @@ mod tests {
             ev("e2", "tool.completed", None, Some(("read", None)), None),
         ];
         assert_eq!(rules(&events), vec![(TOOL_NO_OUTCOME, Some(1))]);
+    }
+
+    #[test]
+    fn an_outcome_without_a_request_is_reported_where_the_stream_tells_that_tools_requests() {
+        // A request lost (written late, or never) in a stream that tells Bash requests.
+        let events = [
+            ev("e0", "tool.requested", Some("r1"), Some(("Bash", Some("c1"))), None),
+            ev("e1", "tool.completed", Some("r1"), Some(("Bash", Some("c1"))), Some("e0")),
+            ev("e2", "tool.completed", Some("r1"), Some(("Bash", Some("c2"))), None),
+        ];
+        assert_eq!(rules(&events), vec![(TOOL_OUTCOME_ORPHAN, Some(2))]);
+        // A surface that sees only results of a tool (no request of it anywhere) is not flagged.
+        let results_only = [
+            ev("e0", "tool.requested", None, Some(("Bash", Some("c1"))), None),
+            ev("e1", "tool.completed", None, Some(("Bash", Some("c1"))), None),
+            ev("e2", "tool.completed", None, Some(("apply_patch", Some("c2"))), None),
+        ];
+        assert_eq!(rules(&results_only), vec![]);
+        // An orphan claimed later is the out-of-order rule's, not this one's.
+        let late = [
+            ev("e0", "tool.completed", None, Some(("Bash", Some("c1"))), None),
+            ev("e1", "tool.requested", None, Some(("Bash", Some("c1"))), None),
+        ];
+        assert_eq!(rules(&late), vec![(TOOL_OUTCOME_FIRST, Some(1))]);
+    }
+
+    #[test]
+    fn a_run_terminal_without_its_start_is_reported_when_the_session_start_is_in_the_log() {
+        let events = [
+            ev("e0", "session.started", None, None, None),
+            ev("e1", "run.started", Some("r1"), None, None),
+            ev("e2", "run.finished", Some("r1"), None, None),
+            ev("e3", "run.finished", Some("r2"), None, None),
+        ];
+        assert_eq!(rules(&events), vec![(RUN_TERMINAL_NO_START, Some(3))]);
+        // A start written after its terminal: the terminal had no start before it.
+        let reversed = [
+            ev("e0", "session.started", None, None, None),
+            ev("e1", "run.failed", Some("r1"), None, None),
+            ev("e2", "run.started", Some("r1"), None, None),
+        ];
+        assert_eq!(rules(&reversed), vec![(RUN_TERMINAL_NO_START, Some(1))]);
+        // A log that begins mid-session may begin after a run's start.
+        assert_eq!(rules(&events[2..]), vec![]);
+    }
+
+    #[test]
+    fn a_tool_event_after_its_run_ended_is_reported() {
+        let events = [
+            ev("e0", "run.started", Some("r1"), None, None),
+            ev("e1", "tool.requested", Some("r1"), Some(("Bash", Some("c1"))), None),
+            ev("e2", "run.finished", Some("r1"), None, None),
+            ev("e3", "tool.completed", Some("r1"), Some(("Bash", Some("c1"))), None),
+            ev("e4", "run.started", Some("r2"), None, None),
+            ev("e5", "tool.requested", Some("r2"), Some(("Bash", Some("c2"))), None),
+            ev("e6", "tool.completed", Some("r2"), Some(("Bash", Some("c2"))), None),
+        ];
+        assert_eq!(rules(&events), vec![(TOOL_AFTER_RUN_END, Some(3))]);
     }
 }

@@ -46,6 +46,12 @@ pub fn reply_proof(token: &str, nonce: &str, body: &[u8]) -> String {
     hex::encode(hmac_sha256(token.as_bytes(), &[nonce.as_bytes(), b"\n", body]))
 }
 
+/// What the proof of a held reply's hold budget (`x-aep-hold-proof`) is computed over with
+/// [`reply_proof`], in place of a body: not JSON, so never equal to a reply's body.
+pub fn hold_proof_body(hold_ms: u64) -> String {
+    format!("aep-hold {hold_ms}")
+}
+
 /// The credential a shim sends instead of its token (`Authorization: AEP-HMAC <mac>`): hex
 /// HMAC-SHA256 under the token of a request label, the nonce and the body. Distinct from
 /// [`reply_proof`] by its label, so a reply can never be replayed as a request.

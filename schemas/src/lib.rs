@@ -13,6 +13,7 @@ pub mod filter;
 pub mod gating;
 pub mod ids;
 pub mod json;
+pub mod jsonl;
 pub mod level;
 pub mod redact;
 pub mod registry;

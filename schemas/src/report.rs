@@ -42,6 +42,9 @@ pub struct Report {
     /// Completeness warnings (rule = the completeness rule's name): valid AEP, but a run or
     /// tool call's story is unfinished or out of order.
     pub warnings: Vec<Failure>,
+    /// The stream ended inside a line (no newline, not JSON): a log read while its writer
+    /// is appending, not checked until it is whole ([`crate::jsonl`]).
+    pub unfinished: bool,
 }
 
 /// Validates a JSONL stream; returns the number of events read and every failure.
@@ -51,6 +54,7 @@ pub fn validate_stream(reader: impl BufRead) -> std::io::Result<(usize, Vec<Fail
 
 /// Validates a JSONL stream and checks it for agent completeness. Only events that pass
 /// the per-event checks are fed to the completeness rules (a malformed one is a failure).
+/// A last line still being written is left out ([`Report::unfinished`]), not a failure.
 pub fn validate_report(reader: impl BufRead) -> std::io::Result<Report> {
     let mut stream = StreamValidator::new();
     let mut complete = CompletenessChecker::new();
@@ -66,7 +70,8 @@ pub fn validate_report(reader: impl BufRead) -> std::io::Result<Report> {
         let line = w.index.and_then(|i| lines_of.get(i).copied());
         warnings.push(Failure { index: w.index, line, rule: w.rule.to_string(), message: w.message });
     };
-    for (n, line) in reader.lines().enumerate() {
+    let mut lines = crate::jsonl::LiveLines::new(reader);
+    for (n, line) in lines.by_ref().enumerate() {
         let line = line?;
         if line.trim().is_empty() {
             continue;
@@ -108,5 +113,25 @@ pub fn validate_report(reader: impl BufRead) -> std::io::Result<Report> {
     for w in complete.finish() {
         warn(&mut warnings, &lines_of, w);
     }
-    Ok(Report { events: index, failures, warnings })
+    Ok(Report { events: index, failures, warnings, unfinished: lines.unfinished() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EVENT: &str = r#"{"aep":"0.1","id":"e1","type":"progress.status","time":"2026-01-01T00:00:00Z","source":"aep://h/agent/a","agent":"a","session":"s","seq":1}"#;
+
+    #[test]
+    fn a_last_line_still_being_written_is_left_for_later_not_a_failure() {
+        let whole = format!("{EVENT}\n{}\n", EVENT.replace("e1", "e2").replace("\"seq\":1", "\"seq\":2"));
+        let r = validate_report(whole.as_bytes()).unwrap();
+        assert_eq!((r.events, r.failures.len(), r.unfinished), (2, 0, false), "{:?}", r.failures);
+        let torn = &whole[..whole.len() - 20];
+        let r = validate_report(torn.as_bytes()).unwrap();
+        assert_eq!((r.events, r.failures.len(), r.unfinished), (1, 0, true), "{:?}", r.failures);
+        // A whole line that is not JSON still fails.
+        let r = validate_report(format!("{EVENT}\nnot json\n").as_bytes()).unwrap();
+        assert_eq!((r.failures.len(), r.unfinished), (1, false));
+    }
 }

@@ -1,8 +1,10 @@
-//! Structured agent protocols observed without hooks (AEP-0002 Annex A.13-A.15): one folder
+//! Structured agent protocols observed without hooks (AEP-0002 Annex A.13, A.14): one folder
 //! per protocol, each with its README (mapping table, deviations, honest gaps) as the module
 //! doc. Each folder holds the pure moment -> drafts mapping the Annex A fixture pins and,
 //! for the stdio protocols, a [`LineMapper`]: the stateful tee side (request/response joins,
-//! run and session identity) that `aep-bridge wrap` drives line by line.
+//! run and session identity) that `aep-bridge wrap` drives line by line; AG-UI, spoken over
+//! HTTP, has an observer the bridge's tee proxy drives. (OpenHands' agent server speaks its
+//! vendor's own protocol: its mapping and observer are its vendor folder's.)
 //!
 //! Everything here is pure: no I/O, no clock, no randomness. The tee's restart generation
 //! (which qualifies run ids) is handed in by the caller.
@@ -15,8 +17,11 @@ pub mod acp;
 pub mod agui;
 pub mod claude_stream_json;
 pub mod codex_app_server;
-pub mod openhands;
 pub mod pi_rpc;
+
+/// The protocols' observers (after the vendors' in [`crate::observer::observers`]): a
+/// protocol any agent may speak over its own server, observed the same way whatever the agent.
+pub static OBSERVERS: &[&crate::observer::ObserverSpec] = &[&agui::observer::OBSERVER];
 
 /// Which way a teed line travelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -81,7 +86,7 @@ pub fn line_mapper(protocol: &str, epoch: u64, opts: Options) -> Option<Box<dyn 
     }
 }
 
-/// Opt-ins shared by the protocol mappings.
+/// Opt-ins shared by the protocol mappings (and OpenHands').
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Options {
     /// Emit the token/argument delta planes (`AEP_ACP_DELTAS`, `AEP_AGUI_DELTAS`,

@@ -1,10 +1,12 @@
 //! One folder per vendor: its README (mapping table, deviations, honest gaps) is the module
 //! doc, `mod.rs` the hook mapping, `spec.rs` everything the bridge does around it (the
-//! manifest, held moments and reply shapes, the vendor's own server with its observer kind
-//! and reply route, the install plan; see [`crate::spec`]), and, for vendors that export
-//! OTLP logs, `otel/` the OTel profile (with its detection and model-call fields). Adding a vendor touches its folder and the [`SPECS`] list: the hook
-//! adapters, the OTel profiles and their detection order, and the model-call lookup are
-//! all derived from that list here.
+//! manifest, held moments and reply shapes, the vendor's own server with its observer and
+//! reply route, the install plan; see [`crate::spec`]), `observer.rs` the observer of the
+//! vendor's own server when the bridge attaches to one (see [`crate::observer`]), and, for
+//! vendors that export OTLP logs, `otel/` the OTel profile (with its detection and
+//! model-call fields). Adding a vendor touches its folder and the [`SPECS`] list: the hook
+//! adapters, the observers, the OTel profiles and their detection order, and the
+//! model-call lookup are all derived from that list here.
 
 use std::sync::LazyLock;
 
@@ -27,6 +29,7 @@ pub(crate) mod hook_family;
 pub mod kilocode;
 pub mod kimi_code;
 pub mod opencode;
+pub mod openhands;
 pub mod pi;
 pub(crate) mod plugin_common;
 pub mod qwen_code;
@@ -45,6 +48,7 @@ pub static SPECS: &[&VendorSpec] = &[
     &kilocode::spec::SPEC,
     &kimi_code::spec::SPEC,
     &opencode::spec::SPEC,
+    &openhands::spec::SPEC,
     &pi::spec::SPEC,
     &qwen_code::spec::SPEC,
     &vscode::spec::SPEC,
@@ -55,14 +59,61 @@ pub fn spec(id: &str) -> Option<&'static VendorSpec> {
     SPECS.iter().copied().find(|s| s.id == id)
 }
 
-/// Every built-in hook adapter.
-pub fn all() -> Vec<Box<dyn HookAdapter>> {
-    SPECS.iter().map(|s| (s.adapter)()).collect()
+/// The vendor's neutral reply to one hook call (what its agent gets when nothing is
+/// decided); `None` for a vendor that is not built in, or a call that names no hook.
+///
+/// What the hook shim answers when the bridge does not. Each adapter is called directly,
+/// not through [`SPECS`]: a program that needs only this links each vendor's hook naming and
+/// neutral reply, not its mapping, OTel profile and control spec (the shim pays, on every
+/// tool call, for the pages and relocations of everything it links). A test keeps it equal
+/// to what [`SPECS`]' adapters answer.
+pub fn neutral_reply(vendor: &str, call: &crate::HookCall<'_>) -> Option<crate::NeutralReply> {
+    fn of(a: &impl HookAdapter, call: &crate::HookCall<'_>) -> Option<crate::NeutralReply> {
+        Some(a.neutral_reply(&a.hook_name(call).ok()?))
+    }
+    match vendor {
+        antigravity::VENDOR => of(&antigravity::AntigravityAdapter, call),
+        claude_code::VENDOR => of(&claude_code::ClaudeCodeAdapter, call),
+        cline::VENDOR => of(&cline::ClineAdapter, call),
+        codex::VENDOR => of(&codex::CodexAdapter, call),
+        copilot_cli::VENDOR => of(&copilot_cli::CopilotCliAdapter, call),
+        droid::VENDOR => of(&droid::DroidAdapter, call),
+        gemini_cli::VENDOR => of(&gemini_cli::GeminiCliAdapter, call),
+        hermes::VENDOR => of(&hermes::HermesAdapter, call),
+        "kilocode" => of(&opencode::PluginAdapter::new(kilocode::KILOCODE), call),
+        kimi_code::VENDOR => of(&kimi_code::KimiCodeAdapter, call),
+        "opencode" => of(&opencode::PluginAdapter::new(opencode::OPENCODE), call),
+        pi::VENDOR => of(&pi::PiAdapter::default(), call),
+        qwen_code::VENDOR => of(&qwen_code::QwenCodeAdapter, call),
+        vscode::VENDOR => of(&vscode::VscodeAdapter, call),
+        _ => None,
+    }
 }
 
-/// The built-in adapter for `vendor`, if any.
+/// The vendor of another agent that ran `vendor`'s hook wiring, when this call is not
+/// `vendor`'s own ([`HookAdapter::ran_by_other`]); `env` looks the hook process's environment
+/// up. Called directly, as [`neutral_reply`], so the hook shim links no mapping code; only
+/// the vendors whose wiring other agents run are listed (the rest: every call their own). A
+/// test keeps it equal to what [`SPECS`]' adapters answer.
+pub fn ran_by_other(
+    vendor: &str,
+    call: &crate::HookCall<'_>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<&'static str> {
+    match vendor {
+        claude_code::VENDOR => claude_code::ClaudeCodeAdapter.ran_by_other(call, env),
+        _ => None,
+    }
+}
+
+/// Every built-in hook adapter (of the vendors that have hooks).
+pub fn all() -> Vec<Box<dyn HookAdapter>> {
+    SPECS.iter().filter_map(|s| s.adapter).map(|a| a()).collect()
+}
+
+/// The built-in hook adapter for `vendor`, if it has one.
 pub fn by_vendor(vendor: &str) -> Option<Box<dyn HookAdapter>> {
-    spec(vendor).map(|s| (s.adapter)())
+    spec(vendor)?.adapter.map(|a| a())
 }
 
 /// The OTel profiles of the vendors that have one, in [`SPECS`] order.
@@ -212,11 +263,17 @@ mod tests {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), SPECS.len(), "duplicate vendor ids");
-        let mut observers: Vec<&str> = SPECS.iter().filter_map(|s| s.observer()).collect();
-        observers.sort_unstable();
-        assert_eq!(observers, ["kilocode-sse", "kimi-ws", "opencode-sse"], "one vendor per observer kind");
+        let observers: Vec<&str> = SPECS.iter().filter_map(|s| s.observer()).map(|o| o.id).collect();
+        assert_eq!(observers, ["kilocode", "kimi-code", "opencode", "openhands"], "each vendor's own observer");
         for s in SPECS {
-            assert_eq!((s.adapter)().vendor(), s.id, "{}: adapter identity", s.id);
+            if let Some(o) = s.observer() {
+                assert_eq!(o.id, s.id, "{}: the observer's identity", s.id);
+            }
+            if let Some(a) = s.adapter {
+                assert_eq!(a().vendor(), s.id, "{}: adapter identity", s.id);
+            } else {
+                assert!(s.observer().is_some() && s.install.is_none(), "{}: no hooks, observed only", s.id);
+            }
             let c = &s.control;
             assert_eq!(
                 c.reply.is_some(),
@@ -254,7 +311,7 @@ mod tests {
             }
             if let Some(r) = s.reply_route() {
                 let (path, described) = (r.path, r.describe());
-                assert!(path.contains("{session}") && path.contains("{id}"), "{}: {path}", s.id);
+                assert!(path.contains("{session}"), "{}: {path}", s.id);
                 assert!(!r.options.is_empty() && described.contains(path), "{}: {described}", s.id);
             }
         }

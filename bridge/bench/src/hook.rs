@@ -60,12 +60,26 @@ fn payload(i: usize) -> String {
     PRE_TOOL_USE.replace("toolu_b68488c0ed6047bba47e6cb4", &format!("toolu_bench{i:019}"))
 }
 
+/// Where the benched shims keep their cool-down state: a private directory of this run (a
+/// shim that timed out must not leave the user's runtime directory a state file).
+fn state_dir() -> std::path::PathBuf {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        use std::os::unix::fs::DirBuilderExt as _;
+        let d = std::env::temp_dir().join(format!("aep-bench-hook-state-{}", std::process::id()));
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&d);
+        d
+    })
+    .clone()
+}
+
 /// Spawns `cmd`, writes `stdin`, reads stdout to the end, waits; returns the elapsed time.
 pub(super) fn spawn_once(cmd: &Path, args: &[&str], url: &str, stdin: &[u8]) -> anyhow::Result<(Duration, Vec<u8>)> {
     let t = Instant::now();
     let mut child = Command::new(cmd)
         .args(args)
         .env("AEP_BRIDGE_URL", url)
+        .env("AEP_HOOK_STATE_DIR", state_dir())
         .env_remove("AEP_TOKEN")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

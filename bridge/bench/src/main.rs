@@ -4,6 +4,7 @@
 //! the exit code only reflects whether the bench itself ran).
 
 mod collector;
+mod decoders;
 mod hook;
 mod hostile;
 mod kinds;
@@ -56,6 +57,9 @@ pub enum BenchCmd {
     /// A recorded ACP stream through `aep-bridge wrap acp -- cat` beside plain `cat`: the
     /// per-line p99 the tee adds.
     Wrap(wrap::WrapArgs),
+    /// The hand-written decoders against their references (the OTLP fast reader vs prost,
+    /// the strict JSON parser vs serde_json) on generated and mutated inputs.
+    Decoders(decoders::DecodersArgs),
 }
 
 /// Runs the command; returns the exit code.
@@ -68,6 +72,7 @@ fn run(args: BenchArgs) -> i32 {
         BenchCmd::Kinds(a) => kinds::run(&a),
         BenchCmd::Hostile(a) => hostile::run(&a),
         BenchCmd::Wrap(a) => wrap::run(&a),
+        BenchCmd::Decoders(a) => decoders::run(&a),
     };
     match result {
         Ok(()) => 0,

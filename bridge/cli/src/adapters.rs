@@ -91,11 +91,11 @@ pub fn builtin() -> Vec<Manifest> {
             executables: s.executables.iter().map(|e| (*e).to_owned()).collect(),
             hook_channel: s.hook_channel.into(),
             control: s.control.describe(),
-            observer: s.observer().map(str::to_owned),
+            observer: s.observer().map(|o| o.id.to_owned()),
             reply_route: s.reply_route().map(aep_adapters::spec::ReplyRoute::describe),
             families: s.families.iter().map(|f| (*f).to_owned()).collect(),
             setup: s.setup.into(),
-            drift: match (s.adapter)().vocabulary() {
+            drift: match s.adapter.and_then(|a| a().vocabulary()) {
                 Some(v) => format!(
                     "hook events outside the {} known and new fields of the {} recorded are counted (aep_bridge_drift_total)",
                     v.events.len(),
@@ -181,7 +181,7 @@ fn list(args: &AdaptersArgs) -> i32 {
         println!("    hooks:    {}", m.hook_channel);
         println!("    control:  {}", m.control);
         if let Some(o) = &m.observer {
-            println!("    observer: [bridges.<name>] kind = \"{o}\"");
+            println!("    observer: [bridges.<name>] vendor = \"{o}\"");
         }
         if let Some(r) = &m.reply_route {
             println!("    reply:    {r}");

@@ -180,7 +180,15 @@ fn check_bridge(r: &mut Report, ep: &aep_bridge::client::Endpoint) -> bool {
     let status = resp.status().as_u16();
     let body: Option<Value> = resp.body_mut().read_to_string().ok().and_then(|t| serde_json::from_str(&t).ok());
     match body.as_ref().and_then(|b| Some((b.get("ok")?.as_bool()?, b.get("failing")))) {
-        Some((true, _)) => r.line("bridge", Verdict::Ok, format!("{url}: ok")),
+        Some((true, _)) => {
+            r.line("bridge", Verdict::Ok, format!("{url}: ok"));
+            // Exporters a backend refused a signal to: off until restart, everything else flows.
+            if let Some(off) = body.as_ref().and_then(|b| b.get("disabled")).and_then(Value::as_object) {
+                for (part, why) in off {
+                    r.line("bridge", Verdict::Note, format!("{part} is off: {}", why.as_str().unwrap_or_default()));
+                }
+            }
+        }
         Some((false, failing)) => {
             let parts: Vec<String> = failing
                 .and_then(Value::as_object)

@@ -81,11 +81,18 @@ fn name_of(p: &Path) -> &str {
     p.file_name().and_then(|n| n.to_str()).unwrap_or("")
 }
 
-/// Reads a file as a transcript; an unreadable one is a warning.
+/// Reads a file as a transcript; an unreadable one is a warning. The agent may still be
+/// appending to it: a last line still being written is not yet a record
+/// ([`aep_schemas::jsonl`]), left out with a note, never a skipped-line warning.
 fn read(p: &Path, issues: &mut Vec<LineIssue>) -> Option<Transcript> {
     match std::fs::read(p) {
         Ok(bytes) => {
-            Some(Transcript { label: p.display().to_string(), text: String::from_utf8_lossy(&bytes).into_owned() })
+            let whole = aep_schemas::jsonl::complete_len(&bytes);
+            if whole < bytes.len() {
+                println!("note: {}: its last line is still being written; read up to the line before", p.display());
+            }
+            let text = String::from_utf8_lossy(&bytes[..whole]).into_owned();
+            Some(Transcript { label: p.display().to_string(), text })
         }
         Err(e) => {
             issues.push(LineIssue { label: p.display().to_string(), line: 0, message: format!("unreadable: {e}") });

@@ -59,7 +59,9 @@ pub enum Command {
     /// `warning[completeness]: ...` lines: a run whose session ends before its terminal, a
     /// run's second terminal, a tool request without exactly one later outcome
     /// (completed/failed/denied, paired by call id, else cause, else tool name), an
-    /// outcome before its request. Warnings are not spec violations (arrival is never
+    /// outcome before its request or without one (in a stream that carries that tool's
+    /// requests), a run terminal without its start, a tool event after its run ended.
+    /// Warnings are not spec violations (arrival is never
     /// guaranteed) and leave the exit code at 0 unless `--strict` is given.
     #[command(after_help = "Example:\n  $ aep-bridge validate --strict ~/.aep/logs/claude-code/<session>.jsonl")]
     Validate {
@@ -328,6 +330,9 @@ fn validate(file: &str, strict: bool) -> i32 {
         0 => String::new(),
         n => format!(", {n} completeness warning(s){}", if strict { " (--strict: failing)" } else { "" }),
     };
+    if report.unfinished {
+        println!("note: the last line has no newline yet (its writer is still appending it): not checked");
+    }
     println!("{file}: {} events, {verdict}{warned}", report.events);
     i32::from(!report.failures.is_empty() || (strict && !report.warnings.is_empty()))
 }

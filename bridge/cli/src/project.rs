@@ -1,7 +1,7 @@
 //! `aep-bridge project`: AEP JSONL in, a projection out on stdout (AEP-0005): CloudEvents,
 //! OTLP logs or synthesized spans (OTLP/JSON), OCSF.
 
-use std::io::{BufRead as _, Write as _};
+use std::io::Write as _;
 
 use aep_projections::ce::{to_cloudevent, to_cloudevents_batch};
 use aep_projections::ocsf::{OcsfOptions, to_ocsf};
@@ -53,7 +53,8 @@ fn parse_capture(s: &str) -> Result<Capture, String> {
     s.parse::<Capture>().map_err(|e| e.to_string())
 }
 
-/// Reads AEP JSONL; bad lines are reported on stderr and counted.
+/// Reads AEP JSONL; bad lines are reported on stderr and counted. A last line still being
+/// written (a live log) is not yet an event ([`aep_schemas::jsonl`]): left out, not counted.
 fn read_events(input: &str) -> std::io::Result<(Vec<Event>, usize)> {
     let reader: Box<dyn std::io::BufRead> = if input == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
@@ -62,7 +63,7 @@ fn read_events(input: &str) -> std::io::Result<(Vec<Event>, usize)> {
     };
     let mut events = Vec::new();
     let mut bad = 0;
-    for (i, line) in reader.lines().enumerate() {
+    for (i, line) in aep_schemas::jsonl::LiveLines::new(reader).enumerate() {
         let line = line?;
         if line.trim().is_empty() {
             continue;

@@ -3,7 +3,6 @@
 //! collector's authenticated `/socket` binding (AEP-0004 §4.1) with hello role `both` and
 //! identity agent `aep-cli`.
 
-use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -408,11 +407,11 @@ fn log_base(name: &str) -> Option<&str> {
     (base.ends_with(".jsonl") && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(base)
 }
 
-/// The events of the log at `path` whose line contains `id`.
+/// The events of the log at `path` whose line contains `id` (the bridge may be appending
+/// to it: a last line still being written is not yet an event, [`aep_schemas::jsonl`]).
 fn events_naming(path: &Path, id: &str) -> Vec<Event> {
     let Ok(f) = std::fs::File::open(path) else { return Vec::new() };
-    std::io::BufReader::new(f)
-        .lines()
+    aep_schemas::jsonl::LiveLines::new(std::io::BufReader::new(f))
         .map_while(Result::ok)
         .filter(|l| l.contains(id))
         .filter_map(|l| serde_json::from_str::<Value>(&l).ok())

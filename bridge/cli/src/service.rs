@@ -132,6 +132,40 @@ impl Manager {
         }
     }
 
+    /// Whether the user's service manager answers here: `Err` says why not (no systemd, no
+    /// user session bus: a container, a CI runner, an SSH session without lingering).
+    fn reachable(self) -> Result<(), String> {
+        match self {
+            Manager::Systemd => output(&["systemctl", "--user", "show-environment"]).map(drop),
+            Manager::Launchd => Ok(()),
+        }
+    }
+
+    /// What to do when the unit is written but the manager could not start it.
+    fn next_steps(self, file: &Path, why: Result<(), String>) -> String {
+        let by_hand = "run the bridge without a service manager: `aep-bridge serve` in a terminal (tmux, \
+                       screen), or `nohup aep-bridge serve >> ~/.aep/serve.log 2>&1 &`";
+        let start = self.start(file).iter().map(|c| c.join(" ")).collect::<Vec<_>>().join(" && ");
+        match (self, why) {
+            (Manager::Systemd, Err(why)) => format!(
+                "{} is written, but no user service manager answers here ({why})\n  next: {by_hand}\n  \
+                 or, on a machine with systemd, from a login session (or after `loginctl enable-linger $USER`): \
+                 {start}\n  or remove the unit: aep-bridge service uninstall",
+                file.display()
+            ),
+            (Manager::Systemd, Ok(())) => format!(
+                "{} is written but did not start\n  next: `journalctl --user -u {UNIT} -n 50` and \
+                 `aep-bridge service status` say why; fix it, then {start}",
+                file.display()
+            ),
+            (Manager::Launchd, _) => format!(
+                "{} is written but did not load\n  next: `launchctl list {LABEL}` and the log at \
+                 ~/Library/Logs/aep-bridge.log say why; fix it, then {start}; or {by_hand}",
+                file.display()
+            ),
+        }
+    }
+
     /// `active`/`inactive`/... from the manager, or why it could not say.
     fn state(self) -> Result<String, String> {
         match self {
@@ -194,7 +228,12 @@ fn systemd_unit(spec: &Spec) -> String {
          Description=aep-bridge: coding agents' hooks and telemetry as AEP events\n\
          \n\
          [Service]\n\
-         Type=simple\n\
+         # serve says READY=1 once it listens, and pets the watchdog while its loops turn\n\
+         # (what /livez reports): a bridge that stops turning is restarted; a full disk or\n\
+         # a refused export signal is not cured by a restart and does not trigger one.\n\
+         Type=notify\n\
+         NotifyAccess=main\n\
+         WatchdogSec=30\n\
          ExecStart={}\n\
          Restart=on-failure\n\
          RestartSec=2\n\
@@ -383,7 +422,7 @@ fn install(m: Manager, p: &Paths, file: &Path, a: &InstallArgs) -> i32 {
             println!("started: {}", if m == Manager::Systemd { UNIT } else { LABEL });
             0
         }
-        Err(e) => fail(format!("the unit is written but did not start: {e}")),
+        Err(e) => fail(format!("{e}\n{}", m.next_steps(file, m.reachable()))),
     }
 }
 

@@ -158,6 +158,7 @@ pub fn run(args: TailArgs) -> i32 {
     // 10 s, back to the start after any answered stream (a person is watching).
     let curve = RetryConfig { initial_ms: 250, max_ms: 10_000, max_elapsed_ms: 0, multiplier: 2.0, jitter: 0.0 };
     let mut backoff = Backoff::new(Policy { backoff: curve, stable_after: Duration::ZERO });
+    let mut down = Outage::default();
     loop {
         let started = Instant::now();
         let mut answered = false;
@@ -172,6 +173,7 @@ pub fn run(args: TailArgs) -> i32 {
         match req.call() {
             Ok(resp) if resp.status().as_u16() == 200 => {
                 answered = true;
+                down.over(&ep.base);
                 let reader = BufReader::new(resp.into_body().into_reader());
                 match consume(reader, &args, color, &mut pos, &mut seen, &mut printed, &mut group) {
                     End::Limit => return 0,
@@ -189,13 +191,59 @@ pub fn run(args: TailArgs) -> i32 {
                 }
             }
             Err(e) => {
-                eprintln!("aep-bridge tail: {}: {e}", ep.base);
                 if args.once {
+                    eprintln!("aep-bridge tail: {}: {e}", ep.base);
                     return 1;
+                }
+                if let Some(line) = down.failed(&ep.base, &e.to_string(), Instant::now()) {
+                    eprintln!("{line}");
                 }
             }
         }
         std::thread::sleep(backoff.next(answered.then(|| started.elapsed()), None, 0.0));
+    }
+}
+
+/// A bridge that does not answer: said once with what to do, then again only when the
+/// error changes or once a minute, so a `tail` left running beside a stopped bridge does not
+/// fill the terminal; said when it answers again.
+#[derive(Debug, Default)]
+struct Outage {
+    /// The error last said, and since when the bridge has not answered.
+    since: Option<(String, Instant, Instant)>,
+}
+
+impl Outage {
+    /// How often a lasting outage is said again.
+    const REMIND: Duration = Duration::from_secs(60);
+
+    /// The line to print for a failed connection at `now`, if any.
+    fn failed(&mut self, base: &str, err: &str, now: Instant) -> Option<String> {
+        match &mut self.since {
+            None => {
+                self.since = Some((err.to_owned(), now, now));
+                Some(format!(
+                    "aep-bridge tail: {base}: {err}\n  the bridge is not answering: start it (`aep-bridge serve`, or \
+                     `aep-bridge service install`), or point --url/AEP_URL at it; retrying until it answers (Ctrl-C to stop)"
+                ))
+            }
+            Some((said, first, last)) if *said != err || now.duration_since(*last) >= Self::REMIND => {
+                *said = err.to_owned();
+                *last = now;
+                Some(format!(
+                    "aep-bridge tail: {base}: {err} (not answering for {}s; still retrying)",
+                    now.duration_since(*first).as_secs()
+                ))
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// The bridge answered: says so after an outage.
+    fn over(&mut self, base: &str) {
+        if self.since.take().is_some() {
+            eprintln!("aep-bridge tail: {base}: connected");
+        }
     }
 }
 
@@ -262,6 +310,23 @@ mod tests {
             limit: None,
             json: false,
         }
+    }
+
+    /// A stopped bridge is said once with the next step, then only when the error changes
+    /// or a minute passed, not on every retry.
+    #[test]
+    fn an_outage_is_said_once_then_once_a_minute() {
+        let mut o = Outage::default();
+        let t0 = Instant::now();
+        let first = o.failed("http://h", "refused", t0).unwrap();
+        assert!(first.contains("aep-bridge serve") && first.contains("retrying"), "{first}");
+        for s in 1..60 {
+            assert_eq!(o.failed("http://h", "refused", t0 + Duration::from_secs(s)), None);
+        }
+        assert!(o.failed("http://h", "refused", t0 + Duration::from_secs(60)).unwrap().contains("60s"));
+        assert!(o.failed("http://h", "timed out", t0 + Duration::from_secs(61)).is_some(), "a new error is said");
+        o.over("http://h");
+        assert!(o.failed("http://h", "refused", t0 + Duration::from_secs(62)).unwrap().contains("aep-bridge serve"));
     }
 
     #[test]

@@ -37,11 +37,12 @@ pub struct TimelineArgs {
 }
 
 /// Reads the events of `session` from JSONL text (other sessions' lines and invalid lines
-/// are skipped; the count of invalid lines is returned).
+/// are skipped; the count of invalid lines is returned). A last line the bridge is still
+/// writing is not yet an event ([`aep_schemas::jsonl`]).
 pub fn read_jsonl(r: impl BufRead, session: &str) -> (Vec<Event>, usize) {
     let mut out = Vec::new();
     let mut bad = 0;
-    for line in r.lines().map_while(Result::ok) {
+    for line in aep_schemas::jsonl::LiveLines::new(r).map_while(Result::ok) {
         if line.trim().is_empty() {
             continue;
         }
@@ -467,6 +468,18 @@ pub fn run(args: TimelineArgs) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_last_line_still_being_written_is_not_an_invalid_line() {
+        let line = |id: &str, seq: u64| {
+            format!(
+                r#"{{"aep":"0.1","id":"{id}","type":"progress.status","time":"2026-01-01T00:00:00Z","source":"aep://h/agent/a","agent":"a","session":"s","seq":{seq}}}"#
+            )
+        };
+        let text = format!("{}\nnot json\n{}\n{}", line("e1", 1), line("e2", 2), &line("e3", 3)[..40]);
+        let (evs, bad) = read_jsonl(text.as_bytes(), "s");
+        assert_eq!((evs.len(), bad), (2, 1), "the junk line is invalid, the torn last one is not yet read");
+    }
 
     fn ev(id: &str, ty: &str, t: &str, seq: u64, extra: Value) -> Event {
         let mut v = json!({"aep": "0.1", "id": id, "type": ty, "time": format!("2026-01-01T00:00:{t}Z"),

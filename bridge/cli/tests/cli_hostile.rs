@@ -98,7 +98,7 @@ fn idle_grpc_connections_leave_room_for_hooks_and_health() {
     let (status, body) = http(http_addr, "GET", "/healthz", "");
     assert!(status.contains(" 200 "), "{status} {body}");
     let log = dir.path().join("logs/claude-code/fd-room.jsonl");
-    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let logged = aep_testkit::log_lines(&log).join("\n");
     assert!(logged.contains("session.started"), "the hook was answered after it was written: {logged:?}");
     // The gRPC port took at most its share of (1,024 - 256) / 3 and refused the rest.
     let (_, metrics) = http(http_addr, "GET", "/metrics", "");

@@ -184,7 +184,7 @@ fn since_filters_and_dry_run_writes_nothing() {
 }
 
 #[test]
-fn malformed_and_truncated_lines_warn_per_file_and_lose_nothing_else() {
+fn malformed_lines_warn_per_file_a_torn_last_line_waits_and_nothing_else_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "");
     // The clean import, for reference.
@@ -210,11 +210,15 @@ fn malformed_and_truncated_lines_warn_per_file_and_lose_nothing_else() {
         &["--claude", "/nonexistent", "--codex", &dir.path().join("sessions").display().to_string()],
     );
     assert_eq!(code, 0, "{err}");
+    // The junk line is skipped with a warning; the record cut short at the end is one the
+    // agent is still writing: not yet a record, a note, never a warning.
     let warning =
-        format!("aep-bridge import: warning: {}: 2 line(s) skipped (line 11: not JSON", broken_file.display());
+        format!("aep-bridge import: warning: {}: 1 line(s) skipped (line 11: not JSON", broken_file.display());
     assert!(err.contains(&warning), "{err}");
     assert_eq!(err.lines().count(), 1, "one warning line per file: {err}");
     assert!(out.contains("1 file(s) with skipped lines"), "{out}");
+    let note = format!("note: {}: its last line is still being written", broken_file.display());
+    assert!(out.contains(&note), "{out}");
     // Every other record made it: the log is the clean import's, byte for byte.
     assert_eq!(
         std::fs::read(log(&data, "codex", CODEX_SESSION)).unwrap(),

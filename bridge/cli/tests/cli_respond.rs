@@ -271,7 +271,7 @@ async fn logged(b: &Running, path: &std::path::Path, ty: &str) {
     let wait = async {
         loop {
             done.borrow_and_update();
-            if std::fs::read_to_string(path).unwrap_or_default().contains(&needle) {
+            if aep_testkit::log_lines(path).iter().any(|l| l.contains(&needle)) {
                 return;
             }
             done.changed().await.expect("the bridge is running");

@@ -60,7 +60,7 @@ fn install_writes_a_verified_unit_with_the_token_in_a_file_and_uninstall_removes
     let bin = Path::new(env!("CARGO_BIN_EXE_aep-bridge")).canonicalize().unwrap();
     let exec = format!("\nExecStart={} serve --token-file {}\n", bin.display(), token_file.display());
     assert!(text.contains(&exec), "want {exec:?} in:\n{text}");
-    for line in ["\nRestart=on-failure\n", "\nWantedBy=default.target\n", "\nType=simple\n"] {
+    for line in ["\nRestart=on-failure\n", "\nWantedBy=default.target\n", "\nType=notify\n", "\nWatchdogSec=30\n"] {
         assert!(text.contains(line), "want {line:?} in:\n{text}");
     }
     assert!(!text.contains("t0ken"), "the token is in the unit:\n{text}");
@@ -125,4 +125,32 @@ fn a_users_token_file_is_used_in_place_and_kept() {
     assert_eq!(code, 0);
     assert!(out.contains("no token (watch-only)"), "{out}");
     assert!(!std::fs::read_to_string(&unit).unwrap().contains("--token-file"));
+}
+
+/// On a machine whose user service manager does not answer (a container, a CI runner, an SSH
+/// session without lingering: this machine), `install` writes the unit, then says so with
+/// what to do next (run `serve` by hand, the systemd route, or remove the unit) instead of
+/// the manager's raw error alone; `uninstall` then removes it. Where a user manager answers,
+/// installing without `--no-start` would start a real service: skipped there.
+#[test]
+fn install_without_a_user_service_manager_says_what_to_do_next() {
+    if Command::new("systemctl").args(["--user", "show-environment"]).output().is_ok_and(|o| o.status.success()) {
+        println!("SKIP: a user service manager answers here; this test needs one that does not");
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(home.path(), &["service", "install"], None);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(home.path().join(".config/systemd/user/aep-bridge.service").is_file(), "the unit is written");
+    for want in [
+        "no user service manager answers here",
+        "next: run the bridge without a service manager",
+        "aep-bridge serve",
+        "aep-bridge service uninstall",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+    let (code, out, err) = run(home.path(), &["service", "uninstall"], None);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!home.path().join(".config/systemd/user/aep-bridge.service").exists());
 }

@@ -122,18 +122,19 @@ async fn adapters_list_and_verify_through_the_real_shim() {
     // An observed server's reply route is listed with its vendor, read from the vendor's spec.
     let by_id = |id: &str| v.as_array().unwrap().iter().find(|m| m["id"] == id).unwrap().clone();
     let (oc, kilo, kimi) = (by_id("opencode"), by_id("kilocode"), by_id("kimi-code"));
-    assert_eq!(oc["observer"], "opencode-sse");
+    assert_eq!(oc["observer"], "opencode");
     let route = oc["reply_route"].as_str().unwrap();
     assert!(route.starts_with("POST /session/{session}/permissions/{id} {response: once|always|reject}"), "{route}");
     assert!(route.contains("hook `bus`") && !route.contains("message"), "{route}");
     assert!(kilo["reply_route"].as_str().unwrap().contains("message: text"), "{kilo}");
-    assert_eq!(kimi["observer"], "kimi-ws");
+    assert_eq!(kimi["observer"], "kimi-code");
+    assert_eq!(by_id("openhands")["observer"], "openhands");
     assert!(kimi["reply_route"].as_str().unwrap().contains("/approvals/{id} {decision: approved|rejected"), "{kimi}");
     assert!(by_id("claude-code")["reply_route"].is_null() && by_id("codex")["observer"].is_null());
     let (code, text, _) = cli(s(&["adapters", "--dir", "/nonexistent"])).await;
     assert_eq!(code, 0);
     assert!(text.contains("    reply:    POST /session/{session}/permissions/{id}"), "{text}");
-    assert!(text.contains("    observer: [bridges.<name>] kind = \"kimi-ws\""), "{text}");
+    assert!(text.contains("    observer: [bridges.<name>] vendor = \"kimi-code\""), "{text}");
 
     let dir = tempfile::tempdir().unwrap();
     let b = start(config(dir.path())).await;

@@ -248,7 +248,7 @@ async fn refused_signals_are_turned_off(bridge: Bridge, seen: Arc<Seen>, refusal
             .filter(|l| l.starts_with("aep_bridge_events_dropped_total{") && l.contains("sink=\"otlp_logs\""))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum();
-        let taken = series(t, "aep_bridge_events_in_total{agent=\"codex\",input=\"hook\"}");
+        let taken = series(t, "aep_bridge_events_in_total{gen_ai_agent_name=\"codex\",input=\"hook\"}");
         taken > 0.0 && dropped == taken
     })
     .await;
@@ -260,10 +260,17 @@ async fn refused_signals_are_turned_off(bridge: Bridge, seen: Arc<Seen>, refusal
     let spans = seen.spans.lock().unwrap().clone();
     assert_eq!(spans.iter().filter(|s| *s == "execute_tool Bash").count(), 2, "{spans:?}");
 
+    // Off until restart, not failing: everything else flows, so every probe says so and
+    // `/healthz` lists what is off.
+    for probe in ["livez", "readyz"] {
+        let (status, body) = common::get(format!("{}/{probe}", bridge.url)).await;
+        assert_eq!(status, 200, "/{probe}: {body}");
+    }
     let (status, body) = common::get(format!("{}/healthz", bridge.url)).await;
-    assert_eq!(status, 503, "{body}");
+    assert_eq!(status, 200, "{body}");
     let health: Value = serde_json::from_str(&body).unwrap();
-    let failing = health["failing"].as_object().unwrap();
+    assert_eq!((&health["ok"], &health["failing"]), (&Value::Bool(true), &Value::Null), "{body}");
+    let failing = health["disabled"].as_object().unwrap();
     let mut parts: Vec<&str> = failing.keys().map(String::as_str).collect();
     parts.sort_unstable();
     assert_eq!(parts, ["otlp_logs", "otlp_metrics"], "{body}");

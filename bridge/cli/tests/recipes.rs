@@ -1,21 +1,25 @@
 //! The backend recipes of `collector-config/`, run as a user runs them: the real
-//! `aep-bridge serve` with each shipped file, fed the recorded Codex (`c01`) and Qwen Code
-//! (`q01`) sessions (their hooks, then their own OTLP log exports).
+//! `aep-bridge serve` with each shipped file, fed the recorded Codex (`c01`), Qwen Code
+//! (`q01`) and Gemini CLI (`g01`) sessions (their hooks, then their own OTLP log exports).
 //!
 //! - Every `*.toml` there passes `aep-bridge config validate`, alone and with the header
 //!   variables its comments tell the user to set.
 //! - The direct recipes (Jaeger, Phoenix, Langfuse, an OTLP SaaS) send only the signals
 //!   their backend takes, to the backend's paths, with the headers the file or its
 //!   variables give, and lose no model call: checked on a receiver in this test standing at
-//!   the recipe's URL (Jaeger, Langfuse and the SaaS backends are in no registry reachable
-//!   here; collector-config/README.md says why each cannot run).
+//!   the recipe's URL (Langfuse's server and the SaaS backends cannot run here).
 //! - Phoenix: a real Arize Phoenix (`bridge/tests/requirements-phoenix.txt`) files the spans
 //!   under the recipe's project, classifies the chat spans as LLM and totals their tokens.
 //! - Grafana: a real rotel (`bridge/tests/requirements-export.txt`) started from
 //!   `grafana-lgtm.rotel.env` routes each signal to its own stand-in backend.
+//! - `collector`: the Collector YAMLs, validated and each topology run by the project's
+//!   Collector distribution, with a real Jaeger v2 and Prometheus 3; `jaeger`: the Jaeger
+//!   recipe read back through Jaeger's query API. Those peers are built from their Go
+//!   modules by `.ci/peers-go` (`peers` starts them).
 //!
-//! The Phoenix and rotel tests print SKIP and pass when their package is missing; `.ci/run`
-//! installs every `bridge/tests/requirements-*.txt`, so CI runs them.
+//! The Phoenix and rotel tests print SKIP and pass when their package is missing, the Go
+//! peers' tests when `.ci/peers-go` has not built them; `.ci/run` installs every
+//! `bridge/tests/requirements-*.txt` and builds the Go peers, so CI runs them.
 
 use aep_testkit as common;
 
@@ -37,6 +41,13 @@ use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
 use serde_json::{Value, json};
+
+#[path = "recipes/collector.rs"]
+mod collector;
+#[path = "recipes/jaeger.rs"]
+mod jaeger;
+#[path = "recipes/peers.rs"]
+mod peers;
 
 const RECIPES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../collector-config");
 const HOOKS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../adapters/tests/data");
@@ -125,17 +136,39 @@ impl Capture {
 
     /// Posts the hooks, then the log exports, as the agent sent them.
     async fn replay(&self, url: &str) {
+        self.replay_hooks(url, None).await;
+        self.replay_logs(url, None).await;
+    }
+
+    /// `text` with the session id replaced by `as_session` (a copy of the session under
+    /// another id), or as recorded.
+    fn renamed(&self, text: &str, as_session: Option<&str>) -> String {
+        as_session.map_or_else(|| text.to_owned(), |s| text.replace(self.session, s))
+    }
+
+    /// Posts the hooks to the bridge at `url`, under the session id `as_session` if given.
+    async fn replay_hooks(&self, url: &str, as_session: Option<&str>) {
         for line in read(Path::new(HOOKS).join(self.hooks)).lines().filter(|l| !l.trim().is_empty()) {
-            let r: Value = serde_json::from_str(line).unwrap();
+            let r: Value = serde_json::from_str(&self.renamed(line, as_session)).unwrap();
             let hook = r["hook"].as_str().unwrap();
             let (status, text) =
                 common::post(format!("{url}/hooks/{}/{hook}", self.vendor), r["payload"].to_string(), vec![]).await;
             assert_eq!(status, 200, "{} {hook}: {text}", self.vendor);
         }
+    }
+
+    /// Posts the OTLP/JSON log exports to the OTLP/HTTP receiver at `url` (the bridge's
+    /// main port, or a Collector's), under the session id `as_session` if given.
+    async fn replay_logs(&self, url: &str, as_session: Option<&str>) {
         for body in self.log_bodies() {
-            let (status, text) = common::post(format!("{url}/v1/logs"), body, vec![]).await;
+            let (status, text) = common::post(format!("{url}/v1/logs"), self.renamed(&body, as_session), vec![]).await;
             assert_eq!(status, 200, "{}: {text}", self.vendor);
         }
+    }
+
+    /// How many log records its exports carry.
+    fn log_records(&self) -> usize {
+        self.log_bodies().iter().map(|b| common::otlp_json_records(b).len()).sum()
     }
 }
 
@@ -181,17 +214,25 @@ fn free_port() -> u16 {
 struct Serve {
     proc: Proc,
     url: String,
-    _data: tempfile::TempDir,
+    /// Its OTLP/gRPC receiver's address, when it has one.
+    grpc: Option<String>,
+    data: tempfile::TempDir,
 }
 
 impl Serve {
     fn start(config: &Path, env: &[(&str, &str)]) -> Serve {
+        Self::start_with(config, env, false)
+    }
+
+    /// With `otlp_grpc`, its OTLP/gRPC receiver listens on an ephemeral port too.
+    fn start_with(config: &Path, env: &[(&str, &str)], otlp_grpc: bool) -> Serve {
         let data = tempfile::tempdir().unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_aep-bridge"));
+        let grpc = if otlp_grpc { "127.0.0.1:0" } else { "" };
         clean(&mut cmd)
             .args(["serve", "--config"])
             .arg(config)
-            .args(["--listen", "127.0.0.1:0", "--otlp-grpc", "", "--otlp-http", "", "--data-dir"])
+            .args(["--listen", "127.0.0.1:0", "--otlp-grpc", grpc, "--otlp-http", "", "--data-dir"])
             .arg(data.path())
             .env("AEP_BRIDGE_LOG", "warn")
             .envs(env.iter().copied());
@@ -199,15 +240,35 @@ impl Serve {
         let up = proc.out.wait_blocking(WAIT, |t| t.contains("aep-bridge listening:"));
         assert!(up, "serve did not start: {}", proc.out.text());
         let text = proc.out.text();
-        let addr = text.split_whitespace().find_map(|w| w.strip_prefix("http=")).unwrap().to_owned();
-        Serve { proc, url: format!("http://{addr}"), _data: data }
+        let word = |key: &str| text.split_whitespace().find_map(|w| w.strip_prefix(key)).unwrap().to_owned();
+        let grpc = Some(word("otlp-grpc=")).filter(|a| a != "off");
+        Serve { proc, url: format!("http://{}", word("http=")), grpc, data }
+    }
+
+    /// Every Event in its JSONL logs (`{data}/logs/{agent}/*.jsonl`).
+    fn logged(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        let logs = self.data.path().join("logs");
+        for agent in std::fs::read_dir(&logs).unwrap_or_else(|e| panic!("{}: {e}", logs.display())) {
+            for file in std::fs::read_dir(agent.unwrap().path()).unwrap() {
+                for line in read(file.unwrap().path()).lines().filter(|l| !l.trim().is_empty()) {
+                    out.push(serde_json::from_str(line).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    /// The ids of every Event in its JSONL logs.
+    fn logged_ids(&self) -> BTreeSet<String> {
+        self.logged().iter().map(|v| v["id"].as_str().expect("an Event id").to_owned()).collect()
     }
 
     /// SIGTERM, as a user's Ctrl-C or service manager stops it: the exporters flush what
     /// they hold (the spans' grace included) before it exits. Returns what it printed.
-    async fn stop(mut self) -> String {
+    async fn stop(&mut self) -> String {
         use rustix::process::{Pid, Signal, kill_process};
-        let mut child = self.proc.child.take().unwrap();
+        let mut child = self.proc.child.take().expect("serve is running");
         kill_process(Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap(), Signal::TERM).unwrap();
         let out = self.proc.out.clone();
         let (status, closed) =
@@ -464,7 +525,7 @@ async fn direct_recipes_send_only_what_their_backend_takes() {
         let (rec, addr) = recorder().await;
         let file = write(dir.path(), case.file, &pointed_at(&read(recipe(case.file)), &format!("http://{addr}")));
         let env: Vec<(&str, &str)> = case.env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let bridge = Serve::start(&file, &env);
+        let mut bridge = Serve::start(&file, &env);
         CODEX.replay(&bridge.url).await;
         let printed = bridge.stop().await;
         let got = rec.all();
@@ -572,7 +633,7 @@ async fn phoenix_recipe_shows_sessions_runs_chats_and_tokens() {
     let base = format!("http://127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "phoenix.toml", &pointed_at(&read(recipe("phoenix.toml")), &base));
-    let bridge = Serve::start(&file, &[]);
+    let mut bridge = Serve::start(&file, &[]);
     let captures = [&CODEX, &GEMINI, &QWEN];
     for c in captures {
         c.replay(&bridge.url).await;
@@ -670,7 +731,7 @@ async fn grafana_recipe_through_rotel_routes_each_signal_to_its_backend() {
     for (k, _) in &shipped {
         assert!(help.contains(&format!("[env: {k}=")), "rotel-agent knows no {k}");
     }
-    // The OpenTelemetry Collector file routes the same paths (it cannot run here).
+    // The OpenTelemetry Collector file routes the same paths (`collector` runs it).
     let yaml = read(recipe("grafana-lgtm.yaml"));
     for (k, v) in &shipped {
         if let Some(signal) = k.strip_prefix("ROTEL_OTLP_EXPORTER_").and_then(|s| s.strip_suffix("_ENDPOINT")) {
@@ -717,7 +778,7 @@ async fn grafana_recipe_through_rotel_routes_each_signal_to_its_backend() {
         "grafana-lgtm.toml",
         &pointed_at(&read(recipe("grafana-lgtm.toml")), &format!("http://127.0.0.1:{grpc}")),
     );
-    let bridge = Serve::start(&file, &[]);
+    let mut bridge = Serve::start(&file, &[]);
     CODEX.replay(&bridge.url).await;
     let printed = bridge.stop().await;
     assert!(!printed.contains("ERROR"), "serve reported errors: {printed}");

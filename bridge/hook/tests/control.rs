@@ -96,11 +96,7 @@ async fn bridge(timeout_secs: u64, token: bool) -> (Running, tempfile::TempDir) 
 }
 
 fn log(dir: &std::path::Path, agent: &str, session: &str) -> Vec<Value> {
-    std::fs::read_to_string(dir.join("logs").join(agent).join(format!("{session}.jsonl")))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    aep_testkit::log_events(&dir.join("logs").join(agent).join(format!("{session}.jsonl")))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -90,6 +90,7 @@ async fn start_receiver(got: Got, seen: Arc<Notify>) -> SocketAddr {
 fn shim(url: &str, vendor: &str, payload: &[u8]) -> i32 {
     let mut child = Command::new(env!("CARGO_BIN_EXE_aep-hook"))
         .arg(vendor)
+        .env("AEP_HOOK_STATE_DIR", aep_testkit::shim_state_dir())
         .env("AEP_BRIDGE_URL", url)
         .env_remove("AEP_TOKEN")
         .stdin(Stdio::piped())

@@ -9,6 +9,13 @@ use std::process::{Command, Stdio};
 use common::*;
 use serde_json::Value;
 
+/// The shim as a test runs it: its cool-down state in a test directory, never the user's.
+fn hook() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aep-hook"));
+    cmd.env("AEP_HOOK_STATE_DIR", shim_state_dir());
+    cmd
+}
+
 fn shim(url: &str, vendor: &str, event: Option<&str>, payload: &[u8]) -> (i32, Vec<u8>) {
     shim_env(url, vendor, event, payload, &[])
 }
@@ -16,7 +23,7 @@ fn shim(url: &str, vendor: &str, event: Option<&str>, payload: &[u8]) -> (i32, V
 /// The shim with `env` set and the agents' own hook variables cleared (a test run from inside
 /// an agent's session inherits them).
 fn shim_env(url: &str, vendor: &str, event: Option<&str>, payload: &[u8], env: &[(&str, &str)]) -> (i32, Vec<u8>) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aep-hook"));
+    let mut cmd = hook();
     cmd.arg(vendor);
     if let Some(e) = event {
         cmd.arg(e);
@@ -138,7 +145,7 @@ async fn a_bridge_that_never_answers_is_bounded_by_the_timeout() {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", l.local_addr().unwrap());
     let out = tokio::task::spawn_blocking(move || {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_aep-hook"));
+        let mut cmd = hook();
         let mut child = cmd
             .arg("codex")
             .env("AEP_BRIDGE_URL", &url)
@@ -167,7 +174,7 @@ fn a_large_payload_to_a_mute_listener_fails_open_within_one_budget() {
     let url = format!("http://{}", l.local_addr().unwrap());
     let payload =
         format!(r#"{{"hook_event_name":"Stop","session_id":"s","last_assistant_message":"{}"}}"#, "x".repeat(6 << 20));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_aep-hook"))
+    let mut child = hook()
         .arg("codex")
         .env("AEP_BRIDGE_URL", &url)
         .env_remove("AEP_TOKEN")
@@ -226,8 +233,9 @@ fn fake_bridge_with(
 /// Runs the shim on a Claude Code PermissionRequest (a held moment) with `env`; returns
 /// its exit code and stdout, or `None` if it did not finish within `limit` (a hang).
 fn held_shim(url: &str, env: &[(&str, &str)], limit: std::time::Duration) -> Option<(i32, Vec<u8>)> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_aep-hook"));
+    let mut cmd = hook();
     cmd.arg("claude-code").env("AEP_BRIDGE_URL", url).env_remove("AEP_TOKEN").env_remove("AEP_HOOK_HOLD_TIMEOUT_MS");
+    cmd.env("AEP_HOOK_STATE_DIR", tempfile::tempdir().unwrap().keep());
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -246,17 +254,16 @@ fn held_shim(url: &str, env: &[(&str, &str)], limit: std::time::Duration) -> Opt
     None
 }
 
-/// Without a token nothing can answer a held moment, so the shim does not wait the hold
-/// budget on a bridge that never replies: the short bound applies (here 200 ms, checked
-/// against a 20 s hang limit, not timed).
+/// A permission moment is held only when the bridge says so in its headers: a bridge that
+/// never replies costs the short bound, token and hold budget or not (here 200 ms and 1 ms,
+/// checked against a 20 s hang limit, not timed; the hold budget is 60 s).
 #[test]
-fn without_a_token_a_permission_moment_is_not_held() {
+fn a_bridge_that_never_replies_does_not_hold_a_permission_moment() {
     let (url, _t) = fake_bridge(None);
     let out = held_shim(&url, &[("AEP_HOOK_TIMEOUT_MS", "200")], std::time::Duration::from_secs(20));
     assert_eq!(out.map(|o| o.0), Some(0), "the shim waited the hold budget without a token");
-    // With a token the same moment waits its hold budget (bounded here by a short one).
     let (url, _t) = fake_bridge(None);
-    let env = [("AEP_TOKEN", "t"), ("AEP_HOOK_TIMEOUT_MS", "1"), ("AEP_HOOK_HOLD_TIMEOUT_MS", "300")];
+    let env = [("AEP_TOKEN", "t"), ("AEP_HOOK_TIMEOUT_MS", "1"), ("AEP_HOOK_HOLD_TIMEOUT_MS", "60000")];
     assert_eq!(held_shim(&url, &env, std::time::Duration::from_secs(20)).map(|o| o.0), Some(0));
 }
 
@@ -444,4 +451,155 @@ async fn copilot_running_claude_codes_hooks_is_not_logged_as_claude_code() {
         std::fs::read_dir(&logs).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     assert_eq!(names, ["cc-nested.jsonl", "cc-own.jsonl"], "the Copilot session reached no claude-code log");
+}
+
+/// Answers a proven held reply as the bridge does: headers at once with the hold budget and
+/// its proof under `token` (or another), then the body, its proof a trailer.
+fn held_reply(token: &str, req: &[u8], hold_ms: u64, proven: bool) -> Vec<Vec<u8>> {
+    let text = String::from_utf8_lossy(req);
+    let nonce = text.lines().find_map(|l| l.strip_prefix("X-AEP-Nonce: ")).unwrap_or("").trim().to_owned();
+    let hold_proof = aep_schemas::digest::reply_proof(
+        if proven { token } else { "another token" },
+        &nonce,
+        aep_schemas::digest::hold_proof_body(hold_ms).as_bytes(),
+    );
+    let proof = aep_schemas::digest::reply_proof(token, &nonce, ALLOW.as_bytes());
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ntrailer: x-aep-proof\r\nx-aep-hold: {hold_ms}\r\nx-aep-hold-proof: {hold_proof}\r\n\r\n"
+    );
+    let body = format!("{:x}\r\n{ALLOW}\r\n0\r\nx-aep-proof: {proof}\r\n\r\n", ALLOW.len());
+    vec![head.into_bytes(), body.into_bytes()]
+}
+
+/// A fake listener that sends `parts` of a reply, `gap` apart (a bridge holding a moment
+/// while a human decides), after reading the request.
+fn fake_holding_bridge(
+    parts: impl FnOnce(&[u8]) -> Vec<Vec<u8>> + Send + 'static,
+    gap: std::time::Duration,
+) -> (String, std::thread::JoinHandle<()>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let t = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut c, _) = l.accept().unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_millis(500))).unwrap();
+        let mut req = vec![0u8; 64 * 1024];
+        let n = c.read(&mut req).unwrap_or(0);
+        for (i, p) in parts(&req[..n]).into_iter().enumerate() {
+            if i > 0 {
+                // The human's decision comes after the shim's deadline for the headers.
+                std::thread::sleep(gap);
+            }
+            let _ = c.write_all(&p);
+        }
+        let _ = c.shutdown(std::net::Shutdown::Write);
+        let _ = c.read_to_end(&mut Vec::new());
+    });
+    (url, t)
+}
+
+/// The bridge holds the moment: its headers arrive at once with the budget, proven under
+/// the token, so the shim waits for the answer past its deadline for the headers (100 ms
+/// here; the answer comes 600 ms later) and relays it. A hold the shim cannot verify is
+/// not waited for: the neutral reply at the headers' deadline.
+#[test]
+fn a_proven_hold_is_waited_for_past_the_header_deadline_an_unproven_one_is_not() {
+    let gap = std::time::Duration::from_millis(600);
+    let env = [("AEP_TOKEN", "t-hold"), ("AEP_HOOK_TIMEOUT_MS", "100")];
+    let (url, t) = fake_holding_bridge(|req| held_reply("t-hold", req, 5_000, true), gap);
+    let (code, out) = held_shim(&url, &env, std::time::Duration::from_secs(20)).expect("hung");
+    t.join().unwrap();
+    assert_eq!((code, String::from_utf8_lossy(&out).into_owned()), (0, ALLOW.to_owned()), "the held answer");
+    let (url, t) = fake_holding_bridge(|req| held_reply("t-hold", req, 5_000, false), gap);
+    let (code, out) = held_shim(&url, &env, std::time::Duration::from_secs(20)).expect("hung");
+    t.join().unwrap();
+    assert_eq!(code, 0);
+    assert!(!String::from_utf8_lossy(&out).contains("allow"), "an unproven hold was waited for and relayed");
+    // Without a token a hold is taken only with an explicit hold budget (relay set-ups).
+    let bare = |_: &[u8]| {
+        let body = format!("{:x}\r\n{ALLOW}\r\n0\r\n\r\n", ALLOW.len());
+        vec![b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nx-aep-hold: 5000\r\n\r\n".to_vec(), body.into_bytes()]
+    };
+    let (url, t) = fake_holding_bridge(bare, gap);
+    let (_, out) =
+        held_shim(&url, &[("AEP_HOOK_TIMEOUT_MS", "100")], std::time::Duration::from_secs(20)).expect("hung");
+    t.join().unwrap();
+    assert!(out.is_empty(), "a hold was taken without a token or a hold budget");
+    let (url, t) = fake_holding_bridge(bare, gap);
+    let env = [("AEP_HOOK_TIMEOUT_MS", "100"), ("AEP_HOOK_HOLD_TIMEOUT_MS", "5000")];
+    let (_, out) = held_shim(&url, &env, std::time::Duration::from_secs(20)).expect("hung");
+    t.join().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out), ALLOW);
+}
+
+/// One exchange with a fake bridge that answers (200, empty) or never does; returns the
+/// budget the shim gave itself for the reply's headers, read off its request
+/// (`x-aep-deadline` minus `x-aep-sent`), so the cool-down is checked without a clock.
+fn budget_of_one_call(l: &std::net::TcpListener, state: &std::path::Path, answer: bool) -> u64 {
+    // The state is per bridge URL: every call of a test goes to its one listener.
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let l = l.try_clone().unwrap();
+    let t = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut c, _) = l.accept().unwrap();
+        let mut req = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = c.read(&mut buf).unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            req.extend_from_slice(&buf[..n]);
+        }
+        if answer {
+            let _ = c.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        } else {
+            let _ = c.read_to_end(&mut Vec::new());
+        }
+        String::from_utf8_lossy(&req).into_owned()
+    });
+    let mut child = hook()
+        .arg("codex")
+        .env("AEP_BRIDGE_URL", &url)
+        .env("AEP_HOOK_STATE_DIR", state)
+        .env("AEP_HOOK_TIMEOUT_MS", "700")
+        .env("AEP_HOOK_FAST_TIMEOUT_MS", "50")
+        .env_remove("AEP_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(br#"{"hook_event_name":"Stop","session_id":"s"}"#).unwrap();
+    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(0));
+    let req = t.join().unwrap();
+    let header = |name: &str| -> u64 {
+        req.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("no {name} in {req}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    header("X-AEP-Deadline: ") - header("X-AEP-Sent: ") / 1000
+}
+
+/// A bridge that lets the deadline pass (its socket accepts, nothing answers) is remembered:
+/// the next hooks give it the short deadline only, until one is answered; then the full one
+/// again. The memory is a private file of the state directory.
+#[test]
+fn a_hung_bridge_is_remembered_until_it_answers() {
+    let state = tempfile::tempdir().unwrap();
+    let files = || std::fs::read_dir(state.path()).unwrap().flatten().map(|e| e.path()).collect::<Vec<_>>();
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let call = |answer| budget_of_one_call(&l, state.path(), answer);
+    assert_eq!(call(false), 700, "the first call waits the full deadline");
+    let f = files();
+    assert_eq!(f.len(), 1, "{f:?}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&f[0]).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(call(false), 50, "during the cool-down: the short deadline");
+    assert_eq!(call(true), 50, "still short, and this one is answered");
+    assert!(files().is_empty(), "the answer ended the cool-down: {:?}", files());
+    assert_eq!(call(false), 700, "the full deadline again");
 }

@@ -1,5 +1,5 @@
-//! The sessions a hook channel (the OpenCode / Kilo Code plugin) delivers, per agent: an SSE
-//! observer in companion mode beside that plugin adds nothing for them. The plugin forwards
+//! The sessions a hook channel (a vendor's plugin) delivers, per agent: a stream observer in
+//! companion mode beside that plugin adds nothing for them. The plugin forwards
 //! every bus event that names a session, so the stream's copy of those would only repeat it
 //! (the design record's companion: the plugin is the sole authority; AEP dedupes by envelope
 //! id, AEP-0001 §7.4, and the two channels' copies are different Events).
@@ -12,7 +12,7 @@ const MAX_SESSIONS: usize = 4096;
 
 /// Claimed sessions per watched agent, shared by the hook receiver and the stream observers.
 /// Only an agent an observer [`watch`](HookSessions::watch)es is tracked: every other
-/// vendor's hook call (Claude Code, Codex, ...) finds no entry and records nothing.
+/// vendor's hook call finds no entry and records nothing.
 #[derive(Debug, Default)]
 pub struct HookSessions {
     inner: Mutex<HashMap<String, Claims>>,

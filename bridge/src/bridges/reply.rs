@@ -1,30 +1,33 @@
-//! The reply routes of observed servers: asks nothing holds open (an OpenCode-shaped bus
-//! `permission.asked`, a kap-server approval), answered around the agent over the route the
-//! vendor's spec describes (`aep_adapters::spec::ReplyRoute`: `POST {server}{path}` with the
-//! option, and free text where the body takes it). This module is the I/O and the book; the
-//! shapes are the vendor's folder's.
+//! The reply routes of observed servers: asks nothing holds open (a bus permission, a web
+//! server's approval, a confirmation), answered around the agent over the route the
+//! vendor's spec describes (`aep_adapters::spec::ReplyRoute`:
+//! `POST {server}{path}` with the option, and free text where the body takes it). This
+//! module is the I/O and the book; the shapes are the vendor's folder's.
 //!
-//! Shared by the observers (`bridges::opencode`, `bridges::kimi_ws`) and the hook receiver
-//! (the asks of a plugin's bus moment, the server address from its payload). The ack is the
-//! REST answer (2xx `control.accepted`, unless the route's verdict in the body refuses;
-//! another status `refused`; unreachable `busy`; no answer within the guard `accepted`: the
-//! write may still land). The outcome has one source, the vendor's settling broadcast
-//! ([`Replies::outcome`]): `attention.answered` (`via: "control"`, cause = the command) then
-//! `attention.resolved` (cause = the answered event), after the ack; without a command,
-//! `attention.resolved` alone. Free text rides only a route whose body takes it (Kilo Code's
-//! `message`, Kimi's `feedback`); elsewhere it is refused `invalid`.
+//! Shared by the observer runtime (the asks the observers raise) and the hook receiver (the
+//! asks of a plugin's bus moment, the server address from its payload). The ack is the REST
+//! answer (2xx `control.accepted`, unless the route's verdict in the body refuses; another
+//! status `refused`; unreachable `busy`; no answer within the guard `accepted`: the write
+//! may still land). The outcome has one source, the vendor's settling broadcast
+//! ([`Replies::settle`]): `attention.answered` (`via: "control"`, cause = the command) then
+//! `attention.resolved` (cause = the answered event, or the command where the route says
+//! so), once the ack is out (AEP-0004 §1); without a command, the vendor's own decision
+//! (`via: "oob"`) or `attention.resolved` alone. Free text rides only a route whose body
+//! takes it (the route's `text_field`); elsewhere it is refused `invalid`.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aep_adapters::EventDraft;
-use aep_adapters::spec::ReplyRoute as RouteSpec;
+use aep_adapters::spec::{OutcomeCause, ReplyRoute as RouteSpec};
 use aep_schemas::Event;
 use serde_json::json;
 use tokio::sync::watch;
 
 use crate::attention::{AttentionBook, Pending};
+/// What the hook receiver lends the raising of its plugins' bus asks.
+pub use crate::bus_asks::PluginAsks;
 use crate::control::{Applied, ControlLoop, ReplyRoute, RouteVerdict};
 use crate::pipeline::Pipeline;
 use crate::transport::HttpClient;
@@ -60,11 +63,6 @@ impl Ask {
     ) -> Self {
         Self { vendor_id, session, pending, base, route, settling: None }
     }
-
-    /// Whether an answer was delivered (or is being delivered) by a command.
-    pub fn settling(&self) -> bool {
-        self.settling.is_some()
-    }
 }
 
 /// An answer being delivered: the command, its answer, and whether its ack is out.
@@ -95,11 +93,6 @@ impl Replies {
     /// A book replying with `rest`; a reply still pending after `guard` is acked anyway.
     pub fn new(rest: HttpClient, guard: Duration) -> Arc<Self> {
         Arc::new(Self { asks: Mutex::default(), acks: Mutex::default(), rest, guard })
-    }
-
-    /// Whether vendor request `vendor_id` is tracked.
-    pub fn knows(&self, vendor_id: &str) -> bool {
-        self.asks.lock().is_ok_and(|a| a.by_vendor.contains_key(vendor_id))
     }
 
     /// Tracks `ask`, and when it has a server, registers it with `control` as answerable
@@ -137,45 +130,64 @@ impl Replies {
         self.take(&v)
     }
 
-    /// The vendor ids of the asks tracked in `session`.
-    pub fn asks_of(&self, session: &str) -> Vec<String> {
-        self.asks.lock().map_or_else(
-            |_| Vec::new(),
-            |a| a.by_vendor.values().filter(|x| x.session == session).map(|x| x.vendor_id.clone()).collect(),
-        )
-    }
-
-    /// The vendor ids of the tracked permission asks.
-    pub fn permissions(&self) -> Vec<String> {
-        self.asks.lock().map_or_else(
-            |_| Vec::new(),
-            |a| a.by_vendor.values().filter(|x| x.pending.kind == "permission").map(|x| x.vendor_id.clone()).collect(),
-        )
-    }
-
-    /// The outcome of a settled ask: `attention.answered` + `attention.resolved` for a
-    /// command's answer (once its ack is out, AEP-0004 §1), else `attention.resolved` with
-    /// `resolution`. The request stops being answerable.
+    /// The outcome of an ask the vendor settled as `resolution` ([`Self::settle`]).
     pub async fn outcome(
         &self,
-        mut ask: Ask,
+        ask: Ask,
         resolution: &str,
+        control: &ControlLoop,
+        pipeline: &Pipeline,
+    ) -> Vec<EventDraft> {
+        let resolution = if resolution == "answered" { "answered" } else { "dismissed" };
+        self.settle(ask, Some(resolution), None, control, pipeline).await
+    }
+
+    /// The outcome of a settled ask; the request stops being answerable. With a command's
+    /// answer delivered (and `resolution` `answered`, or unknown): `attention.answered` +
+    /// `attention.resolved`, once the command's ack is out (AEP-0004 §1; an ack that never
+    /// came leaves `attention.resolved` alone). Else the vendor's own decision (`answered`,
+    /// `via: "oob"`) + `attention.resolved`, or `attention.resolved` with `resolution`
+    /// (`dismissed` when unknown).
+    pub async fn settle(
+        &self,
+        mut ask: Ask,
+        resolution: Option<&str>,
+        answered: Option<EventDraft>,
         control: &ControlLoop,
         pipeline: &Pipeline,
     ) -> Vec<EventDraft> {
         control.forget(&ask.pending.id);
         let now = crate::time::now_ms();
-        let Some(s) = ask.settling.take() else {
-            return vec![ask.pending.resolved(now, resolution)];
+        let by_answer = resolution.is_none_or(|r| r == "answered");
+        let p = &ask.pending;
+        let Some(s) = ask.settling.take().filter(|_| by_answer) else {
+            let Some(mut a) = answered.filter(|_| resolution == Some("answered")) else {
+                return vec![p.resolved(now, resolution.unwrap_or("dismissed"))];
+            };
+            // Decided around the bridge: about the request this bridge raised (AEP-0002 §7.1).
+            let id = pipeline.mint_id();
+            (a.id, a.subject, a.cause, a.cause_key) = (Some(id.clone()), Some(p.id.clone()), Some(p.id.clone()), None);
+            a.run.clone_from(&p.run);
+            let mut resolved = p.resolved(now, "answered");
+            resolved.cause = Some(id);
+            return vec![a, resolved];
         };
         let mut acked = s.acked;
-        let _ = tokio::time::timeout(self.guard + Duration::from_secs(2), acked.wait_for(|a| *a)).await;
-        let mut answered = control.answered(&ask.pending, &s.applied, &s.command);
+        let waited = tokio::time::timeout(self.guard + Duration::from_secs(2), acked.wait_for(|a| *a)).await;
+        if !matches!(waited, Ok(Ok(_))) {
+            return vec![p.resolved(now, resolution.unwrap_or("answered"))];
+        }
+        let mut answered = control.answered(p, &s.applied, &s.command);
         answered.data.insert("via".into(), json!("control"));
-        let answered_id = pipeline.mint_id();
-        answered.id = Some(answered_id.clone());
-        let mut resolved = ask.pending.resolved(now, "answered");
-        resolved.cause = Some(answered_id);
+        let mut resolved = p.resolved(now, "answered");
+        resolved.cause = Some(match ask.route.outcome_cause {
+            OutcomeCause::Answered => {
+                let id = pipeline.mint_id();
+                answered.id = Some(id.clone());
+                id
+            }
+            OutcomeCause::Command => s.command,
+        });
         vec![answered, resolved]
     }
 
@@ -194,12 +206,12 @@ impl Replies {
                 return invalid("the request was settled meanwhile");
             };
             let route = ask.route;
-            let Some(option) = answer.option.clone() else {
+            let Some(option) = answer.option.clone().filter(|o| route.options.iter().any(|(id, _)| id == o)) else {
                 return invalid(&format!("answer with an option: {}", route.option_list()));
             };
             let Some(base) = ask.base.clone() else { return invalid("this request is observed only") };
             if answer.text.is_some() && !route.takes_text() {
-                // The design record: nothing on OpenCode's reply route carries free text.
+                // The design records: a body without a text field carries no free text.
                 return invalid(&format!(
                     "free text cannot be delivered on this reply route: answer {}",
                     route.option_list()
@@ -262,97 +274,15 @@ impl ReplyRoute for Replies {
     }
 }
 
-/// The base URL of a plugin's `serverUrl` when it is a loopback `http(s)` server: the hook
-/// receiver writes only there (a hook payload must not point the bridge's writes elsewhere).
-pub fn loopback_base(server_url: &str) -> Option<String> {
-    let u = url::Url::parse(server_url).ok()?;
-    if !matches!(u.scheme(), "http" | "https") {
-        return None;
+/// What an observer asks of the book: whether it tracks an ask, and which.
+impl aep_adapters::observer::Asks for Replies {
+    fn knows(&self, vendor_id: &str) -> bool {
+        self.asks.lock().is_ok_and(|a| a.by_vendor.contains_key(vendor_id))
     }
-    let loopback = match u.host()? {
-        url::Host::Domain(d) => d.eq_ignore_ascii_case("localhost"),
-        url::Host::Ipv4(ip) => ip.is_loopback(),
-        url::Host::Ipv6(ip) => ip.is_loopback(),
-    };
-    if !loopback || !u.username().is_empty() || u.password().is_some() {
-        return None;
-    }
-    Some(server_url.trim_end_matches('/').to_owned())
-}
 
-/// What [`Replies::raise_plugin_asks`] needs from the hook receiver.
-pub struct PluginAsks<'a> {
-    /// The control loop the routes register with.
-    pub control: &'a ControlLoop,
-    /// The attention book (requests opened before publication).
-    pub book: &'a AttentionBook,
-    /// Mints the request ids.
-    pub pipeline: &'a Pipeline,
-    /// The hook's clock, Unix ms.
-    pub now: u64,
-}
-
-impl Replies {
-    /// The answerable permission cards among a plugin bus moment's drafts (the bus asks of
-    /// OpenCode 1.18.33 / Kilo Code >= 7.4.6, which nothing holds open): raised on the
-    /// server's reply `route` when the plugin names a loopback server (the route's bus
-    /// moment says where); any other card claiming control is declared answered out of band
-    /// (AEP-0008), since no answer sent here could reach the vendor.
-    pub fn raise_plugin_asks(
-        self: &Arc<Self>,
-        route: &'static RouteSpec,
-        vendor: &str,
-        payload: &serde_json::Value,
-        drafts: &mut [EventDraft],
-        at: &PluginAsks<'_>,
-    ) {
-        let base = route.server_of(payload).and_then(loopback_base);
-        for d in drafts.iter_mut().filter(|d| {
-            d.r#type == "attention.requested"
-                && d.data
-                    .get("respond_via")
-                    .and_then(serde_json::Value::as_array)
-                    .is_some_and(|v| v.iter().any(|x| x == "control"))
-        }) {
-            let vendor_id = d.correlation_key.as_deref().and_then(|k| k.strip_prefix("attention:")).map(str::to_owned);
-            let permission = d.data.get("kind").and_then(serde_json::Value::as_str) == Some("permission");
-            match (&base, d.session.clone(), vendor_id) {
-                (Some(base), Some(session), Some(vendor_id)) if permission => {
-                    let id = at.pipeline.mint_id();
-                    d.id = Some(id.clone());
-                    let p = Pending::from_request(
-                        id,
-                        vendor,
-                        session.clone(),
-                        d.run.clone(),
-                        d.subject.clone(),
-                        &d.data,
-                        at.now,
-                    );
-                    at.book.open(p.clone());
-                    self.raise(Ask::new(vendor_id, session, p, Some(base.clone()), route), at.control, at.book);
-                }
-                _ => {
-                    d.data.insert("respond_via".into(), json!(["oob"]));
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_loopback_servers_are_written_to_and_ids_are_path_safe() {
-        assert_eq!(loopback_base("http://127.0.0.1:4096/").as_deref(), Some("http://127.0.0.1:4096"));
-        assert_eq!(loopback_base("http://localhost:4096").as_deref(), Some("http://localhost:4096"));
-        assert_eq!(loopback_base("http://[::1]:4096/").as_deref(), Some("http://[::1]:4096"));
-        for bad in ["http://10.0.0.1:4096", "https://example.com", "file:///etc/passwd", "http://u:p@127.0.0.1:1", "x"]
-        {
-            assert_eq!(loopback_base(bad), None, "{bad}");
-        }
-        assert_eq!(segment("per_1/../x y"), "per_1%2F..%2Fx%20y");
+    fn open(&self, session: Option<&str>) -> Vec<(String, String)> {
+        let Ok(a) = self.asks.lock() else { return Vec::new() };
+        let of = |x: &&Ask| session.is_none_or(|s| x.session == s);
+        a.by_vendor.values().filter(of).map(|x| (x.vendor_id.clone(), x.pending.kind.clone())).collect()
     }
 }

@@ -90,7 +90,7 @@ pub struct OtlpConfig {
     pub span_idle_timeout_secs: u64,
     /// A session with no run open and no Event for this long, once a run of it has ended,
     /// has its root span exported without waiting for its end, in seconds (AEP-0002 §4.1: a
-    /// session may never end, e.g. Qwen Code's headless `-p`); later Events stay in its
+    /// session may never end, e.g. an agent's headless one-shot run); later Events stay in its
     /// trace, under the same root. 0 = the root waits for the end or the idle timeout.
     pub span_root_idle_secs: u64,
     /// Give every run its own trace, linked to the session span.

@@ -561,7 +561,8 @@ impl Outlet {
              Set {key} = false to stop exporting them, or point export.otlp.signals.{signal}.endpoint \
              at a receiver that takes them."
         );
-        self.health.failing(
+        // Off, not failing: everything else flows, and a restart would not change the peer's mind.
+        self.health.disabled(
             sink,
             format!("{} does not take {signal} ({reason}); not sent again until restart; set {key} = false", self.url),
         );

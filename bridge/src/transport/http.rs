@@ -194,7 +194,7 @@ impl HttpClient {
         Ok(Stream { status: resp.status().as_u16(), content_type, url: url.to_owned(), resp })
     }
 
-    /// Sends one request as given (the AG-UI tee proxy's forwarding: method, headers and body
+    /// Sends one request as given (the tee proxy's forwarding: method, headers and body
     /// verbatim; the client's configured headers fill in only what the request lacks) and
     /// returns once the answer's head is in; the body is read with [`Stream::chunk`], as it
     /// comes, never decoded (no content decoding is compiled in).
@@ -226,6 +226,51 @@ impl HttpClient {
     pub async fn attempt(&self, url: &str, content_type: &str, body: Bytes, gzipped: bool) -> Attempt<Reply> {
         classify(url, self.post(url, content_type, body, gzipped).await)
     }
+    /// GETs `url` once, reading at most `cap` bytes of the answer: past it the answer is
+    /// dropped, or with `tail` (a 200) read to its end keeping only its last 4 KiB, for a
+    /// caller that finds what it needs there (a page's `next_page_id`). Unlike
+    /// [`Self::get`]'s silent cap, an answer over the bound is told apart from a whole one.
+    pub async fn get_bounded(&self, url: &str, cap: usize, tail: bool) -> Bounded {
+        const TAIL: usize = 4 << 10;
+        let mut s = match self.get_stream(url).await {
+            Ok(s) => s,
+            Err(e) => return Bounded::Failed(e.to_string()),
+        };
+        let (mut body, mut over) = (Vec::new(), false);
+        loop {
+            let chunk = match s.chunk().await {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                // The tail is lost with the connection.
+                Err(_) if over => return Bounded::Over(None),
+                Err(e) => return Bounded::Failed(e.to_string()),
+            };
+            if !over && body.len() + chunk.len() <= cap {
+                body.extend_from_slice(&chunk);
+                continue;
+            }
+            if !tail || s.status != 200 {
+                return Bounded::Over(None);
+            }
+            over = true;
+            body.extend_from_slice(&chunk);
+            if body.len() > TAIL {
+                body.drain(..body.len() - TAIL);
+            }
+        }
+        if over { Bounded::Over(Some(body)) } else { Bounded::Whole(s.status, body) }
+    }
+}
+
+/// An answer read to a bound ([`HttpClient::get_bounded`]).
+#[derive(Debug)]
+pub enum Bounded {
+    /// The whole answer: its status and body.
+    Whole(u16, Vec<u8>),
+    /// The answer passed the bound; its last bytes when they were asked for and read.
+    Over(Option<Vec<u8>>),
+    /// No answer: why.
+    Failed(String),
 }
 
 /// Classifies one POST's outcome as [`HttpClient::attempt`] does; for a caller that looks at

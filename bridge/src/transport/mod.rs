@@ -13,11 +13,16 @@
 //!   connection, prompt stop on shutdown.
 //! - [`ws`]: one WebSocket client connect (upgrade headers and bearer, the rustls setup
 //!   above, read bounds, a connect timeout, failures told apart).
+//! - [`link`]: long-lived inbound links (an SSE stream, a WebSocket) kept up by the
+//!   supervisor, reporting their messages over one bounded channel: the observers' links.
+//! - [`proxy`]: a forwarding tee proxy whose event streams are reported as such links.
 //! - [`config`]: the small config types ([`TlsConfig`], headers) the exporters', the tee's
 //!   and the relay's sections reuse, and the URL / header checks of `config validate`.
 
 pub mod config;
 pub mod http;
+pub mod link;
+pub mod proxy;
 pub mod reconnect;
 pub mod retry;
 pub mod tls;

@@ -1,6 +1,6 @@
-//! The one reconnect supervisor: every long-lived outbound link (the relay client, the
-//! OpenCode / Kilo Code event stream, the Kimi web socket, each OpenHands conversation's
-//! socket) is run by [`supervise`] under a [`Policy`], instead of a loop of its own.
+//! The one reconnect supervisor: every long-lived outbound link (the relay client, each
+//! observer's streams and sockets, [`super::link`]) is run by [`supervise`] under a
+//! [`Policy`], instead of a loop of its own.
 //!
 //! A link is a [`Link`]: [`Link::session`] opens one connection and runs it until it ends,
 //! saying whether to stop or to reconnect and whether the connection was *established*
@@ -17,8 +17,9 @@
 //!   `closing` frame), so it is supervised without a stop token (`stop = None`) and keeps
 //!   queueing events while it waits ([`Link::pause`]; a shutdown cuts that wait short for
 //!   a last delivery attempt);
-//! - an OpenHands conversation's watch also ends when discovery finds the conversation
-//!   deleted, during a session or a wait: its `session` and `pause` race that signal;
+//! - an observer's link also ends when its observer closes it (the server no longer has
+//!   what it watched), during a session or a wait: its `session` and `pause` race that
+//!   command;
 //! - an SSE server's `retry:` advice raises the next wait, within the cap
 //!   ([`Retry::wait_at_least`]).
 //!

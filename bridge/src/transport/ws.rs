@@ -1,5 +1,5 @@
-//! The one WebSocket client connect: the relay client, the Kimi web observer and the
-//! OpenHands observer open their sockets through [`connect`], and the blocking CLI client
+//! The one WebSocket client connect: the relay client and the observers' links open their
+//! sockets through [`connect`], and the blocking CLI client
 //! builds its upgrade request with [`request`].
 //!
 //! One place decides the upgrade request (the URL, the section's extra headers, the bearer

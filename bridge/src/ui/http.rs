@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -14,6 +14,8 @@ use axum::routing::{get, post};
 use serde_json::{Value, json};
 
 use super::SENDER;
+use super::config::UiConfig;
+use super::history::{History, HistoryError, Query as HistoryQuery};
 use super::sessions::Sessions;
 use crate::collector::{self, Collector, StreamQuery};
 use crate::pipeline::Pipeline;
@@ -24,6 +26,9 @@ pub const MAX_BODY: usize = 64 * 1024;
 
 /// The cookie holding a session secret.
 const COOKIE: &str = "aep_ui";
+
+/// Longest text a history search takes, in characters.
+const MAX_SEARCH: usize = 256;
 
 /// The header carrying the page's nonce on a state-changing request.
 const NONCE_HEADER: &str = "x-aep-nonce";
@@ -51,13 +56,23 @@ pub struct Ui {
     /// This run's epoch (AEP-0001 §5.3): a request stamped in an earlier one is no longer
     /// held here (its hook was released when that run stopped).
     epoch: u64,
+    /// Who answers with the bridge's token (`[ui] name`), recorded on every answer.
+    answerer: Option<String>,
+    /// The sessions of the last days from the JSONL logs, when they are written.
+    history: Option<Arc<History>>,
+    /// History reads at once (each bounded in bytes): the rest wait their turn.
+    reads: tokio::sync::Semaphore,
+    /// Wrong tokens at the login, per client and overall (growing waits, a quiet log).
+    logins: crate::throttle::LoginThrottle,
 }
 
 impl Ui {
     /// The view over `collector` (its stream and command routing) and the `pipeline` its
     /// commands are recorded in, for the bridge run `epoch` on `host` (the name its events'
     /// sources carry). With `token`, every route but the page and the login wants a session;
-    /// sessions are kept under `data_dir` when given.
+    /// sessions are kept under `data_dir` when given. `logs` is the JSONL logs folder when
+    /// the logs are written: the page's history reads it (an index is built at once, on a
+    /// thread of its own, so the first page finds it ready).
     #[allow(clippy::too_many_arguments)] // the composition root's values, passed once
     pub fn new(
         collector: Arc<Collector>,
@@ -66,6 +81,8 @@ impl Ui {
         data_dir: Option<&std::path::Path>,
         host: &str,
         epoch: u64,
+        cfg: &UiConfig,
+        logs: Option<std::path::PathBuf>,
         allowed_hosts: &[String],
     ) -> Arc<Self> {
         let mut hosts: Vec<String> = allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
@@ -81,6 +98,15 @@ impl Ui {
             source: format!("aep://{}/agent/{SENDER}", if host.is_empty() { "localhost" } else { host }),
             stamps: format!("aep://{host}/"),
             epoch,
+            answerer: cfg.answerer().map(str::to_owned),
+            history: logs.map(|l| {
+                let h = Arc::new(History::new(l, cfg.history_days, cfg.history_sessions));
+                let warm = h.clone();
+                let _ = std::thread::Builder::new().name("ui-history".into()).spawn(move || warm.refresh());
+                h
+            }),
+            reads: tokio::sync::Semaphore::new(2),
+            logins: crate::throttle::LoginThrottle::default(),
         })
     }
 
@@ -102,7 +128,8 @@ impl Ui {
 }
 
 /// The view's routes: `/` (the page), `/ui/app.js`, `/ui/app.css`, `/ui/session`,
-/// `/ui/login`, `/ui/logout`, `/ui/stream` (SSE) and `/ui/answer`.
+/// `/ui/login`, `/ui/logout`, `/ui/stream` (SSE), `/ui/history`, `/ui/events` and
+/// `/ui/answer`.
 pub fn router(ui: Arc<Ui>) -> Router {
     Router::new()
         .route("/", get(index))
@@ -114,6 +141,8 @@ pub fn router(ui: Arc<Ui>) -> Router {
         .route("/ui/login", post(login))
         .route("/ui/logout", post(logout))
         .route("/ui/stream", get(stream))
+        .route("/ui/history", get(history))
+        .route("/ui/events", get(events))
         .route("/ui/answer", post(answer))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn_with_state(ui.clone(), guard))
@@ -211,6 +240,10 @@ async fn session(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
         // of an earlier run, whose held hooks were released when it stopped.
         "epoch": ui.epoch,
         "stamps": ui.stamps,
+        // Who this page answers as, and whether it can page back through the logs.
+        "name": ui.answerer,
+        "sender": SENDER,
+        "history": ui.history.is_some(),
     });
     let mut res = axum::Json(body).into_response();
     if fresh {
@@ -220,7 +253,15 @@ async fn session(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
 }
 
 /// `POST /ui/login` (`token=...`, form-encoded): the token, once, for a cookie session.
-async fn login(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+/// Wrong tokens make their client (and, past a larger allowance, everyone) wait before the
+/// next attempt is looked at: 429 with `Retry-After`, the token not compared, right or
+/// wrong (see [`crate::throttle`]).
+async fn login(
+    State(ui): State<Arc<Ui>>,
+    headers: HeaderMap,
+    ext: axum::http::Extensions,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     if !same_origin(&headers) {
         return error(StatusCode::FORBIDDEN, "forbidden", "a login comes from this page");
     }
@@ -228,14 +269,40 @@ async fn login(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Bytes
         Ok(b) => b,
         Err(e) => return error(e.status(), "invalid", e.body_text()),
     };
+    let client = ext.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
+    let now = crate::throttle::mono_ms();
+    if let crate::throttle::Verdict::Wait(ms) = ui.logins.admit(client, now) {
+        log_refusals(&ui, now);
+        let secs = ms.div_ceil(1000).max(1);
+        let mut res = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too-many-attempts",
+            format!("wrong tokens were tried: wait {secs} s before the next attempt"),
+        );
+        res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return res;
+    }
     let presented = url::form_urlencoded::parse(&body).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
     if !crate::auth::bearer_ok(ui.token.as_deref(), presented.as_deref()) {
-        tracing::warn!("Web view login refused: wrong token.");
+        ui.logins.failed(client, now);
+        log_refusals(&ui, now);
         return error(StatusCode::FORBIDDEN, "forbidden", "the token is not valid");
     }
+    ui.logins.succeeded(client);
     match ui.sessions.create(now_ms()) {
         Ok(secret) => ([(header::SET_COOKIE, set_cookie(&secret))], StatusCode::NO_CONTENT).into_response(),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string()),
+    }
+}
+
+/// One warning line for the refused logins since the last, at most every 10 s.
+fn log_refusals(ui: &Ui, now: u64) {
+    if let Some((wrong, waited)) = ui.logins.log_due(now) {
+        tracing::warn!(
+            wrong_tokens = wrong,
+            made_to_wait = waited,
+            "Web view login refused: {wrong} wrong token(s), {waited} attempt(s) made to wait (one line per 10 s at most)."
+        );
     }
 }
 
@@ -312,14 +379,16 @@ async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Byte
     else {
         return error(StatusCode::BAD_REQUEST, "invalid", "`request` and `session` are required");
     };
-    let a = v.get("answer").and_then(Value::as_object);
-    let (answer, capture) = match a {
-        Some(a) if a.get("values").is_some_and(Value::is_object) => (json!({"values": a["values"]}), "redacted"),
-        // Free text is user-authored: `redacted` minimum (AEP-0004 §5, AEP-0008).
-        Some(a) if a.get("text").is_some_and(Value::is_string) => (json!({"text": a["text"]}), "redacted"),
-        Some(a) if a.get("option").is_some_and(Value::is_string) => (json!({"option": a["option"]}), "metadata"),
-        _ => return error(StatusCode::BAD_REQUEST, "invalid", "`answer` needs option, text or values"),
+    let (answer, capture) = match answer_of(v.get("answer")) {
+        Ok(a) => a,
+        Err(why) => return error(StatusCode::BAD_REQUEST, "invalid", why),
     };
+    let mut data = json!({ "answer": answer });
+    // The person behind the page (AEP-0002 §5.3 `attention.answered` `by`, mirrored on the
+    // command so the target can record it).
+    if let Some(name) = &ui.answerer {
+        data["by"] = json!(name);
+    }
     // AEP-0004 §2: seq-less, a fresh id, `agent` the sender; subject and cause the request (§6).
     let cmd = json!({
         "aep": aep_schemas::AEP_VERSION,
@@ -332,7 +401,7 @@ async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Byte
         "subject": request,
         "cause": request,
         "capture": capture,
-        "data": { "answer": answer },
+        "data": data.clone(),
     });
     let id = cmd["id"].as_str().unwrap_or_default().to_owned();
     let raw = cmd.to_string();
@@ -343,7 +412,8 @@ async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Byte
     match collector::submit_command(&ui.collector, &ui.pipeline, stamped).await {
         Ok(()) => {
             tracing::info!(sender = SENDER, "Answer sent from the web view.");
-            (StatusCode::ACCEPTED, axum::Json(json!({ "command": id }))).into_response()
+            // What was sent, exactly: the page shows it on the card.
+            (StatusCode::ACCEPTED, axum::Json(json!({ "command": id, "sent": data }))).into_response()
         }
         Err(r) => {
             let status = if r.code == "unavailable" { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::CONFLICT };
@@ -352,9 +422,136 @@ async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Byte
     }
 }
 
+/// The answer a page posted, as the command carries it (AEP-0004 §5), and its capture:
+/// `values` (a form, AEP-0006), `option` with optional `text` (an explicit choice and the
+/// words that go with it, e.g. a denial's reason), or `text` alone (AEP-0008: the target
+/// maps it). Free text is user-authored: `redacted` minimum (AEP-0004 §5).
+fn answer_of(a: Option<&Value>) -> Result<(Value, &'static str), String> {
+    let Some(a) = a.and_then(Value::as_object) else {
+        return Err("`answer` needs option, text or values".into());
+    };
+    let text = a.get("text").and_then(Value::as_str).filter(|t| !t.trim().is_empty());
+    if a.get("text").is_some_and(|t| !t.is_string()) {
+        return Err("`answer.text` is a string".into());
+    }
+    if let Some(values) = a.get("values") {
+        if !values.is_object() {
+            return Err("`answer.values` maps field ids to answers".into());
+        }
+        return Ok((json!({ "values": values }), "redacted"));
+    }
+    match (a.get("option"), text) {
+        (Some(Value::String(o)), None) => Ok((json!({ "option": o }), "metadata")),
+        (Some(Value::String(o)), Some(t)) => Ok((json!({ "option": o, "text": t }), "redacted")),
+        (Some(_), _) => Err("`answer.option` is an option id string".into()),
+        (None, Some(t)) => Ok((json!({ "text": t }), "redacted")),
+        (None, None) => Err("`answer` needs option, text or values".into()),
+    }
+}
+
+/// `GET /ui/history?agent=&session=&type=&severity=&since=&text=&before=&limit=`: a page of
+/// sessions from the JSONL logs, newest activity first (see [`History::query`]).
+async fn history(
+    State(ui): State<Arc<Ui>>,
+    headers: HeaderMap,
+    q: Result<Query<HistoryQuery>, QueryRejection>,
+) -> Response {
+    if ui.session(&headers).is_none() {
+        return error(StatusCode::UNAUTHORIZED, "unauthorized", "log in first");
+    }
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid", e.body_text()),
+    };
+    if q.text.as_deref().is_some_and(|t| t.chars().count() > MAX_SEARCH) {
+        return error(StatusCode::BAD_REQUEST, "invalid", format!("`text` is at most {MAX_SEARCH} characters"));
+    }
+    let Some(h) = ui.history.clone() else {
+        return error(StatusCode::NOT_FOUND, "no-history", "the JSONL logs are off ([jsonl] enabled = false)");
+    };
+    let Ok(_turn) = ui.reads.acquire().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "shutting down");
+    };
+    match tokio::task::spawn_blocking(move || h.query(&q)).await {
+        Ok(page) => axum::Json(page).into_response(),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    }
+}
+
+/// The query of `GET /ui/events`.
+#[derive(Debug, serde::Deserialize)]
+struct EventsQuery {
+    agent: String,
+    session: String,
+    before: Option<String>,
+    limit: Option<usize>,
+}
+
+/// `GET /ui/events?agent=&session=&before=&limit=`: a page of one session's events from
+/// its log, newest first, as logged: `{"events": [...], "next": cursor|null}`.
+async fn events(
+    State(ui): State<Arc<Ui>>,
+    headers: HeaderMap,
+    q: Result<Query<EventsQuery>, QueryRejection>,
+) -> Response {
+    if ui.session(&headers).is_none() {
+        return error(StatusCode::UNAUTHORIZED, "unauthorized", "log in first");
+    }
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid", e.body_text()),
+    };
+    let Some(h) = ui.history.clone() else {
+        return error(StatusCode::NOT_FOUND, "no-history", "the JSONL logs are off ([jsonl] enabled = false)");
+    };
+    let Ok(_turn) = ui.reads.acquire().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "shutting down");
+    };
+    let read = tokio::task::spawn_blocking(move || {
+        h.events(&q.agent, &q.session, q.before.as_deref(), q.limit.unwrap_or(200))
+    })
+    .await;
+    let page = match read {
+        Ok(Ok(p)) => p,
+        Ok(Err(e @ HistoryError::NotFound)) => return error(StatusCode::NOT_FOUND, "not-found", e.to_string()),
+        Ok(Err(e @ HistoryError::BadCursor(_))) => return error(StatusCode::BAD_REQUEST, "invalid", e.to_string()),
+        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, "unavailable", e.to_string()),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
+    };
+    // Each line was checked to be one complete JSON value: they are joined as they are.
+    let mut body = Vec::with_capacity(page.lines.iter().map(|l| l.len() + 1).sum::<usize>() + 64);
+    body.extend_from_slice(b"{\"events\":[");
+    for (i, l) in page.lines.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(l);
+    }
+    body.extend_from_slice(b"],\"next\":");
+    body.extend_from_slice(serde_json::to_string(&page.next).unwrap_or_else(|_| "null".into()).as_bytes());
+    body.push(b'}');
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_say_what_they_send() {
+        let a = |v: Value| answer_of(Some(&v));
+        assert_eq!(
+            a(json!({"option": "deny", "text": "use staging"})).unwrap(),
+            (json!({"option": "deny", "text": "use staging"}), "redacted")
+        );
+        assert_eq!(a(json!({"option": "allow", "text": "  "})).unwrap(), (json!({"option": "allow"}), "metadata"));
+        assert_eq!(a(json!({"text": "yes go ahead"})).unwrap(), (json!({"text": "yes go ahead"}), "redacted"));
+        assert_eq!(a(json!({"values": {"1": "x"}, "option": "o"})).unwrap().0, json!({"values": {"1": "x"}}));
+        assert!(a(json!({"option": 3})).is_err());
+        assert!(a(json!({"text": 3})).is_err());
+        assert!(a(json!({})).is_err());
+        assert!(answer_of(None).is_err());
+    }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

@@ -11,9 +11,12 @@ use aep_bridge::server::{Bound, serve};
 use tokio_util::sync::CancellationToken;
 
 mod files;
+mod jsonl;
 mod output;
+pub mod peers;
 mod rotel;
 pub use files::{metric_sum, read_jsonc, tree};
+pub use jsonl::{log_events, log_lines, parse_lines, tree_lines};
 pub use output::Output;
 pub use rotel::{ROTEL_STARTED, rotel_agent};
 
@@ -51,18 +54,16 @@ impl Running {
         }
     }
 
-    /// Reads the lines of a JSONL file once it has at least `n`, looking again each time
-    /// the log reports progress; panics after 15 s.
+    /// Reads the complete lines of a JSONL file once it has at least `n` ([`log_lines`]: a
+    /// line still being written is not yet one), looking again each time the log reports
+    /// progress; panics after 15 s.
     pub async fn wait_lines(&self, path: &Path, n: usize) -> Vec<String> {
-        let read = || -> Vec<String> {
-            std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_owned).collect()
-        };
         self.until_logged(
-            || read().len() >= n,
-            || format!("{} has {} lines, wanted {n}", path.display(), read().len()),
+            || log_lines(path).len() >= n,
+            || format!("{} has {} lines, wanted {n}", path.display(), log_lines(path).len()),
         )
         .await;
-        read()
+        log_lines(path)
     }
 
     /// Waits until `done` holds, asking again each time the log reports progress; panics
@@ -248,6 +249,19 @@ pub async fn ws_next(ws: &mut WsStream, pred: impl Fn(&serde_json::Value) -> boo
     tokio::time::timeout(Duration::from_secs(30), fut).await.expect("no such frame within 30 s")
 }
 
+/// Where the shims a test runs keep their cool-down state (`AEP_HOOK_STATE_DIR`): a private
+/// directory of this test process, never the user's runtime directory.
+pub fn shim_state_dir() -> std::path::PathBuf {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        use std::os::unix::fs::DirBuilderExt as _;
+        let d = std::env::temp_dir().join(format!("aep-hook-state-{}", std::process::id()));
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&d);
+        d
+    })
+    .clone()
+}
+
 /// Runs the real `aep-hook` shim at `shim` as an agent does, in the background: `vendor` as
 /// its argument, the bridge at `url` with `token`, `payload` on stdin. Yields its exit code
 /// (`-1` when killed by a signal) and stdout once it exits.
@@ -263,6 +277,7 @@ pub fn spawn_shim(
     tokio::task::spawn_blocking(move || {
         let mut child = Command::new(shim)
             .arg(vendor)
+            .env("AEP_HOOK_STATE_DIR", shim_state_dir())
             .env("AEP_BRIDGE_URL", url)
             .env("AEP_TOKEN", token)
             .stdin(Stdio::piped())

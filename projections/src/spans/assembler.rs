@@ -234,7 +234,9 @@ impl SpanAssembler {
     }
 
     /// Exports the root of every session quiet for `root_idle_nanos` with nothing open and
-    /// at least one run done (see [`SpanConfig::root_idle_nanos`]); the session stays open.
+    /// at least one run done, or with activity but no run at all (a session known only from
+    /// the agent's own telemetry has no runs to wait for: its log records point at the
+    /// root); see [`SpanConfig::root_idle_nanos`]. The session stays open.
     fn export_idle_roots(&mut self, now: u64, out: &mut Vec<Span>) {
         let quiet = self.cfg.root_idle_nanos;
         if quiet == 0 {
@@ -245,7 +247,7 @@ impl SpanAssembler {
             let idle = sess.early_root.is_none()
                 && sess.ended.is_none()
                 && !sess.after_end
-                && !sess.closed_runs.is_empty()
+                && (!sess.closed_runs.is_empty() || (sess.active && sess.runs.is_empty()))
                 && sess.calls.is_empty()
                 && sess.runs.values().all(|r| r.open.is_none())
                 && sess.last <= sess.clock(now).saturating_sub(quiet);
@@ -342,6 +344,8 @@ impl SpanAssembler {
             first_input: None,
             last_output: None,
             early_root: None,
+            active: false,
+            own: None,
         };
         self.sessions.insert(own.clone(), sess);
         self.session_order.insert(order, own.clone());
@@ -358,12 +362,15 @@ impl SpanAssembler {
         {
             early.since = early.since.min(rec.time);
         }
+        sess.active |= rec.ty != "session.started";
         sess.see_content(&rec);
         if rec.foreign_source.is_none() {
             sess.see(&rec);
         } else {
             sess.first = sess.first.min(rec.time);
             sess.last = sess.last.max(rec.time);
+            let (lo, hi) = sess.own.get_or_insert((rec.time, rec.time));
+            (*lo, *hi) = ((*lo).min(rec.time), (*hi).max(rec.time));
         }
         if let Some(run) = rec.run.as_deref() {
             // Every Event of a run keeps the run alive (idle flush) and inside its bounds.
@@ -671,7 +678,7 @@ fn adopt_session_traceparent(sess: &mut Session, tp: SpanContext) {
 }
 
 /// A vendor's own telemetry record (`x.<vendor>.otel.*`), which lags its session.
-fn is_vendor_telemetry(ty: &str) -> bool {
+pub(crate) fn is_vendor_telemetry(ty: &str) -> bool {
     ty.starts_with("x.") && ty.contains(".otel.")
 }
 
@@ -1218,5 +1225,31 @@ mod tests {
         // Late vendor telemetry annotates nothing, and the close (shutdown) sends nothing.
         asm.push(&headless("d", "x.qwen-code.otel.api_response", 1075, 3, None));
         assert!(asm.flush_all().is_empty());
+    }
+
+    /// A session known only from the agent's own telemetry (no hooks: Codex pointed at the
+    /// bridge's OTLP port alone) has no runs to wait for; its log records point at its root,
+    /// so the root goes out once the session idles `root_idle_nanos`, not after the 30 min
+    /// `idle_timeout_nanos`. Later records annotate nothing and send nothing more.
+    #[test]
+    fn a_telemetry_only_session_exports_its_root_after_the_root_delay() {
+        let cfg = SpanConfig { root_idle_nanos: 60 * SEC, ..SpanConfig::default() };
+        let mut asm = SpanAssembler::new(cfg);
+        let t0 = parse("2026-07-03T10:00:00Z");
+        asm.push(&headless("a", "x.codex.otel.conversation_starts", 0, 0, None));
+        asm.push(&headless("b", "x.codex.otel.api_request", 2, 1, None));
+        asm.push(&headless("c", "x.codex.otel.tool_result", 4, 2, None));
+        assert!(asm.flush_idle(t0 + 63 * SEC).is_empty(), "not idle long enough");
+        let early = asm.flush_idle(t0 + 64 * SEC);
+        assert_eq!(early.len(), 1, "{early:?}");
+        assert_eq!((early[0].parent_span_id, early[0].start_unix_nanos), (None, t0));
+        assert_eq!(early[0].attributes.get("aep.session.idle"), Some(&json!(true)));
+        asm.push(&headless("d", "x.codex.otel.api_request", 100, 3, None));
+        assert!(asm.flush_idle(t0 + 1000 * SEC).is_empty());
+        assert!(asm.flush_all().is_empty());
+        // Primary mode's start alone is still a session waiting for its first prompt.
+        let mut asm = SpanAssembler::new(SpanConfig { root_idle_nanos: 60 * SEC, ..SpanConfig::default() });
+        asm.push(&headless("a", "session.started", 0, 0, None));
+        assert!(asm.flush_idle(t0 + 300 * SEC).is_empty());
     }
 }

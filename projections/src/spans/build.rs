@@ -188,7 +188,7 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
     let mut dropped = sess.dropped_events;
     let events = span_events(std::mem::take(&mut sess.events), sess.events_cap, &mut dropped);
     let mut a = base(sess);
-    let first = if sess.first == u64::MAX { sess.last } else { sess.first };
+    let (first, last) = sess.bounds();
     let start = sess.started.as_ref().map_or(first, |r| r.time);
     put(&mut a, OI_KIND, "AGENT");
     if let Some((_, prompt)) = &sess.first_input {
@@ -229,7 +229,7 @@ pub(crate) fn root_span(sess: &mut Session) -> Span {
         }
         None => {
             put(&mut a, "aep.incomplete", true);
-            sess.last.max(start)
+            last.max(start)
         }
     };
     // Late Events after the end make no root of their own (see the assembler).

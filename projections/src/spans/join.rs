@@ -640,9 +640,45 @@ fn nanos_of_ms(ms: f64) -> u64 {
     if ms.is_finite() && ms > 0.0 { (ms * 1_000_000.0).min(u64::MAX as f64) as u64 } else { 0 }
 }
 
-/// One `chat` span per joined call, under `parent` (a run span, or the root), in record order.
+/// One `chat` span per joined call, under `parent` (a run span, or the root), in record order,
+/// placed inside it ([`fit_inside`]).
 fn chat_spans(parent: &Span, calls: Vec<(How, Call)>) -> Vec<Span> {
-    calls.into_iter().map(|(how, c)| chat_span(parent, &ModelCall { join: Some(how.as_str()), ..c.call })).collect()
+    let mut spans: Vec<Span> = calls
+        .into_iter()
+        .map(|(how, c)| chat_span(parent, &ModelCall { join: Some(how.as_str()), ..c.call }))
+        .collect();
+    fit_inside(parent, &mut spans);
+    spans
+}
+
+/// Keeps a parent's model-call spans inside it. Their times are the agent's clock (its
+/// records), the parent's are the hooks'; where the two disagree (a VM, a container, a
+/// laptop whose clock drifted), calls joined for certain by run id or as the session's sole
+/// run would sit outside their run, and trace UIs would stretch the trace by the skew
+/// (days, seen in Phoenix). The calls are moved together by the one shift that brings their
+/// window inside the parent, so their order, gaps and durations stay the agent's; a window
+/// longer than the parent starts at the parent's start and each call is cut at its end.
+/// Each moved span says by how much (`aep.clock.shift_ns`, signed).
+fn fit_inside(parent: &Span, spans: &mut [Span]) {
+    let (Some(lo), Some(hi)) =
+        (spans.iter().map(|s| s.start_unix_nanos).min(), spans.iter().map(|s| s.end_unix_nanos).max())
+    else {
+        return;
+    };
+    let (p_lo, p_hi) = (parent.start_unix_nanos, parent.end_unix_nanos.max(parent.start_unix_nanos));
+    if p_lo <= lo && hi <= p_hi {
+        return;
+    }
+    // The signed shift moving the window's start to `to`.
+    let target = if hi - lo > p_hi - p_lo || lo < p_lo { p_lo } else { p_hi - (hi - lo) };
+    let shift = i128::from(target) - i128::from(lo);
+    let moved = |t: u64| u64::try_from(i128::from(t) + shift).unwrap_or(0).clamp(p_lo, p_hi);
+    for s in spans {
+        s.start_unix_nanos = moved(s.start_unix_nanos);
+        s.end_unix_nanos = moved(s.end_unix_nanos);
+        let shift = i64::try_from(shift).unwrap_or(if shift < 0 { i64::MIN } else { i64::MAX });
+        s.attributes.insert("aep.clock.shift_ns".into(), Value::from(shift));
+    }
 }
 
 fn json_number(x: f64) -> Value {
@@ -1004,6 +1040,51 @@ mod tests {
             (&p1.attributes["gen_ai.usage.input_tokens"], &p1.attributes["aep.usage.join"]),
             (&json!(5), &json!("sole_run"))
         );
+        // Its chat span sits inside the run, moved off the agent's clock, and says by how much.
+        let chat: Vec<&Span> =
+            out.iter().filter(|s| s.role == SpanRole::ModelCall && s.parent_span_id == Some(p1.span_id)).collect();
+        assert_eq!(chat.len(), 1, "{out:?}");
+        assert!(p1.start_unix_nanos <= chat[0].start_unix_nanos && chat[0].end_unix_nanos <= p1.end_unix_nanos);
+        let shift = chat[0].attributes["aep.clock.shift_ns"].as_i64().unwrap();
+        assert!(shift < -86_400 * 1_000_000_000, "{shift}");
+    }
+
+    /// Calls moved into their parent keep their order, gaps and durations; a window longer
+    /// than the parent starts at its start and is cut at its end; calls inside stay as sent.
+    #[test]
+    fn model_calls_are_moved_inside_their_parent_together() {
+        let span = |start: u64, end: u64| Span {
+            service_name: "codex".into(),
+            trace_id: Default::default(),
+            span_id: Default::default(),
+            parent_span_id: None,
+            name: "chat".into(),
+            role: SpanRole::ModelCall,
+            start_unix_nanos: start,
+            end_unix_nanos: end,
+            attributes: Map::new(),
+            events: Vec::new(),
+            dropped_events_count: 0,
+            links: Vec::new(),
+            status: crate::spans::StatusCode::Ok,
+            status_message: String::new(),
+        };
+        let times = |v: &[Span]| v.iter().map(|s| (s.start_unix_nanos, s.end_unix_nanos)).collect::<Vec<_>>();
+        let parent = span(1_000, 2_000);
+        let mut late = vec![span(10_000, 10_100), span(10_300, 10_400)];
+        fit_inside(&parent, &mut late);
+        assert_eq!(times(&late), [(1_600, 1_700), (1_900, 2_000)]);
+        assert_eq!(late[0].attributes["aep.clock.shift_ns"], json!(-8_400));
+        let mut early = vec![span(100, 200), span(150, 400)];
+        fit_inside(&parent, &mut early);
+        assert_eq!(times(&early), [(1_000, 1_100), (1_050, 1_300)]);
+        let mut long = vec![span(0, 600), span(700, 5_000)];
+        fit_inside(&parent, &mut long);
+        assert_eq!(times(&long), [(1_000, 1_600), (1_700, 2_000)]);
+        let mut inside = vec![span(1_100, 1_200)];
+        fit_inside(&parent, &mut inside);
+        assert_eq!(times(&inside), [(1_100, 1_200)]);
+        assert!(inside[0].attributes.is_empty());
     }
 
     #[test]

@@ -339,6 +339,11 @@ pub(crate) struct Session {
     pub events_cap: usize,
     pub first: u64,
     pub last: u64,
+    /// The first and last time of the session's Events other than the agent's own telemetry
+    /// records: the root's bounds when there are such Events. The records carry the agent's
+    /// clock, which may disagree with the hooks' by days; a session known only from them
+    /// has its bounds from them (`first` / `last`).
+    pub own: Option<(u64, u64)>,
     pub order: u64,
     /// The caller-clock arrival of the session's newest Event (see [`Session::clock`]).
     pub arrived: u64,
@@ -358,6 +363,10 @@ pub(crate) struct Session {
     pub last_output: Option<(u64, String)>,
     /// The root went out while the session idled (see `SpanConfig::root_idle_nanos`).
     pub early_root: Option<EarlyRoot>,
+    /// Something beyond its `session.started` happened: a run, a tool, the agent's own
+    /// telemetry. A session with only its start is waiting for a first prompt; one with
+    /// activity but no run is told by a channel that has no runs (OTLP only).
+    pub active: bool,
 }
 
 /// A root exported while its session idled, before the session closed.
@@ -441,7 +450,17 @@ impl Session {
         }
         if rec.time > 0 {
             self.first = self.first.min(rec.time); // an unparseable first `time` does not date the session 1970
+            if !super::assembler::is_vendor_telemetry(&rec.ty) {
+                let (lo, hi) = self.own.get_or_insert((rec.time, rec.time));
+                (*lo, *hi) = ((*lo).min(rec.time), (*hi).max(rec.time));
+            }
         }
         self.last = self.last.max(rec.time);
+    }
+
+    /// The root's bounds before its start and end Events: the session's own Events' (see
+    /// [`Session::own`]), else all of them.
+    pub fn bounds(&self) -> (u64, u64) {
+        self.own.unwrap_or((if self.first == u64::MAX { self.last } else { self.first }, self.last))
     }
 }

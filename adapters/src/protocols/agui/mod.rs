@@ -1,5 +1,7 @@
 #![doc = include_str!("README.md")]
 
+pub mod observer;
+
 use std::collections::HashMap;
 
 use serde_json::{Value, json};

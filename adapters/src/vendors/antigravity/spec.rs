@@ -14,5 +14,5 @@ pub static SPEC: VendorSpec = VendorSpec {
     install: None,
     server: None,
     otel: None,
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };

@@ -34,6 +34,87 @@ fn requested_schema(p: &Value) -> Option<&Value> {
     p.get("requested_schema").or_else(|| p.get("requestedSchema"))
 }
 
+/// Most of Claude Code's `permission_suggestions` a card offers.
+const MAX_SUGGESTIONS: usize = 4;
+
+/// The option id answering a PermissionRequest with its `n`-th (1-based) permission
+/// suggestion: allow, and apply the suggestion (`updatedPermissions`, see [`spec`]).
+pub fn suggestion_option(n: usize) -> String {
+    format!("always-{n}")
+}
+
+/// A PermissionRequest as an answerable permission card: allow and deny, then one option per
+/// "always allow"-style suggestion Claude Code sends (`permission_suggestions`: a rule to add,
+/// a mode to switch to, directories to add), id [`suggestion_option`], its label saying
+/// what answering with it does (a rule's content and a directory's path only at
+/// `redacted`+: the `options[].label` `[metadata*]` exception, AEP-0006).
+fn permission_request(tool: &str, p: &Value, cx: &MapContext) -> EventDraft {
+    let mut d = common::permission_request(VENDOR, tool, p.get("tool_input"), cx);
+    let ceiling = d.capture;
+    if let Some(Value::Array(options)) = d.data.get_mut("options") {
+        let suggestions = p.get("permission_suggestions").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+        for (i, s) in suggestions.iter().enumerate() {
+            if options.len() >= 2 + MAX_SUGGESTIONS {
+                break;
+            }
+            if let Some(label) = suggestion_label(s, ceiling, cx) {
+                options.push(json!({"id": suggestion_option(i + 1), "label": label}));
+            }
+        }
+    }
+    d
+}
+
+/// What answering with permission suggestion `s` does, in words; `None` for a kind a card
+/// does not offer (only what grants: allow rules, a mode, working directories).
+fn suggestion_label(s: &Value, ceiling: aep_schemas::Capture, cx: &MapContext) -> Option<String> {
+    let dest = match s.get("destination").and_then(Value::as_str)? {
+        "session" => "for this session",
+        "localSettings" => "in local settings",
+        "projectSettings" => "in project settings",
+        "userSettings" => "in user settings",
+        _ => return None,
+    };
+    match s.get("type").and_then(Value::as_str)? {
+        "addRules" if s.get("behavior").and_then(Value::as_str) == Some("allow") => {
+            let rules: Vec<String> = s
+                .get("rules")?
+                .as_array()?
+                .iter()
+                .filter_map(|r| {
+                    let tool = r.get("toolName")?.as_str()?;
+                    let content = r.get("ruleContent").and_then(Value::as_str);
+                    Some(match content.map(|c| common::gate_text(c, ceiling, cx)) {
+                        None => tool.to_owned(),
+                        Some(Some(c)) => format!("{tool}({c})"),
+                        Some(None) => format!("{tool}(…)"),
+                    })
+                })
+                .collect();
+            (!rules.is_empty()).then(|| format!("Allow, and always allow {} {dest}", rules.join(", ")))
+        }
+        "setMode" => {
+            let mode = s.get("mode")?.as_str()?;
+            // The mode is one of Claude Code's enum values: structural, never content.
+            matches!(mode, "default" | "auto" | "acceptEdits" | "dontAsk" | "bypassPermissions" | "plan" | "manual")
+                .then(|| format!("Allow, and switch to {mode} mode {dest}"))
+        }
+        "addDirectories" => {
+            let dirs: Vec<&str> = s.get("directories")?.as_array()?.iter().filter_map(Value::as_str).collect();
+            let shown: Vec<String> = dirs.iter().filter_map(|d| common::gate_text(d, ceiling, cx)).collect();
+            match (dirs.len(), shown.is_empty()) {
+                (0, _) => None,
+                (n, true) => {
+                    Some(format!("Allow, and add {n} working director{} {dest}", if n == 1 { "y" } else { "ies" }))
+                }
+                (1, false) => Some(format!("Allow, and add {} as a working directory {dest}", shown[0])),
+                (_, false) => Some(format!("Allow, and add {} as working directories {dest}", shown.join(", "))),
+            }
+        }
+        _ => None,
+    }
+}
+
 /// The stateless per-hook mapping: type, data and subject of each hook at the ceilings of
 /// `cx`. Run identity, cause links and the elicitation settle are added by [`ClaudeCodeAdapter`].
 pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
@@ -55,7 +136,7 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
         "PostToolUseFailure" => vec![hf::tool_failure(tool(), call(), p, cx)],
         // The agent asking the human is a form, not a permission gate (AEP-0006 deviation).
         "PermissionRequest" if tool() == "AskUserQuestion" => vec![forms::ask_user_question(p.get("tool_input"), cx)],
-        "PermissionRequest" => vec![common::permission_request(VENDOR, tool(), p.get("tool_input"), cx)],
+        "PermissionRequest" => vec![permission_request(tool(), p, cx)],
         // The auto-mode classifier or a permission rule blocked the call.
         "PermissionDenied" => {
             let mut d = Builder::new("tool.denied", cx).tool(tool(), call()).meta("by", "policy").build();

@@ -54,7 +54,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     })),
     server: None,
     otel: Some(&super::otel::ClaudeCodeOtel),
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };
 
 /// The reply to a held PermissionRequest (an AskUserQuestion form answered with the
@@ -70,7 +70,14 @@ fn reply(held: &Held<'_>, d: &Decision) -> Option<Value> {
             Some(json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
                 "decision": {"behavior": "allow", "updatedInput": Value::Object(updated)}}}))
         }
-        "PermissionRequest" => super::super::hook_family::permission_reply(held, d),
+        "PermissionRequest" => match suggestion(held.payload, d) {
+            // "Always allow" and the like: Claude Code's own suggestion, echoed as the
+            // decision's `updatedPermissions` (its hooks reference: a hook can echo one of
+            // the `permission_suggestions` it received).
+            Some(s) => Some(json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest",
+                "decision": {"behavior": "allow", "updatedPermissions": [s]}}})),
+            None => super::super::hook_family::permission_reply(held, d),
+        },
         "Elicitation" => Some(match &d.values {
             Some(v) => {
                 json!({"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "accept", "content": v}})
@@ -79,6 +86,13 @@ fn reply(held: &Held<'_>, d: &Decision) -> Option<Value> {
         }),
         _ => None,
     }
+}
+
+/// The permission suggestion an applied option names (`always-{n}`, n 1-based), from the
+/// held payload's `permission_suggestions`.
+fn suggestion<'a>(payload: &'a Value, d: &Decision) -> Option<&'a Value> {
+    let n: usize = d.option.as_deref()?.strip_prefix("always-")?.parse().ok()?;
+    payload.get("permission_suggestions")?.as_array()?.get(n.checked_sub(1)?)
 }
 
 /// AskUserQuestion answers keyed by question text, values mapped back to option labels
@@ -125,6 +139,45 @@ mod tests {
         assert_eq!(decision["behavior"], "allow");
         assert_eq!(decision["updatedInput"]["answers"]["Which db?"], "SQLite");
         assert_eq!(decision["updatedInput"]["questions"][0]["question"], "Which db?");
+    }
+
+    /// The two PermissionRequest payloads of the recorded interactive session: a Bash call
+    /// suggesting an allow rule, a Write suggesting `acceptEdits` for the session.
+    fn recorded_requests() -> Vec<Value> {
+        include_str!("../../../tests/data/claude-code/i01_interactive_permission.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|l| l["hook"] == "PermissionRequest")
+            .map(|l| l["payload"].clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_suggestion_is_echoed_as_the_allow_decisions_updated_permissions() {
+        let recorded = recorded_requests();
+        let (bash, write) = (&recorded[0], &recorded[1]);
+        let held = Held { hook: "PermissionRequest", payload: bash };
+        let always = Decision { option: Some("always-1".into()), ..Default::default() };
+        assert!(always.allows());
+        assert_eq!(
+            reply(&held, &always).unwrap(),
+            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow",
+                "updatedPermissions": [{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "python3 -c 'print(6*7)'"}],
+                    "behavior": "allow", "destination": "localSettings"}]}}})
+        );
+        let mode = reply_of(&Held { hook: "PermissionRequest", payload: write }, "always-1");
+        assert_eq!(
+            mode["hookSpecificOutput"]["decision"]["updatedPermissions"],
+            json!([{"type": "setMode", "mode": "acceptEdits", "destination": "session"}])
+        );
+        // An option past the suggestions, or plain allow/deny, keeps the plain reply.
+        assert_eq!(reply_of(&held, "always-2")["hookSpecificOutput"]["decision"], json!({"behavior": "allow"}));
+        assert_eq!(reply_of(&held, "allow")["hookSpecificOutput"]["decision"], json!({"behavior": "allow"}));
+        assert_eq!(reply_of(&held, "deny")["hookSpecificOutput"]["decision"]["behavior"], "deny");
+    }
+
+    fn reply_of(held: &Held<'_>, option: &str) -> Value {
+        reply(held, &Decision { option: Some(option.into()), ..Default::default() }).unwrap()
     }
 
     #[test]

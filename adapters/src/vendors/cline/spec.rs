@@ -34,5 +34,5 @@ pub static SPEC: VendorSpec = VendorSpec {
     })),
     server: None,
     otel: None,
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };

@@ -38,5 +38,5 @@ pub static SPEC: VendorSpec = VendorSpec {
     })),
     server: None,
     otel: Some(&super::otel::CodexOtel),
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };

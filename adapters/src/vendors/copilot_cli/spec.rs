@@ -47,7 +47,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     })),
     server: None,
     otel: None,
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };
 
 /// `permissionDecision` allow or deny (a denial with its reason): Copilot tells the model

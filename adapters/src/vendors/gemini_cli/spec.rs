@@ -33,5 +33,5 @@ pub static SPEC: VendorSpec = VendorSpec {
     })),
     server: None,
     otel: Some(&super::otel::GeminiCliOtel),
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };

@@ -44,7 +44,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     })),
     server: None,
     otel: None,
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };
 
 /// Allow is "no objection" (`{}`); a denial blocks the call with the reason.

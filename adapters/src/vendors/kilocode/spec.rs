@@ -2,7 +2,9 @@
 //! shape), the server's reply route (OpenCode's, whose body also takes a `message`), the
 //! plugin asset `aep-bridge install kilocode` writes.
 
+use crate::observer::ObserverSpec;
 use crate::spec::{AssetInstall, ControlSpec, InstallSpec, PluginDeps, ReplyRoute, ServerSpec, VendorSpec};
+use crate::vendors::opencode::observer::SseObserver;
 
 /// The Kilo Code plugin shim: its head, the body OpenCode's plugin has too (Kilo Code is
 /// an OpenCode fork), and the fork's module shape (a default `{ id, server }`).
@@ -31,9 +33,18 @@ pub static SPEC: VendorSpec = VendorSpec {
         project_note: None,
         deps: Some(PluginDeps { package: "@kilocode/plugin", user_dir_always: None }),
     })),
-    server: Some(ServerSpec { observer: Some("kilocode-sse"), reply_route: Some(ROUTE) }),
+    server: Some(ServerSpec { observer: Some(&OBSERVER), reply_route: Some(ROUTE) }),
     otel: None,
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
+};
+
+/// Kilo Code's observer (`vendor = "kilocode"`, formerly `kind = "kilocode-sse"`): OpenCode's
+/// stream observer on Kilo Code's profile and reply route.
+pub static OBSERVER: ObserverSpec = ObserverSpec {
+    id: "kilocode",
+    kinds: &["kilocode-sse"],
+    build: |s| SseObserver::build(super::KILOCODE, &ROUTE, s),
+    ..crate::vendors::opencode::observer::BASE
 };
 
 /// Kilo Code's reply route (`>=7.4.6`): OpenCode's, whose body also takes the guidance as

@@ -1,5 +1,6 @@
 #![doc = include_str!("README.md")]
 
+pub mod observer;
 pub mod spec;
 pub mod web;
 

@@ -1,10 +1,10 @@
 //! Kimi Code around its mapping: manifest, the opt-in gate on `PreToolUse` and its binary
-//! reply; the `kimi web` server (kap-server) the `kimi-ws` observer attaches to and its
+//! reply; the `kimi web` server (kap-server) the [`super::observer`] attaches to and its
 //! approval reply route; wiring is manual (`~/.kimi-code/config.toml`).
 
 use serde_json::Value;
 
-use crate::spec::{ControlSpec, Gate, ReplyRoute, ServerSpec, VendorSpec};
+use crate::spec::{ControlSpec, Gate, OutcomeCause, ReplyRoute, ServerSpec, VendorSpec};
 
 /// Kimi Code CLI.
 pub static SPEC: VendorSpec = VendorSpec {
@@ -20,9 +20,9 @@ pub static SPEC: VendorSpec = VendorSpec {
         reply: Some(super::super::hook_family::pre_tool_deny_reply),
     },
     install: None,
-    server: Some(ServerSpec { observer: Some("kimi-ws"), reply_route: Some(ROUTE) }),
+    server: Some(ServerSpec { observer: Some(&super::observer::OBSERVER), reply_route: Some(ROUTE) }),
     otel: None,
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };
 
 /// The kap-server's approval route (the design record's opt-in `control.attention.respond`):
@@ -36,6 +36,8 @@ pub const ROUTE: ReplyRoute = ReplyRoute {
     option_field: "decision",
     text_field: Some("feedback"),
     verdict: Some(verdict),
+    encode: None,
+    outcome_cause: OutcomeCause::Answered,
 };
 
 /// The vendor request id a kap-server frame (`{type, payload}`) settles: an approval's

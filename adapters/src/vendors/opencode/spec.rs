@@ -1,12 +1,13 @@
 //! OpenCode around its mapping: manifest, the held `permission.ask` and its reply shape,
 //! the server's permission reply route (the bus asks nothing holds open, raised from the
-//! plugin's `bus` moment or the `opencode-sse` observer), the plugin asset
+//! plugin's `bus` moment or the stream [`super::observer`]), the plugin asset
 //! `aep-bridge install opencode` writes.
 
 use serde_json::{Value, json};
 
 use crate::spec::{
-    AssetInstall, BusMoment, ControlSpec, Decision, Held, InstallSpec, PluginDeps, ReplyRoute, ServerSpec, VendorSpec,
+    AssetInstall, BusMoment, ControlSpec, Decision, Held, InstallSpec, OutcomeCause, PluginDeps, ReplyRoute,
+    ServerSpec, VendorSpec,
 };
 
 /// The OpenCode plugin shim (ESM, fetch only, fail-open): its head (the comment and the
@@ -36,9 +37,9 @@ pub static SPEC: VendorSpec = VendorSpec {
         project_note: None,
         deps: Some(PluginDeps { package: "@opencode-ai/plugin", user_dir_always: Some(".config/opencode") }),
     })),
-    server: Some(ServerSpec { observer: Some("opencode-sse"), reply_route: Some(ROUTE) }),
+    server: Some(ServerSpec { observer: Some(&super::observer::OBSERVER), reply_route: Some(ROUTE) }),
     otel: None,
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };
 
 /// The plugin applies `{status: allow|deny}` (a denial with the guidance as `message`).
@@ -67,6 +68,8 @@ pub const ROUTE: ReplyRoute = ReplyRoute {
     option_field: "response",
     text_field: None,
     verdict: None,
+    encode: None,
+    outcome_cause: OutcomeCause::Answered,
 };
 
 /// The vendor request id a bus event settles: `permission.replied` (`permissionID`, or

@@ -40,5 +40,5 @@ pub static SPEC: VendorSpec = VendorSpec {
     })),
     server: None,
     otel: Some(&super::otel::QwenCodeOtel),
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };

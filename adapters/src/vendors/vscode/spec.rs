@@ -21,7 +21,7 @@ pub static SPEC: VendorSpec = VendorSpec {
     install: None,
     server: None,
     otel: Some(&super::otel::VscodeOtel),
-    adapter: super::adapter,
+    adapter: Some(super::adapter),
 };
 
 /// `permissionDecision` allow / ask / deny (a denial with its reason).

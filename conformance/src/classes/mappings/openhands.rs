@@ -1,11 +1,12 @@
 //! `mappings/openhands.json` through this project's OpenHands mapping
-//! ([`aep_adapters::protocols::openhands`]): one check per event at the default posture
+//! ([`aep_adapters::vendors::openhands`]): one check per event at the default posture
 //! (type, data, subject, step), one per `deltas_expected` fork (`AEP_OPENHANDS_DELTAS`;
 //! `TokenEvent` pins its refusal there), the fallback, and one per `status_transitions`
 //! row of the pure run-synthesis table.
 
 use aep_adapters::MapContext;
-use aep_adapters::protocols::{Options, openhands};
+use aep_adapters::protocols::Options;
+use aep_adapters::vendors::openhands;
 use serde_json::Value;
 
 use super::{check_with_steps, compare};

@@ -2,12 +2,15 @@
 
 use serde_json::{Value, json};
 
-use super::{Options, content_text, debug, family_leaf, snake_acronyms};
+pub mod observer;
+pub mod spec;
+
 use crate::common::{self, Builder, tool_key};
+use crate::protocols::{Options, content_text, debug, family_leaf, snake_acronyms};
 use crate::{EventDraft, MapContext};
 
 /// The envelope `agent` and the `x.openhands.*` token.
-pub const PROTOCOL: &str = "openhands";
+pub const VENDOR: &str = "openhands";
 
 fn s<'a>(ev: &'a Value, k: &str) -> Option<&'a str> {
     ev.get(k).and_then(Value::as_str)
@@ -83,7 +86,7 @@ pub fn map_event(ev: &Value, opts: Options, cx: &MapContext) -> Vec<EventDraft> 
                     .text("reason", s(ev, "rejection_reason"))
                     .build()
             } else {
-                debug(base(format!("x.{PROTOCOL}.{}", kind_type(kind)), ev, cx).tool(name, call).build())
+                debug(base(format!("x.{VENDOR}.{}", kind_type(kind)), ev, cx).tool(name, call).build())
             };
             d.cause_key = call.map(tool_key);
             one(d)
@@ -99,7 +102,7 @@ pub fn map_event(ev: &Value, opts: Options, cx: &MapContext) -> Vec<EventDraft> 
             let skills = ev.get("activated_skills").and_then(Value::as_array).map(Vec::len).filter(|n| *n > 0);
             let text = ev.pointer("/llm_message/content").and_then(content_text);
             let mut d = debug(
-                base(format!("x.{PROTOCOL}.message.event"), ev, cx)
+                base(format!("x.{VENDOR}.message.event"), ev, cx)
                     .meta_opt("role", role)
                     .meta_opt("skills", skills)
                     .text("content", text.as_deref())
@@ -128,7 +131,7 @@ pub fn map_event(ev: &Value, opts: Options, cx: &MapContext) -> Vec<EventDraft> 
         "StreamingDeltaEvent" if !opts.deltas => Vec::new(),
         // Raw token-id planes are not observability: nothing, even under the opt-in.
         "TokenEvent" => Vec::new(),
-        other => one(debug(base(format!("x.{PROTOCOL}.{}", kind_type(other)), ev, cx).build())),
+        other => one(debug(base(format!("x.{VENDOR}.{}", kind_type(other)), ev, cx).build())),
     }
 }
 
@@ -268,6 +271,12 @@ impl Conversation {
     /// The conversation id (the envelope `session`).
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The vendor id of the conversation's latest confirmation ask: what its
+    /// `attention.requested` correlates as (`attention:<id>`) and its reply route settles.
+    pub fn ask_id(&self) -> String {
+        format!("openhands:{}:{}", self.id, self.asks)
     }
 
     /// Maps the state a socket opens with (the server pushes the conversation's current
