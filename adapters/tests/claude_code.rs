@@ -495,3 +495,24 @@ fn a_task_notification_after_the_turn_is_a_run_the_agent_started() {
     assert_eq!(types(&user), ["run.cancelled", "run.started"]);
     assert_eq!(user[1].data["trigger"], "user");
 }
+
+/// The third order seen in the e2e run (2.1.332): the turn's `Stop` came before the
+/// background subagent's `SubagentStop`. The stop still belongs to the run its start was in,
+/// so the delegation closes where it opened; a subagent never started here gets no run.
+#[test]
+fn a_background_subagent_stopping_after_its_turn_stops_in_that_turn() {
+    let a = claude_code::adapter();
+    let (mut st, cx) = (SessionState::default(), MapContext::default());
+    let mut map = |p: Value| a.map(&HookCall { event: None, payload: &p }, &mut st, &cx).unwrap();
+    map(json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt_id": "p1", "prompt": "go"}));
+    let start = map(json!({"hook_event_name": "SubagentStart", "session_id": "s", "agent_id": "a1",
+                           "agent_type": "general-purpose"}));
+    assert_eq!(start[0].run.as_deref(), Some("p1"));
+    map(json!({"hook_event_name": "Stop", "session_id": "s", "prompt_id": "p1"}));
+    let stop = map(json!({"hook_event_name": "SubagentStop", "session_id": "s", "agent_id": "a1",
+                          "agent_type": "general-purpose"}));
+    assert_eq!(types(&stop), ["delegation.subagent.stopped"]);
+    assert_eq!(stop[0].run.as_deref(), Some("p1"), "the run the subagent started in");
+    let stray = map(json!({"hook_event_name": "SubagentStop", "session_id": "s", "agent_id": "a2"}));
+    assert_eq!(stray[0].run, None, "no run ended or open to put it in");
+}

@@ -17,6 +17,8 @@ pub const VENDOR: &str = "claude-code";
 
 /// Scratch bucket of pending MCP elicitations, keyed by server name.
 const PENDING_ELICITATIONS: &str = "cc_pending_elicitations";
+/// Scratch bucket: the run each running subagent (by `agent_id`) was started in.
+const SUBAGENT_RUNS: &str = "cc_subagent_runs";
 
 /// The Claude Code hook adapter.
 pub fn adapter() -> Box<dyn HookAdapter> {
@@ -402,6 +404,21 @@ impl HookAdapter for ClaudeCodeAdapter {
                 for d in &mut m.drafts {
                     d.run = Some(run.clone());
                     d.correlation_key = Some(run_key(sess, &run));
+                }
+            }
+            // A background subagent (2.1.3xx) may stop after the turn that started it ended:
+            // its stop belongs to the run its start was in, so the delegation closes there.
+            "SubagentStart" => {
+                if let (Some(id), Some(run)) = (ne(p, "agent_id"), state.current_run.clone()) {
+                    common::remember(state, SUBAGENT_RUNS, id, json!(run));
+                }
+            }
+            "SubagentStop" => {
+                let started_in = ne(p, "agent_id").and_then(|id| common::take(state, SUBAGENT_RUNS, id));
+                if let Some(run) = started_in.as_ref().and_then(Value::as_str) {
+                    for d in &mut m.drafts {
+                        d.run = Some(run.to_owned());
+                    }
                 }
             }
             "Stop" | "StopFailure" => {
