@@ -2,7 +2,8 @@
 # Every agent at its newest release: moves each listed agent's npm packages to their newest
 # published version (`npm view`), locks that set afresh, installs it into a cache of its own
 # (`latest/` under the e2e cache, beside the pinned one) and runs the agents' scenarios once,
-# together. Then prints a drift report per agent: pinned and newest version, its scenarios'
+# together (an agent whose newest cannot be installed here stays at its pin, said so). Then
+# prints a drift report per agent: pinned and newest version, its scenarios'
 # tally, the hook events and fields its adapter does not know (the bridge's
 # `x.{vendor}.session.drift` records), the OTel event names its profile does not know
 # (`x.{vendor}.otel.unknown`), and its failed checks. PyPI agents are compared with their pin
@@ -70,6 +71,34 @@ for agent in "${agents[@]}"; do
   for s in $scen; do SCEN+=("$s"); done
 done
 
+# The pinned version of an npm package (package.json, either section), or "-".
+pin_of() {
+  python3 -c "import json, sys; d=json.load(open(sys.argv[1])); print({**d['dependencies'], **d.get('optionalDependencies', {})}.get(sys.argv[2], '-'))" \
+    "$HERE/package.json" "$1"
+}
+
+# An agent whose newest release cannot be installed here (a platform package the registry
+# does not have, a failing install script) stays at its pin, said so in the report, so the
+# other agents still run at their newest: each moved agent is installed alone first.
+declare -A UNINSTALLABLE
+for agent in "${NPM[@]}"; do
+  IFS='|' read -r pkgs vendor scen routes <<<"${AGENTS[$agent]}"
+  deps=""
+  for p in $pkgs; do
+    [ -n "${NEWEST[$p]:-}" ] && [ "${NEWEST[$p]}" != "$(pin_of "$p")" ] && deps+="\"$p\": \"${NEWEST[$p]}\","
+  done
+  [ -n "$deps" ] || continue
+  try="$LATEST/try/$agent"
+  rm -rf "$try" && mkdir -p "$try"
+  echo "{\"name\": \"try-$agent\", \"private\": true, \"dependencies\": {${deps%,}}}" > "$try/package.json"
+  if ! (cd "$try" && npm install --no-save --no-audit --no-fund --loglevel=error --cache "$CACHE/npm-cache" \
+        >"$try/npm.log" 2>&1); then
+    UNINSTALLABLE[$agent]=$(grep -m1 -E 'npm error [^A]' "$try/npm.log" | cut -c1-200)
+    for p in $pkgs; do unset "NEWEST[$p]"; done
+  fi
+  rm -rf "$try/node_modules"
+done
+
 if [ ${#NPM[@]} -gt 0 ]; then
   # One package.json with every listed agent at its newest, locked afresh, installed once.
   mkdir -p "$LATEST/pkgs"
@@ -97,7 +126,11 @@ PY
   for agent in "${NPM[@]}"; do
     IFS='|' read -r pkgs vendor scen routes <<<"${AGENTS[$agent]}"
     main="${pkgs%% *}"
-    pinned=$(python3 -c "import json; d=json.load(open('$HERE/package.json')); print({**d['dependencies'], **d.get('optionalDependencies', {})}.get('$main', '-'))")
+    pinned=$(pin_of "$main")
+    newest="${NEWEST[$main]:-?}"
+    if [ -n "${UNINSTALLABLE[$agent]:-}" ]; then
+      newest="$(npm view "$main" version 2>/dev/null) cannot be installed here (${UNINSTALLABLE[$agent]}), so ran at its pin"
+    fi
     report=$(python3 - "$LATEST/work" "$LATEST/run.out" "$vendor" "$scen" "$routes" <<'PY'
 import glob, json, os, re, sys
 work, out, vendor, scen, routes = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(), sys.argv[5].split()
@@ -123,7 +156,7 @@ print(f"{sum(l.startswith('PASS') for l in checks)} passed, {len(fails)} failed;
       + (f"; failed: {' | '.join(fails[:6])}" if fails else ""))
 PY
 )
-    REPORT+=("$agent: pinned $pinned, newest ${NEWEST[$main]:-?}: $report")
+    REPORT+=("$agent: pinned $pinned, newest $newest: $report")
   done
 fi
 
