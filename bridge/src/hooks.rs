@@ -62,6 +62,8 @@ pub struct BridgeHooks {
     sessions: Arc<crate::bridges::claims::HookSessions>,
     /// Calls dropped to keep their session's order, and what depends on them.
     late: crate::late::LateCalls,
+    /// What `doctor`'s probe learns of this bridge ([`HookHandler::about`]).
+    about: Value,
 }
 
 /// One `(vendor, session)` mapping state and when it was last used.
@@ -150,7 +152,15 @@ impl BridgeHooks {
             replies: None,
             sessions: Arc::default(),
             late: Default::default(),
+            about: Value::Null,
         }
+    }
+
+    /// What `aep-bridge doctor`'s authenticated probe is told about this bridge (its data
+    /// dir, so doctor checks where this bridge writes rather than its own default).
+    pub fn with_about(mut self, about: Value) -> Self {
+        self.about = about;
+        self
     }
 
     /// The sessions the hook calls delivered, per vendor: shared with the SSE observers so a
@@ -328,6 +338,10 @@ const ACK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 const HOLD_MARGIN: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl HookHandler for BridgeHooks {
+    fn about(&self) -> Value {
+        self.about.clone()
+    }
+
     fn authorized(&self, token: Option<&str>) -> bool {
         crate::auth::bearer_ok(self.token.as_deref(), token)
     }

@@ -117,7 +117,8 @@ pub fn app(parts: AppParts) -> Router {
     if let Some(ui) = parts.ui {
         app = app.merge(crate::ui::router(ui));
     }
-    crate::guard::guard_layer(app, g)
+    // The guard runs first; a hook call is detached from its connection before it.
+    aep_receivers::hooks::detach_hooks(crate::guard::guard_layer(app, g))
 }
 
 /// The names a request's `Host` may carry besides IP addresses and `localhost`: this
@@ -411,6 +412,12 @@ impl Daemon {
         );
         let mut hooks = BridgeHooks::new(pipeline.clone(), adapters, map_context(&cfg), token.clone());
         hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
+        hooks = hooks.with_about(serde_json::json!({
+            "data_dir": data_dir,
+            "logs": cfg.jsonl.enabled,
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+        }));
         // The plugins' bus asks (OpenCode, Kilo Code) answered over their server's reply route.
         match crate::transport::HttpClient::new(&crate::transport::HttpOptions::default()) {
             Ok(rest) => {

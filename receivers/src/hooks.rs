@@ -35,6 +35,11 @@ pub const HOLD_HEADER: &str = "x-aep-hold";
 pub const HOLD_PROOF_HEADER: &str = "x-aep-hold-proof";
 /// The reply header (or, on a held reply, trailer) proving the body under the token.
 pub const PROOF_HEADER: &str = "x-aep-proof";
+/// The vendor path `aep-bridge doctor` posts to (`/hooks/aep-doctor`): once the caller's
+/// credentials pass, the reply is [`HookHandler::about`], not a mapping. A refused probe is
+/// not logged as a refused hook: doctor sends a wrong credential on purpose, to check that
+/// the bridge refuses it, and must not leave warnings in the bridge's log on every run.
+pub const DOCTOR_PROBE: &str = "aep-doctor";
 
 /// The answer of a held moment, computed while the reply's headers are already out.
 type Answer = Pin<Box<dyn Future<Output = Bytes> + Send>>;
@@ -188,6 +193,13 @@ pub trait HookHandler: Send + Sync + 'static {
         let _ = (vendor, event, payload);
     }
 
+    /// What a [`DOCTOR_PROBE`] call that passed the credential check learns of this bridge
+    /// (where it writes, its version), so `doctor` checks the running bridge's data dir
+    /// rather than its own default. `null` by default.
+    fn about(&self) -> Value {
+        Value::Null
+    }
+
     /// The time (Unix ms) a call's deadline is compared with.
     fn now_ms(&self) -> u64 {
         std::time::SystemTime::now()
@@ -209,8 +221,16 @@ pub fn router<H: HookHandler>(handler: Arc<H>, max_body: usize) -> Router {
         .route("/hooks/{vendor}", post(hook_no_event::<H>))
         .route("/hooks/{vendor}/{event}", post(hook_with_event::<H>))
         .layer(DefaultBodyLimit::max(max_body))
-        .layer(tower::layer::layer_fn(|inner| Detached { inner }))
+        .layer(tower::layer::layer_fn(|inner| Detached { inner, only: None }))
         .with_state(state)
+}
+
+/// `app` with each hook request ([`router`]'s `/hooks/` paths) run in a task of its own from
+/// its first layer on. The layers an app puts in front of the hook routes (host and origin
+/// checks, the body type check) run before [`router`]'s own detaching: a caller that hung
+/// up would cancel the call there, before it reached the routes.
+pub fn detach_hooks(app: Router) -> Router {
+    app.layer(tower::layer::layer_fn(|inner| Detached { inner, only: Some("/hooks/") }))
 }
 
 /// Runs each hook request, body included, in a task of its own.
@@ -223,9 +243,13 @@ pub fn router<H: HookHandler>(handler: Arc<H>, max_body: usize) -> Router {
 /// is handed to a task that owns its body, so it is read to its end and handled whatever
 /// the connection does; only the answer is lost with the connection (and a held reply's
 /// wait with it, which must end when nobody waits for it).
+///
+/// With `only`, requests whose path does not start with it run in the caller's future, as
+/// without this layer.
 #[derive(Clone)]
 struct Detached<S> {
     inner: S,
+    only: Option<&'static str>,
 }
 
 impl<S> tower::Service<axum::extract::Request> for Detached<S>
@@ -246,6 +270,12 @@ where
 
     fn call(&mut self, req: axum::extract::Request) -> Self::Future {
         let mut inner = self.inner.clone();
+        if self.only.is_some_and(|p| !req.uri().path().starts_with(p)) {
+            return Box::pin(async move {
+                std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+                inner.call(req).await
+            });
+        }
         let task = tokio::spawn(async move {
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             inner.call(req).await
@@ -302,6 +332,10 @@ async fn run<H: HookHandler>(
     // This runs in a task of its own ([`Detached`]): a caller that hung up does not cancel it.
     match accept(h, vendor, event, headers, body).await {
         Ok(reply) => respond(&handler, nonce.as_deref(), reply),
+        Err(e) if label == DOCTOR_PROBE => {
+            tracing::debug!(reason = e.reason(), "Doctor probe refused.");
+            e.into_response()
+        }
         Err(e) => {
             handler.rejected(&label, &e);
             e.into_response()
@@ -331,6 +365,10 @@ async fn accept<H: HookHandler>(
     };
     if !ok {
         return Err(HookError::Unauthorized);
+    }
+    if vendor == DOCTOR_PROBE {
+        let about = serde_json::to_vec(&handler.about()).unwrap_or_default();
+        return Ok(HookReply::new(about));
     }
     // Repeated keys are refused at any depth (RFC 8259 §4 leaves them undefined).
     let payload: Value = aep_schemas::json::from_slice_strict(&body).map_err(|e| HookError::BadJson(e.to_string()))?;

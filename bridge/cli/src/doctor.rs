@@ -7,12 +7,15 @@
 //!   (`AEP_BRIDGE_URL`, else the default port).
 //! - token: a hook POST signed the way the shim signs it with `AEP_TOKEN` (a MAC, never the
 //!   token) is taken; with a token, one signed with a wrong key is refused (else the bridge
-//!   runs without one, and the shim ignores its unproven replies). The body is not JSON, so
-//!   the bridge maps nothing; it counts one refused call.
+//!   runs without one, and the shim ignores its unproven replies). The probe posts to the
+//!   doctor's own path (`/hooks/aep-doctor`): the bridge maps nothing, logs no warning, and
+//!   tells a caller whose credentials pass where it writes.
 //! - wiring: each agent whose settings exist (user level, and `--project`) runs an
 //!   `aep-hook` that exists, on every event `install` wires.
 //! - export: each configured OTLP endpoint accepts a connection.
-//! - data dir: a folder we can write in, with space left.
+//! - data dir: the running bridge's (else the configured one), writable at every level the
+//!   bridge writes to (the folder, `logs/`, each agent's `logs/<agent>/` and its session
+//!   logs, `state/`), with space left.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -116,12 +119,14 @@ pub fn run(args: DoctorArgs) -> i32 {
             format!("the shim posts to {shim_target} ({whence}), not to {}", ep.base),
         );
     }
-    if up {
-        check_token(&mut r, &ep);
+    let about = if up {
+        let about = check_token(&mut r, &ep);
         check_drift(&mut r, &ep);
+        about
     } else {
         r.line("token", Verdict::Skip, "the bridge does not answer");
-    }
+        None
+    };
 
     let this_shim = install::default_shim();
     let mut scopes: Vec<Scope> = Scope::from_args(None).into_iter().collect();
@@ -149,8 +154,28 @@ pub fn run(args: DoctorArgs) -> i32 {
         Some(cfg) => check_export(&mut r, cfg),
         None => r.line("export", Verdict::Skip, "the configuration does not load"),
     }
-    let data = cfg.as_ref().map_or_else(|| env.data_dir(), aep_bridge::config::Config::data_dir);
-    check_data_dir(&mut r, &data, args.min_free_mb);
+    let ours = cfg.as_ref().map_or_else(|| env.data_dir(), aep_bridge::config::Config::data_dir);
+    // The running bridge's data dir when it told us (it may run with another config or
+    // environment than this shell's); else the one `serve` would use here.
+    let running = about.as_ref().and_then(|a| a.get("data_dir")?.as_str().map(PathBuf::from));
+    match running {
+        Some(theirs) => {
+            let pid =
+                about.as_ref().and_then(|a| a.get("pid")?.as_u64()).map_or(String::new(), |p| format!(", pid {p}"));
+            if theirs != ours && args.data_dir.is_some() {
+                r.line(
+                    "data dir",
+                    Verdict::Note,
+                    format!("the running bridge{pid} writes to {}, not {}", theirs.display(), ours.display()),
+                );
+            }
+            check_data_dir(&mut r, &theirs, args.min_free_mb, &format!("the running bridge's{pid}"));
+        }
+        None if up => {
+            check_data_dir(&mut r, &ours, args.min_free_mb, "this configuration's; the bridge did not say its own")
+        }
+        None => check_data_dir(&mut r, &ours, args.min_free_mb, "this configuration's"),
+    }
 
     match r.problems {
         0 => println!("all good"),
@@ -215,40 +240,53 @@ fn check_bridge(r: &mut Report, ep: &aep_bridge::client::Endpoint) -> bool {
     true
 }
 
-/// The status of a hook POST signed as the shim signs it, under `key` (none: unsigned).
-fn signed_post(ep: &aep_bridge::client::Endpoint, key: Option<&str>) -> Result<u16, String> {
+/// The status and body of a probe POST signed as the shim signs it, under `key` (none:
+/// unsigned).
+fn signed_post(ep: &aep_bridge::client::Endpoint, key: Option<&str>) -> Result<(u16, String), String> {
     let agent = ep.http_agent(Some(TIMEOUT)).map_err(|e| e.to_string())?;
     // Not JSON: a call that passes the credential check is refused right after it, unmapped.
     let body = b"aep-bridge doctor";
-    let mut req = agent.post(&format!("{}/hooks/aep-doctor", ep.base)).header("content-type", "application/json");
+    let probe = aep_receivers::hooks::DOCTOR_PROBE;
+    let mut req = agent.post(&format!("{}/hooks/{probe}", ep.base)).header("content-type", "application/json");
     if let Some(k) = key {
         let nonce = ulid::Ulid::new().to_string();
         let mac = aep_schemas::digest::request_mac(k, &nonce, body);
         req = req.header("authorization", &format!("AEP-HMAC {mac}")).header("x-aep-nonce", &nonce);
     }
-    req.send(&body[..]).map(|resp| resp.status().as_u16()).map_err(|e| e.to_string())
+    let mut resp = req.send(&body[..]).map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    Ok((status, resp.body_mut().read_to_string().unwrap_or_default()))
 }
 
-fn check_token(r: &mut Report, ep: &aep_bridge::client::Endpoint) {
+/// Checks the shim's credentials against the bridge; returns what the bridge told the probe
+/// about itself once they passed (an older bridge answers 400 and tells nothing).
+fn check_token(r: &mut Report, ep: &aep_bridge::client::Endpoint) -> Option<Value> {
     let same = "export the bridge's token as AEP_TOKEN where the agents run (the bridge reads --token-file, AEP_BRIDGE_TOKEN or AEP_TOKEN)";
     let token = ep.token.as_deref();
-    match (signed_post(ep, token), token) {
-        (Err(e), _) => r.line("token", Verdict::Fail("check that the bridge is up".into()), e),
-        (Ok(401 | 403), Some(_)) => {
+    let (status, body) = match signed_post(ep, token) {
+        Ok(got) => got,
+        Err(e) => {
+            r.line("token", Verdict::Fail("check that the bridge is up".into()), e);
+            return None;
+        }
+    };
+    let about = (status == 200).then(|| serde_json::from_str::<Value>(&body).ok()).flatten();
+    match (status, token) {
+        (401 | 403, Some(_)) => {
             r.line("token", Verdict::Fail(same.into()), "the bridge refuses the shim's MAC: AEP_TOKEN is not its token")
         }
-        (Ok(401 | 403), None) => r.line(
+        (401 | 403, None) => r.line(
             "token",
             Verdict::Fail(same.into()),
             "the bridge wants a token and AEP_TOKEN is not set: every hook is refused",
         ),
-        (Ok(400), None) => {
+        (200 | 400, None) => {
             r.line("token", Verdict::Ok, "none on either side (watch-only: answering agents needs a token)")
         }
-        (Ok(400), Some(t)) => {
+        (200 | 400, Some(t)) => {
             let wrong = format!("{t}-not");
             match signed_post(ep, Some(&wrong)) {
-                Ok(401 | 403) => r.line("token", Verdict::Ok, "the bridge takes the shim's MAC under AEP_TOKEN"),
+                Ok((401 | 403, _)) => r.line("token", Verdict::Ok, "the bridge takes the shim's MAC under AEP_TOKEN"),
                 Ok(_) => r.line(
                     "token",
                     Verdict::Fail(
@@ -259,12 +297,13 @@ fn check_token(r: &mut Report, ep: &aep_bridge::client::Endpoint) {
                 Err(e) => r.line("token", Verdict::Fail("check that the bridge is up".into()), e),
             }
         }
-        (Ok(s), _) => r.line(
+        (s, _) => r.line(
             "token",
             Verdict::Fail("point --url/AEP_URL at aep-bridge".into()),
             format!("a hook POST got HTTP {s}, not the bridge's answer"),
         ),
     }
+    about.filter(|a| a.is_object())
 }
 
 /// What the running bridge counted as drift (`aep_bridge_drift_total`): agents sending hook
@@ -497,33 +536,85 @@ fn free_bytes(_dir: &Path) -> Option<u64> {
     None
 }
 
-fn check_data_dir(r: &mut Report, dir: &Path, min_free_mb: u64) {
+/// The folders `serve` writes under the data dir `dir`, the deepest last: the dir (its
+/// lock, the web view's sessions), `logs/` and each agent's `logs/<agent>/` (the session
+/// logs), `state/` (the epoch, the observers' cursors).
+fn written_folders(dir: &Path) -> Vec<PathBuf> {
+    let logs = dir.join("logs");
+    let mut folders = vec![dir.to_path_buf(), logs.clone(), dir.join("state")];
+    if let Ok(agents) = std::fs::read_dir(&logs) {
+        // Every entry: the bridge writes only folders here, so a file is one an agent's
+        // logs cannot go in.
+        let mut each: Vec<PathBuf> = agents.flatten().map(|e| e.path()).collect();
+        each.sort();
+        folders.extend(each);
+    }
+    folders
+}
+
+/// Why `folder` (or, when it does not exist yet, the nearest parent `serve` creates it in)
+/// cannot take a new file; `None` when it can. A real write: permission bits say nothing of
+/// a read-only mount or an ACL.
+fn unwritable(folder: &Path) -> Option<String> {
+    let existing = folder.ancestors().find(|d| d.exists()).unwrap_or(folder);
+    if !existing.is_dir() {
+        return Some(format!("{} is not a folder", existing.display()));
+    }
+    let probe = existing.join(format!(".aep-doctor-{}", ulid::Ulid::new()));
+    match std::fs::write(&probe, b"") {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&probe);
+            None
+        }
+        Err(e) => Some(format!("cannot write in {} ({e})", existing.display())),
+    }
+}
+
+/// The session logs in `folder` that cannot be appended to (opened for appending, nothing
+/// written): a session whose log is read-only loses every later event.
+fn unappendable(folder: &Path) -> Vec<PathBuf> {
+    let Ok(files) = std::fs::read_dir(folder) else { return Vec::new() };
+    files
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl") && !p.is_dir())
+        .filter(|p| std::fs::OpenOptions::new().append(true).open(p).is_err())
+        .collect()
+}
+
+fn check_data_dir(r: &mut Report, dir: &Path, min_free_mb: u64, whose: &str) {
     let name = "data dir";
     let place = dir.display();
     let other = "fix its permissions, or give `serve` another one (--data-dir / AEP_BRIDGE_DATA_DIR)";
-    // `serve` creates it: what matters then is its nearest existing parent.
+    let folders = written_folders(dir);
+    let mut bad: Vec<String> = folders.iter().filter_map(|f| unwritable(f)).collect();
+    bad.dedup();
+    for folder in folders.iter().skip(3) {
+        let files = unappendable(folder);
+        if let Some(first) = files.first() {
+            bad.push(format!(
+                "{} session log(s) in {} cannot be opened for appending (first: {})",
+                files.len(),
+                folder.display(),
+                first.display()
+            ));
+        }
+    }
+    if !bad.is_empty() {
+        return r.line(name, Verdict::Fail(other.into()), format!("{place} ({whose}): {}", bad.join("; ")));
+    }
     let existing = dir.ancestors().find(|d| d.exists()).unwrap_or(dir);
-    if !existing.is_dir() {
-        return r.line(name, Verdict::Fail(other.into()), format!("{place}: {} is not a folder", existing.display()));
-    }
-    let probe = existing.join(format!(".aep-doctor-{}", ulid::Ulid::new()));
-    if let Err(e) = std::fs::write(&probe, b"") {
-        return r.line(
-            name,
-            Verdict::Fail(other.into()),
-            format!("{place}: cannot write in {} ({e})", existing.display()),
-        );
-    }
-    let _ = std::fs::remove_file(&probe);
     let created = if existing == dir { "" } else { " (`serve` creates it)" };
+    let levels = folders.iter().filter(|f| f.exists()).count();
+    let what = if levels > 1 { format!("writable at all {levels} levels") } else { "writable".to_owned() };
     match free_bytes(existing) {
         Some(free) if free < min_free_mb << 20 => r.line(
             name,
             Verdict::Fail("free some space, or give `serve` another data dir (--data-dir)".into()),
             format!("{place}: {} MiB free, below {min_free_mb} MiB: the JSONL log stops when it is full", free >> 20),
         ),
-        Some(free) => r.line(name, Verdict::Ok, format!("{place}: writable, {} MiB free{created}", free >> 20)),
-        None => r.line(name, Verdict::Ok, format!("{place}: writable{created}")),
+        Some(free) => r.line(name, Verdict::Ok, format!("{place} ({whose}): {what}, {} MiB free{created}", free >> 20)),
+        None => r.line(name, Verdict::Ok, format!("{place} ({whose}): {what}{created}")),
     }
 }
 

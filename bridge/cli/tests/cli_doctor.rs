@@ -153,6 +153,70 @@ async fn a_healthy_set_up_passes() {
     }
     assert!(out.contains(&format!("wired to {}", s.shim.display())), "{out}");
     assert!(out.trim_end().ends_with("all good"), "{out}");
+    // The probes (one with the token, one with a wrong one on purpose) are not refused
+    // hooks in the bridge's counters or log.
+    let metrics = metrics(&s.bridge).await;
+    assert!(!metrics.lines().any(|l| l.starts_with("aep_bridge_requests_rejected_total{")), "{metrics}");
+    s.bridge.shutdown().await;
+}
+
+/// The bridge's `/metrics` text.
+async fn metrics(bridge: &Running) -> String {
+    let url = format!("{}/metrics", bridge.url());
+    tokio::task::spawn_blocking(move || {
+        let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+        agent
+            .get(&url)
+            .header("authorization", &format!("Bearer {TOKEN}"))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_running_bridges_data_dir_is_checked_at_every_level_it_writes() {
+    let s = Setup::new().await;
+    let data = s.bridge.data.clone();
+    // Doctor's own default (`~/.aep` in its home) is not where this bridge writes: the
+    // bridge tells the authenticated probe.
+    let (code, out, _) = s.doctor(&[], &[("AEP_BRIDGE_DATA_DIR", "")]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("ok    data dir: {} (the running bridge's, pid ", data.display())), "{out}");
+
+    // A level below the top one that `serve` cannot write in (a file where its folder goes;
+    // permissions would not stop root, which CI runs as): each is the one problem reported.
+    for level in ["logs/codex", "state", "logs"] {
+        let at = data.join(level);
+        let _ = std::fs::remove_dir_all(&at);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(&at, "x").unwrap();
+        let (code, out, _) = s.doctor(&[], &[("AEP_BRIDGE_DATA_DIR", "")]).await;
+        assert_eq!(code, 1, "{level}: {out}");
+        let f = fails(&out);
+        assert_eq!(f.len(), 1, "{level}: {out}");
+        assert!(
+            f[0].starts_with("FAIL  data dir: ") && f[0].contains(&format!("{} is not a folder", at.display())),
+            "{out}"
+        );
+        std::fs::remove_file(&at).unwrap();
+        std::fs::create_dir_all(&at).unwrap();
+    }
+    // A session log the bridge appends to that cannot be opened for appending.
+    let log = data.join("logs/codex/s-1.jsonl");
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(data.join("nowhere/s-1.jsonl"), &log).unwrap();
+    let (code, out, _) = s.doctor(&[], &[("AEP_BRIDGE_DATA_DIR", "")]).await;
+    assert_eq!(code, 1, "{out}");
+    let f = fails(&out);
+    assert!(f.len() == 1 && f[0].contains("1 session log(s) in") && f[0].contains("s-1.jsonl"), "{out}");
+    std::fs::remove_file(&log).unwrap();
+    let (code, out, _) = s.doctor(&[], &[("AEP_BRIDGE_DATA_DIR", "")]).await;
+    assert_eq!(code, 0, "{out}");
     s.bridge.shutdown().await;
 }
 
@@ -216,15 +280,18 @@ async fn each_seeded_fault_is_the_one_problem_reported_with_its_fix() {
     assert_eq!(code, 0, "{out}");
 
     // 5. The data dir is not a folder `serve` could write in (a file stands where it goes;
-    // permissions would not stop root, which CI runs as).
+    // permissions would not stop root, which CI runs as); the bridge is down, so doctor
+    // checks the one this configuration names.
     let file = home.join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
     let under = file.join("aep").display().to_string();
-    let (code, out, _) = s.doctor(&[], &[("AEP_BRIDGE_DATA_DIR", &under)]).await;
+    let env = [("AEP_BRIDGE_DATA_DIR", under.as_str()), ("AEP_URL", &down), ("AEP_BRIDGE_URL", &down)];
+    let (code, out, _) = s.doctor(&[], &env).await;
     assert_eq!(code, 1, "{out}");
     let f = fails(&out);
-    assert_eq!(f.len(), 1, "{out}");
-    assert!(f[0].starts_with("FAIL  data dir: ") && f[0].contains("is not a folder"), "{out}");
+    assert_eq!(f.len(), 2, "{out}");
+    assert!(f[1].starts_with("FAIL  data dir: ") && f[1].contains("is not a folder"), "{out}");
+    assert!(f[1].contains("(this configuration's)"), "{out}");
     //    ... or has less room than asked for (no file system here has a petabyte free).
     let (code, out, _) = s.doctor(&["--min-free-mb", "1000000000"], &[]).await;
     assert_eq!(code, 1, "{out}");
