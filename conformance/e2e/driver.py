@@ -2675,6 +2675,9 @@ FAILOPEN_VOLATILE = [
     (r"(/cc-socks/)\d+(\.sock)", r"\1<pid>\2"),
     # Copilot CLI's closing summary times the session ("Duration   1s", "Duration   1m 3s").
     (r"(?m)^(Duration\s+)\S.*$", r"\1<t>"),
+    # Copilot CLI's first run in a fresh cache unpacks its package and says how long that
+    # took: whichever of the three runs comes first prints it, not what the hooks do.
+    (r"(?m)^Package extraction took \d+ms\n", ""),
     # Qwen Code 0.24's own event-loop stall report under ACP: how many and how long follows
     # the machine's load, not the hooks.
     (r"(?m)^\[perf\] acp agent event loop stall: .*\n", ""),

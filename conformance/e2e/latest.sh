@@ -93,7 +93,9 @@ for agent in "${NPM[@]}"; do
   echo "{\"name\": \"try-$agent\", \"private\": true, \"dependencies\": {${deps%,}}}" > "$try/package.json"
   if ! (cd "$try" && npm install --no-save --no-audit --no-fund --loglevel=error --cache "$CACHE/npm-cache" \
         >"$try/npm.log" 2>&1); then
-    UNINSTALLABLE[$agent]=$(grep -m1 -E 'npm error [^A]' "$try/npm.log" | cut -c1-200)
+    # npm's first line that says what (an install script's own npm errors nest their prefix).
+    UNINSTALLABLE[$agent]=$(sed -nE 's/^(npm error )+//p' "$try/npm.log" \
+      | grep -vE '^(code|path|command|cwd|errno|signal|A complete log|In most cases)\b' | head -1 | cut -c1-200)
     for p in $pkgs; do unset "NEWEST[$p]"; done
   fi
   rm -rf "$try/node_modules"

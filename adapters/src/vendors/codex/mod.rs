@@ -97,6 +97,10 @@ pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
         (
             "PostToolUse",
             &[
+                // A subagent's own tool calls name it (`spawn_agent`; the recordings' subagent
+                // ran none: seen in the e2e codex-subagent run, Codex 0.171.0).
+                "agent_id",
+                "agent_type",
                 "hook_event_name",
                 "model",
                 "permission_mode",
@@ -113,6 +117,10 @@ pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
         (
             "PreToolUse",
             &[
+                // A subagent's own tool calls name it (`spawn_agent`; the recordings' subagent
+                // ran none: seen in the e2e codex-subagent run, Codex 0.171.0).
+                "agent_id",
+                "agent_type",
                 "hook_event_name",
                 "model",
                 "permission_mode",
