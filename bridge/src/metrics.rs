@@ -108,6 +108,9 @@ pub struct Metrics {
     /// What agents sent that their adapters do not know, by `vendor`, `version` and `kind`
     /// (`hook_event`, `hook_field`, `otel_event`): see [`crate::drift`].
     pub drift: crate::drift::DriftCounter,
+    /// Values the capture ceiling removed (`action="withheld"`) or redacted
+    /// (`action="redacted"`) from the agents' own telemetry before it left, by `sink`.
+    pub capture_gated: CounterVec,
     /// Current depth of each sink queue, by `sink`.
     pub queue_depth: SinkGauges,
     /// Connected SSE and WebSocket subscribers (observed at collection).
@@ -204,6 +207,11 @@ impl Metrics {
                 "{name}",
                 "Hook events, hook fields and OTel event names an agent sent that its adapter does not know.",
             )),
+            capture_gated: counter(
+                "aep.bridge.capture.gated",
+                "{value}",
+                "Values of the agents' own telemetry withheld or redacted by the capture ceiling before it left.",
+            ),
             queue_depth: SinkGauges {
                 gauge: meter
                     .i64_gauge("aep.bridge.queue.depth")

@@ -46,14 +46,17 @@ pub struct OtlpInConfig {
     /// records map to `x.<vendor>.otel.<event>` (only the event name below the `full`
     /// ceiling) instead of being refused.
     pub generic: BTreeMap<String, aep_adapters::otel::generic::VendorName>,
-    /// Forward every received OTLP request unchanged to this OTLP/HTTP base URL (the tee);
-    /// `""` = off.
+    /// Forward every received OTLP request to this OTLP/HTTP base URL (the tee), gated by
+    /// `tee_max_capture`; `""` = off.
     #[serde(deserialize_with = "off_if_empty")]
     pub tee: Option<HttpUrl>,
     /// Extra request headers of the tee (e.g. an API key).
     pub tee_headers: Headers,
     /// `[otlp_in.tee_tls]`: extra CA bundle and client certificate for an `https://` tee.
     pub tee_tls: TlsConfig,
+    /// Capture ceiling of what the tee forwards (`export::gate`); unset = `[capture] max`,
+    /// and never above it: `full` (with `[capture] max = "full"`) forwards unchanged.
+    pub tee_max_capture: Option<aep_schemas::Capture>,
     /// Decompressed OTLP/HTTP bytes decoded at once over every receiver; past it an
     /// export gets 503 + `Retry-After` (one export is always taken when none is in flight).
     pub max_decode_bytes: usize,
@@ -71,6 +74,7 @@ impl Default for OtlpInConfig {
             tee: None,
             tee_headers: Headers::default(),
             tee_tls: TlsConfig::default(),
+            tee_max_capture: None,
             max_decode_bytes: 16 * 1024 * 1024,
             max_grpc_concurrency: 2,
         }
@@ -83,7 +87,8 @@ const BULK_CHUNK: usize = 256;
 /// Events the log writer may have queued and unwritten before more OTLP drafts go in.
 const BULK_BACKLOG: u64 = 1024;
 
-/// Something else that wants every OTLP request unchanged (the tee).
+/// Something else that wants every OTLP request as received (the tee, the forwards of the
+/// agents' metrics and spans; the daemon puts each behind its capture ceiling, `export::gate`).
 pub trait OtlpTee: Send + Sync {
     /// A logs request as received.
     fn logs(&self, req: &ExportLogsServiceRequest);

@@ -1,6 +1,8 @@
 //! The OTLP tee: every OTLP request the bridge receives (logs, traces, metrics; over gRPC or
-//! HTTP, protobuf or JSON) is forwarded unchanged to an upstream OTLP/HTTP receiver
-//! (`[otlp_in] tee = "https://collector:4318"`), as protobuf, gzip-compressed by default.
+//! HTTP, protobuf or JSON) is forwarded to an upstream OTLP/HTTP receiver
+//! (`[otlp_in] tee = "https://collector:4318"`), as protobuf, gzip-compressed by default,
+//! behind the tee's capture ceiling (`[otlp_in] tee_max_capture`, `export::gate`; unchanged
+//! only at `full`).
 //!
 //! The tee never delays the reply to the sender: the receiving task encodes the request and
 //! hands the bytes to a bounded queue with a non-blocking send; a full queue drops the

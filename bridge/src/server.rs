@@ -206,6 +206,39 @@ pub fn map_context(cfg: &Config) -> MapContext {
     cx
 }
 
+/// Every forward of the agents' own OTLP (the tee, their metrics, their spans), each behind
+/// the capture ceiling of where it goes (`export::gate`): nothing above the ceiling leaves,
+/// whoever produced it (AEP-0001 §8.2 (b), AEP-0005 §3.3).
+fn gated_tees(
+    cfg: &Config,
+    metrics: &Arc<Metrics>,
+    tee: Option<Arc<dyn crate::otlp_in::OtlpTee>>,
+    vendor_metrics: Option<Arc<dyn crate::otlp_in::OtlpTee>>,
+    vendor_spans: Option<Arc<dyn crate::otlp_in::OtlpTee>>,
+) -> Vec<Arc<dyn crate::otlp_in::OtlpTee>> {
+    use crate::export::gate::{GatedTee, ceiling};
+    use aep_projections::capture_gate::CaptureGate;
+    let redact = map_context(cfg).redact;
+    let gate = |c| Arc::new(CaptureGate::new(c, redact.clone()));
+    let max = cfg.capture.max;
+    let tee_ceiling = ceiling(cfg.otlp_in.tee_max_capture.unwrap_or(max), max);
+    let export_ceiling = ceiling(cfg.export.otlp.max_capture, max);
+    let mut out = Vec::new();
+    if let Some(t) = tee {
+        tracing::info!(ceiling = tee_ceiling.as_str(), "OTLP tee capture ceiling.");
+        out.push(GatedTee::wrap(t, gate(tee_ceiling), crate::otlp_tee::SINK, metrics));
+    }
+    // One gate for both: they go to the same `[export.otlp]` peer.
+    let export_gate = gate(export_ceiling);
+    if let Some(t) = vendor_metrics {
+        out.push(GatedTee::wrap(t, export_gate.clone(), "otlp_vendor_metrics", metrics));
+    }
+    if let Some(t) = vendor_spans {
+        out.push(GatedTee::wrap(t, export_gate, "otlp_vendor_spans", metrics));
+    }
+    out
+}
+
 /// The bound listeners of `serve`, bound before anything starts so a port clash fails first.
 struct Listeners {
     http: TcpListener,
@@ -388,14 +421,14 @@ impl Daemon {
             cfg.otlp_in.mode,
             otlp_overrides(&cfg),
             cfg.pipeline.queue_capacity,
-            crate::otlp_in::Tees::of(
-                crate::otlp_tee::from_config(&cfg, &metrics)
-                    .into_iter()
-                    .chain(vendor_metrics.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>))
-                    // The agents' own spans go into their session traces.
-                    .chain(vendor_spans.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>))
-                    .collect(),
-            ),
+            crate::otlp_in::Tees::of(gated_tees(
+                &cfg,
+                &metrics,
+                crate::otlp_tee::from_config(&cfg, &metrics),
+                vendor_metrics.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>),
+                // The agents' own spans go into their session traces.
+                vendor_spans.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>),
+            )),
             token.clone(),
             aep_receivers::otlp::DecodeBudget::new(cfg.otlp_in.max_decode_bytes),
         );

@@ -4,6 +4,7 @@
 //! CloudEvents and OCSF are `serde_json::Value`s in their JSON encodings; the OTLP
 //! projections return `opentelemetry-proto` messages ([`otlp`]), ready to encode.
 
+pub mod capture_gate;
 pub mod ce;
 pub mod ocsf;
 pub mod otlp;

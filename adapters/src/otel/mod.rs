@@ -18,6 +18,7 @@
 //! markers (`[REDACTED]`, `<REDACTED>`) mean the vendor did not log the content, so nothing
 //! is forwarded (the double gate).
 
+pub mod content;
 pub mod generic;
 pub mod usage;
 
@@ -408,6 +409,13 @@ pub trait OtelProfile: Send + Sync {
     /// Where this vendor's records carry a model call's figures ([`usage`]).
     fn model_calls(&self) -> &'static [usage::ModelCallFields] {
         &[]
+    }
+
+    /// The content-bearing attributes of this vendor's telemetry (spans, span events, log
+    /// records, metrics), with the ceiling each needs to leave the machine: what the ceiling
+    /// gate over the forwarded OTLP reads ([`content`]).
+    fn content(&self) -> &'static content::ContentTable {
+        &content::ContentTable::EMPTY
     }
 
     /// The AEP session id this record belongs to.

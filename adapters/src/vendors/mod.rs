@@ -13,6 +13,7 @@ use std::sync::LazyLock;
 use serde_json::{Map, Value};
 
 use crate::HookAdapter;
+use crate::otel::content::ContentTable;
 use crate::otel::usage::{ModelCall, ModelCallFields, model_call_in};
 use crate::otel::{OtelProfile, OtelRecord, ProfileSelector};
 use crate::spec::VendorSpec;
@@ -123,6 +124,12 @@ static OTEL_PROFILES: LazyLock<Vec<&'static dyn OtelProfile>> =
 /// Every built-in OTel profile, in [`SPECS`] order (the detection order).
 pub fn otel_profiles() -> &'static [&'static dyn OtelProfile] {
     &OTEL_PROFILES
+}
+
+/// Every content table the ceiling gate over forwarded OTLP applies: the shared ones (GenAI,
+/// OTel general, OpenInference) and each profiled vendor's, in [`SPECS`] order.
+pub fn content_tables() -> impl Iterator<Item = &'static ContentTable> {
+    crate::otel::content::SHARED.iter().copied().chain(otel_profiles().iter().map(|p| p.content()))
 }
 
 /// The profile selector over the built-in profiles, with an optional forced one.

@@ -5,6 +5,7 @@
 
 pub mod cloudevents;
 pub mod config;
+pub mod gate;
 pub mod ocsf;
 pub mod otel_env;
 pub mod otlp;

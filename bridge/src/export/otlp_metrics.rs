@@ -77,8 +77,9 @@ pub struct Delivery {
     client: OtlpClient,
 }
 
-/// The agents' own OTLP metrics (`/v1/metrics` into the bridge), forwarded unchanged to the
-/// same metrics endpoint as the bridge's, through the same delivery.
+/// The agents' own OTLP metrics (`/v1/metrics` into the bridge), forwarded to the same
+/// metrics endpoint as the bridge's, through the same delivery; the daemon hands it only
+/// what the export ceiling admits (`export::gate`).
 #[derive(Debug)]
 pub struct VendorForward {
     tx: mpsc::Sender<ExportMetricsServiceRequest>,

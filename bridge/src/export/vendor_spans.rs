@@ -1,7 +1,8 @@
 //! The agents' own spans (`/v1/traces`) handed to the span sink, which places them in the
 //! session traces ([`aep_projections::spans::VendorSpans`], where the placement rules are).
 //! This is the hand-over only: a queue bounded in requests and bytes between the OTLP
-//! receivers' tee and the sink.
+//! receivers' tee and the sink; the daemon hands it only what the export ceiling admits
+//! (`export::gate`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,5 +1,8 @@
 #![doc = include_str!("README.md")]
 
+mod content;
+pub use content::CONTENT;
+
 use serde_json::Value;
 
 use crate::otel::{
@@ -178,6 +181,10 @@ fn known(name: &str) -> Option<(&'static str, &'static [Field])> {
 impl OtelProfile for ClaudeCodeOtel {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    fn content(&self) -> &'static crate::otel::content::ContentTable {
+        &CONTENT
     }
 
     /// `service.name` `claude-code` (or `claude_code`), or the scope `com.anthropic.claude_code*`.

@@ -1,5 +1,8 @@
 #![doc = include_str!("README.md")]
 
+mod content;
+pub use content::CONTENT;
+
 use aep_schemas::Capture;
 use serde_json::Value;
 
@@ -114,6 +117,10 @@ fn known(name: &str) -> Option<(&'static str, &'static [Field])> {
 impl OtelProfile for CodexOtel {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    fn content(&self) -> &'static crate::otel::content::ContentTable {
+        &CONTENT
     }
 
     /// `service.name` `codex*` (`codex_exec`, `codex-app-server`, ...).

@@ -1,5 +1,8 @@
 #![doc = include_str!("README.md")]
 
+mod content;
+pub use content::CONTENT;
+
 use serde_json::Value;
 
 use crate::otel::{
@@ -297,6 +300,10 @@ fn ran(rec: &OtelRecord) -> bool {
 impl OtelProfile for GeminiCliOtel {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    fn content(&self) -> &'static crate::otel::content::ContentTable {
+        &CONTENT
     }
 
     /// `service.name` `gemini-cli` (or `gemini_cli`), or the scope `gemini-cli`.

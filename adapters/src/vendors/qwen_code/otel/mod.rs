@@ -1,5 +1,8 @@
 #![doc = include_str!("README.md")]
 
+mod content;
+pub use content::CONTENT;
+
 use crate::otel::{Field, Mode, OtelProfile, OtelRecord, ToolResultKeys, full, meta, redacted};
 use crate::vendors::gemini_cli::otel::Family;
 use crate::{EventDraft, MapContext};
@@ -181,6 +184,10 @@ const QWEN: Family = Family {
 impl OtelProfile for QwenCodeOtel {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    fn content(&self) -> &'static crate::otel::content::ContentTable {
+        &CONTENT
     }
 
     /// `service.name` `qwen-code` (or `qwen_code`), or the scope `qwen-code`.

@@ -1,5 +1,8 @@
 #![doc = include_str!("README.md")]
 
+mod content;
+pub use content::CONTENT;
+
 use serde_json::Value;
 
 use crate::otel::{Field, Mode, OtelProfile, OtelRecord, companion, full, meta, non_empty, redacted, stamp, unknown};
@@ -87,6 +90,10 @@ fn known(name: &str) -> Option<(&'static str, &'static [Field])> {
 impl OtelProfile for VscodeOtel {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    fn content(&self) -> &'static crate::otel::content::ContentTable {
+        &CONTENT
     }
 
     /// `service.name` `copilot*` (`copilot-chat`) or `vscode*`.
