@@ -9,7 +9,9 @@
 //! own key (its uuid, else its position), so mapping the same file twice gives the same
 //! events (AEP-0001 §5.1 #2: the id is the idempotency key).
 //!
-//! Pure: the caller reads the files and hands their text in.
+//! Pure: the caller reads the files and hands their text in. Which files, where, is the
+//! vendor's [`HistorySpec`] (through [`crate::HookAdapter::history`]): `aep-bridge import`
+//! offers one folder flag per vendor that has one, read from the vendor list.
 
 use serde_json::{Map, Value};
 
@@ -58,6 +60,73 @@ pub struct Imported {
     pub sessions: Vec<ImportedSession>,
     /// Every line that was skipped, in file order.
     pub issues: Vec<LineIssue>,
+}
+
+/// Where a vendor keeps its own history and how it maps: the files the caller finds and
+/// reads (a folder under the user's home by default, searched recursively), and the
+/// vendor's mapping of what was read.
+#[derive(Debug, Clone, Copy)]
+pub struct HistorySpec {
+    /// The folder under the user's home read by default (`.codex/sessions`).
+    pub home_dir: &'static str,
+    /// The `aep-bridge import` flag naming another folder (`--{flag} DIR`).
+    pub flag: &'static str,
+    /// The session files in the folder.
+    pub files: FileMatch,
+    /// Files kept beside each session file (its subagents' transcripts), if any.
+    pub companions: Option<Companions>,
+    /// Maps the session files read, in path order.
+    pub map: fn(&[SessionFile], &MapContext) -> Imported,
+}
+
+/// Which file names are wanted.
+#[derive(Debug, Clone, Copy)]
+pub struct FileMatch {
+    /// The name's start (`""` for any).
+    pub prefix: &'static str,
+    /// The name's end (`.jsonl`).
+    pub suffix: &'static str,
+    /// A file directly in a folder of this name is not one (that folder holds companions).
+    pub not_in: Option<&'static str>,
+}
+
+impl FileMatch {
+    /// Whether a file `name` in a folder named `parent` is wanted.
+    pub fn matches(&self, name: &str, parent: Option<&str>) -> bool {
+        name.starts_with(self.prefix)
+            && name.ends_with(self.suffix)
+            && !(self.not_in.is_some() && parent.is_some() && self.not_in == parent)
+    }
+}
+
+/// The files kept beside a session file.
+#[derive(Debug, Clone, Copy)]
+pub struct Companions {
+    /// Their folder, inside the one named like the session file without its extension.
+    pub dir: &'static str,
+    /// Which files in it.
+    pub files: FileMatch,
+    /// The extension that replaces a companion's own to name its metadata file (JSON), if
+    /// it has one.
+    pub meta_ext: Option<&'static str>,
+}
+
+/// A session file as read, with its companions.
+#[derive(Debug, Clone)]
+pub struct SessionFile {
+    /// The session's transcript.
+    pub transcript: Transcript,
+    /// The companions' transcripts, in path order.
+    pub companions: Vec<Companion>,
+}
+
+/// A companion's transcript with its metadata file, when there is one.
+#[derive(Debug, Clone)]
+pub struct Companion {
+    /// The companion's transcript.
+    pub transcript: Transcript,
+    /// The parsed metadata file.
+    pub meta: Option<Value>,
 }
 
 /// One parsed record: its line number and JSON object.

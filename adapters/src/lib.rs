@@ -3,20 +3,25 @@
 //!
 //! No I/O, no clock, no randomness. Per-session state that a mapping needs (synthesized
 //! runs, pending tool calls) lives in a [`SessionState`] the caller owns and passes in.
-//! Drafts lack `id`, `seq`, `epoch`, `source` and `time`: the bridge's sequencer stamps them.
+//! Drafts lack `id`, `seq`, `epoch`, `source` and `time`: the one [`stamp::Stamper`] stamps
+//! them, its time and ids handed in by the caller.
 
 use aep_schemas::{Capture, Severity};
 use serde_json::{Map, Value};
 
+pub mod attention;
 pub mod common;
 pub mod draft;
 pub mod drift;
 pub mod generic;
 pub mod history;
+pub mod late;
 pub mod observer;
 pub mod otel;
 pub mod protocols;
+pub mod session_table;
 pub mod spec;
+pub mod stamp;
 pub mod vendors;
 
 pub use draft::EventDraft;
@@ -150,6 +155,12 @@ pub trait HookAdapter: Send + Sync {
     /// (AEP-0002 §2 #5). By default every hook resumes.
     fn resumes_session(&self, _hook: &str) -> bool {
         true
+    }
+
+    /// Where the vendor keeps its own history, which `aep-bridge import` replays through
+    /// this mapping; `None` (the default) for a vendor whose history is not imported.
+    fn history(&self) -> Option<&'static history::HistorySpec> {
+        None
     }
 
     /// The reply to give the agent when nothing is decided (fail-open).

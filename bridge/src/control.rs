@@ -27,7 +27,7 @@ use std::time::Duration;
 use aep_adapters::{EventDraft, MapContext};
 use aep_schemas::{Capture, Event};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use crate::attention::{AttentionBook, Pending};
@@ -342,7 +342,7 @@ impl ControlLoop {
                 .await;
         };
         let answer = cmd.data.as_ref().and_then(|d| d.get("answer")).cloned().unwrap_or(Value::Null);
-        let applied = match apply(&pending, &answer) {
+        let applied = match pending.apply(&answer) {
             Ok(a) => a,
             // AEP-0006: an invalid answer is nacked and the request stays pending.
             Err(why) => return self.reject(&pending.agent, &session, cmd, "invalid", why).await,
@@ -360,7 +360,7 @@ impl ControlLoop {
         accepted.run = pending.run.clone();
         accepted.cause = Some(cmd.id.clone());
         let mut answered = self.answered(&pending, &applied, &cmd.id);
-        answered.data.insert("by".into(), json!(responder(cmd)));
+        answered.data.insert("by".into(), json!(aep_adapters::attention::responder(cmd)));
         let mut resolved = pending.resolved(now_ms(), "answered");
         resolved.cause = Some(cmd.id.clone());
         let stamped = self
@@ -398,37 +398,10 @@ impl ControlLoop {
         }
     }
 
-    /// `attention.answered` with the applied answer, gated at the attention ceiling.
+    /// `attention.answered` with the applied answer, gated at the attention ceiling
+    /// ([`Pending::answered`] at this loop's capture posture).
     pub fn answered(&self, p: &Pending, a: &Applied, cmd: &str) -> EventDraft {
-        let ceiling = self.cx.attention_capture.min(self.cx.capture.max(self.cx.attention_capture));
-        let mut answer = Map::new();
-        if let Some(o) = &a.option {
-            answer.insert("option".into(), json!(o));
-        }
-        // answer.text is redacted-gated (AEP-0002 §5.3): only at redacted+, through §9.4.
-        let mut level = Capture::Metadata;
-        if let Some(t) = &a.text
-            && ceiling >= Capture::Redacted
-        {
-            answer.insert("text".into(), json!(aep_schemas::redact::redact_text(t, &self.cx.redact)));
-            level = Capture::Redacted;
-        }
-        if let Some(v) = &a.values {
-            let mut gated = aep_schemas::gating::gate_form_values(&p.fields, v, ceiling);
-            if ceiling >= Capture::Redacted {
-                for val in gated.values_mut() {
-                    aep_schemas::redact::redact_value_in_place(val, &self.cx.redact);
-                }
-                if gated.len() != aep_schemas::gating::gate_form_values(&p.fields, v, Capture::Metadata).len() {
-                    level = Capture::Redacted;
-                }
-            }
-            answer.insert("values".into(), Value::Object(gated));
-        }
-        let mut d = p.lifecycle("attention.answered", level);
-        d.cause = Some(cmd.to_owned());
-        d.data.insert("answer".into(), Value::Object(answer));
-        d
+        p.answered(a, cmd, &self.cx)
     }
 
     async fn reject(
@@ -452,80 +425,6 @@ impl ControlLoop {
         let s = self.pipeline.submit_drafts("control", agent.to_owned(), vec![d]).await.ok()?;
         s.into_iter().next()
     }
-}
-
-/// Who answered, for `attention.answered` `by` (AEP-0002 §5.3, a responder label): the
-/// person a sender names on the command (`data.by`, e.g. the web view's logged-in name),
-/// else the sender's own identity (AEP-0004 §2.2: `agent` names the sender).
-fn responder(cmd: &Event) -> String {
-    cmd.data
-        .as_ref()
-        .and_then(|d| d.get("by"))
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|b| !b.is_empty() && b.chars().count() <= 64 && !b.chars().any(char::is_control))
-        .map_or_else(|| cmd.agent.to_string(), str::to_owned)
-}
-
-/// Maps an answer onto a request (AEP-0008 text rule, AEP-0006 values rule).
-pub fn apply(p: &Pending, answer: &Value) -> Result<Applied, String> {
-    let option = answer.get("option").and_then(Value::as_str);
-    let text = answer.get("text").and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty());
-    let values = answer.get("values");
-    if p.kind == "form" {
-        if let Some(v) = values {
-            aep_schemas::gating::check_form_values(&p.fields, v)?;
-            return Ok(Applied { values: v.as_object().cloned(), ..Default::default() });
-        }
-        // AEP-0006 degradation: a single-field form answered by option or text.
-        let fields = p.fields.as_array().map(Vec::as_slice).unwrap_or(&[]);
-        if fields.len() == 1
-            && let Some(id) = fields[0].get("id").and_then(Value::as_str)
-            && let Some(a) = option.or(text)
-        {
-            let mut m = Map::new();
-            m.insert(id.to_owned(), json!(a));
-            let v = Value::Object(m);
-            aep_schemas::gating::check_form_values(&p.fields, &v)?;
-            return Ok(Applied { values: v.as_object().cloned(), ..Default::default() });
-        }
-        return Err("a form request needs `answer.values`".into());
-    }
-    let options: Vec<(&str, &str)> = p
-        .options
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|o| Some((o.get("id")?.as_str()?, o.get("label").and_then(Value::as_str).unwrap_or(""))))
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(o) = option {
-        if options.iter().any(|(id, _)| *id == o) {
-            return Ok(Applied { option: Some(o.to_owned()), text: text.map(str::to_owned), values: None });
-        }
-        return Err(format!("option {o:?} is not one of the request's options"));
-    }
-    let Some(t) = text else { return Err("the answer has neither `option` nor `text`".into()) };
-    // AEP-0008: text naming an option (id, or exactly one label; trimmed, case-insensitive) IS that option.
-    if let Some((id, _)) = options.iter().find(|(id, _)| id.eq_ignore_ascii_case(t)) {
-        return Ok(Applied { option: Some((*id).to_owned()), ..Default::default() });
-    }
-    let by_label: Vec<&(&str, &str)> = options.iter().filter(|(_, l)| l.eq_ignore_ascii_case(t)).collect();
-    if by_label.len() == 1 {
-        return Ok(Applied { option: Some(by_label[0].0.to_owned()), ..Default::default() });
-    }
-    // Any other text on a permission request applies the refusing option with the text
-    // as the reason, never the permissive one.
-    if p.kind == "permission" {
-        let refusing = options
-            .iter()
-            .map(|(id, _)| *id)
-            .find(|id| matches!(*id, "deny" | "reject" | "rejected" | "no" | "decline"))
-            .ok_or_else(|| "free text on a permission request with no refusing option".to_owned())?;
-        return Ok(Applied { option: Some(refusing.to_owned()), text: Some(t.to_owned()), values: None });
-    }
-    Ok(Applied { text: Some(t.to_owned()), ..Default::default() })
 }
 
 impl Held {
@@ -569,99 +468,5 @@ impl Drop for Held {
         // Still registered means nobody waited for it (publication failed) or the hook's
         // caller went away: nothing can deliver this answer any more.
         self.control.unregister(&self.id);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pending(kind: &str, fields: Value) -> Pending {
-        Pending {
-            id: "R".into(),
-            agent: "claude-code".into(),
-            session: "s".into(),
-            run: None,
-            tool: Some("Bash".into()),
-            kind: kind.into(),
-            prompt: None,
-            options: json!([{"id": "allow", "label": "Allow"}, {"id": "deny", "label": "Deny"}]),
-            fields,
-            since_ms: 0,
-        }
-    }
-
-    #[test]
-    fn text_answers_follow_aep_0008() {
-        let p = pending("permission", Value::Null);
-        assert_eq!(apply(&p, &json!({"option": "allow"})).unwrap().option.as_deref(), Some("allow"));
-        assert_eq!(
-            apply(&p, &json!({"text": "  ALLOW "})).unwrap(),
-            Applied { option: Some("allow".into()), ..Default::default() }
-        );
-        assert_eq!(apply(&p, &json!({"text": "deny"})).unwrap().option.as_deref(), Some("deny"));
-        let guided = apply(&p, &json!({"text": "use cargo instead"})).unwrap();
-        assert_eq!((guided.option.as_deref(), guided.text.as_deref()), (Some("deny"), Some("use cargo instead")));
-        assert!(apply(&p, &json!({"option": "maybe"})).is_err());
-        assert!(apply(&p, &json!({})).is_err());
-    }
-
-    /// The vendor's reply to an applied answer, as the hook path builds it.
-    fn vendor_reply(vendor: &str, hook: &str, payload: &Value, a: &Applied) -> Vec<u8> {
-        let spec = aep_adapters::vendors::spec(vendor).unwrap();
-        spec.control.reply_bytes(&aep_adapters::spec::Held { hook, payload }, a)
-    }
-
-    #[test]
-    fn forms_validate_values_and_map_back_to_labels() {
-        let fields = json!([{"id": "1", "type": "select", "label": "1", "required": true, "other": true,
-            "choices": [{"id": "1", "label": "1"}, {"id": "2", "label": "2"}]}]);
-        let p = pending("form", fields);
-        assert!(apply(&p, &json!({"values": {}})).is_err(), "missing required field");
-        let a = apply(&p, &json!({"values": {"1": "2"}})).unwrap();
-        let input =
-            json!({"questions": [{"question": "Which db?", "options": [{"label": "Postgres"}, {"label": "SQLite"}]}]});
-        let reply: Value = serde_json::from_slice(&vendor_reply(
-            "claude-code",
-            "PermissionRequest",
-            &json!({"tool_input": input}),
-            &a,
-        ))
-        .unwrap();
-        assert_eq!(reply["hookSpecificOutput"]["decision"]["behavior"], "allow");
-        assert_eq!(reply["hookSpecificOutput"]["decision"]["updatedInput"]["answers"]["Which db?"], "SQLite");
-        assert_eq!(reply["hookSpecificOutput"]["decision"]["updatedInput"]["questions"][0]["question"], "Which db?");
-    }
-
-    #[test]
-    fn gated_vendors_reply_in_their_own_shape() {
-        let deny = Applied { option: Some("deny".into()), text: Some("not now".into()), values: None };
-        let allow = Applied { option: Some("allow".into()), ..Default::default() };
-        let ask = Applied { option: Some("ask".into()), ..Default::default() };
-        let r = |v: &str, h: &str, a: &Applied| -> Value {
-            serde_json::from_slice(&vendor_reply(v, h, &json!({}), a)).unwrap()
-        };
-        assert_eq!(r("vscode", "PreToolUse", &ask)["hookSpecificOutput"]["permissionDecision"], "ask");
-        assert_eq!(r("vscode", "PreToolUse", &deny)["hookSpecificOutput"]["permissionDecisionReason"], "not now");
-        assert_eq!(r("kimi-code", "PreToolUse", &allow), json!({}));
-        assert_eq!(r("hermes", "pre_tool_call", &deny), json!({"action": "block", "message": "not now"}));
-        assert_eq!(r("pi", "tool_call", &deny), json!({"block": true, "reason": "not now"}));
-        let hermes = aep_adapters::vendors::spec("hermes").unwrap();
-        assert!(hermes.control.may_hold("pre_tool_call") && !hermes.control.may_hold("post_tool_call"));
-        assert_eq!(aep_adapters::spec::tool_of(&json!({"toolName": "bash"})), Some("bash"));
-    }
-
-    #[test]
-    fn permission_replies_in_each_vendor_shape() {
-        let deny = Applied { option: Some("deny".into()), text: Some("no".into()), values: None };
-        let cc: Value = serde_json::from_slice(&vendor_reply("codex", "PermissionRequest", &json!({}), &deny)).unwrap();
-        assert_eq!(
-            cc,
-            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "deny", "message": "no"}}})
-        );
-        let allow = Applied { option: Some("allow".into()), ..Default::default() };
-        let oc: Value =
-            serde_json::from_slice(&vendor_reply("opencode", "permission.ask", &json!({}), &allow)).unwrap();
-        assert_eq!(oc, json!({"status": "allow"}));
     }
 }

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use aep_adapters::{HookAdapter, HookCall, MapContext, SessionState};
+use aep_adapters::session_table::{SessionTable, check_hook_name, check_sessions};
+use aep_adapters::{HookAdapter, HookCall, MapContext};
 use aep_receivers::hooks::{HookError, HookHandler, HookReply};
 use serde::Deserialize;
 use serde_json::Value;
@@ -18,8 +19,8 @@ use crate::pipeline::Pipeline;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
-    /// A session silent this long, whose vendor never ends it itself (Qwen Code's headless
-    /// mode), is ended as `session.ended` with reason `timeout`; seconds, 0 never.
+    /// A session silent this long, whose vendor never ends it itself (its adapter's
+    /// `close_idle`, e.g. a headless mode), is ended as `session.ended` with reason `timeout`; seconds, 0 never.
     pub idle_session_secs: u64,
 }
 
@@ -29,11 +30,6 @@ impl Default for HooksConfig {
     }
 }
 
-/// Most `(vendor, session)` mapping states kept; beyond it the least recently used is dropped
-/// (a dropped state only loses synthesized-run memory and, for a session its vendor never
-/// ends, the idle close; never an event).
-const MAX_SESSIONS: usize = 10_000;
-
 /// The clock the handler reads (Unix milliseconds); tests substitute a fake one.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
@@ -41,7 +37,8 @@ pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 pub struct BridgeHooks {
     pipeline: Pipeline,
     adapters: HashMap<&'static str, Box<dyn HookAdapter>>,
-    states: Mutex<SessionStates>,
+    /// The mapping states and session lifetimes.
+    states: Mutex<SessionTable>,
     cx: MapContext,
     token: Option<String>,
     metrics: Arc<Metrics>,
@@ -56,78 +53,15 @@ pub struct BridgeHooks {
     nonces: crate::auth::Nonces,
     /// `aep.hook.duration`.
     timer: crate::genai::HookTimer,
-    /// The reply route of the plugins' bus asks (OpenCode, Kilo Code).
+    /// The reply route of the asks of plugins that forward their server's bus (the
+    /// vendor's spec names it).
     replies: Option<Arc<crate::bridges::reply::Replies>>,
     /// The sessions each vendor's hook calls delivered (an SSE companion adds nothing for them).
     sessions: Arc<crate::bridges::claims::HookSessions>,
     /// Calls dropped to keep their session's order, and what depends on them.
-    late: crate::late::LateCalls,
+    late: aep_adapters::late::LateCalls,
     /// What `doctor`'s probe learns of this bridge ([`HookHandler::about`]).
     about: Value,
-}
-
-/// One `(vendor, session)` mapping state and when it was last used.
-#[derive(Default)]
-struct Slot {
-    state: SessionState,
-    /// The LRU tick of the last call.
-    tick: u64,
-    /// When the last call came (the handler's clock, Unix ms).
-    last_ms: u64,
-    /// The event time of the last call's drafts (the vendor's timestamp when it gave one).
-    last_time: Option<String>,
-}
-
-#[derive(Default)]
-struct SessionStates {
-    map: HashMap<(String, String), Slot>,
-    /// Per vendor session: the AEP session generation and whether it has ended.
-    lifetimes: HashMap<(String, String), Lifetime>,
-    tick: u64,
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Lifetime {
-    generation: u32,
-    ended: bool,
-}
-
-/// The AEP session name of generation `g` of a vendor session: the vendor id itself, then
-/// `{id}.{g}` for continuations.
-fn generation_name(id: &str, g: u32) -> String {
-    if g <= 1 { id.to_owned() } else { format!("{id}.{g}") }
-}
-
-/// Applies session lifetimes to a batch. A vendor that resumes a session after it ended
-/// (Claude Code `--resume` reuses the session id) would otherwise emit a second
-/// `session.ended` for one AEP session (AEP-0002 §2 convention 5); the continuation
-/// becomes a new AEP session `{id}.{n}` whose `session.started` names the previous one as
-/// `parent` (lineage), so an observer still sees one conversation. A call that does not
-/// `resume` (a late completion, e.g. Codex `notify` after `SessionEnd`) stays on the ended
-/// session: Events after a terminal are legal there (AEP-0002 §2 #5).
-fn apply_lifetime(life: &mut Lifetime, drafts: &mut [aep_adapters::EventDraft], resume: bool) {
-    if life.generation == 0 {
-        life.generation = 1;
-    }
-    if life.ended && resume && !drafts.is_empty() {
-        life.generation += 1;
-        life.ended = false;
-    }
-    if life.generation > 1 {
-        for d in drafts.iter_mut() {
-            if let Some(s) = &d.session {
-                let prev = generation_name(s, life.generation - 1);
-                let name = generation_name(s, life.generation);
-                if d.r#type == "session.started" && !d.data.contains_key("parent") {
-                    d.data.insert("parent".into(), serde_json::json!({ "session": prev }));
-                }
-                d.session = Some(name);
-            }
-        }
-    }
-    if drafts.iter().any(|d| d.r#type == "session.ended") {
-        life.ended = true;
-    }
 }
 
 impl BridgeHooks {
@@ -137,7 +71,7 @@ impl BridgeHooks {
         Self {
             pipeline,
             adapters: adapters.into_iter().map(|a| (a.vendor(), a)).collect(),
-            states: Mutex::new(SessionStates::default()),
+            states: Mutex::new(SessionTable::default()),
             cx,
             token,
             attention: Arc::new(AttentionBook::default()),
@@ -209,7 +143,7 @@ impl BridgeHooks {
     }
 
     /// Ends the sessions silent for the idle window whose adapter says their vendor never
-    /// will (Qwen Code's headless sessions: `session.ended`, reason `timeout`), each once,
+    /// will (a headless mode's sessions: `session.ended`, reason `timeout`), each once,
     /// stamped at the last moment the session was heard from. Their mapping state is
     /// dropped, so a later call is a first sight: a continuation (`{id}.2`, lineage to the
     /// ended one). Returns how many sessions were ended.
@@ -217,31 +151,9 @@ impl BridgeHooks {
         let Some(idle) = self.idle else { return 0 };
         let now = (self.clock)();
         let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
-        let batches: Vec<(&'static str, Vec<aep_adapters::EventDraft>)> = {
+        let batches = {
             let Ok(mut states) = self.states.lock() else { return 0 };
-            let due: Vec<_> = states
-                .map
-                .iter()
-                .filter(|(_, slot)| now.saturating_sub(slot.last_ms) >= idle_ms)
-                .map(|(k, _)| k.clone())
-                .collect();
-            let mut out = Vec::new();
-            for key in due {
-                let Some(adapter) = self.adapters.get(key.0.as_str()) else { continue };
-                let Some(slot) = states.map.get_mut(&key) else { continue };
-                let mut drafts = adapter.close_idle(&key.1, &mut slot.state, &self.cx);
-                if drafts.is_empty() {
-                    continue;
-                }
-                let time = slot.last_time.clone().unwrap_or_else(|| aep_schemas::time::format_rfc3339_ms(slot.last_ms));
-                for d in &mut drafts {
-                    d.time.get_or_insert_with(|| time.clone());
-                }
-                states.map.remove(&key);
-                apply_lifetime(states.lifetimes.entry(key).or_default(), &mut drafts, true);
-                out.push((adapter.vendor(), drafts));
-            }
-            out
+            states.close_idle(|vendor| self.adapters.get(vendor).map(|a| a.as_ref()), now, idle_ms, &self.cx)
         };
         let closed = batches.len();
         for (vendor, mut drafts) in batches {
@@ -287,6 +199,7 @@ impl BridgeHooks {
         v
     }
 
+    /// Maps a call through its session's state ([`SessionTable::map`]).
     fn map(
         &self,
         adapter: &dyn HookAdapter,
@@ -294,38 +207,10 @@ impl BridgeHooks {
         hook: &str,
         now_ms: u64,
     ) -> Result<Vec<aep_adapters::EventDraft>, HookError> {
-        let session = adapter.session_id(call).unwrap_or_default();
-        let key = (adapter.vendor().to_owned(), session);
         let mut states = self.states.lock().map_err(|_| HookError::Unavailable("state lock poisoned".into()))?;
-        states.tick += 1;
-        let tick = states.tick;
-        if !states.map.contains_key(&key)
-            && states.map.len() >= MAX_SESSIONS
-            && let Some(oldest) = states.map.iter().min_by_key(|(_, slot)| slot.tick).map(|(k, _)| k.clone())
-        {
-            states.map.remove(&oldest);
-        }
-        if !states.lifetimes.contains_key(&key) && states.lifetimes.len() >= MAX_SESSIONS * 4 {
-            states.lifetimes.clear();
-        }
-        let slot = states.map.entry(key.clone()).or_default();
-        slot.tick = tick;
-        slot.last_ms = now_ms;
-        let mut drafts =
-            adapter.map(call, &mut slot.state, &self.cx).map_err(|e| HookError::Unmappable(e.to_string()))?;
-        // What the adapter was not written for: counted, and recorded once per session.
-        let drift = aep_adapters::drift::observe(adapter, hook, call.payload, &mut slot.state, &self.cx);
+        let (drafts, drift) =
+            states.map(adapter, call, hook, now_ms, &self.cx).map_err(|e| HookError::Unmappable(e.to_string()))?;
         self.metrics.drift.count(adapter.vendor(), drift.version.as_deref(), &drift.drift);
-        if let Some(record) = drift.draft {
-            aep_adapters::drift::place(&mut drafts, record);
-        }
-        if let Some(t) = drafts.iter().rev().find_map(|d| d.time.clone()) {
-            slot.last_time = Some(t);
-        } else if !drafts.is_empty() {
-            slot.last_time = None;
-        }
-        let life = states.lifetimes.entry(key).or_default();
-        apply_lifetime(life, &mut drafts, adapter.resumes_session(hook));
         Ok(drafts)
     }
 }
@@ -383,8 +268,8 @@ impl HookHandler for BridgeHooks {
         let Some(session) = adapter.session_id(&call) else { return };
         // What the call would have opened, mapped apart from the session's state (the call
         // did not happen as far as the log and that state are concerned).
-        let drafts = adapter.map(&call, &mut SessionState::default(), &self.cx).unwrap_or_default();
-        if let Some(n) = self.late.dropped(adapter.vendor(), &session, &drafts) {
+        let drafts = adapter.map(&call, &mut aep_adapters::SessionState::default(), &self.cx).unwrap_or_default();
+        if let Some(n) = self.late.dropped(adapter.vendor(), &session, &drafts, (self.clock)()) {
             tracing::warn!(
                 vendor = adapter.vendor(),
                 dropped = n,
@@ -408,134 +293,88 @@ impl HookHandler for BridgeHooks {
 }
 
 impl BridgeHooks {
-    /// [`HookHandler::handle`] without its timer.
+    /// [`HookHandler::handle`] without its timer: the call mapped (a late call of its
+    /// session dropped), then the steps below in order, each on the batch of drafts the call
+    /// made. A moment this call settled over a
+    /// reply route ends there; otherwise the gate, the answer channel, the route's asks and
+    /// the attention book rewrite the batch, a moment answerable over control is held, the
+    /// batch is published, and the reply is the vendor's neutral one or the applied answer.
     async fn answer(&self, vendor: String, event: Option<String>, payload: Value) -> Result<HookReply, HookError> {
         let adapter = self.adapters.get(vendor.as_str()).ok_or_else(|| HookError::UnknownVendor(vendor.clone()))?;
         let call = HookCall { event: event.as_deref(), payload: &payload };
         let hook = adapter.hook_name(&call).map_err(|e| HookError::Unmappable(e.to_string()))?;
-        check_hook_name(&hook)?;
+        check_hook_name(&hook).map_err(HookError::Unmappable)?;
         let now = (self.clock)();
         let mut drafts = self.map(adapter.as_ref(), &call, &hook, now)?;
-        check_sessions(&drafts)?;
-        if let Some(session) = adapter.session_id(&call) {
-            let n = self.late.filter(adapter.vendor(), &session, &mut drafts);
-            for _ in 0..n {
-                self.metrics.dropped.inc(&[("sink", "hook_order"), ("severity", "info")]);
-            }
-        }
+        check_sessions(&drafts).map_err(HookError::Unmappable)?;
+        let vendor = adapter.vendor();
+        self.keep_session_order(adapter.as_ref(), &call, &mut drafts);
         if let Some(session) = drafts.iter().find_map(|d| d.session.as_deref()) {
-            self.sessions.claim(adapter.vendor(), session);
+            self.sessions.claim(vendor, session);
         }
+        let neutral = || HookReply::new(adapter.neutral_reply(&hook).as_bytes());
         // What the vendor's folder says about control: looked up once per hook.
-        let spec = aep_adapters::vendors::spec(adapter.vendor());
+        let spec = aep_adapters::vendors::spec(vendor);
         // The reply route whose asks this moment carries (a plugin's bus moment), if any.
         let route = spec.and_then(|s| s.reply_route()).filter(|r| r.asks_on(&hook));
-        // A reply-route ask the vendor settled (bus `permission.replied`): its outcome, after
-        // the command's ack when a command answered it; spawned, so a caller giving up does
-        // not lose the terminal.
         if let Some(route) = route
-            && let (Some(replies), Some(control)) = (&self.replies, &self.control)
-            && let Some(ask) = route.settled_by(&hook, &payload).and_then(|id| replies.take(id))
+            && let Some(ask) = self.settled_over_route(route, &hook, &payload)
         {
-            let (replies, control, pipeline, book) =
-                (replies.clone(), control.clone(), self.pipeline.clone(), self.attention.clone());
-            let vendor = adapter.vendor();
-            drafts.retain(|d| d.r#type != "attention.resolved");
-            let task = tokio::spawn(async move {
-                drafts.extend(replies.outcome(ask, "answered", &control, &pipeline).await);
-                control.claim(vendor, &drafts);
-                if let Ok(s) = pipeline.submit_drafts("hook", vendor, drafts).await {
-                    book.observe(&s, now);
-                    control.observe(&s);
-                }
-            });
-            let _ = task.await;
-            return Ok(HookReply::new(adapter.neutral_reply(&hook).as_bytes()));
+            self.publish_route_outcome(vendor, ask, drafts, now).await;
+            return Ok(neutral());
         }
-        // Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes
-        // an answerable permission request, scoped by tool name.
-        if self.hold
-            && let Some(gate) = spec.and_then(|s| s.control.gate).filter(|g| g.moment == hook)
-            && let Some(tools) = self.gates.get(adapter.vendor())
-            && let Some(tool) = aep_adapters::spec::tool_of(&payload)
-            && (tools.is_empty() || tools.iter().any(|t| t == tool))
-        {
-            let mut d = aep_adapters::spec::gate_request(adapter.vendor(), &gate, tool, &payload, &self.cx);
-            d.session = drafts.iter().find_map(|d| d.session.clone()).or_else(|| adapter.session_id(&call));
-            d.run = drafts.iter().find_map(|d| d.run.clone());
-            drafts.push(d);
+        if let Some(gate) = spec.and_then(|s| s.control.gate) {
+            self.gate(adapter.as_ref(), &gate, &hook, &call, &mut drafts);
         }
-        if !self.hold {
-            // Nothing can deliver an answer (no token, no relay): say so honestly, the
-            // request is answered in the agent's own UI (AEP-0008 respond_via).
-            for d in drafts.iter_mut().filter(|d| d.r#type == "attention.requested") {
-                if d.data.get("respond_via").and_then(Value::as_array).is_some_and(|v| v.iter().any(|x| x == "control"))
-                {
-                    d.data.insert("respond_via".into(), serde_json::json!(["oob"]));
-                }
-            }
+        self.declare_answer_channel(&mut drafts);
+        if let Some(route) = route {
+            self.raise_route_asks(route, vendor, &payload, &mut drafts, now);
         }
-        let vendor = adapter.vendor();
-        if self.hold
-            && let Some(route) = route
-            && let (Some(replies), Some(control)) = (&self.replies, &self.control)
-        {
-            let at =
-                crate::bridges::reply::PluginAsks { control, book: &self.attention, pipeline: &self.pipeline, now };
-            replies.raise_plugin_asks(route, vendor, &payload, &mut drafts, &at);
-        }
-        let settled = self.attention.settle(vendor, &mut drafts, now);
-        if let Some(replies) = &self.replies {
-            // Closed before their session's end: no longer answerable over a reply route.
-            for id in &settled {
-                replies.take_request(id);
-            }
-        }
-        // A moment answerable over control is registered before its request is published:
-        // the id is minted here, the book opens it and the waiter exists, so a command sent
-        // the instant the request is seen is applied (AEP-0004 §2, AEP-0008).
-        let held = match &self.control {
-            Some(control) if self.hold && spec.is_some_and(|s| s.control.may_hold(&hook)) => {
-                drafts.iter_mut().find(|d| answerable(d)).and_then(|d| {
-                    let session = d.session.clone()?;
-                    let id = self.pipeline.mint_id();
-                    d.id = Some(id.clone());
-                    let p = Pending::from_request(id, vendor, session, d.run.clone(), d.subject.clone(), &d.data, now);
-                    self.attention.open(p.clone());
-                    Some(control.register(p))
-                })
-            }
+        let settled = self.settle_attention(vendor, &mut drafts, now);
+        let held = match spec {
+            Some(spec) if spec.control.may_hold(&hook) => self.hold_request(vendor, &mut drafts, now),
             _ => None,
         };
-        if let Some(control) = &self.control {
-            control.claim(vendor, &drafts);
-        }
-        let stamped = match self.pipeline.submit_drafts("hook", adapter.vendor(), drafts).await {
-            Ok(s) => s,
-            Err(e) => {
-                if let Some(h) = &held {
-                    self.attention.take(h.id());
-                }
-                return Err(HookError::Unavailable(e.to_string()));
-            }
-        };
-        // Answer only once the events are in the log file (written, not yet fsynced), so a
-        // kill -9 after the answer loses nothing acknowledged. A stalled
-        // writer costs the agent at most ACK_WAIT: hooks fail open.
-        if !self.pipeline.written(ACK_WAIT).await {
-            tracing::warn!(vendor, "The log writer did not confirm within {ACK_WAIT:?}; answering anyway.");
-        }
-        let neutral = adapter.neutral_reply(&hook).as_bytes().to_vec();
+        let stamped = self.publish(vendor, drafts, held.as_ref()).await?;
         if !self.admitted(&stamped, &settled, now) {
-            return Ok(HookReply::new(neutral));
+            return Ok(neutral());
         }
-        let Some(h) = held else { return Ok(HookReply::new(neutral)) };
-        // Held: the reply's headers go out now with the budget, so the shim waits for a human
-        // only on a bridge that said it holds; the body follows with the answer.
-        let budget = h.budget() + ACK_WAIT + HOLD_MARGIN;
+        let Some((spec, held)) = spec.zip(held) else { return Ok(neutral()) };
+        let neutral = adapter.neutral_reply(&hook).as_bytes().to_vec();
+        Ok(self.reply_when_answered(vendor, spec, held, hook, payload, neutral))
+    }
+
+    /// Keeps the session's order: drops the calls of a session that arrive after a later
+    /// call of it was already recorded (and what depends on them), counted as shed.
+    fn keep_session_order(
+        &self,
+        adapter: &dyn HookAdapter,
+        call: &HookCall<'_>,
+        drafts: &mut Vec<aep_adapters::EventDraft>,
+    ) {
+        let Some(session) = adapter.session_id(call) else { return };
+        let n = self.late.filter(adapter.vendor(), &session, drafts);
+        for _ in 0..n {
+            self.metrics.dropped.inc(&[("sink", "hook_order"), ("severity", "info")]);
+        }
+    }
+
+    /// The reply to a held moment: its headers go out now with the budget, so the shim
+    /// waits for a human only on a bridge that said it holds; the body follows with the
+    /// applied answer, or the vendor's neutral reply when none came.
+    fn reply_when_answered(
+        &self,
+        vendor: &'static str,
+        spec: &'static aep_adapters::spec::VendorSpec,
+        held: crate::control::Held,
+        hook: String,
+        payload: Value,
+        neutral: Vec<u8>,
+    ) -> HookReply {
+        let budget = held.budget() + ACK_WAIT + HOLD_MARGIN;
         let pipeline = self.pipeline.clone();
-        Ok(HookReply::held(budget, async move {
-            let Some(applied) = h.wait().await else { return neutral.into() };
+        HookReply::held(budget, async move {
+            let Some(applied) = held.wait().await else { return neutral.into() };
             // The answer's events (the command's ack, `attention.answered`, `resolved`) were
             // handed to the log before the waiter woke: the agent acts on the answer only
             // once the log holds it (AEP-0004 §7, the answer is recorded as it is applied).
@@ -546,8 +385,160 @@ impl BridgeHooks {
                 );
             }
             let held = aep_adapters::spec::Held { hook: &hook, payload: &payload };
-            spec.map(|s| s.control.reply_bytes(&held, &applied)).unwrap_or_default().into()
-        }))
+            spec.control.reply_bytes(&held, &applied).into()
+        })
+    }
+
+    /// The ask a reply route tracks that this moment settles (a bus `permission.replied`),
+    /// taken from the route's memory.
+    fn settled_over_route(
+        &self,
+        route: &aep_adapters::spec::ReplyRoute,
+        hook: &str,
+        payload: &Value,
+    ) -> Option<crate::bridges::reply::Ask> {
+        let (replies, _) = self.replies.as_ref().zip(self.control.as_ref())?;
+        route.settled_by(hook, payload).and_then(|id| replies.take(id))
+    }
+
+    /// A reply-route ask the vendor settled: its outcome (after the command's ack when a
+    /// command answered it) in place of the mapping's own `attention.resolved`. Spawned, so
+    /// a caller giving up does not lose the terminal.
+    async fn publish_route_outcome(
+        &self,
+        vendor: &'static str,
+        ask: crate::bridges::reply::Ask,
+        mut drafts: Vec<aep_adapters::EventDraft>,
+        now: u64,
+    ) {
+        let (Some(replies), Some(control)) = (&self.replies, &self.control) else { return };
+        let (replies, control, pipeline, book) =
+            (replies.clone(), control.clone(), self.pipeline.clone(), self.attention.clone());
+        drafts.retain(|d| d.r#type != "attention.resolved");
+        let task = tokio::spawn(async move {
+            drafts.extend(replies.outcome(ask, "answered", &control, &pipeline).await);
+            control.claim(vendor, &drafts);
+            if let Ok(s) = pipeline.submit_drafts("hook", vendor, drafts).await {
+                book.observe(&s, now);
+                control.observe(&s);
+            }
+        });
+        let _ = task.await;
+    }
+
+    /// Opt-in gates (`[control.gates]`): the vendor's blockable pre-tool moment becomes an
+    /// answerable permission request, scoped by tool name; only while moments are held.
+    fn gate(
+        &self,
+        adapter: &dyn HookAdapter,
+        gate: &aep_adapters::spec::Gate,
+        hook: &str,
+        call: &HookCall<'_>,
+        drafts: &mut Vec<aep_adapters::EventDraft>,
+    ) {
+        if !self.hold || gate.moment != hook {
+            return;
+        }
+        let vendor = adapter.vendor();
+        let Some(tools) = self.gates.get(vendor) else { return };
+        let Some(tool) = aep_adapters::spec::tool_of(call.payload) else { return };
+        if !(tools.is_empty() || tools.iter().any(|t| t == tool)) {
+            return;
+        }
+        let mut d = aep_adapters::spec::gate_request(vendor, gate, tool, call.payload, &self.cx);
+        d.session = drafts.iter().find_map(|d| d.session.clone()).or_else(|| adapter.session_id(call));
+        d.run = drafts.iter().find_map(|d| d.run.clone());
+        drafts.push(d);
+    }
+
+    /// When nothing can deliver an answer (no token, no relay) the requests say so honestly:
+    /// answered in the agent's own UI (AEP-0008 `respond_via`), not over control.
+    fn declare_answer_channel(&self, drafts: &mut [aep_adapters::EventDraft]) {
+        if self.hold {
+            return;
+        }
+        for d in drafts.iter_mut().filter(|d| answerable(d)) {
+            d.data.insert("respond_via".into(), serde_json::json!(["oob"]));
+        }
+    }
+
+    /// A plugin's bus asks, raised as requests answerable over the server's reply route;
+    /// only while moments are held.
+    fn raise_route_asks(
+        &self,
+        route: &'static aep_adapters::spec::ReplyRoute,
+        vendor: &str,
+        payload: &Value,
+        drafts: &mut [aep_adapters::EventDraft],
+        now: u64,
+    ) {
+        if !self.hold {
+            return;
+        }
+        let (Some(replies), Some(control)) = (&self.replies, &self.control) else { return };
+        let at = crate::bridges::reply::PluginAsks { control, book: &self.attention, pipeline: &self.pipeline, now };
+        replies.raise_plugin_asks(route, vendor, payload, drafts, &at);
+    }
+
+    /// The attention book's rewrite of the batch (requests the agent's own surface settled,
+    /// those still open before a session ends); the settled requests are no longer
+    /// answerable over a reply route. Returns their ids.
+    fn settle_attention(&self, vendor: &str, drafts: &mut Vec<aep_adapters::EventDraft>, now: u64) -> Vec<String> {
+        let settled = self.attention.settle(vendor, drafts, now);
+        if let Some(replies) = &self.replies {
+            for id in &settled {
+                replies.take_request(id);
+            }
+        }
+        settled
+    }
+
+    /// Holds the batch's request answerable over control (on a moment the vendor lets us
+    /// hold): its id is minted here, the book opens it and the waiter exists before the
+    /// request is published, so a command sent the instant the request is seen is applied
+    /// (AEP-0004 §2, AEP-0008).
+    fn hold_request(
+        &self,
+        vendor: &str,
+        drafts: &mut [aep_adapters::EventDraft],
+        now: u64,
+    ) -> Option<crate::control::Held> {
+        let control = self.control.as_ref().filter(|_| self.hold)?;
+        let d = drafts.iter_mut().find(|d| answerable(d))?;
+        let session = d.session.clone()?;
+        let id = self.pipeline.mint_id();
+        d.id = Some(id.clone());
+        let p = Pending::from_request(id, vendor, session, d.run.clone(), d.subject.clone(), &d.data, now);
+        self.attention.open(p.clone());
+        Some(control.register(p))
+    }
+
+    /// Publishes the batch and waits until the log holds it: the answer goes only once the
+    /// events are in the log file (written, not yet fsynced), so a kill -9 after the answer
+    /// loses nothing acknowledged. A stalled writer costs the agent at most [`ACK_WAIT`]:
+    /// hooks fail open. A batch the pipeline refuses closes its held request.
+    async fn publish(
+        &self,
+        vendor: &'static str,
+        drafts: Vec<aep_adapters::EventDraft>,
+        held: Option<&crate::control::Held>,
+    ) -> Result<Vec<Arc<crate::pipeline::Stamped>>, HookError> {
+        if let Some(control) = &self.control {
+            control.claim(vendor, &drafts);
+        }
+        let stamped = match self.pipeline.submit_drafts("hook", vendor, drafts).await {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some(h) = held {
+                    self.attention.take(h.id());
+                }
+                return Err(HookError::Unavailable(e.to_string()));
+            }
+        };
+        if !self.pipeline.written(ACK_WAIT).await {
+            tracing::warn!(vendor, "The log writer did not confirm within {ACK_WAIT:?}; answering anyway.");
+        }
+        Ok(stamped)
     }
 }
 
@@ -566,50 +557,6 @@ pub async fn run_idle_close(hooks: Arc<BridgeHooks>, shutdown: tokio_util::sync:
     }
 }
 
-/// Longest hook name accepted (the longest real one, `UserPromptSubmit`-like names, is ~30).
-const MAX_HOOK_NAME: usize = 64;
-/// Longest session id accepted (real ones are UUIDs, ULIDs or `ses_...` ids).
-const MAX_SESSION_ID: usize = 256;
-
-/// A hook name becomes part of an event type (`x.{vendor}.{category}.{hook}`, AEP-0001 §6):
-/// it must be a short token, or the bridge would mint types its own validator rejects.
-fn check_hook_name(hook: &str) -> Result<(), HookError> {
-    let ok = !hook.is_empty()
-        && hook.len() <= MAX_HOOK_NAME
-        && hook.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b':'));
-    if ok {
-        return Ok(());
-    }
-    let shown: String = hook.chars().take(MAX_HOOK_NAME).flat_map(char::escape_default).collect();
-    Err(HookError::Unmappable(format!(
-        "hook name {shown:?} is not a token of at most {MAX_HOOK_NAME} ASCII letters, digits, '_', '.', '-' or ':'"
-    )))
-}
-
-/// Every event but `agent.*` belongs to a session (AEP-0001 §5.1): a payload whose session id
-/// is missing, empty, oversized or carries control characters is refused, not emitted sessionless.
-fn check_sessions(drafts: &[aep_adapters::EventDraft]) -> Result<(), HookError> {
-    for d in drafts {
-        if aep_schemas::event::is_agent_scoped(&d.r#type) {
-            continue;
-        }
-        match d.session.as_deref() {
-            None | Some("") => {
-                return Err(HookError::Unmappable(
-                    "the hook payload names no session (session id missing or empty)".into(),
-                ));
-            }
-            Some(s) if s.len() > MAX_SESSION_ID || s.chars().any(char::is_control) => {
-                return Err(HookError::Unmappable(format!(
-                    "session id is longer than {MAX_SESSION_ID} bytes or contains control characters"
-                )));
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(())
-}
-
 /// An `attention.requested` that declares it can be answered over control (AEP-0008 `respond_via`).
 fn answerable(d: &aep_adapters::EventDraft) -> bool {
     d.r#type == "attention.requested"
@@ -619,14 +566,6 @@ fn answerable(d: &aep_adapters::EventDraft) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aep_adapters::EventDraft;
-    use aep_schemas::Capture;
-
-    fn d(ty: &str) -> EventDraft {
-        let mut d = EventDraft::new(ty, Capture::Metadata);
-        d.session = Some("s".into());
-        d
-    }
 
     /// What a subscriber could do the moment the request is admitted: is it answerable yet?
     #[derive(Default)]
@@ -824,20 +763,5 @@ mod tests {
         hooks.handle("codex".into(), None, resume).await.unwrap();
         let again = seen.0.lock().unwrap().last().cloned().unwrap();
         assert_eq!(again.session.as_deref(), Some(format!("{thread}.2").as_str()));
-    }
-
-    #[test]
-    fn a_resumed_session_becomes_a_linked_continuation() {
-        let mut life = Lifetime::default();
-        let mut a = vec![d("session.started"), d("session.ended")];
-        apply_lifetime(&mut life, &mut a, true);
-        assert_eq!(a[1].session.as_deref(), Some("s"));
-        let mut b = vec![d("session.started")];
-        apply_lifetime(&mut life, &mut b, true);
-        assert_eq!(b[0].session.as_deref(), Some("s.2"));
-        assert_eq!(b[0].data["parent"]["session"], "s");
-        let mut c = vec![d("run.started")];
-        apply_lifetime(&mut life, &mut c, true);
-        assert_eq!(c[0].session.as_deref(), Some("s.2"));
     }
 }

@@ -4,25 +4,25 @@
 //!
 //! The flow, module by module: receivers (`hooks`, `otlp_in`, the collector's ingest) map
 //! what arrives through the pure adapters into drafts; the [`pipeline`] stamps them (with
-//! the one `stamp::Stamper`, which `wrap` uses too) and fans them out to the [`sinks`], the
-//! [`collector`] and the exporters ([`export`], [`relay`]); the `control` loop holds
-//! permission moments until a human answers. [`server`] wires them and serves them. The `aep-bridge` command (`bridge/cli`) is the CLI over this
-//! library (and [`client`], the collector client it shares with the `aep-bench` load tools).
-//! [`wrap`] is the stdio tee behind `aep-bridge wrap`, delivering to a running bridge;
-//! [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`); [`ui`]
-//! is the live web view served on the main port. [`guard`] keeps other origins' web pages
-//! and rebinding names out of every route, [`health`] answers the probes, [`lock`] keeps
-//! one `serve` per data directory, and `notify` speaks to systemd.
+//! the one [`stamp::Stamper`], which the CLI's stdio tee uses too) and fans them out to the
+//! [`sinks`], the [`collector`] and the exporters ([`export`], [`relay`]); the `control`
+//! loop holds permission moments until a human answers. [`server`] wires them and serves
+//! them. [`bridges`] are the observers of agents' own server streams (`[bridges.<name>]`);
+//! [`ui`] is the live web view served on the main port. [`guard`] keeps other origins' web
+//! pages and rebinding names out of every route, [`health`] answers the probes, [`lock`]
+//! keeps one `serve` per data directory, and `notify` speaks to systemd. The `aep-bridge`
+//! command (`bridge/cli`) is the CLI over this library, with the clients of a running bridge
+//! (`tail`, `timeline`, `respond`, the `wrap` tee) as its own modules.
 //!
 //! # The facade
 //!
 //! Public are the modules the CLI, the load tools and the integration tests drive: the
-//! daemon ([`server`], [`config`], [`pipeline`], [`sinks`], [`collector`], [`export`]), the
-//! client side ([`client`], [`wrap`], [`transport`]) and what they share ([`env`],
-//! [`time`], [`metrics`], [`state`]). The control loop, the attention book, the hook
-//! receiver, the command channel, the token check, the GenAI measurer and the stamper are
-//! internal (`pub(crate)`): they are reached through [`server::Daemon`] and the HTTP and
-//! WebSocket surfaces it serves.
+//! daemon ([`server`], [`config`], [`pipeline`], [`sinks`], [`collector`], [`export`]),
+//! the one outbound [`transport`] and what the clients share with it ([`env`], [`time`],
+//! [`metrics`], [`state`], [`stamp`]). The control loop, the attention book, the hook
+//! receiver, the command channel, the token check and the GenAI measurer are internal
+//! (`pub(crate)`): they are reached through [`server::Daemon`] and the HTTP and WebSocket
+//! surfaces it serves.
 //!
 //! # Two OpenTelemetry crates, decided
 //!
@@ -48,7 +48,6 @@ pub(crate) mod attention;
 pub(crate) mod auth;
 pub mod bridges;
 pub(crate) mod bus_asks;
-pub mod client;
 pub mod collector;
 pub(crate) mod commands;
 pub mod config;
@@ -61,21 +60,18 @@ pub(crate) mod genai;
 pub mod guard;
 pub mod health;
 pub(crate) mod hooks;
-pub(crate) mod late;
 pub mod lock;
 pub mod metrics;
 #[cfg(unix)]
 pub mod notify;
 pub mod otlp_in;
-pub mod otlp_tee;
 pub mod pipeline;
 pub mod relay;
 pub mod server;
 pub mod sinks;
-pub(crate) mod stamp;
+pub mod stamp;
 pub mod state;
 pub(crate) mod throttle;
 pub mod time;
 pub mod transport;
 pub mod ui;
-pub mod wrap;

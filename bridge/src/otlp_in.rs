@@ -12,15 +12,15 @@
 //! flight an export is answered 503 / `UNAVAILABLE` with a retry delay (OTLP backpressure),
 //! never dropped silently.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aep_adapters::MapContext;
-use aep_adapters::otel::generic::{self, GenericOtel};
-use aep_adapters::otel::{MappedDraft, Mode, OtelRecord, map_batch};
-use aep_adapters::vendors::{OtelVendor, otel_selector};
+use aep_adapters::otel::{MappedDraft, Mode, OtelRecord};
+use aep_adapters::vendors::OtelVendor;
+use aep_adapters::vendors::otel_route::{Mapped, ProfileOverrides};
 use aep_receivers::otlp::{
     Accepted, ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest, OtlpHandler,
     RecordsAnswer, Refused, into_otel_records, to_otel_records,
@@ -28,6 +28,7 @@ use aep_receivers::otlp::{
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
+use crate::export::tee::OtlpTee;
 use crate::metrics::Metrics;
 use crate::pipeline::{Flush, Pipeline};
 use crate::transport::config::{HttpUrl, off_if_empty};
@@ -39,8 +40,8 @@ use crate::transport::{Headers, TlsConfig};
 pub struct OtlpInConfig {
     /// `primary` or `companion` (default).
     pub mode: aep_adapters::otel::Mode,
-    /// Overrides of profile selection: resource `service.name` -> profile
-    /// (`codex`, `vscode`, `claude-code`, `gemini-cli`, `qwen-code`).
+    /// Overrides of profile selection: resource `service.name` -> profile (the id of a
+    /// vendor with an OTel profile, see `aep-bridge adapters`).
     pub profiles: BTreeMap<String, OtelVendor>,
     /// Opt-in for services no profile knows: resource `service.name` -> a vendor name; their
     /// records map to `x.<vendor>.otel.<event>` (only the event name below the `full`
@@ -87,78 +88,10 @@ const BULK_CHUNK: usize = 256;
 /// Events the log writer may have queued and unwritten before more OTLP drafts go in.
 const BULK_BACKLOG: u64 = 1024;
 
-/// Something else that wants every OTLP request as received (the tee, the forwards of the
-/// agents' metrics and spans; the daemon puts each behind its capture ceiling, `export::gate`).
-pub trait OtlpTee: Send + Sync {
-    /// A logs request as received.
-    fn logs(&self, req: &ExportLogsServiceRequest);
-    /// A traces request as received.
-    fn traces(&self, req: &ExportTraceServiceRequest);
-    /// A metrics request as received.
-    fn metrics(&self, req: &ExportMetricsServiceRequest);
-    /// Whether it needs logs requests at all (when none does, logs take the receivers'
-    /// fast path, decoded straight into records).
-    fn wants_logs(&self) -> bool {
-        true
-    }
-}
-
-/// Several tees, each handed every request (the HTTP tee and the metrics forward).
-pub struct Tees(pub Vec<Arc<dyn OtlpTee>>);
-
-impl Tees {
-    /// `None` for no tee, the tee itself for one, a fan-out for more.
-    pub fn of(tees: Vec<Arc<dyn OtlpTee>>) -> Option<Arc<dyn OtlpTee>> {
-        match tees.len() {
-            0 => None,
-            1 => tees.into_iter().next(),
-            _ => Some(Arc::new(Tees(tees))),
-        }
-    }
-}
-
-impl OtlpTee for Tees {
-    fn logs(&self, req: &ExportLogsServiceRequest) {
-        self.0.iter().for_each(|t| t.logs(req));
-    }
-    fn traces(&self, req: &ExportTraceServiceRequest) {
-        self.0.iter().for_each(|t| t.traces(req));
-    }
-    fn metrics(&self, req: &ExportMetricsServiceRequest) {
-        self.0.iter().for_each(|t| t.metrics(req));
-    }
-    fn wants_logs(&self) -> bool {
-        self.0.iter().any(|t| t.wants_logs())
-    }
-}
-
-/// How records choose a profile beyond detection by `service.name`: `[otlp_in.profiles]`
-/// (a built-in profile per service) and the opt-in `[otlp_in.generic]` (a vendor name per
-/// service no profile knows, mapped to `x.<vendor>.otel.*`).
-#[derive(Debug, Clone, Default)]
-pub struct ProfileOverrides {
-    /// `service.name` -> built-in profile.
-    pub forced: HashMap<String, OtelVendor>,
-    /// `service.name` -> the generic profile of a configured vendor name.
-    pub generic: HashMap<String, GenericOtel>,
-}
-
-impl ProfileOverrides {
-    /// From the config's two tables (a service in both takes its built-in profile).
-    pub fn from_config(cfg: &OtlpInConfig) -> Self {
-        Self {
-            forced: cfg.profiles.iter().map(|(svc, v)| (svc.clone(), *v)).collect(),
-            generic: cfg.generic.iter().map(|(svc, name)| (svc.clone(), GenericOtel::leak(name))).collect(),
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.forced.is_empty() && self.generic.is_empty()
-    }
-
-    fn covers(&self, rec: &OtelRecord) -> bool {
-        rec.service_name().is_some_and(|s| self.forced.contains_key(s) || self.generic.contains_key(s))
-    }
+/// The profile overrides of `[otlp_in.profiles]` and `[otlp_in.generic]` (a service in
+/// both takes its built-in profile).
+pub fn profile_overrides(cfg: &OtlpInConfig) -> ProfileOverrides {
+    ProfileOverrides::new(&cfg.profiles, &cfg.generic)
 }
 
 /// Maps OTLP log records through the profiles and feeds the pipeline.
@@ -289,17 +222,6 @@ impl Drop for FlushOnDrop<'_> {
     }
 }
 
-/// An export's records mapped: the drafts, and what the answer must say of the rest.
-#[derive(Default)]
-struct Mapped {
-    drafts: Vec<MappedDraft>,
-    total: usize,
-    unmatched: u64,
-    first_unmatched: Option<String>,
-    /// Records of a known vendor that name no session (dropped: an AEP event belongs to one).
-    sessionless: u64,
-}
-
 impl BridgeOtlp {
     /// Maps `records` through the profiles (pure), after checking there is room for them.
     fn map_records(&self, records: &[OtelRecord]) -> Result<Mapped, Refused> {
@@ -309,48 +231,19 @@ impl BridgeOtlp {
         Ok(m)
     }
 
-    /// Maps `records` (pure) onto `m`, in record order: a record whose `service.name` has a
-    /// configured profile goes through it, a run of the rest through detection at once.
+    /// Maps `records` (pure) onto `m` ([`ProfileOverrides::map_into`]); those that name no
+    /// session are dropped, counted here and reported in the answer's partial_success
+    /// (see `answer`).
     fn map_into(&self, records: &[OtelRecord], m: &mut Mapped) {
-        m.total += records.len();
-        let mut rest = records;
-        let mut sessionless = 0;
-        let covered = |r: &OtelRecord| !self.overrides.is_empty() && self.overrides.covers(r);
-        while let Some(first) = rest.first() {
-            let out = if covered(first) {
-                let one = std::slice::from_ref(first);
-                let svc = first.service_name().unwrap_or("");
-                rest = &rest[1..];
-                match (self.overrides.forced.get(svc), self.overrides.generic.get(svc)) {
-                    (None, Some(generic)) => generic::map_batch(one, generic, &self.cx, self.mode),
-                    (vendor, _) => map_batch(one, &otel_selector(vendor.copied()), &self.cx, self.mode),
-                }
-            } else {
-                let (run, tail) = rest.split_at(rest.iter().position(covered).unwrap_or(rest.len()));
-                rest = tail;
-                map_batch(run, &otel_selector(None), &self.cx, self.mode)
-            };
-            sessionless += out.sessionless;
-            for (vendor, version) in &out.versions {
-                self.metrics.drift.version_seen(vendor, version);
-            }
-            for d in &out.drift {
-                self.metrics.drift.count(d.vendor, d.version.as_deref(), std::slice::from_ref(&d.drift));
-            }
-            m.unmatched += out.unmatched;
-            if m.first_unmatched.is_none() {
-                m.first_unmatched = out.first_unmatched_service;
-            }
-            if m.drafts.is_empty() {
-                m.drafts = out.drafts;
-            } else {
-                m.drafts.extend(out.drafts);
-            }
+        let sessionless = self.overrides.map_into(records, &self.cx, self.mode, m);
+        for (vendor, version) in m.versions.drain(..) {
+            self.metrics.drift.version_seen(vendor, &version);
+        }
+        for d in m.drift.drain(..) {
+            self.metrics.drift.count(d.vendor, d.version.as_deref(), std::slice::from_ref(&d.drift));
         }
         if sessionless > 0 {
-            // Dropped, so reported in the answer's partial_success too (see `answer`).
             self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_session")], sessionless);
-            m.sessionless += sessionless;
         }
     }
 
@@ -482,7 +375,7 @@ impl BridgeOtlp {
 }
 
 /// Records mapped and stamped at a time by [`BridgeOtlp::take_records_inline`] (`aep-bench
-/// otlp` on the Codex and Claude Code mixes: 32-128 beat the whole export in the same run,
+/// otlp` on both recorded vendor mixes: 32-128 beat the whole export in the same run,
 /// 256 did not; 64 costs no more instructions than the whole).
 const INLINE_CHUNK: usize = 64;
 
@@ -548,8 +441,10 @@ mod tests {
     use super::*;
     use crate::pipeline::PipelineBuilder;
     use aep_adapters::otel::Attributes;
+    use aep_adapters::otel::generic::GenericOtel;
     use aep_receivers::otlp::DecodeBudget;
     use serde_json::json;
+    use std::collections::HashMap;
 
     fn codex_record(conversation: &str) -> OtelRecord {
         OtelRecord {

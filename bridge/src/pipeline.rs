@@ -70,6 +70,13 @@ pub struct Stamped {
     pub(crate) minted: bool,
 }
 
+/// A stamped event reads as its Event (the attention book observes either).
+impl AsRef<Event> for Stamped {
+    fn as_ref(&self) -> &Event {
+        &self.event
+    }
+}
+
 impl Stamped {
     /// Serializes `event` once, into a line of exactly its size (it is held by the replay
     /// buffer and every sink queue): the JSON is written into a reused per-thread buffer
@@ -560,7 +567,7 @@ impl PipelineBuilder {
         Pipeline {
             inner: Arc::new(Inner {
                 stamper: Mutex::new(Locked {
-                    stamper: Stamper::new(self.epoch, self.host),
+                    stamper: crate::stamp::stamper(self.epoch, self.host),
                     line_guess: LINE_GUESS,
                     external_keys: HashMap::new(),
                     held: Vec::new(),
@@ -955,7 +962,7 @@ type Stamping = (Event, Arc<LogKey>, Option<Arc<[u8]>>, bool);
 fn stamp(st: &mut Locked, agent: Cow<'static, str>, d: EventDraft, now: SystemTime) -> Stamping {
     // A draft without an id gets one from the stamper's generator, unique by construction.
     let minted = d.id.is_none();
-    let (ev, lines) = st.stamper.stamp(agent, d, now);
+    let (ev, lines) = st.stamper.stamp(agent, d, crate::time::unix_ms(now));
     match (lines, &ev.session) {
         (Some(lines), Some(s)) => {
             let log = lines

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use aep_receivers::listener::{self, OnRefused, Protocol};
 
 use crate::config::Config;
+use crate::export::tee::{self, OtlpTee, Tees};
 use crate::hooks::BridgeHooks;
 use crate::metrics::Metrics;
 use crate::pipeline::{Pipeline, PipelineBuilder, SinkTx};
@@ -173,10 +174,6 @@ impl Bound {
     }
 }
 
-fn otlp_overrides(cfg: &Config) -> crate::otlp_in::ProfileOverrides {
-    crate::otlp_in::ProfileOverrides::from_config(&cfg.otlp_in)
-}
-
 async fn bind(addr: SocketAddr, flag: &'static str) -> Result<TcpListener, ServeError> {
     TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr: addr.to_string(), flag, source })
 }
@@ -212,10 +209,10 @@ pub fn map_context(cfg: &Config) -> MapContext {
 fn gated_tees(
     cfg: &Config,
     metrics: &Arc<Metrics>,
-    tee: Option<Arc<dyn crate::otlp_in::OtlpTee>>,
-    vendor_metrics: Option<Arc<dyn crate::otlp_in::OtlpTee>>,
-    vendor_spans: Option<Arc<dyn crate::otlp_in::OtlpTee>>,
-) -> Vec<Arc<dyn crate::otlp_in::OtlpTee>> {
+    tee: Option<Arc<dyn OtlpTee>>,
+    vendor_metrics: Option<Arc<dyn OtlpTee>>,
+    vendor_spans: Option<Arc<dyn OtlpTee>>,
+) -> Vec<Arc<dyn OtlpTee>> {
     use crate::export::gate::{GatedTee, ceiling};
     use aep_projections::capture_gate::CaptureGate;
     let redact = map_context(cfg).redact;
@@ -226,7 +223,7 @@ fn gated_tees(
     let mut out = Vec::new();
     if let Some(t) = tee {
         tracing::info!(ceiling = tee_ceiling.as_str(), "OTLP tee capture ceiling.");
-        out.push(GatedTee::wrap(t, gate(tee_ceiling), crate::otlp_tee::SINK, metrics));
+        out.push(GatedTee::wrap(t, gate(tee_ceiling), tee::http::SINK, metrics));
     }
     // One gate for both: they go to the same `[export.otlp]` peer.
     let export_gate = gate(export_ceiling);
@@ -281,6 +278,346 @@ pub async fn serve(
     daemon.run(listeners, shutdown, on_bound).await
 }
 
+/// What every step of [`Daemon::build`] reads: the config and what is settled before
+/// anything starts (the data directory and this run's epoch, the metrics and the health
+/// report, the token and whether an answer can reach a held moment).
+struct Ground {
+    cfg: Config,
+    data_dir: PathBuf,
+    epoch: u64,
+    metrics: Arc<Metrics>,
+    health: Arc<crate::health::Health>,
+    /// Upstream relay liveness, for `/healthz`.
+    relay: Arc<RelayStatus>,
+    /// The one bearer token of every ingress, when set.
+    token: Option<String>,
+    /// Whether moments are held: only when an answer can arrive, over an authenticated
+    /// binding (a token for the embedded collector, or an upstream relay). Otherwise every
+    /// hook answers at once and the agent's own dialog decides.
+    can_answer: bool,
+    /// The capture posture adapters apply at the source.
+    cx: MapContext,
+    shutdown: CancellationToken,
+}
+
+/// The pipeline's outlets: the sinks' tasks and threads, which end once it closes.
+struct Outlets {
+    jsonl_thread: Option<std::thread::JoinHandle<()>>,
+    progress: std::collections::BTreeMap<&'static str, Arc<crate::pipeline::Progress>>,
+    relay_tasks: Vec<tokio::task::JoinHandle<()>>,
+    export_tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The spans sink's tee, for the OTLP receivers (the agents' own spans).
+    vendor_spans: Option<crate::export::vendor_spans::VendorSpansTee>,
+}
+
+impl Ground {
+    /// The data directory (created) and this run's epoch (bumped there), the metrics (with
+    /// their OTLP delivery when `[export.otlp]` has an endpoint) and the health report.
+    fn open(
+        cfg: Config,
+        shutdown: CancellationToken,
+    ) -> Result<(Self, Option<crate::export::otlp_metrics::Delivery>), ServeError> {
+        let data_dir: PathBuf = cfg.data_dir();
+        let dd_err = |message: String| ServeError::DataDir { path: data_dir.display().to_string(), message };
+        std::fs::create_dir_all(&data_dir).map_err(|e| dd_err(e.to_string()))?;
+        let now_secs = crate::time::now_ms() / 1000;
+        // A full disk must not stop the bridge from starting: the epoch is then kept in place
+        // or seeded from the clock, and /healthz says the state is not durable.
+        let (epoch, epoch_warning) = match state::bump_epoch(&data_dir, now_secs).map_err(|e| dd_err(e.to_string()))? {
+            state::Epoch { value, not_durable: None } => (value, None),
+            state::Epoch { value, not_durable: Some(e) } => {
+                tracing::error!(epoch = value, error = %e, "The epoch could not be written durably; continuing.");
+                (value, Some(e))
+            }
+        };
+        // The bridge's metrics also go over OTLP when `[export.otlp]` has an endpoint.
+        let (metrics, delivery) = match crate::export::otlp_metrics::setup(&cfg.export) {
+            Some((reader, delivery)) => (Arc::new(Metrics::with_reader(reader)), Some(delivery)),
+            None => (Arc::new(Metrics::default()), None),
+        };
+        let health = Arc::new(crate::health::Health::default());
+        if let Some(e) = &epoch_warning {
+            health.failing("state", e);
+        }
+        let token = (!cfg.server.token.is_empty()).then(|| cfg.server.token.clone());
+        let can_answer = token.is_some() || cfg.relay.url.is_some();
+        let cx = map_context(&cfg);
+        let relay = Arc::new(RelayStatus::default());
+        let g = Self { cfg, data_dir, epoch, metrics, health, relay, token, can_answer, cx, shutdown };
+        Ok((g, delivery))
+    }
+
+    /// The bridge's metrics pushed over OTLP, and with them the agents' own `/v1/metrics`,
+    /// unchanged (the forward is a tee of the OTLP receivers).
+    fn start_metrics_export(
+        &self,
+        delivery: Option<crate::export::otlp_metrics::Delivery>,
+    ) -> (Option<crate::export::otlp_metrics::VendorForward>, Option<tokio::task::JoinHandle<()>>) {
+        let Some(mut d) = delivery else { return (None, None) };
+        let vendor = d.vendor_forward();
+        let run =
+            d.run(self.cfg.export.retry.clone(), self.metrics.clone(), self.health.clone(), self.shutdown.clone());
+        (vendor, Some(tokio::spawn(run)))
+    }
+
+    /// The built-in adapters plus custom manifests (`{data}/adapters/*.toml`, on the generic
+    /// fallback mapping).
+    fn hook_adapters(&self) -> Vec<Box<dyn aep_adapters::HookAdapter>> {
+        let mut adapters = aep_adapters::vendors::all();
+        adapters.extend(crate::custom::custom_adapters(&self.data_dir.join("adapters")));
+        adapters
+    }
+
+    /// The command channel, which exists before anything that can receive a command: the
+    /// collector and the relay binding send, the control loop owns the inbox. The
+    /// read-only observers' identities honour no command (unless a hook vendor shares one).
+    fn command_channel(
+        &self,
+        adapters: &[Box<dyn aep_adapters::HookAdapter>],
+    ) -> (crate::commands::Commands, crate::commands::Inbox) {
+        let read_only = crate::bridges::read_only_agents(&self.cfg.bridges, self.can_answer, |agent| {
+            adapters.iter().any(|a| a.vendor() == agent)
+        });
+        crate::commands::channel_with(read_only)
+    }
+
+    /// The pipeline, fanning out in this order: the JSONL log, the collector (a tap, when
+    /// on), the relay, the exporters, the GenAI metrics (a tap, measured as each event is
+    /// stamped).
+    fn pipeline(
+        &self,
+        collector: &Arc<collector::Collector>,
+        commands: &crate::commands::Commands,
+    ) -> (Pipeline, Outlets) {
+        let cfg = &self.cfg;
+        let mut builder = PipelineBuilder::new(self.epoch, host_name(cfg), self.metrics.clone())
+            .notice_wait(Duration::from_millis(cfg.pipeline.notice_wait_ms));
+        let mut outlets = Outlets {
+            jsonl_thread: None,
+            progress: Default::default(),
+            relay_tasks: Vec::new(),
+            export_tasks: Vec::new(),
+            vendor_spans: None,
+        };
+        if cfg.jsonl.enabled {
+            let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
+            let progress = Arc::new(crate::pipeline::Progress::default());
+            outlets.progress.insert("jsonl", progress.clone());
+            outlets.jsonl_thread = Some(sinks::jsonl::spawn(
+                rx,
+                self.data_dir.clone(),
+                cfg.jsonl.clone(),
+                self.metrics.clone(),
+                Some(progress.clone()),
+                Some(self.health.clone()),
+            ));
+            builder = builder.sink(SinkTx::durable_lines("jsonl", tx).with_progress(progress));
+        }
+        if cfg.collector.enabled {
+            builder = builder.tap(collector.clone());
+        }
+        if let Some((sink, task)) = self.relay_sink(commands) {
+            outlets.relay_tasks.push(task);
+            builder = builder.sink(sink);
+        }
+        let (export_sinks, export_tasks, vendor_spans) = crate::export::spawn(
+            &cfg.export,
+            cfg.pipeline.queue_capacity,
+            self.metrics.clone(),
+            self.health.clone(),
+            self.shutdown.clone(),
+        );
+        for s in export_sinks {
+            builder = builder.sink(s);
+        }
+        outlets.export_tasks = export_tasks;
+        outlets.vendor_spans = vendor_spans;
+        let genai = crate::genai::GenAiMetrics::new(&self.metrics.meter("aep-bridge"));
+        builder = builder.tap(Arc::new(crate::genai::GenAiTap::new(genai)));
+        (builder.build(), outlets)
+    }
+
+    /// The upstream relay binding (`[relay] url`), which also delivers commands.
+    fn relay_sink(&self, commands: &crate::commands::Commands) -> Option<(SinkTx, tokio::task::JoinHandle<()>)> {
+        let cfg = &self.cfg;
+        let relay_url = cfg.relay.url.as_ref()?;
+        let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
+        let relay_token = if cfg.relay.token.is_empty() { self.token.clone() } else { Some(cfg.relay.token.clone()) };
+        let mut opts = relay::RelayOptions::new(relay_url.as_str(), relay_token);
+        match crate::transport::tls::client_config(&cfg.relay.tls) {
+            Ok(tls) => opts.tls = Some(tls),
+            Err(e) => tracing::error!(error = %e, "relay.tls unusable; wss:// uses the built-in roots only."),
+        }
+        opts.accepts = commands.accepts();
+        opts.commands = Some(commands.clone());
+        let task = tokio::spawn(relay::run(rx, opts, self.relay.clone(), self.metrics.clone(), self.shutdown.clone()));
+        Some((SinkTx::new("relay", tx), task))
+    }
+
+    /// The OTLP receivers' handler: log records through the vendor profiles into the
+    /// pipeline, and every accepted request to the tees (the `[otlp_in] tee` forward, the
+    /// agents' own metrics and spans).
+    fn otlp_receiver(
+        &self,
+        pipeline: &Pipeline,
+        vendor_metrics: Option<crate::export::otlp_metrics::VendorForward>,
+        vendor_spans: Option<crate::export::vendor_spans::VendorSpansTee>,
+    ) -> (Arc<crate::otlp_in::BridgeOtlp>, tokio::task::JoinHandle<()>) {
+        let cfg = &self.cfg;
+        let forward = tee::http::from_config(
+            cfg.otlp_in.tee.as_ref(),
+            &cfg.otlp_in.tee_headers,
+            &cfg.otlp_in.tee_tls,
+            &self.metrics,
+        );
+        // Each forward of the agents' own telemetry behind its capture ceiling; the agents'
+        // own spans go into their session traces.
+        let tees = gated_tees(
+            cfg,
+            &self.metrics,
+            forward,
+            vendor_metrics.map(|v| Arc::new(v) as Arc<dyn OtlpTee>),
+            vendor_spans.map(|v| Arc::new(v) as Arc<dyn OtlpTee>),
+        );
+        crate::otlp_in::BridgeOtlp::new(
+            pipeline.clone(),
+            self.cx.clone(),
+            cfg.otlp_in.mode,
+            crate::otlp_in::profile_overrides(&cfg.otlp_in),
+            cfg.pipeline.queue_capacity,
+            Tees::of(tees),
+            self.token.clone(),
+            aep_receivers::otlp::DecodeBudget::new(cfg.otlp_in.max_decode_bytes),
+        )
+    }
+
+    /// The control loop (on the command inbox) and the hook receiver's handler holding its
+    /// moments on it, with the opt-in gates, what `doctor`'s probe is told, the reply routes
+    /// of the plugins' bus asks and the idle close.
+    fn hooks(
+        &self,
+        pipeline: &Pipeline,
+        adapters: Vec<Box<dyn aep_adapters::HookAdapter>>,
+        inbox: crate::commands::Inbox,
+    ) -> (Arc<BridgeHooks>, Arc<crate::control::ControlLoop>) {
+        let cfg = &self.cfg;
+        let attention = Arc::new(crate::attention::AttentionBook::default());
+        let (control, _control_task) = crate::control::ControlLoop::start(
+            pipeline.clone(),
+            attention.clone(),
+            self.cx.clone(),
+            Duration::from_secs(cfg.control.attention_timeout_secs),
+            inbox,
+        );
+        let mut hooks = BridgeHooks::new(pipeline.clone(), adapters, self.cx.clone(), self.token.clone())
+            .with_control(attention, control.clone(), self.can_answer)
+            .with_gates(cfg.control.gates.clone())
+            .with_about(serde_json::json!({
+                "data_dir": self.data_dir,
+                "logs": cfg.jsonl.enabled,
+                "version": env!("CARGO_PKG_VERSION"),
+                "pid": std::process::id(),
+            }));
+        // The asks of plugins that forward their server's bus, answered over its reply route.
+        match crate::transport::HttpClient::new(&crate::transport::HttpOptions::default()) {
+            Ok(rest) => {
+                hooks = hooks.with_reply_routes(crate::bridges::reply::Replies::new(rest, Duration::from_secs(8)))
+            }
+            Err(e) => tracing::error!(error = %e, "No reply route for the plugins' bus asks."),
+        }
+        let idle = Some(Duration::from_secs(cfg.hooks.idle_session_secs));
+        (Arc::new(hooks.with_idle_close(idle)), control)
+    }
+
+    /// One connection budget for every listener (the HTTP ports, OTLP/gRPC, the observers
+    /// that listen): all of them full still fit the open-file limit. Refusals are counted.
+    fn listen_limits(&self) -> (listener::Limits, OnRefused) {
+        let cfg = &self.cfg;
+        let listening = 1
+            + usize::from(cfg.server.otlp_http.is_some())
+            + usize::from(cfg.server.otlp_grpc.is_some())
+            + cfg.bridges.values().filter(|b| b.listen.is_some()).count();
+        let limits = cfg.server.limits().fitted_to_file_limit(listening);
+        let m = self.metrics.clone();
+        let on_refused: OnRefused =
+            Arc::new(move |p: Protocol| m.rejected.inc(&[("receiver", p.label()), ("reason", "connections")]));
+        (limits, on_refused)
+    }
+
+    /// `[bridges.<name>]`: the observers of agents' own event streams; returns the
+    /// addresses of those that take connections, by name. One that cannot start is logged
+    /// and the others run.
+    fn start_observers(
+        &self,
+        pipeline: &Pipeline,
+        control: &Arc<crate::control::ControlLoop>,
+        hooks: &BridgeHooks,
+        listen: (listener::Limits, OnRefused),
+    ) -> std::collections::BTreeMap<String, SocketAddr> {
+        let deps = crate::bridges::Deps {
+            pipeline: pipeline.clone(),
+            control: control.clone(),
+            book: hooks.attention().clone(),
+            cx: self.cx.clone(),
+            can_answer: self.can_answer,
+            hook_sessions: hooks.hook_sessions().clone(),
+            data_dir: Some(self.data_dir.clone()),
+            listen,
+        };
+        let mut listeners = std::collections::BTreeMap::new();
+        for (name, b) in &self.cfg.bridges {
+            match crate::bridges::spawn(name, b, deps.clone(), self.shutdown.clone()) {
+                Ok(s) => {
+                    if let Some(a) = s.listen {
+                        listeners.insert(name.clone(), a);
+                    }
+                }
+                Err(e) => tracing::error!(error = %e, "Bridge not started."),
+            }
+        }
+        listeners
+    }
+
+    /// The HTTP [`app`] over the parts built: the probes and metrics, the hook and OTLP/HTTP
+    /// receivers, the collector and the web view when on, every route behind the guard.
+    fn app(
+        &self,
+        hooks: Arc<BridgeHooks>,
+        otlp: &Arc<crate::otlp_in::BridgeOtlp>,
+        collector: &Arc<collector::Collector>,
+        pipeline: &Pipeline,
+    ) -> Router {
+        let cfg = &self.cfg;
+        app(AppParts {
+            state: AppState {
+                metrics: self.metrics.clone(),
+                relay: self.relay.clone(),
+                relay_required: cfg.relay.required,
+                health: self.health.clone(),
+            },
+            hooks,
+            max_hook_body: cfg.server.max_hook_body,
+            otlp: otlp.clone(),
+            collector: cfg.collector.enabled.then(|| (collector.clone(), pipeline.clone())),
+            // The view reads the collector's stream and routes through it: on with it only.
+            ui: (cfg.ui.enabled && cfg.collector.enabled).then(|| {
+                crate::ui::Ui::new(
+                    collector.clone(),
+                    pipeline.clone(),
+                    self.token.clone(),
+                    Some(&self.data_dir),
+                    &host_name(cfg),
+                    self.epoch,
+                    &cfg.ui,
+                    cfg.jsonl.enabled.then(|| self.data_dir.join("logs")),
+                    &allowed_hosts(cfg),
+                )
+            }),
+            guard: crate::guard::Guard::new(&allowed_hosts(cfg), self.token.clone(), self.metrics.clone()),
+        })
+    }
+}
+
 /// The bridge, built from its config and not yet listening: the pipeline with its sinks,
 /// the receivers' handlers, the collector, the control loop and the observers, and the
 /// HTTP [`app`] they serve. `serve` builds one and runs it on its listeners; a test builds
@@ -311,217 +648,34 @@ impl Daemon {
     /// Builds everything `cfg` asks for: bumps the epoch in the data directory, starts the
     /// sinks, exporters, control loop and `[bridges]` observers (they stop with
     /// `shutdown`). Must run inside a tokio runtime.
+    ///
+    /// Each step is a method of [`Ground`] (what every step reads), in the order the parts
+    /// depend on each other: a receiver exists only once the pipeline it feeds does, and
+    /// anything that can receive a command only once the command channel does.
     pub fn build(cfg: Config, shutdown: CancellationToken) -> Result<Self, ServeError> {
-        let data_dir: PathBuf = cfg.data_dir();
-        let dd_err = |message: String| ServeError::DataDir { path: data_dir.display().to_string(), message };
-        std::fs::create_dir_all(&data_dir).map_err(|e| dd_err(e.to_string()))?;
-        let now_secs = crate::time::now_ms() / 1000;
-        // A full disk must not stop the bridge from starting: the epoch is then kept in place
-        // or seeded from the clock, and /healthz says the state is not durable.
-        let (epoch, epoch_warning) = match state::bump_epoch(&data_dir, now_secs).map_err(|e| dd_err(e.to_string()))? {
-            state::Epoch { value, not_durable: None } => (value, None),
-            state::Epoch { value, not_durable: Some(e) } => {
-                tracing::error!(epoch = value, error = %e, "The epoch could not be written durably; continuing.");
-                (value, Some(e))
-            }
-        };
-
-        // The bridge's metrics also go over OTLP when `[export.otlp]` has an endpoint.
-        let (metrics, mut otlp_metrics) = match crate::export::otlp_metrics::setup(&cfg.export) {
-            Some((reader, delivery)) => (Arc::new(Metrics::with_reader(reader)), Some(delivery)),
-            None => (Arc::new(Metrics::default()), None),
-        };
-        let health = Arc::new(crate::health::Health::default());
-        // The agents' own `/v1/metrics` go the same way, unchanged.
-        let vendor_metrics = otlp_metrics.as_mut().and_then(|d| d.vendor_forward());
-        let otlp_metrics_task = otlp_metrics
-            .map(|d| tokio::spawn(d.run(cfg.export.retry.clone(), metrics.clone(), health.clone(), shutdown.clone())));
-        if let Some(e) = &epoch_warning {
-            health.failing("state", e);
-        }
-        let relay_status = Arc::new(RelayStatus::default());
-        let token = (!cfg.server.token.is_empty()).then(|| cfg.server.token.clone());
-        let mut builder = PipelineBuilder::new(epoch, host_name(&cfg), metrics.clone())
-            .notice_wait(Duration::from_millis(cfg.pipeline.notice_wait_ms));
-
-        let mut jsonl_thread = None;
-        let mut progress = std::collections::BTreeMap::new();
-        if cfg.jsonl.enabled {
-            let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
-            let jsonl_progress = Arc::new(crate::pipeline::Progress::default());
-            progress.insert("jsonl", jsonl_progress.clone());
-            jsonl_thread = Some(sinks::jsonl::spawn(
-                rx,
-                data_dir.clone(),
-                cfg.jsonl.clone(),
-                metrics.clone(),
-                Some(jsonl_progress.clone()),
-                Some(health.clone()),
-            ));
-            builder = builder.sink(SinkTx::durable_lines("jsonl", tx).with_progress(jsonl_progress));
-        }
-        // The command channel exists before anything that can receive a command: the
-        // collector and the relay binding send, the control loop (started once the pipeline
-        // exists) owns the inbox.
-        // Hold moments only when an answer can arrive: control needs an authenticated binding
-        // (a token for the embedded collector, or an upstream relay). Otherwise every hook
-        // answers at once and the agent's own dialog decides.
-        let can_answer = token.is_some() || cfg.relay.url.is_some();
-        // Built-in adapters plus custom manifests (`{data}/adapters/*.toml`, generic fallback mapping).
-        let mut adapters = aep_adapters::vendors::all();
-        adapters.extend(crate::custom::custom_adapters(&data_dir.join("adapters")));
-        // The read-only bridges' identities honour no command (unless a hook vendor shares one).
-        let read_only = crate::bridges::read_only_agents(&cfg.bridges, can_answer, |agent| {
-            adapters.iter().any(|a| a.vendor() == agent)
-        });
-        let (commands, inbox) = crate::commands::channel_with(read_only);
-        let collector =
-            collector::Collector::new(cfg.collector.clone(), token.clone(), metrics.clone(), Some(commands.clone()));
-        if cfg.collector.enabled {
-            builder = builder.tap(collector.clone());
-        }
-        let mut relay_tasks = Vec::new();
-        if let Some(relay_url) = &cfg.relay.url {
-            let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
-            let relay_token = if cfg.relay.token.is_empty() { token.clone() } else { Some(cfg.relay.token.clone()) };
-            let mut opts = relay::RelayOptions::new(relay_url.as_str(), relay_token);
-            match crate::transport::tls::client_config(&cfg.relay.tls) {
-                Ok(tls) => opts.tls = Some(tls),
-                Err(e) => tracing::error!(error = %e, "relay.tls unusable; wss:// uses the built-in roots only."),
-            }
-            opts.accepts = commands.accepts();
-            opts.commands = Some(commands.clone());
-            relay_tasks.push(tokio::spawn(relay::run(
-                rx,
-                opts,
-                relay_status.clone(),
-                metrics.clone(),
-                shutdown.clone(),
-            )));
-            builder = builder.sink(SinkTx::new("relay", tx));
-        }
-        let (export_sinks, export_tasks, vendor_spans) = crate::export::spawn(
-            &cfg.export,
-            cfg.pipeline.queue_capacity,
-            metrics.clone(),
-            health.clone(),
-            shutdown.clone(),
+        let (g, metrics_delivery) = Ground::open(cfg, shutdown)?;
+        let (vendor_metrics, otlp_metrics_task) = g.start_metrics_export(metrics_delivery);
+        let adapters = g.hook_adapters();
+        let (commands, inbox) = g.command_channel(&adapters);
+        let collector = collector::Collector::new(
+            g.cfg.collector.clone(),
+            g.token.clone(),
+            g.metrics.clone(),
+            Some(commands.clone()),
         );
-        for s in export_sinks {
-            builder = builder.sink(s);
-        }
-        // GenAI metrics for dashboards, measured as each event is stamped.
-        let genai = crate::genai::GenAiMetrics::new(&metrics.meter("aep-bridge"));
-        builder = builder.tap(Arc::new(crate::genai::GenAiTap::new(genai)));
-        let pipeline: Pipeline = builder.build();
-
-        let (otlp, otlp_task) = crate::otlp_in::BridgeOtlp::new(
-            pipeline.clone(),
-            map_context(&cfg),
-            cfg.otlp_in.mode,
-            otlp_overrides(&cfg),
-            cfg.pipeline.queue_capacity,
-            crate::otlp_in::Tees::of(gated_tees(
-                &cfg,
-                &metrics,
-                crate::otlp_tee::from_config(&cfg, &metrics),
-                vendor_metrics.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>),
-                // The agents' own spans go into their session traces.
-                vendor_spans.map(|v| Arc::new(v) as Arc<dyn crate::otlp_in::OtlpTee>),
-            )),
-            token.clone(),
-            aep_receivers::otlp::DecodeBudget::new(cfg.otlp_in.max_decode_bytes),
-        );
-        let attention = Arc::new(crate::attention::AttentionBook::default());
+        let (pipeline, mut outlets) = g.pipeline(&collector, &commands);
+        let (otlp, otlp_task) = g.otlp_receiver(&pipeline, vendor_metrics, outlets.vendor_spans.take());
         // Control flows only on authenticated bindings (AEP-0004 §4.1): without a token the
-        // collector refuses commands in-band before they reach this loop.
+        // collector refuses commands in-band before they reach the control loop. The
+        // collector and the relay hold the only senders from here on.
         drop(commands);
-        let (control, _control_task) = crate::control::ControlLoop::start(
-            pipeline.clone(),
-            attention.clone(),
-            map_context(&cfg),
-            Duration::from_secs(cfg.control.attention_timeout_secs),
-            inbox,
-        );
-        let mut hooks = BridgeHooks::new(pipeline.clone(), adapters, map_context(&cfg), token.clone());
-        hooks = hooks.with_control(attention, control.clone(), can_answer).with_gates(cfg.control.gates.clone());
-        hooks = hooks.with_about(serde_json::json!({
-            "data_dir": data_dir,
-            "logs": cfg.jsonl.enabled,
-            "version": env!("CARGO_PKG_VERSION"),
-            "pid": std::process::id(),
-        }));
-        // The plugins' bus asks (OpenCode, Kilo Code) answered over their server's reply route.
-        match crate::transport::HttpClient::new(&crate::transport::HttpOptions::default()) {
-            Ok(rest) => {
-                hooks = hooks.with_reply_routes(crate::bridges::reply::Replies::new(rest, Duration::from_secs(8)))
-            }
-            Err(e) => tracing::error!(error = %e, "No reply route for the plugins' bus asks."),
-        }
-        let hooks = Arc::new(hooks.with_idle_close(Some(Duration::from_secs(cfg.hooks.idle_session_secs))));
-        // One connection budget for every listener (the HTTP ports, OTLP/gRPC, the AG-UI
-        // proxies): all of them full still fit the open-file limit.
-        let listening = 1
-            + usize::from(cfg.server.otlp_http.is_some())
-            + usize::from(cfg.server.otlp_grpc.is_some())
-            + cfg.bridges.values().filter(|b| b.listen.is_some()).count();
-        let limits = cfg.server.limits().fitted_to_file_limit(listening);
-        let m = metrics.clone();
-        let on_refused: OnRefused =
-            Arc::new(move |p: Protocol| m.rejected.inc(&[("receiver", p.label()), ("reason", "connections")]));
-        // `[bridges.<name>]`: the observers of agents' own event streams.
-        let bridge_deps = crate::bridges::Deps {
-            pipeline: pipeline.clone(),
-            control: control.clone(),
-            book: hooks.attention().clone(),
-            cx: map_context(&cfg),
-            can_answer,
-            hook_sessions: hooks.hook_sessions().clone(),
-            data_dir: Some(data_dir.clone()),
-            listen: (limits, on_refused.clone()),
-        };
-        let mut bridge_listeners = std::collections::BTreeMap::new();
-        for (name, b) in &cfg.bridges {
-            match crate::bridges::spawn(name, b, bridge_deps.clone(), shutdown.clone()) {
-                Ok(s) => {
-                    if let Some(a) = s.listen {
-                        bridge_listeners.insert(name.clone(), a);
-                    }
-                }
-                Err(e) => tracing::error!(error = %e, "Bridge not started."),
-            }
-        }
-        drop(bridge_deps);
-        tokio::spawn(crate::hooks::run_idle_close(hooks.clone(), shutdown.clone()));
-        tokio::spawn(crate::health::watch(health.clone(), progress.clone(), shutdown.clone()));
-        let guard = crate::guard::Guard::new(&allowed_hosts(&cfg), token.clone(), metrics.clone());
-        let app = app(AppParts {
-            state: AppState {
-                metrics: metrics.clone(),
-                relay: relay_status,
-                relay_required: cfg.relay.required,
-                health: health.clone(),
-            },
-            hooks,
-            max_hook_body: cfg.server.max_hook_body,
-            otlp: otlp.clone(),
-            collector: cfg.collector.enabled.then(|| (collector.clone(), pipeline.clone())),
-            // The view reads the collector's stream and routes through it: on with it only.
-            ui: (cfg.ui.enabled && cfg.collector.enabled).then(|| {
-                crate::ui::Ui::new(
-                    collector.clone(),
-                    pipeline.clone(),
-                    token.clone(),
-                    Some(&data_dir),
-                    &host_name(&cfg),
-                    epoch,
-                    &cfg.ui,
-                    cfg.jsonl.enabled.then(|| data_dir.join("logs")),
-                    &allowed_hosts(&cfg),
-                )
-            }),
-            guard,
-        });
+        let (hooks, control) = g.hooks(&pipeline, adapters, inbox);
+        let (limits, on_refused) = g.listen_limits();
+        let bridge_listeners = g.start_observers(&pipeline, &control, &hooks, (limits, on_refused.clone()));
+        tokio::spawn(crate::hooks::run_idle_close(hooks.clone(), g.shutdown.clone()));
+        tokio::spawn(crate::health::watch(g.health.clone(), outlets.progress.clone(), g.shutdown.clone()));
+        let app = g.app(hooks, &otlp, &collector, &pipeline);
+        let Ground { cfg, data_dir, epoch, metrics, health, .. } = g;
         Ok(Self {
             cfg,
             epoch,
@@ -532,11 +686,11 @@ impl Daemon {
             collector,
             otlp,
             otlp_task,
-            export_tasks,
-            relay_tasks,
+            export_tasks: outlets.export_tasks,
+            relay_tasks: outlets.relay_tasks,
             otlp_metrics_task,
-            jsonl_thread,
-            progress,
+            jsonl_thread: outlets.jsonl_thread,
+            progress: outlets.progress,
             bridge_listeners,
             limits,
             on_refused,

@@ -192,7 +192,7 @@ def claude_env(env, otlp=True):
         e.update({
             "CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_LOGS_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "none",
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{BRIDGE}",
-            # the bridge's token covers OTLP too (issue 15 #3), set as a user would
+            # the bridge's token covers OTLP too, set as a user would
             "OTEL_EXPORTER_OTLP_HEADERS": f"authorization=Bearer {TOKEN}",
             "OTEL_LOGS_EXPORT_INTERVAL": "300", "OTEL_LOG_TOOL_DETAILS": "1",
         })

@@ -5,6 +5,7 @@
 //! JSON view ([`to_json`]) is the proto crate's own serde (camelCase, hex ids, 64-bit
 //! integers as strings) with the fields at their proto3 defaults left out, the way OTLP/JSON
 //! writers omit them, so offline output and the conformance pins read like a collector's.
+//! [`logs_from_json`] and [`traces_from_json`] read such JSON back into the messages.
 
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Av;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList};
@@ -156,10 +157,63 @@ fn is_default(key: &str, v: &Value) -> bool {
     }
 }
 
+/// Why an OTLP/JSON value could not become a request.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    /// The JSON does not match the OTLP message.
+    #[error("OTLP/JSON does not decode: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A trace or span id has the wrong length (opentelemetry-proto's serde accepts any).
+    #[error("bad id length: {0}")]
+    IdLength(String),
+}
+
+fn check_id(bytes: &[u8], len: usize, what: &str) -> Result<(), ConvertError> {
+    if bytes.is_empty() || bytes.len() == len {
+        Ok(())
+    } else {
+        Err(ConvertError::IdLength(format!("{what} has {} bytes, wanted {len}", bytes.len())))
+    }
+}
+
+/// OTLP/JSON logs (as [`to_json`] writes them) to the protobuf message, ids checked.
+pub fn logs_from_json(v: Value) -> Result<ExportLogsServiceRequest, ConvertError> {
+    let req: ExportLogsServiceRequest = serde_json::from_value(v)?;
+    for r in req.resource_logs.iter().flat_map(|r| &r.scope_logs).flat_map(|s| &s.log_records) {
+        check_id(&r.trace_id, 16, "traceId")?;
+        check_id(&r.span_id, 8, "spanId")?;
+    }
+    Ok(req)
+}
+
+/// OTLP/JSON traces (as [`to_json`] writes them) to the protobuf message, ids checked.
+pub fn traces_from_json(v: Value) -> Result<ExportTraceServiceRequest, ConvertError> {
+    let req: ExportTraceServiceRequest = serde_json::from_value(v)?;
+    for s in req.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans) {
+        check_id(&s.trace_id, 16, "traceId")?;
+        check_id(&s.span_id, 8, "spanId")?;
+        check_id(&s.parent_span_id, 8, "parentSpanId")?;
+        for l in &s.links {
+            check_id(&l.trace_id, 16, "link traceId")?;
+            check_id(&l.span_id, 8, "link spanId")?;
+        }
+    }
+    Ok(req)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn rejects_bad_id_lengths_and_snake_case_is_not_silently_empty() {
+        let bad =
+            json!({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"traceId":"0af7651916cd43dd8448eb211c8031"}]}]}]});
+        assert!(matches!(logs_from_json(bad), Err(ConvertError::IdLength(_))));
+        let snake = json!({"resource_logs":[{"scope_logs":[{"log_records":[{}]}]}]});
+        assert!(logs_from_json(snake).unwrap().resource_logs.is_empty());
+    }
 
     #[test]
     fn json_view_omits_defaults_but_keeps_zero_values() {

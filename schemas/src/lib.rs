@@ -5,6 +5,7 @@
 //!
 //! No I/O, no clock, no randomness: time and id seeds come in from the caller.
 
+pub mod command;
 pub mod completeness;
 pub mod digest;
 pub mod downlevel;
@@ -15,10 +16,12 @@ pub mod ids;
 pub mod json;
 pub mod jsonl;
 pub mod level;
+pub mod received;
 pub mod redact;
 pub mod registry;
 pub mod report;
 pub mod sequence;
+pub mod subscription;
 pub mod time;
 pub mod validate;
 

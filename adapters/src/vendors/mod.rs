@@ -31,6 +31,7 @@ pub mod kilocode;
 pub mod kimi_code;
 pub mod opencode;
 pub mod openhands;
+pub mod otel_route;
 pub mod pi;
 pub(crate) mod plugin_common;
 pub mod qwen_code;

@@ -198,7 +198,10 @@ fn instructions_per_record(a: &KindsArgs, mix: Mix, kind: &str, dir: &Path) -> a
 /// some builds).
 const STAGES: [(&str, &[&str]); 8] = [
     ("receive: protobuf reader", &["aep_receivers::otlp::http::decode_log_records"]),
-    ("map: vendor profiles", &["aep_bridge::otlp_in::BridgeOtlp::map_into"]),
+    (
+        "map: vendor profiles",
+        &["aep_bridge::otlp_in::BridgeOtlp::map_into", "aep_adapters::vendors::otel_route::ProfileOverrides::map_into"],
+    ),
     ("  of which companion payloads", &["aep_adapters::otel::companion"]),
     (
         "stamp, serialize, fan out",

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use aep_bridge::client::{Endpoint, Socket, as_event};
+use crate::client::{Endpoint, Socket, as_event};
 use aep_bridge::custom::{default_dir, load_custom, parse_manifest};
 
 /// Arguments of `aep-bridge adapters`.

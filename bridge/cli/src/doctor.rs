@@ -104,13 +104,13 @@ pub fn run(args: DoctorArgs) -> i32 {
 
     let shim_url = env.var("AEP_BRIDGE_URL");
     let url = args.url.clone().filter(|u| !u.is_empty()).or_else(|| shim_url.clone());
-    let ep = aep_bridge::client::Endpoint::new(url, args.token.clone());
+    let ep = crate::client::Endpoint::new(url, args.token.clone());
     let up = check_bridge(&mut r, &ep);
     // The shim and the plugins post to AEP_BRIDGE_URL, else the default port.
     let (shim_target, whence) = match (&shim_url, env.raw("AEP_BRIDGE_URL")) {
         (Some(s), _) => (s.trim_end_matches('/').to_owned(), "AEP_BRIDGE_URL"),
         (None, Some(_)) => ("nowhere".to_owned(), "AEP_BRIDGE_URL is set but empty"),
-        (None, None) => (aep_bridge::client::DEFAULT_URL.to_owned(), "the default: AEP_BRIDGE_URL is not set"),
+        (None, None) => (crate::client::DEFAULT_URL.to_owned(), "the default: AEP_BRIDGE_URL is not set"),
     };
     if shim_target != ep.base {
         r.line(
@@ -185,7 +185,7 @@ pub fn run(args: DoctorArgs) -> i32 {
 }
 
 /// `GET /healthz`; `true` when the bridge answers (healthy or not).
-fn check_bridge(r: &mut Report, ep: &aep_bridge::client::Endpoint) -> bool {
+fn check_bridge(r: &mut Report, ep: &crate::client::Endpoint) -> bool {
     let start = "start it (`aep-bridge serve`, or `aep-bridge service install`), or point --url/AEP_URL at it";
     let agent = match ep.http_agent(Some(TIMEOUT)) {
         Ok(a) => a,
@@ -242,7 +242,7 @@ fn check_bridge(r: &mut Report, ep: &aep_bridge::client::Endpoint) -> bool {
 
 /// The status and body of a probe POST signed as the shim signs it, under `key` (none:
 /// unsigned).
-fn signed_post(ep: &aep_bridge::client::Endpoint, key: Option<&str>) -> Result<(u16, String), String> {
+fn signed_post(ep: &crate::client::Endpoint, key: Option<&str>) -> Result<(u16, String), String> {
     let agent = ep.http_agent(Some(TIMEOUT)).map_err(|e| e.to_string())?;
     // Not JSON: a call that passes the credential check is refused right after it, unmapped.
     let body = b"aep-bridge doctor";
@@ -260,7 +260,7 @@ fn signed_post(ep: &aep_bridge::client::Endpoint, key: Option<&str>) -> Result<(
 
 /// Checks the shim's credentials against the bridge; returns what the bridge told the probe
 /// about itself once they passed (an older bridge answers 400 and tells nothing).
-fn check_token(r: &mut Report, ep: &aep_bridge::client::Endpoint) -> Option<Value> {
+fn check_token(r: &mut Report, ep: &crate::client::Endpoint) -> Option<Value> {
     let same = "export the bridge's token as AEP_TOKEN where the agents run (the bridge reads --token-file, AEP_BRIDGE_TOKEN or AEP_TOKEN)";
     let token = ep.token.as_deref();
     let (status, body) = match signed_post(ep, token) {
@@ -309,7 +309,7 @@ fn check_token(r: &mut Report, ep: &aep_bridge::client::Endpoint) -> Option<Valu
 /// What the running bridge counted as drift (`aep_bridge_drift_total`): agents sending hook
 /// events, fields or OTel event names their adapters do not know. A note, not a failure: the
 /// session still maps (the unknown parts through the vendor namespace).
-fn check_drift(r: &mut Report, ep: &aep_bridge::client::Endpoint) {
+fn check_drift(r: &mut Report, ep: &crate::client::Endpoint) {
     let Ok(agent) = ep.http_agent(Some(TIMEOUT)) else { return };
     let Ok(mut resp) = agent.get(&format!("{}/metrics", ep.base)).call() else { return };
     let text = resp.body_mut().read_to_string().unwrap_or_default();

@@ -1,7 +1,9 @@
 //! `aep-bridge import`: the agents' own history (Claude Code transcripts, Codex rollouts)
 //! into AEP sessions, written where and how the live bridge writes them.
 //!
-//! The mapping is the adapters' (`history`, `claude_code::transcript`, `codex::rollout`):
+//! The sources are the vendors whose adapter names a history ([`aep_adapters::HookAdapter::history`]):
+//! its folder (one `--{flag} DIR` per vendor, read from the vendor list), which files are
+//! sessions, and their mapping (`history`, `claude_code::transcript`, `codex::rollout`):
 //! each transcript replays through the vendor's live hook mapping at the records' own
 //! times, with deterministic event ids. This command finds the files, skips every session
 //! the data directory already logs (live or imported: its log file exists), stamps the
@@ -19,8 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use aep_adapters::history::{Imported, ImportedSession, LineIssue, Transcript};
-use aep_adapters::vendors::{claude_code, codex};
+use aep_adapters::history::{Companion, HistorySpec, ImportedSession, LineIssue, SessionFile, Transcript};
 use aep_bridge::config::Config;
 use aep_bridge::metrics::Metrics;
 use aep_bridge::pipeline::{Pipeline, PipelineBuilder, SinkTx};
@@ -32,12 +33,9 @@ use crate::{EXIT_CONFIG, ServeArgs};
 /// Arguments of `aep-bridge import`.
 #[derive(Debug, Clone, Args)]
 pub struct ImportArgs {
-    /// Claude Code's projects folder (default `~/.claude/projects`).
-    #[arg(long, value_name = "DIR")]
-    pub claude: Option<PathBuf>,
-    /// Codex's sessions folder (default `~/.codex/sessions`).
-    #[arg(long, value_name = "DIR")]
-    pub codex: Option<PathBuf>,
+    /// The vendors' history folders (`--claude DIR`, `--codex DIR`, ...).
+    #[command(flatten)]
+    pub dirs: HistoryDirs,
     /// Only sessions active on or after this date (`YYYY-MM-DD`, UTC, or an RFC 3339 time).
     #[arg(long, value_name = "DATE", value_parser = parse_since)]
     pub since: Option<i128>,
@@ -50,6 +48,62 @@ pub struct ImportArgs {
     /// Map and count, write and send nothing.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+/// The vendors whose history is imported, in vendor-list order, with their history.
+fn sources() -> Vec<(&'static str, &'static str, &'static HistorySpec)> {
+    aep_adapters::vendors::SPECS
+        .iter()
+        .filter_map(|s| s.adapter?().history().map(|h| (s.id, s.display_name, h)))
+        .collect()
+}
+
+/// One `--{flag} DIR` per vendor with a history, taken from the vendor list (clap's
+/// derive cannot declare flags it learns at run time, so these two traits are by hand).
+#[derive(Debug, Clone, Default)]
+pub struct HistoryDirs(BTreeMap<&'static str, PathBuf>);
+
+impl HistoryDirs {
+    /// The folder given for `vendor`, if any.
+    fn get(&self, vendor: &str) -> Option<&PathBuf> {
+        self.0.get(vendor)
+    }
+}
+
+impl clap::FromArgMatches for HistoryDirs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut dirs = BTreeMap::new();
+        for (vendor, _, h) in sources() {
+            if let Some(d) = m.get_one::<PathBuf>(h.flag) {
+                dirs.insert(vendor, d.clone());
+            }
+        }
+        Ok(Self(dirs))
+    }
+
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for HistoryDirs {
+    fn augment_args(mut cmd: clap::Command) -> clap::Command {
+        for (_, name, h) in sources() {
+            cmd = cmd.arg(
+                clap::Arg::new(h.flag)
+                    .long(h.flag)
+                    .value_name("DIR")
+                    .value_parser(clap::value_parser!(PathBuf))
+                    .help(format!("{name}'s history folder (default `~/{}`)", h.home_dir)),
+            );
+        }
+        cmd
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 /// `--since`: a date (midnight UTC) or an RFC 3339 time, as Unix nanoseconds.
@@ -101,42 +155,28 @@ fn read(p: &Path, issues: &mut Vec<LineIssue>) -> Option<Transcript> {
     }
 }
 
-/// Claude Code: each `<session>.jsonl` with its `<session>/subagents/agent-*.jsonl`.
-fn claude_sessions(dir: &Path, cx: &aep_adapters::MapContext) -> Imported {
-    let mut all = Imported::default();
-    let mains = files_under(dir, &|p| name_of(p).ends_with(".jsonl") && p.parent().map(name_of) != Some("subagents"));
-    for main in mains {
-        let Some(t) = read(&main, &mut all.issues) else { continue };
-        let sub_dir = main.with_extension("").join("subagents");
-        let subs = files_under(&sub_dir, &|p| name_of(p).starts_with("agent-") && name_of(p).ends_with(".jsonl"))
-            .into_iter()
-            .filter_map(|p| {
-                let transcript = read(&p, &mut all.issues)?;
-                let meta = std::fs::read_to_string(p.with_extension("meta.json"))
-                    .ok()
+/// The session files of a history folder, each with its companions, read in path order
+/// (an unreadable file is a warning).
+fn session_files(dir: &Path, h: &HistorySpec, issues: &mut Vec<LineIssue>) -> Vec<SessionFile> {
+    let wanted = |p: &Path| h.files.matches(name_of(p), p.parent().map(name_of));
+    let mut out = Vec::new();
+    for main in files_under(dir, &wanted) {
+        let Some(transcript) = read(&main, issues) else { continue };
+        let mut companions = Vec::new();
+        if let Some(c) = &h.companions {
+            let folder = main.with_extension("").join(c.dir);
+            for p in files_under(&folder, &|p| c.files.matches(name_of(p), p.parent().map(name_of))) {
+                let Some(transcript) = read(&p, issues) else { continue };
+                let meta = c
+                    .meta_ext
+                    .and_then(|ext| std::fs::read_to_string(p.with_extension(ext)).ok())
                     .and_then(|t| serde_json::from_str(&t).ok());
-                Some(claude_code::transcript::Subagent { transcript, meta })
-            })
-            .collect::<Vec<_>>();
-        let got = claude_code::transcript::map_session(&t, &subs, cx);
-        all.sessions.extend(got.sessions);
-        all.issues.extend(got.issues);
+                companions.push(Companion { transcript, meta });
+            }
+        }
+        out.push(SessionFile { transcript, companions });
     }
-    all
-}
-
-/// Codex: every `rollout-*.jsonl`, grouped into sessions by the adapter.
-fn codex_sessions(dir: &Path, cx: &aep_adapters::MapContext) -> Imported {
-    let mut issues = Vec::new();
-    let files: Vec<Transcript> =
-        files_under(dir, &|p| name_of(p).starts_with("rollout-") && name_of(p).ends_with(".jsonl"))
-            .iter()
-            .filter_map(|p| read(p, &mut issues))
-            .collect();
-    let mut got = codex::rollout::map_rollouts(&files, cx);
-    issues.append(&mut got.issues);
-    got.issues = issues;
-    got
+    out
 }
 
 /// Whether the data directory already logs `session` (its log file, or a rotated one).
@@ -182,22 +222,23 @@ pub fn run(args: ImportArgs) -> i32 {
     };
     let home = cfg.env.home();
     let default_dir = |rel: &str| home.as_ref().map(|h| h.join(rel));
-    let sources = [
-        ("claude-code", args.claude.clone().or_else(|| default_dir(".claude/projects"))),
-        ("codex", args.codex.clone().or_else(|| default_dir(".codex/sessions"))),
-    ];
     let cx = aep_bridge::server::map_context(&cfg);
     let data_dir = cfg.data_dir();
     let mut todo: Vec<ImportedSession> = Vec::new();
     let mut tallies = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for (vendor, dir) in sources {
+    for (vendor, _, history) in sources() {
         let mut tally = Tally::default();
+        let dir = args.dirs.get(vendor).cloned().or_else(|| default_dir(history.home_dir));
         let Some(dir) = dir.filter(|d| d.is_dir()) else {
             tallies.push((vendor, None, tally));
             continue;
         };
-        let got = if vendor == "codex" { codex_sessions(&dir, &cx) } else { claude_sessions(&dir, &cx) };
+        let mut issues = Vec::new();
+        let files = session_files(&dir, history, &mut issues);
+        let mut got = (history.map)(&files, &cx);
+        issues.append(&mut got.issues);
+        got.issues = issues;
         tally.files_warned = warn_issues(&got.issues);
         for s in got.sessions {
             let last = s.last_time.as_deref().and_then(aep_schemas::time::parse_rfc3339);

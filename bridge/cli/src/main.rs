@@ -5,6 +5,7 @@
 //! returning the exit code); the load tools are the separate `aep-bench` binary.
 
 mod adapters;
+mod client;
 mod doctor;
 mod import;
 mod install;

@@ -10,7 +10,7 @@ use aep_schemas::Event;
 use clap::{ArgGroup, Args};
 use serde_json::{Value, json};
 
-use aep_bridge::client::{
+use crate::client::{
     ClientError, Endpoint, Pending, Socket, as_event, attention_book, clip, event_line, now_rfc3339, replay_all,
     stdout_color,
 };
@@ -110,29 +110,16 @@ pub enum Outcome {
     Timeout,
 }
 
-/// Builds a command Event (AEP-0004 §2): seq-less, a fresh ULID id, sender identity.
+/// Builds a command Event (AEP-0004 §2, [`aep_schemas::command`]): seq-less, a fresh ULID
+/// id, this CLI as the sender.
 pub fn command(ty: &str, session: &str, run: Option<&str>, subject: Option<&str>, capture: &str, data: Value) -> Value {
-    let host = aep_bridge::client::host_name();
-    let mut ev = json!({
-        "aep": aep_schemas::AEP_VERSION,
-        "id": ulid::Ulid::new().to_string(),
-        "type": ty,
-        "time": now_rfc3339(),
-        "source": format!("aep://{host}/agent/{SENDER}"),
-        "agent": SENDER,
-        "session": session,
-        "capture": capture,
-        "data": data,
-    });
-    if let Some(r) = run {
-        ev["run"] = json!(r);
-    }
-    if let Some(s) = subject {
-        // AEP-0004 §5/§6: subject and cause = the attention.requested id.
-        ev["subject"] = json!(s);
-        ev["cause"] = json!(s);
-    }
-    ev
+    let source = format!("aep://{}/agent/{SENDER}", crate::client::host_name());
+    let cmd = aep_schemas::command::Command { r#type: ty, session, run, answers: subject, capture, data };
+    cmd.event(
+        aep_schemas::command::Sender { agent: SENDER, source: &source },
+        &ulid::Ulid::new().to_string(),
+        &now_rfc3339(),
+    )
 }
 
 /// Sends `cmd` and settles it: ack or `error` frame within the window, one same-id

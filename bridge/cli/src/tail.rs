@@ -11,7 +11,7 @@ use aep_schemas::Event;
 use clap::Args;
 use serde_json::{Value, json};
 
-use aep_bridge::client::{Dedupe, Endpoint, SseItem, SseParser, event_line, paint, stdout_color};
+use crate::client::{Dedupe, Endpoint, SseItem, SseParser, event_line, paint, stdout_color};
 use aep_bridge::transport::RetryConfig;
 use aep_bridge::transport::reconnect::{Backoff, Policy};
 

@@ -12,7 +12,7 @@ use aep_schemas::Event;
 use clap::Args;
 use serde_json::{Value, json};
 
-use aep_bridge::client::{Dedupe, Endpoint, clip, paint, replay_all, short_time, stdout_color, summary};
+use crate::client::{Dedupe, Endpoint, clip, paint, replay_all, short_time, stdout_color, summary};
 
 /// Arguments of `aep-bridge timeline`.
 #[derive(Debug, Clone, Args)]
@@ -331,7 +331,7 @@ fn render_items(evs: &[Event], items: &[Item], indent: &str, color: bool, out: &
                 out.push(format!(
                     "{indent}{} · {}{}",
                     paint(color, "2", &short_time(&e.time)),
-                    paint(color, aep_bridge::client::event_color(e), &e.r#type),
+                    paint(color, crate::client::event_color(e), &e.r#type),
                     if sum.is_empty() { String::new() } else { format!(" {sum}") }
                 ));
             }
@@ -385,7 +385,7 @@ fn walk(
     out.push(format!(
         "{prefix}{branch}{} {} [{}]{}",
         paint(color, "2", &short_time(&e.time)),
-        paint(color, aep_bridge::client::event_color(e), &e.r#type),
+        paint(color, crate::client::event_color(e), &e.r#type),
         clip(&e.id, 26),
         if sum.is_empty() { String::new() } else { format!(" {sum}") }
     ));

@@ -679,8 +679,8 @@ async fn otel_env_variables_configure_the_exporter_and_the_file_wins() {
 
 #[tokio::test]
 async fn the_otlp_tee_forwards_over_https_with_its_headers_and_ca() {
-    use aep_bridge::otlp_in::OtlpTee as _;
-    use aep_bridge::otlp_tee::{HttpTee, TeeOptions};
+    use aep_bridge::export::tee::OtlpTee as _;
+    use aep_bridge::export::tee::http::{HttpTee, TeeOptions};
     use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
     let pki = pki();
     let srv = https(&pki, ("x-api-key", "tee-key"), false).await;

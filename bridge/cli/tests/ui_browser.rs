@@ -227,7 +227,7 @@ async fn emit(url: &str, events: &[Value]) {
 }
 
 fn event(agent: &str, session: &str, seq: u64, ty: &str, data: Value) -> Value {
-    json!({"aep": "0.1", "id": ulid::Ulid::new().to_string(), "type": ty, "time": aep_bridge::client::now_rfc3339(),
+    json!({"aep": "0.1", "id": ulid::Ulid::new().to_string(), "type": ty, "time": aep_bridge::time::rfc3339_ms(aep_bridge::time::now_ms()),
         "source": format!("aep://test/agent/{agent}/session/{session}"), "agent": agent, "session": session,
         "seq": seq, "capture": "redacted", "data": data})
 }

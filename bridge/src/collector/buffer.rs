@@ -21,16 +21,9 @@ use std::sync::Arc;
 use aep_schemas::Event;
 use bytes::Bytes;
 
-use crate::pipeline::Stamped;
+pub use aep_schemas::subscription::Position;
 
-/// A resume position within a session.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Position {
-    /// Restart generation.
-    pub epoch: u64,
-    /// Sequence within the epoch.
-    pub seq: u64,
-}
+use crate::pipeline::Stamped;
 
 /// Where a held line is.
 enum Line {

@@ -540,7 +540,9 @@ async fn socket(
     // One message is one event or frame: bounded like one POST body (not tungstenite's
     // 64 MiB default, which an idle sender could hold per connection).
     let max = ctx.collector.cfg.max_body;
-    ws.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| super::ws::run(socket, ctx, authenticated))
+    ws.max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| super::ws::run_socket(socket, ctx, authenticated))
 }
 
 #[cfg(test)]

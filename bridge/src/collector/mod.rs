@@ -21,6 +21,10 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
+pub use aep_schemas::received::{Parsed, Received, one_line};
+pub use aep_schemas::subscription::{
+    From, MAX_FILTER_BYTES, MAX_FILTER_VALUES, check_filter_size, parse_from, parse_sse_id, sse_id,
+};
 pub use buffer::{Cursor, Paged, Position, ReplayBuffers};
 pub use config::CollectorConfig;
 pub use http::{StreamQuery, router, sse_stream};
@@ -534,99 +538,11 @@ pub fn validate_received(value: Value, raw: &[u8]) -> Result<Stamped, Violation>
     }
 }
 
-/// One received event as parsed: a JSON value, or read straight into an [`aep_schemas::Event`]
-/// ([`aep_schemas::event::event_from_str_strict`]: what it could not represent is the error).
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)] // built once per line and moved on: a box would be an allocation per event
-pub enum Parsed {
-    /// A JSON value.
-    Value(Value),
-    /// An event, or why the object is not one.
-    Event(Result<aep_schemas::Event, aep_schemas::event::EnvelopeError>),
-}
-
-/// Events received in one request, validated, with their lines back to back in one buffer
-/// (each `(event, start, len)` a slice of it): the batch reaches the pipeline, and the JSONL
-/// log, as one submit instead of one per event, and no line is allocated on its own.
-#[derive(Debug, Default)]
-pub struct Received {
-    /// The events with their lines' place in `buf`.
-    pub events: Vec<(aep_schemas::Event, usize, usize)>,
-    /// The lines, each ending in `\n`.
-    pub buf: Vec<u8>,
-}
-
-impl Received {
-    /// An empty batch with room for `n` events of about `bytes` of lines in all.
-    pub fn with_capacity(n: usize, bytes: usize) -> Self {
-        Self { events: Vec::with_capacity(n), buf: Vec::with_capacity(bytes + n) }
-    }
-
-    /// Validates `parsed` (received as `raw`) as [`validate_received`] does and appends it
-    /// with its line: the emitter's own bytes when they are one line (AEP-0001 §4.2), else
-    /// the value compacted.
-    pub fn push(&mut self, parsed: Parsed, raw: &[u8]) -> Result<&aep_schemas::Event, Violation> {
-        let start = self.buf.len();
-        let event = match (one_line(raw), parsed) {
-            (Some(line), Parsed::Value(value)) => {
-                let event = aep_schemas::validate::validate_owned(value)?;
-                self.buf.extend_from_slice(line);
-                event
-            }
-            (Some(line), Parsed::Event(event)) => {
-                let event = aep_schemas::validate::validate_parsed(event)?;
-                self.buf.extend_from_slice(line);
-                event
-            }
-            (None, parsed) => {
-                let value = match parsed {
-                    Parsed::Value(v) => v,
-                    // Not one line (a CR inside): compacted from the value, read again. It was
-                    // read once, so this cannot fail; were it to, `null` is refused as no object.
-                    Parsed::Event(_) => aep_schemas::json::from_slice_strict(raw).unwrap_or(Value::Null),
-                };
-                let event = aep_schemas::validate::validate_value(&value)?;
-                // Writing a `Value` into a `Vec` cannot fail.
-                let _ = serde_json::to_writer(&mut self.buf, &value);
-                event
-            }
-        };
-        self.buf.push(b'\n');
-        self.events.push((event, start, self.buf.len() - start));
-        Ok(&self.events[self.events.len() - 1].0)
-    }
-
-    /// Number of events.
-    pub fn len(&self) -> usize {
-        self.events.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-    }
-}
-
-/// `raw` without surrounding whitespace when that is one non-empty line.
-fn one_line(raw: &[u8]) -> Option<&[u8]> {
-    let trimmed = raw.trim_ascii();
-    (!trimmed.is_empty() && !trimmed.iter().any(|b| matches!(b, b'\n' | b'\r'))).then_some(trimmed)
-}
-
 fn with_line(event: aep_schemas::Event, line: &[u8]) -> Stamped {
     let mut buf = Vec::with_capacity(line.len() + 1);
     buf.extend_from_slice(line);
     buf.push(b'\n');
     Stamped::with_line(event, Bytes::from(buf))
-}
-
-/// Where a subscription starts.
-#[derive(Debug, Clone)]
-pub enum From {
-    /// Replay every held session from its earliest position (AEP-0003 §5 replay-all).
-    All,
-    /// Replay strictly after each position.
-    Positions(Vec<(String, Position)>),
 }
 
 /// The event as a subscriber with `ceiling` sees it: the shared line when no down-level
@@ -724,53 +640,6 @@ impl Tap for Collector {
     }
 }
 
-/// Renders `session:epoch:seq` (the SSE `id:` field, AEP-0003 §3.3).
-pub fn sse_id(ev: &aep_schemas::Event) -> Option<String> {
-    Some(format!("{}:{}:{}", ev.session.as_deref()?, ev.epoch(), ev.seq?))
-}
-
-/// Parses a `Last-Event-ID` value `session:epoch:seq` (the session may itself contain `:`).
-pub fn parse_sse_id(s: &str) -> Option<(String, Position)> {
-    let mut it = s.rsplitn(3, ':');
-    let seq = it.next()?.parse().ok()?;
-    let epoch = it.next()?.parse().ok()?;
-    let session = it.next()?;
-    (!session.is_empty()).then(|| (session.to_owned(), Position { epoch, seq }))
-}
-
-/// Most values one subscription filter may list, over all its members: matching runs for
-/// every admitted event, so a filter's cost is bounded, not its sender's to choose.
-pub const MAX_FILTER_VALUES: usize = 1024;
-/// Most bytes of strings one subscription filter may hold.
-pub const MAX_FILTER_BYTES: usize = 64 * 1024;
-
-/// Refuses a filter above [`MAX_FILTER_VALUES`] values or [`MAX_FILTER_BYTES`] bytes of
-/// strings, before it is parsed (AEP-0003 §6.5 `limit-exceeded`).
-pub(crate) fn check_filter_size(v: &Value) -> Result<(), String> {
-    let (mut values, mut bytes) = (0usize, 0usize);
-    let mut stack = vec![v];
-    while let Some(x) = stack.pop() {
-        match x {
-            Value::Array(a) => stack.extend(a),
-            Value::Object(m) => {
-                bytes += m.keys().map(String::len).sum::<usize>();
-                stack.extend(m.values());
-            }
-            Value::String(s) => {
-                values += 1;
-                bytes += s.len();
-            }
-            _ => values += 1,
-        }
-        if values > MAX_FILTER_VALUES || bytes > MAX_FILTER_BYTES {
-            return Err(format!(
-                "the filter lists more than {MAX_FILTER_VALUES} values or {MAX_FILTER_BYTES} bytes; this endpoint matches at most that"
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// What every collector binding (HTTP, SSE, WebSocket) is served with.
 #[derive(Clone)]
 pub(crate) struct Ctx {
@@ -829,43 +698,9 @@ pub async fn submit_command(
     }
 }
 
-/// Parses `from`: `all` or a JSON array of `{session, epoch, seq}`.
-pub(crate) fn parse_from(v: &Value, max: usize) -> Result<From, (&'static str, String)> {
-    if v.as_str() == Some("all") {
-        return Ok(From::All);
-    }
-    let Some(items) = v.as_array() else {
-        return Err(("invalid-filter", "`from` must be \"all\" or an array of {session, epoch, seq}".into()));
-    };
-    if items.len() > max {
-        return Err((
-            "limit-exceeded",
-            format!("`from` has {} positions; this endpoint replays at most {max}", items.len()),
-        ));
-    }
-    let mut out = Vec::new();
-    for it in items {
-        let session = it.get("session").and_then(Value::as_str).filter(|s| !s.is_empty());
-        let epoch = it.get("epoch").map_or(Some(0), Value::as_u64);
-        let seq = it.get("seq").and_then(Value::as_u64);
-        match (session, epoch, seq) {
-            (Some(s), Some(epoch), Some(seq)) => out.push((s.to_owned(), Position { epoch, seq })),
-            _ => return Err(("invalid-filter", format!("malformed `from` position {it}"))),
-        }
-    }
-    Ok(From::Positions(out))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sse_ids_round_trip_with_colons_in_the_session() {
-        assert_eq!(parse_sse_id("a:b:3:17"), Some(("a:b".into(), Position { epoch: 3, seq: 17 })));
-        assert_eq!(parse_sse_id("s:x:1"), None);
-        assert_eq!(parse_sse_id(":1:2"), None);
-    }
 
     fn event(seq: u64, severity: Severity, pad: usize) -> Arc<Stamped> {
         Arc::new(Stamped::new(aep_schemas::Event {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use aep_schemas::filter::Filter;
 use aep_schemas::{AEP_VERSION, Capture};
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -76,9 +76,19 @@ impl Conn {
     }
 }
 
-/// Runs one connection until it closes.
-pub(super) async fn run(socket: WebSocket, ctx: Ctx, authenticated: bool) {
-    let (mut sink, mut stream) = socket.split();
+/// Runs one upgraded connection until it closes (axum's socket, split).
+pub(super) async fn run_socket(socket: WebSocket, ctx: Ctx, authenticated: bool) {
+    let (sink, stream) = socket.split();
+    run(sink, stream, ctx, authenticated).await;
+}
+
+/// Runs one connection until it closes: frames in from `stream`, frames out to `sink`.
+/// Generic over the two halves, so a test hands it a channel pair instead of a socket.
+pub(super) async fn run<Tx, Rx, E>(mut sink: Tx, mut stream: Rx, ctx: Ctx, authenticated: bool)
+where
+    Tx: Sink<Message> + Unpin,
+    Rx: Stream<Item = Result<Message, E>> + Unpin,
+{
     let c = ctx.collector.clone();
 
     // AEP-0003 §3.5 rule 1: the first frame in each direction is `hello`.
@@ -381,5 +391,129 @@ async fn handle_event(
     match ctx.pipeline.submit_stamped("collector", stamped).await {
         Ok(_) => Vec::new(),
         Err(_) => vec![err_frame(None, "unavailable", "shutting down")],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use aep_adapters::EventDraft;
+    use futures_util::stream;
+    use tokio_util::sync::PollSender;
+
+    use super::*;
+    use crate::collector::{Collector, CollectorConfig};
+    use crate::metrics::Metrics;
+    use crate::pipeline::PipelineBuilder;
+
+    /// The test's end of a connection: frames to the handler, frames from it.
+    struct Peer {
+        to: mpsc::Sender<Message>,
+        from: mpsc::Receiver<Message>,
+    }
+
+    impl Peer {
+        async fn send(&self, v: Value) {
+            self.to.send(text(&v)).await.expect("the handler is reading");
+        }
+
+        /// The next frame the handler sent, as JSON (a close frame as `{"close": code}`).
+        async fn recv(&mut self) -> Value {
+            match self.from.recv().await.expect("the handler sent a frame") {
+                Message::Text(t) => serde_json::from_str(&t).expect("text frames are JSON"),
+                Message::Close(c) => json!({ "close": c.map(|c| c.code) }),
+                other => panic!("unexpected frame {other:?}"),
+            }
+        }
+    }
+
+    /// A collector (tapped by a pipeline, as the daemon wires it) and one connection to it
+    /// over a pair of channels: no socket, no listener. The handler's task ends with it.
+    fn connect(authenticated: bool) -> (Ctx, Peer, tokio::task::JoinHandle<()>) {
+        let metrics = Arc::new(Metrics::new());
+        let collector = Collector::new(CollectorConfig::default(), None, metrics.clone(), None);
+        let pipeline = PipelineBuilder::new(1, "h", metrics).tap(collector.clone()).build();
+        let ctx = Ctx { collector, pipeline };
+        let (to, mut inbound) = mpsc::channel::<Message>(16);
+        let (outbound, from) = mpsc::channel::<Message>(16);
+        let rx = stream::poll_fn(move |cx| inbound.poll_recv(cx).map(|m| m.map(Ok::<_, Infallible>)));
+        let task = tokio::spawn(run(PollSender::new(outbound), rx, ctx.clone(), authenticated));
+        (ctx, Peer { to, from }, task)
+    }
+
+    fn hello() -> Value {
+        json!({"type": "hello", "versions": [AEP_VERSION], "role": "consumer"})
+    }
+
+    /// Hello first, a subscription, a live event, ping/pong, and `closing` on shutdown: the
+    /// whole conversation through the generic handler with channels for the socket.
+    #[tokio::test]
+    async fn a_connection_over_channels_subscribes_and_receives() {
+        let (ctx, mut peer, task) = connect(false);
+        peer.send(hello()).await;
+        let h = peer.recv().await;
+        assert_eq!((h["type"].as_str(), h["versions"][0].as_str()), (Some("hello"), Some(AEP_VERSION)));
+
+        peer.send(json!({"type": "subscribe", "id": "all"})).await;
+        assert_eq!(peer.recv().await, json!({"type": "subscribed", "id": "all"}));
+
+        let mut d = EventDraft::new("run.started", Capture::Metadata);
+        d.session = Some("s1".into());
+        let out = ctx.pipeline.submit_drafts("hook", "a", vec![d]).await.unwrap();
+        let ev = peer.recv().await;
+        assert_eq!(ev["id"].as_str(), Some(out[0].event.id.as_str()));
+        assert_eq!((ev["type"].as_str(), ev["session"].as_str()), (Some("run.started"), Some("s1")));
+
+        peer.send(json!({"type": "ping", "t": 7})).await;
+        assert_eq!(peer.recv().await, json!({"type": "pong", "t": 7}));
+
+        ctx.collector.close();
+        let closing = peer.recv().await;
+        assert_eq!(closing["type"], "closing");
+        assert_eq!(closing["reason"], "shutdown");
+        assert_eq!(closing["delivered"], json!([{"sub": "all", "session": "s1", "epoch": 1, "seq": 0}]));
+        assert_eq!(peer.recv().await, json!({"close": 1001}));
+        task.await.unwrap();
+    }
+
+    /// AEP-0003 §3.5 rule 1: a first frame other than `hello` is refused and the connection
+    /// closed (1008); an unsupported version likewise (1002).
+    #[tokio::test]
+    async fn the_first_frame_must_be_a_hello_with_our_version() {
+        let (_ctx, mut peer, task) = connect(false);
+        peer.send(json!({"type": "subscribe", "id": "x"})).await;
+        assert_eq!(peer.recv().await["code"], "hello-required");
+        assert_eq!(peer.recv().await, json!({"close": 1008}));
+        task.await.unwrap();
+
+        let (_ctx, mut peer, task) = connect(false);
+        peer.send(json!({"type": "hello", "versions": ["9.9"]})).await;
+        let e = peer.recv().await;
+        assert_eq!((e["code"].as_str(), e["versions"][0].as_str()), (Some("version-unsupported"), Some(AEP_VERSION)));
+        assert_eq!(peer.recv().await, json!({"close": 1002}));
+        task.await.unwrap();
+    }
+
+    /// AEP-0004 §4.1: a command on an unauthenticated binding is refused in-band, and the
+    /// connection stays open for what follows.
+    #[tokio::test]
+    async fn a_command_on_an_unauthenticated_connection_is_refused_in_band() {
+        let (_ctx, mut peer, task) = connect(false);
+        peer.send(hello()).await;
+        peer.recv().await;
+        let cmd = json!({"aep": AEP_VERSION, "id": "01J00000000000000000000CMD", "type": "control.attention.respond",
+            "time": "2026-01-02T03:04:05Z", "source": "aep://h/agent/a/session/s1", "agent": "a", "session": "s1",
+            "capture": "metadata", "subject": "01JAAAAAAAAAAAAAAAAAAAAAAA", "data": {"answer": {"option": "yes"}}});
+        peer.send(cmd).await;
+        let refused = peer.recv().await;
+        assert_eq!(
+            (refused["code"].as_str(), refused["cause"].as_str()),
+            (Some("unauthorized"), Some("01J00000000000000000000CMD"))
+        );
+        peer.send(json!({"type": "ping"})).await;
+        assert_eq!(peer.recv().await, json!({"type": "pong"}));
+        drop(peer);
+        task.await.unwrap();
     }
 }

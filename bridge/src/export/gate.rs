@@ -15,8 +15,8 @@ use aep_projections::capture_gate::{CaptureGate, Gated};
 use aep_receivers::otlp::{ExportLogsServiceRequest, ExportMetricsServiceRequest, ExportTraceServiceRequest};
 use aep_schemas::Capture;
 
+use crate::export::tee::OtlpTee;
 use crate::metrics::Metrics;
-use crate::otlp_in::OtlpTee;
 
 /// A tee that sees only what its ceiling admits.
 pub struct GatedTee {

@@ -10,6 +10,7 @@ pub mod ocsf;
 pub mod otel_env;
 pub mod otlp;
 pub mod otlp_metrics;
+pub mod tee;
 pub mod vendor_spans;
 
 use std::sync::Arc;

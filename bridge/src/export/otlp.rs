@@ -43,6 +43,7 @@ use crate::pipeline::Stamped;
 use crate::transport::http::HttpOptions;
 pub use crate::transport::retry::classify_grpc;
 use crate::transport::{Attempt, HttpClient, Reply, with_retry};
+pub use aep_projections::otlp::{ConvertError, logs_from_json, traces_from_json};
 use aep_projections::spans::VendorSpans;
 use aep_projections::spans::{JoinConfig, SpanJoin};
 
@@ -95,50 +96,6 @@ fn refuses_gzip(s: &tonic::Status) -> bool {
     let accepts = s.metadata().get("grpc-accept-encoding").and_then(|v| v.to_str().ok());
     accepts.is_some_and(|a| !a.split(',').any(|e| e.trim() == "gzip"))
         || (s.message().contains("compressed") && s.message().contains("gzip"))
-}
-
-/// Why an OTLP/JSON value could not become a request.
-#[derive(Debug, thiserror::Error)]
-pub enum ConvertError {
-    /// The JSON does not match the OTLP message.
-    #[error("OTLP/JSON does not decode: {0}")]
-    Json(#[from] serde_json::Error),
-    /// A trace or span id has the wrong length (opentelemetry-proto's serde accepts any).
-    #[error("bad id length: {0}")]
-    IdLength(String),
-}
-
-fn check_id(bytes: &[u8], len: usize, what: &str) -> Result<(), ConvertError> {
-    if bytes.is_empty() || bytes.len() == len {
-        Ok(())
-    } else {
-        Err(ConvertError::IdLength(format!("{what} has {} bytes, wanted {len}", bytes.len())))
-    }
-}
-
-/// OTLP/JSON logs (as [`logs_request`] writes them) to the protobuf message.
-pub fn logs_from_json(v: Value) -> Result<ExportLogsServiceRequest, ConvertError> {
-    let req: ExportLogsServiceRequest = serde_json::from_value(v)?;
-    for r in req.resource_logs.iter().flat_map(|r| &r.scope_logs).flat_map(|s| &s.log_records) {
-        check_id(&r.trace_id, 16, "traceId")?;
-        check_id(&r.span_id, 8, "spanId")?;
-    }
-    Ok(req)
-}
-
-/// OTLP/JSON traces (as [`traces_request`] writes them) to the protobuf message.
-pub fn traces_from_json(v: Value) -> Result<ExportTraceServiceRequest, ConvertError> {
-    let req: ExportTraceServiceRequest = serde_json::from_value(v)?;
-    for s in req.resource_spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans) {
-        check_id(&s.trace_id, 16, "traceId")?;
-        check_id(&s.span_id, 8, "spanId")?;
-        check_id(&s.parent_span_id, 8, "parentSpanId")?;
-        for l in &s.links {
-            check_id(&l.trace_id, 16, "link traceId")?;
-            check_id(&l.span_id, 8, "link spanId")?;
-        }
-    }
-    Ok(req)
 }
 
 /// One request ready to send (converted and encoded once, resent as-is on retry).
@@ -825,15 +782,6 @@ mod tests {
         assert_eq!(traces_from_json(serde_json::from_slice(&json).unwrap()).unwrap(), req);
         let pb = body(Protocol::HttpProtobuf, OtlpRequest::Traces(req.clone()));
         assert_eq!(ExportTraceServiceRequest::decode(&pb[..]).unwrap(), req);
-    }
-
-    #[test]
-    fn rejects_bad_id_lengths_and_snake_case_is_not_silently_empty() {
-        let bad =
-            json!({"resourceLogs":[{"scopeLogs":[{"logRecords":[{"traceId":"0af7651916cd43dd8448eb211c8031"}]}]}]});
-        assert!(matches!(logs_from_json(bad), Err(ConvertError::IdLength(_))));
-        let snake = json!({"resource_logs":[{"scope_logs":[{"log_records":[{}]}]}]});
-        assert!(logs_from_json(snake).unwrap().resource_logs.is_empty());
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub struct VendorForward {
     tx: mpsc::Sender<ExportMetricsServiceRequest>,
 }
 
-impl crate::otlp_in::OtlpTee for VendorForward {
+impl super::tee::OtlpTee for VendorForward {
     fn logs(&self, _: &opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest) {}
     fn traces(&self, _: &opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest) {}
     fn metrics(&self, req: &ExportMetricsServiceRequest) {

@@ -51,7 +51,7 @@ impl VendorSpansTee {
     }
 }
 
-impl crate::otlp_in::OtlpTee for VendorSpansTee {
+impl super::tee::OtlpTee for VendorSpansTee {
     fn logs(&self, _: &opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest) {}
 
     fn traces(&self, req: &ExportTraceServiceRequest) {
@@ -83,7 +83,7 @@ mod tests {
 
     #[test]
     fn the_tee_queue_is_bounded_in_bytes_until_the_sink_takes_a_request() {
-        use crate::otlp_in::OtlpTee as _;
+        use crate::export::tee::OtlpTee as _;
         let req = ExportTraceServiceRequest {
             resource_spans: vec![opentelemetry_proto::tonic::trace::v1::ResourceSpans {
                 scope_spans: vec![opentelemetry_proto::tonic::trace::v1::ScopeSpans {

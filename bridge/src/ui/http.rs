@@ -379,7 +379,7 @@ async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Byte
     else {
         return error(StatusCode::BAD_REQUEST, "invalid", "`request` and `session` are required");
     };
-    let (answer, capture) = match answer_of(v.get("answer")) {
+    let (answer, capture) = match aep_schemas::command::answer(v.get("answer")) {
         Ok(a) => a,
         Err(why) => return error(StatusCode::BAD_REQUEST, "invalid", why),
     };
@@ -390,20 +390,20 @@ async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Byte
         data["by"] = json!(name);
     }
     // AEP-0004 §2: seq-less, a fresh id, `agent` the sender; subject and cause the request (§6).
-    let cmd = json!({
-        "aep": aep_schemas::AEP_VERSION,
-        "id": ulid::Ulid::new().to_string(),
-        "type": "control.attention.respond",
-        "time": crate::client::now_rfc3339(),
-        "source": ui.source,
-        "agent": SENDER,
-        "session": session,
-        "subject": request,
-        "cause": request,
-        "capture": capture,
-        "data": data.clone(),
-    });
-    let id = cmd["id"].as_str().unwrap_or_default().to_owned();
+    let id = ulid::Ulid::new().to_string();
+    let cmd = aep_schemas::command::Command {
+        r#type: "control.attention.respond",
+        session,
+        run: None,
+        answers: Some(request),
+        capture,
+        data: data.clone(),
+    }
+    .event(
+        aep_schemas::command::Sender { agent: SENDER, source: &ui.source },
+        &id,
+        &crate::time::rfc3339_ms(crate::time::now_ms()),
+    );
     let raw = cmd.to_string();
     let stamped = match collector::validate_received(cmd, raw.as_bytes()) {
         Ok(s) => Arc::new(s),
@@ -419,33 +419,6 @@ async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Byte
             let status = if r.code == "unavailable" { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::CONFLICT };
             error(status, r.code, r.detail)
         }
-    }
-}
-
-/// The answer a page posted, as the command carries it (AEP-0004 §5), and its capture:
-/// `values` (a form, AEP-0006), `option` with optional `text` (an explicit choice and the
-/// words that go with it, e.g. a denial's reason), or `text` alone (AEP-0008: the target
-/// maps it). Free text is user-authored: `redacted` minimum (AEP-0004 §5).
-fn answer_of(a: Option<&Value>) -> Result<(Value, &'static str), String> {
-    let Some(a) = a.and_then(Value::as_object) else {
-        return Err("`answer` needs option, text or values".into());
-    };
-    let text = a.get("text").and_then(Value::as_str).filter(|t| !t.trim().is_empty());
-    if a.get("text").is_some_and(|t| !t.is_string()) {
-        return Err("`answer.text` is a string".into());
-    }
-    if let Some(values) = a.get("values") {
-        if !values.is_object() {
-            return Err("`answer.values` maps field ids to answers".into());
-        }
-        return Ok((json!({ "values": values }), "redacted"));
-    }
-    match (a.get("option"), text) {
-        (Some(Value::String(o)), None) => Ok((json!({ "option": o }), "metadata")),
-        (Some(Value::String(o)), Some(t)) => Ok((json!({ "option": o, "text": t }), "redacted")),
-        (Some(_), _) => Err("`answer.option` is an option id string".into()),
-        (None, Some(t)) => Ok((json!({ "text": t }), "redacted")),
-        (None, None) => Err("`answer` needs option, text or values".into()),
     }
 }
 
@@ -536,22 +509,6 @@ async fn events(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn answers_say_what_they_send() {
-        let a = |v: Value| answer_of(Some(&v));
-        assert_eq!(
-            a(json!({"option": "deny", "text": "use staging"})).unwrap(),
-            (json!({"option": "deny", "text": "use staging"}), "redacted")
-        );
-        assert_eq!(a(json!({"option": "allow", "text": "  "})).unwrap(), (json!({"option": "allow"}), "metadata"));
-        assert_eq!(a(json!({"text": "yes go ahead"})).unwrap(), (json!({"text": "yes go ahead"}), "redacted"));
-        assert_eq!(a(json!({"values": {"1": "x"}, "option": "o"})).unwrap().0, json!({"values": {"1": "x"}}));
-        assert!(a(json!({"option": 3})).is_err());
-        assert!(a(json!({"text": 3})).is_err());
-        assert!(a(json!({})).is_err());
-        assert!(answer_of(None).is_err());
-    }
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();

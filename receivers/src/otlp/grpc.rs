@@ -6,22 +6,11 @@
 //! `INVALID_ARGUMENT` (not retried) rather than tonic's `INTERNAL`.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::marker::PhantomData;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Buf as _;
-use opentelemetry_proto::tonic::collector::logs::v1::{
-    ExportLogsPartialSuccess, ExportLogsServiceRequest, ExportLogsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::metrics::v1::{
-    ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
 use prost::Message;
 use tokio_util::sync::CancellationToken;
 use tonic::codec::{Codec, CompressionEncoding, DecodeBuf, Decoder, EncodeBuf, Encoder};
@@ -29,8 +18,9 @@ use tonic::server::NamedService;
 use tonic::service::Routes;
 use tonic::{Code, Request, Response, Status};
 
+use super::signal::{BoxFuture, Export, Logs, Metrics, Traces};
 use super::status::{self, CODE_UNAVAILABLE};
-use super::{Accepted, DEFAULT_MAX_REQUEST_BYTES, OtlpHandler, Refused, decode};
+use super::{DEFAULT_MAX_REQUEST_BYTES, OtlpHandler, Refused};
 use crate::listener::{self, Limits, OnRefused, Protocol};
 
 /// OTLP/gRPC limits.
@@ -55,85 +45,6 @@ impl Default for GrpcConfig {
             max_concurrency: 2,
             connections: Limits::default(),
         }
-    }
-}
-
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// One OTLP signal's `Export` method.
-trait Export: Send + Sync + 'static {
-    /// The request message.
-    type Req: Message + Default + Send + 'static;
-    /// The response message.
-    type Resp: Message + Send + 'static;
-    /// The gRPC service name.
-    const SERVICE: &'static str;
-    /// The method's path.
-    const PATH: &'static str;
-    /// Hands a decoded request to the handler.
-    fn export(handler: Arc<dyn OtlpHandler>, req: Self::Req) -> BoxFuture<Result<Self::Resp, Status>>;
-}
-
-/// `opentelemetry.proto.collector.logs.v1.LogsService`.
-struct Logs;
-/// `opentelemetry.proto.collector.trace.v1.TraceService`.
-struct Traces;
-/// `opentelemetry.proto.collector.metrics.v1.MetricsService`.
-struct Metrics;
-
-impl Export for Logs {
-    type Req = ExportLogsServiceRequest;
-    type Resp = ExportLogsServiceResponse;
-    const SERVICE: &'static str = "opentelemetry.proto.collector.logs.v1.LogsService";
-    const PATH: &'static str = "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
-
-    fn export(handler: Arc<dyn OtlpHandler>, req: Self::Req) -> BoxFuture<Result<Self::Resp, Status>> {
-        Box::pin(async move {
-            decode::check_ids_logs(&req).map_err(|e| invalid(&*handler, e))?;
-            let a = if handler.wants_log_records() {
-                handler.log_records_async(super::into_otel_records(req)).await
-            } else {
-                handler.logs(req)
-            }
-            .map_err(refused)?;
-            let partial_success = partial(&a)
-                .then_some(ExportLogsPartialSuccess { rejected_log_records: a.rejected, error_message: a.message });
-            Ok(ExportLogsServiceResponse { partial_success })
-        })
-    }
-}
-
-impl Export for Traces {
-    type Req = ExportTraceServiceRequest;
-    type Resp = ExportTraceServiceResponse;
-    const SERVICE: &'static str = "opentelemetry.proto.collector.trace.v1.TraceService";
-    const PATH: &'static str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
-
-    fn export(handler: Arc<dyn OtlpHandler>, req: Self::Req) -> BoxFuture<Result<Self::Resp, Status>> {
-        Box::pin(async move {
-            decode::check_ids_traces(&req).map_err(|e| invalid(&*handler, e))?;
-            let a = handler.traces(req).map_err(refused)?;
-            let partial_success = partial(&a)
-                .then_some(ExportTracePartialSuccess { rejected_spans: a.rejected, error_message: a.message });
-            Ok(ExportTraceServiceResponse { partial_success })
-        })
-    }
-}
-
-impl Export for Metrics {
-    type Req = ExportMetricsServiceRequest;
-    type Resp = ExportMetricsServiceResponse;
-    const SERVICE: &'static str = "opentelemetry.proto.collector.metrics.v1.MetricsService";
-    const PATH: &'static str = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
-
-    fn export(handler: Arc<dyn OtlpHandler>, req: Self::Req) -> BoxFuture<Result<Self::Resp, Status>> {
-        Box::pin(async move {
-            decode::check_ids_metrics(&req).map_err(|e| invalid(&*handler, e))?;
-            let a = handler.metrics(req).map_err(refused)?;
-            let partial_success = partial(&a)
-                .then_some(ExportMetricsPartialSuccess { rejected_data_points: a.rejected, error_message: a.message });
-            Ok(ExportMetricsServiceResponse { partial_success })
-        })
     }
 }
 
@@ -172,7 +83,7 @@ where
         let handler = self.handler.clone();
         let max_decode = self.max_decode;
         Box::pin(async move {
-            if req.uri().path() != E::PATH {
+            if req.uri().path() != E::GRPC_PATH {
                 return Ok(
                     Status::unimplemented(format!("{} has no method {}", E::SERVICE, req.uri().path())).into_http()
                 );
@@ -195,13 +106,18 @@ where
                 .accept_compressed(CompressionEncoding::Zstd)
                 .send_compressed(CompressionEncoding::Gzip)
                 .max_decoding_message_size(max_decode);
-            let method = tower::service_fn(move |r: Request<E::Req>| {
-                let export = E::export(handler.clone(), r.into_inner());
-                async move { export.await.map(Response::new) }
-            });
+            let method = tower::service_fn(move |r: Request<E::Req>| export::<E>(handler.clone(), r.into_inner()));
             Ok(grpc.unary(method, req).await)
         })
     }
+}
+
+/// One export: the ids checked (tonic decoded the message), the request handed to the
+/// handler, its answer as the response or the status of a refusal.
+async fn export<E: Export>(handler: Arc<dyn OtlpHandler>, req: E::Req) -> Result<Response<E::Resp>, Status> {
+    E::check_ids(&req).map_err(|e| invalid(&*handler, e))?;
+    let a = E::take_async(handler, req).await.map_err(refused)?;
+    Ok(Response::new(E::response(a)))
 }
 
 /// Protobuf in and out, like tonic's prost codec except that a message that does not decode
@@ -310,8 +226,4 @@ fn refused(r: Refused) -> Status {
         }
         Refused::Invalid(m) => Status::invalid_argument(m),
     }
-}
-
-fn partial(a: &Accepted) -> bool {
-    a.rejected > 0 || !a.message.is_empty()
 }

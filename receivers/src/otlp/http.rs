@@ -1,6 +1,7 @@
 //! OTLP/HTTP: `POST /v1/logs`, `/v1/traces`, `/v1/metrics` with protobuf or JSON bodies
 //! (OTLP specification, "OTLP/HTTP"). The response uses the request's content type.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
@@ -11,16 +12,14 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use opentelemetry_proto::tonic::collector::logs::v1::{ExportLogsPartialSuccess, ExportLogsServiceResponse};
-use opentelemetry_proto::tonic::collector::metrics::v1::{ExportMetricsPartialSuccess, ExportMetricsServiceResponse};
-use opentelemetry_proto::tonic::collector::trace::v1::{ExportTracePartialSuccess, ExportTraceServiceResponse};
 use prost::Message;
 use serde_json::json;
 
 use super::body::{self, BodyPool};
 use super::decode::{self, DecodeError, Encoding, Format};
+use super::signal::{Export, Logs, Metrics, Traces, partial};
 use super::status::{self, RpcStatus};
-use super::{Accepted, Admitted, DEFAULT_MAX_REQUEST_BYTES, DecodeBudget, OtlpHandler, Refused, Signal};
+use super::{Accepted, Admitted, DEFAULT_MAX_REQUEST_BYTES, DecodeBudget, OtlpHandler, Refused};
 
 /// OTLP/HTTP limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,9 +55,9 @@ pub fn router(handler: Arc<dyn OtlpHandler>) -> Router {
 pub fn router_with(handler: Arc<dyn OtlpHandler>, cfg: HttpConfig) -> Router {
     let state = AppState { handler, cfg: Arc::new(cfg), bodies: Arc::default() };
     Router::new()
-        .route("/v1/logs", post(logs))
-        .route("/v1/traces", post(traces))
-        .route("/v1/metrics", post(metrics))
+        .route(Logs::HTTP_PATH, post(export::<Logs>))
+        .route(Traces::HTTP_PATH, post(export::<Traces>))
+        .route(Metrics::HTTP_PATH, post(export::<Metrics>))
         // The limit is enforced in `read_body`, with an OTLP-shaped 413.
         .layer(DefaultBodyLimit::disable())
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_refusals))
@@ -87,128 +86,99 @@ async fn count_refusals(
     resp
 }
 
-async fn logs(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+/// One OTLP/HTTP endpoint, the same for every signal: the token, the body read within the
+/// limits and the decode budget, the handler's readiness, the decode, the handler's answer
+/// in the request's format.
+async fn export<E: Endpoint>(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     if let Some(r) = unauthorized(st.handler.as_ref(), &headers) {
         drain(body, st.cfg.max_request_bytes).await;
         return r;
     }
     let budget = st.handler.decode_budget().cloned();
-    let (format, encoding, wire, read) = match read_request(&st, &headers, body, budget.as_ref()).await {
+    let (format, encoding, bytes, read) = match read_request(&st, &headers, body, budget.as_ref()).await {
         Ok(x) => x,
         Err(r) => return r,
     };
     // Given back to the pool once the request is answered (reused if nothing holds it).
-    let kept = wire.clone();
-    if let Err(r) = st.handler.ready_for_logs() {
+    let kept = bytes.clone();
+    if let Err(r) = E::ready(st.handler.as_ref()) {
         return refused(format, r);
     }
-    let answer = if st.handler.wants_log_records() {
-        // The records go to the handler on the thread that read them: they are built,
-        // mapped and dropped there, never handed across. A large body is decoded and handed
-        // over on the blocking pool; any other on this task, which awaits the handler.
-        if on_blocking_pool(wire.len(), encoding) {
+    let wire = Wire { bytes, encoding, format, read, budget };
+    let answer = match E::answer(&st, wire).await {
+        Ok(answer) => answer,
+        Err(e) => return decode_error(format, e),
+    };
+    st.bodies.put(kept);
+    match answer {
+        Ok(a) => success::<E>(format, a),
+        Err(r) => refused(format, r),
+    }
+}
+
+/// A body as read off the wire, with what its decode needs.
+struct Wire {
+    bytes: Bytes,
+    encoding: Encoding,
+    format: Format,
+    /// Its share of the decode budget, taken when it was read.
+    read: Option<Admitted>,
+    budget: Option<DecodeBudget>,
+}
+
+/// What an OTLP/HTTP endpoint adds to its signal's [`Export`]: by default the body is
+/// decoded into the request message and handed to [`Export::take`].
+trait Endpoint: Export {
+    /// Whether the handler takes a request now, asked before the body is decoded.
+    fn ready(handler: &dyn OtlpHandler) -> Result<(), Refused> {
+        let _ = handler;
+        Ok(())
+    }
+
+    /// Decodes the body and hands it to the handler: the handler's answer, or why the body
+    /// did not decode.
+    fn answer(
+        st: &AppState,
+        wire: Wire,
+    ) -> impl Future<Output = Result<Result<Accepted, Refused>, DecodeError>> + Send {
+        decoded::<Self>(st, wire)
+    }
+}
+
+/// [`Endpoint::answer`] by default: the request message decoded (its budget share held
+/// until the handler has taken it), then [`Export::take`].
+async fn decoded<E: Export>(st: &AppState, wire: Wire) -> Result<Result<Accepted, Refused>, DecodeError> {
+    let (req, _admitted) = decode_body(wire, st.cfg.max_decoded_bytes, |b: Bytes, f| E::decode(&b, f)).await?;
+    Ok(E::take(st.handler.as_ref(), req))
+}
+
+impl Endpoint for Traces {}
+
+impl Endpoint for Metrics {}
+
+/// Logs are refused before they are decoded when the pipeline is full (a full pipeline
+/// costs a refused export its read and nothing more), and go to a handler that takes
+/// neutral records on the thread that read them: they are built, mapped and dropped there,
+/// never handed across. A large body is decoded and handed over on the blocking pool; any
+/// other on this task, which awaits the handler.
+impl Endpoint for Logs {
+    fn ready(handler: &dyn OtlpHandler) -> Result<(), Refused> {
+        handler.ready_for_logs()
+    }
+
+    async fn answer(st: &AppState, wire: Wire) -> Result<Result<Accepted, Refused>, DecodeError> {
+        if !st.handler.wants_log_records() {
+            return decoded::<Self>(st, wire).await;
+        }
+        let max = st.cfg.max_decoded_bytes;
+        if on_blocking_pool(wire.bytes.len(), wire.encoding) {
             let handler = Arc::clone(&st.handler);
             let take = move |b: Bytes, f| decode_log_records(b, f).map(|records| handler.log_records_blocking(records));
-            match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, take).await {
-                Ok((answer, _admitted)) => answer,
-                Err(e) => return decode_error(format, e),
-            }
+            decode_body(wire, max, take).await.map(|(answer, _admitted)| answer)
         } else {
-            match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, decode_log_records).await
-            {
-                Ok((records, _admitted)) => st.handler.log_records_async(records).await,
-                Err(e) => return decode_error(format, e),
-            }
+            let (records, _admitted) = decode_body(wire, max, decode_log_records).await?;
+            Ok(st.handler.log_records_async(records).await)
         }
-    } else {
-        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, |b: Bytes, f| {
-            decode::logs(&b, f)
-        })
-        .await
-        {
-            Ok((req, _admitted)) => st.handler.logs(req),
-            Err(e) => return decode_error(format, e),
-        }
-    };
-    st.bodies.put(kept);
-    match answer {
-        Ok(a) => {
-            let partial_success = partial(&a).then(|| ExportLogsPartialSuccess {
-                rejected_log_records: a.rejected,
-                error_message: a.message.clone(),
-            });
-            let pb = ExportLogsServiceResponse { partial_success };
-            success(format, &pb, Signal::Logs, &a)
-        }
-        Err(r) => refused(format, r),
-    }
-}
-
-async fn traces(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    if let Some(r) = unauthorized(st.handler.as_ref(), &headers) {
-        drain(body, st.cfg.max_request_bytes).await;
-        return r;
-    }
-    let budget = st.handler.decode_budget().cloned();
-    let (format, encoding, wire, read) = match read_request(&st, &headers, body, budget.as_ref()).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    // Given back to the pool once the request is answered (reused if nothing holds it).
-    let kept = wire.clone();
-    let (req, _admitted) =
-        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, |b: Bytes, f| {
-            decode::traces(&b, f)
-        })
-        .await
-        {
-            Ok(r) => r,
-            Err(e) => return decode_error(format, e),
-        };
-    let answer = st.handler.traces(req);
-    st.bodies.put(kept);
-    match answer {
-        Ok(a) => {
-            let partial_success = partial(&a)
-                .then(|| ExportTracePartialSuccess { rejected_spans: a.rejected, error_message: a.message.clone() });
-            success(format, &ExportTraceServiceResponse { partial_success }, Signal::Traces, &a)
-        }
-        Err(r) => refused(format, r),
-    }
-}
-
-async fn metrics(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    if let Some(r) = unauthorized(st.handler.as_ref(), &headers) {
-        drain(body, st.cfg.max_request_bytes).await;
-        return r;
-    }
-    let budget = st.handler.decode_budget().cloned();
-    let (format, encoding, wire, read) = match read_request(&st, &headers, body, budget.as_ref()).await {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    // Given back to the pool once the request is answered (reused if nothing holds it).
-    let kept = wire.clone();
-    let (req, _admitted) =
-        match decode_body(wire, encoding, format, st.cfg.max_decoded_bytes, read, budget, |b: Bytes, f| {
-            decode::metrics(&b, f)
-        })
-        .await
-        {
-            Ok(r) => r,
-            Err(e) => return decode_error(format, e),
-        };
-    let answer = st.handler.metrics(req);
-    st.bodies.put(kept);
-    match answer {
-        Ok(a) => {
-            let partial_success = partial(&a).then(|| ExportMetricsPartialSuccess {
-                rejected_data_points: a.rejected,
-                error_message: a.message.clone(),
-            });
-            success(format, &ExportMetricsServiceResponse { partial_success }, Signal::Metrics, &a)
-        }
-        Err(r) => refused(format, r),
     }
 }
 
@@ -230,12 +200,6 @@ fn unauthorized(handler: &dyn OtlpHandler, headers: &HeaderMap) -> Option<Respon
     );
     resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"aep-bridge\""));
     Some(resp)
-}
-
-/// `partial_success` is set only when something was rejected or the handler has a message
-/// (OTLP: leave it unset on full success).
-fn partial(a: &Accepted) -> bool {
-    a.rejected > 0 || !a.message.is_empty()
 }
 
 /// Bodies at least this large are decompressed and decoded on the blocking pool, so a 20 MiB
@@ -260,14 +224,11 @@ fn decode_log_records(body: Bytes, format: Format) -> Result<Vec<aep_adapters::o
 /// The decoded message comes back with its share of the decode budget, held until the
 /// handler has taken it.
 async fn decode_body<T: Send + 'static>(
-    wire: Bytes,
-    encoding: Encoding,
-    format: Format,
+    wire: Wire,
     max_decoded: usize,
-    read: Option<Admitted>,
-    budget: Option<DecodeBudget>,
     decode: impl FnOnce(Bytes, Format) -> Result<T, DecodeError> + Send + 'static,
 ) -> Result<(T, Option<Admitted>), DecodeError> {
+    let Wire { bytes: wire, encoding, format, read, budget } = wire;
     let len = wire.len();
     let work = move || {
         let (body, admitted) = match encoding {
@@ -471,24 +432,19 @@ fn status_body(format: Format, code: StatusCode, st: &RpcStatus) -> Response {
 }
 
 /// A 200 response carrying the export response message in the request's format.
-fn success<M: Message>(format: Format, pb: &M, signal: Signal, a: &Accepted) -> Response {
+fn success<E: Export>(format: Format, a: Accepted) -> Response {
     let body = match format {
-        Format::Protobuf => pb.encode_to_vec(),
-        Format::Json => json_response(signal, a).into_bytes(),
+        Format::Json => json_response(E::REJECTED_KEY, &a).into_bytes(),
+        Format::Protobuf => E::response(a).encode_to_vec(),
     };
     (StatusCode::OK, [(header::CONTENT_TYPE, format.content_type())], body).into_response()
 }
 
 /// The export response in OTLP/JSON: `{}` on full success, else `partialSuccess` with the
 /// int64 count as a string (proto3 JSON), as the collector writes it.
-fn json_response(signal: Signal, a: &Accepted) -> String {
+fn json_response(key: &str, a: &Accepted) -> String {
     if !partial(a) {
         return "{}".into();
     }
-    let key = match signal {
-        Signal::Logs => "rejectedLogRecords",
-        Signal::Traces => "rejectedSpans",
-        Signal::Metrics => "rejectedDataPoints",
-    };
     json!({ "partialSuccess": { key: a.rejected.to_string(), "errorMessage": a.message } }).to_string()
 }

@@ -41,6 +41,7 @@ pub mod decode;
 pub mod fast;
 pub mod grpc;
 pub mod http;
+mod signal;
 mod status;
 
 pub use convert::{into_otel_records, to_otel_records};

@@ -544,6 +544,14 @@ impl Event {
     }
 }
 
+/// An Event reads as itself where a caller takes anything that holds one (the daemon's
+/// stamped events carry their serialized line beside the Event).
+impl AsRef<Event> for Event {
+    fn as_ref(&self) -> &Event {
+        self
+    }
+}
+
 impl Serialize for Event {
     /// Writes members in wire order straight from the fields (no intermediate map: this is
     /// the hot path of every sink).

@@ -340,6 +340,10 @@ fn task_notification(p: &Value) -> bool {
 }
 
 impl HookAdapter for ClaudeCodeAdapter {
+    fn history(&self) -> Option<&'static crate::history::HistorySpec> {
+        Some(&transcript::HISTORY)
+    }
+
     fn vendor(&self) -> &'static str {
         VENDOR
     }

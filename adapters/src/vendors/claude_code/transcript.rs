@@ -24,13 +24,34 @@ use super::ClaudeCodeAdapter;
 use crate::MapContext;
 use crate::history::{self, Imported, LineIssue, Moment, Record, Transcript};
 
-/// A subagent's transcript with the `agent-<id>.meta.json` beside it, when there is one.
-#[derive(Debug, Clone)]
-pub struct Subagent {
-    /// The subagent's transcript.
-    pub transcript: Transcript,
-    /// The parsed `.meta.json` (`agentType`, `toolUseId`...).
-    pub meta: Option<Value>,
+/// A subagent's transcript with the `agent-<id>.meta.json` beside it (`agentType`,
+/// `toolUseId`...), when there is one.
+pub type Subagent = history::Companion;
+
+/// Where Claude Code keeps its transcripts: each `<session>.jsonl` under the projects
+/// folder, with its subagents' `<session>/subagents/agent-*.jsonl` and their
+/// `agent-*.meta.json`.
+pub const HISTORY: history::HistorySpec = history::HistorySpec {
+    home_dir: ".claude/projects",
+    flag: "claude",
+    files: history::FileMatch { prefix: "", suffix: ".jsonl", not_in: Some("subagents") },
+    companions: Some(history::Companions {
+        dir: "subagents",
+        files: history::FileMatch { prefix: "agent-", suffix: ".jsonl", not_in: None },
+        meta_ext: Some("meta.json"),
+    }),
+    map: map_sessions,
+};
+
+/// Maps every session file read from the projects folder ([`map_session`] each).
+pub fn map_sessions(files: &[history::SessionFile], cx: &MapContext) -> Imported {
+    let mut all = Imported::default();
+    for f in files {
+        let got = map_session(&f.transcript, &f.companions, cx);
+        all.sessions.extend(got.sessions);
+        all.issues.extend(got.issues);
+    }
+    all
 }
 
 /// Maps one session's transcript and its subagents' into one AEP session. A transcript

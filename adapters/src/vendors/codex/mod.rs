@@ -196,6 +196,10 @@ pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
 };
 
 impl HookAdapter for CodexAdapter {
+    fn history(&self) -> Option<&'static crate::history::HistorySpec> {
+        Some(&rollout::HISTORY)
+    }
+
     fn vendor(&self) -> &'static str {
         VENDOR
     }

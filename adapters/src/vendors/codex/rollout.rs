@@ -52,6 +52,15 @@ struct Rollout {
     subagent: Option<String>,
 }
 
+/// Where Codex keeps its rollouts: every `rollout-*.jsonl` under the sessions folder.
+pub const HISTORY: history::HistorySpec = history::HistorySpec {
+    home_dir: ".codex/sessions",
+    flag: "codex",
+    files: history::FileMatch { prefix: "rollout-", suffix: ".jsonl", not_in: None },
+    companions: None,
+    map: |files, cx| map_rollouts(&files.iter().map(|f| f.transcript.clone()).collect::<Vec<_>>(), cx),
+};
+
 /// Maps rollout files into AEP sessions, one per Codex session id; files without a
 /// `session_meta` are reported and skipped.
 pub fn map_rollouts(files: &[Transcript], cx: &MapContext) -> Imported {

@@ -21,29 +21,64 @@ pub mod openhands;
 pub mod otel;
 pub mod pi;
 
-/// Appends every mapping file's checks. A file whose shape is shared and whose checks need
-/// nothing vendor-specific runs from here; the others have their own module.
-pub fn run(fx: &Fixtures, out: &mut Checks) {
-    acp::run(fx, out);
-    agui::run(fx, out);
-    antigravity::run(fx, out);
-    claude_code::run(fx, out);
-    cline::run(fx, out);
-    run_adapter_table(fx, out, "codex", vendors::codex::adapter().as_ref());
-    otel::run_otel_pins(fx, out, "codex-otel", OtelVendor::named("codex").expect("the codex profile"));
-    run_adapter_table(fx, out, "gemini-cli", vendors::gemini_cli::adapter().as_ref());
+/// One mapping file's checks, by its stem.
+type Runner = fn(&Fixtures, &mut Checks, &str);
+
+/// A mapping file's runner that holds what it runs (a vendor's spec, an OTel profile).
+type BoxedRunner = Box<dyn Fn(&Fixtures, &mut Checks, &str)>;
+
+/// The files whose checks need a runner of their own: the protocols' pins (not a vendor's
+/// hooks), and vendors whose pins need a prelude, a transcript or another profile. Every
+/// other vendor of the vendor list runs the plain hook table through its own adapter, so
+/// a vendor added to the list is checked against its pins with nothing to add here.
+const RUNNERS: &[(&str, Runner)] = &[
+    ("acp", |fx, out, _| acp::run(fx, out)),
+    ("agui", |fx, out, _| agui::run(fx, out)),
+    ("antigravity", |fx, out, _| antigravity::run(fx, out)),
+    ("claude-code", |fx, out, _| claude_code::run(fx, out)),
+    ("cline", |fx, out, _| cline::run(fx, out)),
     // The Hermes pins need no prelude: the run is the payload's own `turn_id`, and the
     // clarify overlay is payload-derived.
-    run_preluded(fx, out, "hermes", vendors::hermes::adapter().as_ref(), no_prelude);
+    ("hermes", |fx, out, stem| run_preluded(fx, out, stem, vendors::hermes::adapter().as_ref(), no_prelude)),
     // The OpenCode plugin adapter on Kilo's profile: same layout and preludes as OpenCode.
-    opencode::run_plugin(fx, out, "kilocode", vendors::kilocode::adapter().as_ref());
-    kimi_code::run(fx, out);
-    opencode::run(fx, out);
-    openhands::run(fx, out);
-    pi::run(fx, out);
-    run_preluded(fx, out, "qwen-code", vendors::qwen_code::adapter().as_ref(), session_seen);
-    run_adapter_table(fx, out, "vscode", vendors::vscode::adapter().as_ref());
-    otel::run_otel_pins(fx, out, "vscode-otel", OtelVendor::named("vscode").expect("the vscode profile"));
+    ("kilocode", |fx, out, stem| opencode::run_plugin(fx, out, stem, vendors::kilocode::adapter().as_ref())),
+    ("kimi-code", |fx, out, _| kimi_code::run(fx, out)),
+    ("opencode", |fx, out, _| opencode::run(fx, out)),
+    ("openhands", |fx, out, _| openhands::run(fx, out)),
+    ("pi", |fx, out, _| pi::run(fx, out)),
+    ("qwen-code", |fx, out, stem| run_preluded(fx, out, stem, vendors::qwen_code::adapter().as_ref(), session_seen)),
+];
+
+/// Appends every mapping file's checks, in file-name order: the files of [`RUNNERS`], the
+/// hook table of every other vendor in the vendor list, and the OTel pins
+/// (`{vendor}-otel.json`) of every vendor with an OTel profile. A vendor or profile whose
+/// file the spec does not have is skipped (the required-checks list catches a file that
+/// disappears).
+pub fn run(fx: &Fixtures, out: &mut Checks) {
+    let mut files: Vec<(String, BoxedRunner)> = Vec::new();
+    for (stem, runner) in RUNNERS {
+        files.push(((*stem).to_owned(), Box::new(*runner)));
+    }
+    for spec in vendors::SPECS.iter().filter(|s| !RUNNERS.iter().any(|(stem, _)| *stem == s.id)) {
+        // A vendor observed only over its own server has no hook table to run.
+        let Some(adapter) = spec.adapter else { continue };
+        if fx.path(&format!("mappings/{}.json", spec.id)).exists() {
+            files.push((
+                spec.id.to_owned(),
+                Box::new(move |fx, out, stem| run_adapter_table(fx, out, stem, adapter().as_ref())),
+            ));
+        }
+    }
+    for v in OtelVendor::all() {
+        let stem = format!("{}-otel", v.as_str());
+        if fx.path(&format!("mappings/{stem}.json")).exists() {
+            files.push((stem, Box::new(move |fx, out, stem| otel::run_otel_pins(fx, out, stem, v))));
+        }
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    for (stem, runner) in &files {
+        runner(fx, out, stem);
+    }
 }
 
 /// A draft as the pins state it: `{type, data, subject?}`.

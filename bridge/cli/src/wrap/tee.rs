@@ -32,7 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use aep_adapters::protocols::{self, Direction, LineMapper};
 use aep_adapters::{EventDraft, MapContext};
@@ -132,7 +132,7 @@ const REORDER: Duration = Duration::from_millis(10);
 
 /// Runs the agent under the tee until it exits; returns its exit code.
 pub fn run(opts: WrapOptions) -> Result<(i32, Arc<Stats>), WrapError> {
-    let epoch = crate::time::now_ms();
+    let epoch = aep_bridge::time::now_ms();
     let mapper = protocols::line_mapper(&opts.protocol, epoch, opts.opts)
         .ok_or_else(|| WrapError::UnknownProtocol(opts.protocol.clone()))?;
     let (program, args) = opts.command.split_first().ok_or(WrapError::NoCommand)?;
@@ -376,10 +376,10 @@ fn pump(
     // A last line without a newline is not a complete frame: it passed through, unmapped.
 }
 
-/// The tee's stamping: the bridge's one stamper ([`crate::stamp::Stamper`], sessions
+/// The tee's stamping: the bridge's one stamper ([`aep_bridge::stamp::Stamper`], sessions
 /// numbered from 1), under the agent each session was first seen with.
 struct Stamper {
-    stamper: crate::stamp::Stamper,
+    stamper: aep_bridge::stamp::Stamper,
     /// The agent of sessions first seen from now on (and of agent-scoped events).
     agent: Cow<'static, str>,
     /// The agent each session was first seen with: a session never changes agent.
@@ -395,7 +395,7 @@ fn leak(agent: &str) -> &'static str {
 
 impl Stamper {
     fn new(agent: &str, host: String, epoch: u64) -> Self {
-        let stamper = crate::stamp::Stamper::new(epoch, host).first_seq(1);
+        let stamper = aep_bridge::stamp::stamper(epoch, host).first_seq(1);
         Stamper { stamper, agent: Cow::Borrowed(leak(agent)), sessions: HashMap::new() }
     }
 
@@ -423,7 +423,7 @@ impl Stamper {
                 }
             }
         };
-        Some(self.stamper.stamp(agent, d, SystemTime::now()).0)
+        Some(self.stamper.stamp(agent, d, aep_bridge::time::now_ms()).0)
     }
 }
 

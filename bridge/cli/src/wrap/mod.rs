@@ -1,16 +1,18 @@
 //! `aep-bridge wrap <protocol> -- <agent command...>`: run an agent that speaks a stdio
-//! protocol under the byte-transparent tee ([`aep_bridge::wrap`]) and report its sessions
+//! protocol under the byte-transparent tee ([`tee`]) and report its sessions
 //! to the running bridge. Exits with the agent's exit code.
 
 use std::ffi::OsString;
 use std::time::Duration;
 
+use crate::client::{Endpoint, host_name};
 use aep_adapters::MapContext;
 use aep_adapters::protocols::{self, STDIO_PROTOCOLS};
-use aep_bridge::client::{Endpoint, host_name};
-use aep_bridge::wrap::{WrapOptions, run as run_tee};
 use aep_schemas::Capture;
 use clap::Args;
+use tee::{WrapOptions, run as run_tee};
+
+mod tee;
 
 /// Arguments of `aep-bridge wrap`.
 #[derive(Debug, Clone, Args)]

@@ -11,23 +11,24 @@
 //! a run whose `run.started` was dropped, are dropped as well. What was already written
 //! stays (a request whose outcome was the dropped call stays without one: the honest
 //! record of a loss, which `validate --strict` reports as `tool-no-outcome`).
+//!
+//! Pure: the time of a drop comes in as an argument (Unix ms), for the rate of its log line.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
-use aep_adapters::EventDraft;
+use crate::EventDraft;
 
 /// Most sessions with dropped calls remembered (least recently touched forgotten first).
 const MAX_SESSIONS: usize = 1024;
 /// Most dropped call and run ids remembered per session.
 const MAX_IDS: usize = 256;
-/// One log line per this interval at most, with the count since the last.
-const LOG_EVERY: Duration = Duration::from_secs(10);
+/// One log line per this interval at most (ms), with the count since the last.
+pub const LOG_EVERY_MS: u64 = 10_000;
 
 /// The requests and runs of dropped calls, per `(vendor, session)`.
 #[derive(Default)]
-pub(crate) struct LateCalls {
+pub struct LateCalls {
     sessions: Mutex<HashMap<(String, String), Dropped>>,
     log: Mutex<LogGate>,
 }
@@ -41,7 +42,8 @@ struct Dropped {
 
 #[derive(Default)]
 struct LogGate {
-    last: Option<Instant>,
+    /// When the last log line was due (Unix ms).
+    last: Option<u64>,
     unlogged: u64,
     tick: u64,
 }
@@ -52,9 +54,9 @@ fn call_id(d: &EventDraft) -> Option<&str> {
 
 impl LateCalls {
     /// Remembers what the drafts of a dropped call opened in `session`: its tool requests
-    /// (by call id) and its runs. Returns whether a log line is due (at most one per
-    /// [`LOG_EVERY`]) and how many calls were dropped since the last.
-    pub(crate) fn dropped(&self, vendor: &str, session: &str, drafts: &[EventDraft]) -> Option<u64> {
+    /// (by call id) and its runs, at `now_ms`. Returns whether a log line is due (at most
+    /// one per [`LOG_EVERY_MS`]) and how many calls were dropped since the last.
+    pub fn dropped(&self, vendor: &str, session: &str, drafts: &[EventDraft], now_ms: u64) -> Option<u64> {
         let calls: Vec<String> =
             drafts.iter().filter(|d| d.r#type == "tool.requested").filter_map(call_id).map(str::to_owned).collect();
         let runs: Vec<String> =
@@ -89,16 +91,16 @@ impl LateCalls {
         }
         let mut g = self.log.lock().ok()?;
         g.unlogged += 1;
-        if g.last.is_some_and(|t| t.elapsed() < LOG_EVERY) {
+        if g.last.is_some_and(|t| now_ms.saturating_sub(t) < LOG_EVERY_MS) {
             return None;
         }
-        g.last = Some(Instant::now());
+        g.last = Some(now_ms);
         Some(std::mem::take(&mut g.unlogged))
     }
 
     /// Removes from `drafts` (a call of `session`) the outcomes of dropped requests and the
     /// terminals of dropped runs; returns how many it removed.
-    pub(crate) fn filter(&self, vendor: &str, session: &str, drafts: &mut Vec<EventDraft>) -> usize {
+    pub fn filter(&self, vendor: &str, session: &str, drafts: &mut Vec<EventDraft>) -> usize {
         let Ok(mut sessions) = self.sessions.lock() else { return 0 };
         if sessions.is_empty() {
             return 0;
@@ -136,10 +138,15 @@ mod tests {
     #[test]
     fn the_outcome_of_a_dropped_request_and_the_terminal_of_a_dropped_run_are_dropped_too() {
         let late = LateCalls::default();
-        let due =
-            late.dropped("v", "s", &[d("run.started", Some("r1"), None), d("tool.requested", Some("r1"), Some("c1"))]);
+        let due = late.dropped(
+            "v",
+            "s",
+            &[d("run.started", Some("r1"), None), d("tool.requested", Some("r1"), Some("c1"))],
+            0,
+        );
         assert_eq!(due, Some(1), "the first drop is logged");
-        assert_eq!(late.dropped("v", "s", &[]), None, "the next within the interval is not");
+        assert_eq!(late.dropped("v", "s", &[], LOG_EVERY_MS - 1), None, "the next within the interval is not");
+        assert_eq!(late.dropped("v", "s", &[], LOG_EVERY_MS), Some(2), "then one line counts both");
         let mut later = vec![
             d("tool.completed", Some("r1"), Some("c2")),
             d("tool.completed", Some("r1"), Some("c1")),

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::stream::MaybeTlsStream;
 use tokio_tungstenite::tungstenite::{self, Message};
 
-use crate::transport::TlsConfig;
-use crate::transport::ws::WsError;
+use aep_bridge::transport::TlsConfig;
+use aep_bridge::transport::ws::WsError;
 
 /// The variables naming the CLI clients' TLS files for an `https://` bridge (a TLS proxy in
 /// front of it): extra CA bundle, client certificate and key (mTLS).
@@ -48,7 +48,7 @@ impl Endpoint {
     /// A blocking HTTP client for this endpoint (`https://` with the TLS files); its
     /// statuses are answers, not errors.
     pub fn http_agent(&self, timeout: Option<Duration>) -> Result<ureq::Agent, ClientError> {
-        let tls = crate::transport::tls::ureq_tls(&self.tls).map_err(|e| {
+        let tls = aep_bridge::transport::tls::ureq_tls(&self.tls).map_err(|e| {
             ClientError::Connect(self.base.clone(), format!("TLS settings ({}): {e}", TLS_ENV.join(", ")))
         })?;
         Ok(ureq::Agent::config_builder()
@@ -61,7 +61,7 @@ impl Endpoint {
 
     /// The `ws(s)://` URL of `/socket`.
     pub fn socket_url(&self) -> String {
-        format!("{}/socket", crate::transport::ws::ws_url(&self.base))
+        format!("{}/socket", aep_bridge::transport::ws::ws_url(&self.base))
     }
 }
 
@@ -102,8 +102,8 @@ impl Socket {
     /// Connects, sends `hello` (AEP-0003 §4) with `role` and `agent`, and reads the reply.
     pub fn connect(ep: &Endpoint, role: &str, agent: &str, capabilities: Value) -> Result<Self, ClientError> {
         let url = ep.socket_url();
-        let headers = crate::transport::Headers::new();
-        let req = crate::transport::ws::request(&url, &headers, ep.token.as_deref()).map_err(|e| {
+        let headers = aep_bridge::transport::Headers::new();
+        let req = aep_bridge::transport::ws::request(&url, &headers, ep.token.as_deref()).map_err(|e| {
             let reason = match e {
                 WsError::Request { reason, .. } => reason,
                 other => other.to_string(),
@@ -122,7 +122,7 @@ impl Socket {
             .map_err(|e| ClientError::Connect(url.clone(), e.to_string()))?;
         let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
         let connector = if secure {
-            let tls = crate::transport::tls::client_config(&ep.tls).map_err(|e| {
+            let tls = aep_bridge::transport::tls::client_config(&ep.tls).map_err(|e| {
                 ClientError::Connect(url.clone(), format!("TLS settings ({}): {e}", TLS_ENV.join(", ")))
             })?;
             tungstenite::Connector::Rustls(tls)
@@ -349,7 +349,7 @@ impl SseParser {
 
 /// `true` when colour should be used on stdout (a TTY and no `NO_COLOR`).
 pub fn stdout_color() -> bool {
-    std::io::stdout().is_terminal() && !crate::env::Env::process().is_set(crate::env::NO_COLOR)
+    std::io::stdout().is_terminal() && !aep_bridge::env::Env::process().is_set(aep_bridge::env::NO_COLOR)
 }
 
 /// Plain ANSI styling.
@@ -454,8 +454,8 @@ pub fn event_line(ev: &Event, color: bool) -> String {
 
 /// The host part of this sender's `source` (`aep://{host}/agent/aep-cli`).
 pub fn host_name() -> String {
-    crate::env::Env::process()
-        .var(crate::env::AEP_HOST)
+    aep_bridge::env::Env::process()
+        .var(aep_bridge::env::AEP_HOST)
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)))
@@ -464,7 +464,7 @@ pub fn host_name() -> String {
 
 /// Now as RFC 3339 with milliseconds.
 pub fn now_rfc3339() -> String {
-    crate::time::rfc3339_ms(crate::time::now_ms())
+    aep_bridge::time::rfc3339_ms(aep_bridge::time::now_ms())
 }
 
 /// An open (or settled) attention request seen in a replay.

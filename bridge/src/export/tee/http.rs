@@ -24,8 +24,8 @@ use prost::Message;
 use tokio::sync::mpsc::{self, error::TrySendError};
 use tokio_util::sync::CancellationToken;
 
+use super::OtlpTee;
 use crate::metrics::Metrics;
-use crate::otlp_in::OtlpTee;
 use crate::transport::config::HttpUrl;
 use crate::transport::http::{ClientError, gzip};
 use crate::transport::{Attempt, Headers, HttpClient, HttpOptions, RetryConfig, TlsConfig, with_retry};
@@ -249,13 +249,14 @@ impl OtlpTee for HttpTee {
 /// The tee configured by `[otlp_in] tee` (with `tee_headers` and `tee_tls`), or `None` when
 /// it is empty. An unusable setting is logged and leaves the tee off (the receivers still run).
 /// Call it inside the runtime.
-pub fn from_config(cfg: &crate::config::Config, metrics: &Arc<Metrics>) -> Option<Arc<dyn OtlpTee>> {
-    let tee = cfg.otlp_in.tee.as_ref()?;
-    let opts = TeeOptions {
-        headers: cfg.otlp_in.tee_headers.clone(),
-        tls: cfg.otlp_in.tee_tls.clone(),
-        ..TeeOptions::new(tee.as_str().to_owned())
-    };
+pub fn from_config(
+    tee: Option<&HttpUrl>,
+    headers: &Headers,
+    tls: &TlsConfig,
+    metrics: &Arc<Metrics>,
+) -> Option<Arc<dyn OtlpTee>> {
+    let tee = tee?;
+    let opts = TeeOptions { headers: headers.clone(), tls: tls.clone(), ..TeeOptions::new(tee.as_str().to_owned()) };
     match HttpTee::start(opts, metrics.clone()) {
         Ok(t) => {
             tracing::info!(upstream = %tee, "OTLP tee on.");
