@@ -75,6 +75,8 @@ pub struct Config {
     pub hooks: HooksConfig,
     /// `[export]`
     pub export: crate::export::ExportConfig,
+    /// `[fleet]`: the team and developer on everything exported (see [`crate::export::fleet`]).
+    pub fleet: crate::export::fleet::FleetConfig,
     /// `[ui]`: the web view (see [`crate::ui`]).
     pub ui: UiConfig,
     /// `[bridges.<name>]`: observed agent servers (see [`crate::bridges`]).
@@ -193,6 +195,7 @@ const SECTIONS: &[&str] = &[
     "control",
     "hooks",
     "export",
+    "fleet",
     "bridges",
     "ui",
 ];
@@ -320,6 +323,7 @@ impl Config {
             control: section(&table, "control", &mut problems),
             hooks: section(&table, "hooks", &mut problems),
             export: section(&table, "export", &mut problems),
+            fleet: section(&table, "fleet", &mut problems),
             bridges: section(&table, "bridges", &mut problems),
             ui: section(&table, "ui", &mut problems),
             env: env.clone(),
@@ -377,6 +381,9 @@ impl Config {
         }
         for (key, message) in self.export.check() {
             bad(&format!("export.{key}"), message);
+        }
+        for (key, message) in self.fleet.check() {
+            bad(&format!("fleet.{key}"), message);
         }
         for (key, message) in crate::bridges::check_all(&self.bridges) {
             bad(&key, message);

@@ -108,6 +108,15 @@ pub struct Metrics {
     /// What agents sent that their adapters do not know, by `vendor`, `version` and `kind`
     /// (`hook_event`, `hook_field`, `otel_event`): see [`crate::drift`].
     pub drift: crate::drift::DriftCounter,
+    /// Events a durable exporter can no longer send, by `sink` and `reason`: `rotated`, the
+    /// JSONL rotation deleted a log generation before the exporter read it.
+    pub export_lost: CounterVec,
+    /// Lines of the JSONL logs a durable exporter skipped because they are no event (a line
+    /// torn by a crash), by `sink`.
+    pub export_unreadable: CounterVec,
+    /// Times a durable exporter's peer stayed away past the retry budget, by `sink`: it holds
+    /// its batch, retries, and reads on once the peer is back (nothing is dropped).
+    pub export_stalled: CounterVec,
     /// Values the capture ceiling removed (`action="withheld"`) or redacted
     /// (`action="redacted"`) from the agents' own telemetry before it left, by `sink`.
     pub capture_gated: CounterVec,
@@ -196,6 +205,21 @@ impl Metrics {
                 "aep.bridge.export.disabled",
                 "{signal}",
                 "OTLP exporters turned off because the peer refused their signal.",
+            ),
+            export_lost: counter(
+                "aep.bridge.export.lost",
+                "{event}",
+                "Events a durable exporter can no longer send: rotated out of the JSONL log unread.",
+            ),
+            export_unreadable: counter(
+                "aep.bridge.export.unreadable",
+                "{line}",
+                "JSONL log lines a durable exporter skipped because they are no event.",
+            ),
+            export_stalled: counter(
+                "aep.bridge.export.stalled",
+                "{stall}",
+                "Times a durable exporter's peer stayed away past the retry budget (it holds and retries).",
             ),
             subscribers_cut: counter(
                 "aep.bridge.subscribers.cut",

@@ -118,8 +118,7 @@ pub fn app(parts: AppParts) -> Router {
     if let Some(ui) = parts.ui {
         app = app.merge(crate::ui::router(ui));
     }
-    // The guard runs first; a hook call is detached from its connection before it.
-    aep_receivers::hooks::detach_hooks(crate::guard::guard_layer(app, g))
+    crate::guard::guard_layer(app, g)
 }
 
 /// The names a request's `Host` may carry besides IP addresses and `localhost`: this
@@ -317,6 +316,8 @@ impl Ground {
         cfg: Config,
         shutdown: CancellationToken,
     ) -> Result<(Self, Option<crate::export::otlp_metrics::Delivery>), ServeError> {
+        // Who the bridge runs for, on every OTLP resource it exports (its metrics' too).
+        let cfg = crate::export::fleet::stamped(cfg);
         let data_dir: PathBuf = cfg.data_dir();
         let dd_err = |message: String| ServeError::DataDir { path: data_dir.display().to_string(), message };
         std::fs::create_dir_all(&data_dir).map_err(|e| dd_err(e.to_string()))?;
@@ -390,8 +391,9 @@ impl Ground {
         commands: &crate::commands::Commands,
     ) -> (Pipeline, Outlets) {
         let cfg = &self.cfg;
-        let mut builder = PipelineBuilder::new(self.epoch, host_name(cfg), self.metrics.clone())
-            .notice_wait(Duration::from_millis(cfg.pipeline.notice_wait_ms));
+        let mut builder =
+            PipelineBuilder::new(self.epoch, crate::export::fleet::source_authority(cfg), self.metrics.clone())
+                .notice_wait(Duration::from_millis(cfg.pipeline.notice_wait_ms));
         let mut outlets = Outlets {
             jsonl_thread: None,
             progress: Default::default(),
@@ -399,6 +401,8 @@ impl Ground {
             export_tasks: Vec::new(),
             vendor_spans: None,
         };
+        // The JSONL logs, read back by the durable exporters.
+        let wal = cfg.jsonl.enabled.then(|| crate::export::wal::Wal::new(&self.data_dir, self.metrics.clone()));
         if cfg.jsonl.enabled {
             let (tx, rx) = mpsc::channel(cfg.pipeline.queue_capacity);
             let progress = Arc::new(crate::pipeline::Progress::default());
@@ -410,6 +414,7 @@ impl Ground {
                 self.metrics.clone(),
                 Some(progress.clone()),
                 Some(self.health.clone()),
+                wal.clone(),
             ));
             builder = builder.sink(SinkTx::durable_lines("jsonl", tx).with_progress(progress));
         }
@@ -422,10 +427,16 @@ impl Ground {
         }
         let (export_sinks, export_tasks, vendor_spans) = crate::export::spawn(
             &cfg.export,
-            cfg.pipeline.queue_capacity,
-            self.metrics.clone(),
-            self.health.clone(),
-            self.shutdown.clone(),
+            crate::export::ExportContext {
+                wal,
+                fleet: Arc::new(crate::export::fleet::Identity::of(cfg)),
+                ..crate::export::ExportContext::memory(
+                    cfg.pipeline.queue_capacity,
+                    self.metrics.clone(),
+                    self.health.clone(),
+                    self.shutdown.clone(),
+                )
+            },
         );
         for s in export_sinks {
             builder = builder.sink(s);
@@ -606,7 +617,7 @@ impl Ground {
                     pipeline.clone(),
                     self.token.clone(),
                     Some(&self.data_dir),
-                    &host_name(cfg),
+                    &crate::export::fleet::source_authority(cfg),
                     self.epoch,
                     &cfg.ui,
                     cfg.jsonl.enabled.then(|| self.data_dir.join("logs")),

@@ -221,17 +221,13 @@ pub fn router<H: HookHandler>(handler: Arc<H>, max_body: usize) -> Router {
         .route("/hooks/{vendor}", post(hook_no_event::<H>))
         .route("/hooks/{vendor}/{event}", post(hook_with_event::<H>))
         .layer(DefaultBodyLimit::max(max_body))
-        .layer(tower::layer::layer_fn(|inner| Detached { inner, only: None }))
+        .layer(tower::layer::layer_fn(|inner| Detached { inner }))
         .with_state(state)
 }
 
-/// `app` with each hook request ([`router`]'s `/hooks/` paths) run in a task of its own from
-/// its first layer on. The layers an app puts in front of the hook routes (host and origin
-/// checks, the body type check) run before [`router`]'s own detaching: a caller that hung
-/// up would cancel the call there, before it reached the routes.
-pub fn detach_hooks(app: Router) -> Router {
-    app.layer(tower::layer::layer_fn(|inner| Detached { inner, only: Some("/hooks/") }))
-}
+/// The paths of the hook routes: the listener ([`crate::listener::serve`]) runs each request
+/// under it in a task of its own from the moment its head is read.
+pub const PATH_PREFIX: &str = "/hooks/";
 
 /// Runs each hook request, body included, in a task of its own.
 ///
@@ -244,12 +240,11 @@ pub fn detach_hooks(app: Router) -> Router {
 /// the connection does; only the answer is lost with the connection (and a held reply's
 /// wait with it, which must end when nobody waits for it).
 ///
-/// With `only`, requests whose path does not start with it run in the caller's future, as
-/// without this layer.
+/// This covers the routes served on their own; served by [`crate::listener::serve`], the
+/// listener detaches them before any layer an app puts in front of them.
 #[derive(Clone)]
 struct Detached<S> {
     inner: S,
-    only: Option<&'static str>,
 }
 
 impl<S> tower::Service<axum::extract::Request> for Detached<S>
@@ -270,12 +265,6 @@ where
 
     fn call(&mut self, req: axum::extract::Request) -> Self::Future {
         let mut inner = self.inner.clone();
-        if self.only.is_some_and(|p| !req.uri().path().starts_with(p)) {
-            return Box::pin(async move {
-                std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-                inner.call(req).await
-            });
-        }
         let task = tokio::spawn(async move {
             std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             inner.call(req).await

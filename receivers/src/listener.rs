@@ -9,6 +9,7 @@
 //! loop and is bounded by the collector.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
+use axum::response::{IntoResponse as _, Response};
 use http_body_util::BodyExt as _;
 use hyper::body::{Frame, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -294,8 +296,25 @@ pub async fn serve(
                 Body::new(Deadline { inner: Body::new(b), sleep, limit: body_timeout })
             });
             let mut app = app.clone();
+            let detach = req.uri().path().starts_with(crate::hooks::PATH_PREFIX);
+            let call = async move { app.call(req).await.unwrap_or_else(|never: Infallible| match never {}) };
+            // A hook call runs in a task of its own from here, the moment hyper has read its
+            // head: a caller that hung up (its request and its connection's end both in the
+            // socket: a shim that gave up on a stopped bridge) has its connection, and with it
+            // this future, dropped before any layer of the app is polled. The call is a fact
+            // of the session: it is handled whatever the connection does.
+            let call: Pin<Box<dyn Future<Output = Response> + Send>> = if detach {
+                let task = tokio::spawn(call);
+                Box::pin(async move {
+                    task.await.unwrap_or_else(|e| {
+                        crate::hooks::HookError::Unavailable(format!("the hook handler failed: {e}")).into_response()
+                    })
+                })
+            } else {
+                Box::pin(call)
+            };
             async move {
-                let res = app.call(req).await.unwrap_or_else(|never: Infallible| match never {});
+                let res = call.await;
                 // The connection stays busy until the response body is done (SSE streams).
                 Ok::<_, Infallible>(res.map(|b| {
                     Body::new(b.map_frame(move |f| {

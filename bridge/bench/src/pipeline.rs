@@ -87,6 +87,7 @@ fn rig(root: Option<&Path>) -> Rig {
             metrics.clone(),
             None,
             None,
+            None,
         ));
         probe = Some(tx.clone());
         b = b.sink(SinkTx::durable_lines("jsonl", tx));

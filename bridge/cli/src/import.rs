@@ -335,6 +335,7 @@ fn write(cfg: &Config, data_dir: &Path, sessions: Vec<ImportedSession>) -> Resul
             metrics.clone(),
             None,
             Some(health.clone()),
+            None,
         );
         let mut builder = PipelineBuilder::new(epoch, aep_bridge::server::host_name(cfg), metrics.clone())
             .sink(SinkTx::durable_lines("jsonl", tx));

@@ -7,7 +7,7 @@ pub use crate::transport::RetryConfig;
 use crate::transport::config::{Headers, HttpUrl, TlsConfig, check_headers, off_if_empty};
 
 /// `[export]`: which exporters run. Each is off until it has an endpoint (or a file).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExportConfig {
     /// `[export.otlp]`: OTLP logs and synthesized spans.
@@ -18,6 +18,22 @@ pub struct ExportConfig {
     pub ocsf: OcsfConfig,
     /// `[export.retry]`: the retry policy every HTTP/gRPC exporter uses.
     pub retry: RetryConfig,
+    /// The exporters read the events back from the JSONL logs (needs `[jsonl] enabled`):
+    /// an outage of any length or a restart loses nothing (see [`super::wal`]). Off: they
+    /// take events from memory, and drop a batch still failing after the retry budget.
+    pub durable: bool,
+}
+
+impl Default for ExportConfig {
+    fn default() -> Self {
+        Self {
+            otlp: OtlpConfig::default(),
+            cloudevents: CloudEventsConfig::default(),
+            ocsf: OcsfConfig::default(),
+            retry: RetryConfig::default(),
+            durable: true,
+        }
+    }
 }
 
 /// OTLP transport.

@@ -1,10 +1,14 @@
 //! Exporters to existing observability stacks (AEP-0005): OTLP logs and synthesized spans,
-//! CloudEvents over HTTP, OCSF. Each is a sink on the pipeline's fan-out: a bounded queue
-//! (drops counted by the pipeline), batching by size and time, retries with exponential
-//! backoff on retryable failures, and a final flush when the queue closes.
+//! CloudEvents over HTTP, OCSF. Each reads the JSONL logs back ([`wal`], the default while
+//! the logs are written: nothing is lost to an outage of its peer or a restart), or is a
+//! sink on the pipeline's fan-out (a bounded queue, drops counted by the pipeline); each
+//! batches by size and time, retries with exponential backoff on retryable failures, and
+//! flushes at the end. Everything exported carries the bridge's identity ([`fleet`]).
 
 pub mod cloudevents;
 pub mod config;
+pub mod feed;
+pub mod fleet;
 pub mod gate;
 pub mod ocsf;
 pub mod otel_env;
@@ -12,6 +16,7 @@ pub mod otlp;
 pub mod otlp_metrics;
 pub mod tee;
 pub mod vendor_spans;
+pub mod wal;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +33,7 @@ pub use config::{
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::pipeline::{SinkTx, Stamped};
+use feed::Feed;
 
 /// Delivery counters of one exporter (items are records, spans or events as the sink sends them).
 #[derive(Debug, Default)]
@@ -143,8 +149,62 @@ fn http_client(
     }
 }
 
+/// Waits `max_ms` before a durable exporter tries its held batch again; `false` when
+/// shutdown came first.
+pub(crate) async fn pause(policy: &RetryConfig, shutdown: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_millis(policy.max_ms.max(1))) => true,
+        _ = shutdown.cancelled() => false,
+    }
+}
+
+/// A durable exporter's peer is still away after the retry budget: said on `/healthz` (until
+/// a batch gets through), counted, logged. Nothing is dropped: the batch is held.
+pub(crate) fn note_stall(sink: &'static str, peer: &str, error: &str, metrics: &Metrics, health: &Health) {
+    metrics.export_stalled.inc(&[("sink", sink)]);
+    health.failing(sink, format!("{peer}: {error}; its events wait in the log, retrying"));
+    tracing::warn!(
+        sink,
+        peer,
+        error,
+        "Exporter peer still away after the retry budget; holding the batch and retrying."
+    );
+}
+
+/// What the exporters run with besides `[export]`.
+#[derive(Debug, Clone)]
+pub struct ExportContext {
+    /// Capacity of each in-memory queue (exporters not reading the log).
+    pub queue_capacity: usize,
+    /// The shared metrics.
+    pub metrics: Arc<Metrics>,
+    /// `/healthz`.
+    pub health: Arc<Health>,
+    /// Stops retries (and, for the in-memory exporters, nothing else: their queues close).
+    pub shutdown: CancellationToken,
+    /// The JSONL logs the exporters read from when `[export] durable` (`None`: the JSONL
+    /// sink is off, and the exporters take events from memory).
+    pub wal: Option<Arc<wal::Wal>>,
+    /// Who the bridge runs for, stamped on CloudEvents and OCSF records (the OTLP resource
+    /// attributes carry it once [`fleet::stamped`] added it to the config).
+    pub fleet: Arc<fleet::Identity>,
+}
+
+impl ExportContext {
+    /// A context for in-memory exporters with no identity (tests, `import`).
+    pub fn memory(
+        queue_capacity: usize,
+        metrics: Arc<Metrics>,
+        health: Arc<Health>,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Self { queue_capacity, metrics, health, shutdown, wal: None, fleet: Arc::default() }
+    }
+}
+
 /// Starts every configured exporter, with their delivery counters; an OTLP exporter whose
-/// peer fails or refuses its signal says so in `health` (`/healthz`).
+/// peer fails or refuses its signal says so in `health` (`/healthz`). The exporters take
+/// events from memory (queues to add to the pipeline).
 pub fn start(
     cfg: &ExportConfig,
     queue_capacity: usize,
@@ -152,14 +212,29 @@ pub fn start(
     health: Arc<Health>,
     shutdown: CancellationToken,
 ) -> Exporters {
+    start_in(cfg, ExportContext::memory(queue_capacity, metrics, health, shutdown))
+}
+
+/// [`start`] in `cx`: with a write-ahead log and `[export] durable`, every exporter reads
+/// the JSONL logs (no queue is added to the pipeline for it).
+pub fn start_in(cfg: &ExportConfig, cx: ExportContext) -> Exporters {
     let mut ex = Exporters::default();
-    let cap = queue_capacity.max(1);
-    let add = |name: &'static str, ex: &mut Exporters| {
-        let (tx, rx) = mpsc::channel::<Arc<Stamped>>(cap);
+    let cap = cx.queue_capacity.max(1);
+    let wal = cx.wal.clone().filter(|_| cfg.durable);
+    let (metrics, health, shutdown) = (cx.metrics.clone(), cx.health.clone(), cx.shutdown.clone());
+    // The feed of sink `name`: the log (`warm`: with what precedes each cursor), or a queue.
+    let add = |name: &'static str, warm: bool, ex: &mut Exporters| {
         let stats = Arc::new(Stats::default());
-        ex.sinks.push(SinkTx::new(name, tx));
         ex.stats.push((name, stats.clone()));
-        (rx, stats)
+        let feed = match &wal {
+            Some(w) => Feed::Log(Box::new(wal::Tail::open(w.clone(), name, warm))),
+            None => {
+                let (tx, rx) = mpsc::channel::<Arc<Stamped>>(cap);
+                ex.sinks.push(SinkTx::new(name, tx));
+                Feed::Queue(rx)
+            }
+        };
+        (feed, stats)
     };
     let o = &cfg.otlp;
     for signal in [Signal::Logs, Signal::Traces] {
@@ -176,20 +251,23 @@ pub fn start(
             // Metrics are no event sink: see `otlp_metrics`, set up with the meter provider.
             Signal::Metrics => continue,
             Signal::Logs => {
-                let (rx, stats) = add("otlp_logs", &mut ex);
+                // Records land on their spans: a restart reads a session's start again.
+                let (feed, stats) = add("otlp_logs", o.spans, &mut ex);
                 let outlet =
-                    otlp::Outlet::new("otlp_logs", signal, client.url(), metrics.clone(), stats, health.clone());
-                tokio::spawn(otlp::run_logs(rx, o.clone(), client, cfg.retry.clone(), outlet, shutdown.clone()))
+                    otlp::Outlet::new("otlp_logs", signal, client.url(), metrics.clone(), stats, health.clone())
+                        .durable(feed.durable());
+                tokio::spawn(otlp::run_logs(feed, o.clone(), client, cfg.retry.clone(), outlet, shutdown.clone()))
             }
             Signal::Traces => {
-                let (rx, stats) = add("otlp_spans", &mut ex);
+                let (feed, stats) = add("otlp_spans", false, &mut ex);
                 let outlet =
-                    otlp::Outlet::new("otlp_spans", signal, client.url(), metrics.clone(), stats, health.clone());
+                    otlp::Outlet::new("otlp_spans", signal, client.url(), metrics.clone(), stats, health.clone())
+                        .durable(feed.durable());
                 // Vendor trace requests, each a whole export: a short queue, bounded in bytes too.
                 let (vtx, vrx) = mpsc::channel(64);
                 ex.vendor_spans = Some(vendor_spans::VendorSpansTee::new(vtx, o.span_grace_max_bytes, metrics.clone()));
                 tokio::spawn(otlp::run_spans(
-                    rx,
+                    feed,
                     Some(vrx),
                     o.clone(),
                     client,
@@ -205,15 +283,17 @@ pub fn start(
     if let Some(endpoint) = &c.endpoint
         && let Some(client) = http_client("cloudevents", c.timeout_ms, &c.headers, &c.tls)
     {
-        let (rx, stats) = add("cloudevents", &mut ex);
+        let (feed, stats) = add("cloudevents", false, &mut ex);
         ex.tasks.push(tokio::spawn(cloudevents::run(
-            rx,
+            feed,
             c.clone(),
             endpoint.clone(),
             client,
             cfg.retry.clone(),
             metrics.clone(),
             stats,
+            health.clone(),
+            cx.fleet.clone(),
             shutdown.clone(),
         )));
     }
@@ -225,22 +305,31 @@ pub fn start(
             .as_ref()
             .and_then(|e| http_client("ocsf", c.timeout_ms, &c.headers, &c.tls).map(|client| (client, e.clone())));
         if c.endpoint.is_none() || client.is_some() {
-            let (rx, stats) = add("ocsf", &mut ex);
-            ex.tasks.push(tokio::spawn(ocsf::run(rx, c.clone(), client, cfg.retry.clone(), metrics, stats, shutdown)));
+            let (feed, stats) = add("ocsf", false, &mut ex);
+            ex.tasks.push(tokio::spawn(ocsf::run(
+                feed,
+                c.clone(),
+                client,
+                cfg.retry.clone(),
+                metrics,
+                stats,
+                health,
+                cx.fleet.clone(),
+                shutdown,
+            )));
         }
     }
     ex
 }
 
-/// Starts every configured exporter; returns the sink queues to add to the pipeline and
-/// the tasks to await (each ends after flushing once its queue closes).
+/// Starts every configured exporter in `cx` ([`start_in`]); returns the sink queues to add
+/// to the pipeline (none for an exporter reading the log) and the tasks to await (each
+/// ends after its final flush: a queue's once it closes, a log reader's once the JSONL
+/// sink stopped and it read every line).
 pub fn spawn(
     cfg: &ExportConfig,
-    queue_capacity: usize,
-    metrics: Arc<Metrics>,
-    health: Arc<Health>,
-    shutdown: CancellationToken,
+    cx: ExportContext,
 ) -> (Vec<SinkTx>, Vec<tokio::task::JoinHandle<()>>, Option<vendor_spans::VendorSpansTee>) {
-    let ex = start(cfg, queue_capacity, metrics, health, shutdown);
+    let ex = start_in(cfg, cx);
     (ex.sinks, ex.tasks, ex.vendor_spans)
 }

@@ -34,9 +34,10 @@ use tonic::codec::CompressionEncoding;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
 
+use super::Stats;
 pub use super::config::Signal;
 use super::config::{Compression, OtlpConfig, Protocol, RetryConfig, SignalSettings};
-use super::{Stats, next_batch};
+use super::feed::Feed;
 use crate::health::Health;
 use crate::metrics::Metrics;
 use crate::pipeline::Stamped;
@@ -65,10 +66,14 @@ pub enum ExportError {
     /// answers logs. Permanent for the exporter: retrying every batch cannot help.
     #[error("{0}")]
     Unsupported(String),
-    /// Given up after the retry budget, or refused permanently (bad data, auth, a refused
-    /// certificate): this request is lost, the next one is tried.
+    /// Refused permanently (bad data, auth, a refused certificate): this request is lost,
+    /// the next one is tried.
     #[error("{0}")]
     Failed(String),
+    /// The peer stayed away or overloaded past the retry budget, or shutdown cut the
+    /// retries short: lost for a sender from memory, kept and sent again by a durable one.
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 /// What a peer answered to a request it received, for [`with_retry`] (neither is retried).
@@ -398,6 +403,20 @@ impl OtlpClient {
         policy: &RetryConfig,
         shutdown: &CancellationToken,
     ) -> (Result<Partial, ExportError>, u32) {
+        self.send_held(req, policy, shutdown, None).await
+    }
+
+    /// [`Self::send`], and when `stalled` is given (a durable sender, whose events wait in
+    /// the log) a request whose peer stays away past the retry budget is not given up:
+    /// `stalled` is told, and the request is tried again after `max_ms`, until it is taken,
+    /// refused, or shutdown comes.
+    pub(crate) async fn send_held(
+        &self,
+        req: OtlpRequest,
+        policy: &RetryConfig,
+        shutdown: &CancellationToken,
+        mut stalled: Option<&mut (dyn FnMut(&str) + Send)>,
+    ) -> (Result<Partial, ExportError>, u32) {
         // Encoding is CPU work: keep it off the async workers.
         let (protocol, gzip, signal) = (self.protocol, self.gzip, req.signal());
         let resource = self.resource.clone();
@@ -412,13 +431,26 @@ impl OtlpClient {
             Ok(Err(e)) => return (Err(ExportError::Failed(e.to_string())), 0),
             Err(e) => return (Err(ExportError::Failed(format!("encoder task: {e}"))), 0),
         };
-        let d = with_retry(policy, shutdown, || self.attempt(signal, &p)).await;
-        let result = match d.result {
-            Ok(Answer::Accepted(p)) => Ok(p),
-            Ok(Answer::Unsupported(e)) => Err(ExportError::Unsupported(e)),
-            Err(e) => Err(ExportError::Failed(e)),
-        };
-        (result, d.retries)
+        let mut retries = 0;
+        loop {
+            let d = with_retry(policy, shutdown, || self.attempt(signal, &p)).await;
+            retries += d.retries;
+            let result = match d.result {
+                Ok(Answer::Accepted(p)) => Ok(p),
+                Ok(Answer::Unsupported(e)) => Err(ExportError::Unsupported(e)),
+                Err(e) if d.transient => Err(ExportError::Unreachable(e)),
+                Err(e) => Err(ExportError::Failed(e)),
+            };
+            match (&result, stalled.as_deref_mut()) {
+                (Err(ExportError::Unreachable(e)), Some(tell)) if !shutdown.is_cancelled() => {
+                    tell(e);
+                    if !super::pause(policy, shutdown).await {
+                        return (result, retries);
+                    }
+                }
+                _ => return (result, retries),
+            }
+        }
     }
 }
 
@@ -435,6 +467,8 @@ pub(crate) struct Outlet {
     stats: Arc<Stats>,
     health: Arc<Health>,
     off: bool,
+    /// Its events wait in the log: a batch not taken is not lost (see [`Outlet::account`]).
+    durable: bool,
 }
 
 impl Outlet {
@@ -447,7 +481,19 @@ impl Outlet {
         stats: Arc<Stats>,
         health: Arc<Health>,
     ) -> Self {
-        Self { sink, signal, url: url.to_owned(), metrics, stats, health, off: false }
+        Self { sink, signal, url: url.to_owned(), metrics, stats, health, off: false, durable: false }
+    }
+
+    /// Marks the sink durable: a batch its peer did not take stays in the log.
+    pub(crate) fn durable(mut self, durable: bool) -> Self {
+        self.durable = durable;
+        self
+    }
+
+    /// What a durable sink does while its peer stays away past the retry budget: say so on
+    /// `/healthz` and count it (the batch is held and retried, nothing dropped).
+    pub(crate) fn stalled(&self, error: &str) {
+        super::note_stall(self.sink, &self.url, error, &self.metrics, &self.health);
     }
 
     /// Whether the peer refused the signal: nothing is sent any more.
@@ -481,13 +527,18 @@ impl Outlet {
                 }
                 true
             }
+            Err(ExportError::Unreachable(e)) if self.durable => {
+                // Shutdown cut the retries: the batch stays in the log for the next start.
+                tracing::info!(sink, error = %e, items, "OTLP export not finished; it is sent again after a restart.");
+                false
+            }
             Err(e) => {
                 self.metrics.sink_errors.inc(&[("sink", sink)]);
                 super::count_dropped(sink, &self.metrics, events);
                 self.stats.add_failed(items);
                 match e {
                     ExportError::Unsupported(reason) => self.refused(&reason),
-                    ExportError::Failed(e) => {
+                    ExportError::Failed(e) | ExportError::Unreachable(e) => {
                         tracing::error!(sink, error = %e, items, "OTLP export failed; batch dropped.");
                         self.health.failing(sink, format!("{}: {e}", self.url));
                     }
@@ -526,9 +577,11 @@ impl Outlet {
     }
 }
 
-/// The OTLP logs sink: batches Events into `ExportLogsServiceRequest`s.
+/// The OTLP logs sink: batches Events into `ExportLogsServiceRequest`s. From a durable
+/// feed, a batch is acknowledged in the log once its peer took it (or refused it for good),
+/// and a peer that stays away holds the batch (retried) instead of dropping it.
 pub(crate) async fn run_logs(
-    mut rx: mpsc::Receiver<Arc<Stamped>>,
+    mut feed: Feed,
     cfg: OtlpConfig,
     client: OtlpClient,
     policy: RetryConfig,
@@ -537,6 +590,7 @@ pub(crate) async fn run_logs(
 ) {
     const SINK: &str = "otlp_logs";
     let metrics = outlet.metrics.clone();
+    let durable = feed.durable();
     let opts = OtlpOptions {
         max_capture: cfg.max_capture,
         service_name: (!cfg.service_name.is_empty()).then(|| cfg.service_name.clone()),
@@ -547,10 +601,18 @@ pub(crate) async fn run_logs(
     // span sink builds for its Event, so a backend links the log line to its trace.
     let mut placed = cfg.spans.then(|| LogSpans::new(cfg.trace_per_run));
     loop {
-        let (batch, closed) = next_batch(&mut rx, cfg.batch_size, linger, Duration::from_secs(3600)).await;
-        metrics.queue_depth.set(SINK, rx.len() as i64);
+        let t = feed.next(cfg.batch_size, linger, Duration::from_secs(3600)).await;
+        metrics.queue_depth.set(SINK, feed.depth());
+        if let Some(spans) = placed.as_mut() {
+            // A session's Events before the cursor, read again after a restart: the records
+            // sent from here on land on the same spans as before.
+            for s in &t.warm {
+                spans.context(&s.event);
+            }
+        }
+        let batch = &t.events;
         if outlet.is_off() {
-            outlet.discard(&batch, batch.len());
+            outlet.discard(batch, batch.len());
         } else if !batch.is_empty() {
             // Projected from the shared events where they are: no copy of the batch.
             let events = batch.iter().map(|s| &s.event);
@@ -558,10 +620,22 @@ pub(crate) async fn run_logs(
                 Some(spans) => logs_request_on_spans(events, &opts, spans),
                 None => logs_request(events, &opts),
             });
-            let outcome = client.send(req, &policy, &shutdown).await;
-            outlet.account(outcome, &batch, batch.len() as u64, batch.len());
+            let outcome = {
+                let mut stall = |e: &str| outlet.stalled(e);
+                let hold: Option<&mut (dyn FnMut(&str) + Send)> = if durable { Some(&mut stall) } else { None };
+                client.send_held(req, &policy, &shutdown, hold).await
+            };
+            let kept = durable && matches!(outcome.0, Err(ExportError::Unreachable(_)));
+            outlet.account(outcome, batch, batch.len() as u64, batch.len());
+            if kept {
+                // Shutdown while the peer is away: the batch stays in the log.
+                feed.finish().await;
+                return;
+            }
         }
-        if closed {
+        feed.ack(&t.marks).await;
+        if t.closed {
+            feed.finish().await;
             return;
         }
     }
@@ -587,10 +661,23 @@ impl SinkClock {
     }
 }
 
+/// What a durable spans sink has read of one log and not acknowledged: the position read
+/// to, and the sessions read from it since. The position is acknowledged once none of them
+/// is held anywhere (no open span in the assembler, none waiting for vendor records or for
+/// its batch): the spans a session holds live only in memory, so a restart reads its log
+/// again from where the session was last quiet (see [`crate::export::wal`]).
+#[derive(Debug, Default)]
+struct Unsettled {
+    at: super::wal::Cursor,
+    sessions: std::collections::HashSet<(String, String)>,
+}
+
 /// The OTLP spans sink: a [`SpanAssembler`] fed by the stream, idle spans closed on a
-/// tick, everything open flushed (as incomplete) at shutdown.
+/// tick, everything open flushed (as incomplete) at shutdown. From a durable feed a log is
+/// acknowledged once no session read from it is held; spans not taken by the peer at
+/// shutdown leave their logs unacknowledged, read again at the next start.
 pub(crate) async fn run_spans(
-    mut rx: mpsc::Receiver<Arc<Stamped>>,
+    mut feed: Feed,
     mut vendor_rx: Option<mpsc::Receiver<super::vendor_spans::Queued>>,
     cfg: OtlpConfig,
     client: OtlpClient,
@@ -600,6 +687,7 @@ pub(crate) async fn run_spans(
 ) {
     const SINK: &str = "otlp_spans";
     let metrics = outlet.metrics.clone();
+    let durable = feed.durable();
     let mut asm = SpanAssembler::new(SpanConfig {
         idle_timeout_nanos: cfg.span_idle_timeout_secs.saturating_mul(1_000_000_000),
         root_idle_nanos: cfg.span_root_idle_secs.saturating_mul(1_000_000_000),
@@ -625,26 +713,43 @@ pub(crate) async fn run_spans(
     let mut pending_since: Option<Instant> = None;
     let mut last_idle = Instant::now();
     let clock = SinkClock::new();
+    let mut unsettled: std::collections::HashMap<std::path::PathBuf, Unsettled> = Default::default();
     loop {
-        let (batch, closed) = next_batch(&mut rx, cfg.batch_size, Duration::ZERO, tick).await;
-        metrics.queue_depth.set(SINK, rx.len() as i64);
+        let t = feed.next(cfg.batch_size, Duration::ZERO, tick).await;
+        let (batch, closed) = (&t.events, t.closed);
+        metrics.queue_depth.set(SINK, feed.depth());
         if outlet.is_off() {
             // The peer takes no traces: nothing is assembled or held any more.
-            outlet.discard(&batch, 0);
+            outlet.discard(batch, 0);
+            feed.ack(&t.marks).await;
             if let Some(vrx) = vendor_rx.as_mut() {
                 while vrx.try_recv().is_ok() {
                     metrics.dropped.inc(&[("sink", "otlp_vendor_spans"), ("severity", "info")]);
                 }
             }
             if closed {
+                feed.finish().await;
                 return;
             }
             continue;
         }
+        if durable {
+            for (i, s) in batch.iter().enumerate() {
+                let (Some(session), Some(k)) = (s.event.session.as_ref(), t.from.get(i)) else { continue };
+                let Some((log, _)) = t.marks.get(*k as usize) else { continue };
+                let u = unsettled.entry(log.clone()).or_default();
+                if !u.sessions.iter().any(|(src, n)| n == session && **src == *s.event.source) {
+                    u.sessions.insert((s.event.source.to_string(), session.clone()));
+                }
+            }
+            for (log, at) in &t.marks {
+                unsettled.entry(log.clone()).or_default().at = *at;
+            }
+        }
         metrics.events_out.add(&[("sink", SINK)], batch.len() as u64);
         let arrived = clock.now();
         let mut finished = Vec::new();
-        for s in &batch {
+        for s in batch {
             join.observe(&s.event);
             finished.extend(asm.push_at(&s.event, arrived));
         }
@@ -653,6 +758,9 @@ pub(crate) async fn run_spans(
             finished.extend(asm.flush_idle(clock.now()));
         }
         if closed {
+            // A session still open (one that never ends, as Qwen Code's headless runs) is
+            // exported as incomplete, as without durability; its log is acknowledged once
+            // the peer took it, and read again at the next start if it did not.
             finished.extend(asm.flush_all());
         }
         let now = clock.now();
@@ -670,9 +778,14 @@ pub(crate) async fn run_spans(
         pending.extend(if closed { join.release_all() } else { join.release(now) });
         vendor_out.extend(vendor.tick(&mut join, now, closed));
         if !vendor_out.is_empty() {
+            // The agents' own spans are not in the log: sent once, best effort.
             let n = vendor_out.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len()).sum();
             let req = ExportTraceServiceRequest { resource_spans: vendor_out };
             let outcome = client.send(OtlpRequest::Traces(req), &policy, &shutdown).await;
+            let outcome = match outcome {
+                (Err(ExportError::Unreachable(e)), r) => (Err(ExportError::Failed(e)), r),
+                o => o,
+            };
             outlet.account(outcome, &[], 0, n);
         }
         if !pending.is_empty() && pending_since.is_none() {
@@ -686,9 +799,20 @@ pub(crate) async fn run_spans(
         {
             let n = pending.len().min(cfg.batch_size);
             let chunk: Vec<Span> = pending.drain(..n).collect();
-            let outcome = client.send(OtlpRequest::Traces(traces_request(&chunk)), &policy, &shutdown).await;
+            let outcome = {
+                let mut stall = |e: &str| outlet.stalled(e);
+                let hold: Option<&mut (dyn FnMut(&str) + Send)> = if durable { Some(&mut stall) } else { None };
+                client.send_held(OtlpRequest::Traces(traces_request(&chunk)), &policy, &shutdown, hold).await
+            };
+            let kept = durable && matches!(outcome.0, Err(ExportError::Unreachable(_)));
             // Events were counted when consumed; a failed span batch counts one sink error.
             outlet.account(outcome, &[], 0, chunk.len());
+            if kept {
+                // Shutdown while the peer is away: the sessions of these spans are read
+                // again at the next start (their logs are not acknowledged past them).
+                feed.finish().await;
+                return;
+            }
             pending_since = if pending.is_empty() { None } else { Some(Instant::now()) };
         }
         if outlet.is_off() {
@@ -698,10 +822,30 @@ pub(crate) async fn run_spans(
             asm = SpanAssembler::new(SpanConfig::default());
             vendor = VendorSpans::new(0, 1, 1);
         }
+        if durable && !unsettled.is_empty() {
+            let quiet = |(src, n): &(String, String)| {
+                !asm.holds(src, n) && !join.holds(n) && !pending.iter().any(|s| span_session(s) == Some(n.as_str()))
+            };
+            let settled: Vec<(std::path::PathBuf, super::wal::Cursor)> = unsettled
+                .iter()
+                .filter(|(_, u)| u.sessions.iter().all(quiet))
+                .map(|(log, u)| (log.clone(), u.at))
+                .collect();
+            for (log, _) in &settled {
+                unsettled.remove(log);
+            }
+            feed.ack(&settled).await;
+        }
         if closed {
+            feed.finish().await;
             return;
         }
     }
+}
+
+/// The session a synthesized span belongs to (`aep.session_id`).
+fn span_session(s: &Span) -> Option<&str> {
+    s.attributes.get("aep.session_id").and_then(Value::as_str)
 }
 
 #[cfg(test)]

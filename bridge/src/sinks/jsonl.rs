@@ -135,6 +135,11 @@ pub struct JsonlWriter {
     last_sync: Instant,
     metrics: Arc<Metrics>,
     health: Option<Arc<Health>>,
+    /// The durable exporters reading these logs back: told which logs grew, and before a
+    /// rotation deletes a generation.
+    wal: Option<Arc<crate::export::wal::Wal>>,
+    /// The logs written by the current batch (for `wal`).
+    grew: Vec<PathBuf>,
 }
 
 impl JsonlWriter {
@@ -149,7 +154,15 @@ impl JsonlWriter {
             last_sync: Instant::now(),
             metrics,
             health: None,
+            wal: None,
+            grew: Vec::new(),
         }
+    }
+
+    /// Tells `wal` which logs each batch appended to (the durable exporters read them back).
+    pub fn with_wal(mut self, wal: Option<Arc<crate::export::wal::Wal>>) -> Self {
+        self.wal = wal;
+        self
     }
 
     /// Reports write failures (and recovery) as the `jsonl` part of `/healthz`.
@@ -210,7 +223,14 @@ impl JsonlWriter {
                 last_error = Some(format!("{}: {e}", path.display()));
             } else {
                 written += lines;
+                if self.wal.is_some() {
+                    self.grew.push(path);
+                }
             }
+        }
+        if let Some(wal) = &self.wal {
+            wal.written(&self.grew);
+            self.grew.clear();
         }
         if let Some(h) = &self.health {
             match &last_error {
@@ -276,6 +296,11 @@ impl JsonlWriter {
         }
         let name = |n: u32| PathBuf::from(format!("{}.{n}", path.display()));
         let keep = self.cfg.rotate_keep.max(1);
+        if let Some(wal) = &self.wal
+            && name(keep).exists()
+        {
+            wal.rotating(path, &name(keep));
+        }
         let _ = fs::remove_file(name(keep));
         for n in (1..keep).rev() {
             let _ = fs::rename(name(n), name(n + 1));
@@ -355,7 +380,8 @@ fn drain(rx: &mut mpsc::Receiver<LineBatch>, batch: &mut Vec<LineBatch>, mut lin
 
 /// Runs the sink on a dedicated thread until the queue closes, then fsyncs everything.
 /// `progress` learns of every batch once it is written (or failed and counted); `health`
-/// of write failures.
+/// of write failures; `wal` (the durable exporters) of the logs each batch grew, and that
+/// the sink stopped.
 pub fn spawn(
     mut rx: mpsc::Receiver<LineBatch>,
     root: PathBuf,
@@ -363,11 +389,12 @@ pub fn spawn(
     metrics: Arc<Metrics>,
     progress: Option<Arc<Progress>>,
     health: Option<Arc<Health>>,
+    wal: Option<Arc<crate::export::wal::Wal>>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::Builder::new()
         .name("aep-jsonl".into())
         .spawn(move || {
-            let mut w = JsonlWriter::new(root, cfg, metrics.clone());
+            let mut w = JsonlWriter::new(root, cfg, metrics.clone()).with_wal(wal.clone());
             if let Some(h) = health {
                 w = w.with_health(h);
             }
@@ -396,6 +423,9 @@ pub fn spawn(
                 metrics.queue_depth.set("jsonl", rx.len() as i64);
             }
             w.sync_all();
+            if let Some(wal) = wal {
+                wal.close();
+            }
         })
         .unwrap_or_else(|e| panic!("cannot start the JSONL thread: {e}"))
 }

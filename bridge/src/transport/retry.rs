@@ -6,7 +6,11 @@
 //! [`retryable_status`], [`classify_grpc`]) are pure; [`with_retry`] is the loop.
 
 use std::hash::{BuildHasher as _, Hasher as _};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
+
+// Tokio's clock: a test that pauses time (`tokio::time::pause`) spends a retry budget of
+// hours in a moment, and outside tests it is the monotonic clock like std's.
+use tokio::time::Instant;
 
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
@@ -101,6 +105,10 @@ pub struct Delivery<T> {
     pub result: Result<T, String>,
     /// Retries made (attempts - 1).
     pub retries: u32,
+    /// The last failure was retryable: the time budget ran out, or shutdown cut the
+    /// retries short. A peer that is down or overloaded, not one that refused the request:
+    /// a caller that keeps what it sends (the durable exporters) tries again later.
+    pub transient: bool,
 }
 
 /// Runs `attempt` until it is done, fails permanently, or the time budget is spent.
@@ -116,18 +124,19 @@ where
     let mut retries = 0u32;
     loop {
         match attempt().await {
-            Attempt::Done(t) => return Delivery { result: Ok(t), retries },
-            Attempt::Fail(e) => return Delivery { result: Err(e), retries },
+            Attempt::Done(t) => return Delivery { result: Ok(t), retries, transient: false },
+            Attempt::Fail(e) => return Delivery { result: Err(e), retries, transient: false },
             Attempt::Retry(hint, e) => {
                 let wait = policy.wait(retries, hint, random_unit());
                 if shutdown.is_cancelled() || start.elapsed() + wait > budget {
-                    return Delivery { result: Err(format!("{e} (gave up after {retries} retries)")), retries };
+                    let result = Err(format!("{e} (gave up after {retries} retries)"));
+                    return Delivery { result, retries, transient: true };
                 }
                 tracing::debug!(error = %e, wait_ms = wait.as_millis() as u64, "Outbound attempt failed; retrying.");
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}
                     _ = shutdown.cancelled() => {
-                        return Delivery { result: Err(format!("{e} (shutting down)")), retries };
+                        return Delivery { result: Err(format!("{e} (shutting down)")), retries, transient: true };
                     }
                 }
                 retries += 1;
@@ -241,7 +250,7 @@ mod tests {
         let policy = RetryConfig { initial_ms: 1, max_ms: 2, max_elapsed_ms: 30, multiplier: 2.0, jitter: 0.0 };
         let stop = CancellationToken::new();
         let d: Delivery<()> = with_retry(&policy, &stop, || async { Attempt::Retry(None, "busy".into()) }).await;
-        assert!(d.result.is_err());
+        assert!(d.result.is_err() && d.transient);
         assert!(d.retries >= 5, "{}", d.retries);
         let mut m = 0;
         let d: Delivery<()> = with_retry(&policy, &stop, || {
@@ -249,7 +258,7 @@ mod tests {
             async { Attempt::Fail("bad".into()) }
         })
         .await;
-        assert_eq!((d.retries, m), (0, 1));
+        assert_eq!((d.retries, m, d.transient), (0, 1, false));
         // A long wait is cut short by shutdown.
         let slow = RetryConfig { initial_ms: 60_000, max_ms: 60_000, max_elapsed_ms: 600_000, ..policy };
         let s2 = stop.clone();
@@ -257,7 +266,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
             s2.cancel();
         });
-        let t0 = Instant::now();
+        let t0 = std::time::Instant::now();
         let d: Delivery<()> = with_retry(&slow, &stop, || async { Attempt::Retry(None, "busy".into()) }).await;
         assert!(t0.elapsed() < Duration::from_secs(5) && d.result.is_err());
         let d: Delivery<()> = with_retry(&policy, &stop, || async { Attempt::Retry(None, "busy".into()) }).await;

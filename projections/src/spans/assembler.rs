@@ -90,6 +90,14 @@ impl SpanAssembler {
         self.sessions.len()
     }
 
+    /// Whether anything of session `(source, session)` is held: its spans are open, or
+    /// foreign Events wait for it. A durable exporter reads a session's log again from
+    /// where its session was last not held (the spans it holds live only here).
+    pub fn holds(&self, source: &str, session: &str) -> bool {
+        self.sessions.contains_key(&(source.to_owned(), session.to_owned()))
+            || self.orphans.iter().any(|(o, _)| o.session.as_deref() == Some(session))
+    }
+
     /// Number of spans held open (session roots included).
     pub fn open_spans(&self) -> usize {
         self.book.open.len()

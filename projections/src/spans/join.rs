@@ -269,6 +269,11 @@ impl SpanJoin {
         }
     }
 
+    /// Whether a span of session `session` (by its `aep.session_id`) is waiting.
+    pub fn holds(&self, session: &str) -> bool {
+        self.held.iter().any(|(_, _, s)| attr(s, "aep.session_id") == Some(session))
+    }
+
     /// Spans waiting.
     pub fn held(&self) -> usize {
         self.held.len()

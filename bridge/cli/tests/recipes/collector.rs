@@ -326,7 +326,8 @@ async fn topology3_gateway_keeps_each_session_on_one_backend_with_its_tenant() {
 
 // ---------------------------------------------------------------- grafana-lgtm.yaml
 
-/// Each panel of the shipped Grafana dashboard with its PromQL, `$agent` as All, the rate
+/// Each panel of the shipped Grafana dashboard with its PromQL, `$agent` as All, `$team`
+/// and `$developer` as the bridge's (`team-a`, `alice`), the rate
 /// interval 1m and the range 1h.
 fn dashboard_queries() -> Vec<(String, String)> {
     let dash: Value =
@@ -338,7 +339,8 @@ fn dashboard_queries() -> Vec<(String, String)> {
             if p["datasource"]["type"] != "prometheus" {
                 continue;
             }
-            let expr = expr.replace("$agent", ".*").replace("$__rate_interval", "1m").replace("$__range", "1h");
+            let expr = expr.replace("$agent", ".*").replace("$team", "team-a").replace("$developer", "alice");
+            let expr = expr.replace("$__rate_interval", "1m").replace("$__range", "1h");
             out.push((p["title"].as_str().unwrap_or_default().to_owned(), expr));
         }
     }
@@ -387,7 +389,8 @@ async fn grafana_lgtm_through_the_collector_into_prometheus() {
     let shipped = read(recipe("grafana-lgtm.toml"));
     assert!(shipped.contains("metrics_interval_ms = 15000"), "{shipped}");
     let text = pointed_at(&shipped, &format!("http://127.0.0.1:{grpc}"))
-        .replace("metrics_interval_ms = 15000", "metrics_interval_ms = 1000");
+        .replace("metrics_interval_ms = 15000", "metrics_interval_ms = 1000")
+        + "\n[fleet]\nteam = \"team-a\"\nuser = \"alice\"\n";
     let dir = tempfile::tempdir().unwrap();
     let mut bridge = Serve::start(&write(dir.path(), "grafana-lgtm.toml", &text), &[]);
     for c in SESSIONS {
@@ -445,6 +448,13 @@ async fn grafana_lgtm_through_the_collector_into_prometheus() {
     for c in SESSIONS {
         assert!(agents.contains(c.vendor), "the Agent variable lists {}: {agents:?}", c.vendor);
     }
+    // The Team and Developer variables: every series carries the bridge's identity from
+    // its OTLP resource (promoted to labels by Prometheus' otlp.promote_resource_attributes).
+    let series = prometheus.query("aep_bridge_events_in_total").await;
+    for (label, want) in [("aep_team", "team-a"), ("user_name", "alice")] {
+        assert!(series.iter().all(|s| s["metric"][label] == want), "{label} = {want} on every series: {series:?}");
+    }
+    assert!(series.iter().all(|s| s["metric"]["host_name"].is_string()), "host_name: {series:?}");
     let mut answered = Vec::new();
     let mut empty = Vec::new();
     for (title, expr) in dashboard_queries() {

@@ -174,7 +174,12 @@ impl Prometheus {
     pub(super) fn start(bin: &Path) -> Prometheus {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let config = file(dir.path(), "prometheus.yml", "global:\n  scrape_interval: 15s\n");
+        // The bridges' fleet identity as labels, as collector-config/README.md says to set up.
+        let config = file(
+            dir.path(),
+            "prometheus.yml",
+            "global:\n  scrape_interval: 15s\notlp:\n  promote_resource_attributes: [host.name, user.name, aep.team]\n",
+        );
         let mut cmd = Command::new(bin);
         cmd.arg(format!("--config.file={config}"))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()))

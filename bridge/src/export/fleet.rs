@@ -1,0 +1,227 @@
+//! Who a bridge runs for, on everything it exports: a team runs one bridge per laptop, dev
+//! box and CI runner, and its dashboards group the agents' sessions by machine, developer
+//! and team. One identity, the same in every signal:
+//!
+//! | | OTLP resource (logs, spans, the agents' spans and metrics passed on, the bridge's metrics) | CloudEvents extension | OCSF |
+//! |---|---|---|---|
+//! | machine | `host.name` | `aepbridgehost` | `metadata.loggers[0].device.hostname` |
+//! | developer | `user.name` | `aepbridgeuser` | `metadata.loggers[0].device.owner.name` |
+//! | team | `aep.team` | `aepbridgeteam` | `metadata.tenant_uid` |
+//! | bridge version | `aep.bridge.version` | `aepbridgeversion` | `metadata.loggers[0].version` |
+//!
+//! Each is added where the record does not carry it already (an agent's own resource keeps
+//! its `host.name`). The extension names follow AEP-0001 §5.4 (`[a-z0-9]{1,20}`, led by the
+//! producer's name), so the CloudEvents inverse (AEP-0005 §2) keeps them as extensions.
+//!
+//! The AEP `source` names the machine already (`aep://{host}/agent/...`, AEP-0001 §5.1 #6);
+//! `[fleet] user_in_source` adds the developer as the URI's userinfo
+//! (`aep://{user}@{host}/agent/...`), so two laptops of the same host name stay two
+//! emitters at a hub (consumers key sessions by `(source, session)`, AEP-0001 §5.2). The
+//! team has no place in the URI's RECOMMENDED form and goes on no AEP event: a hub knows an
+//! edge's tenant from its credentials.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::config::OtlpConfig;
+use crate::config::Config;
+
+/// `[fleet]`: the team and developer a bridge runs for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FleetConfig {
+    /// The team or tenant; `""` = none.
+    pub team: String,
+    /// The developer; unset = the login name (`$USER`, else `$LOGNAME`); `""` = none.
+    pub user: Option<String>,
+    /// Put the developer in the AEP `source` as its userinfo (`aep://{user}@{host}/...`).
+    pub user_in_source: bool,
+}
+
+impl FleetConfig {
+    /// Problems in this section alone, as `(key, message)`.
+    pub fn check(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (key, v) in [("team", Some(self.team.as_str())), ("user", self.user.as_deref())] {
+            if v.is_some_and(|v| v.len() > 256 || v.chars().any(char::is_control)) {
+                out.push((key.to_owned(), "must be at most 256 characters, none of them a control character".into()));
+            }
+        }
+        out
+    }
+}
+
+/// The attribute names of the identity in OTLP resources.
+pub const HOST: &str = "host.name";
+/// The developer, in OTLP resources.
+pub const USER: &str = "user.name";
+/// The team, in OTLP resources.
+pub const TEAM: &str = "aep.team";
+/// The bridge's version, in OTLP resources.
+pub const VERSION: &str = "aep.bridge.version";
+
+/// A bridge's identity, resolved from its config and environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// The machine (`[server] host`, else the host name).
+    pub host: String,
+    /// The developer.
+    pub user: Option<String>,
+    /// The team.
+    pub team: Option<String>,
+    /// The bridge's version.
+    pub version: String,
+}
+
+impl Identity {
+    /// The identity `cfg` names.
+    pub fn of(cfg: &Config) -> Self {
+        let user = match &cfg.fleet.user {
+            Some(u) => Some(u.clone()),
+            None => cfg.env.raw("USER").or_else(|| cfg.env.raw("LOGNAME")),
+        };
+        Self {
+            host: crate::server::host_name(cfg),
+            user: user.filter(|u| !u.is_empty()),
+            team: Some(cfg.fleet.team.clone()).filter(|t| !t.is_empty()),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+
+    /// The identity as OTLP resource attributes.
+    pub fn resource(&self) -> Vec<(&'static str, String)> {
+        let mut v = vec![(HOST, self.host.clone())];
+        v.extend(self.user.clone().map(|u| (USER, u)));
+        v.extend(self.team.clone().map(|t| (TEAM, t)));
+        v.push((VERSION, self.version.clone()));
+        v
+    }
+
+    /// Adds the identity to `[export.otlp] resource_attributes` where the file (or
+    /// `OTEL_RESOURCE_ATTRIBUTES`) does not set the key: every OTLP request then carries it.
+    pub fn add_to(&self, otlp: &mut OtlpConfig) {
+        for (k, v) in self.resource() {
+            otlp.resource_attributes.entry(k.to_owned()).or_insert(v);
+        }
+    }
+
+    /// Adds the identity's CloudEvents extension attributes where absent.
+    pub fn stamp_cloudevent(&self, ce: &mut Value) {
+        let Some(m) = ce.as_object_mut() else { return };
+        let mut put = |k: &str, v: &str| {
+            if !m.contains_key(k) {
+                m.insert(k.to_owned(), Value::String(v.to_owned()));
+            }
+        };
+        put("aepbridgehost", &self.host);
+        if let Some(u) = &self.user {
+            put("aepbridgeuser", u);
+        }
+        if let Some(t) = &self.team {
+            put("aepbridgeteam", t);
+        }
+        put("aepbridgeversion", &self.version);
+    }
+
+    /// Adds the identity to an OCSF record's `metadata`: the team as `tenant_uid`, the
+    /// bridge as the `loggers` entry (its version, its device's host name and owner).
+    pub fn stamp_ocsf(&self, rec: &mut Value) {
+        let Some(meta) = rec.get_mut("metadata").and_then(Value::as_object_mut) else { return };
+        if let Some(t) = &self.team {
+            meta.entry("tenant_uid").or_insert_with(|| Value::String(t.clone()));
+        }
+        if !meta.contains_key("loggers") {
+            let mut device = Map::new();
+            device.insert("type_id".into(), 0.into());
+            device.insert("hostname".into(), Value::String(self.host.clone()));
+            if let Some(u) = &self.user {
+                device.insert("owner".into(), serde_json::json!({ "name": u }));
+            }
+            meta.insert(
+                "loggers".into(),
+                serde_json::json!([{
+                    "name": "aep-bridge",
+                    "version": self.version,
+                    "product": { "name": "aep-bridge", "version": self.version },
+                    "device": device,
+                }]),
+            );
+        }
+    }
+}
+
+/// The authority of the bridge's `source` URIs: the host, with the developer as userinfo
+/// when `[fleet] user_in_source` says so (percent-encoded, RFC 3986 §3.2.1).
+pub fn source_authority(cfg: &Config) -> String {
+    let id = Identity::of(cfg);
+    match (&id.user, cfg.fleet.user_in_source) {
+        (Some(u), true) => format!("{}@{}", aep_schemas::ids::percent_encode(u), id.host),
+        _ => id.host,
+    }
+}
+
+/// `cfg` with the identity added to the OTLP resource attributes (what the daemon runs with).
+pub fn stamped(mut cfg: Config) -> Config {
+    let id = Identity::of(&cfg);
+    id.add_to(&mut cfg.export.otlp);
+    cfg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::Env;
+
+    fn cfg(text: &str, env: &[(&str, &str)]) -> Config {
+        let mut c = Config::from_toml(text).unwrap();
+        c.env = Env::from_pairs(env);
+        c
+    }
+
+    #[test]
+    fn the_identity_comes_from_the_config_and_the_login() {
+        let c = cfg("[server]\nhost = \"lap-7\"\n[fleet]\nteam = \"team-a\"\n", &[("USER", "alice")]);
+        let id = Identity::of(&c);
+        assert_eq!(
+            (id.host.as_str(), id.user.as_deref(), id.team.as_deref()),
+            ("lap-7", Some("alice"), Some("team-a"))
+        );
+        assert_eq!(source_authority(&c), "lap-7", "the user goes into the source only when asked");
+        let c =
+            cfg("[server]\nhost = \"lap-7\"\n[fleet]\nuser = \"bob smith\"\nuser_in_source = true\n", &[("USER", "x")]);
+        assert_eq!(source_authority(&c), "bob%20smith@lap-7");
+        assert_eq!(
+            crate::stamp::source_uri(&source_authority(&c), "codex", Some("s1")),
+            "aep://bob%20smith@lap-7/agent/codex/session/s1"
+        );
+        let c = cfg("[fleet]\nuser = \"\"\n", &[("USER", "alice")]);
+        assert_eq!(Identity::of(&c).user, None, "an empty user leaves it out");
+        assert!(Config::from_toml("[fleet]\nteam = \"a\\u0007\"\n").is_err());
+    }
+
+    #[test]
+    fn every_signal_gets_the_same_identity_where_absent() {
+        let c = cfg(
+            "[server]\nhost = \"lap-7\"\n[fleet]\nteam = \"team-a\"\n[export.otlp.resource_attributes]\n\"host.name\" = \"mine\"\n",
+            &[("USER", "alice")],
+        );
+        let s = stamped(c);
+        let r = &s.export.otlp.resource_attributes;
+        assert_eq!(r["host.name"], "mine", "the file wins");
+        assert_eq!((r["user.name"].as_str(), r["aep.team"].as_str()), ("alice", "team-a"));
+        assert_eq!(r["aep.bridge.version"], env!("CARGO_PKG_VERSION"));
+        let id = Identity::of(&s);
+        let mut ce = serde_json::json!({"specversion": "1.0", "aepbridgeteam": "kept"});
+        id.stamp_cloudevent(&mut ce);
+        assert_eq!((ce["aepbridgehost"].as_str(), ce["aepbridgeuser"].as_str()), (Some("lap-7"), Some("alice")));
+        assert_eq!(ce["aepbridgeteam"], "kept");
+        for k in ["aepbridgehost", "aepbridgeuser", "aepbridgeteam", "aepbridgeversion"] {
+            assert!(aep_projections::ce::is_legal_extension_name(k), "{k}");
+        }
+        let mut rec = serde_json::json!({"metadata": {"version": "1.8.0"}});
+        id.stamp_ocsf(&mut rec);
+        assert_eq!(rec["metadata"]["tenant_uid"], "team-a");
+        assert_eq!(rec["metadata"]["loggers"][0]["device"]["hostname"], "lap-7");
+        assert_eq!(rec["metadata"]["loggers"][0]["device"]["owner"]["name"], "alice");
+    }
+}
