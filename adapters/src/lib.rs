@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 pub mod attention;
 pub mod common;
 pub mod draft;
+pub mod drift;
 pub mod generic;
 pub mod history;
 pub mod late;
@@ -165,6 +166,21 @@ pub trait HookAdapter: Send + Sync {
     /// The reply to give the agent when nothing is decided (fail-open).
     fn neutral_reply(&self, _hook: &str) -> NeutralReply {
         NeutralReply::Empty
+    }
+
+    /// The hook events and fields this adapter was written against, when they were recorded
+    /// from the agent: what the bridge counts as drift ([`drift`]). `None`: not checked.
+    fn vocabulary(&self) -> Option<&'static drift::Vocabulary> {
+        None
+    }
+
+    /// The vendor of another agent that ran this vendor's hook wiring, when the call is not
+    /// this vendor's own: some agents also run other agents' hook files, and such a call
+    /// mapped here would log one agent's session as another's. `env` looks a variable of the
+    /// hook process's environment up (the shim's; the adapter stays pure). The shim answers
+    /// such a call neutrally and forwards nothing. By default every call is the vendor's own.
+    fn ran_by_other(&self, _call: &HookCall<'_>, _env: &dyn Fn(&str) -> Option<String>) -> Option<&'static str> {
+        None
     }
 }
 

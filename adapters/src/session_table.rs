@@ -48,7 +48,8 @@ pub struct SessionTable {
 
 impl SessionTable {
     /// Maps one hook call (`hook` is its name) through `adapter` with its session's state,
-    /// heard at `now_ms`; the drafts carry their AEP session's generation.
+    /// heard at `now_ms`; the drafts carry their AEP session's generation and the session's
+    /// drift record ([`crate::drift`]), and what drifted is returned for the caller's counter.
     pub fn map(
         &mut self,
         adapter: &dyn HookAdapter,
@@ -56,7 +57,7 @@ impl SessionTable {
         hook: &str,
         now_ms: u64,
         cx: &MapContext,
-    ) -> Result<Vec<EventDraft>, AdapterError> {
+    ) -> Result<(Vec<EventDraft>, crate::drift::Observed), AdapterError> {
         let session = adapter.session_id(call).unwrap_or_default();
         let key = (adapter.vendor().to_owned(), session);
         self.tick += 1;
@@ -74,6 +75,12 @@ impl SessionTable {
         slot.tick = tick;
         slot.last_ms = now_ms;
         let mut drafts = adapter.map(call, &mut slot.state, cx)?;
+        // What the adapter was not written for: recorded once per session, returned for the
+        // caller to count.
+        let mut observed = crate::drift::observe(adapter, hook, call.payload, &mut slot.state, cx);
+        if let Some(record) = observed.draft.take() {
+            crate::drift::place(&mut drafts, record);
+        }
         if let Some(t) = drafts.iter().rev().find_map(|d| d.time.clone()) {
             slot.last_time = Some(t);
         } else if !drafts.is_empty() {
@@ -81,7 +88,7 @@ impl SessionTable {
         }
         let life = self.lifetimes.entry(key).or_default();
         apply_lifetime(life, &mut drafts, adapter.resumes_session(hook));
-        Ok(drafts)
+        Ok((drafts, observed))
     }
 
     /// Ends the sessions silent for `idle_ms` at `now_ms` whose adapter (found by vendor)

@@ -37,6 +37,7 @@ const CAPTURES: &[&str] = &[
     include_str!("data/claude-code/s06_api_error_400.jsonl"),
     include_str!("data/claude-code/s09_compact_resume.jsonl"),
     include_str!("data/claude-code/s14_mcp_elicitation.jsonl"),
+    include_str!("data/claude-code/s15_2.1.332_async_agent.jsonl"),
 ];
 
 fn one(p: Value, cx: &MapContext) -> Vec<EventDraft> {
@@ -405,4 +406,113 @@ fn malformed_payloads_never_panic() {
             }
         }
     }
+}
+
+/// GitHub Copilot CLI runs a project's `.claude/settings.json` hooks too, with `COPILOT_CLI=1`:
+/// such a call is Copilot's, unless Claude Code's own markers say the call is its own (a Claude
+/// Code started from a Copilot session inherits `COPILOT_CLI`).
+#[test]
+fn a_call_copilot_made_through_claude_codes_wiring_is_told_apart() {
+    let adapter = claude_code::adapter();
+    let p = json!({"hook_event_name": "PreToolUse", "session_id": "s-1", "tool_name": "Bash", "tool_input": {}});
+    let call = HookCall { event: None, payload: &p };
+    let ran_by = |vars: &[(&str, &str)]| {
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        adapter.ran_by_other(&call, &move |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    };
+    assert_eq!(ran_by(&[]), None, "no marker: Claude Code's");
+    assert_eq!(ran_by(&[("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "s-1")]), None);
+    assert_eq!(ran_by(&[("COPILOT_CLI", "1")]), Some("copilot-cli"));
+    // Copilot started from a Claude Code session: the inherited session id is another one.
+    assert_eq!(
+        ran_by(&[("COPILOT_CLI", "1"), ("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "s-0")]),
+        Some("copilot-cli")
+    );
+    // Claude Code started from a Copilot session: its own session (or, before it named one, its mark).
+    assert_eq!(ran_by(&[("COPILOT_CLI", "1"), ("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "s-1")]), None);
+    assert_eq!(ran_by(&[("COPILOT_CLI", "1"), ("CLAUDECODE", "1")]), None);
+}
+
+/// Claude Code 2.1.332 (`claude -p`, every hook recorded): its Agent call returns at once
+/// (`async_launched`), the subagent runs after it, and its result comes back as a prompt of
+/// Claude Code's own (`<task-notification>`) under the open turn's `prompt_id`: one run, the
+/// notification a continuation of it, the delegation inside it.
+#[test]
+fn an_async_subagent_and_its_task_notification_stay_in_the_turn() {
+    let records = load(include_str!("data/claude-code/s15_2.1.332_async_agent.jsonl"));
+    let ds = replay(claude_code::adapter().as_ref(), &records, &MapContext::default());
+    let seen: Vec<&str> =
+        types(&ds).into_iter().filter(|t| !t.starts_with("x.") || *t == "x.claude-code.run.continued").collect();
+    assert_eq!(
+        seen,
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "tool.requested",
+            "tool.completed",
+            "tool.requested",
+            "tool.failed",
+            "tool.requested",
+            "tool.completed",
+            "delegation.subagent.started",
+            "delegation.subagent.stopped",
+            "x.claude-code.run.continued",
+            "run.finished",
+            "session.ended"
+        ]
+    );
+    let run = ds.iter().find(|d| d.r#type == "run.started").and_then(|d| d.run.clone());
+    assert!(run.is_some());
+    assert!(
+        ds.iter()
+            .filter(|d| d.r#type != "session.started"
+                && d.r#type != "session.ended"
+                && !d.r#type.starts_with("x.claude-code.session"))
+            .all(|d| d.run == run),
+        "everything but the session's own events is in the one turn"
+    );
+    let cont = ds.iter().find(|d| d.r#type == "x.claude-code.run.continued").unwrap();
+    assert_eq!(cont.data["by"], "task_notification");
+}
+
+/// When the turn ended before the notification came (the other order, seen in the e2e run),
+/// the notification's turn is a run of its own, started by the agent.
+#[test]
+fn a_task_notification_after_the_turn_is_a_run_the_agent_started() {
+    let a = claude_code::adapter();
+    let (mut st, cx) = (SessionState::default(), MapContext::default());
+    let mut map = |p: Value| a.map(&HookCall { event: None, payload: &p }, &mut st, &cx).unwrap();
+    map(json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt_id": "p1", "prompt": "go"}));
+    map(json!({"hook_event_name": "Stop", "session_id": "s", "prompt_id": "p1"}));
+    let d = map(json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt_id": "p2",
+                       "prompt": "<task-notification>\n<task-id>a1</task-id>\n<status>completed</status>"}));
+    assert_eq!(types(&d), ["run.started"]);
+    assert_eq!((d[0].run.as_deref(), &d[0].data["trigger"]), (Some("p2"), &json!("agent")));
+    let user =
+        map(json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt_id": "p3", "prompt": "next"}));
+    assert_eq!(types(&user), ["run.cancelled", "run.started"]);
+    assert_eq!(user[1].data["trigger"], "user");
+}
+
+/// The third order seen in the e2e run (2.1.332): the turn's `Stop` came before the
+/// background subagent's `SubagentStop`. The stop still belongs to the run its start was in,
+/// so the delegation closes where it opened; a subagent never started here gets no run.
+#[test]
+fn a_background_subagent_stopping_after_its_turn_stops_in_that_turn() {
+    let a = claude_code::adapter();
+    let (mut st, cx) = (SessionState::default(), MapContext::default());
+    let mut map = |p: Value| a.map(&HookCall { event: None, payload: &p }, &mut st, &cx).unwrap();
+    map(json!({"hook_event_name": "UserPromptSubmit", "session_id": "s", "prompt_id": "p1", "prompt": "go"}));
+    let start = map(json!({"hook_event_name": "SubagentStart", "session_id": "s", "agent_id": "a1",
+                           "agent_type": "general-purpose"}));
+    assert_eq!(start[0].run.as_deref(), Some("p1"));
+    map(json!({"hook_event_name": "Stop", "session_id": "s", "prompt_id": "p1"}));
+    let stop = map(json!({"hook_event_name": "SubagentStop", "session_id": "s", "agent_id": "a1",
+                          "agent_type": "general-purpose"}));
+    assert_eq!(types(&stop), ["delegation.subagent.stopped"]);
+    assert_eq!(stop[0].run.as_deref(), Some("p1"), "the run the subagent started in");
+    let stray = map(json!({"hook_event_name": "SubagentStop", "session_id": "s", "agent_id": "a2"}));
+    assert_eq!(stray[0].run, None, "no run ended or open to put it in");
 }

@@ -2,7 +2,7 @@
 //! vendor's adapter in `SPECS` does: on every recorded payload, and on each hook name of a
 //! broad list given both as the URL's event and as the payload's own name field.
 
-use aep_adapters::vendors::{SPECS, neutral_reply};
+use aep_adapters::vendors::{SPECS, neutral_reply, ran_by_other};
 use aep_adapters::{HookCall, NeutralReply};
 use serde_json::{Value, json};
 
@@ -79,4 +79,37 @@ fn the_shims_neutral_table_answers_as_every_vendor_adapter_does() {
     let all: std::collections::BTreeSet<_> = hooked().map(|s| s.id).collect();
     assert_eq!(answered, all, "every hook vendor's arm is reached");
     assert_eq!(neutral_reply("not-a-vendor", &HookCall { event: Some("Stop"), payload: &json!({}) }), None);
+}
+
+/// `vendors::ran_by_other`, the shim's other direct table, answers as every adapter in
+/// `SPECS` does, on every recorded payload under each environment that tells agents apart
+/// (another agent's marker, the vendor's own markers, its own session id or another's).
+#[test]
+fn the_shims_ran_by_other_table_answers_as_every_vendor_adapter_does() {
+    let envs: &[&[(&str, &str)]] = &[
+        &[],
+        &[("COPILOT_CLI", "1")],
+        &[("COPILOT_CLI", "1"), ("CLAUDECODE", "1")],
+        &[("COPILOT_CLI", "1"), ("CLAUDE_CODE_SESSION_ID", "not-this-session")],
+        &[("COPILOT_CLI", "1"), ("CLAUDE_CODE_SESSION_ID", "s-own")],
+    ];
+    let mut others = std::collections::BTreeSet::new();
+    for spec in SPECS {
+        let Some(make) = spec.adapter else { continue };
+        let adapter = make();
+        let mut calls = recorded(spec.id);
+        calls.push((None, json!({"hook_event_name": "SessionStart", "session_id": "s-own"})));
+        for (event, payload) in &calls {
+            let call = HookCall { event: event.as_deref(), payload };
+            for env in envs {
+                let look = |name: &str| env.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned());
+                let want = adapter.ran_by_other(&call, &look);
+                assert_eq!(ran_by_other(spec.id, &call, &look), want, "{} {env:?} {payload}", spec.id);
+                if let Some(other) = want {
+                    others.insert((spec.id, other));
+                }
+            }
+        }
+    }
+    assert!(others.contains(&("claude-code", "copilot-cli")), "the claude-code arm is reached: {others:?}");
 }

@@ -6,7 +6,7 @@ mod common;
 use aep_adapters::vendors::qwen_code;
 use aep_adapters::{HookCall, MapContext, SessionState};
 
-use common::{check_postures, core, load, replay, types};
+use common::{assert_causal, check_postures, core, load, replay, types};
 use serde_json::json;
 
 /// The core types beyond `common::LIFECYCLE` this vendor maps onto.
@@ -22,10 +22,50 @@ const MORE_CORE: &[&str] = &[
 ];
 
 const CAPTURE: &str = include_str!("data/qwen-code/q01_tools_yolo_http.jsonl");
+/// Qwen Code 0.24.4 `qwen -p` (yolo) against the e2e mock: a shell call, a read, a shell call
+/// exiting 2; every hook it fired, verbatim (paths moved).
+const CAPTURE_0_24: &str = include_str!("data/qwen-code/q02_0.24.4_tools_yolo.jsonl");
 
 #[test]
 fn every_captured_payload_maps() {
     check_postures(qwen_code::adapter().as_ref(), "qwen-code", CAPTURE, &core(MORE_CORE));
+    check_postures(qwen_code::adapter().as_ref(), "qwen-code", CAPTURE_0_24, &core(MORE_CORE));
+}
+
+/// Qwen Code 0.24 fires `SessionStart` in `-p` mode too (0.15 did not): the session opens
+/// with its trigger and model, one run holds the three calls (the model-turn re-fires inside
+/// it), the calls pair by `tool_use_id`, and the shell exiting 2 is the `PostToolUseFailure`.
+#[test]
+fn a_0_24_headless_session_reads_as_one_run_of_paired_tools() {
+    let ds = replay(qwen_code::adapter().as_ref(), &load(CAPTURE_0_24), &MapContext::default());
+    let core: Vec<&str> = types(&ds).into_iter().filter(|t| !t.starts_with("x.")).collect();
+    assert_eq!(
+        core,
+        [
+            "session.started",
+            "progress.status",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "tool.requested",
+            "tool.completed",
+            "tool.requested",
+            "tool.failed",
+            "run.finished"
+        ]
+    );
+    assert_causal(&ds);
+    assert_eq!(
+        (ds[0].data["trigger"].as_str(), ds[0].data["gen_ai.request.model"].as_str()),
+        (Some("startup"), Some("qwen3-coder-plus"))
+    );
+    let calls: Vec<_> =
+        ds.iter().filter(|d| d.r#type.starts_with("tool.")).map(|d| d.data["tool"]["call_id"].clone()).collect();
+    assert!(calls.iter().all(|c| c.as_str().is_some_and(|c| c.starts_with("toolu_"))), "{calls:?}");
+    assert_eq!((&calls[0], &calls[2], &calls[4]), (&calls[1], &calls[3], &calls[5]));
+    assert_eq!(ds.iter().filter(|d| d.r#type == "x.qwen-code.run.model_turn").count(), 3);
+    let last = ds.iter().rfind(|d| d.r#type == "run.finished").unwrap();
+    assert_eq!(last.data["gen_ai.usage.input_tokens"], 100);
 }
 
 #[test]

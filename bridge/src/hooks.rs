@@ -208,7 +208,10 @@ impl BridgeHooks {
         now_ms: u64,
     ) -> Result<Vec<aep_adapters::EventDraft>, HookError> {
         let mut states = self.states.lock().map_err(|_| HookError::Unavailable("state lock poisoned".into()))?;
-        states.map(adapter, call, hook, now_ms, &self.cx).map_err(|e| HookError::Unmappable(e.to_string()))
+        let (drafts, drift) =
+            states.map(adapter, call, hook, now_ms, &self.cx).map_err(|e| HookError::Unmappable(e.to_string()))?;
+        self.metrics.drift.count(adapter.vendor(), drift.version.as_deref(), &drift.drift);
+        Ok(drafts)
     }
 }
 

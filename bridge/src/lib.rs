@@ -53,6 +53,7 @@ pub(crate) mod commands;
 pub mod config;
 pub(crate) mod control;
 pub mod custom;
+pub mod drift;
 pub mod env;
 pub mod export;
 pub(crate) mod genai;

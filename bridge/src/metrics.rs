@@ -105,6 +105,9 @@ pub struct Metrics {
     /// OTLP exporters turned off because their peer refused the signal (gRPC
     /// `UNIMPLEMENTED`, HTTP 404/405), by `sink` and `signal`: at most one each per process.
     pub export_disabled: CounterVec,
+    /// What agents sent that their adapters do not know, by `vendor`, `version` and `kind`
+    /// (`hook_event`, `hook_field`, `otel_event`): see [`crate::drift`].
+    pub drift: crate::drift::DriftCounter,
     /// Events a durable exporter can no longer send, by `sink` and `reason`: `rotated`, the
     /// JSONL rotation deleted a log generation before the exporter read it.
     pub export_lost: CounterVec,
@@ -223,6 +226,11 @@ impl Metrics {
                 "{subscriber}",
                 "Collector subscribers cut for falling behind on notice+ events.",
             ),
+            drift: crate::drift::DriftCounter::new(counter(
+                "aep.bridge.drift",
+                "{name}",
+                "Hook events, hook fields and OTel event names an agent sent that its adapter does not know.",
+            )),
             capture_gated: counter(
                 "aep.bridge.capture.gated",
                 "{value}",

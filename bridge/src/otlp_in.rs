@@ -236,6 +236,12 @@ impl BridgeOtlp {
     /// (see `answer`).
     fn map_into(&self, records: &[OtelRecord], m: &mut Mapped) {
         let sessionless = self.overrides.map_into(records, &self.cx, self.mode, m);
+        for (vendor, version) in m.versions.drain(..) {
+            self.metrics.drift.version_seen(vendor, &version);
+        }
+        for d in m.drift.drain(..) {
+            self.metrics.drift.count(d.vendor, d.version.as_deref(), std::slice::from_ref(&d.drift));
+        }
         if sessionless > 0 {
             self.metrics.rejected.add(&[("receiver", "otlp"), ("reason", "no_session")], sessionless);
         }

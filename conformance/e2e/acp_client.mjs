@@ -14,7 +14,7 @@
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { Readable, Writable } from "node:stream";
+import { PassThrough, Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
 
 const argv = process.argv.slice(2);
@@ -49,8 +49,16 @@ const toAgent = new Writable({
     child.stdin.end(cb);
   },
 });
-child.stdout.on("data", (chunk) => fs.writeSync(read, chunk));
-const stream = acp.ndJsonStream(Writable.toWeb(toAgent), Readable.toWeb(child.stdout));
+// The SDK reads a copy: when its connection ends it cancels its reader, and the agent's own
+// stdout stays drained until the agent exits (an agent that writes while shutting down, as
+// Qwen Code 0.24 does, must not meet a closed pipe: EPIPE would be the client's doing).
+const fromAgent = new PassThrough();
+child.stdout.on("data", (chunk) => {
+  fs.writeSync(read, chunk);
+  if (!fromAgent.destroyed) fromAgent.write(chunk);
+});
+child.stdout.on("end", () => fromAgent.end());
+const stream = acp.ndJsonStream(Writable.toWeb(toAgent), Readable.toWeb(fromAgent));
 
 // The editor's side (SDK 2.x: a client app with per-method handlers).
 const editor = acp

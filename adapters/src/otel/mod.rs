@@ -494,6 +494,23 @@ pub struct BatchOutcome {
     pub first_unmatched_service: Option<String>,
     /// Drafts left out because their record named no session (and they are not `agent.*`).
     pub sessionless: u64,
+    /// The drift of the batch: each record whose event name its profile does not know, with
+    /// its vendor and the agent version its resource names (`service.version`).
+    pub drift: Vec<OtelDrift>,
+    /// The agent version (`service.version`) each profiled resource of the batch names, once
+    /// per run of records of one resource.
+    pub versions: Vec<(&'static str, String)>,
+}
+
+/// One record's drift (see [`crate::drift`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OtelDrift {
+    /// The agent identity.
+    pub vendor: &'static str,
+    /// The agent version its resource names.
+    pub version: Option<String>,
+    /// What drifted.
+    pub drift: crate::drift::Drift,
 }
 
 /// The resource and scope of the previous record and the profile selected for them.
@@ -512,6 +529,12 @@ pub fn map_batch(records: &[OtelRecord], selector: &ProfileSelector, cx: &MapCon
             _ => {
                 let p = selector.select(rec);
                 last = Some((&rec.resource, &rec.scope_name, p));
+                if let (Some(p), Some(v)) = (p, rec.resource_str("service.version")) {
+                    let seen = out.versions.last().is_some_and(|(pv, lv)| *pv == p.vendor() && lv == v);
+                    if !seen {
+                        out.versions.push((p.vendor(), v.to_owned()));
+                    }
+                }
                 p
             }
         };
@@ -533,6 +556,10 @@ pub fn map_batch(records: &[OtelRecord], selector: &ProfileSelector, cx: &MapCon
             {
                 out.sessionless += 1;
                 continue;
+            }
+            if let Some(drift) = crate::drift::otel_drift(vendor, &draft) {
+                let version = rec.resource_str("service.version").map(str::to_owned);
+                out.drift.push(OtelDrift { vendor, version, drift });
             }
             out.drafts.push(MappedDraft { vendor, draft });
         }

@@ -161,3 +161,61 @@ pub(crate) fn pre_tool_deny_reply(_held: &crate::spec::Held<'_>, d: &crate::spec
             "permissionDecisionReason": d.reason()}})
     })
 }
+
+/// Pairing for vendors whose tool hooks carry no call id (GitHub Copilot CLI, Factory
+/// Droid): each `PreToolUse` is numbered per session and remembered under its tool name
+/// with the digest of its `tool_input`, which the outcome hook repeats.
+pub(crate) mod unpaired {
+    use serde_json::{Value, json};
+
+    use crate::SessionState;
+    use crate::common;
+
+    /// Remembers a call of `tool` with input `input` in `bucket`; returns its correlation key.
+    pub(crate) fn push(state: &mut SessionState, bucket: &str, tool: &str, input: Option<&Value>) -> String {
+        let seq = format!("{bucket}_seq");
+        let n = state.extra.get(&seq).and_then(Value::as_u64).unwrap_or(0) + 1;
+        state.extra.insert(seq, json!(n));
+        let key = format!("{}:{n}", common::tool_key(tool));
+        let digest = input.map(aep_schemas::digest::digest);
+        common::push_queue(state, bucket, tool, json!({"key": key, "input": digest}));
+        key
+    }
+
+    /// Takes the pending call of `tool` an outcome with input `input` ends: the earliest with
+    /// the same input digest, else the earliest of that tool. Returns its correlation key.
+    pub(crate) fn take(state: &mut SessionState, bucket: &str, tool: &str, input: Option<&Value>) -> Option<String> {
+        let queue = state.extra.get_mut(bucket)?.as_object_mut()?.get_mut(tool)?.as_array_mut()?;
+        let digest = input.map(aep_schemas::digest::digest);
+        let by_input = digest
+            .as_deref()
+            .and_then(|d| queue.iter().position(|e| e.get("input").and_then(Value::as_str) == Some(d)));
+        let i = by_input.or_else(|| (!queue.is_empty()).then_some(0))?;
+        queue.remove(i).get("key").and_then(Value::as_str).map(str::to_owned)
+    }
+
+    /// Every call still pending, oldest first per tool, as `(tool, key)`; the bucket is emptied.
+    pub(crate) fn drain(state: &mut SessionState, bucket: &str) -> Vec<(String, String)> {
+        let Some(Value::Object(m)) = state.extra.remove(bucket) else { return Vec::new() };
+        let mut out = Vec::new();
+        for (tool, q) in m {
+            for e in q.as_array().into_iter().flatten() {
+                if let Some(k) = e.get("key").and_then(Value::as_str) {
+                    out.push((tool.clone(), k.to_owned()));
+                }
+            }
+        }
+        // Oldest first overall: the keys end in the per-session call number.
+        out.sort_by_key(|(_, k)| k.rsplit(':').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0));
+        out
+    }
+}
+
+/// The exit code a shell tool's result text ends with, when it reports one (Copilot CLI's
+/// `<shellId: 0 completed with exit code 2>`, Droid's `[Process exited with code 2]`).
+pub(crate) fn trailing_exit_code(text: &str) -> Option<i64> {
+    let t = text.trim_end().trim_end_matches(['>', ']']);
+    let digits = t.rsplit(' ').next()?;
+    let head = t[..t.len() - digits.len()].trim_end();
+    (head.ends_with("exit code") || head.ends_with("exited with code")).then(|| digits.parse().ok()).flatten()
+}

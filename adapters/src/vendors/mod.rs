@@ -22,6 +22,8 @@ pub mod antigravity;
 pub mod claude_code;
 pub mod cline;
 pub mod codex;
+pub mod copilot_cli;
+pub mod droid;
 pub mod gemini_cli;
 pub mod hermes;
 pub(crate) mod hook_family;
@@ -41,6 +43,8 @@ pub static SPECS: &[&VendorSpec] = &[
     &claude_code::spec::SPEC,
     &cline::spec::SPEC,
     &codex::spec::SPEC,
+    &copilot_cli::spec::SPEC,
+    &droid::spec::SPEC,
     &gemini_cli::spec::SPEC,
     &hermes::spec::SPEC,
     &kilocode::spec::SPEC,
@@ -74,6 +78,8 @@ pub fn neutral_reply(vendor: &str, call: &crate::HookCall<'_>) -> Option<crate::
         claude_code::VENDOR => of(&claude_code::ClaudeCodeAdapter, call),
         cline::VENDOR => of(&cline::ClineAdapter, call),
         codex::VENDOR => of(&codex::CodexAdapter, call),
+        copilot_cli::VENDOR => of(&copilot_cli::CopilotCliAdapter, call),
+        droid::VENDOR => of(&droid::DroidAdapter, call),
         gemini_cli::VENDOR => of(&gemini_cli::GeminiCliAdapter, call),
         hermes::VENDOR => of(&hermes::HermesAdapter, call),
         "kilocode" => of(&opencode::PluginAdapter::new(kilocode::KILOCODE), call),
@@ -82,6 +88,22 @@ pub fn neutral_reply(vendor: &str, call: &crate::HookCall<'_>) -> Option<crate::
         pi::VENDOR => of(&pi::PiAdapter::default(), call),
         qwen_code::VENDOR => of(&qwen_code::QwenCodeAdapter, call),
         vscode::VENDOR => of(&vscode::VscodeAdapter, call),
+        _ => None,
+    }
+}
+
+/// The vendor of another agent that ran `vendor`'s hook wiring, when this call is not
+/// `vendor`'s own ([`HookAdapter::ran_by_other`]); `env` looks the hook process's environment
+/// up. Called directly, as [`neutral_reply`], so the hook shim links no mapping code; only
+/// the vendors whose wiring other agents run are listed (the rest: every call their own). A
+/// test keeps it equal to what [`SPECS`]' adapters answer.
+pub fn ran_by_other(
+    vendor: &str,
+    call: &crate::HookCall<'_>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<&'static str> {
+    match vendor {
+        claude_code::VENDOR => claude_code::ClaudeCodeAdapter.ran_by_other(call, env),
         _ => None,
     }
 }

@@ -34,6 +34,10 @@ pub struct Mapped {
     pub first_unmatched: Option<String>,
     /// Records of a known vendor that name no session (dropped: an AEP event belongs to one).
     pub sessionless: u64,
+    /// OTel event names the vendors' profiles do not know, for the drift counter.
+    pub drift: Vec<crate::otel::OtelDrift>,
+    /// Each vendor and agent version seen, so drift is counted against the right version.
+    pub versions: Vec<(&'static str, String)>,
 }
 
 impl ProfileOverrides {
@@ -79,6 +83,8 @@ impl ProfileOverrides {
                 map_batch(run, &otel_selector(None), cx, mode)
             };
             sessionless += out.sessionless;
+            m.drift.extend(out.drift);
+            m.versions.extend(out.versions);
             m.unmatched += out.unmatched;
             if m.first_unmatched.is_none() {
                 m.first_unmatched = out.first_unmatched_service;

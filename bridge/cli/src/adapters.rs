@@ -75,6 +75,8 @@ pub struct Manifest {
     pub families: Vec<String>,
     /// How to wire it.
     pub setup: String,
+    /// What the bridge checks for drift (hook events and fields the adapter was written against).
+    pub drift: String,
     /// `builtin` or the manifest file.
     pub origin: String,
 }
@@ -93,6 +95,14 @@ pub fn builtin() -> Vec<Manifest> {
             reply_route: s.reply_route().map(aep_adapters::spec::ReplyRoute::describe),
             families: s.families.iter().map(|f| (*f).to_owned()).collect(),
             setup: s.setup.into(),
+            drift: match s.adapter.and_then(|a| a().vocabulary()) {
+                Some(v) => format!(
+                    "hook events outside the {} known and new fields of the {} recorded are counted (aep_bridge_drift_total)",
+                    v.events.len(),
+                    v.fields.len()
+                ),
+                None => "not checked (no recorded vocabulary)".into(),
+            },
             origin: "builtin".into(),
         })
         .collect()
@@ -139,6 +149,7 @@ fn list(args: &AdaptersArgs) -> i32 {
             reply_route: None,
             families: vec![format!("x.{}.*", c.id)],
             setup: format!("run `aep-hook {}` from the agent's hooks", c.id),
+            drift: "not checked (no recorded vocabulary)".into(),
             origin: f.display().to_string(),
         });
     }
@@ -179,6 +190,7 @@ fn list(args: &AdaptersArgs) -> i32 {
             println!("    emits:    {}", m.families.join(", "));
         }
         println!("    setup:    {}", m.setup);
+        println!("    drift:    {}", m.drift);
         if m.origin != "builtin" {
             println!("    manifest: {}", m.origin);
         }

@@ -120,7 +120,9 @@ pub fn run(args: DoctorArgs) -> i32 {
         );
     }
     let about = if up {
-        check_token(&mut r, &ep)
+        let about = check_token(&mut r, &ep);
+        check_drift(&mut r, &ep);
+        about
     } else {
         r.line("token", Verdict::Skip, "the bridge does not answer");
         None
@@ -302,6 +304,45 @@ fn check_token(r: &mut Report, ep: &crate::client::Endpoint) -> Option<Value> {
         ),
     }
     about.filter(|a| a.is_object())
+}
+
+/// What the running bridge counted as drift (`aep_bridge_drift_total`): agents sending hook
+/// events, fields or OTel event names their adapters do not know. A note, not a failure: the
+/// session still maps (the unknown parts through the vendor namespace).
+fn check_drift(r: &mut Report, ep: &crate::client::Endpoint) {
+    let Ok(agent) = ep.http_agent(Some(TIMEOUT)) else { return };
+    let Ok(mut resp) = agent.get(&format!("{}/metrics", ep.base)).call() else { return };
+    let text = resp.body_mut().read_to_string().unwrap_or_default();
+    let series = drift_series(&text);
+    if series.is_empty() {
+        r.line("drift", Verdict::Ok, "no hook event, field or OTel event name its adapter does not know");
+    } else {
+        r.line(
+            "drift",
+            Verdict::Note,
+            format!(
+                "{} (the names are in the bridge's log and each session's x.<vendor>.session.drift records)",
+                series.join("; ")
+            ),
+        );
+    }
+}
+
+/// `vendor version: n kind` for each `aep_bridge_drift_total` series of a Prometheus text.
+pub(crate) fn drift_series(text: &str) -> Vec<String> {
+    let label = |l: &str, k: &str| {
+        l.split_once(&format!("{k}=\""))
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(v, _)| v.to_owned())
+            .unwrap_or_default()
+    };
+    text.lines()
+        .filter(|l| l.starts_with("aep_bridge_drift_total{"))
+        .filter_map(|l| {
+            let n = l.rsplit(' ').next()?;
+            Some(format!("{} {}: {n} {}", label(l, "vendor"), label(l, "version"), label(l, "kind")))
+        })
+        .collect()
 }
 
 /// The file (or folder) a plan writes.
@@ -580,6 +621,13 @@ fn check_data_dir(r: &mut Report, dir: &Path, min_free_mb: u64, whose: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drift_series_read_back_from_the_exposition() {
+        let text = "# TYPE aep_bridge_drift_total counter\naep_bridge_drift_total{kind=\"hook_field\",vendor=\"droid\",version=\"0.226.0\"} 3\nother 1\n";
+        assert_eq!(drift_series(text), ["droid 0.226.0: 3 hook_field"]);
+        assert!(drift_series("").is_empty());
+    }
 
     #[test]
     fn endpoints_give_their_host_and_port() {

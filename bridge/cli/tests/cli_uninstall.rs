@@ -76,6 +76,10 @@ fn seed(vendor: &str, base: &Path, user: bool) {
         "pi" => std::fs::create_dir_all(base.join(".pi/extensions")).unwrap(),
         "cline" => write(base, ".cline/hooks/PreCompact.sh", "#!/bin/sh\necho mine\n"),
         "hermes" => write(base, ".hermes/config.yaml", "# my hermes\nmodel:\n  default: x # mine\n"),
+        "copilot-cli" if user => write(base, ".copilot/settings.json", STRICT),
+        // Copilot's hooks folder with a hook file of the user's beside ours.
+        "copilot-cli" => write(base, ".github/hooks/mine.json", STRICT),
+        "droid" => write(base, ".factory/settings.json", STRICT),
         other => panic!("no seed for {other}: add one"),
     }
 }

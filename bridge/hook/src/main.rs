@@ -4,7 +4,9 @@
 //! `http://127.0.0.1:8787`; with `AEP_TOKEN`, a MAC under it, never the token itself) at
 //! `/hooks/{vendor}[/{event}]`, and writes the bridge's reply to stdout. Fail-open is
 //! absolute: whatever goes wrong (bridge down, hung, erroring, not reading), the agent gets
-//! the vendor's neutral reply and exit 0.
+//! the vendor's neutral reply and exit 0. A call another agent made through this vendor's
+//! wiring (the vendor's folder tells them apart by the hook process's environment) gets the
+//! neutral reply and is not forwarded.
 //!
 //! Deadlines. The reply's headers must arrive within one budget for the whole exchange
 //! (`AEP_HOOK_TIMEOUT_MS`, 3 s): the bridge acknowledges a hook once its events are in the
@@ -80,8 +82,12 @@ fn main() {
     let mut payload = Vec::new();
     let _ = std::io::stdin().lock().take(MAX_PAYLOAD as u64 + 1).read_to_end(&mut payload);
     let settings = Settings::from_env();
-    let reply = forward(&settings, &vendor, event.as_deref(), &payload)
-        .unwrap_or_else(|| neutral(&vendor, event.as_deref(), &payload));
+    let reply = if ran_by_other(&vendor, event.as_deref(), &payload) {
+        None
+    } else {
+        forward(&settings, &vendor, event.as_deref(), &payload)
+    };
+    let reply = reply.unwrap_or_else(|| neutral(&vendor, event.as_deref(), &payload));
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(&reply);
     let _ = out.flush();
@@ -98,6 +104,16 @@ fn neutral(vendor: &str, event: Option<&str>, payload: &[u8]) -> Vec<u8> {
 
 fn unix(d: fn(Duration) -> u128) -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |t| u64::try_from(d(t)).unwrap_or(u64::MAX))
+}
+
+/// `true` when another agent ran this vendor's hook wiring (an agent that also runs another's
+/// hook files; the vendor's folder says how to tell): the call is answered neutrally and not
+/// forwarded, so one agent's session is never logged as another's. From the adapters'
+/// direct table, as [`neutral`]: no mapping code.
+fn ran_by_other(vendor: &str, event: Option<&str>, payload: &[u8]) -> bool {
+    let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or(serde_json::Value::Null);
+    let call = aep_adapters::HookCall { event, payload: &value };
+    aep_adapters::vendors::ran_by_other(vendor, &call, &|name| std::env::var(name).ok()).is_some()
 }
 
 /// How an exchange ended without a reply.

@@ -17,11 +17,21 @@ fn hook() -> Command {
 }
 
 fn shim(url: &str, vendor: &str, event: Option<&str>, payload: &[u8]) -> (i32, Vec<u8>) {
+    shim_env(url, vendor, event, payload, &[])
+}
+
+/// The shim with `env` set and the agents' own hook variables cleared (a test run from inside
+/// an agent's session inherits them).
+fn shim_env(url: &str, vendor: &str, event: Option<&str>, payload: &[u8], env: &[(&str, &str)]) -> (i32, Vec<u8>) {
     let mut cmd = hook();
     cmd.arg(vendor);
     if let Some(e) = event {
         cmd.arg(e);
     }
+    for var in ["COPILOT_CLI", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID"] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied());
     let mut child = cmd
         .env("AEP_BRIDGE_URL", url)
         .env_remove("AEP_TOKEN")
@@ -343,6 +353,13 @@ async fn every_vendor_goes_through_the_shim_into_its_own_log() {
         ),
         ("vscode", None, json!({"hook_event_name": "SessionStart", "session_id": "vs-1", "source": "new"}), "vs-1"),
         (
+            "copilot-cli",
+            None,
+            json!({"hook_event_name": "SessionStart", "session_id": "cp-1", "timestamp": "2026-12-07T14:24:49.172Z", "source": "new"}),
+            "cp-1",
+        ),
+        ("droid", None, json!({"hook_event_name": "SessionStart", "session_id": "dr-1", "source": "startup"}), "dr-1"),
+        (
             "kimi-code",
             None,
             json!({"hook_event_name": "SessionStart", "session_id": "km-1", "source": "startup"}),
@@ -389,6 +406,51 @@ async fn every_vendor_goes_through_the_shim_into_its_own_log() {
         assert_eq!((first["agent"].as_str(), first["session"].as_str()), (Some(vendor), Some(session)), "{vendor}");
     }
     bridge.shutdown().await;
+}
+
+/// GitHub Copilot CLI also runs a project's `.claude/settings.json` hooks (with `COPILOT_CLI=1`
+/// in their environment): `aep-hook claude-code` answers those neutrally and forwards nothing,
+/// so a Copilot session is never logged as Claude Code's; Claude Code's own calls, also when
+/// started from inside a Copilot session, still are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copilot_running_claude_codes_hooks_is_not_logged_as_claude_code() {
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = start(config(dir.path())).await;
+    let url = bridge.url();
+    // Copilot CLI 1.0.102's SessionStart in Claude Code's shape, as recorded.
+    let copilot = captures("copilot-cli").into_iter().map(|(_, p)| p).find(|p| p["hook_event_name"] == "SessionStart");
+    let copilot = copilot.expect("a recorded Copilot SessionStart").to_string();
+    let nested = json!({"hook_event_name": "SessionStart", "session_id": "cc-nested", "source": "startup"}).to_string();
+    let own = json!({"hook_event_name": "SessionStart", "session_id": "cc-own", "source": "startup"}).to_string();
+    let u = url.clone();
+    let runs = tokio::task::spawn_blocking(move || {
+        [
+            shim_env(&u, "claude-code", None, copilot.as_bytes(), &[("COPILOT_CLI", "1")]),
+            // Claude Code started from a Copilot session: its own session id in its variable.
+            shim_env(
+                &u,
+                "claude-code",
+                None,
+                nested.as_bytes(),
+                &[("COPILOT_CLI", "1"), ("CLAUDECODE", "1"), ("CLAUDE_CODE_SESSION_ID", "cc-nested")],
+            ),
+            shim_env(&u, "claude-code", None, own.as_bytes(), &[("CLAUDECODE", "1")]),
+        ]
+    })
+    .await
+    .unwrap();
+    for (code, out) in &runs {
+        assert_eq!((*code, out.as_slice()), (0, &b""[..]), "the neutral reply, exit 0");
+    }
+    let logs = dir.path().join("logs").join("claude-code");
+    bridge.wait_lines(&logs.join("cc-nested.jsonl"), 1).await;
+    bridge.wait_lines(&logs.join("cc-own.jsonl"), 1).await;
+    bridge.shutdown().await;
+    let mut names: Vec<String> =
+        std::fs::read_dir(&logs).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["cc-nested.jsonl", "cc-own.jsonl"], "the Copilot session reached no claude-code log");
 }
 
 /// Answers a proven held reply as the bridge does: headers at once with the hold budget and

@@ -135,18 +135,55 @@ fn permission_outcome(o: &Value, cx: &MapContext) -> Vec<EventDraft> {
     }
 }
 
-/// The `tool.name` of a tool update: the ACP `kind` (`execute`, `read`, `edit`, ...: the
-/// schema's closed enum, which Gemini CLI and Qwen Code both send on a call's first update),
-/// else the agent's own tool id `_meta.toolName` (Qwen Code adds it to later updates only),
-/// else `other` (the schema's default kind). Never the `title`: agents put the literal command
-/// or file name there, which is content (AEP-0002 §5.3 `tool_ref.name` is `metadata`) and an
-/// unbounded metric label; the title rides as `title` at `redacted`+. The tee joins the
-/// first update's `kind` onto later ones, so a call keeps one name.
+/// The `tool.name` of a tool update: the agent's own tool name where the frames carry it, so
+/// a session reads the same through the agent's hooks and under `wrap acp` (the ACP `kind`
+/// stays on `tool.requested` as `kind`): `_meta.toolName` (Qwen Code), else the name Gemini
+/// CLI builds its call ids from ([`name_in_call_id`]), else the ACP `kind` (`execute`, `read`,
+/// `edit`, ...: the schema's closed enum), else `other` (the schema's default kind). Never the
+/// `title`: agents put the literal command or file name there, which is content (AEP-0002
+/// §5.3 `tool_ref.name` is `metadata`) and an unbounded metric label; the title rides as
+/// `title` at `redacted`+. The tee keeps the name a call's first update gave it on every
+/// later one, so a call keeps one name.
 pub fn tool_name(update: &Value) -> &str {
     fn nonempty(v: Option<&Value>) -> Option<&str> {
         v.and_then(Value::as_str).filter(|t| !t.is_empty())
     }
-    nonempty(update.get("kind")).or_else(|| nonempty(update.pointer("/_meta/toolName"))).unwrap_or("other")
+    nonempty(update.pointer("/_meta/toolName"))
+        .or_else(|| update.get("toolCallId").and_then(Value::as_str).and_then(name_in_call_id))
+        .or_else(|| nonempty(update.get("kind")))
+        .unwrap_or("other")
+}
+
+/// The tool name a Gemini CLI call id starts with. Gemini CLI 0.61 prefixes every scheduled
+/// call's id with its tool name and a double underscore: `{name}__{name}_{epoch ms}_{n}` for
+/// the ids it makes (`run_shell_command__run_shell_command_1796660017704_0`), `{name}__{id}`
+/// when the model gave one; calls its ACP session makes itself are `{name}-{epoch ms}-{n}`.
+/// A tool name here is an ASCII identifier (letters, digits, `_`, `-`; an MCP tool's may hold
+/// `__`), at most 64 bytes; any other id names nothing.
+pub fn name_in_call_id(id: &str) -> Option<&str> {
+    fn is_name(s: &str) -> bool {
+        s.len() <= 64
+            && s.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    }
+    fn stamp(s: &str, sep: char) -> bool {
+        let ms = s.split(sep).next().unwrap_or("");
+        ms.len() >= 10 && ms.bytes().all(|b| b.is_ascii_digit())
+    }
+    let seps: Vec<usize> = id.match_indices("__").map(|(i, _)| i).collect();
+    // The repeated form first: an MCP tool's name may itself hold `__`.
+    for &i in &seps {
+        let (name, rest) = (&id[..i], &id[i + 2..]);
+        if is_name(name) && rest.strip_prefix(name).and_then(|r| r.strip_prefix('_')).is_some_and(|r| stamp(r, '_')) {
+            return Some(name);
+        }
+    }
+    if let Some(&i) = seps.last() {
+        let name = &id[..i];
+        return (is_name(name) && i + 2 < id.len()).then_some(name);
+    }
+    let (name, rest) = id.split_once('-')?;
+    (is_name(name) && stamp(rest, '-')).then_some(name)
 }
 
 fn notification(method: &str, p: &Value, opts: Options, cx: &MapContext) -> Vec<EventDraft> {
@@ -459,16 +496,19 @@ impl Tee {
                     }
                 }
             }
-            match u.get("_meta").and_then(|m| m.get("toolName")).and_then(Value::as_str) {
-                Some(v) if !v.is_empty() => known["toolName"] = json!(v),
-                _ => {
-                    if let Some(v) = known.get("toolName").filter(|v| v.is_string()).cloned() {
-                        let meta = u.entry("_meta").or_insert_with(|| json!({}));
-                        if let Some(m) = meta.as_object_mut() {
-                            m.insert("toolName".into(), v);
-                        }
-                    }
+            // The call keeps the name its first update gave it (Qwen Code adds `_meta.toolName`
+            // only to later updates: a name first read from the kind stays the kind).
+            let name = match known.get("name").and_then(Value::as_str) {
+                Some(n) => n.to_owned(),
+                None => {
+                    let n = tool_name(&Value::Object(u.clone())).to_owned();
+                    known["name"] = json!(n);
+                    n
                 }
+            };
+            let meta = u.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(m) = meta.as_object_mut() {
+                m.insert("toolName".into(), json!(name));
             }
             // Only the first update of a call requests it; a repeated `tool_call` is an update.
             if u.get("sessionUpdate").and_then(Value::as_str) == Some("tool_call") {

@@ -192,7 +192,7 @@ fn delta_chunks_are_agent_scoped_by_their_pinned_type() {
 }
 
 /// Gemini CLI titles a shell call with the literal command, Qwen Code a read with the file:
-/// content, and an unbounded label. The name is the ACP kind (else the agent's tool id); the
+/// content, and an unbounded label. The name is the agent's tool id (else the ACP kind); the
 /// title rides only at `redacted`+.
 #[test]
 fn the_tool_name_is_the_tool_id_or_kind_never_the_title() {
@@ -210,8 +210,8 @@ fn the_tool_name_is_the_tool_id_or_kind_never_the_title() {
         [
             ("tool.requested", &json!("execute")),
             ("tool.completed", &json!("execute")),
-            ("tool.requested", &json!("read")),
-            ("tool.completed", &json!("read")),
+            ("tool.requested", &json!("read_file")),
+            ("tool.completed", &json!("read_file")),
         ]
     );
     for d in &d {
@@ -222,7 +222,7 @@ fn the_tool_name_is_the_tool_id_or_kind_never_the_title() {
     let redacted = MapContext { capture: aep_schemas::Capture::Redacted, ..MapContext::default() };
     let mut tee = Tee::new(1, Options::default());
     let d = tee.map_line(Direction::FromAgent, qwen.to_string().as_bytes(), &redacted);
-    assert_eq!((&d[0].data["tool"]["name"], &d[0].data["title"]), (&json!("read"), &json!("ReadFile: hello.txt")));
+    assert_eq!((&d[0].data["tool"]["name"], &d[0].data["title"]), (&json!("read_file"), &json!("ReadFile: hello.txt")));
     // No kind: the agent's tool id; neither: the schema's default kind.
     let no_kind = json!({"kind": "notification", "method": "session/update", "params": {"update": {"sessionUpdate": "tool_call", "toolCallId": "y", "title": "ls", "_meta": {"toolName": "list_directory"}}}});
     assert_eq!(map_moment(&no_kind, Options::default(), &cx())[0].data["tool"]["name"], json!("list_directory"));
@@ -258,7 +258,8 @@ fn the_agent_is_the_initialize_answers_agent_info_name() {
 
 /// Qwen Code 0.15.10 `--acp` as recorded by the e2e suite (paths rewritten): its shell call is
 /// opened by the permission ask (a kind, no `_meta.toolName`), completed by an update with
-/// `_meta.toolName` and no kind. The call keeps one name, and no title rides at metadata.
+/// `_meta.toolName` and no kind: it keeps the kind it was opened with. Its read opens with
+/// `_meta.toolName`: named `read_file`, as Qwen Code's hooks name it. No title rides at metadata.
 #[test]
 fn a_real_qwen_code_call_keeps_one_name_from_ask_to_outcome() {
     let mut tee = Tee::new(1, Options::default());
@@ -273,12 +274,103 @@ fn a_real_qwen_code_call_keeps_one_name_from_ask_to_outcome() {
         [
             ("tool.requested", &json!("execute")),
             ("tool.completed", &json!("execute")),
-            ("tool.requested", &json!("read")),
-            ("tool.failed", &json!("read")),
+            ("tool.requested", &json!("read_file")),
+            ("tool.failed", &json!("read_file")),
         ]
     );
     for d in &d {
         let text = Value::Object(d.data.clone()).to_string();
         assert!(!text.contains("touch") && !text.contains("e2e_missing"), "content at metadata: {text}");
     }
+}
+
+/// Qwen Code 0.24.4 `--acp` as recorded by the e2e suite (paths rewritten): both calls open
+/// with a `tool_call` carrying `_meta.toolName` (the shell before its permission ask), so they
+/// are named as Qwen Code's hooks name them, and keep that name to their outcome.
+#[test]
+fn a_real_qwen_code_0_24_session_names_its_tools_as_its_hooks_do() {
+    let mut tee = Tee::new(1, Options::default());
+    let d: Vec<EventDraft> = include_str!("testdata/qwen_code_0.24.4_tools.jsonl")
+        .lines()
+        .flat_map(|l| tee.map_line(Direction::FromAgent, l.as_bytes(), &cx()))
+        .filter(|d| d.r#type.starts_with("tool."))
+        .collect();
+    let seen: Vec<(&str, &Value, &Value)> = d
+        .iter()
+        .map(|d| (d.r#type.as_str(), &d.data["tool"]["name"], d.data.get("kind").unwrap_or(&Value::Null)))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("tool.requested", &json!("run_shell_command"), &json!("execute")),
+            ("tool.completed", &json!("run_shell_command"), &Value::Null),
+            ("tool.requested", &json!("read_file"), &json!("read")),
+            ("tool.failed", &json!("read_file"), &Value::Null),
+        ]
+    );
+}
+
+/// Gemini CLI 0.61 prefixes its call ids with the tool name: the tee logs Gemini's own tool
+/// name (`run_shell_command`, `read_file`, as its hooks do), the ACP kind beside it; the
+/// recorded session (paths rewritten) and the id forms its source builds.
+#[test]
+fn gemini_call_ids_name_the_tool_as_its_hooks_do() {
+    for (id, name) in [
+        ("run_shell_command__run_shell_command_1796660017704_0", "run_shell_command"),
+        ("read_file__call_8f2a", "read_file"),
+        ("srv__lookup__srv__lookup_1796660017704_3", "srv__lookup"),
+        ("srv__lookup__call_8f2a", "srv__lookup"),
+        ("read_many_files-1796653288859-2", "read_many_files"),
+    ] {
+        assert_eq!(name_in_call_id(id), Some(name), "{id}");
+    }
+    for id in [
+        "call_e2e066e02398cf942f2",
+        "toolu_e2e1239889d6",
+        "t1",
+        "x-12",
+        "a b-1796653288859",
+        "-1796653288859",
+        "__x",
+        "x__",
+        "9x__y",
+    ] {
+        assert_eq!(name_in_call_id(id), None, "{id}");
+    }
+    let mut tee = Tee::new(1, Options::default());
+    let d: Vec<EventDraft> = include_str!("testdata/gemini_cli_0.61.0_tools.jsonl")
+        .lines()
+        .flat_map(|l| tee.map_line(Direction::FromAgent, l.as_bytes(), &cx()))
+        .filter(|d| d.r#type.starts_with("tool."))
+        .collect();
+    let seen: Vec<(&str, &Value, &Value)> = d
+        .iter()
+        .map(|d| (d.r#type.as_str(), &d.data["tool"]["name"], d.data.get("kind").unwrap_or(&Value::Null)))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("tool.requested", &json!("run_shell_command"), &json!("execute")),
+            ("tool.completed", &json!("run_shell_command"), &Value::Null),
+            ("tool.requested", &json!("read_file"), &json!("read")),
+            ("tool.failed", &json!("read_file"), &Value::Null),
+        ]
+    );
+    for d in &d {
+        let text = Value::Object(d.data.clone()).to_string();
+        assert!(!text.contains("touch") && !text.contains("e2e_missing"), "content at metadata: {text}");
+    }
+    // A call keeps the name of its first update even when a later one names it otherwise.
+    let mut tee = Tee::new(1, Options::default());
+    let lines = [
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": "q1", "status": "pending", "kind": "read"}}}),
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": "tool_call_update", "toolCallId": "q1", "status": "failed", "_meta": {"toolName": "read_file"}}}}),
+    ];
+    let names: Vec<Value> = lines
+        .iter()
+        .flat_map(|l| tee.map_line(Direction::FromAgent, l.to_string().as_bytes(), &cx()))
+        .filter(|d| d.r#type.starts_with("tool."))
+        .map(|d| d.data["tool"]["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("read"), json!("read")]);
 }

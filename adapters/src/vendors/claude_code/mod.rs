@@ -17,6 +17,8 @@ pub const VENDOR: &str = "claude-code";
 
 /// Scratch bucket of pending MCP elicitations, keyed by server name.
 const PENDING_ELICITATIONS: &str = "cc_pending_elicitations";
+/// Scratch bucket: the run each running subagent (by `agent_id`) was started in.
+const SUBAGENT_RUNS: &str = "cc_subagent_runs";
 
 /// The Claude Code hook adapter.
 pub fn adapter() -> Box<dyn HookAdapter> {
@@ -212,6 +214,131 @@ fn settle_elicitation(p: &Value, pending: &Value, cx: &MapContext) -> Vec<EventD
     }
 }
 
+/// The hook events and payload fields this adapter was written against: the install plan's
+/// events and every field of the recorded payloads (`adapters/tests/data/claude-code/`).
+pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
+    events: &[
+        "ConfigChange",
+        "CwdChanged",
+        "Elicitation",
+        "ElicitationResult",
+        "FileChanged",
+        "InstructionsLoaded",
+        "MessageDisplay",
+        "Notification",
+        "PermissionDenied",
+        "PermissionRequest",
+        "PostCompact",
+        "PostToolBatch",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PreCompact",
+        "PreToolUse",
+        "SessionEnd",
+        "SessionStart",
+        "Setup",
+        "Stop",
+        "StopFailure",
+        "SubagentStart",
+        "SubagentStop",
+        "TaskCompleted",
+        "TaskCreated",
+        "TeammateIdle",
+        "UserPromptExpansion",
+        "UserPromptSubmit",
+        "WorktreeCreate",
+        "WorktreeRemove",
+    ],
+    common: &["cwd", "hook_event_name", "session_id", "transcript_path"],
+    fields: &[
+        ("Elicitation", &["mcp_server_name", "message", "mode", "prompt_id", "requested_schema"]),
+        ("ElicitationResult", &["action", "mcp_server_name", "mode", "prompt_id"]),
+        ("FileChanged", &["event", "file_path", "prompt_id"]),
+        ("InstructionsLoaded", &["file_path", "load_reason", "memory_type"]),
+        ("MessageDisplay", &["delta", "final", "index", "message_id", "prompt_id", "turn_id"]),
+        ("Notification", &["message", "notification_type", "prompt_id"]),
+        (
+            "PermissionDenied",
+            &["effort", "permission_mode", "prompt_id", "reason", "tool_input", "tool_name", "tool_use_id"],
+        ),
+        (
+            "PermissionRequest",
+            &["effort", "permission_mode", "permission_suggestions", "prompt_id", "tool_input", "tool_name"],
+        ),
+        ("PostCompact", &["compact_summary", "prompt_id", "trigger"]),
+        ("PostToolBatch", &["effort", "permission_mode", "prompt_id", "tool_calls"]),
+        (
+            "PostToolUse",
+            &[
+                "duration_ms",
+                "effort",
+                "permission_mode",
+                "prompt_id",
+                "tool_input",
+                "tool_name",
+                "tool_response",
+                "tool_use_id",
+            ],
+        ),
+        (
+            "PostToolUseFailure",
+            &[
+                "duration_ms",
+                "effort",
+                "error",
+                "is_interrupt",
+                "permission_mode",
+                "prompt_id",
+                "tool_input",
+                "tool_name",
+                "tool_use_id",
+            ],
+        ),
+        ("PreCompact", &["custom_instructions", "prompt_id", "trigger"]),
+        ("PreToolUse", &["effort", "permission_mode", "prompt_id", "tool_input", "tool_name", "tool_use_id"]),
+        ("SessionEnd", &["prompt_id", "reason"]),
+        ("SessionStart", &["model", "prompt_id", "source"]),
+        (
+            "Stop",
+            &[
+                "background_tasks",
+                "effort",
+                "last_assistant_message",
+                "permission_mode",
+                "prompt_id",
+                "session_crons",
+                "stop_hook_active",
+            ],
+        ),
+        ("StopFailure", &["effort", "error", "last_assistant_message", "prompt_id"]),
+        (
+            "SubagentStop",
+            &[
+                "agent_id",
+                "agent_transcript_path",
+                "agent_type",
+                "background_tasks",
+                "effort",
+                "last_assistant_message",
+                "permission_mode",
+                "prompt_id",
+                "session_crons",
+                "stop_hook_active",
+            ],
+        ),
+        ("TaskCompleted", &["prompt_id", "task_description", "task_id", "task_subject"]),
+        ("TaskCreated", &["prompt_id", "task_description", "task_id", "task_subject"]),
+        ("UserPromptSubmit", &["permission_mode", "prompt", "prompt_id"]),
+    ],
+    version: None,
+};
+
+/// A prompt Claude Code wrote itself to hand a background task's result (an async subagent's)
+/// to the model: `<task-notification><task-id>...` (2.1.3xx).
+fn task_notification(p: &Value) -> bool {
+    ne(p, "prompt").is_some_and(|t| t.trim_start().starts_with("<task-notification>"))
+}
+
 impl HookAdapter for ClaudeCodeAdapter {
     fn history(&self) -> Option<&'static crate::history::HistorySpec> {
         Some(&transcript::HISTORY)
@@ -219,6 +346,26 @@ impl HookAdapter for ClaudeCodeAdapter {
 
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    fn vocabulary(&self) -> Option<&'static crate::drift::Vocabulary> {
+        Some(&VOCABULARY)
+    }
+
+    /// GitHub Copilot CLI also runs a project's `.claude/settings.json` hooks, Claude Code's
+    /// shape, with `COPILOT_CLI=1` in their environment: those calls are Copilot's sessions
+    /// (wired on their own by `install copilot-cli`), not Claude Code's. Claude Code names its
+    /// own session in `CLAUDE_CODE_SESSION_ID` (2.1.3xx) and sets `CLAUDECODE=1`, so a Claude
+    /// Code started from inside a Copilot session (the variable inherited) stays Claude Code's.
+    fn ran_by_other(&self, call: &HookCall<'_>, env: &dyn Fn(&str) -> Option<String>) -> Option<&'static str> {
+        if env("COPILOT_CLI").as_deref() != Some("1") {
+            return None;
+        }
+        let ours = match env("CLAUDE_CODE_SESSION_ID") {
+            Some(own) => hf::session_id(call).is_some_and(|s| s == own),
+            None => env("CLAUDECODE").as_deref() == Some("1"),
+        };
+        (!ours).then_some(crate::vendors::copilot_cli::VENDOR)
     }
 
     fn map(
@@ -230,7 +377,24 @@ impl HookAdapter for ClaudeCodeAdapter {
         let mut m = Moment::open(self, call, cx, map_pinned)?;
         let (p, sess) = (m.p, m.session.as_deref());
         match m.hook.as_str() {
+            // The open turn submitting again (a background task's notification folded into
+            // it, see below): a continuation of the run, not a second start of it.
+            "UserPromptSubmit"
+                if ne(p, "prompt_id").is_some() && state.current_run.as_deref() == ne(p, "prompt_id") =>
+            {
+                let by = if task_notification(p) { "task_notification" } else { "prompt" };
+                let mut d = common::vendor_draft(VENDOR, "run.continued", cx).meta("by", by).build();
+                d.run = state.current_run.clone();
+                m.drafts = vec![d];
+            }
             "UserPromptSubmit" => {
+                // Claude Code 2.1.3xx runs subagents in the background and hands their result
+                // to the model as a prompt of its own: a run the agent started, not the user.
+                if task_notification(p) {
+                    for d in m.drafts.iter_mut().filter(|d| d.r#type == "run.started") {
+                        d.data.insert("trigger".into(), json!("agent"));
+                    }
+                }
                 // CC turn = AEP run: the vendor's prompt_id names it; synthesized without one.
                 let run = match ne(p, "prompt_id") {
                     Some(id) => {
@@ -244,6 +408,21 @@ impl HookAdapter for ClaudeCodeAdapter {
                 for d in &mut m.drafts {
                     d.run = Some(run.clone());
                     d.correlation_key = Some(run_key(sess, &run));
+                }
+            }
+            // A background subagent (2.1.3xx) may stop after the turn that started it ended:
+            // its stop belongs to the run its start was in, so the delegation closes there.
+            "SubagentStart" => {
+                if let (Some(id), Some(run)) = (ne(p, "agent_id"), state.current_run.clone()) {
+                    common::remember(state, SUBAGENT_RUNS, id, json!(run));
+                }
+            }
+            "SubagentStop" => {
+                let started_in = ne(p, "agent_id").and_then(|id| common::take(state, SUBAGENT_RUNS, id));
+                if let Some(run) = started_in.as_ref().and_then(Value::as_str) {
+                    for d in &mut m.drafts {
+                        d.run = Some(run.to_owned());
+                    }
                 }
             }
             "Stop" | "StopFailure" => {

@@ -74,6 +74,127 @@ fn as_run(v: &Value) -> Option<String> {
     v.as_str().map(str::to_owned)
 }
 
+/// The hook events and payload fields this adapter was written against: the install plan's
+/// events and every field of the recorded payloads (`adapters/tests/data/codex/`).
+pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
+    events: &[
+        "PermissionRequest",
+        "PostCompact",
+        "PostToolUse",
+        "PreCompact",
+        "PreToolUse",
+        "SessionEnd",
+        "SessionStart",
+        "Stop",
+        "SubagentStart",
+        "SubagentStop",
+        "UserPromptSubmit",
+        "notify",
+    ],
+    common: &["cwd"],
+    fields: &[
+        ("PostCompact", &["hook_event_name", "model", "session_id", "transcript_path", "trigger", "turn_id"]),
+        (
+            "PostToolUse",
+            &[
+                // A subagent's own tool calls name it (`spawn_agent`; the recordings' subagent
+                // ran none: seen in the e2e codex-subagent run, Codex 0.171.0).
+                "agent_id",
+                "agent_type",
+                "hook_event_name",
+                "model",
+                "permission_mode",
+                "session_id",
+                "tool_input",
+                "tool_name",
+                "tool_response",
+                "tool_use_id",
+                "transcript_path",
+                "turn_id",
+            ],
+        ),
+        ("PreCompact", &["hook_event_name", "model", "session_id", "transcript_path", "trigger", "turn_id"]),
+        (
+            "PreToolUse",
+            &[
+                // A subagent's own tool calls name it (`spawn_agent`; the recordings' subagent
+                // ran none: seen in the e2e codex-subagent run, Codex 0.171.0).
+                "agent_id",
+                "agent_type",
+                "hook_event_name",
+                "model",
+                "permission_mode",
+                "session_id",
+                "tool_input",
+                "tool_name",
+                "tool_use_id",
+                "transcript_path",
+                "turn_id",
+            ],
+        ),
+        ("SessionEnd", &["hook_event_name", "reason", "session_id", "transcript_path"]),
+        ("SessionStart", &["hook_event_name", "model", "permission_mode", "session_id", "source", "transcript_path"]),
+        (
+            "Stop",
+            &[
+                "hook_event_name",
+                "last_assistant_message",
+                "model",
+                "permission_mode",
+                "session_id",
+                "stop_hook_active",
+                "transcript_path",
+                "turn_id",
+            ],
+        ),
+        (
+            "SubagentStart",
+            &[
+                "agent_id",
+                "agent_type",
+                "hook_event_name",
+                "model",
+                "permission_mode",
+                "session_id",
+                "transcript_path",
+                "turn_id",
+            ],
+        ),
+        (
+            "SubagentStop",
+            &[
+                "agent_id",
+                "agent_transcript_path",
+                "agent_type",
+                "hook_event_name",
+                "last_assistant_message",
+                "model",
+                "permission_mode",
+                "session_id",
+                "stop_hook_active",
+                "transcript_path",
+                "turn_id",
+            ],
+        ),
+        (
+            "UserPromptSubmit",
+            &[
+                "agent_id",
+                "agent_type",
+                "hook_event_name",
+                "model",
+                "permission_mode",
+                "prompt",
+                "session_id",
+                "transcript_path",
+                "turn_id",
+            ],
+        ),
+        ("notify", &["client", "input-messages", "last-assistant-message", "thread-id", "turn-id", "type"]),
+    ],
+    version: None,
+};
+
 impl HookAdapter for CodexAdapter {
     fn history(&self) -> Option<&'static crate::history::HistorySpec> {
         Some(&rollout::HISTORY)
@@ -81,6 +202,10 @@ impl HookAdapter for CodexAdapter {
 
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    fn vocabulary(&self) -> Option<&'static crate::drift::Vocabulary> {
+        Some(&VOCABULARY)
     }
 
     fn hook_name(&self, call: &HookCall<'_>) -> Result<String, AdapterError> {

@@ -93,9 +93,45 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
     }
 }
 
+/// The hook events and payload fields this adapter was written against: the install plan's
+/// events and every field of the recorded payloads (`adapters/tests/data/gemini-cli/`).
+pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
+    events: &[
+        "AfterAgent",
+        "AfterModel",
+        "AfterTool",
+        "BeforeAgent",
+        "BeforeModel",
+        "BeforeTool",
+        "BeforeToolSelection",
+        "Notification",
+        "PreCompress",
+        "SessionEnd",
+        "SessionStart",
+    ],
+    common: &["cwd", "hook_event_name", "session_id", "timestamp", "transcript_path"],
+    fields: &[
+        ("AfterAgent", &["prompt", "prompt_response", "stop_hook_active"]),
+        ("AfterModel", &["llm_request", "llm_response"]),
+        ("AfterTool", &["tool_input", "tool_name", "tool_response"]),
+        ("BeforeAgent", &["prompt"]),
+        ("BeforeModel", &["llm_request"]),
+        ("BeforeTool", &["tool_input", "tool_name"]),
+        ("BeforeToolSelection", &["llm_request"]),
+        ("PreCompress", &["trigger"]),
+        ("SessionEnd", &["reason"]),
+        ("SessionStart", &["source"]),
+    ],
+    version: None,
+};
+
 impl HookAdapter for GeminiCliAdapter {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    fn vocabulary(&self) -> Option<&'static crate::drift::Vocabulary> {
+        Some(&VOCABULARY)
     }
 
     fn map(

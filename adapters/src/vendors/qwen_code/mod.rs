@@ -72,9 +72,74 @@ pub fn map_pinned(hook: &str, p: &Value, cx: &MapContext) -> Vec<EventDraft> {
     }
 }
 
+/// The hook events and payload fields this adapter was written against: the install plan's
+/// events and every field of the recorded payloads (`adapters/tests/data/qwen-code/`: 0.15.10
+/// and 0.24.4, which adds `permission_mode` to every hook, `prompt_id`, the model's
+/// `tool_call_id` beside `tool_use_id`, and the context figures on `Stop`).
+pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
+    events: &[
+        "Notification",
+        "PermissionRequest",
+        "PostCompact",
+        "PostToolUse",
+        "PostToolUseFailure",
+        "PreCompact",
+        "PreToolUse",
+        "SessionEnd",
+        "SessionStart",
+        "Stop",
+        "StopFailure",
+        "SubagentStart",
+        "SubagentStop",
+        "UserPromptSubmit",
+    ],
+    common: &["cwd", "hook_event_name", "permission_mode", "session_id", "timestamp", "transcript_path"],
+    fields: &[
+        ("Notification", &["message", "notification_type", "title"]),
+        (
+            "PostToolUse",
+            &["duration_ms", "prompt_id", "tool_call_id", "tool_input", "tool_name", "tool_response", "tool_use_id"],
+        ),
+        (
+            "PostToolUseFailure",
+            &[
+                "duration_ms",
+                "error",
+                "is_interrupt",
+                "prompt_id",
+                "tool_call_id",
+                "tool_input",
+                "tool_name",
+                "tool_use_id",
+            ],
+        ),
+        ("PreToolUse", &["prompt_id", "tool_call_id", "tool_input", "tool_name", "tool_use_id"]),
+        ("SessionStart", &["model", "source"]),
+        (
+            "Stop",
+            &[
+                "background_tasks",
+                "context_limit",
+                "context_usage",
+                "crons",
+                "input_tokens",
+                "last_assistant_message",
+                "prompt_id",
+                "stop_hook_active",
+            ],
+        ),
+        ("UserPromptSubmit", &["prompt", "prompt_id", "submitted_prompt"]),
+    ],
+    version: None,
+};
+
 impl HookAdapter for QwenCodeAdapter {
     fn vendor(&self) -> &'static str {
         VENDOR
+    }
+
+    fn vocabulary(&self) -> Option<&'static crate::drift::Vocabulary> {
+        Some(&VOCABULARY)
     }
 
     fn map(

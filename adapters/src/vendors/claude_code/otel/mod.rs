@@ -118,6 +118,49 @@ const KNOWN: &[(&str, &[Field])] = &[
         ],
     ),
     ("hook_registered", &[meta("hook_event"), meta("hook_type"), meta("hook_source"), meta("hook_matcher")]),
+    // 2.1.332: configuration and background-subagent records (recorded attribute sets).
+    (
+        "managed_settings_resolved",
+        &[
+            meta("managed_settings.trigger"),
+            meta("managed_settings.source_behavior"),
+            meta("managed_settings.helper.state"),
+            meta("managed_settings.helper.applied"),
+        ],
+    ),
+    (
+        "plugin_loaded",
+        &[
+            meta("plugin.name"),
+            meta("marketplace.name"),
+            meta("plugin.scope"),
+            meta("enabled_via"),
+            meta("plugin_id_hash"),
+            meta("has_hooks"),
+            meta("has_mcp"),
+            meta("host_owned_mcp"),
+            meta("skill_path_count"),
+            meta("command_path_count"),
+            meta("agent_path_count"),
+            meta("safe_mode"),
+        ],
+    ),
+    (
+        "subagent_completed",
+        &[
+            meta("agent_id"),
+            meta("agent_type"),
+            meta("agent.source"),
+            meta("is_built_in"),
+            meta("is_async"),
+            meta("total_tokens"),
+            meta("total_tool_uses"),
+            meta("duration_ms"),
+            meta("model"),
+            meta("final_model"),
+            meta("model_swapped"),
+        ],
+    ),
     (
         "mcp_server_connection",
         &[
@@ -314,5 +357,36 @@ mod tests {
             json!({"event.name": "tool_decision", "tool_name": "Bash", "decision": "reject", "source": "user_reject"}),
         );
         assert!(map(&u, &MapContext::default(), Mode::Primary).is_empty());
+    }
+
+    /// Claude Code 2.1.332's new records, their attributes as recorded (`claude -p` with
+    /// `OTEL_LOGS_EXPORTER=otlp` against the e2e mock): named, not `unknown`, metadata only.
+    #[test]
+    fn the_2_1_332_records_are_known() {
+        let common = json!({"user.id": "61a8b031", "session.id": "s-1", "terminal.type": "non-interactive"});
+        let cases = [
+            json!({"event.name": "managed_settings_resolved", "managed_settings.trigger": "startup",
+                   "managed_settings.source_behavior": "first-wins", "managed_settings.helper.state": "none"}),
+            json!({"event.name": "plugin_loaded", "plugin.name": "cc-plugin-privacy", "marketplace.name": "builtin",
+                   "has_hooks": true, "skill_path_count": 0}),
+            json!({"event.name": "subagent_completed", "prompt.id": "p-1", "agent_type": "general-purpose",
+                   "is_async": true, "total_tokens": 110, "duration_ms": 624, "agent_id": "ad4fcaef94aac410c"}),
+        ];
+        for case in cases {
+            let mut attrs = common.as_object().unwrap().clone();
+            attrs.extend(case.as_object().unwrap().clone());
+            let rec = rec(Value::Object(attrs));
+            let name = case["event.name"].as_str().unwrap();
+            let d = ClaudeCodeOtel.map_record(&rec, &MapContext::default(), Mode::Companion);
+            assert_eq!(d.len(), 1, "{name}");
+            assert_eq!(d[0].r#type, format!("x.claude-code.otel.{name}"));
+            assert_eq!(d[0].session.as_deref(), Some("s-1"));
+            assert!(d[0].data.get("user.id").is_none(), "user.id is full-only");
+            for (k, v) in
+                case.as_object().unwrap().iter().filter(|(k, _)| !["event.name", "prompt.id"].contains(&k.as_str()))
+            {
+                assert_eq!(d[0].data.get(k), Some(v), "{name}.{k}");
+            }
+        }
     }
 }

@@ -19,9 +19,31 @@ const COMMON: &[Field] = &[full("user.email")];
 
 /// The known events as Qwen Code 0.15.10 sends them: those in the captures, plus
 /// `api_error`, `chat_compression`, `conversation_finished` and `subagent_execution` read
-/// from the pinned 0.15.10 package's own loggers: full name, type suffix after
-/// `x.qwen-code.otel.`, forwarded attributes.
+/// from the pinned 0.15.10 package's own loggers; and those 0.24.4 added (recorded): full
+/// name, type suffix after `x.qwen-code.otel.`, forwarded attributes.
 const KNOWN: &[(&str, &str, &[Field])] = &[
+    // 0.24.4: the session's bounds, `session.id` and the time only (headless `-p` too, where
+    // no `SessionEnd` hook fires).
+    ("session.start", "session_start", &[]),
+    ("session.end", "session_end", &[]),
+    (
+        "qwen-code.memory.recall.delivery",
+        "memory.recall.delivery",
+        &[
+            meta("phase"),
+            meta("delivery_point"),
+            meta("strategy"),
+            meta("docs_selected"),
+            meta("latency_ms"),
+            meta("discard_reason"),
+        ],
+    ),
+    // The spawn error names a local path: text, redacted+.
+    (
+        "qwen-code.ripgrep_fallback",
+        "ripgrep_fallback",
+        &[meta("use_ripgrep"), meta("use_builtin_ripgrep"), redacted("error")],
+    ),
     (
         "qwen-code.config",
         "config",
@@ -280,6 +302,37 @@ mod tests {
         assert_eq!(out[0].data["duration_ms"], json!(31));
         let gemini = rec(json!({"event.name": "gemini_cli.tool_call", "function_name": "x", "success": true}));
         assert_eq!(map(&gemini, &MapContext::default(), Mode::Primary)[0].r#type, "x.qwen-code.otel.unknown");
+    }
+
+    /// What 0.24.4 added, as recorded (`qwen -p` with telemetry to a local sink): named,
+    /// metadata only at the default ceiling.
+    #[test]
+    fn the_0_24_records_are_known() {
+        for (name, attrs, ty) in [
+            ("session.start", json!({}), "session_start"),
+            ("session.end", json!({}), "session_end"),
+            (
+                "qwen-code.memory.recall.delivery",
+                json!({"phase": "refined", "delivery_point": "discarded", "strategy": "none", "docs_selected": 0,
+                       "latency_ms": 45, "discard_reason": "no_relevant_results"}),
+                "memory.recall.delivery",
+            ),
+            (
+                "qwen-code.ripgrep_fallback",
+                json!({"use_ripgrep": true, "use_builtin_ripgrep": true, "error": "spawn /opt/rg EACCES"}),
+                "ripgrep_fallback",
+            ),
+        ] {
+            let mut a = attrs.as_object().cloned().unwrap();
+            a.insert("event.name".into(), json!(name));
+            let out = map(&rec(Value::Object(a)), &MapContext::default(), Mode::Companion);
+            assert_eq!(out[0].r#type, format!("x.qwen-code.otel.{ty}"), "{name}");
+            assert_eq!(out[0].session.as_deref(), Some("q-1"));
+            assert!(!out[0].data.contains_key("error"), "the path rides at redacted+ only");
+            for (k, v) in attrs.as_object().unwrap().iter().filter(|(k, _)| *k != "error") {
+                assert_eq!(out[0].data.get(k), Some(v), "{name}.{k}");
+            }
+        }
     }
 
     #[test]
