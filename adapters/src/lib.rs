@@ -17,11 +17,13 @@ pub mod generic;
 pub mod history;
 pub mod late;
 pub mod observer;
+pub mod observers;
 pub mod otel;
 pub mod protocols;
 pub mod session_table;
 pub mod spec;
 pub mod stamp;
+pub mod translate;
 pub mod vendors;
 
 pub use draft::EventDraft;

@@ -65,7 +65,7 @@ struct Run {
 
 impl Run {
     fn new(id: &str, table: Value, primary: bool, gated: bool) -> Self {
-        let spec = aep_adapters::observer::observer(id).unwrap();
+        let spec = aep_adapters::observers::observer(id).unwrap();
         let table = table.as_object().cloned().unwrap_or_default();
         let setup = Setup { table: &table, primary, gated, max_frame: 4 << 20 };
         let obs = (spec.build)(&setup).unwrap();
@@ -410,4 +410,18 @@ fn openhands_exit_2() {
         .map(|v| v["frame"].clone())
         .collect();
     openhands("openhands-exit2", history, false);
+}
+
+#[test]
+fn every_observer_is_found_by_its_id_and_its_kinds() {
+    use aep_adapters::observers::{observer, observer_by_kind, observers};
+    let ids: Vec<&str> = observers().map(|o| o.id).collect();
+    assert_eq!(ids, ["kilocode", "kimi-code", "opencode", "openhands", "agui"]);
+    for o in observers() {
+        assert!(std::ptr::eq(observer(o.id).unwrap(), o));
+        for k in o.kinds {
+            assert!(std::ptr::eq(observer_by_kind(k).unwrap(), o), "{k}");
+        }
+    }
+    assert!(observer_by_kind("cursor-sse").is_none() && observer("claude-code").is_none());
 }

@@ -476,7 +476,7 @@ impl BridgeHooks {
             return;
         }
         let (Some(replies), Some(control)) = (&self.replies, &self.control) else { return };
-        let at = crate::bridges::reply::PluginAsks { control, book: &self.attention, pipeline: &self.pipeline, now };
+        let at = crate::bus_asks::PluginAsks { control, book: &self.attention, pipeline: &self.pipeline, now };
         replies.raise_plugin_asks(route, vendor, payload, drafts, &at);
     }
 

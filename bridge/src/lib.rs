@@ -53,13 +53,13 @@ pub(crate) mod commands;
 pub mod config;
 pub(crate) mod control;
 pub mod custom;
-pub mod drift;
 pub mod env;
 pub mod export;
 pub(crate) mod genai;
 pub mod guard;
 pub mod health;
 pub(crate) mod hooks;
+pub mod identity;
 pub mod lock;
 pub mod metrics;
 #[cfg(unix)]

@@ -18,6 +18,8 @@
 //! emitter's agent name) cannot grow memory without bound. Recording is lock-free for a
 //! label set seen before (a read lock and an atomic add inside the SDK).
 
+pub mod drift;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -106,8 +108,8 @@ pub struct Metrics {
     /// `UNIMPLEMENTED`, HTTP 404/405), by `sink` and `signal`: at most one each per process.
     pub export_disabled: CounterVec,
     /// What agents sent that their adapters do not know, by `vendor`, `version` and `kind`
-    /// (`hook_event`, `hook_field`, `otel_event`): see [`crate::drift`].
-    pub drift: crate::drift::DriftCounter,
+    /// (`hook_event`, `hook_field`, `otel_event`): see [`crate::metrics::drift`].
+    pub drift: crate::metrics::drift::DriftCounter,
     /// Events a durable exporter can no longer send, by `sink` and `reason`: `rotated`, the
     /// JSONL rotation deleted a log generation before the exporter read it.
     pub export_lost: CounterVec,
@@ -226,7 +228,7 @@ impl Metrics {
                 "{subscriber}",
                 "Collector subscribers cut for falling behind on notice+ events.",
             ),
-            drift: crate::drift::DriftCounter::new(counter(
+            drift: crate::metrics::drift::DriftCounter::new(counter(
                 "aep.bridge.drift",
                 "{name}",
                 "Hook events, hook fields and OTel event names an agent sent that its adapter does not know.",

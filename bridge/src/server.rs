@@ -177,17 +177,7 @@ async fn bind(addr: SocketAddr, flag: &'static str) -> Result<TcpListener, Serve
     TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr: addr.to_string(), flag, source })
 }
 
-/// The host named in `source` URIs: `[server] host`, else the machine's host name.
-pub fn host_name(cfg: &Config) -> String {
-    if !cfg.server.host.is_empty() {
-        return cfg.server.host.clone();
-    }
-    std::fs::read_to_string("/etc/hostname")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".into())
-}
+pub use crate::identity::host_name;
 
 /// The capture posture adapters apply at the source, from `[capture]`.
 pub fn map_context(cfg: &Config) -> MapContext {
@@ -317,7 +307,7 @@ impl Ground {
         shutdown: CancellationToken,
     ) -> Result<(Self, Option<crate::export::otlp_metrics::Delivery>), ServeError> {
         // Who the bridge runs for, on every OTLP resource it exports (its metrics' too).
-        let cfg = crate::export::fleet::stamped(cfg);
+        let cfg = crate::identity::stamped(cfg);
         let data_dir: PathBuf = cfg.data_dir();
         let dd_err = |message: String| ServeError::DataDir { path: data_dir.display().to_string(), message };
         std::fs::create_dir_all(&data_dir).map_err(|e| dd_err(e.to_string()))?;
@@ -392,7 +382,7 @@ impl Ground {
     ) -> (Pipeline, Outlets) {
         let cfg = &self.cfg;
         let mut builder =
-            PipelineBuilder::new(self.epoch, crate::export::fleet::source_authority(cfg), self.metrics.clone())
+            PipelineBuilder::new(self.epoch, crate::identity::source_authority(cfg), self.metrics.clone())
                 .notice_wait(Duration::from_millis(cfg.pipeline.notice_wait_ms));
         let mut outlets = Outlets {
             jsonl_thread: None,
@@ -429,7 +419,7 @@ impl Ground {
             &cfg.export,
             crate::export::ExportContext {
                 wal,
-                fleet: Arc::new(crate::export::fleet::Identity::of(cfg)),
+                fleet: Arc::new(crate::identity::of(cfg)),
                 ..crate::export::ExportContext::memory(
                     cfg.pipeline.queue_capacity,
                     self.metrics.clone(),
@@ -617,7 +607,7 @@ impl Ground {
                     pipeline.clone(),
                     self.token.clone(),
                     Some(&self.data_dir),
-                    &crate::export::fleet::source_authority(cfg),
+                    &crate::identity::source_authority(cfg),
                     self.epoch,
                     &cfg.ui,
                     cfg.jsonl.enabled.then(|| self.data_dir.join("logs")),

@@ -12,7 +12,7 @@
 //! pushes, in order. A `Get`'s answer is fed back before the steps after it, so an observer
 //! reads like the sequential code it replaces.
 //!
-//! The registry ([`observers`]) is derived from the vendor list (each vendor's
+//! The registry (`observers::observers`) is derived from the vendor list (each vendor's
 //! [`ServerSpec`](crate::spec::ServerSpec) names its observer) followed by the protocols'
 //! observers (AG-UI): `[bridges.<name>] vendor = "<id>"` finds one by id, and the
 //! deprecated `kind = "<name>"` by the names it was known by ([`ObserverSpec::kinds`]).
@@ -23,7 +23,6 @@ use std::collections::VecDeque;
 
 use serde_json::{Map, Value};
 
-use crate::spec::ReplyRoute;
 use crate::{EventDraft, MapContext};
 
 /// How the daemon reaches an observed server.
@@ -84,11 +83,6 @@ impl std::fmt::Debug for ObserverSpec {
 }
 
 impl ObserverSpec {
-    /// The reply route of the observed server (its vendor's spec), if it takes answers.
-    pub fn route(&self) -> Option<&'static ReplyRoute> {
-        crate::vendors::spec(self.id)?.reply_route()
-    }
-
     /// Whether a section whose gate is `control` in `primary` mode (or not) has answerable
     /// asks, given that an answer can reach the bridge.
     pub fn gated(&self, control: bool, primary: bool) -> bool {
@@ -112,21 +106,6 @@ pub struct Setup<'a> {
     pub gated: bool,
     /// The section's `max_frame_bytes`: the largest message (or history entry) taken.
     pub max_frame: usize,
-}
-
-/// Every observer: the vendors' in the vendor list's order, then the protocols'.
-pub fn observers() -> impl Iterator<Item = &'static ObserverSpec> {
-    crate::vendors::SPECS.iter().filter_map(|s| s.server?.observer).chain(crate::protocols::OBSERVERS.iter().copied())
-}
-
-/// The observer `id` (`vendor = "<id>"`).
-pub fn observer(id: &str) -> Option<&'static ObserverSpec> {
-    observers().find(|o| o.id == id)
-}
-
-/// The observer a deprecated `kind = "<name>"` names.
-pub fn by_kind(kind: &str) -> Option<&'static ObserverSpec> {
-    observers().find(|o| o.kinds.contains(&kind))
 }
 
 /// Parses a vendor's table: a key not in `fields` is named as unknown, a value of the wrong
@@ -539,19 +518,6 @@ mod tests {
         for (plain, coded) in cases {
             assert_eq!(base64(plain.as_bytes()), coded);
         }
-    }
-
-    #[test]
-    fn every_observer_is_found_by_its_id_and_its_kinds() {
-        let ids: Vec<&str> = observers().map(|o| o.id).collect();
-        assert_eq!(ids, ["kilocode", "kimi-code", "opencode", "openhands", "agui"]);
-        for o in observers() {
-            assert!(std::ptr::eq(observer(o.id).unwrap(), o));
-            for k in o.kinds {
-                assert!(std::ptr::eq(by_kind(k).unwrap(), o), "{k}");
-            }
-        }
-        assert!(by_kind("cursor-sse").is_none() && observer("claude-code").is_none());
     }
 
     #[test]

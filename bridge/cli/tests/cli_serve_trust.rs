@@ -184,7 +184,10 @@ fn under_systemd_serve_says_ready_pets_the_watchdog_and_says_stopping() {
     let ready = recv();
     assert!(ready.starts_with("READY=1\n"), "{ready}");
     assert!(ready.contains(&format!("MAINPID={}", bridge.pid())), "{ready}");
-    assert!(bridge.out.text().contains("aep-bridge listening:"), "ready only once listening: {}", bridge.out.text());
+    // The bridge printed its listening line (flushed: stdout is line-buffered) before it
+    // said ready; the reader thread may not have taken it from the pipe yet.
+    let listening = bridge.out.wait_blocking(WAIT, |t| t.contains("aep-bridge listening:"));
+    assert!(listening, "ready only once listening: {}", bridge.out.text());
     bridge.addr = bridge.out.text().split_whitespace().find_map(|w| w.strip_prefix("http=")).unwrap().to_owned();
     assert_eq!(recv(), "WATCHDOG=1");
     assert_eq!(recv(), "WATCHDOG=1");

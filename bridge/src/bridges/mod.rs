@@ -87,7 +87,7 @@ pub struct Own(pub Map<String, Value>);
 impl<'de> Deserialize<'de> for Own {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let map = Map::<String, Value>::deserialize(d)?;
-        let known: Vec<&str> = aep_adapters::observer::observers().flat_map(|o| o.fields.iter().copied()).collect();
+        let known: Vec<&str> = aep_adapters::observers::observers().flat_map(|o| o.fields.iter().copied()).collect();
         match map.keys().find(|k| !known.contains(&k.as_str())) {
             Some(k) => Err(serde::de::Error::custom(format!("unknown key `{k}`"))),
             None => Ok(Own(map)),
@@ -131,8 +131,8 @@ impl BridgeConfig {
     /// The observer the section names (by `vendor`, else by its deprecated `kind`).
     pub fn observer(&self) -> Option<&'static ObserverSpec> {
         match (&self.vendor, &self.kind) {
-            (Some(v), _) => aep_adapters::observer::observer(v),
-            (None, Some(k)) => aep_adapters::observer::by_kind(k),
+            (Some(v), _) => aep_adapters::observers::observer(v),
+            (None, Some(k)) => aep_adapters::observers::observer_by_kind(k),
             (None, None) => None,
         }
     }
@@ -162,7 +162,7 @@ impl BridgeConfig {
     pub fn check(&self, prefix: &str) -> Vec<(String, String)> {
         let mut out = Vec::new();
         let mut bad = |key: &str, msg: String| out.push((format!("{prefix}{key}"), msg));
-        let ids: Vec<&str> = aep_adapters::observer::observers().map(|o| o.id).collect();
+        let ids: Vec<&str> = aep_adapters::observers::observers().map(|o| o.id).collect();
         let o = self.observer();
         match (&self.vendor, &self.kind, o) {
             (None, None, _) => bad(".vendor", format!("is required: one of {}", ids.join(", "))),

@@ -26,8 +26,6 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use crate::attention::{AttentionBook, Pending};
-/// What the hook receiver lends the raising of its plugins' bus asks.
-pub use crate::bus_asks::PluginAsks;
 use crate::control::{Applied, ControlLoop, ReplyRoute, RouteVerdict};
 use crate::pipeline::Pipeline;
 use crate::transport::HttpClient;

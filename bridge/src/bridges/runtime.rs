@@ -298,7 +298,11 @@ impl Runtime {
     /// Tracks an ask before its request is published: the book opened, and when it is
     /// answerable, the reply route registered with the control loop.
     fn raise(&self, vendor_id: String, d: EventDraft, answerable: bool) {
-        let (Some(route), Some(id), Some(session)) = (self.spec.route(), d.id, d.session) else { return };
+        let (Some(route), Some(id), Some(session)) =
+            (aep_adapters::observers::observer_route(self.spec), d.id, d.session)
+        else {
+            return;
+        };
         let p = Pending::from_request(id, &self.agent, session.clone(), d.run, d.subject, &d.data, now_ms());
         self.deps.book.open(p.clone());
         let base = answerable.then(|| self.base.clone());

@@ -186,7 +186,7 @@ pub struct ExportContext {
     /// sink is off, and the exporters take events from memory).
     pub wal: Option<Arc<wal::Wal>>,
     /// Who the bridge runs for, stamped on CloudEvents and OCSF records (the OTLP resource
-    /// attributes carry it once [`fleet::stamped`] added it to the config).
+    /// attributes carry it once `identity::stamped` added it to the config).
     pub fleet: Arc<fleet::Identity>,
 }
 

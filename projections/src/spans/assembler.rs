@@ -8,7 +8,7 @@ use super::build;
 use super::config::SpanConfig;
 use super::ids::{SpanContext, run_context, run_trace_id, session_root_context, sibling_source, span_id};
 use super::model::Span;
-use super::state::{Call, CallKind, EarlyRoot, Rec, Run, RunState, Session, before, push_capped};
+use super::state::{Call, CallKind, EarlyRoot, Rec, Run, RunState, Session, before, is_vendor_telemetry, push_capped};
 
 type SessKey = (String, String);
 /// An optional `(epoch, seq)` position.
@@ -683,11 +683,6 @@ fn adopt_session_traceparent(sess: &mut Session, tp: SpanContext) {
             run.ctx.trace_id = tp.trace_id;
         }
     }
-}
-
-/// A vendor's own telemetry record (`x.<vendor>.otel.*`), which lags its session.
-pub(crate) fn is_vendor_telemetry(ty: &str) -> bool {
-    ty.starts_with("x.") && ty.contains(".otel.")
 }
 
 fn tool_name(rec: &Rec) -> String {

@@ -450,7 +450,7 @@ impl Session {
         }
         if rec.time > 0 {
             self.first = self.first.min(rec.time); // an unparseable first `time` does not date the session 1970
-            if !super::assembler::is_vendor_telemetry(&rec.ty) {
+            if !is_vendor_telemetry(&rec.ty) {
                 let (lo, hi) = self.own.get_or_insert((rec.time, rec.time));
                 (*lo, *hi) = ((*lo).min(rec.time), (*hi).max(rec.time));
             }
@@ -463,4 +463,9 @@ impl Session {
     pub fn bounds(&self) -> (u64, u64) {
         self.own.unwrap_or((if self.first == u64::MAX { self.last } else { self.first }, self.last))
     }
+}
+
+/// A vendor's own telemetry record (`x.<vendor>.otel.*`), which lags its session.
+pub(crate) fn is_vendor_telemetry(ty: &str) -> bool {
+    ty.starts_with("x.") && ty.contains(".otel.")
 }

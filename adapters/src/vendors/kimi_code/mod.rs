@@ -1,6 +1,7 @@
 #![doc = include_str!("README.md")]
 
 pub mod observer;
+pub mod route;
 pub mod spec;
 pub mod web;
 

@@ -53,7 +53,7 @@
 //! reconciled with the server's pending lists. With `control = true` (the design record's
 //! `AEP_KIMI_WEB_CONTROL`, primary only) an approval is answerable: its card carries the
 //! kap-server's own decisions (`approved` / `rejected`) and `respond_via: ["control"]`, and
-//! the runtime delivers a `control.attention.respond` over [`super::spec::ROUTE`]; the
+//! the runtime delivers a `control.attention.respond` over [`super::route::ROUTE`]; the
 //! outcome is the server's own `event.approval.resolved` broadcast. Questions stay
 //! read-only (the design record defers their actuation).
 
@@ -61,7 +61,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde_json::{Map, Value, json};
 
-use super::spec::ROUTE;
+use super::route::ROUTE;
 use super::web::{PENDING_LISTS, PendingList, WsMode, map_ws};
 use crate::common;
 use crate::observer::{

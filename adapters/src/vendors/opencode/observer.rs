@@ -64,7 +64,7 @@ pub const BASE: ObserverSpec = ObserverSpec {
     input: "sse",
     fields: FIELDS,
     check,
-    build: |s| SseObserver::build(OPENCODE, &super::spec::ROUTE, s),
+    build: |s| SseObserver::build(OPENCODE, &super::route::ROUTE, s),
 };
 
 /// The keys of an OpenCode-shaped section: the server's basic auth.
@@ -359,14 +359,14 @@ mod tests {
         let t = |v: Value| v.as_object().cloned().unwrap();
         let with = SseObserver::new(
             OPENCODE,
-            &super::super::spec::ROUTE,
+            &super::super::route::ROUTE,
             true,
             false,
             &Config { password: "pw".into(), ..Config::default() },
         );
         assert_eq!(with.auth().headers, [("authorization".to_owned(), "Basic b3BlbmNvZGU6cHc=".to_owned())]);
         assert!(
-            SseObserver::new(OPENCODE, &super::super::spec::ROUTE, true, false, &Config::default())
+            SseObserver::new(OPENCODE, &super::super::route::ROUTE, true, false, &Config::default())
                 .auth()
                 .headers
                 .is_empty()

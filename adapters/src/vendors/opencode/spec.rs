@@ -5,10 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::spec::{
-    AssetInstall, BusMoment, ControlSpec, Decision, Held, InstallSpec, OutcomeCause, PluginDeps, ReplyRoute,
-    ServerSpec, VendorSpec,
-};
+use crate::spec::{AssetInstall, ControlSpec, Decision, Held, InstallSpec, PluginDeps, ServerSpec, VendorSpec};
 
 /// The OpenCode plugin shim (ESM, fetch only, fail-open): its head (the comment and the
 /// vendor), the body it shares with Kilo Code's (a fork's plugin API: one copy of the
@@ -51,36 +48,7 @@ pub(crate) fn reply(_held: &Held<'_>, d: &Decision) -> Option<Value> {
     Some(r)
 }
 
-/// The plugin's `bus` moment (`{kind: "bus", event: {type, properties}, serverUrl}`): the
-/// server's bus asks arrive there, and so do their settling broadcasts.
-pub const BUS: BusMoment = BusMoment { hook: super::moment::BUS, event: "/event", server: "/serverUrl" };
-
-/// The server's permission reply enum, offered verbatim on a bus ask's card.
-pub const REPLY_OPTIONS: &[(&str, &str)] = &[("once", "Allow once"), ("always", "Always allow"), ("reject", "Reject")];
-
-/// OpenCode's reply route: `POST {server}/session/{session}/permissions/{id}`
-/// `{"response": option}`, a 2xx the ack. Its body has no room for free text.
-pub const ROUTE: ReplyRoute = ReplyRoute {
-    bus: Some(BUS),
-    settled,
-    options: REPLY_OPTIONS,
-    path: "/session/{session}/permissions/{id}",
-    option_field: "response",
-    text_field: None,
-    verdict: None,
-    encode: None,
-    outcome_cause: OutcomeCause::Answered,
-};
-
-/// The vendor request id a bus event settles: `permission.replied` (`permissionID`, or
-/// `requestID` as the newer bus names it) and `question.replied` (`requestID`).
-pub fn settled(ev: &Value) -> Option<&str> {
-    let ty = ev.get("type")?.as_str()?;
-    if !matches!(ty, "permission.replied" | "question.replied") {
-        return None;
-    }
-    ev.pointer("/properties/permissionID").or_else(|| ev.pointer("/properties/requestID"))?.as_str()
-}
+pub use super::route::{BUS, REPLY_OPTIONS, ROUTE, settled};
 
 #[cfg(test)]
 mod tests {

@@ -3,10 +3,11 @@
 use serde_json::{Value, json};
 
 pub mod observer;
+pub mod route;
 pub mod spec;
 
 use crate::common::{self, Builder, tool_key};
-use crate::protocols::{Options, content_text, debug, family_leaf, snake_acronyms};
+use crate::translate::{Options, content_text, debug, family_leaf, snake_acronyms};
 use crate::{EventDraft, MapContext};
 
 /// The envelope `agent` and the `x.openhands.*` token.

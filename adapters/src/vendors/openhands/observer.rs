@@ -50,7 +50,7 @@
 //! The control gate (`control = true`, honoured only when an answer can reach the bridge).
 //! Off, a `waiting_for_confirmation` ask is read-only: no options, no `respond_via` (the
 //! pinned fixture). On, it gains `approve` / `deny` options and `respond_via: ["control"]`
-//! and is raised answerable over [`super::spec::ROUTE`] (`respond_to_confirmation`). The
+//! and is raised answerable over [`super::route::ROUTE`] (`respond_to_confirmation`). The
 //! outcome has one source, the observed status flip out of `waiting_for_confirmation`.
 //! The design record's other four gated writes (`control.pause`, `control.resume`,
 //! `x.openhands.control.send_input`, `x.openhands.control.interrupt`) are not built.
@@ -65,7 +65,7 @@ use crate::observer::{
     Answer, Auth, Ctx, Down, Gate, Get, Input, Level, LinkKind, Links, Observer, ObserverSpec, Open, Raise, Secret,
     Settle, Setup, Step, Transport, ask_id, check_table, table,
 };
-use crate::protocols::Options;
+use crate::translate::Options;
 use aep_schemas::Capture;
 
 /// Conversations watched at most per server.
@@ -646,7 +646,7 @@ impl ServerObserver {
                     if gated {
                         // The design record's gated-on decoration; the pinned payload is the
                         // gated-off one.
-                        super::spec::ROUTE.decorate(&mut d);
+                        super::route::ROUTE.decorate(&mut d);
                     }
                     d.id = Some((cx.mint)());
                     let vendor_id = ask_id(&d).unwrap_or_default().to_owned();

@@ -3,9 +3,7 @@
 //! no hooks: it is observed only over its server, so the spec names no hook adapter and no
 //! install plan.
 
-use serde_json::{Value, json};
-
-use crate::spec::{ControlSpec, OutcomeCause, ReplyRoute, ServerSpec, VendorSpec};
+use crate::spec::{ControlSpec, ServerSpec, VendorSpec};
 
 /// OpenHands (its agent server, `openhands-agent-server`).
 pub static SPEC: VendorSpec = VendorSpec {
@@ -22,38 +20,12 @@ pub static SPEC: VendorSpec = VendorSpec {
     adapter: None,
 };
 
-/// The vendor's own default rejection reason (`ConfirmationResponseRequest.reason`).
-pub const DEFAULT_REJECT: &str = "User rejected the action.";
-
-/// The agent server's confirmation route (the design record's gated
-/// `control.attention.respond`): `POST {server}/api/conversations/{session}/events/respond_to_confirmation`
-/// with `{"accept": true}` or `{"accept": false, "reason": text}` (the vendor's default
-/// reason without one); a 2xx is the ack. The server has one confirmation plane per
-/// conversation, so the path names no request; the outcome is the observed status flip
-/// out of `waiting_for_confirmation`, and both outcomes are caused by the command.
-pub const ROUTE: ReplyRoute = ReplyRoute {
-    bus: None,
-    settled: |_| None,
-    options: &[("approve", "Approve"), ("deny", "Deny")],
-    path: "/api/conversations/{session}/events/respond_to_confirmation",
-    option_field: "accept",
-    text_field: Some("reason"),
-    verdict: None,
-    encode: Some(encode),
-    outcome_cause: OutcomeCause::Command,
-};
-
-/// `{"accept": true}` for `approve`; `{"accept": false, "reason": ...}` otherwise.
-fn encode(option: &str, text: Option<&str>) -> Value {
-    if option == "approve" {
-        json!({"accept": true})
-    } else {
-        json!({"accept": false, "reason": text.unwrap_or(DEFAULT_REJECT)})
-    }
-}
+pub use super::route::{DEFAULT_REJECT, ROUTE};
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
