@@ -492,3 +492,25 @@ async fn at_redacted_the_prompt_passes_redacted_and_the_commands_do_not() {
     let line = "aep_bridge_capture_gated_total{action=\"redacted\",sink=\"otlp_vendor_spans\"}";
     assert!(r.metrics.lines().any(|l| l.starts_with(line)), "{line} in:\n{}", r.metrics);
 }
+
+/// Secrets planted in the recorded prompt (an AWS key id and a GitHub token, AEP-0002 §9.4's
+/// secret rules) leave nowhere at `redacted`, in the bridge's events nor in the agent's own
+/// telemetry, while the rest of the prompt passes (so the test can tell redaction from removal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_redacted_secrets_planted_in_the_recording_are_redacted_everywhere() {
+    const SECRETS: [&str; 2] = ["AKIAABCDEFGHIJKLMNOP", "ghp_0123456789abcdefghijABCDEFGHIJ"];
+    let planted = format!("{PROMPT} with key {} and token {}", SECRETS[0], SECRETS[1]);
+    let mut run = claude();
+    run.hooks = run.hooks.replace(PROMPT, &planted);
+    for (_, body) in &mut run.exports {
+        *body = body.replace(PROMPT, &planted);
+    }
+    assert!(run.exports.iter().any(|(_, b)| b.contains(SECRETS[0])), "the recording carries the prompt");
+    let r = replay(Capture::Redacted, &[run]).await;
+    let needles: BTreeSet<String> = SECRETS.iter().map(|s| (*s).to_owned()).collect();
+    for (name, got) in [("export", &r.export), ("tee", &r.tee)] {
+        let left = leaks(got, &needles);
+        assert!(left.is_empty(), "{name}: a planted secret left:\n{}", left.join("\n"));
+        assert!(contains(&got.of("/v1/traces"), PROMPT), "{name}: the rest of the prompt passed");
+    }
+}
