@@ -20,9 +20,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-/// How often the index looks at the folder again; queries in between use what it has.
-const REFRESH: Duration = Duration::from_millis(500);
-
 /// Files read between two publications of the first index: the newest sessions are
 /// queryable while older ones are still being read.
 const PUBLISH_EVERY: usize = 200;
@@ -58,6 +55,7 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Index {
     files: HashMap<PathBuf, Entry>,
+    /// When the last completed refresh started: it saw every write finished before then.
     refreshed: Option<Instant>,
 }
 
@@ -254,41 +252,50 @@ impl History {
         out
     }
 
-    /// Catches the index up with the folder (at most every [`REFRESH`]): new files are read
-    /// whole (rotated parts first), grown ones from where they were left, shrunk (rotated)
-    /// ones again, and files past the window are forgotten. Queries meanwhile see the
-    /// previous index; one refresh runs at a time.
+    /// Catches the index up with the folder: new files are read whole (rotated parts
+    /// first), grown ones from where they were left, shrunk (rotated) ones again, and files
+    /// past the window are forgotten. Queries meanwhile see the previous index; one refresh
+    /// runs at a time.
     pub fn refresh(&self) {
-        let _one = self.refreshing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.refresh_locked();
+        self.refresh_as_of(Instant::now());
     }
 
-    /// [`Self::refresh`], unless the first reading is under way elsewhere: then the index
-    /// as read so far (the newest sessions first) answers at once. Returns whether that
+    /// [`Self::refresh`] unless one that started at or after `asked` is done: a query then
+    /// sees every write finished before it was asked (the page opens its live stream first,
+    /// then asks the history, so nothing falls between), and queries arriving together share
+    /// one refresh.
+    fn refresh_as_of(&self, asked: Instant) {
+        let _one = self.refreshing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.refresh_locked(asked);
+    }
+
+    /// [`Self::refresh_as_of`], unless the first reading is under way elsewhere: then the
+    /// index as read so far (the newest sessions first) answers at once. Returns whether that
     /// first reading is still under way.
-    fn catch_up(&self) -> bool {
+    fn catch_up(&self, asked: Instant) -> bool {
         if self.complete.load(Ordering::Acquire) {
-            self.refresh();
+            self.refresh_as_of(asked);
             return false;
         }
         match self.refreshing.try_lock() {
             Ok(_one) => {
-                self.refresh_locked();
+                self.refresh_locked(asked);
                 false
             }
             Err(std::sync::TryLockError::Poisoned(p)) => {
                 drop(p);
-                self.refresh();
+                self.refresh_as_of(asked);
                 false
             }
             Err(std::sync::TryLockError::WouldBlock) => !self.complete.load(Ordering::Acquire),
         }
     }
 
-    fn refresh_locked(&self) {
-        if self.lock().refreshed.is_some_and(|t| t.elapsed() < REFRESH) {
+    fn refresh_locked(&self, asked: Instant) {
+        if self.lock().refreshed.is_some_and(|t| t >= asked) {
             return;
         }
+        let started = Instant::now();
         let first = !self.complete.load(Ordering::Acquire);
         let found = self.candidates(SystemTime::now());
         let known: HashMap<PathBuf, (u64, SystemTime, Arc<Summary>)> =
@@ -339,13 +346,13 @@ impl History {
         }
         let mut idx = self.lock();
         idx.files = keep;
-        idx.refreshed = Some(Instant::now());
+        idx.refreshed = Some(started);
         self.complete.store(true, Ordering::Release);
     }
 
     /// One page of sessions matching `q`, newest activity first (refreshing first).
     pub fn query(&self, q: &Query) -> Page {
-        let indexing = self.catch_up();
+        let indexing = self.catch_up(Instant::now());
         let limit = q.limit.unwrap_or(200).clamp(1, 1000);
         let sev = q.severity.as_deref().filter(|s| !s.is_empty()).map(severity_rank);
         let (cursor_ms, cursor_rel) = match q.before.as_deref().and_then(|c| c.split_once('|')) {
@@ -580,6 +587,18 @@ mod tests {
         assert_eq!(s.open.len(), 1, "the resolved request is no longer open");
         assert!(s.open[0].get().contains("\"E6\""));
         assert_eq!(s.severity, "warning");
+    }
+
+    #[test]
+    fn a_query_sees_every_session_written_before_it_was_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "a", "s1", &line("session.started", 1, "2026-07-03T10:00:00Z", json!({})));
+        let h = History::new(dir.path().join("logs"), 36500, 100);
+        assert_eq!(h.query(&Query::default()).sessions.len(), 1);
+        // Written right after that answer (the page opened its live stream in between), then
+        // asked for: in the next answer, not left for a later refresh.
+        write(dir.path(), "a", "s2", &line("session.started", 1, "2026-07-03T10:00:01Z", json!({})));
+        assert_eq!(h.query(&Query::default()).sessions.len(), 2, "the new session is in the next answer");
     }
 
     #[test]
