@@ -221,62 +221,14 @@ pub fn router<H: HookHandler>(handler: Arc<H>, max_body: usize) -> Router {
         .route("/hooks/{vendor}", post(hook_no_event::<H>))
         .route("/hooks/{vendor}/{event}", post(hook_with_event::<H>))
         .layer(DefaultBodyLimit::max(max_body))
-        .layer(tower::layer::layer_fn(|inner| Detached { inner }))
         .with_state(state)
 }
 
 /// The paths of the hook routes: the listener ([`crate::listener::serve`]) runs each request
-/// under it in a task of its own from the moment its head is read.
+/// under it in a task of its own from the moment its head is read, so a call is handled to
+/// its end whatever its connection does (the one place that does it: a second spawn in the
+/// routes would only cost the hook path a task).
 pub const PATH_PREFIX: &str = "/hooks/";
-
-/// Runs each hook request, body included, in a task of its own.
-///
-/// A shim that gave up has closed its connection: its whole request and the connection's
-/// end sit in the socket. HTTP/1 servers treat a read end during a request as the client
-/// going away and drop the request's handler at once, in hyper's case as soon as the body
-/// is read, before the handler has run: the call, a fact of the session, was lost (and one
-/// cancelled after its mapping left the session's state ahead of its log). Here the request
-/// is handed to a task that owns its body, so it is read to its end and handled whatever
-/// the connection does; only the answer is lost with the connection (and a held reply's
-/// wait with it, which must end when nobody waits for it).
-///
-/// This covers the routes served on their own; served by [`crate::listener::serve`], the
-/// listener detaches them before any layer an app puts in front of them.
-#[derive(Clone)]
-struct Detached<S> {
-    inner: S,
-}
-
-impl<S> tower::Service<axum::extract::Request> for Detached<S>
-where
-    S: tower::Service<axum::extract::Request, Response = Response, Error = std::convert::Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send,
-{
-    type Response = Response;
-    type Error = std::convert::Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response, std::convert::Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: axum::extract::Request) -> Self::Future {
-        let mut inner = self.inner.clone();
-        let task = tokio::spawn(async move {
-            std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            inner.call(req).await
-        });
-        Box::pin(async move {
-            match task.await {
-                Ok(done) => done,
-                Err(e) => Ok(HookError::Unavailable(format!("the hook handler failed: {e}")).into_response()),
-            }
-        })
-    }
-}
 
 /// The bearer token of a request, if any.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -318,7 +270,8 @@ async fn run<H: HookHandler>(
     let nonce = headers.get("x-aep-nonce").and_then(|v| v.to_str().ok()).filter(|n| n.len() <= 128).map(str::to_owned);
     let handler = h.handler.clone();
     let label = vendor.clone();
-    // This runs in a task of its own ([`Detached`]): a caller that hung up does not cancel it.
+    // Served by `listener::serve`, this runs in a task of its own: a caller that hung up
+    // does not cancel it.
     match accept(h, vendor, event, headers, body).await {
         Ok(reply) => respond(&handler, nonce.as_deref(), reply),
         Err(e) if label == DOCTOR_PROBE => {

@@ -589,7 +589,8 @@ fn check_data_dir(r: &mut Report, dir: &Path, min_free_mb: u64, whose: &str) {
     let folders = written_folders(dir);
     let mut bad: Vec<String> = folders.iter().filter_map(|f| unwritable(f)).collect();
     bad.dedup();
-    for folder in folders.iter().skip(3) {
+    // The agents' folders (under `logs/`) hold the session logs.
+    for folder in folders.iter().filter(|f| f.parent() == Some(dir.join("logs").as_path())) {
         let files = unappendable(folder);
         if let Some(first) = files.first() {
             bad.push(format!(
