@@ -5,6 +5,7 @@
 
 mod collector;
 mod decoders;
+mod fleet;
 mod hook;
 mod hostile;
 mod kinds;
@@ -60,6 +61,11 @@ pub enum BenchCmd {
     /// The hand-written decoders against their references (the OTLP fast reader vs prost,
     /// the strict JSON parser vs serde_json) on generated and mutated inputs.
     Decoders(decoders::DecodersArgs),
+    /// A team's fleet on this machine: N edge bridges replaying recorded sessions, a
+    /// gateway (rotel or the Collector) in front of a counting sink, a hub answering every
+    /// held permission: events in vs delivered per signal, per-edge RSS and CPU, the hub's
+    /// ingest rate, the answer latency, against one edge alone.
+    Fleet(fleet::FleetArgs),
 }
 
 /// Runs the command; returns the exit code.
@@ -73,6 +79,7 @@ fn run(args: BenchArgs) -> i32 {
         BenchCmd::Hostile(a) => hostile::run(&a),
         BenchCmd::Wrap(a) => wrap::run(&a),
         BenchCmd::Decoders(a) => decoders::run(&a),
+        BenchCmd::Fleet(a) => fleet::run(&a),
     };
     match result {
         Ok(()) => 0,
