@@ -107,9 +107,9 @@ impl Drop for Kid {
     }
 }
 
-/// Starts `exe serve --config cfg`, stderr to `log`; returns it once it printed its
-/// listening line.
-fn serve(exe: &Path, cfg: &Path, log: &Path) -> anyhow::Result<Kid> {
+/// Starts `exe serve --config cfg`, stderr to `log`; returns it with its listening line
+/// once it printed it (the ports it bound: `http=`, `otlp-http=`).
+fn serve(exe: &Path, cfg: &Path, log: &Path) -> anyhow::Result<(Kid, String)> {
     let err = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
     let mut child = Command::new(exe)
         .arg("serve")
@@ -134,13 +134,23 @@ fn serve(exe: &Path, cfg: &Path, log: &Path) -> anyhow::Result<Kid> {
         let mut lines = std::io::BufReader::new(stdout).lines();
         while let Some(Ok(l)) = lines.next() {
             if l.contains("aep-bridge listening") {
-                let _ = tx.send(());
+                let _ = tx.send(l);
             }
         }
     })?;
-    rx.recv_timeout(Duration::from_secs(60))
-        .with_context(|| format!("{} serve did not start (see {})", exe.display(), log.display()))?;
-    Ok(kid)
+    let line = rx.recv_timeout(Duration::from_secs(60)).with_context(|| {
+        format!(
+            "{} serve did not start: {}",
+            exe.display(),
+            std::fs::read_to_string(log).unwrap_or_default().lines().last().unwrap_or("(nothing logged)")
+        )
+    })?;
+    Ok((kid, line))
+}
+
+/// The `key=` field of a listening line (`http=127.0.0.1:PORT`).
+fn field(line: &str, key: &str) -> Option<String> {
+    line.split_whitespace().find_map(|w| w.strip_prefix(key)).map(str::to_owned)
 }
 
 /// A free loopback port (bound, then released, so a restart binds it again).
@@ -247,8 +257,9 @@ struct Edge {
     name: String,
     dir: PathBuf,
     config: PathBuf,
-    hook_url: String,
-    otlp_url: String,
+    /// The ports its first start bound (127.0.0.1:0), kept for its restarts.
+    hook_url: std::sync::OnceLock<String>,
+    otlp_url: std::sync::OnceLock<String>,
     kid: Mutex<Option<Kid>>,
     /// CPU seconds and peak RSS of this edge's earlier processes (before a restart).
     past_cpu: Mutex<f64>,
@@ -258,7 +269,7 @@ struct Edge {
 /// The shared settings of every edge.
 struct EdgeSetup<'a> {
     exe: &'a Path,
-    hub_port: u16,
+    hub_url: &'a str,
     hub_token: &'a str,
     gateway_grpc: u16,
     metrics: bool,
@@ -268,19 +279,18 @@ impl Edge {
     fn create(root: &Path, idx: usize, name: String, s: &EdgeSetup<'_>) -> anyhow::Result<Edge> {
         let dir = root.join(&name);
         std::fs::create_dir_all(&dir)?;
-        let (hook, otlp) = (port()?, port()?);
         let team = tenant(idx);
         let cfg = format!(
             r#"[server]
-listen = "127.0.0.1:{hook}"
+listen = "127.0.0.1:0"
 otlp_grpc = ""
-otlp_http = "127.0.0.1:{otlp}"
+otlp_http = "127.0.0.1:0"
 data_dir = "{data}"
 host = "{name}"
 shutdown_grace_ms = 3000
 
 [relay]
-url = "http://127.0.0.1:{hub}"
+url = "{hub}"
 token = "{token}"
 
 [fleet]
@@ -308,7 +318,7 @@ span_root_idle_secs = 5
 span_idle_timeout_secs = 30
 "#,
             data = dir.join("data").display(),
-            hub = s.hub_port,
+            hub = s.hub_url,
             token = edge_relay_token(s.hub_token, idx),
             gw = s.gateway_grpc,
             metrics = s.metrics,
@@ -320,8 +330,8 @@ span_idle_timeout_secs = 30
             name,
             dir,
             config,
-            hook_url: format!("http://127.0.0.1:{hook}"),
-            otlp_url: format!("http://127.0.0.1:{otlp}"),
+            hook_url: std::sync::OnceLock::new(),
+            otlp_url: std::sync::OnceLock::new(),
             kid: Mutex::new(None),
             past_cpu: Mutex::new(0.0),
             past_hwm: AtomicU64::new(0),
@@ -329,9 +339,29 @@ span_idle_timeout_secs = 30
     }
 
     fn start(&self, exe: &Path) -> anyhow::Result<()> {
-        let kid = serve(exe, &self.config, &self.dir.join("serve.log"))?;
+        let (kid, line) = serve(exe, &self.config, &self.dir.join("serve.log"))?;
+        if self.hook_url.get().is_none() {
+            // The first start picked its ports; its restarts bind the same (an agent's
+            // settings name one port).
+            let http = field(&line, "http=").context("no http= in the listening line")?;
+            let otlp = field(&line, "otlp-http=").context("no otlp-http= in the listening line")?;
+            let text = std::fs::read_to_string(&self.config)?
+                .replacen("listen = \"127.0.0.1:0\"", &format!("listen = \"{http}\""), 1)
+                .replacen("otlp_http = \"127.0.0.1:0\"", &format!("otlp_http = \"{otlp}\""), 1);
+            std::fs::write(&self.config, text)?;
+            let _ = self.hook_url.set(format!("http://{http}"));
+            let _ = self.otlp_url.set(format!("http://{otlp}"));
+        }
         *self.kid.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(kid);
         Ok(())
+    }
+
+    fn hook_url(&self) -> &str {
+        self.hook_url.get().map_or("", String::as_str)
+    }
+
+    fn otlp_url(&self) -> &str {
+        self.otlp_url.get().map_or("", String::as_str)
     }
 
     fn pid(&self) -> Option<u32> {
@@ -456,7 +486,7 @@ fn shim(ctx: &Ctx, edge: &Edge, vendor: &str, event: &str, body: &str, sessions:
     let started = Instant::now();
     let child = Command::new(&ctx.shim)
         .args([vendor, event])
-        .env("AEP_BRIDGE_URL", &edge.hook_url)
+        .env("AEP_BRIDGE_URL", edge.hook_url())
         .env("AEP_HOOK_STATE_DIR", &ctx.state_dir)
         .env("AEP_HOOK_HOLD_TIMEOUT_MS", "60000")
         .env_remove("AEP_TOKEN")
@@ -516,11 +546,11 @@ fn replay_edge(ctx: &Ctx, edge: &Edge, until: Instant) {
                 }
                 Step::Hook { event, held: false } => {
                     ctx.load.hooks.fetch_add(1, Ordering::Relaxed);
-                    post(&agent, ctx, &format!("{}/hooks/{}/{event}", edge.hook_url, cap.vendor), &body);
+                    post(&agent, ctx, &format!("{}/hooks/{}/{event}", edge.hook_url(), cap.vendor), &body);
                 }
                 Step::Otlp { path } => {
                     ctx.load.otlp.fetch_add(1, Ordering::Relaxed);
-                    post(&agent, ctx, &format!("{}{path}", edge.otlp_url), &body);
+                    post(&agent, ctx, &format!("{}{path}", edge.otlp_url()), &body);
                 }
             }
         }
@@ -695,19 +725,19 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<()> {
     };
     gw.start()?;
     let hub_token = format!("{:016x}{:016x}", rand_u64(), rand_u64());
-    let hub_port = port()?;
     let hub_dir = scratch.path().join("hub");
     std::fs::create_dir_all(&hub_dir)?;
     let hub_cfg = hub_dir.join("aep-bridge.toml");
     std::fs::write(
         &hub_cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:{hub_port}\"\notlp_grpc = \"\"\notlp_http = \"\"\ndata_dir = \"{}\"\nhost = \"hub\"\ntoken = \"{hub_token}\"\n",
+            "[server]\nlisten = \"127.0.0.1:0\"\notlp_grpc = \"\"\notlp_http = \"\"\ndata_dir = \"{}\"\nhost = \"hub\"\ntoken = \"{hub_token}\"\n",
             hub_dir.join("data").display()
         ),
     )?;
-    let hub = serve(&bridge, &hub_cfg, &hub_dir.join("serve.log"))?;
-    let hub_url = format!("http://127.0.0.1:{hub_port}");
+    let (hub, hub_line) = serve(&bridge, &hub_cfg, &hub_dir.join("serve.log"))?;
+    let hub_addr = field(&hub_line, "http=").context("no http= in the hub's listening line")?;
+    let hub_url = format!("http://{hub_addr}");
     let answers = Arc::new(answer::Answers::default());
     let stop = Arc::new(AtomicBool::new(false));
     let answerer = answer::spawn(&hub_url, &hub_token, Arc::clone(&answers), Arc::clone(&stop))?;
@@ -718,7 +748,7 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<()> {
     }
     let setup = EdgeSetup {
         exe: &bridge,
-        hub_port,
+        hub_url: &hub_url,
         hub_token: &hub_token,
         gateway_grpc: gw.grpc,
         // The gateway YAML routes traces and logs (by trace id); rotel takes metrics too.
@@ -793,7 +823,7 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<()> {
             sleep_until(t0 + Duration::from_secs_f64(begin + outage / 3.0));
             match restart_target.restart(setup.exe) {
                 Ok(took) => events_log.push(format!(
-                    "{} restarted at {:.1} s (SIGTERM to listening again: {:.1} s)",
+                    "{} restarted at {:.1} s (SIGTERM to listening again: {:.2} s)",
                     restart_target.name,
                     t0.elapsed().as_secs_f64(),
                     took.as_secs_f64()
