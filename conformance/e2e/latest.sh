@@ -44,7 +44,7 @@ if [ -z "${AEP_E2E_BIN:-}" ]; then
   export AEP_E2E_BIN="$ROOT/target/debug"
 fi
 
-declare -a REPORT NPM SCEN
+declare -a REPORT=() NPM=() SCEN=()
 declare -A PINNED NEWEST
 for agent in "${agents[@]}"; do
   spec="${AGENTS[$agent]:-}"
@@ -55,11 +55,20 @@ for agent in "${agents[@]}"; do
     pkg="${pkgs#pypi:}"
     req=$(grep -lE "^$pkg(\[[^]]*\])?==" "$HERE"/requirements-*.txt | head -1)
     pinned=$(grep -hE "^$pkg(\[[^]]*\])?==" "$req" | sed 's/.*==//')
-    newest=$(python3 -m pip index versions "$pkg" 2>/dev/null | sed -n 's/^[^ ]* (\(.*\))$/\1/p' | head -1)
-    if [ -n "$newest" ] && [ "$newest" != "$pinned" ]; then
+    # pip lists only what the asking Python can install: a package that needs a newer Python
+    # than python3 (openhands-agent-server needs >= 3.12) is asked for as that Python.
+    newest=""
+    for pyver in "" 3.12 3.13; do
+      newest=$(python3 -m pip index versions "$pkg" ${pyver:+--python-version "$pyver"} 2>/dev/null \
+        | sed -n 's/^[^ ]* (\(.*\))$/\1/p' | head -1)
+      [ -z "$newest" ] || break
+    done
+    if [ -z "$newest" ]; then
+      REPORT+=("$agent: pinned $pinned; PyPI named no version of $pkg for python3, 3.12 or 3.13 (index not reachable?)")
+    elif [ "$newest" != "$pinned" ]; then
       REPORT+=("$agent: pinned $pinned, newest $newest on PyPI: not run (move the pin in $(basename "$req"), then run.sh $scen)")
     else
-      REPORT+=("$agent: pinned $pinned is the newest on PyPI (${newest:-index not reachable}); run.sh $scen covers it")
+      REPORT+=("$agent: pinned $pinned is the newest on PyPI ($newest); run.sh $scen covers it")
     fi
     continue
   fi
