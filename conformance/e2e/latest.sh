@@ -6,9 +6,11 @@
 # prints a drift report per agent: pinned and newest version, its scenarios'
 # tally, the hook events and fields its adapter does not know (the bridge's
 # `x.{vendor}.session.drift` records), the OTel event names its profile does not know
-# (`x.{vendor}.otel.unknown`), and its failed checks. PyPI agents are compared with their pin
-# only (moving one is a re-freeze of its requirements file). Informational: it always exits 0
-# (CI does not fail on a new release); the pinned suite is run.sh.
+# (`x.{vendor}.otel.unknown`), and its failed checks. Every hook payload of the run is kept in
+# its scenario's logs/hooks.received.jsonl (AEP_E2E_RECORD_HOOKS), ready as test data. PyPI
+# agents are compared with their pin only (moving one is a re-freeze of its requirements
+# file). Informational: it always exits 0 (CI does not fail on a new release); the pinned
+# suite is run.sh.
 #
 #   conformance/e2e/latest.sh [agent ...]   (default: all; agents: the keys of AGENTS below)
 #
@@ -129,7 +131,8 @@ PY
     scen=$(printf '%s\n' "${SCEN[@]}" failopen | awk '!seen[$0]++' | tr '\n' ' ')
     echo "== latest: run.sh $scen(newest npm releases, cache $LATEST)"
     rm -rf "$LATEST/work"
-    AEP_E2E_CACHE="$LATEST" AEP_E2E_PACKAGES="$LATEST/pkgs" bash "$HERE/run.sh" $scen > "$LATEST/run.out" 2>&1
+    # The hook payloads are kept (AEP_E2E_RECORD_HOOKS): a drifted field comes with its recording.
+    AEP_E2E_CACHE="$LATEST" AEP_E2E_PACKAGES="$LATEST/pkgs" AEP_E2E_RECORD_HOOKS=1 bash "$HERE/run.sh" $scen > "$LATEST/run.out" 2>&1
     echo "== latest: $(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$LATEST/run.out" | tail -1) (log $LATEST/run.out)"
   else
     echo "latest: npm could not lock the newest set"
@@ -173,4 +176,5 @@ fi
 
 echo "== drift report (newest releases)"
 for line in "${REPORT[@]}"; do echo "$line"; done
+[ ${#NPM[@]} -eq 0 ] || echo "(hook payloads received: $LATEST/work/<scenario>/logs/hooks.received.jsonl)"
 exit 0
