@@ -3,7 +3,8 @@
 //! sessions of `../shared/captures` at `--speed` times real speed into their hook and OTLP
 //! ports; each exports (durably, `[export] durable`) over OTLP/gRPC with its tenant's
 //! header to a gateway (rotel, or the project's OpenTelemetry Collector distribution with
-//! `gateway-loadbalancing.yaml`) and relays to one hub (`aep-bridge serve`). Behind the
+//! `gateway-loadbalancing.yaml`) and relays to one hub (`aep-bridge serve`) with a token of
+//! its own in the hub's access list (`[[access]]`, role `emit`, its tenant). Behind the
 //! gateway the bench's own OTLP receiver counts what arrives by id, so "delivered" and
 //! "duplicates" are exact against what the edges' logs hold.
 //!
@@ -241,9 +242,25 @@ fn collector_yaml() -> anyhow::Result<PathBuf> {
 
 // ---------------------------------------------------------------- edges and hub
 
-/// The token an edge relays to the hub with: one place, so per-edge tokens are one edit.
-fn edge_relay_token(hub_token: &str, _edge: usize) -> String {
-    hub_token.to_owned()
+/// The token edge `edge` relays to the hub with: its own, in the hub's access list
+/// (`[[access]]`, role `emit`, its tenant), derived from the run's operator token so the
+/// hub's config can list every edge before they exist.
+fn edge_relay_token(hub_token: &str, edge: usize) -> String {
+    format!("{hub_token}-edge-{edge:04}")
+}
+
+/// The hub's `[[access]]` list: one entry per edge (`edges` of them, the baseline included).
+fn access_list(hub_token: &str, edges: usize) -> String {
+    (0..edges)
+        .map(|i| {
+            let name = if i == edges - 1 { "edge-baseline".to_owned() } else { format!("edge-{i:03}") };
+            format!(
+                "\n[[access]]\nname = \"{name}\"\ntenant = \"{}\"\ntoken = \"{}\"\nroles = [\"emit\"]\n",
+                tenant(i),
+                edge_relay_token(hub_token, i)
+            )
+        })
+        .collect()
 }
 
 /// The tenant of edge `i` (four teams).
@@ -731,8 +748,10 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<()> {
     std::fs::write(
         &hub_cfg,
         format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\notlp_grpc = \"\"\notlp_http = \"\"\ndata_dir = \"{}\"\nhost = \"hub\"\ntoken = \"{hub_token}\"\n",
-            hub_dir.join("data").display()
+            "[server]\nlisten = \"127.0.0.1:0\"\notlp_grpc = \"\"\notlp_http = \"\"\ndata_dir = \"{}\"\nhost = \"hub\"\ntoken = \"{hub_token}\"\n{}",
+            hub_dir.join("data").display(),
+            // The baseline edge is number `bridges`, the last entry.
+            access_list(&hub_token, a.bridges + 1)
         ),
     )?;
     let (hub, hub_line) = serve(&bridge, &hub_cfg, &hub_dir.join("serve.log"))?;
