@@ -566,6 +566,19 @@ mod tests {
     }
 
     #[test]
+    fn an_access_list_is_read_and_checked() {
+        let ok = "[server]\ntoken = \"operator-token-0123456789\"\n[[access]]\nname = \"lap-7\"\ntenant = \"team-a\"\n\
+                  token = \"lap-7-token-0123456789\"\nroles = [\"emit\"]\n";
+        let c = Config::from_toml(ok).unwrap();
+        assert_eq!((c.access[0].name.as_str(), c.access[0].tenant.as_str()), ("lap-7", "team-a"));
+        let bad = "[[access]]\nname = \"lap-7\"\ntenant = \"\"\ntoken = \"short\"\nroles = []\n";
+        let keys: Vec<String> = Config::from_toml(bad).unwrap_err().0.into_iter().map(|p| p.key).collect();
+        assert_eq!(keys, ["access[0].tenant", "access[0].token", "access[0].roles"]);
+        let unknown = "[[access]]\nname = \"x\"\ntenant = \"t\"\ntoken = \"0123456789abcdef\"\nroles = [\"admin\"]\n";
+        assert!(Config::from_toml(unknown).is_err(), "an unknown role is refused");
+    }
+
+    #[test]
     fn the_example_file_is_valid() {
         let text = include_str!("../aep-bridge.example.toml");
         Config::from_toml(text).unwrap();

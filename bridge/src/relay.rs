@@ -452,4 +452,87 @@ mod tests {
         assert_eq!(socket_url("http://127.0.0.1:9/"), "ws://127.0.0.1:9/socket");
         assert_eq!(socket_url("wss://r.example/socket"), "wss://r.example/socket");
     }
+
+    /// A relay that takes events but goes away before confirming them (a hub restarting)
+    /// gets them again, first and in order, from the next link; what it confirmed is never
+    /// sent again.
+    #[tokio::test]
+    async fn what_the_relay_never_confirmed_is_sent_again_after_a_reconnect() {
+        use tokio_tungstenite::tungstenite::Message as M;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let (tx, rx) = mpsc::channel(16);
+        let mut opts = RelayOptions::new(&url, None);
+        opts.backoff = Policy::new(10, 50, 0.0);
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(run(rx, opts, Arc::default(), Arc::new(Metrics::new()), shutdown.clone()));
+        let event = |seq: u64| {
+            Arc::new(Stamped::new(Event {
+                aep: "0.1".into(),
+                id: format!("e{seq}"),
+                r#type: "progress.status".into(),
+                time: "2026-12-07T00:00:00Z".into(),
+                source: "aep://lap/agent/a".into(),
+                agent: "a".into(),
+                session: Some("s".into()),
+                seq: Some(seq),
+                data: Some(json!({})),
+                ..Default::default()
+            }))
+        };
+        // Reads frames until `n` events and `pings` confirmation pings came, answering the
+        // pings when `confirm`.
+        async fn take(
+            ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
+            n: usize,
+            pings: usize,
+            confirm: bool,
+        ) -> Vec<String> {
+            let (mut ids, mut seen) = (Vec::new(), 0);
+            while ids.len() < n || seen < pings {
+                let next = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("a frame within 20 s");
+                let Some(Ok(M::Text(t))) = next else { panic!("the link ended") };
+                let v: Value = serde_json::from_str(&t).unwrap();
+                match v["type"].as_str() {
+                    Some("ping") if v["t"].as_str().is_some_and(|t| t.starts_with("confirm-")) => {
+                        seen += 1;
+                        if confirm {
+                            ws.send(M::text(json!({"type": "pong", "t": v["t"]}).to_string())).await.unwrap();
+                        }
+                    }
+                    Some("hello") => {
+                        ws.send(M::text(json!({"type": "hello", "versions": ["0.1"]}).to_string())).await.unwrap()
+                    }
+                    _ if v.get("aep").is_some() => ids.push(v["id"].as_str().unwrap().to_owned()),
+                    _ => {}
+                }
+            }
+            ids
+        }
+        // The first link: each event is followed by a ping covering it (the one before was
+        // answered by then): e0 and e1 are confirmed, e2's ping is left unanswered, and e3
+        // waits behind it.
+        // (The link opens with an agent's first event.)
+        tx.send(event(0)).await.unwrap();
+        let mut first = tokio_tungstenite::accept_async(listener.accept().await.unwrap().0).await.unwrap();
+        assert_eq!(take(&mut first, 1, 1, true).await, ["e0"]);
+        tx.send(event(1)).await.unwrap();
+        assert_eq!(take(&mut first, 1, 1, true).await, ["e1"]);
+        tx.send(event(2)).await.unwrap();
+        assert_eq!(take(&mut first, 1, 1, false).await, ["e2"]);
+        tx.send(event(3)).await.unwrap();
+        assert_eq!(take(&mut first, 1, 0, false).await, ["e3"]);
+        // The relay goes away cleanly (its pongs before the close are read first); one that
+        // crashes may leave a pong unread, and then more is resent (the hub drops repeats).
+        first.close(None).await.unwrap();
+        while let Some(Ok(_)) = first.next().await {}
+        // The next link gets what was not confirmed first, then what is new.
+        tx.send(event(4)).await.unwrap();
+        let reconnect = tokio::time::timeout(Duration::from_secs(20), listener.accept()).await.expect("a reconnect");
+        let mut second = tokio_tungstenite::accept_async(reconnect.unwrap().0).await.unwrap();
+        assert_eq!(take(&mut second, 3, 0, true).await, ["e2", "e3", "e4"], "e0 and e1 were confirmed, e2 and e3 not");
+        drop(tx);
+        shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
 }

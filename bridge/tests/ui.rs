@@ -531,3 +531,105 @@ async fn the_history_outlives_a_restart_and_pages_back_through_the_logs() {
 fn urlencode(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
+
+/// A hub's web view with an access list: each login sees its own tenant's sessions in the
+/// history and their events, is told whose view it is, answers only its tenant's sessions
+/// (and only with the answer role), and an edge's token cannot log in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenants_login_sees_and_answers_its_own_sessions_only() {
+    use aep_receivers::access::{AccessEntry, Role};
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = common::config(dir.path());
+    cfg.server.token = TOKEN.into();
+    let entry = |name: &str, tenant: &str, roles: &[Role]| AccessEntry {
+        name: name.into(),
+        tenant: tenant.into(),
+        token: format!("{name}-token-0123456789"),
+        roles: roles.to_vec(),
+    };
+    cfg.access = vec![
+        entry("lap-a", "team-a", &[Role::Emit]),
+        entry("lap-b", "team-b", &[Role::Emit]),
+        entry("alice", "team-a", &[Role::View, Role::Answer]),
+        entry("carol", "team-a", &[Role::View]),
+        entry("bob", "team-b", &[Role::View, Role::Answer]),
+    ];
+    let stop = CancellationToken::new();
+    let app = Daemon::build(cfg, stop.clone()).unwrap().app();
+    let _stop = stop.drop_guard();
+    // Each edge emits one session (its events claim it for the edge's tenant).
+    for (edge, session) in [("lap-a", "sa"), ("lap-b", "sb")] {
+        let e = json!({"aep": "0.1", "id": ulid::Ulid::new().to_string(), "type": "session.started",
+            "time": "2026-12-07T10:00:00Z", "source": format!("aep://{edge}/agent/bot"), "agent": "bot",
+            "session": session, "seq": 0, "data": {}});
+        let auth = format!("Bearer {edge}-token-0123456789");
+        let h = [("content-type", "application/json"), ("authorization", auth.as_str()), ("aep-version", "0.1")];
+        let r = send(&app, post("/events", &h, e.to_string())).await;
+        assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
+    }
+    // lap-b cannot write into team A's session.
+    let e = json!({"aep": "0.1", "id": ulid::Ulid::new().to_string(), "type": "progress.status",
+        "time": "2026-12-07T10:00:01Z", "source": "aep://lap-b/agent/bot", "agent": "bot", "session": "sa", "seq": 1,
+        "data": {}});
+    let h = [
+        ("content-type", "application/json"),
+        ("authorization", "Bearer lap-b-token-0123456789"),
+        ("aep-version", "0.1"),
+    ];
+    let r = send(&app, post("/events", &h, e.to_string())).await;
+    assert_eq!((r.status, r.json()["error"].as_str()), (StatusCode::FORBIDDEN, Some("unauthorized")), "{}", r.body);
+    for session in ["sa", "sb"] {
+        let log = dir.path().join(format!("logs/bot/{session}.jsonl"));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while common::log_lines(&log).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "the events never reached the log");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    let login_as = |name: &'static str| {
+        let app = app.clone();
+        async move {
+            let h = [("origin", ORIGIN), ("content-type", "application/x-www-form-urlencoded")];
+            send(&app, post("/ui/login", &h, format!("token={name}-token-0123456789"))).await
+        }
+    };
+    assert_eq!(login_as("lap-a").await.status, StatusCode::FORBIDDEN, "an edge's token is not a login");
+    let bob = login_as("bob").await.cookie().expect("bob's session");
+    let carol = login_as("carol").await.cookie().expect("carol's session");
+
+    let me = send(&app, get("/ui/session", Some(&bob))).await.json();
+    assert_eq!(
+        (me["tenant"].as_str(), me["who"].as_str(), me["control"].as_bool()),
+        (Some("team-b"), Some("bob"), Some(true))
+    );
+    let sessions = |r: Reply| -> Vec<String> {
+        r.json()["sessions"].as_array().unwrap().iter().map(|s| s["session"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(sessions(send(&app, get("/ui/history", Some(&bob))).await), ["sb"]);
+    assert_eq!(sessions(send(&app, get("/ui/history", Some(&carol))).await), ["sa"]);
+    let other = send(&app, get("/ui/events?agent=bot&session=sa", Some(&bob))).await;
+    assert_eq!(other.status, StatusCode::NOT_FOUND, "another tenant's session is not found: {}", other.body);
+    assert_eq!(send(&app, get("/ui/events?agent=bot&session=sb", Some(&bob))).await.status, StatusCode::OK);
+
+    // Bob answering in team A's session, or Carol (view only) anywhere: refused.
+    let answer = |cookie: String, session: &'static str| {
+        let app = app.clone();
+        async move {
+            let n = nonce(&app, &cookie).await;
+            let h = [
+                ("origin", ORIGIN),
+                ("content-type", "application/json"),
+                ("cookie", cookie.as_str()),
+                ("x-aep-nonce", n.as_str()),
+            ];
+            let body =
+                json!({"request": "01JREQ00000000000000000000", "session": session, "answer": {"option": "allow"}});
+            send(&app, post("/ui/answer", &h, body.to_string())).await
+        }
+    };
+    let r = answer(bob.clone(), "sa").await;
+    assert_eq!((r.status, r.json()["error"].as_str()), (StatusCode::FORBIDDEN, Some("unauthorized")), "{}", r.body);
+    let r = answer(carol.clone(), "sa").await;
+    assert_eq!((r.status, r.json()["error"].as_str()), (StatusCode::FORBIDDEN, Some("unauthorized")), "{}", r.body);
+    assert_eq!(send(&app, get("/ui/session", Some(&carol))).await.json()["control"], false);
+}

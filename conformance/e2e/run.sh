@@ -188,7 +188,7 @@ tally() { # adds the driver's "N passed, M failed" line to the totals
   PASS=$((PASS + ${line%% passed*})); local f=${line#*, }; FAIL=$((FAIL + ${f%% failed}))
 }
 
-# One scenario in its own loopback-only namespace; its output in $WORK/<name>.out, its exit
+# One scenario in its own loopback-only network and PID namespaces; its output in $WORK/<name>.out, its exit
 # code and seconds in $WORK/<name>.done.
 run_one() {
   local s=$1 t0; t0=$(date +%s)
@@ -203,7 +203,9 @@ run_one() {
         --checkout "$CACHE/quickstart-checkout" --tree "${AEP_E2E_QUICKSTART_TREE:-head}"
     fi
   else
-    unshare -n python3 "$HERE/driver.py" --bin "$BIN" --clients "$CLIENTS" --work "$WORK" --rotel "$ROTEL" \
+    # A PID namespace too: whatever an agent leaves running (Cline's hub daemon) ends with
+    # its scenario instead of outliving the suite.
+    unshare -n -p -f --mount-proc python3 "$HERE/driver.py" --bin "$BIN" --clients "$CLIENTS" --work "$WORK" --rotel "$ROTEL" \
       --openhands "$OPENHANDS" --agui "$AGUI" --hermes "$HERMES" "$s"
   fi >"$WORK/$s.out" 2>&1
   echo "$? $(( $(date +%s) - t0 ))" >"$WORK/$s.done"

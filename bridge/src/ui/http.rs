@@ -124,6 +124,15 @@ impl Ui {
         Some((secret, who))
     }
 
+    /// Who answers from a page logged in as `who`: an access list's holder by their own
+    /// name, the operator as `[ui] name`.
+    fn answerer_for(&self, who: &Principal) -> Option<String> {
+        match who.tenant {
+            Some(_) => Some(who.name.to_string()),
+            None => self.answerer.clone(),
+        }
+    }
+
     /// Whether the view asks for a login.
     fn token(&self) -> bool {
         self.collector.access().required()
@@ -258,7 +267,7 @@ async fn session(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
         "epoch": ui.epoch,
         "stamps": ui.stamps,
         // Who this page answers as, and whether it can page back through the logs.
-        "name": ui.answerer,
+        "name": ui.answerer_for(&who),
         "sender": SENDER,
         "history": ui.history.is_some(),
     });
@@ -410,7 +419,7 @@ async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Byte
     let mut data = json!({ "answer": answer });
     // The person behind the page (AEP-0002 §5.3 `attention.answered` `by`, mirrored on the
     // command so the target can record it).
-    if let Some(name) = &ui.answerer {
+    if let Some(name) = ui.answerer_for(&who) {
         data["by"] = json!(name);
     }
     // AEP-0004 §2: seq-less, a fresh id, `agent` the sender; subject and cause the request (§6).
@@ -440,7 +449,11 @@ async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Byte
             (StatusCode::ACCEPTED, axum::Json(json!({ "command": id, "sent": data }))).into_response()
         }
         Err(r) => {
-            let status = if r.code == "unavailable" { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::CONFLICT };
+            let status = match r.code {
+                "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+                "unauthorized" => StatusCode::FORBIDDEN,
+                _ => StatusCode::CONFLICT,
+            };
             error(status, r.code, r.detail)
         }
     }

@@ -424,10 +424,14 @@
     $("app").hidden = false;
     $("logout").hidden = !s.token;
     $("notify").hidden = !("Notification" in window);
-    setText($("whoami"), control ? "answering as " + (me.name ? me.name + " via " : "") + me.sender : "");
+    // A login limited to one tenant (a hub's access list) says whose sessions it shows.
+    const tenant = typeof s.tenant === "string" ? s.tenant + " · " : "";
+    setText($("whoami"), tenant + (control ? "answering as " + (me.name ? me.name + " via " : "") + me.sender : "read-only"));
     const note = $("control-note");
     note.hidden = control;
-    note.textContent = control ? "" : "Read-only: answering needs the bridge to run with a token (AEP-0004 §4.1).";
+    note.textContent = control ? ""
+      : s.token ? "Read-only: this login's token may not answer."
+      : "Read-only: answering needs the bridge to run with a token (AEP-0004 §4.1).";
     for (const c of cards.values()) c._refresh();
     connect();
   }
