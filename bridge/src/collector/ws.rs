@@ -390,11 +390,6 @@ async fn handle_event(
             Err(r) => vec![r.frame()],
         };
     }
-    // AEP-0001 §5.3: a repeat of a position already taken from this source is an edge's
-    // resend after a reconnect: taken once.
-    if !c.fresh(ev) {
-        return Vec::new();
-    }
     if let Err(why) = c.may_emit(&conn.who, ev) {
         return vec![json!({"type": "error", "cause": ev.id, "code": "unauthorized", "detail": why})];
     }
@@ -408,6 +403,12 @@ async fn handle_event(
             emits: conn.emits.clone(),
             tx: cmd_tx.clone(),
         });
+    }
+    // AEP-0001 §5.3: a repeat of a position already taken from this source is an edge's
+    // resend after a reconnect: taken once. The connection still claims its session above,
+    // so commands reach the edge that resent.
+    if !c.fresh(ev) {
+        return Vec::new();
     }
     match ctx.pipeline.submit_stamped("collector", stamped).await {
         Ok(_) => Vec::new(),
