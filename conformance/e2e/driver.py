@@ -3102,13 +3102,26 @@ def scenario_hung(a):
               bool(full) and full[0][0] == zero and not any(e <= b < e + 30 for b, _ in full for _, e in full),
               f"full waits (start, end) at {[(round(b - zero, 1), round(e - zero, 1)) for b, e in full]}s "
               f"of {len(calls)} calls")
-        # The backlog is read once the bridge runs again: each stopped session gets its log.
+        # The backlog is read once the bridge runs again: every call the stopped hooks made is
+        # written to its session's log or dropped and counted (out of order). Each hook of
+        # these two agents carries one event (checked on the bare runs), so the wait ends when
+        # all the stopped calls are accounted for; 20 s bounds a bridge that lost some (the
+        # checks below then say what is missing).
+        def out_of_order():
+            return sum(float(l.rsplit(" ", 1)[1]) for l in metrics_text().splitlines()
+                       if l.startswith("aep_bridge_requests_rejected_total") and 'reason="out_of_order"' in l)
+        new_logs = {vendor: (lambda v=vendor: sorted(set(session_logs(env.data, v)) - before[v]))
+                    for _, vendor, _, _ in agents}
         for name, vendor, _, _ in agents:
-            new = lambda v=vendor: sorted(set(session_logs(env.data, v)) - before[v])
-            wait_for(lambda v=vendor, n=new: n() and all(any(x["type"] == "run.finished" for x in read_jsonl(f))
-                                                          for f in n()), 20)
-            time.sleep(1)  # a call still settling in its session's order is written within 1 s
-            logs = new()
+            bare_log = sorted(before[vendor])[-1] if before[vendor] else ""
+            n_bare = len(bare[name][1])
+            check(f"hung: {vendor}: one event per hook call in the bare run", len(read_jsonl(bare_log)) == n_bare,
+                  f"{n_bare} calls, {len(read_jsonl(bare_log))} events in {bare_log}")
+        n_stopped = sum(len(cs) for _, cs in stopped.values())
+        wait_for(lambda: sum(len(read_jsonl(f)) for n in new_logs.values() for f in n()) + out_of_order()
+                 >= n_stopped, 20)
+        for name, vendor, _, _ in agents:
+            logs = new_logs[vendor]()
             check(f"hung: {vendor}: the stopped session's calls were written after SIGCONT", len(logs) == 1, str(logs))
             if logs:
                 # Cline reports the command exiting 2 as tool.failed, Hermes as a completion with its exit code.
