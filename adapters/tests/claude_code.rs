@@ -38,6 +38,7 @@ const CAPTURES: &[&str] = &[
     include_str!("data/claude-code/s09_compact_resume.jsonl"),
     include_str!("data/claude-code/s14_mcp_elicitation.jsonl"),
     include_str!("data/claude-code/s15_2.1.332_async_agent.jsonl"),
+    include_str!("data/claude-code/s16_2.1.337_e2e_session.jsonl"),
 ];
 
 fn one(p: Value, cx: &MapContext) -> Vec<EventDraft> {
@@ -475,6 +476,51 @@ fn an_async_subagent_and_its_task_notification_stay_in_the_turn() {
     );
     let cont = ds.iter().find(|d| d.r#type == "x.claude-code.run.continued").unwrap();
     assert_eq!(cont.data["by"], "task_notification");
+}
+
+/// Claude Code 2.1.337 (the pin; every hook of the e2e `claude` run, recorded as the shim
+/// received them): four tools (one failing), the Agent call answered at once, the subagent
+/// stopping before the turn's `Stop`, then its `<task-notification>` after the turn, as a turn
+/// of its own. Two runs, the second started by the agent; every call answered in its run.
+#[test]
+fn the_2_1_337_session_reads_as_its_turn_and_the_agent_started_one() {
+    let records = load(include_str!("data/claude-code/s16_2.1.337_e2e_session.jsonl"));
+    let ds = replay(claude_code::adapter().as_ref(), &records, &MapContext::default());
+    let seen: Vec<&str> = types(&ds).into_iter().filter(|t| !t.starts_with("x.")).collect();
+    assert_eq!(
+        seen,
+        [
+            "session.started",
+            "run.started",
+            "tool.requested",
+            "tool.completed",
+            "tool.requested",
+            "tool.completed",
+            "tool.requested",
+            "tool.failed",
+            "tool.requested",
+            "tool.completed",
+            "delegation.subagent.started",
+            "delegation.subagent.stopped",
+            "run.finished",
+            "run.started",
+            "run.finished",
+            "session.ended"
+        ]
+    );
+    let (user, agent) = ("d003ae2f-b493-4cdb-92c5-8d226b1f3248", "afa36b69-5a52-4f0c-ac50-5fa711dbb27b");
+    let starts: Vec<_> = ds.iter().filter(|d| d.r#type == "run.started").collect();
+    assert_eq!(starts[0].run.as_deref(), Some(user));
+    assert_eq!(starts[0].data["trigger"], "user");
+    assert_eq!(starts[1].run.as_deref(), Some(agent));
+    assert_eq!(starts[1].data["trigger"], "agent");
+    assert!(
+        ds.iter()
+            .filter(|d| d.r#type.starts_with("tool.") || d.r#type.starts_with("delegation."))
+            .all(|d| d.run.as_deref() == Some(user)),
+        "the calls and the delegation are the user's turn's"
+    );
+    common::assert_causal(&ds);
 }
 
 /// When the turn ended before the notification came (the other order, seen in the e2e run),

@@ -16,6 +16,7 @@ const CAPTURES: &[&str] = &[
     include_str!("data/codex/c03_otlp_binary.jsonl"),
     include_str!("data/codex/c10_auto_compact.jsonl"),
     include_str!("data/codex/c09_subagent.jsonl"),
+    include_str!("data/codex/c11_0.171.0_subagent_tools.jsonl"),
 ];
 
 #[test]
@@ -94,6 +95,51 @@ fn a_subagent_turn_is_its_own_run_and_never_ends_the_parent() {
     assert_eq!(child_start.data["trigger"], "agent");
     let started = main.iter().find(|d| d.r#type == "delegation.subagent.started").unwrap();
     assert_eq!(child_start.cause_key, started.correlation_key, "the child run is caused by its delegation");
+    common::assert_causal(&drafts);
+}
+
+/// The real 0.171.0 subagent that runs a tool of its own (recorded from the e2e
+/// `codex-subagent` run): its `PreToolUse` and `PostToolUse` carry the child's `agent_id` and
+/// `agent_type` beside the parent's `session_id`. The pair rides the child's turn, never the
+/// parent's, and both fields are inside the adapter's vocabulary (no drift counted).
+#[test]
+fn a_subagents_own_tool_call_rides_its_turn_and_is_no_drift() {
+    let records = load(CAPTURES[4]);
+    let child_agent = "01a25249-9dc2-73d1-8db3-bf2da6e27c52";
+    let (parent, child) = ("01a25249-9c68-7ba3-9c5c-bcf80991424f", "01a25249-9dce-7bf1-8463-db73a0ffd2da");
+    // The recording is what this test is about: the subagent's tool hooks name it.
+    let sub_tools: Vec<_> = records
+        .iter()
+        .filter(|(h, p)| (h == "PreToolUse" || h == "PostToolUse") && p["agent_id"] == child_agent)
+        .collect();
+    assert_eq!(sub_tools.len(), 2, "the subagent's PreToolUse and PostToolUse");
+    assert!(sub_tools.iter().all(|(_, p)| p["agent_type"] == "default" && p["turn_id"] == child));
+
+    let vocab = codex::adapter().vocabulary().expect("codex has a vocabulary");
+    for (hook, payload) in &records {
+        let drift = aep_adapters::drift::check(vocab, hook, payload);
+        assert!(drift.is_empty(), "{hook}: {:?}", drift.iter().map(|d| &d.name).collect::<Vec<_>>());
+    }
+
+    let drafts = replay(codex::adapter().as_ref(), &records, &MapContext::default());
+    let tools: Vec<(&str, &str, Option<&str>)> = drafts
+        .iter()
+        .filter(|d| d.r#type.starts_with("tool."))
+        .map(|d| (d.r#type.as_str(), d.data["tool"]["name"].as_str().unwrap(), d.run.as_deref()))
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            ("tool.requested", "spawn_agent", Some(parent)),
+            ("tool.completed", "spawn_agent", Some(parent)),
+            ("tool.requested", "multi_agent_v1wait_agent", Some(parent)),
+            ("tool.requested", "Bash", Some(child)),
+            ("tool.completed", "Bash", Some(child)),
+            ("tool.completed", "multi_agent_v1wait_agent", Some(parent)),
+        ]
+    );
+    let started = drafts.iter().find(|d| d.r#type == "run.started" && d.run.as_deref() == Some(child)).unwrap();
+    assert_eq!(started.data["trigger"], "agent");
     common::assert_causal(&drafts);
 }
 

@@ -1,25 +1,6 @@
 //! Bearer-token checks shared by every authenticated surface (hooks, OTLP, collector).
 
-/// Compares a presented secret with the expected one in a time that depends on the
-/// presented length only: not on where they differ, nor on the expected secret's length
-/// (a shorter or longer guess takes the same walk, so it learns neither).
-pub fn constant_time_eq(presented: &[u8], expected: &[u8]) -> bool {
-    let mut diff = u8::from(presented.len() != expected.len());
-    let n = expected.len().max(1);
-    for (i, x) in presented.iter().enumerate() {
-        diff |= x ^ expected.get(i % n).copied().unwrap_or(0);
-    }
-    std::hint::black_box(diff) == 0
-}
-
-/// Whether a request carrying `got` passes a surface that wants `want` (none: open),
-/// compared in constant time.
-pub fn bearer_ok(want: Option<&str>, got: Option<&str>) -> bool {
-    match want {
-        None => true,
-        Some(want) => got.is_some_and(|t| constant_time_eq(t.as_bytes(), want.as_bytes())),
-    }
-}
+pub use aep_receivers::access::{bearer_ok, constant_time_eq};
 
 /// How far a MAC-authenticated request's nonce (a ULID) may be from the bridge's clock.
 pub const NONCE_WINDOW_MS: u64 = 60_000;

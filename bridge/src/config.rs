@@ -79,6 +79,9 @@ pub struct Config {
     pub fleet: crate::export::fleet::FleetConfig,
     /// `[ui]`: the web view (see [`crate::ui`]).
     pub ui: UiConfig,
+    /// `[[access]]`: a hub's further tokens, each scoped to one tenant and its roles (see
+    /// [`aep_receivers::access`]); `server.token` stays the operator's, for everything.
+    pub access: Vec<aep_receivers::access::AccessEntry>,
     /// `[bridges.<name>]`: observed agent servers (see [`crate::bridges`]).
     pub bridges: std::collections::BTreeMap<String, crate::bridges::BridgeConfig>,
     /// The environment this configuration was loaded in (`HOME`, the redaction list's
@@ -198,6 +201,7 @@ const SECTIONS: &[&str] = &[
     "fleet",
     "bridges",
     "ui",
+    "access",
 ];
 
 fn section<T: for<'de> Deserialize<'de> + Default>(
@@ -326,6 +330,7 @@ impl Config {
             fleet: section(&table, "fleet", &mut problems),
             bridges: section(&table, "bridges", &mut problems),
             ui: section(&table, "ui", &mut problems),
+            access: section(&table, "access", &mut problems),
             env: env.clone(),
         };
         if otel {
@@ -393,6 +398,9 @@ impl Config {
         }
         for (key, message) in self.ui.check() {
             bad(&format!("ui.{key}"), message);
+        }
+        for (key, message) in aep_receivers::access::check(&self.access, &self.server.token) {
+            bad(&format!("access{key}"), message);
         }
         p
     }

@@ -179,6 +179,11 @@ struct AgentLink {
     rx: mpsc::Receiver<Arc<Stamped>>,
     input_open: bool,
     outbox: VecDeque<Arc<Stamped>>,
+    /// Written to the socket, not yet confirmed by the relay: sent again, first, after a
+    /// reconnect (the relay drops the repeats it already took, AEP-0001 §5.3).
+    unconfirmed: VecDeque<Arc<Stamped>>,
+    /// Confirmation pings sent on this link so far (their `t` tells theirs apart).
+    asked: u64,
     opts: RelayOptions,
     status: Arc<RelayStatus>,
     metrics: Arc<Metrics>,
@@ -202,6 +207,8 @@ async fn connection(
         rx,
         input_open: true,
         outbox: VecDeque::new(),
+        unconfirmed: VecDeque::new(),
+        asked: 0,
         opts,
         status,
         metrics,
@@ -221,10 +228,10 @@ impl Link for AgentLink {
         self.status.set(&self.agent, false);
         let Ended::Retry(retry) = ended else { return ended };
         if self.shutdown.is_cancelled() && !self.input_open {
-            if !self.outbox.is_empty() {
+            if !self.outbox.is_empty() || !self.unconfirmed.is_empty() {
                 tracing::warn!(
                     agent = self.agent,
-                    pending = self.outbox.len(),
+                    pending = self.outbox.len() + self.unconfirmed.len(),
                     "Relay unreachable at shutdown; pending events stay in the JSONL log only."
                 );
             }
@@ -316,6 +323,19 @@ impl AgentLink {
         self.status.set(agent, true);
         self.established = true;
         tracing::info!(agent, url = %opts.url, "Relay connected.");
+        // What the last link wrote but the relay never confirmed goes first, in order: it
+        // may not have been read before that link dropped (a relay restarting, a cut).
+        if !self.unconfirmed.is_empty() {
+            tracing::info!(agent, resent = self.unconfirmed.len(), "Relay: sending again what was not confirmed.");
+            let mut again = std::mem::take(&mut self.unconfirmed);
+            again.append(&mut self.outbox);
+            self.outbox = again;
+        }
+        // The confirmation ping in flight: its `t`, and how many unconfirmed events it
+        // covers (the relay handles a connection's frames in order, so its pong says every
+        // event before the ping was taken).
+        let mut confirming: Option<(String, usize)> = None;
+        let mut drain_until: Option<Instant> = None;
         let lost = |what: &str| Ended::Retry(Retry::failed(format!("{what} failed")));
         let mut ping = tokio::time::interval(opts.ping_every);
         ping.tick().await;
@@ -328,9 +348,25 @@ impl AgentLink {
                     return lost("sending an event");
                 }
                 self.metrics.events_out.inc(&[("sink", "relay")]);
-                self.outbox.pop_front();
+                if let Some(ev) = self.outbox.pop_front() {
+                    self.unconfirmed.push_back(ev);
+                }
             }
-            if !self.input_open {
+            if confirming.is_none() && !self.unconfirmed.is_empty() {
+                self.asked += 1;
+                let t = format!("confirm-{}", self.asked);
+                if sink.send(Message::text(json!({"type": "ping", "t": t}).to_string())).await.is_err() {
+                    return lost("a confirmation ping");
+                }
+                confirming = Some((t, self.unconfirmed.len()));
+            }
+            // At shutdown, wait a little for the last confirmation, so a clean stop leaves
+            // nothing for a next start to resend.
+            let drained = !self.input_open && {
+                let until = *drain_until.get_or_insert_with(|| Instant::now() + Duration::from_secs(2));
+                self.unconfirmed.is_empty() || Instant::now() >= until
+            };
+            if drained {
                 let _ = sink
                     .send(Message::text(json!({"type": "closing", "reason": "shutdown", "delivered": []}).to_string()))
                     .await;
@@ -338,10 +374,11 @@ impl AgentLink {
                 return Ended::Stop(());
             }
             tokio::select! {
-                ev = self.rx.recv() => match ev {
+                ev = self.rx.recv(), if self.input_open => match ev {
                     Some(ev) => push(&mut self.outbox, ev, opts.outbox, &self.metrics),
                     None => self.input_open = false,
                 },
+                _ = tokio::time::sleep_until(drain_until.unwrap_or_else(Instant::now)), if !self.input_open => {}
                 msg = stream.next() => match msg {
                     Some(Ok(Message::Text(t))) => {
                         let Ok(v) = serde_json::from_str::<Value>(&t) else { continue };
@@ -352,6 +389,13 @@ impl AgentLink {
                             if sink.send(Message::text(p.to_string())).await.is_err() { return lost("a pong"); }
                         } else if ty == "pong" {
                             last_pong = Instant::now();
+                            if let Some((t, n)) = &confirming
+                                && v.get("t").and_then(Value::as_str) == Some(t.as_str())
+                            {
+                                let n = (*n).min(self.unconfirmed.len());
+                                self.unconfirmed.drain(..n);
+                                confirming = None;
+                            }
                         } else if ty.starts_with("control.") {
                             match Event::from_value(v) {
                                 Ok(cmd) => match opts.commands.as_ref().map(|c| c.send(cmd)) {
@@ -380,7 +424,7 @@ impl AgentLink {
                         return lost("a ping");
                     }
                 }
-                _ = self.shutdown.cancelled() => {
+                _ = self.shutdown.cancelled(), if self.input_open => {
                     // Drain what is already queued, then say closing.
                     while let Ok(ev) = self.rx.try_recv() { push(&mut self.outbox, ev, opts.outbox, &self.metrics); }
                     self.input_open = false;

@@ -335,11 +335,35 @@ impl Ground {
             health.failing("state", e);
         }
         let token = (!cfg.server.token.is_empty()).then(|| cfg.server.token.clone());
-        let can_answer = token.is_some() || cfg.relay.url.is_some();
+        let can_answer = token.is_some() || cfg.relay.url.is_some() || cfg.access.iter().any(|a| !a.roles.is_empty());
         let cx = map_context(&cfg);
         let relay = Arc::new(RelayStatus::default());
         let g = Self { cfg, data_dir, epoch, metrics, health, relay, token, can_answer, cx, shutdown };
         Ok((g, delivery))
+    }
+
+    /// The collector's gate: the operator's token (`server.token`) and the access list's;
+    /// whose each session is, kept in `{data}/state/tenants.jsonl` once the list names
+    /// tenants (the hub's own sessions are `[fleet] team`'s); resends recognised against
+    /// the JSONL logs, so a restarted hub does not write an edge's resend twice.
+    fn gate(&self) -> collector::Gate {
+        use aep_receivers::{access::Access, resend, tenancy::Tenancy};
+        let local = Some(self.cfg.fleet.team.as_str());
+        let tenancy = match self.cfg.access.is_empty() {
+            true => Tenancy::memory(local),
+            false => Tenancy::open(&self.data_dir.join("state").join("tenants.jsonl"), local),
+        };
+        let dir = self.data_dir.clone();
+        let seed: Option<resend::Seed> = self.cfg.jsonl.enabled.then(|| {
+            Box::new(move |agent: &str, session: &str, source: &str| {
+                resend::last_position(&crate::sinks::jsonl::log_path(&dir, agent, Some(session)), source)
+            }) as resend::Seed
+        });
+        collector::Gate {
+            access: Arc::new(Access::new(self.token.clone(), &self.cfg.access)),
+            tenancy: Arc::new(tenancy),
+            resends: resend::HighWater::new(seed),
+        }
     }
 
     /// The bridge's metrics pushed over OTLP, and with them the agents' own `/v1/metrics`,
@@ -609,7 +633,6 @@ impl Ground {
                 crate::ui::Ui::new(
                     collector.clone(),
                     pipeline.clone(),
-                    self.token.clone(),
                     Some(&self.data_dir),
                     &crate::identity::source_authority(cfg),
                     self.epoch,
@@ -662,12 +685,8 @@ impl Daemon {
         let (vendor_metrics, otlp_metrics_task) = g.start_metrics_export(metrics_delivery);
         let adapters = g.hook_adapters();
         let (commands, inbox) = g.command_channel(&adapters);
-        let collector = collector::Collector::new(
-            g.cfg.collector.clone(),
-            g.token.clone(),
-            g.metrics.clone(),
-            Some(commands.clone()),
-        );
+        let collector =
+            collector::Collector::new(g.cfg.collector.clone(), g.gate(), g.metrics.clone(), Some(commands.clone()));
         let (pipeline, mut outlets) = g.pipeline(&collector, &commands);
         let (otlp, otlp_task) = g.otlp_receiver(&pipeline, vendor_metrics, outlets.vendor_spans.take());
         // Control flows only on authenticated bindings (AEP-0004 §4.1): without a token the
@@ -894,7 +913,7 @@ mod tests {
     fn test_app_with(collector: bool, relay_required: bool) -> (Router, Arc<Metrics>) {
         let metrics = Arc::new(Metrics::default());
         let cfg = Config::default();
-        let c = collector::Collector::new(cfg.collector.clone(), None, metrics.clone(), None);
+        let c = collector::Collector::new(cfg.collector.clone(), collector::Gate::token(None), metrics.clone(), None);
         let pipeline = PipelineBuilder::new(1, "test", metrics.clone()).tap(c.clone()).build();
         let (otlp, _task) = crate::otlp_in::BridgeOtlp::new(
             pipeline.clone(),

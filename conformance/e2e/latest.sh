@@ -6,9 +6,11 @@
 # prints a drift report per agent: pinned and newest version, its scenarios'
 # tally, the hook events and fields its adapter does not know (the bridge's
 # `x.{vendor}.session.drift` records), the OTel event names its profile does not know
-# (`x.{vendor}.otel.unknown`), and its failed checks. PyPI agents are compared with their pin
-# only (moving one is a re-freeze of its requirements file). Informational: it always exits 0
-# (CI does not fail on a new release); the pinned suite is run.sh.
+# (`x.{vendor}.otel.unknown`), and its failed checks. Every hook payload of the run is kept in
+# its scenario's logs/hooks.received.jsonl (AEP_E2E_RECORD_HOOKS), ready as test data. PyPI
+# agents are compared with their pin only (moving one is a re-freeze of its requirements
+# file). Informational: it always exits 0 (CI does not fail on a new release); the pinned
+# suite is run.sh.
 #
 #   conformance/e2e/latest.sh [agent ...]   (default: all; agents: the keys of AGENTS below)
 #
@@ -44,7 +46,7 @@ if [ -z "${AEP_E2E_BIN:-}" ]; then
   export AEP_E2E_BIN="$ROOT/target/debug"
 fi
 
-declare -a REPORT NPM SCEN
+declare -a REPORT=() NPM=() SCEN=()
 declare -A PINNED NEWEST
 for agent in "${agents[@]}"; do
   spec="${AGENTS[$agent]:-}"
@@ -55,11 +57,20 @@ for agent in "${agents[@]}"; do
     pkg="${pkgs#pypi:}"
     req=$(grep -lE "^$pkg(\[[^]]*\])?==" "$HERE"/requirements-*.txt | head -1)
     pinned=$(grep -hE "^$pkg(\[[^]]*\])?==" "$req" | sed 's/.*==//')
-    newest=$(python3 -m pip index versions "$pkg" 2>/dev/null | sed -n 's/^[^ ]* (\(.*\))$/\1/p' | head -1)
-    if [ -n "$newest" ] && [ "$newest" != "$pinned" ]; then
+    # pip lists only what the asking Python can install: a package that needs a newer Python
+    # than python3 (openhands-agent-server needs >= 3.12) is asked for as that Python.
+    newest=""
+    for pyver in "" 3.12 3.13; do
+      newest=$(python3 -m pip index versions "$pkg" ${pyver:+--python-version "$pyver"} 2>/dev/null \
+        | sed -n 's/^[^ ]* (\(.*\))$/\1/p' | head -1)
+      [ -z "$newest" ] || break
+    done
+    if [ -z "$newest" ]; then
+      REPORT+=("$agent: pinned $pinned; PyPI named no version of $pkg for python3, 3.12 or 3.13 (index not reachable?)")
+    elif [ "$newest" != "$pinned" ]; then
       REPORT+=("$agent: pinned $pinned, newest $newest on PyPI: not run (move the pin in $(basename "$req"), then run.sh $scen)")
     else
-      REPORT+=("$agent: pinned $pinned is the newest on PyPI (${newest:-index not reachable}); run.sh $scen covers it")
+      REPORT+=("$agent: pinned $pinned is the newest on PyPI ($newest); run.sh $scen covers it")
     fi
     continue
   fi
@@ -120,7 +131,8 @@ PY
     scen=$(printf '%s\n' "${SCEN[@]}" failopen | awk '!seen[$0]++' | tr '\n' ' ')
     echo "== latest: run.sh $scen(newest npm releases, cache $LATEST)"
     rm -rf "$LATEST/work"
-    AEP_E2E_CACHE="$LATEST" AEP_E2E_PACKAGES="$LATEST/pkgs" bash "$HERE/run.sh" $scen > "$LATEST/run.out" 2>&1
+    # The hook payloads are kept (AEP_E2E_RECORD_HOOKS): a drifted field comes with its recording.
+    AEP_E2E_CACHE="$LATEST" AEP_E2E_PACKAGES="$LATEST/pkgs" AEP_E2E_RECORD_HOOKS=1 bash "$HERE/run.sh" $scen > "$LATEST/run.out" 2>&1
     echo "== latest: $(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$LATEST/run.out" | tail -1) (log $LATEST/run.out)"
   else
     echo "latest: npm could not lock the newest set"
@@ -164,4 +176,5 @@ fi
 
 echo "== drift report (newest releases)"
 for line in "${REPORT[@]}"; do echo "$line"; done
+[ ${#NPM[@]} -eq 0 ] || echo "(hook payloads received: $LATEST/work/<scenario>/logs/hooks.received.jsonl)"
 exit 0

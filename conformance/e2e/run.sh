@@ -12,7 +12,8 @@
 # Exit 0 when every check passes; 1 otherwise. Prints "SKIP: ..." and exits 0 when the
 # machine lacks what the suite needs (root + unshare, npm). AEP_E2E_CACHE moves the cache;
 # AEP_E2E_BIN=DIR uses prebuilt aep-bridge/aep-hook; AEP_E2E_PACKAGES=DIR takes package.json and
-# package-lock.json from DIR (latest.sh's newest releases) instead of this folder; AEP_E2E_QUICKSTART_TREE=worktree runs the quickstart on the working tree instead of HEAD.
+# package-lock.json from DIR (latest.sh's newest releases) instead of this folder;
+# AEP_E2E_RECORD_HOOKS=1 keeps every hook payload in <work>/<scenario>/logs/hooks.received.jsonl; AEP_E2E_QUICKSTART_TREE=worktree runs the quickstart on the working tree instead of HEAD.
 set -uo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -53,6 +54,18 @@ else
   echo "== build aep-bridge, aep-hook"
   (cd "$ROOT" && cargo build -q -p aep-bridge-cli -p aep-hook) || { echo "FAIL e2e: cargo build"; echo "0 passed, 1 failed"; elapsed; exit 1; }
   BIN="$ROOT/target/debug"
+fi
+
+# AEP_E2E_RECORD_HOOKS=1: every hook payload a scenario's shim is handed is also kept, in
+# <work>/<scenario>/logs/hooks.received.jsonl (record_hook.sh), for new test data.
+if [ "$MODE" = run ] && [ -n "${AEP_E2E_RECORD_HOOKS:-}" ]; then
+  REC="$CACHE/record-bin"
+  rm -rf "$REC" && mkdir -p "$REC"
+  ln "$BIN/aep-bridge" "$REC/aep-bridge" 2>/dev/null || cp "$BIN/aep-bridge" "$REC/aep-bridge"
+  ln -s "$(cd "$BIN" && pwd)/aep-hook" "$REC/aep-hook.real"
+  cp "$HERE/record_hook.sh" "$REC/aep-hook"
+  BIN="$REC"
+  echo "== hook payloads kept in each scenario's logs/hooks.received.jsonl ($REC)"
 fi
 
 # The quickstart's `cargo install` lines start now, beside the installs and the other

@@ -25,6 +25,7 @@ use super::{
     Backlog, Bound, Collector, Ctx, Delivery, From, Parsed, Position, Replay, parse_from, parse_sse_id, sse_id,
 };
 use crate::pipeline::{Pipeline, Stamped};
+use aep_receivers::access::Principal;
 
 /// The collector routes.
 pub fn router(collector: Arc<Collector>, pipeline: Pipeline) -> Router {
@@ -46,11 +47,12 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
     aep_receivers::hooks::bearer(headers)
 }
 
-/// 401 without credentials, 403 with wrong ones (AEP-0003 §3.2, §8.1).
+/// Whom the request's token names; 401 without credentials, 403 with wrong ones
+/// (AEP-0003 §3.2, §8.1).
 #[allow(clippy::result_large_err)] // the error is the response itself, built once per refusal
-fn check_auth(c: &Collector, presented: Option<&str>) -> Result<(), Response> {
-    if c.authorized(presented) {
-        return Ok(());
+fn check_auth(c: &Collector, presented: Option<&str>) -> Result<Principal, Response> {
+    if let Some(p) = c.principal(presented) {
+        return Ok(p);
     }
     Err(match presented {
         None => error(StatusCode::UNAUTHORIZED, "unauthorized", "a bearer token is required"),
@@ -76,9 +78,16 @@ async fn post_events(
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     let c = &ctx.collector;
-    if let Err(r) = check_auth(c, bearer(&headers)) {
+    let who = match check_auth(c, bearer(&headers)) {
+        Ok(p) => p,
+        Err(r) => {
+            c.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "unauthorized")]);
+            return r;
+        }
+    };
+    if !who.emit {
         c.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "unauthorized")]);
-        return r;
+        return error(StatusCode::FORBIDDEN, "unauthorized", format!("{} may not emit events here", who.name));
     }
     let body = match body {
         Ok(b) => b,
@@ -164,6 +173,17 @@ async fn post_events(
             Err(viol) => return bad(c, format!("{}{}: {}", at(), viol.rule, viol.message), line),
         }
     }
+    // A token limited to one tenant writes to its tenant's sessions only; the batch is
+    // refused whole, like an invalid one (AEP-0004 §4.2 item 3).
+    if who.tenant.is_some() {
+        for (i, (ev, _, _)) in received.events.iter().enumerate() {
+            if let Err(why) = c.may_emit(&who, ev) {
+                c.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "unauthorized")]);
+                let detail = if batch { format!("line {i}: {why}") } else { why };
+                return error(StatusCode::FORBIDDEN, "unauthorized", detail);
+            }
+        }
+    }
     let n = received.len();
     if n > 0 && ctx.pipeline.submit_received("collector", received.events, received.buf).await.is_err() {
         return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the bridge is shutting down");
@@ -222,16 +242,20 @@ pub struct StreamQuery {
 async fn stream(State(ctx): State<Ctx>, Query(q): Query<StreamQuery>, headers: HeaderMap) -> Response {
     // The token may ride the query for EventSource clients (AEP-0003 §8.1); never logged.
     let presented = bearer(&headers).or(q.access_token.as_deref());
-    if let Err(r) = check_auth(&ctx.collector, presented) {
-        return r;
+    let who = match check_auth(&ctx.collector, presented) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
+    if !who.view {
+        return error(StatusCode::FORBIDDEN, "unauthorized", format!("{} may not read the stream", who.name));
     }
-    sse_stream(ctx.collector, q, &headers)
+    sse_stream(ctx.collector, q, who.tenant, &headers)
 }
 
 /// The SSE stream for a caller already authenticated by its binding: `GET /stream`, and the
 /// web view's stream behind its session cookie. Replay, live delivery and resume
 /// (`from`, else `Last-Event-ID`) as AEP-0003 §3.3 and §5 say.
-pub fn sse_stream(c: Arc<Collector>, q: StreamQuery, headers: &HeaderMap) -> Response {
+pub fn sse_stream(c: Arc<Collector>, q: StreamQuery, scope: super::Scope, headers: &HeaderMap) -> Response {
     let filter = match q.filter.as_deref() {
         None | Some("") => Filter::all(),
         Some(f) => match serde_json::from_str::<Value>(f).map_err(|e| ("invalid-filter", e.to_string())).and_then(|v| {
@@ -284,11 +308,11 @@ pub fn sse_stream(c: Arc<Collector>, q: StreamQuery, headers: &HeaderMap) -> Res
     let backlog = Backlog::new();
     if !live {
         // `live=0`: the replay alone, then the stream ends (AEP-0003 §5).
-        let replay = c.replay(filter, ceiling, from);
+        let replay = c.replay(filter, scope, ceiling, from);
         return sse_response(SseState::new(c, replay, None, backlog, heartbeat));
     }
     let (tx, rx) = mpsc::channel(c.cfg.subscriber_queue.max(1));
-    let (id, replay) = c.subscribe(Arc::from(""), filter, ceiling, from, tx, backlog.clone());
+    let (id, replay) = c.subscribe(Arc::from(""), filter, scope, ceiling, from, tx, backlog.clone());
     let live = Live { rx, _guard: Unsubscribe { c: c.clone(), id }, closing: c.closing.clone() };
     sse_response(SseState::new(c, replay, Some(live), backlog, heartbeat))
 }
@@ -533,16 +557,14 @@ async fn socket(
     ws: WebSocketUpgrade,
 ) -> Response {
     let presented = bearer(&headers).or(q.access_token.as_deref());
-    let authenticated = ctx.collector.control_enabled() && ctx.collector.authorized(presented);
-    if !ctx.collector.authorized(presented) {
-        return check_auth(&ctx.collector, presented).err().unwrap_or_else(|| StatusCode::UNAUTHORIZED.into_response());
-    }
+    let who = match check_auth(&ctx.collector, presented) {
+        Ok(p) => p,
+        Err(r) => return r,
+    };
     // One message is one event or frame: bounded like one POST body (not tungstenite's
     // 64 MiB default, which an idle sender could hold per connection).
     let max = ctx.collector.cfg.max_body;
-    ws.max_message_size(max)
-        .max_frame_size(max)
-        .on_upgrade(move |socket| super::ws::run_socket(socket, ctx, authenticated))
+    ws.max_message_size(max).max_frame_size(max).on_upgrade(move |socket| super::ws::run_socket(socket, ctx, who))
 }
 
 #[cfg(test)]

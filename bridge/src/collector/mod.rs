@@ -13,6 +13,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use aep_receivers::access::{Access, Principal};
+use aep_receivers::resend::HighWater;
+use aep_receivers::tenancy::Tenancy;
 use aep_schemas::filter::Filter;
 use aep_schemas::validate::Violation;
 use aep_schemas::{Capture, Severity};
@@ -153,14 +156,15 @@ impl Backlog {
 pub struct Replay {
     sub: Arc<str>,
     filter: Filter,
+    scope: Scope,
     ceiling: Option<Capture>,
     cursors: VecDeque<Cursor>,
     page: std::vec::IntoIter<Paged>,
 }
 
 impl Replay {
-    fn new(sub: Arc<str>, filter: Filter, ceiling: Option<Capture>, cursors: Vec<Cursor>) -> Self {
-        Self { sub, filter, ceiling, cursors: cursors.into(), page: Vec::new().into_iter() }
+    fn new(sub: Arc<str>, filter: Filter, scope: Scope, ceiling: Option<Capture>, cursors: Vec<Cursor>) -> Self {
+        Self { sub, filter, scope, ceiling, cursors: cursors.into(), page: Vec::new().into_iter() }
     }
 
     /// The next delivery owed, or `None` once the replay is over.
@@ -179,7 +183,7 @@ impl Replay {
                 }
                 Paged::Line(line) => {
                     let Some(ev) = aep_schemas::replay::parse(line) else { continue };
-                    if self.filter.matches(&ev.event) {
+                    if self.filter.matches(&ev.event) && c.sees(&self.scope, &ev.event) {
                         let event = down(&Arc::new(ev), self.ceiling);
                         return Some(Delivery::Event { sub: self.sub.clone(), event, frame: SharedFrame::default() });
                     }
@@ -213,11 +217,15 @@ impl Replay {
     }
 }
 
+/// The one tenant a reader is limited to (its token's), or `None`: every tenant.
+pub type Scope = Option<Arc<str>>;
+
 /// A live subscription.
 struct Subscriber {
     id: u64,
     sub: Arc<str>,
     filter: Filter,
+    scope: Scope,
     ceiling: Option<Capture>,
     tx: mpsc::Sender<Delivery>,
     backlog: Arc<Backlog>,
@@ -259,10 +267,36 @@ struct State {
     claims: Vec<Claim>,
 }
 
+/// Who may use a collector, whose each session is, and which events are resends: the
+/// parts a hub adds to one bridge's endpoint (see [`aep_receivers::access`],
+/// [`aep_receivers::tenancy`], [`aep_receivers::resend`]).
+pub struct Gate {
+    /// The tokens accepted and whom each names.
+    pub access: Arc<Access>,
+    /// Whose each session is.
+    pub tenancy: Arc<Tenancy>,
+    /// The highest position taken per emitter session, to drop an edge's resends.
+    pub resends: HighWater,
+}
+
+impl Gate {
+    /// One bridge's endpoint: the operator's token alone (or none), no tenants, resends
+    /// recognised within this run.
+    pub fn token(token: Option<String>) -> Self {
+        Self {
+            access: Arc::new(Access::token(token)),
+            tenancy: Arc::new(Tenancy::memory(None)),
+            resends: HighWater::new(None),
+        }
+    }
+}
+
 /// The collector, shared by the HTTP handlers and the pipeline tap.
 pub struct Collector {
     cfg: CollectorConfig,
-    token: Option<String>,
+    access: Arc<Access>,
+    tenancy: Arc<Tenancy>,
+    resends: HighWater,
     metrics: Arc<Metrics>,
     state: Mutex<State>,
     next_id: AtomicU64,
@@ -272,16 +306,13 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// A collector with these settings. With `token` set, every binding requires it and
-    /// control is enabled; without, the endpoint is watch-only (control refused in-band).
-    /// `local` sends commands to this process's own control loop (a claimant for the
-    /// sessions it owns).
-    pub fn new(
-        cfg: CollectorConfig,
-        token: Option<String>,
-        metrics: Arc<Metrics>,
-        local: Option<Commands>,
-    ) -> Arc<Self> {
+    /// A collector with these settings. With a token in the gate's access list, every
+    /// binding requires one and control is enabled for those that may answer; without, the
+    /// endpoint is watch-only (control refused in-band). The gate's tenancy says whose each
+    /// session is, for the tokens limited to one tenant. `local` sends commands to this
+    /// process's own control loop (a claimant for the sessions it owns).
+    pub fn new(cfg: CollectorConfig, gate: Gate, metrics: Arc<Metrics>, local: Option<Commands>) -> Arc<Self> {
+        let Gate { access, tenancy, resends } = gate;
         Arc::new(Self {
             state: Mutex::new(State {
                 buffers: ReplayBuffers::with_bytes(cfg.replay_buffer, MAX_SESSIONS, cfg.replay_bytes),
@@ -289,7 +320,9 @@ impl Collector {
                 claims: Vec::new(),
             }),
             cfg,
-            token,
+            access,
+            tenancy,
+            resends,
             metrics,
             next_id: AtomicU64::new(1),
             local,
@@ -312,16 +345,63 @@ impl Collector {
         MAX_SESSIONS
     }
 
-    /// Whether a token is configured (control enabled).
+    /// Whether some token may send commands (control enabled).
     pub fn control_enabled(&self) -> bool {
-        self.token.is_some()
+        self.access.control()
     }
 
-    /// Checks a bearer token; `true` when no token is configured.
-    pub fn authorized(&self, presented: Option<&str>) -> bool {
-        match &self.token {
+    /// Whom a bearer token names: `None` when it names no one and one is required.
+    pub fn principal(&self, presented: Option<&str>) -> Option<Principal> {
+        self.access.principal(presented)
+    }
+
+    /// The tokens this endpoint accepts.
+    pub fn access(&self) -> &Arc<Access> {
+        &self.access
+    }
+
+    /// Whether a reader limited to `scope` may see `ev`: its session's tenant (or, without a
+    /// session, its source's) is the reader's.
+    pub fn sees(&self, scope: &Scope, ev: &aep_schemas::Event) -> bool {
+        match scope {
             None => true,
-            Some(t) => presented.is_some_and(|p| crate::auth::constant_time_eq(p.as_bytes(), t.as_bytes())),
+            Some(t) => self.tenancy.tenant_of(ev.session.as_deref(), &ev.source).is_some_and(|o| o == *t),
+        }
+    }
+
+    /// Whether a reader limited to `scope` may see `session`.
+    pub fn sees_session(&self, scope: &Scope, session: &str) -> bool {
+        match scope {
+            None => true,
+            Some(t) => self.tenancy.tenant_of(Some(session), "").is_some_and(|o| o == *t),
+        }
+    }
+
+    /// Whether a sequenced event from a WebSocket emitter is new: an edge resends what its
+    /// hub had not confirmed when the link dropped, and a repeat is dropped here (counted)
+    /// rather than written twice.
+    pub fn fresh(&self, ev: &aep_schemas::Event) -> bool {
+        let (Some(session), Some(seq)) = (ev.session.as_deref(), ev.seq) else { return true };
+        let fresh = self.resends.fresh(&ev.agent, &ev.source, session, (ev.epoch(), seq));
+        if !fresh {
+            self.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "resent")]);
+        }
+        fresh
+    }
+
+    /// Admits an event from `p` onto this endpoint: `p` may emit, and the event's session
+    /// (or source) is its tenant's, or new and from now on its tenant's (AEP-0004 §4.2
+    /// item 3: a policy refusal is `unauthorized`). The refusal's text names no owner.
+    pub fn may_emit(&self, p: &Principal, ev: &aep_schemas::Event) -> Result<(), String> {
+        if !p.emit {
+            return Err(format!("{} may not emit events here", p.name));
+        }
+        match &p.tenant {
+            None => Ok(()),
+            Some(t) => self
+                .tenancy
+                .claim(ev.session.as_deref(), &ev.source, t)
+                .map_err(|_| format!("{} may not write to this session: it belongs to another tenant", p.name)),
         }
     }
 
@@ -355,7 +435,14 @@ impl Collector {
     /// it is read, each exhausted position's marker ahead of its session's events
     /// (AEP-0003 §5). Only the cursors are made here: events admitted from now on are not
     /// owed (they are live).
-    fn replay_of(st: &State, sub: Arc<str>, filter: Filter, ceiling: Option<Capture>, from: Option<From>) -> Replay {
+    fn replay_of(
+        st: &State,
+        sub: Arc<str>,
+        filter: Filter,
+        scope: Scope,
+        ceiling: Option<Capture>,
+        from: Option<From>,
+    ) -> Replay {
         let cursors = match from {
             None => Vec::new(),
             // Replay-all: every held session from its earliest held position; no
@@ -366,14 +453,14 @@ impl Collector {
                 ps.iter().filter_map(|(session, pos)| st.buffers.replay_after(session, *pos)).collect()
             }
         };
-        Replay::new(sub, filter, ceiling, cursors)
+        Replay::new(sub, filter, scope, ceiling, cursors)
     }
 
     /// The replay alone, for a consumer that asked for no live delivery (`live=0`).
-    pub fn replay(&self, filter: Filter, ceiling: Option<Capture>, from: Option<From>) -> Replay {
+    pub fn replay(&self, filter: Filter, scope: Scope, ceiling: Option<Capture>, from: Option<From>) -> Replay {
         match self.state.lock() {
-            Ok(st) => Self::replay_of(&st, Arc::from(""), filter, ceiling, from),
-            Err(_) => Replay::new(Arc::from(""), filter, ceiling, Vec::new()),
+            Ok(st) => Self::replay_of(&st, Arc::from(""), filter, scope, ceiling, from),
+            Err(_) => Replay::new(Arc::from(""), filter, scope, ceiling, Vec::new()),
         }
     }
 
@@ -381,19 +468,23 @@ impl Collector {
     /// it is owed, so replay and live delivery neither overlap nor leave a gap. The caller
     /// delivers the replay before anything it receives on `tx`. `backlog` counts what waits
     /// in `tx` and is cut if the subscription falls behind (AEP-0003 §8.4).
+    #[allow(clippy::too_many_arguments)] // one subscription's parts, each from its own request field
     pub fn subscribe(
         &self,
         sub: Arc<str>,
         filter: Filter,
+        scope: Scope,
         ceiling: Option<Capture>,
         from: Option<From>,
         tx: mpsc::Sender<Delivery>,
         backlog: Arc<Backlog>,
     ) -> (u64, Replay) {
         let id = self.next_id();
-        let Ok(mut st) = self.state.lock() else { return (id, Replay::new(sub, filter, ceiling, Vec::new())) };
-        let replay = Self::replay_of(&st, sub.clone(), filter.clone(), ceiling, from);
-        st.subscribers.push(Subscriber { id, sub, filter, ceiling, tx, backlog });
+        let Ok(mut st) = self.state.lock() else {
+            return (id, Replay::new(sub, filter, scope, ceiling, Vec::new()));
+        };
+        let replay = Self::replay_of(&st, sub.clone(), filter.clone(), scope.clone(), ceiling, from);
+        st.subscribers.push(Subscriber { id, sub, filter, scope, ceiling, tx, backlog });
         self.metrics.subscribers.fetch_add(1, Ordering::Relaxed);
         (id, replay)
     }
@@ -432,10 +523,14 @@ impl Collector {
     /// The roster snapshot (AEP-0003 §4.1): one entry per live claim, declarations verbatim.
     /// The sessions this process's own control loop owns are claims too (they route, so
     /// they are listed), declaring what this endpoint's `hello` declares for control.
-    pub fn roster(&self) -> Vec<Value> {
+    /// A reader limited to `scope` is listed its tenant's claims only.
+    pub fn roster(&self, scope: &Scope) -> Vec<Value> {
         let mut entries = Vec::new();
         if let Some(l) = &self.local {
             for (session, agent) in l.claims() {
+                if !self.sees_session(scope, &session) {
+                    continue;
+                }
                 let accepts = if self.control_enabled() { l.accepts_for(&agent) } else { Vec::new() };
                 entries.push(json!({
                     "session": session, "agent": agent, "instance": Self::instance(),
@@ -443,8 +538,9 @@ impl Collector {
                 }));
             }
         }
-        if let Ok(st) = self.state.lock() {
-            for c in &st.claims {
+        let claims: Vec<Claim> = self.state.lock().map(|st| st.claims.clone()).unwrap_or_default();
+        {
+            for c in claims.iter().filter(|c| self.sees_session(scope, &c.session)) {
                 let mut e = json!({ "session": c.session });
                 for (k, v) in
                     [("agent", c.agent.clone().map(Value::String)), ("instance", c.instance.clone().map(Value::String))]
@@ -577,7 +673,7 @@ impl Tap for Collector {
                 dead.push(s.id);
                 continue;
             }
-            if !s.filter.matches(&ev.event) {
+            if !s.filter.matches(&ev.event) || !self.sees(&s.scope, &ev.event) {
                 continue;
             }
             if sev < Severity::Notice && s.tx.capacity() == 0 {
@@ -675,9 +771,21 @@ pub async fn submit_command(
     collector: &Collector,
     pipeline: &crate::pipeline::Pipeline,
     stamped: Arc<Stamped>,
+    sender: &Principal,
 ) -> Result<(), CommandRefused> {
     let cause = stamped.event.id.clone();
     let refused = |code: &'static str, detail: String| CommandRefused { cause: cause.clone(), code, detail };
+    // AEP-0004 §4.2 item 3: who may command whom is this endpoint's policy, refused as
+    // `unauthorized`: a token that may not answer, or a session of another tenant (told
+    // apart from a session nobody holds only by a token that sees it).
+    if !sender.answer {
+        return Err(refused("unauthorized", format!("{} may not send commands", sender.name)));
+    }
+    if let Some(session) = stamped.event.session.as_deref()
+        && !collector.sees_session(&sender.tenant, session)
+    {
+        return Err(refused("unauthorized", format!("{} may not command this session", sender.name)));
+    }
     let route = collector.route(&stamped.event);
     if let Route::Refused(code, detail) = route {
         return Err(refused(code, detail));
@@ -724,10 +832,10 @@ mod tests {
     fn the_byte_bound_drops_info_then_cuts_on_notice() {
         let cfg = CollectorConfig { subscriber_bytes: 10_000, ..CollectorConfig::default() };
         let metrics = Arc::new(Metrics::new());
-        let c = Collector::new(cfg, None, metrics.clone(), None);
+        let c = Collector::new(cfg, Gate::token(None), metrics.clone(), None);
         let (tx, mut rx) = mpsc::channel(100);
         let backlog = Backlog::new();
-        c.subscribe(Arc::from(""), Filter::all(), None, None, tx, backlog.clone());
+        c.subscribe(Arc::from(""), Filter::all(), None, None, None, tx, backlog.clone());
         // Three lines of ~4 KB: the third is over 10 KB queued and, being info, dropped.
         let shed: Vec<u64> = (0..3).map(|i| c.admit(&event(i, Severity::Info, 4_000))).collect();
         assert_eq!(shed, [0, 0, 1]);
@@ -750,7 +858,7 @@ mod tests {
         assert_eq!(queued, [1, 3], "what it had queued is still delivered before it ends");
         // One event larger than the bound still reaches an empty queue.
         let (tx, _rx) = mpsc::channel(100);
-        c.subscribe(Arc::from(""), Filter::all(), None, None, tx, Backlog::new());
+        c.subscribe(Arc::from(""), Filter::all(), None, None, None, tx, Backlog::new());
         assert_eq!(c.admit(&event(6, Severity::Notice, 20_000)), 0);
     }
 }

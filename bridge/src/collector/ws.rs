@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::{Backlog, Bound, Claim, Ctx, Delivery, Replay, parse_from};
 use crate::pipeline::Stamped;
+use aep_receivers::access::Principal;
 
 /// Most concurrent subscriptions per connection (`limit-exceeded` beyond, AEP-0003 §6.5).
 const MAX_SUBS: usize = 64;
@@ -29,7 +30,8 @@ struct Conn {
     instance: Option<String>,
     control: Option<Value>,
     emits: Option<Value>,
-    authenticated: bool,
+    /// Whom the connection's token names: what it may do, and which tenant it sees.
+    who: Principal,
     subs: HashMap<String, u64>,
     /// Last delivered position per (sub, session), for the `closing` frame.
     delivered: HashMap<(Arc<str>, String), (u64, u64)>,
@@ -77,14 +79,14 @@ impl Conn {
 }
 
 /// Runs one upgraded connection until it closes (axum's socket, split).
-pub(super) async fn run_socket(socket: WebSocket, ctx: Ctx, authenticated: bool) {
+pub(super) async fn run_socket(socket: WebSocket, ctx: Ctx, who: Principal) {
     let (sink, stream) = socket.split();
-    run(sink, stream, ctx, authenticated).await;
+    run(sink, stream, ctx, who).await;
 }
 
 /// Runs one connection until it closes: frames in from `stream`, frames out to `sink`.
 /// Generic over the two halves, so a test hands it a channel pair instead of a socket.
-pub(super) async fn run<Tx, Rx, E>(mut sink: Tx, mut stream: Rx, ctx: Ctx, authenticated: bool)
+pub(super) async fn run<Tx, Rx, E>(mut sink: Tx, mut stream: Rx, ctx: Ctx, who: Principal)
 where
     Tx: Sink<Message> + Unpin,
     Rx: Stream<Item = Result<Message, E>> + Unpin,
@@ -135,12 +137,12 @@ where
         instance: ident.and_then(|i| i.get("instance")).and_then(Value::as_str).map(str::to_owned),
         control: caps.and_then(|c| c.get("control")).cloned(),
         emits: caps.and_then(|c| c.get("emits")).cloned(),
-        authenticated,
+        who,
         subs: HashMap::new(),
         delivered: HashMap::new(),
         backlog: Backlog::new(),
     };
-    let accepts = if authenticated { c.local_accepts() } else { Vec::new() };
+    let accepts = if conn.who.answer { c.local_accepts() } else { Vec::new() };
     let reply = json!({
         "type": "hello",
         "versions": [AEP_VERSION],
@@ -256,8 +258,10 @@ async fn handle_frame(
         return handle_event(v, t, conn, ctx, cmd_tx).await.into_iter().map(Out::Frame).collect();
     }
     let id = v.get("id");
-    // Watch-class requests are honoured on consumer/both connections only (AEP-0003 §4.1 rule 2).
+    // Watch-class requests are honoured on consumer/both connections only (AEP-0003 §4.1
+    // rule 2), and for a token that may read.
     let watch_ok = conn.role != "emitter";
+    let may_view = conn.who.view;
     let refuse = |code: &str, detail: String| vec![Out::Frame(err_frame(id, code, detail))];
     match ty {
         "subscribe" => {
@@ -265,6 +269,9 @@ async fn handle_frame(
             // the connection and its other subscriptions alone.
             if !watch_ok {
                 return refuse("unauthorized", "emitter connections cannot subscribe".into());
+            }
+            if !may_view {
+                return refuse("unauthorized", format!("{} may not subscribe", conn.who.name));
             }
             let Some(sid) = id.and_then(Value::as_str) else {
                 return refuse("invalid-filter", "subscribe needs a string id".into());
@@ -302,7 +309,8 @@ async fn handle_frame(
                 conn.delivered.retain(|(sub, _), _| &**sub != sid);
             }
             let sub: Arc<str> = Arc::from(sid);
-            let (subid, replay) = c.subscribe(sub, filter, ceiling, from, dtx.clone(), conn.backlog.clone());
+            let scope = conn.who.tenant.clone();
+            let (subid, replay) = c.subscribe(sub, filter, scope, ceiling, from, dtx.clone(), conn.backlog.clone());
             conn.subs.insert(sid.to_owned(), subid);
             // `subscribed`, then the replay, then live delivery: the replay is written before
             // the connection loop reads the live queue again (AEP-0003 §5, §6.5).
@@ -321,10 +329,15 @@ async fn handle_frame(
             if !watch_ok {
                 return refuse("unauthorized", "emitter connections cannot request the roster".into());
             }
+            if !may_view {
+                return refuse("unauthorized", format!("{} may not read the roster", conn.who.name));
+            }
             if id.is_none() {
                 return refuse("invalid-frame", "roster needs an id".into());
             }
-            vec![Out::Frame(json!({"type": "roster", "id": id.cloned().unwrap_or(Value::Null), "entries": c.roster()}))]
+            vec![Out::Frame(
+                json!({"type": "roster", "id": id.cloned().unwrap_or(Value::Null), "entries": c.roster(&conn.who.tenant)}),
+            )]
         }
         "ping" => {
             // AEP-0003 §3.5 rule 5: echoed as pong.
@@ -366,16 +379,24 @@ async fn handle_event(
         let refused =
             |code: &str, detail: String| vec![json!({"type": "error", "cause": ev.id, "code": code, "detail": detail})];
         // AEP-0004 §4.1: control flows only on authenticated bindings, unconditionally.
-        if !conn.authenticated {
+        if !c.access().required() {
             return refused(
                 "unauthorized",
                 "control requires an authenticated binding (start the bridge with a token)".into(),
             );
         }
-        return match super::submit_command(c, &ctx.pipeline, stamped).await {
+        return match super::submit_command(c, &ctx.pipeline, stamped, &conn.who).await {
             Ok(()) => Vec::new(),
             Err(r) => vec![r.frame()],
         };
+    }
+    // AEP-0001 §5.3: a repeat of a position already taken from this source is an edge's
+    // resend after a reconnect: taken once.
+    if !c.fresh(ev) {
+        return Vec::new();
+    }
+    if let Err(why) = c.may_emit(&conn.who, ev) {
+        return vec![json!({"type": "error", "cause": ev.id, "code": "unauthorized", "detail": why})];
     }
     if let (Some(session), true) = (ev.session.clone(), ev.seq.is_some()) {
         c.claim(Claim {
@@ -431,14 +452,16 @@ mod tests {
     /// A collector (tapped by a pipeline, as the daemon wires it) and one connection to it
     /// over a pair of channels: no socket, no listener. The handler's task ends with it.
     fn connect(authenticated: bool) -> (Ctx, Peer, tokio::task::JoinHandle<()>) {
+        let who = if authenticated { Principal::operator() } else { Principal::anonymous() };
         let metrics = Arc::new(Metrics::new());
-        let collector = Collector::new(CollectorConfig::default(), None, metrics.clone(), None);
+        let collector =
+            Collector::new(CollectorConfig::default(), crate::collector::Gate::token(None), metrics.clone(), None);
         let pipeline = PipelineBuilder::new(1, "h", metrics).tap(collector.clone()).build();
         let ctx = Ctx { collector, pipeline };
         let (to, mut inbound) = mpsc::channel::<Message>(16);
         let (outbound, from) = mpsc::channel::<Message>(16);
         let rx = stream::poll_fn(move |cx| inbound.poll_recv(cx).map(|m| m.map(Ok::<_, Infallible>)));
-        let task = tokio::spawn(run(PollSender::new(outbound), rx, ctx.clone(), authenticated));
+        let task = tokio::spawn(run(PollSender::new(outbound), rx, ctx.clone(), who));
         (ctx, Peer { to, from }, task)
     }
 

@@ -350,8 +350,9 @@ impl History {
         self.complete.store(true, Ordering::Release);
     }
 
-    /// One page of sessions matching `q`, newest activity first (refreshing first).
-    pub fn query(&self, q: &Query) -> Page {
+    /// One page of sessions matching `q` among those `visible` (a login's tenant), newest
+    /// activity first (refreshing first).
+    pub fn query(&self, q: &Query, visible: &dyn Fn(&Summary) -> bool) -> Page {
         let indexing = self.catch_up(Instant::now());
         let limit = q.limit.unwrap_or(200).clamp(1, 1000);
         let sev = q.severity.as_deref().filter(|s| !s.is_empty()).map(severity_rank);
@@ -377,7 +378,8 @@ impl History {
             {
                 return false;
             }
-            q.agent.as_deref().is_none_or(|a| a.is_empty() || s.agent == a)
+            visible(s)
+                && q.agent.as_deref().is_none_or(|a| a.is_empty() || s.agent == a)
                 && q.session.as_deref().is_none_or(|x| s.session.contains(x))
                 && q.ty.as_deref().is_none_or(|t| s.types.iter().any(|x| x.starts_with(t)))
                 && sev.is_none_or(|v| severity_rank(s.severity) >= v)
@@ -576,7 +578,7 @@ mod tests {
         );
         write(dir.path(), "a", "s1", &body);
         let h = History::new(dir.path().join("logs"), 36500, 100);
-        let page = h.query(&Query::default());
+        let page = h.query(&Query::default(), &|_| true);
         assert_eq!(page.sessions.len(), 1);
         let s = &page.sessions[0];
         assert_eq!((s.agent.as_str(), s.session.as_str(), s.label.as_str()), ("a", "s1", "fix the build"));
@@ -594,11 +596,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "a", "s1", &line("session.started", 1, "2026-07-03T10:00:00Z", json!({})));
         let h = History::new(dir.path().join("logs"), 36500, 100);
-        assert_eq!(h.query(&Query::default()).sessions.len(), 1);
+        assert_eq!(h.query(&Query::default(), &|_| true).sessions.len(), 1);
         // Written right after that answer (the page opened its live stream in between), then
         // asked for: in the next answer, not left for a later refresh.
         write(dir.path(), "a", "s2", &line("session.started", 1, "2026-07-03T10:00:01Z", json!({})));
-        assert_eq!(h.query(&Query::default()).sessions.len(), 2, "the new session is in the next answer");
+        assert_eq!(h.query(&Query::default(), &|_| true).sessions.len(), 2, "the new session is in the next answer");
     }
 
     #[test]
@@ -609,12 +611,12 @@ mod tests {
         let (head, rest) = second.split_at(30);
         write(dir.path(), "a", "s1", head);
         let h = History::new(dir.path().join("logs"), 36500, 100);
-        assert_eq!(h.query(&Query::default()).sessions[0].events, 1, "the torn line is not counted");
+        assert_eq!(h.query(&Query::default(), &|_| true).sessions[0].events, 1, "the torn line is not counted");
         let page = h.events("a", "s1", None, 10).unwrap();
         assert_eq!(page.lines.len(), 1, "nor served");
         write(dir.path(), "a", "s1", rest);
         fresh(&h);
-        let s = h.query(&Query::default()).sessions[0].clone();
+        let s = h.query(&Query::default(), &|_| true).sessions[0].clone();
         assert_eq!((s.events, s.runs), (2, 1));
         assert_eq!(h.lock().files[&p].read, std::fs::metadata(&p).unwrap().len());
     }
@@ -635,18 +637,18 @@ mod tests {
         }
         let h = History::new(dir.path().join("logs"), 36500, 1000);
         let q = Query { limit: Some(10), ..Default::default() };
-        let p1 = h.query(&q);
+        let p1 = h.query(&q, &|_| true);
         assert_eq!(p1.sessions.iter().map(|s| s.session.as_str()).collect::<Vec<_>>()[..3], ["s29", "s28", "s27"]);
-        let p2 = h.query(&Query { before: p1.next.clone(), ..q.clone() });
+        let p2 = h.query(&Query { before: p1.next.clone(), ..q.clone() }, &|_| true);
         assert_eq!(p2.sessions[0].session, "s19");
-        let p3 = h.query(&Query { before: p2.next.clone(), ..q.clone() });
+        let p3 = h.query(&Query { before: p2.next.clone(), ..q.clone() }, &|_| true);
         assert_eq!((p3.sessions.len(), p3.sessions[9].session.as_str(), p3.next.as_deref()), (10, "s00", None));
-        let b = h.query(&Query { agent: Some("b".into()), ..Default::default() });
+        let b = h.query(&Query { agent: Some("b".into()), ..Default::default() }, &|_| true);
         assert_eq!(b.sessions.len(), 10);
-        let found = h.query(&Query { text: Some("NEEDLE-in".into()), ..Default::default() });
+        let found = h.query(&Query { text: Some("NEEDLE-in".into()), ..Default::default() }, &|_| true);
         assert_eq!(found.sessions.iter().map(|s| s.session.as_str()).collect::<Vec<_>>(), ["s07"]);
         assert!(found.scanned > 0);
-        let by_type = h.query(&Query { ty: Some("progress.".into()), since: Some(0), ..Default::default() });
+        let by_type = h.query(&Query { ty: Some("progress.".into()), since: Some(0), ..Default::default() }, &|_| true);
         assert_eq!(by_type.sessions.len(), 30);
     }
 
@@ -672,7 +674,11 @@ mod tests {
         assert_eq!(seqs(&a), [8, 7, 6, 5]);
         let b = h.events("a", "s1", a.next.as_deref(), 10).unwrap();
         assert_eq!((seqs(&b), b.next), (vec![4, 3, 2, 1], None));
-        assert_eq!(h.query(&Query::default()).sessions[0].events, 8, "the summary reads the rotated part too");
+        assert_eq!(
+            h.query(&Query::default(), &|_| true).sessions[0].events,
+            8,
+            "the summary reads the rotated part too"
+        );
         assert!(matches!(h.events("a", "nope", None, 4), Err(HistoryError::NotFound)));
         assert!(matches!(h.events("a", "s1", Some("x"), 4), Err(HistoryError::BadCursor(_))));
     }

@@ -15,11 +15,12 @@ use serde_json::{Value, json};
 
 use super::SENDER;
 use super::config::UiConfig;
-use super::history::{History, HistoryError, Query as HistoryQuery};
+use super::history::{History, HistoryError, Query as HistoryQuery, Summary};
 use super::sessions::Sessions;
 use crate::collector::{self, Collector, StreamQuery};
 use crate::pipeline::Pipeline;
 use crate::time::now_ms;
+use aep_receivers::access::Principal;
 
 /// Largest body the view's endpoints take (a login, an answer with its form values).
 pub const MAX_BODY: usize = 64 * 1024;
@@ -45,7 +46,6 @@ const STYLE: &str = include_str!("assets/app.css");
 pub struct Ui {
     collector: Arc<Collector>,
     pipeline: Pipeline,
-    token: Option<String>,
     sessions: Sessions,
     /// Host names accepted in `Host` besides IP addresses and `localhost`.
     hosts: Vec<String>,
@@ -69,7 +69,8 @@ pub struct Ui {
 impl Ui {
     /// The view over `collector` (its stream and command routing) and the `pipeline` its
     /// commands are recorded in, for the bridge run `epoch` on `host` (the name its events'
-    /// sources carry). With `token`, every route but the page and the login wants a session;
+    /// sources carry). With a token in the collector's access list, every route but the
+    /// page and the login wants a session, and a session sees what its token may;
     /// sessions are kept under `data_dir` when given. `logs` is the JSONL logs folder when
     /// the logs are written: the page's history reads it (an index is built at once, on a
     /// thread of its own, so the first page finds it ready).
@@ -77,7 +78,6 @@ impl Ui {
     pub fn new(
         collector: Arc<Collector>,
         pipeline: Pipeline,
-        token: Option<String>,
         data_dir: Option<&std::path::Path>,
         host: &str,
         epoch: u64,
@@ -92,7 +92,6 @@ impl Ui {
         Arc::new(Self {
             collector,
             pipeline,
-            token,
             sessions: Sessions::new(data_dir.map(|d| d.join("ui-sessions.json")), now_ms()),
             hosts,
             source: format!("aep://{}/agent/{SENDER}", if host.is_empty() { "localhost" } else { host }),
@@ -110,10 +109,24 @@ impl Ui {
         })
     }
 
-    /// The session secret this request's cookie names, when it is live.
-    fn session(&self, headers: &HeaderMap) -> Option<String> {
+    /// The session secret this request's cookie names, when it is live, and whom it
+    /// belongs to (a session whose access entry was removed ends with it).
+    fn session(&self, headers: &HeaderMap) -> Option<(String, Principal)> {
         let secret = cookie(headers)?;
-        self.sessions.valid(&secret, now_ms()).then_some(secret)
+        let who = self.sessions.who(&secret, now_ms())?;
+        let access = self.collector.access();
+        let who = match who.as_str() {
+            // Kept from before access lists: the token's holder, or anonymous without one.
+            "" if access.required() => Principal::operator(),
+            "" => Principal::anonymous(),
+            name => access.by_name(name)?,
+        };
+        Some((secret, who))
+    }
+
+    /// Whether the view asks for a login.
+    fn token(&self) -> bool {
+        self.collector.access().required()
     }
 
     /// `Host` is an IP address, `localhost` or a configured name (DNS-rebinding guard).
@@ -220,10 +233,10 @@ fn same_origin(headers: &HeaderMap) -> bool {
 /// login). Without a token the view is open: a session is started on first sight.
 async fn session(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
     let now = now_ms();
-    let (secret, fresh) = match ui.session(&headers) {
-        Some(s) => (s, false),
-        None if ui.token.is_none() => match ui.sessions.create(now) {
-            Ok(s) => (s, true),
+    let (secret, who, fresh) = match ui.session(&headers) {
+        Some((s, who)) => (s, who, false),
+        None if !ui.token() => match ui.sessions.create_for(now, "anonymous") {
+            Ok(s) => (s, Principal::anonymous(), true),
             Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string()),
         },
         None => return error(StatusCode::UNAUTHORIZED, "unauthorized", "log in with the bridge's token"),
@@ -233,9 +246,13 @@ async fn session(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
     };
     let body = json!({
         "nonce": nonce,
-        "token": ui.token.is_some(),
-        // AEP-0004 §4.1: control flows only on authenticated bindings (a token is set).
-        "control": ui.collector.control_enabled(),
+        "token": ui.token(),
+        // AEP-0004 §4.1: control flows only on authenticated bindings (a token is set), and
+        // for a login whose token may answer.
+        "control": ui.collector.control_enabled() && who.answer,
+        // Whose sessions this page shows: one tenant's, or every one (`null`).
+        "who": &*who.name,
+        "tenant": who.tenant.as_deref(),
         // Which events this bridge stamped, and in which run: the page expires the requests
         // of an earlier run, whose held hooks were released when it stopped.
         "epoch": ui.epoch,
@@ -283,13 +300,19 @@ async fn login(
         return res;
     }
     let presented = url::form_urlencoded::parse(&body).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
-    if !crate::auth::bearer_ok(ui.token.as_deref(), presented.as_deref()) {
-        ui.logins.failed(client, now);
-        log_refusals(&ui, now);
-        return error(StatusCode::FORBIDDEN, "forbidden", "the token is not valid");
-    }
+    let who = match ui.collector.access().principal(presented.as_deref()) {
+        Some(who) if ui.token() => who,
+        _ => {
+            ui.logins.failed(client, now);
+            log_refusals(&ui, now);
+            return error(StatusCode::FORBIDDEN, "forbidden", "the token is not valid");
+        }
+    };
     ui.logins.succeeded(client);
-    match ui.sessions.create(now_ms()) {
+    if !who.view {
+        return error(StatusCode::FORBIDDEN, "forbidden", format!("{} may not use the web view", who.name));
+    }
+    match ui.sessions.create_for(now_ms(), &who.name) {
         Ok(secret) => ([(header::SET_COOKIE, set_cookie(&secret))], StatusCode::NO_CONTENT).into_response(),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", e.to_string()),
     }
@@ -307,10 +330,10 @@ fn log_refusals(ui: &Ui, now: u64) {
 }
 
 /// Checks a state-changing request: a live session (401), from this origin (403), with a
-/// nonce minted for that session (403). Returns the session secret.
+/// nonce minted for that session (403). Returns the session secret and whose it is.
 #[allow(clippy::result_large_err)] // the error is the response itself, built once per refusal
-fn checked(ui: &Ui, headers: &HeaderMap) -> Result<String, Response> {
-    let Some(secret) = ui.session(headers) else {
+fn checked(ui: &Ui, headers: &HeaderMap) -> Result<(String, Principal), Response> {
+    let Some((secret, who)) = ui.session(headers) else {
         return Err(error(StatusCode::UNAUTHORIZED, "unauthorized", "log in first"));
     };
     if !same_origin(headers) {
@@ -320,13 +343,13 @@ fn checked(ui: &Ui, headers: &HeaderMap) -> Result<String, Response> {
     if !ui.sessions.nonce_ok(&secret, nonce, now_ms()) {
         return Err(error(StatusCode::FORBIDDEN, "forbidden", "the page's nonce is missing or stale; reload"));
     }
-    Ok(secret)
+    Ok((secret, who))
 }
 
 /// `POST /ui/logout`: ends the session.
 async fn logout(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
     match checked(&ui, &headers) {
-        Ok(secret) => {
+        Ok((secret, _)) => {
             ui.sessions.remove(&secret);
             let clear = HeaderValue::from_static("aep_ui=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
             ([(header::SET_COOKIE, clear)], StatusCode::NO_CONTENT).into_response()
@@ -339,11 +362,11 @@ async fn logout(State(ui): State<Arc<Ui>>, headers: HeaderMap) -> Response {
 /// cookie. AEP-0003 §8.1 lets a browser's stream carry `?access_token=`; the view never
 /// does (a URL ends up in history, logs and referrers), and ignores one given here.
 async fn stream(State(ui): State<Arc<Ui>>, Query(mut q): Query<StreamQuery>, headers: HeaderMap) -> Response {
-    if ui.session(&headers).is_none() {
+    let Some((_, who)) = ui.session(&headers) else {
         return error(StatusCode::UNAUTHORIZED, "unauthorized", "log in first");
-    }
+    };
     q.access_token = None;
-    collector::sse_stream(ui.collector.clone(), q, &headers)
+    collector::sse_stream(ui.collector.clone(), q, who.tenant, &headers)
 }
 
 /// `POST /ui/answer` `{request, session, answer: {option | text | values}}`: sends
@@ -351,9 +374,10 @@ async fn stream(State(ui): State<Arc<Ui>>, Query(mut q): Query<StreamQuery>, hea
 /// the path a `/socket` sender's command takes. 202 with the command id once routed; the
 /// ack and the outcome arrive on the stream (AEP-0004 §3, §7).
 async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
-    if let Err(r) = checked(&ui, &headers) {
-        return r;
-    }
+    let who = match checked(&ui, &headers) {
+        Ok((_, who)) => who,
+        Err(r) => return r,
+    };
     let body = match body {
         Ok(b) => b,
         Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
@@ -409,7 +433,7 @@ async fn answer(State(ui): State<Arc<Ui>>, headers: HeaderMap, body: Result<Byte
         Ok(s) => Arc::new(s),
         Err(v) => return error(StatusCode::BAD_REQUEST, "invalid", format!("{}: {}", v.rule, v.message)),
     };
-    match collector::submit_command(&ui.collector, &ui.pipeline, stamped).await {
+    match collector::submit_command(&ui.collector, &ui.pipeline, stamped, &who).await {
         Ok(()) => {
             tracing::info!(sender = SENDER, "Answer sent from the web view.");
             // What was sent, exactly: the page shows it on the card.
@@ -429,9 +453,9 @@ async fn history(
     headers: HeaderMap,
     q: Result<Query<HistoryQuery>, QueryRejection>,
 ) -> Response {
-    if ui.session(&headers).is_none() {
+    let Some((_, who)) = ui.session(&headers) else {
         return error(StatusCode::UNAUTHORIZED, "unauthorized", "log in first");
-    }
+    };
     let q = match q {
         Ok(Query(q)) => q,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid", e.body_text()),
@@ -445,7 +469,10 @@ async fn history(
     let Ok(_turn) = ui.reads.acquire().await else {
         return error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "shutting down");
     };
-    match tokio::task::spawn_blocking(move || h.query(&q)).await {
+    // A login limited to one tenant pages through that tenant's sessions alone.
+    let c = ui.collector.clone();
+    let visible = move |s: &Summary| c.sees_session(&who.tenant, &s.session);
+    match tokio::task::spawn_blocking(move || h.query(&q, &visible)).await {
         Ok(page) => axum::Json(page).into_response(),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()),
     }
@@ -467,13 +494,17 @@ async fn events(
     headers: HeaderMap,
     q: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Response {
-    if ui.session(&headers).is_none() {
+    let Some((_, who)) = ui.session(&headers) else {
         return error(StatusCode::UNAUTHORIZED, "unauthorized", "log in first");
-    }
+    };
     let q = match q {
         Ok(Query(q)) => q,
         Err(e) => return error(StatusCode::BAD_REQUEST, "invalid", e.body_text()),
     };
+    // Another tenant's session is not found, the same answer as one that does not exist.
+    if !ui.collector.sees_session(&who.tenant, &q.session) {
+        return error(StatusCode::NOT_FOUND, "not-found", HistoryError::NotFound.to_string());
+    }
     let Some(h) = ui.history.clone() else {
         return error(StatusCode::NOT_FOUND, "no-history", "the JSONL logs are off ([jsonl] enabled = false)");
     };

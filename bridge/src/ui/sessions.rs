@@ -30,6 +30,10 @@ struct Session {
     secret: String,
     seen_ms: u64,
     nonces: VecDeque<String>,
+    /// Who logged in: the access entry's name (`operator` for the bridge's own token);
+    /// empty in sessions kept before access lists existed (the operator's, or anonymous).
+    #[serde(default)]
+    who: String,
 }
 
 /// Why a secret could not be minted.
@@ -92,6 +96,11 @@ impl Sessions {
 
     /// Starts a session; returns its secret (the cookie value).
     pub fn create(&self, now_ms: u64) -> Result<String, RandomError> {
+        self.create_for(now_ms, "")
+    }
+
+    /// A new session for `who` (an access entry's name), as [`Sessions::create`].
+    pub fn create_for(&self, now_ms: u64, who: &str) -> Result<String, RandomError> {
         let secret = random()?;
         let mut held = self.lock();
         held.retain(|s| s.seen_ms.saturating_add(IDLE_MS) >= now_ms);
@@ -101,7 +110,7 @@ impl Sessions {
                 held.remove(i);
             }
         }
-        held.push(Session { secret: secret.clone(), seen_ms: now_ms, nonces: VecDeque::new() });
+        held.push(Session { secret: secret.clone(), seen_ms: now_ms, nonces: VecDeque::new(), who: who.to_owned() });
         self.save(&held);
         Ok(secret)
     }
@@ -110,6 +119,15 @@ impl Sessions {
         held.iter_mut().find(|s| {
             constant_time_eq(s.secret.as_bytes(), secret.as_bytes()) && s.seen_ms.saturating_add(IDLE_MS) >= now_ms
         })
+    }
+
+    /// Who a live session belongs to (see [`Sessions::create_for`]), touching it as
+    /// [`Sessions::valid`] does.
+    pub fn who(&self, secret: &str, now_ms: u64) -> Option<String> {
+        let mut held = self.lock();
+        let s = Self::find(&mut held, secret, now_ms)?;
+        s.seen_ms = now_ms;
+        Some(s.who.clone())
     }
 
     /// Whether `secret` names a live session (and marks it used).

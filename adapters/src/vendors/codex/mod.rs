@@ -97,8 +97,8 @@ pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
         (
             "PostToolUse",
             &[
-                // A subagent's own tool calls name it (`spawn_agent`; the recordings' subagent
-                // ran none: seen in the e2e codex-subagent run, Codex 0.171.0).
+                // A subagent's own tool calls name it (`spawn_agent`; recorded from the e2e
+                // codex-subagent run, Codex 0.171.0: `c11_0.171.0_subagent_tools.jsonl`).
                 "agent_id",
                 "agent_type",
                 "hook_event_name",
@@ -117,8 +117,8 @@ pub static VOCABULARY: crate::drift::Vocabulary = crate::drift::Vocabulary {
         (
             "PreToolUse",
             &[
-                // A subagent's own tool calls name it (`spawn_agent`; the recordings' subagent
-                // ran none: seen in the e2e codex-subagent run, Codex 0.171.0).
+                // A subagent's own tool calls name it (`spawn_agent`; recorded from the e2e
+                // codex-subagent run, Codex 0.171.0: `c11_0.171.0_subagent_tools.jsonl`).
                 "agent_id",
                 "agent_type",
                 "hook_event_name",
