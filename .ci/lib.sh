@@ -2,7 +2,8 @@
 
 # failed_tests LOG: one line per test that failed in a `cargo test` output, named with its
 # test binary ("aep-bridge tests/kimi_ws_bridge.rs: primary_maps_..."), then one line per
-# test binary that failed without naming a test (a crash, a build error).
+# test binary that failed without naming a test (a crash, a build error, doc-tests that
+# did not compile).
 failed_tests() {
   awk '
     /^     Running / {
@@ -12,7 +13,7 @@ failed_tests() {
     }
     /^   Doc-tests / { bin = "doc-tests " $2; next }
     /^test .* \.\.\. FAILED$/ { t = $0; sub(/^test /, "", t); sub(/ \.\.\. FAILED$/, "", t); print bin ": " t; named[bin] = 1; next }
-    /^error: test failed, to rerun pass / { if (!(bin in named)) { r = $0; sub(/^.*pass /, "", r); print bin ": the test binary failed without naming a test (" r ")" } next }
+    /^error: (test|doctest) failed, to rerun pass / { if (!(bin in named)) { r = $0; sub(/^.*pass /, "", r); print bin ": the test binary failed without naming a test (" r ")" } next }
     /^error: could not compile / { print "build: " $0 }
   ' "$1" | sort -u
 }

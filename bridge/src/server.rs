@@ -257,11 +257,15 @@ pub async fn serve(
     // One serve per data directory, decided before the ports: a second serve on this
     // directory is told who holds it, not sent looking for another port. Held to the end.
     let _lock = crate::lock::DataDirLock::acquire(&cfg.data_dir())?;
+    // Registered now, before the start-up line: a SIGTERM sent the moment a supervisor (or
+    // a user) reads it stops the bridge gracefully; registered in the spawned task, it
+    // could arrive before that task first ran and take the default action (killed, unflushed).
+    let signals = stop_signals();
     let listeners = Listeners::bind(&cfg).await?;
     let daemon = Daemon::build(cfg, shutdown.clone())?;
     let stop = shutdown.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signals.await;
         stop.cancel();
     });
     daemon.run(listeners, shutdown, on_bound).await
@@ -847,22 +851,35 @@ impl Daemon {
     }
 }
 
-async fn wait_for_signal() {
+/// Resolves at the first SIGINT (Ctrl-C) or SIGTERM. The handlers are installed when this is
+/// called, not when the future is first polled, so no signal in between is missed.
+fn stop_signals() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => return std::future::pending().await,
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        // A kind that could not be installed never fires (the other still does).
+        async fn recv(s: Option<Signal>) {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async move {
+            tokio::select! {
+                () = recv(term) => {}
+                () = recv(int) => {}
+            }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
@@ -873,6 +890,19 @@ mod tests {
     use axum::http::{Request, StatusCode};
     use http_body_util::BodyExt as _;
     use tower::ServiceExt as _;
+
+    /// A SIGTERM sent after `stop_signals` is called but before its future first runs (the
+    /// start-up line read and answered at once, on a busy machine) is a stop, not the default
+    /// action's kill of the whole process (this test binary included).
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_stop_signal_before_the_first_poll_is_caught() {
+        use rustix::process::{Signal, getpid, kill_process};
+        let stop = stop_signals();
+        kill_process(getpid(), Signal::TERM).unwrap();
+        // A bound on a delivery the kernel makes at once: only a broken handler waits it out.
+        tokio::time::timeout(Duration::from_secs(30), stop).await.expect("the SIGTERM never reached the handler");
+    }
 
     /// The app over a pipeline without sinks: the routes, their status codes and what they
     /// count, without binding a socket.

@@ -292,6 +292,10 @@ async fn a_broken_agent_or_a_departed_client_breaks_only_its_own_stream() {
     let let_go = tokio::time::timeout(Duration::from_secs(20), pipe.closed()).await;
     assert!(let_go.is_ok(), "the agent's stream was not let go");
     agent.end();
+    // Each stream is teed by its own task: the abandoned stream's run.started is in the log
+    // before the next run starts, or the two streams' events may interleave either way.
+    let started = || types(&log(&b.data)).iter().filter(|t| **t == "run.started").count();
+    b.until_logged(|| started() == 2, || format!("run-2b's run.started ({} run.started)", started())).await;
 
     // The proxy goes on serving: a later run streams and is observed.
     let mut s = client()

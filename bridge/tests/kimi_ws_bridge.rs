@@ -505,7 +505,12 @@ async fn primary_maps_the_recorded_session_and_answers_the_approval_over_rest() 
     let late = next(&mut ws, |v| v["type"] == "control.rejected" && v["cause"] == "cmd-late").await;
     assert_eq!(late["data"]["reason"], "invalid");
 
-    until(&fake, &b, "run.finished", || types(&log(&b.data, SESSION)).contains(&"run.finished")).await;
+    // The recording goes on after turn.ended (a work_changed, then prompt.completed): its
+    // last frame logged means every earlier one is (one connection, mapped in order).
+    until(&fake, &b, "the recording's last frame", || {
+        types(&log(&b.data, SESSION)).contains(&"x.kimi-code.web.prompt.completed")
+    })
+    .await;
     until(&fake, &b, "the late nack", || log(&b.data, SESSION).iter().any(|e| e["cause"] == "cmd-late")).await;
     let events = log(&b.data, SESSION);
     let c: Vec<&str> = events

@@ -550,6 +550,12 @@ async fn direct_recipes_send_only_what_their_backend_takes() {
 
 // ---------------------------------------------------------------- Phoenix, for real
 
+/// How long Phoenix may take to say it listens. The wait ends at once on its line or on its
+/// exit (a crash is seen then), so this only bounds a start that hangs: Phoenix's start
+/// (imports, database migrations) is CPU-bound, 83 s measured at load average 16 on two
+/// cores, where 90 s (`WAIT`) failed a loaded run with nothing printed yet.
+const PHOENIX_UP: Duration = Duration::from_secs(600);
+
 /// A real Phoenix on free ports with its own working directory; `None` (after a SKIP line)
 /// when the package is not installed.
 fn start_phoenix(test: &str) -> Option<(Proc, u16, tempfile::TempDir)> {
@@ -584,7 +590,7 @@ fn start_phoenix(test: &str) -> Option<(Proc, u16, tempfile::TempDir)> {
         }
     }
     let proc = spawn(&mut cmd);
-    let up = proc.out.wait_blocking(WAIT, |t| t.contains("Uvicorn running on"));
+    let up = proc.out.wait_blocking(PHOENIX_UP, |t| t.contains("Uvicorn running on"));
     assert!(up, "Phoenix did not start: {}", proc.out.text());
     Some((proc, port, dir))
 }
