@@ -184,6 +184,13 @@ struct AgentLink {
     unconfirmed: VecDeque<Arc<Stamped>>,
     /// Confirmation pings sent on this link so far (their `t` tells theirs apart).
     asked: u64,
+    /// The last event sent of each session still open, most recent last: sent again on a
+    /// new link so the relay knows this link claims them (AEP-0004 §4: a command goes to
+    /// the session's claimant) even when nothing new happens in them, as with a
+    /// permission held while the hub restarted. The relay drops them as repeats.
+    open: HashMap<String, (u64, Arc<Stamped>)>,
+    /// Events sent on any link, to order `open` by recency.
+    sent: u64,
     opts: RelayOptions,
     status: Arc<RelayStatus>,
     metrics: Arc<Metrics>,
@@ -209,6 +216,8 @@ async fn connection(
         outbox: VecDeque::new(),
         unconfirmed: VecDeque::new(),
         asked: 0,
+        open: HashMap::new(),
+        sent: 0,
         opts,
         status,
         metrics,
@@ -252,6 +261,30 @@ impl Link for AgentLink {
                     None => self.input_open = false,
                 },
                 _ = self.shutdown.cancelled(), if self.input_open => return None,
+            }
+        }
+    }
+}
+
+/// Open sessions remembered per agent link, at most (the least recently active forgotten).
+const MAX_OPEN: usize = 1024;
+
+/// Notes `ev` (the `tick`-th sent) as its session's last event sent; a session that ended
+/// is forgotten, and past [`MAX_OPEN`] the least recently active.
+fn remember_open(open: &mut HashMap<String, (u64, Arc<Stamped>)>, tick: u64, ev: &Arc<Stamped>) {
+    let (Some(session), Some(_)) = (ev.event.session.as_deref(), ev.event.seq) else { return };
+    if ev.event.r#type == "session.ended" {
+        open.remove(session);
+        return;
+    }
+    match open.get_mut(session) {
+        Some(slot) => *slot = (tick, ev.clone()),
+        None => {
+            open.insert(session.to_owned(), (tick, ev.clone()));
+            if open.len() > MAX_OPEN
+                && let Some(oldest) = open.iter().min_by_key(|(_, (t, _))| *t).map(|(s, _)| s.clone())
+            {
+                open.remove(&oldest);
             }
         }
     }
@@ -325,11 +358,26 @@ impl AgentLink {
         tracing::info!(agent, url = %opts.url, "Relay connected.");
         // What the last link wrote but the relay never confirmed goes first, in order: it
         // may not have been read before that link dropped (a relay restarting, a cut).
-        if !self.unconfirmed.is_empty() {
-            tracing::info!(agent, resent = self.unconfirmed.len(), "Relay: sending again what was not confirmed.");
-            let mut again = std::mem::take(&mut self.unconfirmed);
-            again.append(&mut self.outbox);
-            self.outbox = again;
+        let mut again = std::mem::take(&mut self.unconfirmed);
+        // Each open session whose events are not about to go anyway is claimed again by its
+        // last event (a repeat the relay drops, after it notes the claim).
+        let going: std::collections::HashSet<&str> =
+            again.iter().chain(self.outbox.iter()).filter_map(|e| e.event.session.as_deref()).collect();
+        let mut claims: Vec<(u64, Arc<Stamped>)> =
+            self.open.iter().filter(|(s, _)| !going.contains(s.as_str())).map(|(_, (t, e))| (*t, e.clone())).collect();
+        claims.sort_by_key(|(t, _)| *t);
+        let claims: Vec<Arc<Stamped>> = claims.into_iter().map(|(_, e)| e).collect();
+        if !again.is_empty() || !claims.is_empty() {
+            tracing::info!(
+                agent,
+                resent = again.len(),
+                claimed = claims.len(),
+                "Relay: sending again what was not confirmed, and claiming the open sessions."
+            );
+            let mut front: VecDeque<Arc<Stamped>> = claims.into();
+            front.append(&mut again);
+            front.append(&mut self.outbox);
+            self.outbox = front;
         }
         // The confirmation ping in flight: its `t`, and how many unconfirmed events it
         // covers (the relay handles a connection's frames in order, so its pong says every
@@ -349,6 +397,8 @@ impl AgentLink {
                 }
                 self.metrics.events_out.inc(&[("sink", "relay")]);
                 if let Some(ev) = self.outbox.pop_front() {
+                    self.sent += 1;
+                    remember_open(&mut self.open, self.sent, &ev);
                     self.unconfirmed.push_back(ev);
                 }
             }
@@ -453,68 +503,81 @@ mod tests {
         assert_eq!(socket_url("wss://r.example/socket"), "wss://r.example/socket");
     }
 
-    /// A relay that takes events but goes away before confirming them (a hub restarting)
-    /// gets them again, first and in order, from the next link; what it confirmed is never
-    /// sent again.
-    #[tokio::test]
-    async fn what_the_relay_never_confirmed_is_sent_again_after_a_reconnect() {
+    type Peer = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+    fn event(session: &str, seq: u64, ty: &str) -> Arc<Stamped> {
+        Arc::new(Stamped::new(Event {
+            aep: "0.1".into(),
+            id: format!("{session}{seq}"),
+            r#type: ty.into(),
+            time: "2026-12-07T00:00:00Z".into(),
+            source: "aep://lap/agent/a".into(),
+            agent: "a".into(),
+            session: Some(session.into()),
+            seq: Some(seq),
+            data: Some(json!({})),
+            ..Default::default()
+        }))
+    }
+
+    /// Reads frames until `n` events and `pings` confirmation pings came, answering the
+    /// pings when `confirm`; the events' ids.
+    async fn take(ws: &mut Peer, n: usize, pings: usize, confirm: bool) -> Vec<String> {
         use tokio_tungstenite::tungstenite::Message as M;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (mut ids, mut seen) = (Vec::new(), 0);
+        while ids.len() < n || seen < pings {
+            let next = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("a frame within 20 s");
+            let Some(Ok(M::Text(t))) = next else { panic!("the link ended") };
+            let v: Value = serde_json::from_str(&t).unwrap();
+            match v["type"].as_str() {
+                Some("ping") if v["t"].as_str().is_some_and(|t| t.starts_with("confirm-")) => {
+                    seen += 1;
+                    if confirm {
+                        ws.send(M::text(json!({"type": "pong", "t": v["t"]}).to_string())).await.unwrap();
+                    }
+                }
+                Some("hello") => {
+                    ws.send(M::text(json!({"type": "hello", "versions": ["0.1"]}).to_string())).await.unwrap()
+                }
+                _ if v.get("aep").is_some() => ids.push(v["id"].as_str().unwrap().to_owned()),
+                _ => {}
+            }
+        }
+        ids
+    }
+
+    /// A relay link to a listener of the test's, with a quick reconnect.
+    fn link(
+        listener: &tokio::net::TcpListener,
+    ) -> (mpsc::Sender<Arc<Stamped>>, CancellationToken, tokio::task::JoinHandle<()>) {
         let url = format!("ws://{}", listener.local_addr().unwrap());
         let (tx, rx) = mpsc::channel(16);
         let mut opts = RelayOptions::new(&url, None);
         opts.backoff = Policy::new(10, 50, 0.0);
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(run(rx, opts, Arc::default(), Arc::new(Metrics::new()), shutdown.clone()));
-        let event = |seq: u64| {
-            Arc::new(Stamped::new(Event {
-                aep: "0.1".into(),
-                id: format!("e{seq}"),
-                r#type: "progress.status".into(),
-                time: "2026-12-07T00:00:00Z".into(),
-                source: "aep://lap/agent/a".into(),
-                agent: "a".into(),
-                session: Some("s".into()),
-                seq: Some(seq),
-                data: Some(json!({})),
-                ..Default::default()
-            }))
-        };
-        // Reads frames until `n` events and `pings` confirmation pings came, answering the
-        // pings when `confirm`.
-        async fn take(
-            ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>,
-            n: usize,
-            pings: usize,
-            confirm: bool,
-        ) -> Vec<String> {
-            let (mut ids, mut seen) = (Vec::new(), 0);
-            while ids.len() < n || seen < pings {
-                let next = tokio::time::timeout(Duration::from_secs(20), ws.next()).await.expect("a frame within 20 s");
-                let Some(Ok(M::Text(t))) = next else { panic!("the link ended") };
-                let v: Value = serde_json::from_str(&t).unwrap();
-                match v["type"].as_str() {
-                    Some("ping") if v["t"].as_str().is_some_and(|t| t.starts_with("confirm-")) => {
-                        seen += 1;
-                        if confirm {
-                            ws.send(M::text(json!({"type": "pong", "t": v["t"]}).to_string())).await.unwrap();
-                        }
-                    }
-                    Some("hello") => {
-                        ws.send(M::text(json!({"type": "hello", "versions": ["0.1"]}).to_string())).await.unwrap()
-                    }
-                    _ if v.get("aep").is_some() => ids.push(v["id"].as_str().unwrap().to_owned()),
-                    _ => {}
-                }
-            }
-            ids
-        }
+        (tx, shutdown, task)
+    }
+
+    async fn accept(listener: &tokio::net::TcpListener) -> Peer {
+        let conn = tokio::time::timeout(Duration::from_secs(20), listener.accept()).await.expect("a connection");
+        tokio_tungstenite::accept_async(conn.unwrap().0).await.unwrap()
+    }
+
+    /// A relay that takes events but goes away before confirming them (a hub restarting)
+    /// gets them again, first and in order, from the next link; what it confirmed is never
+    /// sent again.
+    #[tokio::test]
+    async fn what_the_relay_never_confirmed_is_sent_again_after_a_reconnect() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (tx, shutdown, task) = link(&listener);
+        let event = |seq: u64| event("e", seq, "progress.status");
         // The first link: each event is followed by a ping covering it (the one before was
         // answered by then): e0 and e1 are confirmed, e2's ping is left unanswered, and e3
         // waits behind it.
         // (The link opens with an agent's first event.)
         tx.send(event(0)).await.unwrap();
-        let mut first = tokio_tungstenite::accept_async(listener.accept().await.unwrap().0).await.unwrap();
+        let mut first = accept(&listener).await;
         assert_eq!(take(&mut first, 1, 1, true).await, ["e0"]);
         tx.send(event(1)).await.unwrap();
         assert_eq!(take(&mut first, 1, 1, true).await, ["e1"]);
@@ -528,9 +591,34 @@ mod tests {
         while let Some(Ok(_)) = first.next().await {}
         // The next link gets what was not confirmed first, then what is new.
         tx.send(event(4)).await.unwrap();
-        let reconnect = tokio::time::timeout(Duration::from_secs(20), listener.accept()).await.expect("a reconnect");
-        let mut second = tokio_tungstenite::accept_async(reconnect.unwrap().0).await.unwrap();
+        let mut second = accept(&listener).await;
         assert_eq!(take(&mut second, 3, 0, true).await, ["e2", "e3", "e4"], "e0 and e1 were confirmed, e2 and e3 not");
+        drop(tx);
+        shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
+
+    /// On a new link, each session still open is claimed again by a repeat of its last
+    /// event, though nothing new happened in it (a permission held while the hub
+    /// restarted); a session that ended is not.
+    #[tokio::test]
+    async fn an_open_session_is_claimed_again_on_a_new_link() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (tx, shutdown, task) = link(&listener);
+        tx.send(event("held", 0, "attention.requested")).await.unwrap();
+        let mut first = accept(&listener).await;
+        assert_eq!(take(&mut first, 1, 1, true).await, ["held0"]);
+        tx.send(event("done", 0, "session.ended")).await.unwrap();
+        assert_eq!(take(&mut first, 1, 1, true).await, ["done0"]);
+        first.close(None).await.unwrap();
+        while let Some(Ok(_)) = first.next().await {}
+        let mut second = accept(&listener).await;
+        tx.send(event("new", 0, "session.started")).await.unwrap();
+        assert_eq!(
+            take(&mut second, 2, 0, true).await,
+            ["held0", "new0"],
+            "the open session claimed, the ended one not"
+        );
         drop(tx);
         shutdown.cancel();
         let _ = tokio::time::timeout(Duration::from_secs(5), task).await;

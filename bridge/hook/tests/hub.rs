@@ -2,8 +2,9 @@
 //! token of its own in the hub's access list. The real `aep-hook` shim holds a Claude Code
 //! permission on an edge; a person at the hub answers it there, and only that edge's agent
 //! gets the answer. Tenants never see or answer each other's sessions (AEP-0004 §4.2 item 3:
-//! a policy refusal is `unauthorized`), and a hub restarted mid-session ends with every
-//! edge's session complete, in order and without a repeat.
+//! a policy refusal is `unauthorized`), and a hub restarted mid-session, with a permission
+//! held on an edge meanwhile, answers it after the restart and ends with every edge's
+//! session complete, in order and without a repeat.
 
 use aep_testkit as common;
 
@@ -304,15 +305,47 @@ async fn a_hub_restarted_mid_session_ends_with_every_edge_session_complete() {
         let want = edge.wait_lines(&edge_log(k), 1).await.len();
         hub.wait_lines(&hub_log(k + 1), want).await;
     }
-    // The hub stops; the agents go on, never held up (hooks fail open), and the edges queue.
+    // Edge 1's agent asks for a permission; alice sees it at the hub, which then stops
+    // before anyone answers.
+    let mut alice = Person::connect(addr, ALICE, "alice").await;
+    alice.subscribe().await;
+    let shim_bin: std::path::PathBuf = env!("CARGO_BIN_EXE_aep-hook").into();
+    let shim = spawn_shim(shim_bin, "claude-code", edges[0].url(), EDGE_LOCAL, permission(1));
+    let req = alice.next(|v| v["type"] == "attention.requested" && v["session"] == json!(session(1))).await;
+    drop(alice);
     hub.shutdown().await;
-    for (k, edge) in edges.iter().enumerate() {
+    // The other agents go on, never held up (hooks fail open), and their edges queue; edge
+    // 1's agent waits for its answer.
+    for (k, edge) in edges.iter().enumerate().skip(1) {
         for p in &all[k][n / 3..2 * n / 3] {
             hook(edge, p).await;
         }
     }
-    // The hub is back; the sessions run to their end.
+    // The hub is back. Nothing new happened in edge 1's session, yet its link claims it
+    // again (a repeat of its last event, dropped as such), so an answer at the restarted
+    // hub reaches edge 1's waiting agent (AEP-0004 §4).
     let hub = start(hub_config(hub_dir.path(), Some(addr))).await;
+    let mut alice = Person::connect(addr, ALICE, "alice").await;
+    // Bounded: the edge reconnects with its backoff (from 200 ms) after the hub went away.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        alice.send(json!({"type": "roster", "id": "r"})).await;
+        let roster = alice.next(|v| v["type"] == "roster").await;
+        if roster["entries"].as_array().unwrap().iter().any(|e| e["session"] == json!(session(1))) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "edge 1's session was never claimed again: {roster}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    alice.send(alice.respond("alice-after-restart", &req, "allow")).await;
+    let (code, out) = shim.await.unwrap();
+    assert_eq!(code, 0);
+    let reply: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(reply["hookSpecificOutput"]["decision"], json!({"behavior": "allow"}), "{out}");
+    for p in &all[0][n / 3..2 * n / 3] {
+        hook(&edges[0], p).await;
+    }
+    // The sessions run to their end.
     for (k, edge) in edges.iter().enumerate() {
         for p in &all[k][2 * n / 3..] {
             hook(edge, p).await;
