@@ -335,7 +335,9 @@ impl Ground {
             health.failing("state", e);
         }
         let token = (!cfg.server.token.is_empty()).then(|| cfg.server.token.clone());
-        let can_answer = token.is_some() || cfg.relay.url.is_some() || cfg.access.iter().any(|a| !a.roles.is_empty());
+        // A token that may answer (the operator's, or an access entry with `answer`).
+        let answerer = cfg.access.iter().any(|a| a.roles.contains(&aep_receivers::access::Role::Answer));
+        let can_answer = token.is_some() || cfg.relay.url.is_some() || answerer;
         let cx = map_context(&cfg);
         let relay = Arc::new(RelayStatus::default());
         let g = Self { cfg, data_dir, epoch, metrics, health, relay, token, can_answer, cx, shutdown };
