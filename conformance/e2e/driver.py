@@ -2702,6 +2702,11 @@ FAILOPEN_VOLATILE = [
     # Qwen Code 0.24's own event-loop stall report under ACP: how many and how long follows
     # the machine's load, not the hooks.
     (r"(?m)^\[perf\] acp agent event loop stall: .*\n", ""),
+    # Qwen Code's follow-up suggestion, made by a background model call once a turn has ended:
+    # whether it is written before the client closes the agent's stdin is Qwen's own timing
+    # (seen present and absent across runs of each mode). The tee's byte-for-byte
+    # transparency for whatever Qwen did write is the qwen-acp scenario's own check.
+    (r"(?m)^\{\"jsonrpc\":\"2.0\",\"method\":\"qwen/notify/session/prompt-suggestion\".*\n", ""),
     # The mock model's fresh message and tool-call ids (Claude Code's stream-json repeats them).
     (r"\b(msg|toolu)_e2e[0-9a-f]+", r"\1_e2e<id>"),
     # Bun's runtime-internal frames in a JS warning's stack (Cline's AI SDK deprecation
