@@ -123,6 +123,13 @@ impl BridgeHooks {
         self
     }
 
+    /// Notes that the bridge runs now: its runtime calls this every [`crate::auth::BEAT_MS`],
+    /// so a stall (the process stopped, or starved) stretches the nonce window of the hook
+    /// calls that waited in the socket through it.
+    pub fn beat(&self) {
+        self.nonces.stalls().beat((self.clock)());
+    }
+
     /// The idle window, when sessions may be closed for silence.
     pub fn idle_window(&self) -> Option<std::time::Duration> {
         self.idle

@@ -557,7 +557,20 @@ impl Ground {
             Err(e) => tracing::error!(error = %e, "No reply route for the plugins' bus asks."),
         }
         let idle = Some(Duration::from_secs(cfg.hooks.idle_session_secs));
-        (Arc::new(hooks.with_idle_close(idle)), control)
+        let hooks = Arc::new(hooks.with_idle_close(idle));
+        // The stall record of the nonce window: a beat while the runtime runs.
+        let (beating, stop) = (hooks.clone(), self.shutdown.clone());
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_millis(crate::auth::BEAT_MS));
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = every.tick() => beating.beat(),
+                }
+            }
+        });
+        (hooks, control)
     }
 
     /// One connection budget for every listener (the HTTP ports, OTLP/gRPC, the observers
