@@ -238,11 +238,14 @@ async fn topology3_gateway_keeps_each_session_on_one_backend_with_its_tenant() {
     };
     let backends = [GrpcBackend::start().await, GrpcBackend::start().await];
     let (grpc, http, health) = (free_port(), free_port(), free_port());
+    let queue = tempfile::tempdir().unwrap();
     let overlay = format!(
-        "extensions:\n  health_check:\n    endpoint: 127.0.0.1:{health}\nreceivers:\n  otlp:\n    protocols:\n      \
+        "extensions:\n  health_check:\n    endpoint: 127.0.0.1:{health}\n  file_storage:\n    directory: {}\nreceivers:\n  otlp:\n    protocols:\n      \
          grpc:\n        endpoint: 127.0.0.1:{grpc}\n      http:\n        endpoint: 127.0.0.1:{http}\nexporters:\n  \
          loadbalancing:\n    resolver:\n      static:\n        hostnames: [\"{}\", \"{}\"]\n",
-        backends[0].1, backends[1].1
+        queue.path().display(),
+        backends[0].1,
+        backends[1].1
     );
     let gateway = Otelcol::start(&otelcol, "gateway-loadbalancing.yaml", &overlay);
     let (status, _) = common::get(format!("http://127.0.0.1:{health}/")).await;
@@ -322,6 +325,65 @@ async fn topology3_gateway_keeps_each_session_on_one_backend_with_its_tenant() {
          per backend {per_backend:?}",
         tenant_of.len()
     );
+}
+
+/// The gateway loses nothing it acknowledged: an edge's sessions taken by the gateway while
+/// its backend is away, the gateway then killed (SIGKILL: no flush at all) and the edge
+/// stopped (its cursors past them: it will not send them again), then the backend back and
+/// the gateway started again on the same queue directory: every span and log record
+/// reaches the backend, with its tenant. With the in-memory queue and batch processor the
+/// YAML had before, all of them were lost here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topology3_gateway_keeps_what_it_acknowledged_across_a_kill() {
+    let test = "topology3_gateway_keeps_what_it_acknowledged_across_a_kill";
+    let Some(otelcol) = OTELCOL.or_skip(test) else {
+        return;
+    };
+    let backend_port = free_port();
+    let (grpc, http) = (free_port(), free_port());
+    let queue = tempfile::tempdir().unwrap();
+    let overlay = || {
+        format!(
+            "extensions:\n  health_check:\n    endpoint: 127.0.0.1:{}\n  file_storage:\n    directory: {}\nreceivers:\n  \
+             otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:{grpc}\n      http:\n        endpoint: \
+             127.0.0.1:{http}\nexporters:\n  loadbalancing:\n    resolver:\n      static:\n        hostnames: \
+             [\"127.0.0.1:{backend_port}\"]\n",
+            free_port(),
+            queue.path().display()
+        )
+    };
+    let gateway = Otelcol::start(&otelcol, "gateway-loadbalancing.yaml", &overlay());
+
+    let dir = tempfile::tempdir().unwrap();
+    let edge = pointed_at(&read(recipe("aep-bridge.edge.toml")), &format!("http://127.0.0.1:{grpc}"));
+    let mut bridge = Serve::start(&write(dir.path(), "edge.toml", &edge), &[]);
+    for k in 0..COPIES {
+        let c = SESSIONS[k % SESSIONS.len()];
+        let session = format!("{}{k:04}", &c.session[..c.session.len() - 4]);
+        c.replay_hooks(&bridge.url, Some(&session)).await;
+        c.replay_logs(&bridge.url, Some(&session)).await;
+    }
+    // SIGTERM: the edge's exporters flush to the gateway (which acknowledges into its queue).
+    bridge.stop().await;
+    let logged = bridge.logged_ids().len() as u64;
+    let records = gateway.until_count("otelcol_receiver_accepted_log_records_total", &[], logged).await;
+    assert_eq!(records, logged, "the gateway acknowledged every Event's log record");
+    let spans = gateway.count("otelcol_receiver_accepted_spans_total", &[]).await;
+    assert!(spans > 0, "and the sessions' spans");
+    drop(gateway); // SIGKILL, its backend never reached
+
+    let (backend, _) = GrpcBackend::start_on(backend_port).await;
+    let _gateway = Otelcol::start(&otelcol, "gateway-loadbalancing.yaml", &overlay());
+    backend.until(spans as usize, records as usize).await;
+    let (s, l) = (backend.spans.lock().unwrap(), backend.logs.lock().unwrap());
+    let ids: BTreeSet<Vec<u8>> = s.iter().map(|(_, span)| span.span_id.clone()).collect();
+    assert_eq!(ids.len() as u64, spans, "every span the gateway took, after its kill");
+    assert_eq!(l.len() as u64, records, "every log record, once");
+    assert!(
+        s.iter().all(|(t, _)| t.as_deref() == Some("team-a")) && l.iter().all(|(t, _)| t.as_deref() == Some("team-a")),
+        "the tenant header kept on disk with each request"
+    );
+    eprintln!("gateway killed with {spans} spans and {records} log records queued: all delivered after its restart");
 }
 
 // ---------------------------------------------------------------- grafana-lgtm.yaml

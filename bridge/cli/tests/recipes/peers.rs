@@ -255,8 +255,14 @@ impl LogsService for GrpcBackend {
 impl GrpcBackend {
     /// Starts one on 127.0.0.1:0 (gzip accepted, as the Collector's OTLP exporter sends).
     pub(super) async fn start() -> (GrpcBackend, SocketAddr) {
+        Self::start_on(0).await
+    }
+
+    /// Starts one on 127.0.0.1:`port` (0: any free port): a backend that comes back where
+    /// a gateway was told it is.
+    pub(super) async fn start_on(port: u16) -> (GrpcBackend, SocketAddr) {
         let backend = GrpcBackend::default();
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let l = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap();
         let addr = l.local_addr().unwrap();
         let gz = tonic::codec::CompressionEncoding::Gzip;
         tokio::spawn(
