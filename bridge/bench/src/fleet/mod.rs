@@ -188,12 +188,19 @@ impl Gw {
             }
             Gateway::Collector => {
                 let health = port()?;
+                // The persistent queue in the gateway's own folder: it outlives the
+                // gateway's stop (the outage), as a volume would.
+                let queue = self.dir.join("queue");
                 let overlay = format!(
-                    "extensions:\n  health_check:\n    endpoint: 127.0.0.1:{health}\nreceivers:\n  otlp:\n    protocols:\n      \
+                    "extensions:\n  health_check:\n    endpoint: 127.0.0.1:{health}\n  file_storage:\n    \
+                     directory: {}\n    create_directory: true\nreceivers:\n  otlp:\n    protocols:\n      \
                      grpc:\n        endpoint: 127.0.0.1:{}\n      http:\n        endpoint: 127.0.0.1:{}\nexporters:\n  \
                      loadbalancing:\n    resolver:\n      static:\n        hostnames: [\"{}\"]\n\
                      service:\n  telemetry:\n    metrics:\n      level: none\n",
-                    self.grpc, self.http, self.sink
+                    queue.display(),
+                    self.grpc,
+                    self.http,
+                    self.sink
                 );
                 let over = self.dir.join("overlay.yaml");
                 std::fs::write(&over, overlay)?;
@@ -222,8 +229,9 @@ impl Gw {
     fn stop(&mut self) {
         if let Some(k) = self.kid.take() {
             self.past_hwm = self.past_hwm.max(proc_status_bytes(Some(k.pid()), "VmHWM").unwrap_or(0));
-            // SIGTERM: the gateway flushes what it acknowledged (a SIGKILL would lose its
-            // in-memory batches, which no edge can know about).
+            // SIGTERM, a graceful stop: the Collector keeps what it acknowledged in its
+            // persistent queue, rotel flushes its batches (a SIGKILL would lose rotel's, in
+            // memory, which no edge can know about).
             k.terminate(Duration::from_secs(20));
         }
     }
@@ -412,18 +420,47 @@ span_idle_timeout_secs = 30
 
     /// Every event in this edge's session logs (rotated generations too).
     fn logged(&self) -> Vec<aep_schemas::Event> {
+        self.logged_at().into_iter().map(|(ev, _)| ev).collect()
+    }
+
+    /// Every logged event with where its line ends: the log's path under `data/logs` and
+    /// the byte offset past its newline (what an exporter's cursor reaches once its peer
+    /// took the event).
+    fn logged_at(&self) -> Vec<(aep_schemas::Event, (String, u64))> {
         let mut out = Vec::new();
-        let Ok(agents) = std::fs::read_dir(self.dir.join("data/logs")) else { return out };
+        let logs = self.dir.join("data/logs");
+        let Ok(agents) = std::fs::read_dir(&logs) else { return out };
         for a in agents.flatten() {
             let Ok(files) = std::fs::read_dir(a.path()) else { continue };
             for f in files.flatten() {
                 let Ok(text) = std::fs::read_to_string(f.path()) else { continue };
+                let Some(rel) = f.path().strip_prefix(&logs).ok().and_then(|r| r.to_str()).map(str::to_owned) else {
+                    continue;
+                };
                 // Only complete lines: a last line without its newline is being written.
-                let complete = text.rfind('\n').map_or("", |n| &text[..n]);
-                out.extend(complete.lines().filter_map(|l| serde_json::from_str::<aep_schemas::Event>(l).ok()));
+                let mut end = 0u64;
+                for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+                    end += line.len() as u64;
+                    if let Ok(ev) = serde_json::from_str::<aep_schemas::Event>(line) {
+                        out.push((ev, (rel.clone(), end)));
+                    }
+                }
             }
         }
         out
+    }
+
+    /// How far this edge's durable exporter `sink` has had its events taken, per log (the
+    /// byte offset of its saved cursor; the generation is not checked: the bench never
+    /// rotates).
+    fn cursors(&self, sink: &str) -> HashMap<String, u64> {
+        let path = self.dir.join("data/state/export").join(format!("{sink}.json"));
+        let Ok(text) = std::fs::read_to_string(path) else { return HashMap::new() };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { return HashMap::new() };
+        v["logs"]
+            .as_object()
+            .map(|logs| logs.iter().filter_map(|(k, c)| Some((k.clone(), c.get(1)?.as_u64()?))).collect())
+            .unwrap_or_default()
     }
 
     /// Bytes in this edge's session logs (to see when it is quiet).
@@ -620,17 +657,21 @@ fn quiet(edges: &[Arc<Edge>]) {
 struct Expected {
     logs: HashSet<(String, String)>,
     spans: HashSet<Vec<u8>>,
+    /// The edge (its index in the list given) and the line's end in its log, of each log record.
+    log_at: HashMap<(String, String), (usize, String, u64)>,
     /// The edge (its name) each span came from.
     span_edge: HashMap<Vec<u8>, String>,
 }
 
 fn expected(edges: &[Arc<Edge>]) -> Expected {
     let mut out = Expected::default();
-    for e in edges {
-        let events = e.logged();
+    for (i, e) in edges.iter().enumerate() {
+        let events = e.logged_at();
         let mut by_session: BTreeMap<(String, String), Vec<aep_schemas::Event>> = BTreeMap::new();
-        for ev in events {
-            out.logs.insert((ev.source.to_string(), ev.id.clone()));
+        for (ev, (log, end)) in events {
+            let key = (ev.source.to_string(), ev.id.clone());
+            out.log_at.insert(key.clone(), (i, log, end));
+            out.logs.insert(key);
             by_session.entry((ev.source.to_string(), ev.session.clone().unwrap_or_default())).or_default().push(ev);
         }
         for evs in by_session.values() {
@@ -650,6 +691,25 @@ fn tally<K: std::hash::Hash + Eq>(want: &HashSet<K>, got: &HashMap<K, u32>) -> (
     let dups = got.iter().filter(|(k, _)| want.contains(*k)).map(|(_, n)| u64::from(n.saturating_sub(1))).sum();
     let other = got.keys().filter(|k| !want.contains(*k)).count();
     (want.len(), delivered, want.len() - delivered, dups, other)
+}
+
+/// The log records the sink never got, split by where they are: still at their edge (its
+/// exporter's cursor short of the line: not yet taken by the gateway, sent when it is), or
+/// past its cursor (the gateway acknowledged them and they never reached the sink: lost
+/// beyond the edges).
+fn missing_logs(edges: &[Arc<Edge>], want: &Expected, got: &HashMap<(String, String), u32>) -> (usize, usize) {
+    let mut cursors: HashMap<usize, HashMap<String, u64>> = HashMap::new();
+    let (mut at_edge, mut past) = (0, 0);
+    for k in want.logs.iter().filter(|k| !got.contains_key(*k)) {
+        let Some((i, log, end)) = want.log_at.get(k) else { continue };
+        let c = cursors.entry(*i).or_insert_with(|| edges[*i].cursors("otlp_logs"));
+        if c.get(log).is_some_and(|off| off >= end) {
+            past += 1;
+        } else {
+            at_edge += 1;
+        }
+    }
+    (at_edge, past)
 }
 
 fn delivered_all(sink: &sink::Sink, want: &Expected) -> bool {
@@ -868,6 +928,17 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<()> {
     let drain_secs = t_drain.elapsed().as_secs_f64();
     // Anything logged since (late hooks) joins the expectation.
     let want = expected(&all_edges);
+    // The edges' own account of their exporters (the restarted edge's since its restart).
+    let mut own = [0u64; 4];
+    let mut scraped = 0;
+    for e in &edges {
+        let Ok(text) = super::scrape(&agent, e.hook_url()) else { continue };
+        scraped += 1;
+        own[0] += super::metric_sum(&text, "aep_bridge_dropped_total", &["sink=\"otlp_logs\""]);
+        own[1] += super::metric_sum(&text, "aep_bridge_dropped_total", &["sink=\"otlp_spans\""]);
+        own[2] += super::metric_sum(&text, "aep_bridge_export_lost_total", &[]);
+        own[3] += super::metric_sum(&text, "aep_bridge_export_stalled_total", &[]);
+    }
     let hub_hwm = proc_status_bytes(Some(hub.pid()), "VmHWM").unwrap_or(0);
     let gw_hwm = gw.hwm();
     let figs: Vec<(u64, f64, usize)> = edges.iter().map(|e| (e.hwm(), e.cpu(), e.logged().len())).collect();
@@ -901,10 +972,31 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<()> {
         t.requests,
         t.untenanted
     );
+    println!(
+        "  edges' own counters ({scraped} of {} edges scraped): dropped otlp_logs {}, otlp_spans {}; export lost {}; \
+         exporter stalls (peer away past the retry budget, held and retried) {}",
+        edges.len(),
+        own[0],
+        own[1],
+        own[2],
+        own[3]
+    );
     let row = |label: &str, (i, d, l, u, o): (usize, usize, usize, u64, usize), note: &str| {
         line(label, &format!("{d}/{i}"), &format!("lost {l}, duplicates {u}, not expected {o}{note}"));
     };
-    row("logs: delivered/in (by aep.event_id)", (li, ld, ll, lu, lo), "");
+    let (at_edge, past_edge) = missing_logs(&all_edges, &want, &t.logs);
+    row(
+        "logs: delivered/in (by aep.event_id)",
+        (li, ld, ll, lu, lo),
+        &if ll > 0 {
+            format!(
+                " ({at_edge} still at their edge, not yet taken by the gateway; {past_edge} taken by the gateway \
+                 and never delivered)"
+            )
+        } else {
+            String::new()
+        },
+    );
     row(
         "spans: delivered/in (by span id)",
         (si, sd, sl, su, so),
@@ -946,7 +1038,8 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<()> {
         );
     }
     println!(
-        "  fleet result: logs_lost={ll} spans_lost={sl} held={} answered_at_hub={} reached_shim={}",
+        "  fleet result: logs_lost={ll} (at edges {at_edge}, past them {past_edge}) spans_lost={sl} held={} \
+         answered_at_hub={} reached_shim={}",
         ctx.load.held.load(Ordering::Relaxed),
         answers.answered.load(Ordering::Relaxed) - answered0,
         ctx.load.reached.load(Ordering::Relaxed)
