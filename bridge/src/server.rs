@@ -358,7 +358,7 @@ impl Ground {
         let dir = self.data_dir.clone();
         let seed: Option<resend::Seed> = self.cfg.jsonl.enabled.then(|| {
             Box::new(move |agent: &str, session: &str, source: &str| {
-                resend::last_position(&crate::sinks::jsonl::log_path(&dir, agent, Some(session)), source)
+                resend::log_tail(&crate::sinks::jsonl::log_path(&dir, agent, Some(session)), source)
             }) as resend::Seed
         });
         collector::Gate {

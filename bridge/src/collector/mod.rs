@@ -379,10 +379,10 @@ impl Collector {
 
     /// Whether a sequenced event from a WebSocket emitter is new: an edge resends what its
     /// hub had not confirmed when the link dropped, and a repeat is dropped here (counted)
-    /// rather than written twice.
+    /// rather than written twice; backfill is kept ([`aep_receivers::resend`]).
     pub fn fresh(&self, ev: &aep_schemas::Event) -> bool {
         let (Some(session), Some(seq)) = (ev.session.as_deref(), ev.seq) else { return true };
-        let fresh = self.resends.fresh(&ev.agent, &ev.source, session, (ev.epoch(), seq));
+        let fresh = self.resends.fresh(&ev.agent, &ev.source, session, (ev.epoch(), seq), &ev.id);
         if !fresh {
             self.metrics.rejected.inc(&[("receiver", "collector"), ("reason", "resent")]);
         }
