@@ -937,6 +937,44 @@ async fn ws_subscribe_refusals_are_in_band_and_disturb_nothing() {
     b.shutdown().await;
 }
 
+/// An edge's resend over the WebSocket binding (the same event again, as after a
+/// reconnect): the log holds it once (AEP-0001 §7 rule 4: the hub's log is a terminal
+/// consumer), the replay buffer once, while a live subscriber gets the redelivery
+/// (AEP-0003 §5: live fan-out forwards it as received).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_redelivery_is_forwarded_live_and_logged_once() {
+    let (b, d) = bridge("", |c| c.collector.replay_buffer = 64).await;
+    let a = addr(&b);
+    let (mut sub, _) = Ws::open(&a, None, "consumer", "c", json!({})).await;
+    sub.subscribe(json!({"type": "subscribe", "id": "live", "filter": {"session": "rd1"}})).await;
+    let (mut em, _) = Ws::open(&a, None, "emitter", "t", json!({})).await;
+    let evs = [started("rd1", 0), ev("progress.status", "rd1", 1, None)];
+    for e in evs.iter().chain([&evs[1]]) {
+        em.send(e).await;
+    }
+    em.sync().await;
+    let mut seqs = Vec::new();
+    while seqs.len() < 3 {
+        let f = sub.recv().await.expect("a live delivery");
+        if f.get("seq").is_some() {
+            seqs.push(f["seq"].as_u64().unwrap());
+        }
+    }
+    assert_eq!(seqs, [0, 1, 1], "the redelivery forwarded live");
+    let mut s = Sse::open(&a, "/stream?live=0&from=all", &[]).await;
+    s.to_end().await;
+    assert_eq!(s.messages().len(), 2, "the buffer holds one copy");
+    let metrics = get_text(format!("{}/metrics", b.url()), vec![]).await.1;
+    assert_eq!(
+        common::metric_sum(&metrics, "aep_bridge_requests_rejected_total", &["reason=\"resent\""]),
+        1,
+        "{metrics}"
+    );
+    b.shutdown().await;
+    let log = std::fs::read_to_string(d.path().join("logs/t/rd1.jsonl")).unwrap();
+    assert_eq!(log.lines().count(), 2, "logged once: {log}");
+}
+
 // ---- WebSocket: roster (AEP-0003 §4.1) --------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

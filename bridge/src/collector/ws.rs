@@ -404,10 +404,14 @@ async fn handle_event(
             tx: cmd_tx.clone(),
         });
     }
-    // AEP-0001 §5.3: a repeat of a position already taken from this source is an edge's
-    // resend after a reconnect: taken once. The connection still claims its session above,
-    // so commands reach the edge that resent.
+    // AEP-0001 §7: a repeat of an event already taken from this source is an edge's resend
+    // after a reconnect: the log and the exporters (terminal consumers) take it once, but
+    // AEP-0003 §5's live fan-out forwards redelivery as received, so it still reaches the
+    // live subscribers (the replay buffer's admission dedupes it). The connection still
+    // claims its session above, so commands reach the edge that resent.
     if !c.fresh(ev) {
+        use crate::pipeline::Tap as _;
+        c.admit(&stamped);
         return Vec::new();
     }
     match ctx.pipeline.submit_stamped("collector", stamped).await {
