@@ -443,3 +443,109 @@ async fn cancel_accepted_and_rejected() {
     }
     b.shutdown().await;
 }
+
+/// `pending` and `respond` as a team uses them at its hub: an edge bridge relays a Claude
+/// Code session to a hub with an access list and holds its permission request (the agent's
+/// hook call waiting); `pending` with alice's token (team A, view and answer) lists it, with
+/// bob's (team B) it does not; bob's `respond` is refused as `unauthorized` (AEP-0004 §4.2)
+/// and the agent still waits; alice's reaches the edge and the agent's hook call returns
+/// allow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pending_and_respond_at_a_hub_answer_an_edges_agent_for_its_tenant_only() {
+    use aep_receivers::access::{AccessEntry, Role};
+    const OPERATOR: &str = "hub-operator-token-0123456789";
+    const ALICE: &str = "alice-team-a-token-0123456789";
+    const BOB: &str = "bob-team-b-token-0123456789";
+    const EDGE: &str = "edge-1-relay-token-0123456789";
+    const LOCAL: &str = "edge-local-token";
+    let hub_dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(hub_dir.path());
+    cfg.server.host = "hub".into();
+    cfg.server.token = OPERATOR.into();
+    let entry = |name: &str, tenant: &str, token: &str, roles: &[Role]| AccessEntry {
+        name: name.into(),
+        tenant: tenant.into(),
+        token: token.into(),
+        roles: roles.to_vec(),
+    };
+    cfg.access = vec![
+        entry("lap-1", "team-a", EDGE, &[Role::Emit]),
+        entry("alice", "team-a", ALICE, &[Role::View, Role::Answer]),
+        entry("bob", "team-b", BOB, &[Role::View, Role::Answer]),
+    ];
+    let hub = start(cfg).await;
+    // Bob's own machine's data folder: empty (nothing of team A's there either).
+    let bob_home = tempfile::tempdir().unwrap();
+    let bob_dir = || bob_home.path().display().to_string();
+    let edge_dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(edge_dir.path());
+    cfg.server.host = "lap-1".into();
+    cfg.server.token = LOCAL.into();
+    cfg.relay.url = Some(hub.url().parse().unwrap());
+    cfg.relay.token = EDGE.into();
+    cfg.control.attention_timeout_secs = 60;
+    let edge = start(cfg).await;
+
+    let session = "5e55b0b0-1c92-46ad-b85f-ff0843039001";
+    let auth = vec![("authorization".to_owned(), format!("Bearer {LOCAL}"))];
+    let hooks = include_str!("../../tests/data/claude-code-s01-hooks.jsonl");
+    for l in hooks.lines().take(4) {
+        let mut p = serde_json::from_str::<Value>(l).unwrap()["payload"].clone();
+        p["session_id"] = json!(session);
+        let (status, body) = post(format!("{}/hooks/claude-code", edge.url()), p.to_string(), auth.clone()).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let mut ask: Value =
+        serde_json::from_str(include_str!("../../tests/data/claude-code-permission-request.json")).unwrap();
+    ask["session_id"] = json!(session);
+    // The agent's hook call, held at the edge until someone answers.
+    let held = tokio::spawn(post(format!("{}/hooks/claude-code", edge.url()), ask.to_string(), auth));
+
+    let pending = |token: &'static str| {
+        let url = hub.url();
+        async move { cli(s(&["pending", "--url", &url, "--token", token, "--json"])).await }
+    };
+    // The request reaches the hub over the relay; alice's `pending` lists it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let request = loop {
+        let (code, out, err) = pending(ALICE).await;
+        assert_eq!(code, 0, "{out}{err}");
+        let open: Vec<Value> = out.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        if let Some(r) = open.iter().find(|r| r.to_string().contains(session)) {
+            break r.clone();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "alice's pending never listed it: {out}");
+        // The relay carries it within milliseconds; `pending` is a one-shot read.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let id = ["request", "id"].iter().find_map(|k| request[*k].as_str()).expect("the request's id").to_owned();
+    let (code, out, err) = pending(BOB).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains(session) && !out.contains(&id), "bob sees no team A request: {out}");
+
+    // Bob's replay does not hold the request, so his `respond` cannot even find it; told
+    // the session, his command reaches the hub and is refused there.
+    let bob_respond = |extra: &[&str]| {
+        let mut args = s(&["respond", &id, "--option", "allow", "--url", &hub.url(), "--token", BOB]);
+        args.extend(s(extra));
+        cli(args)
+    };
+    let (code, out, err) = bob_respond(&["--data-dir", &bob_dir()]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("no attention.requested with id"), "{err}");
+    let (code, out, err) = bob_respond(&["--session", session]).await;
+    assert_ne!(code, 0, "bob may not answer: {out}");
+    assert!(format!("{out}{err}").contains("unauthorized"), "{out}{err}");
+    assert!(!held.is_finished(), "the agent still waits after bob's attempts");
+
+    let (code, out, err) = cli(s(&["respond", &id, "--option", "allow", "--url", &hub.url(), "--token", ALICE])).await;
+    assert_eq!(code, 0, "{out}{err}");
+    let (status, body) = tokio::time::timeout(Duration::from_secs(30), held).await.expect("answered").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let reply: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(reply["hookSpecificOutput"]["decision"], json!({"behavior": "allow"}), "{body}");
+    let (_, out, _) = pending(ALICE).await;
+    assert!(!out.contains(&id), "answered: no longer pending: {out}");
+    edge.shutdown().await;
+    hub.shutdown().await;
+}
