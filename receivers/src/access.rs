@@ -119,10 +119,7 @@ impl Principal {
     /// Whether it may see a session belonging to `tenant` (`None`: to no tenant, the
     /// operator's own).
     pub fn sees(&self, tenant: Option<&str>) -> bool {
-        match &self.tenant {
-            None => true,
-            Some(mine) => tenant == Some(&**mine),
-        }
+        scope_sees(self.tenant.as_deref(), tenant)
     }
 
     /// Whether it holds `role`.
@@ -208,6 +205,13 @@ impl Access {
         }
         self.entries.iter().find(|(_, p)| &*p.name == name).map(|(_, p)| p.clone())
     }
+}
+
+/// The one visibility rule of a hub: a reader limited to tenant `scope` sees what belongs
+/// to that tenant only (`owner`: `None` is no tenant's, the operator's own); an unlimited
+/// reader (`scope` `None`: the operator, or a bridge without tenants) sees everything.
+pub fn scope_sees(scope: Option<&str>, owner: Option<&str>) -> bool {
+    scope.is_none_or(|mine| owner == Some(mine))
 }
 
 #[cfg(test)]

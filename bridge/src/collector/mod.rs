@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use aep_receivers::access::scope_sees;
 use aep_receivers::access::{Access, Principal};
 use aep_receivers::resend::HighWater;
 use aep_receivers::tenancy::Tenancy;
@@ -363,18 +364,14 @@ impl Collector {
     /// Whether a reader limited to `scope` may see `ev`: its session's tenant (or, without a
     /// session, its source's) is the reader's.
     pub fn sees(&self, scope: &Scope, ev: &aep_schemas::Event) -> bool {
-        match scope {
-            None => true,
-            Some(t) => self.tenancy.tenant_of(ev.session.as_deref(), &ev.source).is_some_and(|o| o == *t),
-        }
+        // The owner is looked up only for a limited reader (the operator's path stays free).
+        scope.is_none()
+            || scope_sees(scope.as_deref(), self.tenancy.tenant_of(ev.session.as_deref(), &ev.source).as_deref())
     }
 
     /// Whether a reader limited to `scope` may see `session`.
     pub fn sees_session(&self, scope: &Scope, session: &str) -> bool {
-        match scope {
-            None => true,
-            Some(t) => self.tenancy.tenant_of(Some(session), "").is_some_and(|o| o == *t),
-        }
+        scope.is_none() || scope_sees(scope.as_deref(), self.tenancy.tenant_of(Some(session), "").as_deref())
     }
 
     /// Whether a sequenced event from a WebSocket emitter is new: an edge resends what its
