@@ -195,12 +195,13 @@ impl Gw {
                     "extensions:\n  health_check:\n    endpoint: 127.0.0.1:{health}\n  file_storage:\n    \
                      directory: {}\n    create_directory: true\nreceivers:\n  otlp:\n    protocols:\n      \
                      grpc:\n        endpoint: 127.0.0.1:{}\n      http:\n        endpoint: 127.0.0.1:{}\nexporters:\n  \
-                     loadbalancing:\n    resolver:\n      static:\n        hostnames: [\"{}\"]\n\
+                     loadbalancing:\n    resolver:\n      static:\n        hostnames: [\"{sink}\"]\n  \
+                     loadbalancing/metrics:\n    resolver:\n      static:\n        hostnames: [\"{sink}\"]\n\
                      service:\n  telemetry:\n    metrics:\n      level: none\n",
                     queue.display(),
                     self.grpc,
                     self.http,
-                    self.sink
+                    sink = self.sink
                 );
                 let over = self.dir.join("overlay.yaml");
                 std::fs::write(&over, overlay)?;
@@ -297,7 +298,6 @@ struct EdgeSetup<'a> {
     hub_url: &'a str,
     hub_token: &'a str,
     gateway_grpc: u16,
-    metrics: bool,
 }
 
 impl Edge {
@@ -333,7 +333,7 @@ endpoint = "http://127.0.0.1:{gw}"
 protocol = "grpc"
 logs = true
 spans = true
-metrics = {metrics}
+metrics = true
 metrics_interval_ms = 5000
 compression = "gzip"
 headers = {{ "x-scope-orgid" = "{team}" }}
@@ -346,7 +346,6 @@ span_idle_timeout_secs = 30
             hub = s.hub_url,
             token = edge_relay_token(s.hub_token, idx),
             gw = s.gateway_grpc,
-            metrics = s.metrics,
         );
         let config = dir.join("aep-bridge.toml");
         std::fs::write(&config, cfg)?;
@@ -825,14 +824,7 @@ pub fn run(a: &FleetArgs) -> anyhow::Result<()> {
         use std::os::unix::fs::DirBuilderExt as _;
         std::fs::DirBuilder::new().mode(0o700).create(&state_dir)?;
     }
-    let setup = EdgeSetup {
-        exe: &bridge,
-        hub_url: &hub_url,
-        hub_token: &hub_token,
-        gateway_grpc: gw.grpc,
-        // The gateway YAML routes traces and logs (by trace id); rotel takes metrics too.
-        metrics: a.gateway == Gateway::Rotel,
-    };
+    let setup = EdgeSetup { exe: &bridge, hub_url: &hub_url, hub_token: &hub_token, gateway_grpc: gw.grpc };
     let ctx = Arc::new(Ctx {
         caps,
         speed: a.speed,

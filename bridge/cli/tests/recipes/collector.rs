@@ -226,11 +226,29 @@ async fn topology2_bridge_through_the_collector_to_the_backends() {
 /// backend each goes to is the same on every run (13 and 11 here).
 const COPIES: usize = 8;
 
+/// The data points of one resource's metrics.
+fn points_of(r: &opentelemetry_proto::tonic::metrics::v1::ResourceMetrics) -> usize {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    r.scope_metrics
+        .iter()
+        .flat_map(|s| &s.metrics)
+        .map(|m| match &m.data {
+            Some(Data::Sum(d)) => d.data_points.len(),
+            Some(Data::Gauge(d)) => d.data_points.len(),
+            Some(Data::Histogram(d)) => d.data_points.len(),
+            Some(Data::ExponentialHistogram(d)) => d.data_points.len(),
+            Some(Data::Summary(d)) => d.data_points.len(),
+            None => 0,
+        })
+        .sum()
+}
+
 /// Many bridges -> the Collector gateway (`gateway-loadbalancing.yaml`) -> two backends:
 /// three edge bridges, each of its own tenant (`aep-bridge.edge.toml`), replay 8 sessions
 /// each; the gateway's load-balancing exporter puts every span and log record of a session
-/// on one backend (by trace id), both backends get sessions, nothing is lost, and every
-/// request to a backend carries the tenant of the edge the session came from.
+/// on one backend (by trace id) and each edge's metrics on one (by resource), both backends
+/// get sessions, nothing is lost, and every request to a backend carries the tenant of the
+/// edge the session came from.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn topology3_gateway_keeps_each_session_on_one_backend_with_its_tenant() {
     let Some(otelcol) = OTELCOL.or_skip("topology3_gateway_keeps_each_session_on_one_backend_with_its_tenant") else {
@@ -242,10 +260,11 @@ async fn topology3_gateway_keeps_each_session_on_one_backend_with_its_tenant() {
     let overlay = format!(
         "extensions:\n  health_check:\n    endpoint: 127.0.0.1:{health}\n  file_storage:\n    directory: {}\nreceivers:\n  otlp:\n    protocols:\n      \
          grpc:\n        endpoint: 127.0.0.1:{grpc}\n      http:\n        endpoint: 127.0.0.1:{http}\nexporters:\n  \
-         loadbalancing:\n    resolver:\n      static:\n        hostnames: [\"{}\", \"{}\"]\n",
+         loadbalancing:\n    resolver:\n      static:\n        hostnames: [\"{b0}\", \"{b1}\"]\n  loadbalancing/metrics:\n    \
+         resolver:\n      static:\n        hostnames: [\"{b0}\", \"{b1}\"]\n",
         queue.path().display(),
-        backends[0].1,
-        backends[1].1
+        b0 = backends[0].1,
+        b1 = backends[1].1
     );
     let gateway = Otelcol::start(&otelcol, "gateway-loadbalancing.yaml", &overlay);
     let (status, _) = common::get(format!("http://127.0.0.1:{health}/")).await;
@@ -275,14 +294,20 @@ async fn topology3_gateway_keeps_each_session_on_one_backend_with_its_tenant() {
 
     let spans = gateway.count("otelcol_receiver_accepted_spans_total", &[]).await as usize;
     let records = gateway.count("otelcol_receiver_accepted_log_records_total", &[]).await as usize;
+    let points = gateway.count("otelcol_receiver_accepted_metric_points_total", &[]).await as usize;
     assert_eq!(records, logged, "one log record per logged Event");
+    assert!(points > 0, "the edges' metrics reached the gateway");
     let deadline = tokio::time::Instant::now() + WAIT;
-    let total = || -> (usize, usize) {
+    let total = || -> (usize, usize, usize) {
         let s = backends.iter().map(|(b, _)| b.spans.lock().unwrap().len()).sum();
         let l = backends.iter().map(|(b, _)| b.logs.lock().unwrap().len()).sum();
-        (s, l)
+        let m = backends
+            .iter()
+            .flat_map(|(b, _)| b.metrics.lock().unwrap().iter().map(|(_, r)| points_of(r)).collect::<Vec<_>>())
+            .sum();
+        (s, l, m)
     };
-    while total() != (spans, records) && tokio::time::Instant::now() < deadline {
+    while total() != (spans, records, points) && tokio::time::Instant::now() < deadline {
         // Two backends, one count: wake on either.
         let _ = tokio::time::timeout(
             Duration::from_millis(500),
@@ -293,7 +318,21 @@ async fn topology3_gateway_keeps_each_session_on_one_backend_with_its_tenant() {
         )
         .await;
     }
-    assert_eq!(total(), (spans, records), "(spans, log records) at the backends\n{}", gateway.log());
+    assert_eq!(
+        total(),
+        (spans, records, points),
+        "(spans, log records, metric points) at the backends\n{}",
+        gateway.log()
+    );
+    // Each edge's metrics (its tenant's) on one backend, with its tenant header.
+    let mut metrics_at: std::collections::BTreeMap<String, BTreeSet<usize>> = Default::default();
+    for (i, (b, _)) in backends.iter().enumerate() {
+        for (tenant, _) in b.metrics.lock().unwrap().iter() {
+            metrics_at.entry(tenant.clone().expect("the tenant header of a metrics request")).or_default().insert(i);
+        }
+    }
+    assert_eq!(metrics_at.len(), 3, "every edge's metrics: {metrics_at:?}");
+    assert!(metrics_at.values().all(|at| at.len() == 1), "each bridge's series on one backend: {metrics_at:?}");
 
     // Where each session went, and with which tenant.
     let mut backend_of: std::collections::BTreeMap<String, BTreeSet<usize>> = Default::default();
@@ -347,7 +386,8 @@ async fn topology3_gateway_keeps_what_it_acknowledged_across_a_kill() {
             "extensions:\n  health_check:\n    endpoint: 127.0.0.1:{}\n  file_storage:\n    directory: {}\nreceivers:\n  \
              otlp:\n    protocols:\n      grpc:\n        endpoint: 127.0.0.1:{grpc}\n      http:\n        endpoint: \
              127.0.0.1:{http}\nexporters:\n  loadbalancing:\n    resolver:\n      static:\n        hostnames: \
-             [\"127.0.0.1:{backend_port}\"]\n",
+             [\"127.0.0.1:{backend_port}\"]\n  loadbalancing/metrics:\n    resolver:\n      static:\n        \
+             hostnames: [\"127.0.0.1:{backend_port}\"]\n",
             free_port(),
             queue.path().display()
         )

@@ -8,9 +8,14 @@ use super::*;
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse;
 use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::{LogsService, LogsServiceServer};
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{ExportMetricsServiceRequest, ExportMetricsServiceResponse};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
 use opentelemetry_proto::tonic::logs::v1::LogRecord;
+use opentelemetry_proto::tonic::metrics::v1::ResourceMetrics;
 
 /// What the Collector (and Jaeger, built on it) logs once every pipeline is running.
 const COLLECTOR_READY: &str = "Everything is ready";
@@ -217,6 +222,8 @@ type Tenanted<T> = Arc<Mutex<Vec<(Option<String>, T)>>>;
 pub(super) struct GrpcBackend {
     pub(super) spans: Tenanted<Span>,
     pub(super) logs: Tenanted<LogRecord>,
+    /// Each metrics request's resources, with the request's tenant.
+    pub(super) metrics: Tenanted<ResourceMetrics>,
     pub(super) seen: Arc<tokio::sync::Notify>,
 }
 
@@ -252,6 +259,19 @@ impl LogsService for GrpcBackend {
     }
 }
 
+#[tonic::async_trait]
+impl MetricsService for GrpcBackend {
+    async fn export(
+        &self,
+        req: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        let t = tenant(&req);
+        self.metrics.lock().unwrap().extend(req.into_inner().resource_metrics.into_iter().map(|r| (t.clone(), r)));
+        self.seen.notify_waiters();
+        Ok(tonic::Response::new(ExportMetricsServiceResponse { partial_success: None }))
+    }
+}
+
 impl GrpcBackend {
     /// Starts one on 127.0.0.1:0 (gzip accepted, as the Collector's OTLP exporter sends).
     pub(super) async fn start() -> (GrpcBackend, SocketAddr) {
@@ -269,6 +289,7 @@ impl GrpcBackend {
             tonic::transport::Server::builder()
                 .add_service(TraceServiceServer::new(backend.clone()).accept_compressed(gz))
                 .add_service(LogsServiceServer::new(backend.clone()).accept_compressed(gz))
+                .add_service(MetricsServiceServer::new(backend.clone()).accept_compressed(gz))
                 .serve_with_incoming(tonic::transport::server::TcpIncoming::from(l)),
         );
         (backend, addr)
