@@ -3,8 +3,9 @@
 //! permission on an edge; a person at the hub answers it there, and only that edge's agent
 //! gets the answer. Tenants never see or answer each other's sessions (AEP-0004 §4.2 item 3:
 //! a policy refusal is `unauthorized`), and a hub restarted mid-session, with a permission
-//! held on an edge meanwhile, answers it after the restart and ends with every edge's
-//! session complete, in order and without a repeat.
+//! held on an edge meanwhile and the other edges' events in flight as it stops, answers it
+//! after the restart and ends with every edge's session complete, in order and without a
+//! repeat.
 
 use aep_testkit as common;
 
@@ -88,8 +89,13 @@ fn permission(i: usize) -> Value {
 }
 
 async fn hook(edge: &Running, p: &Value) {
+    hook_at(&edge.url(), p).await;
+}
+
+/// A hook call to the edge at `url`, answered at once (nothing held).
+async fn hook_at(url: &str, p: &Value) {
     let (status, body) = post(
-        format!("{}/hooks/claude-code", edge.url()),
+        format!("{url}/hooks/claude-code"),
         p.to_string(),
         vec![("authorization".into(), format!("Bearer {EDGE_LOCAL}"))],
     )
@@ -313,13 +319,22 @@ async fn a_hub_restarted_mid_session_ends_with_every_edge_session_complete() {
     let shim = spawn_shim(shim_bin, "claude-code", edges[0].url(), EDGE_LOCAL, permission(1));
     let req = alice.next(|v| v["type"] == "attention.requested" && v["session"] == json!(session(1))).await;
     drop(alice);
+    // The other agents go on, never held up (hooks fail open), while the hub stops: their
+    // events are on the links, some in flight at the moment it stops (sent, not yet
+    // confirmed), and the edges queue the rest; edge 1's agent waits for its answer.
+    let going_on: Vec<_> = (1..3)
+        .map(|k| {
+            let (url, payloads) = (edges[k].url(), all[k][n / 3..2 * n / 3].to_vec());
+            tokio::spawn(async move {
+                for p in payloads {
+                    hook_at(&url, &p).await;
+                }
+            })
+        })
+        .collect();
     hub.shutdown().await;
-    // The other agents go on, never held up (hooks fail open), and their edges queue; edge
-    // 1's agent waits for its answer.
-    for (k, edge) in edges.iter().enumerate().skip(1) {
-        for p in &all[k][n / 3..2 * n / 3] {
-            hook(edge, p).await;
-        }
+    for t in going_on {
+        t.await.unwrap();
     }
     // The hub is back. Nothing new happened in edge 1's session, yet its link claims it
     // again (a repeat of its last event, dropped as such), so an answer at the restarted
