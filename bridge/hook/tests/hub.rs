@@ -206,10 +206,14 @@ async fn a_permission_held_on_edge_2_is_answered_at_the_hub_and_reaches_only_edg
         }
         shims.push(spawn_shim(shim_bin.clone(), "claude-code", edge.url(), EDGE_LOCAL, permission(k + 1)));
     }
-    let asked = |s: String| move |v: &Value| v["type"] == "attention.requested" && v["session"] == json!(s);
-    let req1 = alice.next(asked(session(1))).await;
-    let req2 = alice.next(asked(session(2))).await;
-    let req3 = bob.next(asked(session(3))).await;
+    // Edges 1 and 2 relay independently: their requests reach alice in either order.
+    let mut asked_alice = std::collections::BTreeMap::new();
+    while asked_alice.len() < 2 {
+        let v = alice.next(|v| v["type"] == "attention.requested").await;
+        asked_alice.insert(v["session"].as_str().unwrap().to_owned(), v);
+    }
+    let (req1, req2) = (asked_alice[&session(1)].clone(), asked_alice[&session(2)].clone());
+    let req3 = bob.next(|v| v["type"] == "attention.requested" && v["session"] == json!(session(3))).await;
 
     // Bob (team B) cannot answer team A's request: refused as `unauthorized`, cause-linked,
     // and nothing reaches edge 2 (AEP-0004 §4.2).
