@@ -694,6 +694,18 @@ impl Pipeline {
         self.submit_stamped(input, Arc::new(Stamped::new(ev))).await
     }
 
+    /// Hands a redelivered external event (one the sinks already took, AEP-0001 §7 rule 4)
+    /// to the taps alone: AEP-0003 §5's live fan-out forwards redelivery as received, while
+    /// the log and the exporters, terminal consumers, take it once. In order with the other
+    /// events (under the stamper), its drops recorded like theirs.
+    pub async fn redeliver_live(&self, s: &Arc<Stamped>) {
+        let mut drops = Drops::default();
+        let st = self.inner.stamper.lock().await;
+        self.to_taps(s, &mut drops);
+        drop(st);
+        drops.record(&self.inner.metrics);
+    }
+
     /// Admits a complete external event carrying the line it arrived as, so every hop
     /// relays it byte-identically (AEP-0001 §4.2): never re-stamped, never re-serialized.
     pub async fn submit_stamped(&self, input: &'static str, s: Arc<Stamped>) -> Result<Arc<Stamped>, SubmitError> {
@@ -753,18 +765,23 @@ impl Pipeline {
         self.inner.sinks.read().map(|v| v.clone()).unwrap_or_else(|_| Arc::from(Vec::new()))
     }
 
-    /// Hands one event to the taps and the event sinks of `sinks` (the line sinks get the
-    /// lines of the whole submit at its end, [`Pipeline::fan_out_lines`]); drops are noted in
-    /// `drops` and recorded by the caller once the stamper is released (no metric under the
-    /// lock). A close between two events of a batch is seen through the `closed` flag,
-    /// checked for every event.
-    async fn fan_out_to(&self, sinks: &[SinkTx], s: &Arc<Stamped>, drops: &mut Drops) -> Result<(), SubmitError> {
+    /// Hands one event to the taps, noting what they shed in `drops`.
+    fn to_taps(&self, s: &Arc<Stamped>, drops: &mut Drops) {
         for t in &self.inner.taps {
             let shed = t.admit(s);
             if shed > 0 {
                 drops.add(t.sink(), s.event.severity(), shed);
             }
         }
+    }
+
+    /// Hands one event to the taps and the event sinks of `sinks` (the line sinks get the
+    /// lines of the whole submit at its end, [`Pipeline::fan_out_lines`]); drops are noted in
+    /// `drops` and recorded by the caller once the stamper is released (no metric under the
+    /// lock). A close between two events of a batch is seen through the `closed` flag,
+    /// checked for every event.
+    async fn fan_out_to(&self, sinks: &[SinkTx], s: &Arc<Stamped>, drops: &mut Drops) -> Result<(), SubmitError> {
+        self.to_taps(s, drops);
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(SubmitError::Closed);
         }

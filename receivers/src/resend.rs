@@ -12,7 +12,7 @@
 //! them back from where the hub wrote the session (the tail of its JSONL log).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
@@ -75,15 +75,12 @@ impl Held {
     }
 }
 
-fn id_hash(source: &str, id: &str) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (source, id).hash(&mut h);
-    h.finish()
-}
-
 /// The highest `(epoch, seq)` taken per `(source, session)`, and the `(source, id)` taken.
 pub struct HighWater {
     seed: Option<Seed>,
+    /// Keyed per process: an emitter cannot craft an id whose hash collides with another
+    /// event's and have that event dropped as its repeat.
+    hasher: std::collections::hash_map::RandomState,
     inner: Mutex<Held>,
 }
 
@@ -96,7 +93,7 @@ impl std::fmt::Debug for HighWater {
 impl HighWater {
     /// Nothing taken yet; `seed` reads a session's tail the first time it is seen.
     pub fn new(seed: Option<Seed>) -> Self {
-        Self { seed, inner: Mutex::new(Held::default()) }
+        Self { seed, hasher: Default::default(), inner: Mutex::new(Held::default()) }
     }
 
     /// `false` for a redelivery (at or below the high water of `(source, session)`, its
@@ -104,7 +101,7 @@ impl HighWater {
     /// water, or backfill below it.
     pub fn fresh(&self, agent: &str, source: &str, session: &str, pos: (u64, u64), id: &str) -> bool {
         let key: Key = (Box::from(source), Box::from(session));
-        let h = id_hash(source, id);
+        let h = self.hasher.hash_one((source, id));
         let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let held = &mut *g;
         let high = match held.high.get(&key) {
@@ -113,7 +110,7 @@ impl HighWater {
                 let tail = self.seed.as_ref().and_then(|s| s(agent, session, source));
                 tail.map(|t| {
                     for id in &t.ids {
-                        held.remember(id_hash(source, id));
+                        held.remember(self.hasher.hash_one((source, id.as_str())));
                     }
                     held.set_high(key.clone(), t.last);
                     t.last

@@ -410,8 +410,7 @@ async fn handle_event(
     // live subscribers (the replay buffer's admission dedupes it). The connection still
     // claims its session above, so commands reach the edge that resent.
     if !c.fresh(ev) {
-        use crate::pipeline::Tap as _;
-        c.admit(&stamped);
+        ctx.pipeline.redeliver_live(&stamped).await;
         return Vec::new();
     }
     match ctx.pipeline.submit_stamped("collector", stamped).await {
