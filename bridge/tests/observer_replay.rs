@@ -40,8 +40,8 @@ fn normalized(data: &Path) -> BTreeMap<String, Vec<Value>> {
     for agent in agents.flatten() {
         for file in std::fs::read_dir(agent.path()).into_iter().flatten().flatten() {
             let name = format!("{}/{}", agent.file_name().to_string_lossy(), file.file_name().to_string_lossy());
-            let text = std::fs::read_to_string(file.path()).unwrap_or_default();
-            let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            // The log may still be written: its complete lines only.
+            let events = aep_testkit::log_events(&file.path());
             out.insert(name, normalize(&events));
         }
     }
